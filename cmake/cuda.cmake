@@ -1,0 +1,17 @@
+# CUDA backend: kernels in src/cuda/*.cu, host glue in src/cuda/*.c (plain C
+# calling the runtime API). sm_90 SASS for H100/H200 plus PTX for other cards.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
+  set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
+endif()
+set(CMAKE_CUDA_STANDARD 17)
+file(GLOB VQ_CUDA_KERNEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.cu)
+file(GLOB VQ_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.c)
+list(APPEND VQ_PORTABLE_SOURCES ${VQ_CUDA_HOST_SOURCES})
+if(VQ_CUDA_KERNEL_SOURCES)
+  add_library(vq_cuda_objects OBJECT ${VQ_CUDA_KERNEL_SOURCES})
+  target_include_directories(vq_cuda_objects PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include
+    ${CMAKE_CURRENT_SOURCE_DIR}/src ${DLPACK_INCLUDE_DIR})
+  target_compile_options(vq_cuda_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr>)
+  set_target_properties(vq_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  set(VQ_CUDA_OBJECTS $<TARGET_OBJECTS:vq_cuda_objects>)
+endif()

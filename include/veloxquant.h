@@ -1,0 +1,578 @@
+/*
+ * veloxquant.h — compressed KV caches and attention directly over them.
+ *
+ * This header is the documentation of the library. Read it top to bottom once:
+ *
+ *   1. Conventions: status codes, the context, tensors, bit order, rotation.
+ *   2. Utilities: f16/bf16 conversion, the portable PRNG, Lloyd-Max tables.
+ *   3. Codecs: bit packing, Hadamard, TurboQuant (scalar, Hadamard, RVQ),
+ *      KIVI affine, RaBitQ, QJL, VecInfer product VQ, CommVQ, k-means.
+ *   4. Attention: fused SDPA over every key format, the specialised decode
+ *      kernels (affine, RaBitQ, RVQ) and RaBitQ prefill.
+ *
+ * ---------------------------------------------------------------------------
+ * Conventions that hold for every function
+ * ---------------------------------------------------------------------------
+ * Tensors are DLPack `DLTensor`s (<dlpack/dlpack.h>). `strides == NULL` or
+ * compact row-major strides are accepted; any other stride pattern returns
+ * VQ_ERR_UNSUPPORTED. `byte_offset` is honoured. Every tensor of a call must
+ * live on the context's device (kDLCPU for a CPU context, kDLCUDA with the
+ * context's ordinal for a CUDA context).
+ *
+ * dtypes are written f32, f16 (IEEE binary16), bf16, u8, u16, i32, u32 (all
+ * with lanes = 1). "f16/f32" means either is accepted. Outputs are allocated by
+ * the caller with the documented shape; their dtype picks the output precision
+ * where several are listed.
+ *
+ * Shape names: B batch, H heads (Hq query heads, Hkv cache heads), S sequence
+ * (Sq queries, Skv cached tokens), D head dimension. GQA is native wherever a
+ * query meets a cache: Hq % Hkv == 0 and query head h reads kv head
+ * h / (Hq / Hkv). Each kv head's cache is read once per call, not once per
+ * query head.
+ *
+ * Bit order everywhere: element i's bits come before element i+1's, least
+ * significant bit first within a byte or word. A packed sign bit is 1 when the
+ * value is >= 0 (+1) and 0 when it is < 0 (-1); element j is bit j % 8 of
+ * byte j / 8 (u8 streams) or bit j % 32 of word j / 32 (u32 streams).
+ *
+ * Rotation: H_D is the Sylvester Walsh-Hadamard matrix (H_1 = [1],
+ * H_2n = [[H_n, H_n], [H_n, -H_n]]), D a power of two. The randomized rotation
+ * is rot(x) = H_D (diag ⊙ x) / sqrt(D) with diag a ±1 vector; it is
+ * orthonormal, so rot^-1(y) = diag ⊙ (H_D y) / sqrt(D). A NULL diag means all
+ * ones.
+ *
+ * Rounding is round-half-to-even; nearest-centroid ties go to the lower index.
+ *
+ * Errors: every function returns a vq_status. On failure no output byte is
+ * written, nothing aborts, and vq_ctx_last_error() names the argument and the
+ * expected vs actual value. Functions keep no pointer to their arguments after
+ * they return.
+ *
+ * Threads: a context may be used by one thread at a time. Different contexts
+ * are independent. Kernels on a CPU context use the context's thread pool.
+ * Kernels on a CUDA context are enqueued on the context's stream and do not
+ * synchronise unless stated.
+ */
+#ifndef VELOXQUANT_H
+#define VELOXQUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VQ_VERSION_MAJOR 0
+#define VQ_VERSION_MINOR 1
+#define VQ_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH" of the library actually linked. */
+const char *vq_version_string(void);
+
+/* =========================================================================
+ * 1. Status, context, backends
+ * ========================================================================= */
+
+typedef enum vq_status {
+    VQ_OK = 0,
+    VQ_ERR_INVALID_ARGUMENT = 1,   /* NULL, wrong rank/shape/dtype, shapes that disagree, scalar out of range */
+    VQ_ERR_UNSUPPORTED = 2,        /* valid, but outside what this backend handles (e.g. D > 256) */
+    VQ_ERR_BACKEND_UNAVAILABLE = 3,/* backend not compiled in, or no device present */
+    VQ_ERR_OUT_OF_MEMORY = 4,
+    VQ_ERR_DEVICE = 5,             /* a CUDA runtime failure; the message names the CUDA error */
+    VQ_ERR_IO = 6,
+    VQ_ERR_CORRUPT_DATA = 7        /* a file or buffer that fails validation */
+} vq_status;
+
+/* Static name of a status, e.g. "VQ_ERR_INVALID_ARGUMENT"; "VQ_ERR_UNKNOWN"
+ * for values outside the enum. */
+const char *vq_status_string(vq_status status);
+
+/* Backends. The values equal DLPack's device types (kDLCPU, kDLCUDA). */
+typedef enum vq_backend {
+    VQ_BACKEND_CPU = 1,
+    VQ_BACKEND_CUDA = 2
+} vq_backend;
+
+/* True when the backend is compiled in and usable now: the CPU always; CUDA
+ * when the library was built with CUDA and a device is visible. (The seed's
+ * metal_available().) */
+bool vq_backend_available(vq_backend backend);
+
+/* Configuration of a context. Zero-initialise and set what you need. */
+typedef struct vq_ctx_config {
+    vq_backend backend;  /* 0 means VQ_BACKEND_CPU */
+    int device;          /* CUDA device ordinal; ignored on the CPU */
+    void *stream;        /* cudaStream_t to enqueue on; NULL = the legacy default stream */
+    int num_threads;     /* CPU worker threads including the caller; 0 = all online cores */
+} vq_ctx_config;
+
+/* Opaque per-caller state: backend, thread pool, scratch memory, last error. */
+typedef struct vq_ctx vq_ctx;
+
+/* Creates a context. cfg NULL = CPU with all cores.
+ * The CPU instruction set is detected at run time (scalar, AVX2+FMA+F16C,
+ * AVX-512 on x86; NEON on ARM). The environment variable VQ_ISA =
+ * scalar|avx2|avx512|neon caps it, for testing every path on one machine;
+ * asking for an ISA the CPU lacks falls back to the best one it has.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend or thread count),
+ * VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
+vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out);
+
+/* Frees a context and joins its threads. NULL is a no-op. */
+void vq_ctx_free(vq_ctx *ctx);
+
+/* The sentence describing the last failure on this context ("" if none).
+ * Valid until the next call on the context. NULL ctx gives a static string. */
+const char *vq_ctx_last_error(const vq_ctx *ctx);
+
+/* The backend of the context. */
+vq_backend vq_ctx_backend(const vq_ctx *ctx);
+
+/* Name of the CPU kernel set in use: "scalar", "avx2", "avx512" or "neon". */
+const char *vq_ctx_isa(const vq_ctx *ctx);
+
+/* Number of CPU threads the context computes with (caller included). */
+int vq_ctx_num_threads(const vq_ctx *ctx);
+
+/* Waits for all work enqueued on the context (CUDA); returns at once on CPU. */
+vq_status vq_ctx_synchronize(vq_ctx *ctx);
+
+/* =========================================================================
+ * 2. Utilities
+ * ========================================================================= */
+
+/* IEEE binary16 and bfloat16 conversion, round-half-to-even, NaN and
+ * infinities preserved, f16 subnormals exact. */
+uint16_t vq_f32_to_f16(float x);
+float vq_f16_to_f32(uint16_t h);
+uint16_t vq_f32_to_bf16(float x);
+float vq_bf16_to_f32(uint16_t h);
+
+/* The portable PRNG: SplitMix64 seeding xoshiro256**. The same seed gives the
+ * same stream on every platform and backend. */
+typedef struct vq_rng { uint64_t s[4]; } vq_rng;
+void vq_rng_seed(vq_rng *rng, uint64_t seed);
+uint64_t vq_rng_next(vq_rng *rng);
+/* Uniform in [0, 1) with 53 random bits. */
+double vq_rng_uniform(vq_rng *rng);
+/* Standard normal by the Box-Muller transform (one draw per two uniforms). */
+double vq_rng_normal(vq_rng *rng);
+
+/* Fills out[0..d) with ±1.0f: out[i] = +1 when the top bit of the i-th draw of
+ * the stream seeded with `seed` is 0, else -1. The default Hadamard diagonal.
+ * Host memory. Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, d < 1). */
+vq_status vq_random_signs(uint64_t seed, int64_t d, float *out);
+
+/* The MSE-optimal (Lloyd-Max) quantizer of the standard normal N(0,1) with
+ * 2^bits levels, bits = 1..8: centroids_out[0..2^bits) ascending and, when
+ * not NULL, boundaries_out[0..2^bits - 1) (midpoints of adjacent centroids).
+ * Tables are computed by the library's own Lloyd iteration to 1e-9. Their MSE
+ * is 0.3634, 0.1175, 0.03454, 0.009497 for bits = 1..4.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (bits outside 1..8, centroids_out NULL). */
+vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *boundaries_out);
+
+/* =========================================================================
+ * 3. Codecs
+ * ========================================================================= */
+
+/* ---- Bit packing (seed: turboquant_bit_pack / turboquant_bit_unpack) ----
+ *
+ * vq_bit_pack: idx [..., N] u8/u16/i32, bits 1..16, out [..., ceil(N*bits/32)]
+ * u32. Element i occupies stream bits [i*bits, (i+1)*bits); stream bit s is bit
+ * s % 32 of word s / 32; elements may straddle words; unused high bits of the
+ * last word are 0. Values are masked to their low `bits` bits (as the seed).
+ *
+ * vq_bit_unpack: packed [..., W] u32 with W == ceil(original_length*bits/32),
+ * out [..., original_length] i32 or u8 (u8 needs bits <= 8). Exact inverse. */
+vq_status vq_bit_pack(vq_ctx *ctx, const DLTensor *idx, int bits, DLTensor *out);
+vq_status vq_bit_unpack(vq_ctx *ctx, const DLTensor *packed, int bits, int64_t original_length,
+                        DLTensor *out);
+
+/* ---- Hadamard rotation ----
+ * x [..., D] f16/f32, D a power of two <= 1024; diag [D] f32 ±1 or NULL;
+ * out [..., D] f16/f32 (may be the same tensor as x). inverse false: out =
+ * rot(x); inverse true: out = rot^-1(x). O(D log D) per row. */
+vq_status vq_hadamard(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, bool inverse,
+                      DLTensor *out);
+
+/* ---- TurboQuant scalar codec ----
+ * vq_turboquant_scalar_quantize: x [...] f16/f32 (any shape), idx_out [...]
+ * u8 (same shape): idx = nearest Lloyd-Max centroid of x (bits 1..8).
+ * vq_turboquant_scalar_dequantize: out [...] f16/f32 = centroid[idx] * scale.
+ * idx values >= 2^bits are masked to bits (documented; no out-of-range read). */
+vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, int bits, DLTensor *idx_out);
+vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int bits, float scale,
+                                          DLTensor *out);
+
+/* Options of the Hadamard quantizer (beyond the seed). */
+typedef struct vq_turboquant_opts {
+    /* false (seed): scale = ||y||_2 / sqrt(D).
+     * true: scale = ||y||^2 / <c[idx], y> (idx chosen with the seed scale),
+     * so <y_hat, y> = ||y||^2 and inner products with y_hat are not shrunk by
+     * about (1 - MSE). Falls back to the seed scale when <c[idx], y> <= 0. */
+    bool norm_correct;
+} vq_turboquant_opts;
+
+/* vq_turboquant_hadamard_quantize: x [..., D] f16/f32 (D a power of two
+ * <= 1024), diag [D] f32 or NULL, bits 1..8, idx_out [..., D] u8,
+ * scale_out [...] f32. y = rot(x); scale = ||y||_2 / sqrt(D);
+ * idx = nearest centroid of y / scale. A zero vector gets scale 0 and the idx
+ * of the centroid nearest 0.
+ * vq_turboquant_hadamard_dequantize: out [..., D] f16/f32 =
+ * rot^-1(scale * centroid[idx]). */
+vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, int bits,
+                                          DLTensor *idx_out, DLTensor *scale_out,
+                                          const vq_turboquant_opts *opts);
+vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, const DLTensor *scale,
+                                            const DLTensor *diag, int bits, DLTensor *out);
+
+/* Two-stage residual codec (TurboQuant RVQ; the seed's EncodedVector).
+ * x [..., D] f16/f32; idx1_out, idx2_out [..., D] u8; scale1_out, scale2_out
+ * [...] f32; b1, b2 in 1..8. Stage 1 is the Hadamard quantizer with b1 bits;
+ * r = y - scale1 * c_b1[idx1]; scale2 = ||r||_2 / sqrt(D); idx2 = nearest
+ * c_b2 of r / scale2. Decode: x_hat = rot^-1(scale1 * c_b1[idx1] +
+ * scale2 * c_b2[idx2]), out [..., D] f16/f32. */
+vq_status vq_turboquant_rvq_encode(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, int b1, int b2,
+                                   DLTensor *idx1_out, DLTensor *scale1_out, DLTensor *idx2_out,
+                                   DLTensor *scale2_out);
+vq_status vq_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, const DLTensor *scale1,
+                                   const DLTensor *idx2, const DLTensor *scale2, const DLTensor *diag,
+                                   int b1, int b2, DLTensor *out);
+
+/* ---- Group-affine (KIVI) quantizers ----
+ * Keys, per channel over groups of g tokens: k [B,H,S,D] f16/f32,
+ * codes [B,H,S,D] u8 (one code per byte) or [B,H,S,D*bits/8] u8 (bit-packed
+ * along D in the library's bit order; bits 2 or 4, D*bits % 8 == 0),
+ * scale, zero [B,H,ceil(S/g),D] f32 or f16.
+ * Values, per token over groups of g channels: v [B,H,S,D], codes as above,
+ * scale, zero [B,H,S,ceil(D/g)] f32 or f16.
+ * zero = min, scale = (max - min) / (2^bits - 1), code = round((x - zero) /
+ * scale) clamped to [0, 2^bits - 1]; scale 0 and codes 0 when max == min.
+ * With f16 scale/zero the codes are computed against the f16-rounded scale and
+ * zero, so that decoding reproduces what was encoded.
+ * bits: 1..8 for one-code-per-byte, 2 or 4 (or 8) when packed. g >= 1.
+ * Dequantizers: x_hat = code * scale + zero, out f16/f32. The code layout
+ * is detected from the codes' last dimension. */
+vq_status vq_affine_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size,
+                                  DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out);
+vq_status vq_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
+                                    DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out);
+vq_status vq_affine_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+                                    const DLTensor *zero, int bits, int group_size, DLTensor *out);
+vq_status vq_affine_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+                                      const DLTensor *zero, int bits, int group_size, DLTensor *out);
+
+/* ---- RaBitQ: 1-bit keys ---- */
+
+typedef enum vq_rabitq_mag {
+    /* k_mag = ||y||_1 / D: the seed's L1 magnitude, the best L2 fit
+     * k_mag * sign(y) of y. Shrinks every logit by about 2/pi. */
+    VQ_RABITQ_MAG_L1 = 0,
+    /* k_mag = ||y||_2^2 / ||y||_1: makes the exact score an unbiased estimate of
+     * q.k over the random rotation (RaBitQ's estimator). */
+    VQ_RABITQ_MAG_UNBIASED = 1
+} vq_rabitq_mag;
+
+typedef struct vq_rabitq_encode_opts {
+    vq_rabitq_mag mag;  /* default VQ_RABITQ_MAG_L1 */
+} vq_rabitq_encode_opts;
+
+/* keys [..., N, D] f16/f32 raw (pre-rotation), diag [D] f32 ±1 (NULL = ones),
+ * k_bits_out [..., N, D/8] u8, k_mag_out [..., N] f32. y = rot(x); bit j =
+ * (y_j >= 0); k_mag per opts->mag. D a power of two, 8 <= D <= 1024.
+ * A zero key gets all bits 1 and k_mag 0. */
+vq_status vq_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *diag, DLTensor *k_bits_out,
+                           DLTensor *k_mag_out, const vq_rabitq_encode_opts *opts);
+
+/* One query against N candidates (the seed exactly): qbits [D/8] u8,
+ * bits [N, D/8] u8, cx [N] f32, scale [1] f32, out [N] f32;
+ * out[i] = popcount(qbits XOR bits[i]) * scale + cx[i] (lower = closer). */
+vq_status vq_rabitq_hamming_score(vq_ctx *ctx, const DLTensor *qbits, const DLTensor *bits,
+                                  const DLTensor *cx, const DLTensor *scale, DLTensor *out);
+
+/* v_idx [..., 2n] u8 -> out [..., n] u8: out = (v_idx[2i] & 15) |
+ * ((v_idx[2i+1] & 15) << 4). Low nibble = even element. */
+vq_status vq_rabitq_pack_values(vq_ctx *ctx, const DLTensor *v_idx, DLTensor *out);
+
+/* Scalar codebook value encoder: x [...] f16/f32, cents [n] f32 ascending,
+ * 1 <= n <= 256, idx_out [...] u8: nearest centroid (ties to lower index). */
+vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *cents, DLTensor *idx_out);
+
+/* 1-D Lloyd-Max / k-means on samples [N] f16/f32: n_cents in 1..256 (N >=
+ * n_cents), iters >= 1 rounds, cents_out [n_cents] f32 ascending.
+ * Initialised at the sample quantiles (i + 0.5) / n_cents; an empty cell
+ * keeps its previous centroid. Deterministic. */
+vq_status vq_lloyd_max_fit(vq_ctx *ctx, const DLTensor *samples, int n_cents, int iters, DLTensor *cents_out);
+
+/* ---- QJL sign sketches ---- */
+
+/* Fills out[0..m*d) (row-major [m, d]) with i.i.d. N(0,1) drawn by
+ * vq_rng_normal from `seed`. Host memory.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, m < 1, d < 1). */
+vq_status vq_qjl_projection(uint64_t seed, int64_t m, int64_t d, float *out);
+
+/* keys [..., D] f16/f32, projection [m, D] f32, bits_out [..., ceil(m/32)]
+ * u32: bit j = ((S k)_j >= 0); unused high bits of the last word are 0. */
+vq_status vq_qjl_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *projection, DLTensor *bits_out);
+
+typedef struct vq_qjl_inner_product_opts {
+    const DLTensor *query_norm; /* [...] f32 or NULL: multiplies out by ||q|| */
+    const DLTensor *key_norm;   /* [..., N] f32 or NULL: multiplies out by ||k|| */
+} vq_qjl_inner_product_opts;
+
+/* Symmetric estimator: query_bits [..., W] u32, key_bits [..., N, W] u32,
+ * W == ceil(sketch_dim/32), out [..., N] f32 = cos(pi * ham / m) with ham the
+ * Hamming distance over the first m = sketch_dim bits (times the norms given
+ * in opts). head_dim is the D the sketches came from (checked > 0, kept for
+ * the seed's signature). */
+vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DLTensor *key_bits,
+                               int head_dim, int sketch_dim, DLTensor *out,
+                               const vq_qjl_inner_product_opts *opts);
+
+/* Asymmetric unbiased estimator (the QJL paper): query [..., D] f16/f32,
+ * projection [m, D] f32, key_bits [..., N, ceil(m/32)] u32, key_norm [..., N]
+ * f32, out [..., N] f32 = sqrt(pi/2)/m * ||k|| * sum_j (S q)_j * sign_j. */
+vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *projection,
+                       const DLTensor *key_bits, const DLTensor *key_norm, DLTensor *out);
+
+/* ---- VecInfer product VQ ----
+ * codebook [M, C, D/M] f32 shared by all heads, or [Hkv, M, C, D/M] per head;
+ * smooth [D] f32 > 0 or [Hkv, D]; C <= 65536. Smoothed key k' = k / s.
+ * Indices are u8 (C <= 256) or u16. */
+
+/* keys [B,H,S,D] f16/f32, idx_out [B,H,S,M] u8/u16:
+ * idx[m] = argmin_c || k'[m-th slice] - codebook[m, c] ||^2. */
+vq_status vq_vecinfer_quantize(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
+                               const DLTensor *smooth, int num_subspaces, DLTensor *idx_out);
+/* idx [B,H,S,M], keys_out [B,H,S,D] f16/f32 = concat_m codebook[m, idx[m]] ⊙ s.
+ * Indices >= C give VQ_ERR_INVALID_ARGUMENT with nothing written. */
+vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *codebook,
+                              const DLTensor *smooth, DLTensor *keys_out);
+/* Both outputs of the two functions above from one pass. */
+vq_status vq_vecinfer_encode_decode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
+                                    const DLTensor *smooth, int num_subspaces, DLTensor *idx_out,
+                                    DLTensor *keys_out);
+/* queries [B,H,D] or [B,H,Sq,D] f16/f32, lut_out [B,H,M,C] or [B,H,Sq,M,C] f32:
+ * lut[m,c] = (q ⊙ s)[m-th slice] . codebook[m,c], so q.k_hat = sum_m
+ * lut[m, idx[m]] (asymmetric MIPS). With per-head codebooks H must equal Hkv. */
+vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTensor *codebook,
+                                const DLTensor *smooth, DLTensor *lut_out);
+/* Smooth factors from calibration keys [N, D] f16/f32: s_c = sqrt(max_t |k[t,c]|),
+ * and 1 where a channel is all zero. smooth_out [D] f32. */
+vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor *smooth_out);
+
+/* k-means with k-means++ initialisation (seeded by `seed`) and Lloyd rounds:
+ * samples [N, d] f32, 1 <= C <= N, iters >= 0 rounds after the init,
+ * centroids_out [C, d] f32. An empty cluster keeps its centroid. */
+vq_status vq_kmeans(vq_ctx *ctx, const DLTensor *samples, int C, int iters, uint64_t seed,
+                    DLTensor *centroids_out);
+
+/* ---- CommVQ: additive codebooks, RoPE applied at decode ---- */
+
+typedef enum vq_rope_layout {
+    VQ_ROPE_HALF = 0,        /* pairs (i, i + D/2): Hugging Face / NeoX */
+    VQ_ROPE_INTERLEAVED = 1  /* pairs (2i, 2i + 1): GPT-J / Meta */
+} vq_rope_layout;
+
+typedef struct vq_comm_vq_opts {
+    vq_rope_layout rope;    /* default VQ_ROPE_HALF */
+    const DLTensor *scale;  /* [B,H,S] f32 per-token scale, or NULL (= 1) */
+} vq_comm_vq_opts;
+
+/* indices [B,H,S,R] u8/u16/i32, codebook [R,C,D] f32, cos_freqs and sin_freqs
+ * [P, D/2] f32, positions [S] or [B,S] i32 in [0, P), out [B,H,S,D] f16/f32:
+ * k = scale * sum_r codebook[r, idx_r]; out = RoPE(k, position), where pair i
+ * at position p rotates by (cos_freqs[p,i], sin_freqs[p,i]):
+ * (a, b) -> (a cos - b sin, a sin + b cos). Indices >= C or positions
+ * outside [0, P) give VQ_ERR_INVALID_ARGUMENT with nothing written. */
+vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
+                            const DLTensor *cos_freqs, const DLTensor *sin_freqs, const DLTensor *positions,
+                            DLTensor *out, const vq_comm_vq_opts *opts);
+
+/* Residual k-means trainer on pre-RoPE keys: samples [N, D] f32, R stages of C
+ * centroids, codebook_out [R, C, D] f32. Stage r is vq_kmeans (seed + r) on the
+ * residuals left by stages < r. */
+vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, int iters, uint64_t seed,
+                           DLTensor *codebook_out);
+
+/* Greedy residual encoder: keys [B,H,S,D] f16/f32 (pre-RoPE), codebook
+ * [R,C,D] f32, indices_out [B,H,S,R] u8/u16/i32: stage r picks the centroid
+ * nearest the residual of stages < r. */
+vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
+                            DLTensor *indices_out);
+
+/* =========================================================================
+ * 4. Attention over compressed caches
+ * ========================================================================= */
+
+/* Key formats understood by vq_fused_sdpa. */
+typedef enum vq_keys_format {
+    VQ_KEYS_F16 = 1,       /* plain keys (f16, f32 or bf16): the uncompressed path */
+    VQ_KEYS_TURBO = 2,     /* TurboQuant Hadamard scalar codes */
+    VQ_KEYS_TURBO_RVQ = 3, /* TurboQuant two-stage residual codes */
+    VQ_KEYS_AFFINE = 4,    /* KIVI per-channel group affine codes */
+    VQ_KEYS_RABITQ = 5,    /* 1-bit RaBitQ signs + magnitude */
+    VQ_KEYS_QJL = 6,       /* QJL sign sketch + norm */
+    VQ_KEYS_PQ = 7,        /* VecInfer product VQ */
+    VQ_KEYS_COMMVQ = 8     /* CommVQ additive codes, RoPE applied per token */
+} vq_keys_format;
+
+/* A compressed key cache: `format` plus the tensors of that format (only the
+ * member named by `format` is read; zero-initialise the rest). All leading
+ * shapes are [B, Hkv, Skv]; the kernel reads no pointer after it returns.
+ * Codes stored as u32 bit-packed streams (vq_bit_pack, packed along D) are
+ * recognised by their dtype. */
+typedef struct vq_encoded_keys {
+    vq_keys_format format;
+    struct {
+        const DLTensor *keys;  /* [B,Hkv,Skv,D] f16/f32/bf16 */
+    } plain;
+    struct {
+        const DLTensor *idx;   /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,ceil(D*bits/32)] u32 packed */
+        const DLTensor *scale; /* [B,Hkv,Skv] f32 */
+        const DLTensor *diag;  /* [D] f32 ±1, or NULL (ones) */
+        int bits;              /* 1..8 */
+    } turbo;
+    struct {
+        const DLTensor *idx1, *scale1;  /* stage 1: as turbo.idx / turbo.scale with b1 bits */
+        const DLTensor *idx2, *scale2;  /* stage 2: as turbo.idx / turbo.scale with b2 bits */
+        const DLTensor *diag;           /* [D] f32 ±1, or NULL */
+        int b1, b2;                     /* 1..8 each */
+    } rvq;
+    struct {
+        const DLTensor *codes; /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,D*bits/8] u8 packed */
+        const DLTensor *scale; /* [B,Hkv,ceil(Skv/g),D] f32/f16 */
+        const DLTensor *zero;  /* same shape and dtype as scale */
+        int bits;              /* 2, 4 or 8 when packed; code width when not (1..8) */
+        int group_size;        /* g, tokens per group */
+    } affine;
+    struct {
+        const DLTensor *bits;  /* [B,Hkv,Skv,D/8] u8 signs of rot(k) */
+        const DLTensor *mag;   /* [B,Hkv,Skv] f32 */
+        const DLTensor *cnst;  /* [B,Hkv,Skv] f32 additive score term, or NULL */
+        const DLTensor *diag;  /* [D] f32 ±1 used at encode time, or NULL */
+    } rabitq;                  /* score: (rot(q) . sign) * mag (exact query) */
+    struct {
+        const DLTensor *bits;       /* [B,Hkv,Skv,ceil(m/32)] u32 */
+        const DLTensor *norm;       /* [B,Hkv,Skv] f32, ||k|| */
+        const DLTensor *projection; /* [m, D] f32 */
+    } qjl;                          /* score: vq_qjl_score's asymmetric estimator */
+    struct {
+        const DLTensor *idx;      /* [B,Hkv,Skv,M] u8/u16 */
+        const DLTensor *codebook; /* [M,C,D/M] or [Hkv,M,C,D/M] f32 */
+        const DLTensor *smooth;   /* [D] or [Hkv,D] f32 */
+    } pq;                         /* score: sum_m lut[m, idx[m]] */
+    struct {
+        const DLTensor *idx;       /* [B,Hkv,Skv,R] u8/u16/i32 */
+        const DLTensor *codebook;  /* [R,C,D] f32 */
+        const DLTensor *cos_freqs; /* [P, D/2] f32 */
+        const DLTensor *sin_freqs; /* [P, D/2] f32 */
+        const DLTensor *positions; /* [Skv] or [B,Skv] i32 */
+        const DLTensor *scale;     /* [B,Hkv,Skv] f32 or NULL */
+        vq_rope_layout rope;
+    } commvq;
+} vq_encoded_keys;
+
+/* Options shared by the attention kernels (all beyond the seed). */
+typedef struct vq_attend_opts {
+    /* Sq > 1: query i sees kv positions <= Skv - Sq + i (the new tokens are
+     * the last Sq of the cache). */
+    bool causal;
+    /* Parallel splits of the kv axis per (batch, kv head); 0 = automatic. */
+    int num_splits;
+} vq_attend_opts;
+
+/* out = softmax(scale * q . k_hat^T + mask) v, keys decoded in registers and
+ * never written to memory; softmax accumulates in f32.
+ * queries [B,Hq,Sq,D] f16/f32 (raw, unrotated: rotations are applied to the
+ * query inside), keys per vq_encoded_keys, values [B,Hkv,Skv,D] f16/f32,
+ * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
+ * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0.
+ * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
+ * D > 256 -> VQ_ERR_UNSUPPORTED. */
+vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                        const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                        const vq_attend_opts *opts);
+
+/* True iff vq_fused_sdpa handles this shape: head_dim % 32 == 0 and
+ * head_dim <= 256 (the seed's rule), all sizes positive. */
+bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
+
+/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ: the query is rotated once
+ * and scored against y_hat = scale1 c[idx1] + scale2 c[idx2] directly. */
+vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
+                                                const vq_encoded_keys *keys, const DLTensor *values,
+                                                float scale, DLTensor *out, const vq_attend_opts *opts);
+
+/* Options of the affine decode kernel. */
+typedef struct vq_scalar_attend_opts {
+    bool causal;  /* as vq_attend_opts.causal */
+    /* Code width when codes are bit-packed along D (2, 4 or 8); 0 = detect from
+     * the codes' last dimension (D: one code per byte; D*bits/8: packed). */
+    int bits;
+} vq_scalar_attend_opts;
+
+/* Attention over a KIVI group-affine cache (the seed's scalar_fused_decode_attend).
+ * q [B,Hq,Sq,D] f16/f32 (must be 4-D), k_codes/v_codes [B,Hkv,Skv,D] u8 (or
+ * packed [.., D*bits/8]), k_scale/k_zero [B,Hkv,ceil(Skv/g),D] f32/f16,
+ * v_scale/v_zero [B,Hkv,Skv,ceil(D/g)] f32/f16, out [B,Hq,Sq,D] f16/f32:
+ * out = softmax(scale * q . k_hat^T) v_hat with k_hat = code*scale + zero.
+ * nsg: splits of the kv axis per (b, kv head), 1..32, 0 = automatic.
+ * Errors: D > 256 -> VQ_ERR_UNSUPPORTED. */
+vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+                                        const DLTensor *k_scale, const DLTensor *k_zero,
+                                        const DLTensor *v_codes, const DLTensor *v_scale,
+                                        const DLTensor *v_zero, int group_size, float scale, int nsg,
+                                        DLTensor *out, const vq_scalar_attend_opts *opts);
+
+typedef enum vq_rabitq_score {
+    /* Seed: s = (D - 2 * popcount(sign(q) XOR k_bits)) * q_scale * k_mag + k_const */
+    VQ_RABITQ_SCORE_HAMMING = 0,
+    /* s = (sum_j q_j * sign_j) * k_mag * q_scale + k_const: full-precision query */
+    VQ_RABITQ_SCORE_EXACT = 1
+} vq_rabitq_score;
+
+typedef struct vq_rabitq_attend_opts {
+    vq_rabitq_score score;     /* default VQ_RABITQ_SCORE_HAMMING */
+    const DLTensor *v_scale;   /* [B,Hkv,Skv] f32 per-token value scale, or NULL */
+    bool causal;               /* as vq_attend_opts.causal */
+    int num_splits;            /* as vq_attend_opts.num_splits */
+} vq_rabitq_attend_opts;
+
+/* Attention over 1-bit keys and codebook values (the seed's rabitq_fused_attend).
+ * q [B,Hq,Sq,D] f16/f32 pre-rotated, q_scale [B,Hq,Sq] f32 (fold 1/sqrt(D)
+ * in), k_bits [B,Hkv,Skv,D/8] u8, k_mag [B,Hkv,Skv] f32, k_const [B,Hkv,Skv]
+ * f32 or NULL (= 0), v_idx [B,Hkv,Skv,D] u8 or nibble-packed [B,Hkv,Skv,D/2]
+ * u8 (detected from the shape; packed needs n_cents <= 16), v_cents [n_cents]
+ * f32 (1..256), out [B,Hq,Sq,D] f16/f32. v_hat[j] = v_cents[v_idx[j]]
+ * (times v_scale). Packed and unpacked values give bit-identical outputs.
+ * Unpacked indices >= n_cents read centroid n_cents - 1 (clamped, never out of
+ * bounds). Constraints: D % 8 == 0 (else VQ_ERR_INVALID_ARGUMENT), D <= 256
+ * (else VQ_ERR_UNSUPPORTED). */
+vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
+                                 const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                 const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                 const vq_rabitq_attend_opts *opts);
+
+/* Prefill over a RaBitQ cache, built for large Sq: q [B,Hq,Sq,D] f16/f32,
+ * scale [1] f32, k_bits/k_mag/k_const as above, v_idx nibble-packed
+ * [B,Hkv,Skv,D/2] u8, v_cents [<= 16] f32, out [B,Hq,Sq,D] f16/f32.
+ * s = (q . (sign * k_mag)) * scale + k_const (exact dots), every query row
+ * over all Skv (no causal mask). K and V are decoded inside the tile loop and
+ * never materialised. opts may carry v_scale; score/causal must be left at
+ * their defaults (EXACT is implied). */
+vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
+                                   const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                   const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                   const vq_rabitq_attend_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VELOXQUANT_H */

@@ -1,0 +1,104 @@
+/* ctx.c — context lifetime, backend availability, scratch memory. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+#ifdef VQ_WITH_CUDA
+#include "../cuda/cuda_backend.h"
+#endif
+
+bool vq_backend_available(vq_backend backend)
+{
+    switch (backend) {
+    case VQ_BACKEND_CPU: return true;
+    case VQ_BACKEND_CUDA:
+#ifdef VQ_WITH_CUDA
+        return vq_cuda_available();
+#else
+        return false;
+#endif
+    }
+    return false;
+}
+
+static int online_cores(void)
+{
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > 1024 ? 1024 : (int)n);
+}
+
+/* Messages for ctx creation go nowhere (there is no ctx yet), so the checks
+ * here only return status codes; the header documents each one. */
+vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out)
+{
+    if (out == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    vq_ctx_config c = {0};
+    if (cfg != NULL) c = *cfg;
+    if (c.backend == 0) c.backend = VQ_BACKEND_CPU;
+    if (c.backend != VQ_BACKEND_CPU && c.backend != VQ_BACKEND_CUDA) return VQ_ERR_INVALID_ARGUMENT;
+    if (c.num_threads < 0 || c.num_threads > 1024 || c.device < 0) return VQ_ERR_INVALID_ARGUMENT;
+    if (!vq_backend_available(c.backend)) return VQ_ERR_BACKEND_UNAVAILABLE;
+
+    vq_ctx *ctx = calloc(1, sizeof *ctx);
+    if (ctx == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    ctx->backend = c.backend;
+    ctx->device = c.device;
+    ctx->stream = c.stream;
+    ctx->isa = vq_cpu_select_isa();
+    ctx->num_threads = c.num_threads ? c.num_threads : online_cores();
+    ctx->pool = vq_threadpool_create(ctx->num_threads);
+    if (ctx->pool == NULL) {
+        free(ctx);
+        return VQ_ERR_OUT_OF_MEMORY;
+    }
+    ctx->num_threads = vq_threadpool_size(ctx->pool);
+#ifdef VQ_WITH_CUDA
+    if (ctx->backend == VQ_BACKEND_CUDA) {
+        const vq_status s = vq_cuda_ctx_init(ctx);
+        if (s != VQ_OK) {
+            vq_ctx_free(ctx);
+            return s;
+        }
+    }
+#endif
+    *out = ctx;
+    return VQ_OK;
+}
+
+void vq_ctx_free(vq_ctx *ctx)
+{
+    if (ctx == NULL) return;
+#ifdef VQ_WITH_CUDA
+    if (ctx->cuda != NULL) vq_cuda_ctx_release(ctx);
+#endif
+    vq_threadpool_free(ctx->pool);
+    free(ctx->scratch);
+    free(ctx);
+}
+
+vq_backend vq_ctx_backend(const vq_ctx *ctx) { return ctx ? ctx->backend : VQ_BACKEND_CPU; }
+const char *vq_ctx_isa(const vq_ctx *ctx) { return ctx ? vq_isa_name(ctx->isa) : "unknown"; }
+int vq_ctx_num_threads(const vq_ctx *ctx) { return ctx ? ctx->num_threads : 0; }
+
+vq_status vq_ctx_synchronize(vq_ctx *ctx)
+{
+    VQ_ENTER(ctx);
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_synchronize(ctx);
+#endif
+    return VQ_OK;
+}
+
+void *vq_ctx_scratch(vq_ctx *ctx, size_t bytes)
+{
+    if (bytes <= ctx->scratch_size) return ctx->scratch;
+    const size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded);
+    if (p == NULL) return NULL;
+    free(ctx->scratch);
+    ctx->scratch = p;
+    ctx->scratch_size = rounded;
+    return p;
+}

@@ -1,0 +1,180 @@
+/* tensor.c — DLTensor validation shared by every public entry point, so that
+ * every message names the argument and the expected vs actual value. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+
+vq_dtype vq_dtype_of(const DLTensor *t)
+{
+    const DLDataType d = t->dtype;
+    if (d.lanes != 1) return VQ_DT_INVALID;
+    switch (d.code) {
+    case kDLFloat:
+        if (d.bits == 32) return VQ_DT_F32;
+        if (d.bits == 16) return VQ_DT_F16;
+        return VQ_DT_INVALID;
+    case kDLBfloat: return d.bits == 16 ? VQ_DT_BF16 : VQ_DT_INVALID;
+    case kDLUInt:
+        if (d.bits == 8) return VQ_DT_U8;
+        if (d.bits == 16) return VQ_DT_U16;
+        if (d.bits == 32) return VQ_DT_U32;
+        return VQ_DT_INVALID;
+    case kDLInt: return d.bits == 32 ? VQ_DT_I32 : VQ_DT_INVALID;
+    default: return VQ_DT_INVALID;
+    }
+}
+
+const char *vq_dtype_name(vq_dtype dt)
+{
+    static const char *const names[VQ_DT_COUNT] = {"invalid", "f32", "f16", "bf16", "u8", "u16", "i32", "u32"};
+    return (dt >= 0 && dt < VQ_DT_COUNT) ? names[dt] : "invalid";
+}
+
+size_t vq_dtype_size(vq_dtype dt)
+{
+    static const size_t sizes[VQ_DT_COUNT] = {0, 4, 2, 2, 1, 2, 4, 4};
+    return (dt >= 0 && dt < VQ_DT_COUNT) ? sizes[dt] : 0;
+}
+
+static void describe_dtype(const DLDataType d, char *buf, size_t cap)
+{
+    static const char *const codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+    const char *code = d.code < sizeof codes / sizeof codes[0] ? codes[d.code] : "code?";
+    if (d.lanes == 1) snprintf(buf, cap, "%s%u", code, (unsigned)d.bits);
+    else snprintf(buf, cap, "%s%ux%u", code, (unsigned)d.bits, (unsigned)d.lanes);
+}
+
+static void describe_mask(unsigned mask, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    size_t used = 0;
+    for (int dt = 1; dt < VQ_DT_COUNT; dt++) {
+        if (!(mask & VQ_DTM(dt))) continue;
+        int n = snprintf(buf + used, cap - used, "%s%s", used ? "/" : "", vq_dtype_name((vq_dtype)dt));
+        if (n < 0 || (size_t)n >= cap - used) break;
+        used += (size_t)n;
+    }
+}
+
+const char *vq_shape_str(const DLTensor *t, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    int n = snprintf(buf, cap, "[");
+    if (n > 0) used = (size_t)n;
+    for (int i = 0; i < t->ndim && used < cap; i++) {
+        n = snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+    return buf;
+}
+
+int64_t vq_numel(const DLTensor *t) { return vq_prod(t, 0, t->ndim); }
+
+int64_t vq_prod(const DLTensor *t, int begin, int end)
+{
+    int64_t n = 1;
+    for (int i = begin; i < end; i++) n *= t->shape[i];
+    return n;
+}
+
+vq_status vq_check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtype_mask, int min_ndim,
+                          int max_ndim)
+{
+    VQ_RETURN_IF(ctx, t == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s' is NULL", name);
+    if (t->ndim < min_ndim || t->ndim > max_ndim || t->ndim < 1) {
+        if (min_ndim == max_ndim)
+            return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument '%s': expected rank %d, got rank %d", name,
+                           min_ndim, t->ndim);
+        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument '%s': expected rank %d..%d, got rank %d", name,
+                       min_ndim, max_ndim, t->ndim);
+    }
+    VQ_RETURN_IF(ctx, t->shape == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s': shape pointer is NULL", name);
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        const int64_t d = t->shape[i];
+        if (d < 1) {
+            char s[160];
+            return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT,
+                           "argument '%s' has shape %s: dimension %d is %lld, expected >= 1 (empty tensors are "
+                           "not accepted)",
+                           name, vq_shape_str(t, s, sizeof s), i, (long long)d);
+        }
+        VQ_RETURN_IF(ctx, n > INT64_MAX / 4 / d, VQ_ERR_INVALID_ARGUMENT,
+                     "argument '%s': element count overflows", name);
+        n *= d;
+    }
+    const vq_dtype dt = vq_dtype_of(t);
+    if (dt == VQ_DT_INVALID || !(dtype_mask & VQ_DTM(dt))) {
+        char want[64], got[32];
+        describe_mask(dtype_mask, want, sizeof want);
+        describe_dtype(t->dtype, got, sizeof got);
+        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument '%s': expected dtype %s, got %s", name, want, got);
+    }
+    const int want_device = ctx->backend == VQ_BACKEND_CUDA ? kDLCUDA : kDLCPU;
+    if ((int)t->device.device_type != want_device ||
+        (want_device == kDLCUDA && t->device.device_id != ctx->device)) {
+        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT,
+                       "argument '%s': lives on device type %d id %d, expected the context's device type %d id %d",
+                       name, (int)t->device.device_type, (int)t->device.device_id, want_device,
+                       want_device == kDLCUDA ? ctx->device : 0);
+    }
+    if (t->strides != NULL) {
+        int64_t expect = 1;
+        for (int i = t->ndim - 1; i >= 0; i--) {
+            if (t->shape[i] != 1 && t->strides[i] != expect) {
+                return vq_fail(ctx, VQ_ERR_UNSUPPORTED,
+                               "argument '%s': axis %d has stride %lld, expected %lld (only compact row-major "
+                               "tensors are supported)",
+                               name, i, (long long)t->strides[i], (long long)expect);
+            }
+            expect *= t->shape[i];
+        }
+    }
+    VQ_RETURN_IF(ctx, t->data == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s': data pointer is NULL", name);
+    return VQ_OK;
+}
+
+vq_status vq_check_shape(vq_ctx *ctx, const DLTensor *t, const char *name, int ndim, const int64_t *expected)
+{
+    bool ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = expected[i] < 0 || t->shape[i] == expected[i];
+    if (ok) return VQ_OK;
+    char want[200], got[160];
+    size_t used = 0;
+    want[0] = '\0';
+    for (int i = 0; i < ndim && used < sizeof want; i++) {
+        int n = expected[i] < 0 ? snprintf(want + used, sizeof want - used, "%s*", i ? ", " : "")
+                                : snprintf(want + used, sizeof want - used, "%s%lld", i ? ", " : "",
+                                           (long long)expected[i]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument '%s': expected shape [%s], got %s", name, want,
+                   vq_shape_str(t, got, sizeof got));
+}
+
+vq_status vq_check_dim(vq_ctx *ctx, const DLTensor *t, const char *name, int axis, int64_t expected,
+                       const char *what)
+{
+    const int a = axis < 0 ? t->ndim + axis : axis;
+    if (a >= 0 && a < t->ndim && t->shape[a] == expected) return VQ_OK;
+    char got[160];
+    return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument '%s' has shape %s: axis %d must be %s = %lld", name,
+                   vq_shape_str(t, got, sizeof got), a, what ? what : "", (long long)expected);
+}
+
+vq_status vq_check_same_leading(vq_ctx *ctx, const DLTensor *a, const char *a_name, const DLTensor *b,
+                                const char *b_name, int n)
+{
+    bool ok = a->ndim >= n && b->ndim >= n;
+    for (int i = 0; ok && i < n; i++) ok = a->shape[i] == b->shape[i];
+    if (ok) return VQ_OK;
+    char sa[160], sb[160];
+    return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT,
+                   "arguments '%s' %s and '%s' %s disagree: their first %d dimensions must be equal", a_name,
+                   vq_shape_str(a, sa, sizeof sa), b_name, vq_shape_str(b, sb, sizeof sb), n);
+}

@@ -1,0 +1,206 @@
+/* test_core.c — status strings, ctx lifecycle, f16/bf16, PRNG, tensor checks,
+ * thread pool. */
+#include <pthread.h>
+
+#include "harness.h"
+
+static void test_status_strings(void)
+{
+    VT_CHECK(strcmp(vq_status_string(VQ_OK), "VQ_OK") == 0, "VQ_OK");
+    VT_CHECK(strcmp(vq_status_string(VQ_ERR_CORRUPT_DATA), "VQ_ERR_CORRUPT_DATA") == 0, "corrupt");
+    VT_CHECK(strcmp(vq_status_string((vq_status)99), "VQ_ERR_UNKNOWN") == 0, "unknown");
+    VT_CHECK(strcmp(vq_version_string(), "0.1.0") == 0, "%s", vq_version_string());
+}
+
+static void test_ctx_lifecycle(void)
+{
+    vq_ctx *ctx = (vq_ctx *)1;
+    VT_CHECK(vq_ctx_create(NULL, NULL) == VQ_ERR_INVALID_ARGUMENT, "NULL out");
+    vq_ctx_config bad = {.backend = (vq_backend)7};
+    VT_CHECK(vq_ctx_create(&bad, &ctx) == VQ_ERR_INVALID_ARGUMENT && ctx == NULL, "bad backend");
+    vq_ctx_config neg = {.num_threads = -1};
+    VT_CHECK(vq_ctx_create(&neg, &ctx) == VQ_ERR_INVALID_ARGUMENT, "negative threads");
+    VT_CHECK(vq_ctx_create(NULL, &ctx) == VQ_OK && ctx != NULL, "default ctx");
+    VT_CHECK(vq_ctx_num_threads(ctx) >= 1, "threads %d", vq_ctx_num_threads(ctx));
+    VT_CHECK(vq_ctx_backend(ctx) == VQ_BACKEND_CPU, "backend");
+    VT_CHECK(strcmp(vq_ctx_last_error(ctx), "") == 0, "fresh ctx has no error");
+    VT_CHECK(vq_ctx_synchronize(ctx) == VQ_OK, "sync");
+    vq_ctx_free(ctx);
+    vq_ctx_free(NULL);
+    VT_CHECK(vq_backend_available(VQ_BACKEND_CPU), "cpu available");
+    VT_CHECK(!vq_backend_available((vq_backend)9), "unknown backend unavailable");
+    if (!vq_backend_available(VQ_BACKEND_CUDA)) {
+        vq_ctx_config cuda = {.backend = VQ_BACKEND_CUDA};
+        VT_CHECK(vq_ctx_create(&cuda, &ctx) == VQ_ERR_BACKEND_UNAVAILABLE, "cuda unavailable");
+    }
+}
+
+static void test_isa_override(void)
+{
+    setenv("VQ_ISA", "scalar", 1);
+    vq_ctx *ctx = vt_ctx(1);
+    VT_CHECK(strcmp(vq_ctx_isa(ctx), "scalar") == 0, "VQ_ISA=scalar gives %s", vq_ctx_isa(ctx));
+    vq_ctx_free(ctx);
+    setenv("VQ_ISA", "nonsense", 1);
+    ctx = vt_ctx(1);
+    VT_CHECK(strcmp(vq_ctx_isa(ctx), vq_isa_name(vq_cpu_best_isa())) == 0, "unknown VQ_ISA ignored");
+    vq_ctx_free(ctx);
+    unsetenv("VQ_ISA");
+    VT_CHECK(vq_isa_includes(VQ_ISA_AVX512, VQ_ISA_AVX2) && !vq_isa_includes(VQ_ISA_AVX2, VQ_ISA_AVX512) &&
+                 !vq_isa_includes(VQ_ISA_AVX2, VQ_ISA_NEON) && vq_isa_includes(VQ_ISA_NEON, VQ_ISA_SCALAR),
+             "isa order");
+}
+
+/* float64 reference of f16 rounding: the nearest representable half, ties to
+ * even mantissa, by exhaustive search over the 65536 encodings. */
+static void test_half_roundtrip(void)
+{
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = vq_f16_to_f32((uint16_t)h);
+        if (isnan(f)) { bad += !isnan(vq_f16_to_f32(vq_f32_to_f16(f))); continue; }
+        bad += vq_f32_to_f16(f) != (uint16_t)h && !(f == 0.0f && (vq_f32_to_f16(f) & 0x7fff) == 0);
+    }
+    VT_CHECK(bad == 0, "%d halves do not round-trip", bad);
+    /* ties and rounding: 1 + 2^-11 is halfway between 1 and 1 + 2^-10 -> even (1) */
+    VT_CHECK(vq_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00, "tie to even down");
+    VT_CHECK(vq_f32_to_f16(1.0f + 3 * 0x1p-11f) == 0x3c02, "tie to even up");
+    VT_CHECK(vq_f32_to_f16(65520.0f) == 0x7c00 && vq_f32_to_f16(65519.0f) == 0x7bff, "overflow edge");
+    VT_CHECK(vq_f32_to_f16(0x1p-24f) == 0x0001 && vq_f32_to_f16(0x1p-25f) == 0x0000, "subnormal edge");
+    VT_CHECK(vq_f32_to_f16(0x1.8p-25f) == 0x0001, "above half of the smallest subnormal rounds up");
+    VT_CHECK(vq_f16_to_f32(0x0001) == 0x1p-24f, "smallest subnormal");
+    VT_CHECK(vq_f32_to_f16(-2.0f) == 0xc000, "negative");
+    VT_CHECK(isinf(vq_f16_to_f32(vq_f32_to_f16(INFINITY))), "inf");
+    VT_CHECK(isnan(vq_f16_to_f32(vq_f32_to_f16(NAN))), "nan");
+    /* random floats against the float64 definition of nearest-even */
+    vq_rng rng;
+    vq_rng_seed(&rng, 11);
+    int wrong = 0;
+    for (int i = 0; i < 200000; i++) {
+        const float f = (float)(vq_rng_normal(&rng) * pow(2.0, (double)(vq_rng_next(&rng) % 40) - 24.0));
+        const uint16_t h = vq_f32_to_f16(f);
+        const double got = vq_f16_to_f32(h);
+        /* neighbours */
+        const double up = vq_f16_to_f32((uint16_t)(h + 1)), dn = vq_f16_to_f32((uint16_t)(h - 1));
+        const double e = fabs(got - f);
+        if ((h & 0x7fff) != 0x7c00 && (h & 0x7fff) != 0 && (fabs(up - f) < e || fabs(dn - f) < e)) wrong++;
+    }
+    VT_CHECK(wrong == 0, "%d random floats not rounded to nearest", wrong);
+}
+
+static void test_bf16(void)
+{
+    VT_CHECK(vq_f32_to_bf16(1.0f) == 0x3f80, "one");
+    VT_CHECK(vq_bf16_to_f32(0x3f80) == 1.0f, "one back");
+    /* 1 + 2^-8 is a tie between 1 and 1 + 2^-7: even -> 1 */
+    VT_CHECK(vq_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80, "tie even");
+    VT_CHECK(vq_f32_to_bf16(1.0f + 0x1.8p-8f) == 0x3f81, "above tie");
+    VT_CHECK(isnan(vq_bf16_to_f32(vq_f32_to_bf16(NAN))), "nan stays nan");
+}
+
+static void test_prng(void)
+{
+    vq_rng a, b;
+    vq_rng_seed(&a, 42);
+    vq_rng_seed(&b, 42);
+    int same = 1;
+    for (int i = 0; i < 1000; i++) same &= vq_rng_next(&a) == vq_rng_next(&b);
+    VT_CHECK(same, "same seed, same stream");
+    /* Golden values pin the algorithm across platforms (SplitMix64 -> xoshiro256**). */
+    vq_rng_seed(&a, 0);
+    const uint64_t first = vq_rng_next(&a);
+    VT_CHECK(first == 0x99ec5f36cb75f2b4ull, "golden first draw %016llx", (unsigned long long)first);
+    /* moments of the normal generator: mean within 5 sigma of 0, variance near 1 */
+    vq_rng_seed(&a, 7);
+    const int n = 200000;
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n; i++) { const double x = vq_rng_normal(&a); s += x; s2 += x * x; }
+    const double mean = s / n, var = s2 / n - mean * mean;
+    VT_CHECK(fabs(mean) < 5.0 / sqrt(n), "normal mean %g", mean);
+    VT_CHECK(fabs(var - 1.0) < 5.0 * sqrt(2.0 / n), "normal variance %g", var);
+    float signs[64];
+    VT_CHECK(vq_random_signs(3, 64, signs) == VQ_OK, "signs");
+    int plus = 0;
+    for (int i = 0; i < 64; i++) { VT_CHECK(signs[i] == 1.0f || signs[i] == -1.0f, "sign %g", signs[i]); plus += signs[i] > 0; }
+    VT_CHECK(plus > 10 && plus < 54, "signs balanced (%d of 64)", plus);
+    VT_CHECK(vq_random_signs(3, 0, signs) == VQ_ERR_INVALID_ARGUMENT, "d = 0");
+    VT_CHECK(vq_random_signs(3, 4, NULL) == VQ_ERR_INVALID_ARGUMENT, "NULL out");
+}
+
+static void test_tensor_checks(void)
+{
+    vq_ctx *ctx = vt_ctx(1);
+    VT_CHECK(vq_enter(ctx, "vq_test") == VQ_OK, "enter");
+    DLTensor *t = vt_new(VT_F32, VT_DIMS(2, 3, 4));
+    VT_CHECK(vq_check_tensor(ctx, t, "x", VQ_DTM_F32, 3, 3) == VQ_OK, "valid: %s", vq_ctx_last_error(ctx));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'x' is NULL", vq_check_tensor(ctx, NULL, "x", VQ_DTM_F32, 1, 4));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "expected rank 4, got rank 3", vq_check_tensor(ctx, t, "x", VQ_DTM_F32, 4, 4));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "expected dtype f16/u8, got float32",
+             vq_check_tensor(ctx, t, "x", VQ_DTM_F16 | VQ_DTM_U8, 1, 4));
+    VT_CHECK(strncmp(vq_ctx_last_error(ctx), "vq_test: ", 9) == 0, "message names the function: %s", vq_ctx_last_error(ctx));
+    t->shape[1] = 0;
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "dimension 1 is 0", vq_check_tensor(ctx, t, "x", VQ_DTM_F32, 3, 3));
+    t->shape[1] = 3;
+    int64_t strides[3] = {12, 1, 3};
+    t->strides = strides;
+    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "axis 2 has stride 3", vq_check_tensor(ctx, t, "x", VQ_DTM_F32, 3, 3));
+    strides[0] = 12; strides[1] = 4; strides[2] = 1;
+    VT_CHECK(vq_check_tensor(ctx, t, "x", VQ_DTM_F32, 3, 3) == VQ_OK, "compact strides accepted");
+    t->strides = NULL;
+    t->device.device_type = kDLCUDA;
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "lives on device type 2", vq_check_tensor(ctx, t, "x", VQ_DTM_F32, 3, 3));
+    t->device.device_type = kDLCPU;
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "expected shape [2, *, 5], got [2, 3, 4]",
+             vq_check_shape(ctx, t, "x", 3, (const int64_t[]){2, -1, 5}));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "axis 2 must be D/8 = 16", vq_check_dim(ctx, t, "x", -1, 16, "D/8"));
+    void *data = t->data;
+    t->data = NULL;
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "data pointer is NULL", vq_check_tensor(ctx, t, "x", VQ_DTM_F32, 3, 3));
+    t->data = data;
+    int64_t huge[3] = {INT64_MAX / 2, 4, 4};
+    int64_t *saved = t->shape;
+    t->shape = huge;
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "overflows", vq_check_tensor(ctx, t, "x", VQ_DTM_F32, 3, 3));
+    t->shape = saved;
+    vt_free(t);
+    vq_ctx_free(ctx);
+}
+
+typedef struct { _Atomic int hits[1000]; _Atomic int max_thread; } pool_probe;
+
+static void count_task(void *arg, int64_t task, int thread)
+{
+    pool_probe *p = arg;
+    p->hits[task]++;
+    int m = p->max_thread;
+    while (thread > m && !__atomic_compare_exchange_n((int *)&p->max_thread, &m, thread, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
+}
+
+static void test_thread_pool(void)
+{
+    vq_ctx *ctx = vt_ctx(4);
+    VT_CHECK(vq_ctx_num_threads(ctx) == 4, "4 threads");
+    for (int round = 0; round < 50; round++) {
+        static pool_probe p;
+        memset(&p, 0, sizeof p);
+        vq_parallel_for(ctx, 1000, count_task, &p);
+        int ok = 1;
+        for (int i = 0; i < 1000; i++) ok &= p.hits[i] == 1;
+        VT_CHECK(ok, "each task exactly once (round %d)", round);
+        VT_CHECK(p.max_thread < 4, "thread ids in range");
+    }
+    vq_ctx_free(ctx);
+}
+
+int main(void)
+{
+    VT_RUN(test_status_strings);
+    VT_RUN(test_ctx_lifecycle);
+    VT_RUN(test_isa_override);
+    VT_RUN(test_half_roundtrip);
+    VT_RUN(test_bf16);
+    VT_RUN(test_prng);
+    VT_RUN(test_tensor_checks);
+    VT_RUN(test_thread_pool);
+    return vt_finish();
+}
