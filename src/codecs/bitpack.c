@@ -1,0 +1,120 @@
+/* bitpack.c — vq_bit_pack / vq_bit_unpack: codes <-> the u32 bit stream of
+ * format_bitpack.h. Rows are cut into blocks of BLOCK elements (a multiple of
+ * 32, so every block starts on a word boundary) and blocks run in parallel,
+ * which spreads both many short rows and one long row over the pool. */
+#include "core/core.h"
+#include "formats/format_bitpack.h"
+
+enum { BLOCK = 32 * 512 };
+
+typedef struct bitpack_job {
+    const void *src;
+    vq_dtype src_dt;
+    void *dst;
+    vq_dtype dst_dt;
+    int bits;
+    int64_t n, words;           /* elements and words per row */
+    int64_t blocks_per_row;
+} bitpack_job;
+
+/* The element range and first word of one task. */
+static void task_range(const bitpack_job *j, int64_t task, int64_t *row, int64_t *e0, int64_t *e1, int64_t *w0)
+{
+    *row = task / j->blocks_per_row;
+    *e0 = (task % j->blocks_per_row) * BLOCK;
+    *e1 = *e0 + BLOCK < j->n ? *e0 + BLOCK : j->n;
+    *w0 = *e0 / 32 * j->bits;
+}
+
+/* Elements [e0, e1) of one row into words from w0: a 64-bit accumulator
+ * collects `bits` at a time and spills whole words. */
+static void pack_task(void *arg, int64_t task, int thread)
+{
+    const bitpack_job *j = arg;
+    int64_t row, e0, e1, w;
+    task_range(j, task, &row, &e0, &e1, &w);
+    const int64_t base = row * j->n;
+    uint32_t *out = (uint32_t *)j->dst + row * j->words;
+    const uint32_t mask = vq_bitpack_mask(j->bits);
+    uint64_t acc = 0;
+    unsigned fill = 0;
+    for (int64_t i = e0; i < e1; i++) {
+        acc |= (uint64_t)((uint32_t)vq_load_i(j->src, j->src_dt, base + i) & mask) << fill;
+        fill += (unsigned)j->bits;
+        if (fill >= 32) {
+            out[w++] = (uint32_t)acc;
+            acc >>= 32;
+            fill -= 32;
+        }
+    }
+    if (fill > 0) out[w] = (uint32_t)acc; /* the row's last word: high bits stay 0 */
+}
+
+/* Words from w0 into elements [e0, e1) of one row. */
+static void unpack_task(void *arg, int64_t task, int thread)
+{
+    const bitpack_job *j = arg;
+    int64_t row, e0, e1, w;
+    task_range(j, task, &row, &e0, &e1, &w);
+    const uint32_t *in = (const uint32_t *)j->src + row * j->words;
+    const int64_t base = row * j->n;
+    const uint32_t mask = vq_bitpack_mask(j->bits);
+    uint64_t acc = 0;
+    unsigned fill = 0;
+    for (int64_t i = e0; i < e1; i++) {
+        if (fill < (unsigned)j->bits) {
+            acc |= (uint64_t)in[w++] << fill;
+            fill += 32;
+        }
+        vq_store_i(j->dst, j->dst_dt, base + i, (int64_t)(acc & mask));
+        acc >>= j->bits;
+        fill -= (unsigned)j->bits;
+    }
+}
+
+static void run(vq_ctx *ctx, bitpack_job *j, int64_t rows, vq_task_fn fn)
+{
+    j->blocks_per_row = vq_ceil_div(j->n, BLOCK);
+    vq_parallel_for(ctx, rows * j->blocks_per_row, fn, j);
+}
+
+vq_status vq_bit_pack(vq_ctx *ctx, const DLTensor *idx, int bits, DLTensor *out)
+{
+    VQ_ENTER(ctx);
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, idx, "idx", VQ_DTM_U8 | VQ_DTM_U16 | VQ_DTM_I32, 1, 8));
+    VQ_RETURN_IF(ctx, bits < 1 || bits > 16, VQ_ERR_INVALID_ARGUMENT, "bits must be in 1..16, got %d", bits);
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, out, "out", VQ_DTM_U32, idx->ndim, idx->ndim));
+    VQ_FORWARD_IF_ERROR(vq_check_same_leading(ctx, idx, "idx", out, "out", idx->ndim - 1));
+    const int64_t n = vq_dim(idx, -1);
+    VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, out, "out", -1, vq_bitpack_words(n, bits), "ceil(N*bits/32)"));
+    /* CUDA dispatch point */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+
+    bitpack_job j = {.src = vq_data(idx), .src_dt = vq_dtype_of(idx), .dst = vq_data(out), .dst_dt = VQ_DT_U32,
+                     .bits = bits, .n = n, .words = vq_bitpack_words(n, bits)};
+    run(ctx, &j, vq_numel(idx) / n, pack_task);
+    return VQ_OK;
+}
+
+vq_status vq_bit_unpack(vq_ctx *ctx, const DLTensor *packed, int bits, int64_t original_length, DLTensor *out)
+{
+    VQ_ENTER(ctx);
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, packed, "packed", VQ_DTM_U32, 1, 8));
+    VQ_RETURN_IF(ctx, bits < 1 || bits > 16, VQ_ERR_INVALID_ARGUMENT, "bits must be in 1..16, got %d", bits);
+    VQ_RETURN_IF(ctx, original_length < 1 || original_length > INT64_MAX / 32, VQ_ERR_INVALID_ARGUMENT,
+                 "original_length must be >= 1, got %lld", (long long)original_length);
+    VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, packed, "packed", -1, vq_bitpack_words(original_length, bits),
+                                     "ceil(original_length*bits/32)"));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, out, "out", VQ_DTM_I32 | VQ_DTM_U8, packed->ndim, packed->ndim));
+    VQ_RETURN_IF(ctx, vq_dtype_of(out) == VQ_DT_U8 && bits > 8, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'out': dtype u8 holds at most 8 bits, got bits = %d (use i32)", bits);
+    VQ_FORWARD_IF_ERROR(vq_check_same_leading(ctx, packed, "packed", out, "out", packed->ndim - 1));
+    VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, out, "out", -1, original_length, "original_length"));
+    /* CUDA dispatch point */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+
+    bitpack_job j = {.src = vq_data(packed), .src_dt = VQ_DT_U32, .dst = vq_data(out), .dst_dt = vq_dtype_of(out),
+                     .bits = bits, .n = original_length, .words = vq_bitpack_words(original_length, bits)};
+    run(ctx, &j, vq_numel(out) / original_length, unpack_task);
+    return VQ_OK;
+}
