@@ -1,0 +1,89 @@
+/* vqk.h — vector-quantization kernels shared by VecInfer (product VQ), CommVQ
+ * (additive VQ) and k-means: nearest-centroid search, query-centroid dot
+ * products (look-up tables) and the CommVQ gather + RoPE row decoder.
+ *
+ * Centroid searches run over a transposed codebook: a group of C centroids of
+ * n channels, [C, n], is stored as cbt [n, ld] with centroid c in column c and
+ * zero columns up to ld (C rounded up to VQ_VQK_PAD). A SIMD lane then holds
+ * one centroid, so every n (2 or 256) vectorizes the same way. */
+#ifndef VQ_VQK_H
+#define VQ_VQK_H
+
+#include <math.h>
+
+#include "core/core.h"
+#include "formats/format_commvq.h"
+
+/* Column padding of a transposed codebook: a multiple of every kernel's block
+ * (4 x 8 lanes for AVX2, 2 x 16 for AVX-512). */
+#define VQ_VQK_PAD 32
+
+typedef struct vq_vqk_kernels {
+    /* x [n], cbt [n, ld] (C <= ld columns used): the c < C minimising
+     * ||x - cbt[:, c]||^2; ties go to the lower index. */
+    int32_t (*nearest)(const float *x, const float *cbt, int32_t C, int64_t ld, int32_t n);
+    /* x [n], cbt [n, ld]: out[c] = x . cbt[:, c] for c < C (out [C]). */
+    void (*dots)(const float *x, const float *cbt, int32_t C, int64_t ld, int32_t n, float *out);
+    /* One CommVQ token (see format_commvq.h): codes [R] -> out [D] =
+     * RoPE(scale * sum_r codebook[r, codes[r]]) with this position's rows. */
+    void (*commvq_decode)(const vq_commvq_layout *L, const void *codes, const float *codebook, float scale,
+                          const float *cos_row, const float *sin_row, float *out);
+} vq_vqk_kernels;
+
+/* The table for an ISA: always complete (scalar where nothing better). */
+const vq_vqk_kernels *vq_vqk_kernels_for(vq_isa isa);
+
+void vq_vqk_kernels_init_scalar(vq_vqk_kernels *k);
+#ifdef VQ_HAVE_AVX2
+void vq_vqk_kernels_init_avx2(vq_vqk_kernels *k);
+#endif
+#ifdef VQ_HAVE_AVX512
+void vq_vqk_kernels_init_avx512(vq_vqk_kernels *k);
+#endif
+
+/* Reduces per-lane search results: the lowest index among the smallest
+ * distances of dist/idx [count] (0 when every distance is +inf or NaN). */
+static inline int32_t vq_vqk_pick_best(const float *dist, const int32_t *idx, int count)
+{
+    float best = (float)INFINITY;
+    int32_t best_c = 0;
+    for (int l = 0; l < count; l++)
+        if (dist[l] < best || (dist[l] == best && idx[l] < best_c)) {
+            best = dist[l];
+            best_c = idx[l];
+        }
+    return best_c;
+}
+
+/* Position of the first code outside [0, C) in codes [n] (u8/u16/i32), or -1. */
+int64_t vq_vqk_find_bad_code(const void *codes, vq_dtype dt, int64_t n, int64_t C);
+
+/* The answer of an entry point called on a CUDA context before its CUDA
+ * kernels exist: VQ_ERR_UNSUPPORTED, never a host read of device memory. */
+vq_status vq_vqk_cuda_pending(vq_ctx *ctx);
+
+/* Leading dimension of a transposed group of C centroids. */
+static inline int64_t vq_vqk_ld(int64_t C) { return vq_ceil_div(C, VQ_VQK_PAD) * VQ_VQK_PAD; }
+
+/* cb [G, C, n] -> cbt [G, n, ld] with ld = vq_vqk_ld(C), padding zeroed;
+ * groups in parallel. Must not run inside a vq_parallel_for task. */
+void vq_vqk_transpose(vq_ctx *ctx, const float *cb, int64_t G, int64_t C, int64_t n, float *cbt);
+
+/* Scratch of one call, from vq_ctx_scratch: a transposed codebook of
+ * cbt_floats and one row of row_floats per thread. */
+typedef struct vq_vqk_work {
+    float *cbt;
+    float *rows;
+    int64_t row_stride;
+} vq_vqk_work;
+
+/* VQ_ERR_OUT_OF_MEMORY (with a message) when the scratch cannot grow. */
+vq_status vq_vqk_work_alloc(vq_ctx *ctx, int64_t cbt_floats, int64_t row_floats, vq_vqk_work *w);
+static inline float *vq_vqk_row(const vq_vqk_work *w, int thread) { return w->rows + thread * w->row_stride; }
+
+/* Splits `rows` independent rows into tasks of *chunk rows for
+ * vq_parallel_for (a few tasks per thread, so uneven tasks balance). Returns
+ * the number of tasks. */
+int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t *chunk);
+
+#endif /* VQ_VQK_H */

@@ -1,0 +1,147 @@
+/* vqk_avx2.c — AVX2+FMA vector-quantization kernels (see codecs/vqk.h).
+ * A lane holds one centroid of the transposed codebook; four vectors (32
+ * centroids, the VQ_VQK_PAD block) are in flight so the FMA latency hides
+ * behind independent accumulators. Lanes past C are forced to +inf before
+ * the compare, so the zero padding never wins. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "codecs/vqk.h"
+
+enum { LANES = 8, UNROLL = 4, BLOCK = LANES * UNROLL };
+_Static_assert(VQ_VQK_PAD % BLOCK == 0, "a transposed row holds whole AVX2 blocks");
+
+/* x [n], cbt [n, ld] -> argmin_c ||x - cbt[:, c]||^2 over c < C. */
+static int32_t nearest_avx2(const float *x, const float *cbt, int32_t C, int64_t ld, int32_t n)
+{
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    const __m256i limit = _mm256_set1_epi32(C), step = _mm256_set1_epi32(BLOCK);
+    __m256 best[UNROLL];
+    __m256i best_i[UNROLL], idx[UNROLL];
+    for (int u = 0; u < UNROLL; u++) {
+        best[u] = inf;
+        best_i[u] = _mm256_setzero_si256();
+        idx[u] = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(u * LANES));
+    }
+    for (int32_t c0 = 0; c0 < C; c0 += BLOCK) {
+        __m256 acc[UNROLL];
+        for (int u = 0; u < UNROLL; u++) acc[u] = _mm256_setzero_ps();
+        for (int32_t j = 0; j < n; j++) {
+            const __m256 xj = _mm256_set1_ps(x[j]);
+            const float *row = cbt + j * ld + c0;
+            for (int u = 0; u < UNROLL; u++) {
+                const __m256 d = _mm256_sub_ps(xj, _mm256_loadu_ps(row + u * LANES));
+                acc[u] = _mm256_fmadd_ps(d, d, acc[u]);
+            }
+        }
+        for (int u = 0; u < UNROLL; u++) {
+            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(limit, idx[u]));
+            const __m256 a = _mm256_blendv_ps(inf, acc[u], valid);
+            const __m256 lt = _mm256_cmp_ps(a, best[u], _CMP_LT_OQ);
+            best[u] = _mm256_blendv_ps(best[u], a, lt);
+            best_i[u] = _mm256_castps_si256(
+                _mm256_blendv_ps(_mm256_castsi256_ps(best_i[u]), _mm256_castsi256_ps(idx[u]), lt));
+            idx[u] = _mm256_add_epi32(idx[u], step);
+        }
+    }
+    float dist[BLOCK];
+    int32_t ids[BLOCK];
+    for (int u = 0; u < UNROLL; u++) {
+        _mm256_storeu_ps(dist + u * LANES, best[u]);
+        _mm256_storeu_si256((__m256i *)(ids + u * LANES), best_i[u]);
+    }
+    return vq_vqk_pick_best(dist, ids, BLOCK);
+}
+
+/* x [n], cbt [n, ld] -> out[c] = x . cbt[:, c] for c < C. */
+static void dots_avx2(const float *x, const float *cbt, int32_t C, int64_t ld, int32_t n, float *out)
+{
+    for (int32_t c0 = 0; c0 < C; c0 += BLOCK) {
+        __m256 acc[UNROLL];
+        for (int u = 0; u < UNROLL; u++) acc[u] = _mm256_setzero_ps();
+        for (int32_t j = 0; j < n; j++) {
+            const __m256 xj = _mm256_set1_ps(x[j]);
+            const float *row = cbt + j * ld + c0;
+            for (int u = 0; u < UNROLL; u++) acc[u] = _mm256_fmadd_ps(xj, _mm256_loadu_ps(row + u * LANES), acc[u]);
+        }
+        if (C - c0 >= BLOCK) {
+            for (int u = 0; u < UNROLL; u++) _mm256_storeu_ps(out + c0 + u * LANES, acc[u]);
+        } else {
+            float tail[BLOCK];
+            for (int u = 0; u < UNROLL; u++) _mm256_storeu_ps(tail + u * LANES, acc[u]);
+            for (int32_t l = 0; l < C - c0; l++) out[c0 + l] = tail[l];
+        }
+    }
+}
+
+/* Pairs [i0, D/2) of the scalar RoPE, for the tails of the vector loops. */
+static void rope_tail(int32_t rope, int32_t D, int32_t i0, const float *cs, const float *sn, float *k)
+{
+    for (int32_t i = i0; i < D / 2; i++) {
+        int32_t ia, ib;
+        vq_rope_pair(rope, D, i, &ia, &ib);
+        const float a = k[ia], b = k[ib];
+        k[ia] = a * cs[i] - b * sn[i];
+        k[ib] = a * sn[i] + b * cs[i];
+    }
+}
+
+/* In place RoPE of k [D], pairs (i, i + D/2). */
+static void rope_half_avx2(int32_t D, const float *cs, const float *sn, float *k)
+{
+    const int32_t h = D / 2;
+    int32_t i = 0;
+    for (; i + LANES <= h; i += LANES) {
+        const __m256 a = _mm256_loadu_ps(k + i), b = _mm256_loadu_ps(k + i + h);
+        const __m256 c = _mm256_loadu_ps(cs + i), s = _mm256_loadu_ps(sn + i);
+        _mm256_storeu_ps(k + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+        _mm256_storeu_ps(k + i + h, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+    }
+    rope_tail(VQ_FMT_ROPE_HALF, D, i, cs, sn, k);
+}
+
+/* In place RoPE of k [D], pairs (2i, 2i + 1): four pairs per vector; each
+ * cos/sin is duplicated across its pair and the pair swapped, so
+ * out = k * cos + swap(k) * (-sin, +sin). */
+static void rope_interleaved_avx2(int32_t D, const float *cs, const float *sn, float *k)
+{
+    const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256 sign = _mm256_setr_ps(-1, 1, -1, 1, -1, 1, -1, 1);
+    int32_t i = 0;
+    for (; i + LANES / 2 <= D / 2; i += LANES / 2) {
+        const __m256 v = _mm256_loadu_ps(k + 2 * i);
+        const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cs + i)), dup);
+        const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sn + i)), dup);
+        const __m256 swapped = _mm256_permute_ps(v, 0xB1);
+        _mm256_storeu_ps(k + 2 * i, _mm256_fmadd_ps(v, c, _mm256_mul_ps(swapped, _mm256_mul_ps(s, sign))));
+    }
+    rope_tail(VQ_FMT_ROPE_INTERLEAVED, D, i, cs, sn, k);
+}
+
+/* codes [R] -> out [D] = RoPE(scale * sum_r codebook[r, codes[r]]). */
+static void commvq_decode_avx2(const vq_commvq_layout *L, const void *codes, const float *codebook, float scale,
+                               const float *cos_row, const float *sin_row, float *out)
+{
+    const int32_t D = L->D;
+    for (int32_t j = 0; j < D; j++) out[j] = 0.0f;
+    for (int32_t r = 0; r < L->R; r++) {
+        const float *cent = codebook + ((int64_t)r * L->C + vq_commvq_code(L, codes, r)) * D;
+        int32_t j = 0;
+        for (; j + LANES <= D; j += LANES)
+            _mm256_storeu_ps(out + j, _mm256_add_ps(_mm256_loadu_ps(out + j), _mm256_loadu_ps(cent + j)));
+        for (; j < D; j++) out[j] += cent[j];
+    }
+    const __m256 sc = _mm256_set1_ps(scale);
+    int32_t j = 0;
+    for (; j + LANES <= D; j += LANES) _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_loadu_ps(out + j), sc));
+    for (; j < D; j++) out[j] *= scale;
+    if (L->rope == VQ_FMT_ROPE_INTERLEAVED) rope_interleaved_avx2(D, cos_row, sin_row, out);
+    else rope_half_avx2(D, cos_row, sin_row, out);
+}
+
+void vq_vqk_kernels_init_avx2(vq_vqk_kernels *k)
+{
+    k->nearest = nearest_avx2;
+    k->dots = dots_avx2;
+    k->commvq_decode = commvq_decode_avx2;
+}
