@@ -5,14 +5,16 @@
 #include "codecs/qjl_kernels.h"
 #include "formats/format_common.h"
 
-static void project_scalar(const float *S, int64_t m, int64_t d, const float *x, int64_t n, float *out)
+static void project_scalar(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out)
 {
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t j = 0; j < m; j++) {
-            float acc = 0.0f;
-            for (int64_t c = 0; c < d; c++) acc += S[j * d + c] * x[r * d + c];
-            out[r * m + j] = acc;
+    for (int64_t r = 0; r < n; r++) {
+        float *o = out + r * m_pad;
+        for (int64_t j = 0; j < m_pad; j++) o[j] = 0.0f;
+        for (int64_t c = 0; c < d; c++) {
+            const float xv = x[r * d + c];
+            for (int64_t j = 0; j < m_pad; j++) o[j] += xv * St[c * m_pad + j];
         }
+    }
 }
 
 static void signs_to_bits_scalar(const float *p, int64_t m, uint32_t *words)
