@@ -58,10 +58,6 @@ static inline int32_t vq_vqk_pick_best(const float *dist, const int32_t *idx, in
 /* Position of the first code outside [0, C) in codes [n] (u8/u16/i32), or -1. */
 int64_t vq_vqk_find_bad_code(const void *codes, vq_dtype dt, int64_t n, int64_t C);
 
-/* The answer of an entry point called on a CUDA context before its CUDA
- * kernels exist: VQ_ERR_UNSUPPORTED, never a host read of device memory. */
-vq_status vq_vqk_cuda_pending(vq_ctx *ctx);
-
 /* Leading dimension of a transposed group of C centroids. */
 static inline int64_t vq_vqk_ld(int64_t C) { return vq_ceil_div(C, VQ_VQK_PAD) * VQ_VQK_PAD; }
 
