@@ -49,7 +49,7 @@ static void decode_task(void *arg, int64_t task, int thread)
         float *dst = j->out_dt == VQ_DT_F32 ? (float *)j->out + row * D : tmp;
         j->k->commvq_decode(&j->L, (const char *)j->idx + row * j->L.R * j->L.idx_bytes, j->codebook,
                             j->scale ? j->scale[row] : 1.0f, j->cos + p * half, j->sin + p * half, dst);
-        if (dst == tmp) vq_row_from_f32(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
+        if (dst == tmp) j->k->store_row(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
     }
 }
 
@@ -165,7 +165,7 @@ static void encode_task(void *arg, int64_t task, int thread)
             encode_residual(j, row, j->x + row * j->D);
             continue;
         }
-        vq_row_to_f32((const char *)j->keys + row * j->D * (int64_t)vq_dtype_size(j->keys_dt), j->keys_dt, j->D, res);
+        j->k->load_row((const char *)j->keys + row * j->D * (int64_t)vq_dtype_size(j->keys_dt), j->keys_dt, j->D, res);
         encode_residual(j, row, res);
     }
 }

@@ -117,7 +117,7 @@ static const float *cbt_of(const pq_job *j, int64_t h)
 /* Row `row` of the input as f32 in x [D]. */
 static void load_row(const pq_job *j, int64_t row, float *x)
 {
-    vq_row_to_f32((const char *)j->in + row * j->g.D * (int64_t)vq_dtype_size(j->in_dt), j->in_dt, j->g.D, x);
+    j->k->load_row((const char *)j->in + row * j->g.D * (int64_t)vq_dtype_size(j->in_dt), j->in_dt, j->g.D, x);
 }
 
 /* Decodes the codes of `row` (already in j->idx) into the keys_out row,
@@ -128,7 +128,7 @@ static void decode_row(const pq_job *j, int64_t row, float *tmp)
     const void *codes = (const char *)j->idx + row * j->g.M * (int64_t)vq_dtype_size(j->idx_dt);
     float *dst = j->out_dt == VQ_DT_F32 ? (float *)j->out + row * D : tmp;
     vq_pq_decode_token(&j->L, codes, codebook_of(j, h), smooth_of(j, h), dst);
-    if (dst == tmp) vq_row_from_f32(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
+    if (dst == tmp) j->k->store_row(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
 }
 
 /* Rows of one task: keys -> idx (and keys_out when j->out is set). */
