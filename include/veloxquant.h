@@ -206,7 +206,8 @@ vq_status vq_hadamard(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, bool
 /* ---- TurboQuant scalar codec ----
  * vq_turboquant_scalar_quantize: x [...] f16/f32 (any shape), idx_out [...]
  * u8 (same shape): idx = nearest Lloyd-Max centroid of x (bits 1..8).
- * vq_turboquant_scalar_dequantize: out [...] f16/f32 = centroid[idx] * scale.
+ * vq_turboquant_scalar_dequantize: idx [...] u8, out [...] f16/f32 (same
+ * shape) = centroid[idx] * scale.
  * idx values >= 2^bits are masked to bits (documented; no out-of-range read). */
 vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, int bits, DLTensor *idx_out);
 vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int bits, float scale,
@@ -223,11 +224,15 @@ typedef struct vq_turboquant_opts {
 
 /* vq_turboquant_hadamard_quantize: x [..., D] f16/f32 (D a power of two
  * <= 1024), diag [D] f32 or NULL, bits 1..8, idx_out [..., D] u8,
- * scale_out [...] f32. y = rot(x); scale = ||y||_2 / sqrt(D);
- * idx = nearest centroid of y / scale. A zero vector gets scale 0 and the idx
- * of the centroid nearest 0.
- * vq_turboquant_hadamard_dequantize: out [..., D] f16/f32 =
- * rot^-1(scale * centroid[idx]). */
+ * scale_out [...] f32 (the leading dimensions of x; [1] when x is 1-D).
+ * y = rot(x); scale = ||y||_2 / sqrt(D); idx = nearest centroid of y / scale.
+ * A zero vector gets scale 0 and the idx of the centroid nearest 0
+ * (2^(bits-1) - 1, ties going lower).
+ * vq_turboquant_hadamard_dequantize: idx [..., D] u8, scale [...] f32 as
+ * above, out [..., D] f16/f32 = rot^-1(scale * centroid[idx]); idx values
+ * >= 2^bits are masked to bits.
+ * Errors: D not a power of two -> VQ_ERR_INVALID_ARGUMENT; D > 1024 ->
+ * VQ_ERR_UNSUPPORTED. */
 vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, int bits,
                                           DLTensor *idx_out, DLTensor *scale_out,
                                           const vq_turboquant_opts *opts);
@@ -236,7 +241,8 @@ vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, co
 
 /* Two-stage residual codec (TurboQuant RVQ; the seed's EncodedVector).
  * x [..., D] f16/f32; idx1_out, idx2_out [..., D] u8; scale1_out, scale2_out
- * [...] f32; b1, b2 in 1..8. Stage 1 is the Hadamard quantizer with b1 bits;
+ * [...] f32 (shaped as scale_out above); b1, b2 in 1..8. Stage 1 is exactly
+ * vq_turboquant_hadamard_quantize with b1 bits (no norm_correct);
  * r = y - scale1 * c_b1[idx1]; scale2 = ||r||_2 / sqrt(D); idx2 = nearest
  * c_b2 of r / scale2. Decode: x_hat = rot^-1(scale1 * c_b1[idx1] +
  * scale2 * c_b2[idx2]), out [..., D] f16/f32. */
@@ -302,14 +308,18 @@ vq_status vq_rabitq_hamming_score(vq_ctx *ctx, const DLTensor *qbits, const DLTe
  * ((v_idx[2i+1] & 15) << 4). Low nibble = even element. */
 vq_status vq_rabitq_pack_values(vq_ctx *ctx, const DLTensor *v_idx, DLTensor *out);
 
-/* Scalar codebook value encoder: x [...] f16/f32, cents [n] f32 ascending,
- * 1 <= n <= 256, idx_out [...] u8: nearest centroid (ties to lower index). */
+/* Scalar codebook value encoder: x [...] f16/f32, cents [n] f32 ascending
+ * (repeats allowed), 1 <= n <= 256, idx_out [...] u8 (x's shape): nearest
+ * centroid (ties to lower index). cents that are not finite or not ascending
+ * give VQ_ERR_INVALID_ARGUMENT. */
 vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *cents, DLTensor *idx_out);
 
 /* 1-D Lloyd-Max / k-means on samples [N] f16/f32: n_cents in 1..256 (N >=
  * n_cents), iters >= 1 rounds, cents_out [n_cents] f32 ascending.
  * Initialised at the sample quantiles (i + 0.5) / n_cents; an empty cell
- * keeps its previous centroid. Deterministic. */
+ * keeps its previous centroid (a sample on a midpoint belongs to the lower
+ * cell). Deterministic. Non-finite samples give VQ_ERR_INVALID_ARGUMENT.
+ * Scratch: 12 bytes per sample, kept by the ctx. */
 vq_status vq_lloyd_max_fit(vq_ctx *ctx, const DLTensor *samples, int n_cents, int iters, DLTensor *cents_out);
 
 /* ---- QJL sign sketches ---- */

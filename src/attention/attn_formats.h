@@ -26,8 +26,40 @@ vq_attn_elt vq_attn_elt_of(const DLTensor *t);
 vq_status vq_attn_bind_keys_plain(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
                                   float scale, vq_attn_keys *out);
 
+/* Affine (KIVI) codes [B,Hkv,Skv,D*bits/8] u8: resolves bits (0 = detect
+ * from the last dim: D -> 8, D/2 -> 4, D/4 -> 2) into *layout_bits. */
+vq_status vq_attn_affine_layout(vq_ctx *ctx, const DLTensor *codes, const char *name, const vq_attn_dims *dims,
+                                int bits, int *layout_bits);
+
+/* KIVI keys: codes as above, scale/zero [B,Hkv,ceil(Skv/g),D] f32/f16 (one
+ * dtype). Reusable for vq_fused_sdpa's VQ_KEYS_AFFINE. */
+vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
+                                   int bits, int64_t g, const vq_attn_dims *dims, float softmax_scale,
+                                   vq_attn_keys *out);
+
+/* RaBitQ 1-bit keys: bits [B,Hkv,Skv,D/8] u8, mag and cnst (nullable)
+ * [B,Hkv,Skv] f32. Hamming: s = (D - 2 ham(sign q, bits)) * q_scale * mag + cnst;
+ * exact: s = (q . sign) * q_scale * mag + cnst. q_scale per row comes from
+ * q_scale_t [B,Hq,Sq] f32 (validated by the caller) or, when that is NULL,
+ * from the one float at q_scale_one (read only when the kernel runs). */
+vq_status vq_attn_bind_keys_rabitq(vq_ctx *ctx, const DLTensor *bits, const DLTensor *mag, const DLTensor *cnst,
+                                   bool exact, const DLTensor *q_scale_t, const float *q_scale_one,
+                                   const vq_attn_dims *dims, vq_attn_keys *out);
+
 /* Value formats. values [B,Hkv,Skv,D] f16/f32. */
 vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const char *name,
                                     const vq_attn_dims *dims, vq_attn_values *out);
+
+/* KIVI values: codes [B,Hkv,Skv,D*bits/8] u8, scale/zero [B,Hkv,Skv,ceil(D/g)]. */
+vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+                                     const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
+                                     vq_attn_values *out);
+
+/* Codebook values: idx [B,Hkv,Skv,D] u8 or nibble-packed [B,Hkv,Skv,D/2]
+ * (packed_only: only the latter), cents [n_cents] f32 (1..256; packed needs
+ * <= 16), vscale [B,Hkv,Skv] f32 or NULL. */
+vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const DLTensor *cents,
+                                       const DLTensor *vscale, bool packed_only, const vq_attn_dims *dims,
+                                       vq_attn_values *out);
 
 #endif /* VQ_ATTN_FORMATS_H */

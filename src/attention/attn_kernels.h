@@ -43,11 +43,9 @@ typedef struct vq_attn_kernels {
                     int32_t *ham, int64_t ldh);
     /* Signs to floats: out[j*D + c] = bit c of bits[j*D/8 ..] ? mag[j] : -mag[j]. */
     void (*sign_tile)(int n, int64_t D, const uint8_t *bits, const float *mag, float *out);
-    /* Codebook values: out[j*D + c] = cents[idx(j, c)] * (vscale ? vscale[j] : 1),
-     * idx nibble-packed ([n][D/2], low nibble = even element) or one per byte
-     * ([n][D]). cents has 256 entries (the caller pads with its last one);
-     * n_cents <= 16 promises cents[i] == cents[15] for i >= 15 so that the
-     * kernel may clamp indices to 15 and use a 16-entry in-register table. */
+    /* Codebook values: out[j*D + c] = cents[min(idx(j, c), n_cents - 1)] *
+     * (vscale ? vscale[j] : 1), idx nibble-packed ([n][D/2], low nibble = even
+     * element) or one per byte ([n][D]); cents [n_cents], 1 <= n_cents <= 256. */
     void (*codebook_tile)(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,
                           const float *vscale, float *out);
 } vq_attn_kernels;

@@ -104,16 +104,15 @@ static void sign_tile_scalar(int n, int64_t D, const uint8_t *bits, const float 
             out[j * D + c] = (bits[j * (D / 8) + c / 8] >> (c % 8)) & 1 ? mag[j] : -mag[j];
 }
 
-/* idx [n][D/2 or D] -> out [n][D] = cents[idx] * vscale */
+/* idx [n][D/2 or D] -> out [n][D] = cents[min(idx, n_cents - 1)] * vscale */
 static void codebook_tile_scalar(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents,
                                  int n_cents, const float *vscale, float *out)
 {
-    (void)n_cents;  /* cents is padded to 256 entries: every byte value is in bounds */
     for (int j = 0; j < n; j++) {
         const float sc = vscale ? vscale[j] : 1.0f;
         for (int64_t c = 0; c < D; c++) {
-            const unsigned i = packed ? (idx[j * (D / 2) + c / 2] >> (4 * (c & 1))) & 15u : idx[j * D + c];
-            out[j * D + c] = cents[i] * sc;
+            const int i = packed ? (idx[j * (D / 2) + c / 2] >> (4 * (c & 1))) & 15 : idx[j * D + c];
+            out[j * D + c] = cents[i < n_cents ? i : n_cents - 1] * sc;
         }
     }
 }

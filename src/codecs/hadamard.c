@@ -83,8 +83,8 @@ static void hadamard_task(void *arg, int64_t task, int thread)
 {
     const hadamard_job *j = arg;
     const vq_rotate_row_fn rotate = vq_hadamard_kernels_for(j->ctx->isa)->rotate_row;
-    const int64_t r0 = task * j->rows_per_task;
-    const int64_t r1 = r0 + j->rows_per_task < j->n_rows ? r0 + j->rows_per_task : j->n_rows;
+    int64_t r0, r1;
+    vq_task_rows(task, j->rows_per_task, j->n_rows, &r0, &r1);
     const size_t xs = vq_dtype_size(j->x_dt), os = vq_dtype_size(j->out_dt);
     for (int64_t r = r0; r < r1; r++) {
         const void *src = (const char *)j->x + (size_t)(r * j->d) * xs;

@@ -34,6 +34,13 @@ vq_status vq_check_rotation(vq_ctx *ctx, const DLTensor *x, const char *x_name, 
  * amortise the hand-off, small enough to balance n_threads. */
 int64_t vq_rows_per_task(int64_t n_rows, int64_t d, int n_threads);
 
+/* Rows [*r0, *r1) of task `task` when tasks take rows_per_task rows each. */
+static inline void vq_task_rows(int64_t task, int64_t rows_per_task, int64_t n_rows, int64_t *r0, int64_t *r1)
+{
+    *r0 = task * rows_per_task;
+    *r1 = *r0 + rows_per_task < n_rows ? *r0 + rows_per_task : n_rows;
+}
+
 /* ---- kernel table ---- */
 
 /* One row [d] in place: rot (inverse false) or rot^-1 (inverse true). */

@@ -41,6 +41,13 @@ static inline VQ_HOST_DEVICE uint32_t vq_bit_u32(const uint32_t *stream, int64_t
 /* A sign bit as a value: 1 -> +1.0f, 0 -> -1.0f. */
 static inline VQ_HOST_DEVICE float vq_sign_of_bit(uint32_t bit) { return bit ? 1.0f : -1.0f; }
 
+/* 4 bytes as a little-endian u32, alignment-free (compilers fuse it into
+ * one load on little-endian targets). */
+static inline VQ_HOST_DEVICE uint32_t vq_load_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
 /* Number of set bits of a 32-bit word. */
 static inline VQ_HOST_DEVICE int vq_popcount32(uint32_t x)
 {

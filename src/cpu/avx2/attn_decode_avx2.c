@@ -110,38 +110,36 @@ VQ_INLINE __m256 lut16(__m256i idx, __m256 lo, __m256 hi)
     return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
 
-/* idx [n][D/2 or D] -> out [n][D] = cents[idx] * vscale */
+/* idx [n][D/2 or D] -> out [n][D] = cents[min(idx, n_cents - 1)] * vscale.
+ * Up to 16 centroids live in two registers (vpermps + blend on bit 3);
+ * larger codebooks gather. */
 static void codebook_tile_avx2(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,
                                const float *vscale, float *out)
 {
-    const __m256 lo = _mm256_loadu_ps(cents), hi = _mm256_loadu_ps(cents + 8);
-    const __m256i fifteen = _mm256_set1_epi32(15);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i top = _mm256_set1_epi32(n_cents - 1);
+    const bool small = n_cents <= 16;
+    const __m256 lo = small ? _mm256_maskload_ps(cents, _mm256_cmpgt_epi32(_mm256_set1_epi32(n_cents), lane))
+                            : _mm256_setzero_ps();
+    const __m256 hi = small ? _mm256_maskload_ps(cents + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(n_cents - 8), lane))
+                            : _mm256_setzero_ps();
     for (int j = 0; j < n; j++) {
         const __m256 sc = _mm256_set1_ps(vscale ? vscale[j] : 1.0f);
         float *o = out + j * D;
-        if (packed) {
-            const uint8_t *row = idx + j * (D / 2);
-            for (int64_t c = 0; c < D; c += 8) {
+        for (int64_t c = 0; c < D; c += 8) {
+            __m256i i8;
+            if (packed) {
                 uint32_t w;
-                __builtin_memcpy(&w, row + c / 2, 4);
-                const __m256i i8 = _mm256_and_si256(
+                __builtin_memcpy(&w, idx + j * (D / 2) + c / 2, 4);
+                i8 = _mm256_and_si256(
                     _mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                    fifteen);
-                _mm256_storeu_ps(o + c, _mm256_mul_ps(lut16(i8, lo, hi), sc));
+                    _mm256_set1_epi32(15));
+            } else {
+                i8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(idx + j * D + c)));
             }
-        } else if (n_cents <= 16) {
-            const uint8_t *row = idx + j * D;
-            for (int64_t c = 0; c < D; c += 8) {
-                const __m256i i8 = _mm256_min_epu32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + c))),
-                                                    fifteen);
-                _mm256_storeu_ps(o + c, _mm256_mul_ps(lut16(i8, lo, hi), sc));
-            }
-        } else {
-            const uint8_t *row = idx + j * D;
-            for (int64_t c = 0; c < D; c += 8) {
-                const __m256i i8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + c)));
-                _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_i32gather_ps(cents, i8, 4), sc));
-            }
+            i8 = _mm256_min_epu32(i8, top);
+            const __m256 x = small ? lut16(i8, lo, hi) : _mm256_i32gather_ps(cents, i8, 4);
+            _mm256_storeu_ps(o + c, _mm256_mul_ps(x, sc));
         }
     }
 }
