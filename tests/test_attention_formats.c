@@ -194,6 +194,39 @@ static void encode_rabitq(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_
     ref_unrotate_all(diag, N, D, bk->khat);
 }
 
+/* ---- KIVI affine (VQ_KEYS_AFFINE): k1 bits, k2 codes bit-packed along D,
+ * k3 group size (negative: f16 scale/zero) ---- */
+
+static void encode_affine(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng *rng, built *bk)
+{
+    (void)rng;
+    const int bits = c->k1;
+    const int64_t g = c->k3 < 0 ? -c->k3 : c->k3, GK = (c->Skv + g - 1) / g, D = c->D;
+    const int64_t cd = c->k2 ? D * bits / 8 : D;
+    const DLDataType pt = c->k3 < 0 ? VT_F16 : VT_F32;
+    DLTensor *codes = own(bk, vt_new(VT_U8, VT_DIMS(c->B, c->Hkv, c->Skv, cd)));
+    DLTensor *sc = own(bk, vt_new(pt, VT_DIMS(c->B, c->Hkv, GK, D)));
+    DLTensor *ze = own(bk, vt_new(pt, VT_DIMS(c->B, c->Hkv, GK, D)));
+    VT_OK(ctx, vq_affine_quantize_keys(ctx, keys, bits, (int)g, codes, sc, ze));
+    bk->ek = (vq_encoded_keys){.format = VQ_KEYS_AFFINE};
+    bk->ek.affine.codes = codes;
+    bk->ek.affine.scale = sc;
+    bk->ek.affine.zero = ze;
+    bk->ek.affine.bits = bits;
+    bk->ek.affine.group_size = (int)g;
+    const int64_t BH = c->B * c->Hkv;
+    bk->khat = malloc(sizeof(double) * (size_t)(BH * c->Skv * D));
+    const uint8_t *cb = codes->data;
+    for (int64_t bh = 0; bh < BH; bh++)
+        for (int64_t t = 0; t < c->Skv; t++)
+            for (int64_t ch = 0; ch < D; ch++) {
+                const uint8_t *row = cb + (bh * c->Skv + t) * cd;
+                const unsigned code = c->k2 ? (row[ch * bits / 8] >> (ch * bits % 8)) & ((1u << bits) - 1u) : row[ch];
+                const int64_t pi = (bh * GK + t / g) * D + ch;
+                bk->khat[(bh * c->Skv + t) * D + ch] = code * vt_get(sc, pi) + vt_get(ze, pi);
+            }
+}
+
 /* ---- running a case ---- */
 
 typedef struct prepared {
@@ -360,6 +393,21 @@ static void test_rabitq(void)
     run_cases("rabitq", encode_rabitq, cases, sizeof cases / sizeof cases[0]);
 }
 
+static void test_affine(void)
+{
+    static const fcase cases[] = {
+        /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split bits packed g */
+        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 4, 1, 32},
+        {1, 3, 1, 4, 7, 96, 'h', 'h', 'f', true, 1, 0, 2, 1, -7},
+        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 3, 3, 0, 16},
+        {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 8, 0, -64},
+        {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', true, 1, 2, 2, 0, 128},
+        {1, 6, 2, 33, 40, 96, 'f', 'f', 'f', false, 0, 0, 4, 0, 1},
+        {2, 4, 4, 1, 70, 128, 'h', 'f', 'h', false, 2, 0, 8, 1, 32},
+    };
+    run_cases("affine", encode_affine, cases, sizeof cases / sizeof cases[0]);
+}
+
 /* ---- error paths ---- */
 
 /* A small valid problem (B 1, Hq 4, Hkv 2, Sq 2, Skv 10, D) and its output. */
@@ -495,11 +543,53 @@ static void test_turbo_errors(void)
     vq_ctx_free(ctx);
 }
 
+static void test_affine_errors(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    small s = small_new(64);
+    DLTensor *codes = vt_new(VT_U8, VT_DIMS(1, 2, 10, 64)), *packed3 = vt_new(VT_U8, VT_DIMS(1, 2, 10, 24));
+    DLTensor *sc = vt_new(VT_F32, VT_DIMS(1, 2, 3, 64)), *sc_bad = vt_new(VT_F32, VT_DIMS(1, 2, 2, 64));
+    DLTensor *ze16 = vt_new(VT_F16, VT_DIMS(1, 2, 3, 64)), *codes16 = vt_new(VT_U16, VT_DIMS(1, 2, 10, 64));
+    vq_encoded_keys ek = {.format = VQ_KEYS_AFFINE};
+    ek.affine.codes = codes;
+    ek.affine.scale = sc;
+    ek.affine.zero = sc;
+    ek.affine.bits = 9;
+    ek.affine.group_size = 4;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.bits must be in 1..8, got 9");
+    ek.affine.bits = 0;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.bits must be in 1..8, got 0");
+    ek.affine.bits = 3;
+    ek.affine.group_size = 0;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.group_size");
+    ek.affine.group_size = 4;
+    ek.affine.codes = packed3; /* 3-bit codes cannot be packed */
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.codes");
+    ek.affine.codes = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.codes");
+    ek.affine.codes = codes16;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "dtype");
+    ek.affine.codes = codes;
+    ek.affine.scale = sc_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.scale");
+    ek.affine.scale = sc;
+    ek.affine.zero = ze16;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.zero");
+    ek.affine.zero = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.zero");
+    small_free(&s);
+    DLTensor *all[] = {codes, packed3, sc, sc_bad, ze16, codes16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
+    vq_ctx_free(ctx);
+}
+
 int main(void)
 {
     VT_RUN(test_turbo);
     VT_RUN(test_rvq);
     VT_RUN(test_rabitq);
+    VT_RUN(test_affine);
     VT_RUN(test_turbo_errors);
+    VT_RUN(test_affine_errors);
     return vt_finish();
 }
