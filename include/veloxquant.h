@@ -480,7 +480,8 @@ typedef struct vq_encoded_keys {
         const DLTensor *bits;       /* [B,Hkv,Skv,ceil(m/32)] u32 */
         const DLTensor *norm;       /* [B,Hkv,Skv] f32, ||k|| */
         const DLTensor *projection; /* [m, D] f32 */
-    } qjl;                          /* score: vq_qjl_score's asymmetric estimator */
+    } qjl;                          /* score: scale * vq_qjl_score's asymmetric estimator,
+                                       sqrt(pi/2)/m * norm * sum_j (S q)_j sign_j; m = rows of S */
     struct {
         const DLTensor *idx;      /* [B,Hkv,Skv,M] u8/u16 */
         const DLTensor *codebook; /* [M,C,D/M] or [Hkv,M,C,D/M] f32 */

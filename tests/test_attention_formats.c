@@ -227,6 +227,38 @@ static void encode_affine(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_
             }
 }
 
+/* ---- QJL (VQ_KEYS_QJL): k1 sketch size m ---- */
+
+static void encode_qjl(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng *rng, built *bk)
+{
+    (void)rng;
+    const int64_t m = c->k1, W = (m + 31) / 32, D = c->D, N = c->B * c->Hkv * c->Skv;
+    DLTensor *S = own(bk, vt_new(VT_F32, VT_DIMS(m, D)));
+    vq_qjl_projection(77, m, D, S->data);
+    DLTensor *bits = own(bk, vt_new(VT_U32, VT_DIMS(c->B, c->Hkv, c->Skv, W)));
+    DLTensor *norm = own(bk, vt_new(VT_F32, VT_DIMS(c->B, c->Hkv, c->Skv)));
+    VT_OK(ctx, vq_qjl_encode(ctx, keys, S, bits));
+    for (int64_t t = 0; t < N; t++) {
+        double ss = 0.0;
+        for (int64_t ch = 0; ch < D; ch++) ss += vt_get(keys, t * D + ch) * vt_get(keys, t * D + ch);
+        vt_set(norm, t, sqrt(ss));
+    }
+    bk->ek = (vq_encoded_keys){.format = VQ_KEYS_QJL};
+    bk->ek.qjl.bits = bits;
+    bk->ek.qjl.norm = norm;
+    bk->ek.qjl.projection = S;
+    /* k_hat = sqrt(pi/2)/m * ||k|| * S^T sign, so that q . k_hat is the estimator */
+    bk->khat = calloc((size_t)(N * D), sizeof(double));
+    const uint32_t *w = bits->data;
+    for (int64_t t = 0; t < N; t++) {
+        const double f = sqrt(acos(-1.0) / 2.0) / (double)m * vt_get(norm, t);
+        for (int64_t j = 0; j < m; j++) {
+            const double sg = (w[t * W + j / 32] >> (j % 32)) & 1u ? 1.0 : -1.0;
+            for (int64_t ch = 0; ch < D; ch++) bk->khat[t * D + ch] += f * sg * vt_get(S, j * D + ch);
+        }
+    }
+}
+
 /* ---- running a case ---- */
 
 typedef struct prepared {
@@ -408,6 +440,21 @@ static void test_affine(void)
     run_cases("affine", encode_affine, cases, sizeof cases / sizeof cases[0]);
 }
 
+static void test_qjl(void)
+{
+    static const fcase cases[] = {
+        /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split m */
+        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 64, 0, 0},
+        {1, 3, 1, 4, 7, 96, 'h', 'h', 'f', true, 1, 0, 100, 0, 0},
+        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 3, 256, 0, 0},
+        {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 128, 0, 0},
+        {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', true, 1, 2, 33, 0, 0},
+        {1, 6, 2, 1, 40, 128, 'f', 'f', 'h', false, 0, 0, 1, 0, 0},
+        {2, 4, 4, 4, 60, 96, 'h', 'f', 'f', false, 2, 0, 512, 0, 0},
+    };
+    run_cases("qjl", encode_qjl, cases, sizeof cases / sizeof cases[0]);
+}
+
 /* ---- error paths ---- */
 
 /* A small valid problem (B 1, Hq 4, Hkv 2, Sq 2, Skv 10, D) and its output. */
@@ -583,13 +630,50 @@ static void test_affine_errors(void)
     vq_ctx_free(ctx);
 }
 
+static void test_qjl_errors(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    small s = small_new(64);
+    DLTensor *S = vt_new(VT_F32, VT_DIMS(40, 64)), *S_bad = vt_new(VT_F32, VT_DIMS(40, 32));
+    DLTensor *bits = vt_new(VT_U32, VT_DIMS(1, 2, 10, 2)), *bits_bad = vt_new(VT_U32, VT_DIMS(1, 2, 10, 1));
+    DLTensor *bits_u8 = vt_new(VT_U8, VT_DIMS(1, 2, 10, 2)), *norm = vt_new(VT_F32, VT_DIMS(1, 2, 10));
+    DLTensor *norm_bad = vt_new(VT_F32, VT_DIMS(1, 2, 11)), *S16 = vt_new(VT_F16, VT_DIMS(40, 64));
+    vq_encoded_keys ek = {.format = VQ_KEYS_QJL};
+    ek.qjl.bits = bits;
+    ek.qjl.norm = norm;
+    ek.qjl.projection = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.projection");
+    ek.qjl.projection = S_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.projection");
+    ek.qjl.projection = S16;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "dtype");
+    ek.qjl.projection = S;
+    ek.qjl.bits = bits_bad; /* m = 40 needs 2 words */
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.bits");
+    ek.qjl.bits = bits_u8;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.bits");
+    ek.qjl.bits = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.bits");
+    ek.qjl.bits = bits;
+    ek.qjl.norm = norm_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.norm");
+    ek.qjl.norm = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.norm");
+    small_free(&s);
+    DLTensor *all[] = {S, S_bad, bits, bits_bad, bits_u8, norm, norm_bad, S16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
+    vq_ctx_free(ctx);
+}
+
 int main(void)
 {
     VT_RUN(test_turbo);
     VT_RUN(test_rvq);
     VT_RUN(test_rabitq);
     VT_RUN(test_affine);
+    VT_RUN(test_qjl);
     VT_RUN(test_turbo_errors);
     VT_RUN(test_affine_errors);
+    VT_RUN(test_qjl_errors);
     return vt_finish();
 }
