@@ -41,59 +41,41 @@ static int64_t hamming(const uint32_t *a, const uint32_t *b, int64_t m)
     return ham + vq_popcount32((a[w - 1] ^ b[w - 1]) & last);
 }
 
-/* The projection as the row kernels want it: S^T [d, m_pad], zero-padded to
- * m_pad = m rounded up to VQ_QJL_COLS columns, so the kernels have no column
- * tail; projected rows are [m_pad] with the first m meaningful. */
-typedef struct {
-    const vq_qjl_kernels *kern;
-    const vq_f16_kernels *cvt;
-    float *St;
-    int64_t m, m_pad, d;
-} projector;
-
-static int64_t padded(int64_t m) { return vq_ceil_div(m, VQ_QJL_COLS) * VQ_QJL_COLS; }
-
 static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
-/* Scratch: the projector's S^T, `shared` more bytes, then `per_thread` bytes
- * per thread. Fills p (S^T included) and returns the start of the rest. */
-static vq_status take_scratch(vq_ctx *ctx, const float *S, int64_t m, int64_t d, size_t shared, size_t per_thread,
-                              projector *p, char **rest)
+/* Takes `shared` bytes of scratch followed by `per_thread` bytes per thread. */
+static vq_status take_scratch(vq_ctx *ctx, size_t shared, size_t per_thread, char **base)
 {
-    const int64_t m_pad = padded(m);
-    const size_t st = align64((size_t)(d * m_pad) * sizeof(float));
-    const size_t bytes = st + shared + per_thread * (size_t)ctx->num_threads;
-    char *base = vq_ctx_scratch(ctx, bytes);
-    VQ_RETURN_IF(ctx, base == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", bytes);
-    *p = (projector){vq_qjl_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), (float *)base, m, m_pad, d};
-    for (int64_t c = 0; c < d; c++)
-        for (int64_t j = 0; j < m_pad; j++) p->St[c * m_pad + j] = j < m ? S[j * d + c] : 0.0f;
-    *rest = base + st;
+    const size_t bytes = shared + per_thread * (size_t)ctx->num_threads;
+    *base = vq_ctx_scratch(ctx, bytes);
+    VQ_RETURN_IF(ctx, *base == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", bytes);
     return VQ_OK;
 }
 
-/* Rows [r0, r1) of x [n, d] (f16/f32) -> proj [r1 - r0, m_pad], converting
- * f16 rows into xbuf [QJL_ROWS_PER_TASK, d] first. */
-static void project_rows(const projector *p, const void *x, vq_dtype dt, int64_t r0, int64_t r1, float *xbuf,
-                         float *proj)
+/* Rows [r0, r1) of x [n, d] (f16/f32) as f32: a pointer into x, or the rows
+ * converted into xbuf [QJL_ROWS_PER_TASK, d]. */
+static const float *rows_f32(const vq_f16_kernels *cvt, const void *x, vq_dtype dt, int64_t d, int64_t r0,
+                             int64_t r1, float *xbuf)
 {
-    const float *rows = (const float *)x + r0 * p->d;
-    if (dt != VQ_DT_F32) {
-        vq_rows_to_f32(p->cvt, (const uint16_t *)x + r0 * p->d, dt, (r1 - r0) * p->d, xbuf);
-        rows = xbuf;
-    }
-    p->kern->project(p->St, p->m_pad, p->d, rows, r1 - r0, proj);
+    if (dt == VQ_DT_F32) return (const float *)x + r0 * d;
+    vq_rows_to_f32(cvt, (const uint16_t *)x + r0 * d, dt, (r1 - r0) * d, xbuf);
+    return xbuf;
 }
 
 /* ---- encode ---- */
 
+/* The key projection runs as a GEMM against S^T [d, m_pad], zero-padded to
+ * m_pad = m rounded up to VQ_QJL_COLS columns so the kernel has no column
+ * tail; projected rows are [m_pad] with the first m meaningful. */
 typedef struct {
-    projector p;
+    const vq_qjl_kernels *kern;
+    const vq_f16_kernels *cvt;
     const void *keys;
     vq_dtype dt;
-    int64_t n;
+    int64_t n, m, m_pad, d;
+    const float *St;   /* shared scratch [d, m_pad] */
     uint32_t *bits;
-    char *scratch;   /* per thread: xbuf [R, d], proj [R, m_pad] */
+    char *scratch;     /* per thread: xbuf [R, d], proj [R, m_pad] */
     size_t stride;
 } encode_job;
 
@@ -101,12 +83,13 @@ static void encode_task(void *arg, int64_t task, int thread)
 {
     const encode_job *job = arg;
     float *xbuf = (float *)(job->scratch + job->stride * (size_t)thread);
-    float *proj = xbuf + QJL_ROWS_PER_TASK * job->p.d;
+    float *proj = xbuf + QJL_ROWS_PER_TASK * job->d;
     const int64_t r0 = task * QJL_ROWS_PER_TASK;
     const int64_t r1 = r0 + QJL_ROWS_PER_TASK < job->n ? r0 + QJL_ROWS_PER_TASK : job->n;
-    project_rows(&job->p, job->keys, job->dt, r0, r1, xbuf, proj);
+    const float *x = rows_f32(job->cvt, job->keys, job->dt, job->d, r0, r1, xbuf);
+    job->kern->project_t(job->St, job->m_pad, job->d, x, r1 - r0, proj);
     for (int64_t r = r0; r < r1; r++)
-        job->p.kern->signs_to_bits(proj + (r - r0) * job->p.m_pad, job->p.m, job->bits + r * words_of(job->p.m));
+        job->kern->signs_to_bits(proj + (r - r0) * job->m_pad, job->m, job->bits + r * words_of(job->m));
 }
 
 /* Checks projection [m, D] f32 against the D of `x`; returns m. */
@@ -130,9 +113,19 @@ vq_status vq_qjl_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *proje
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, bits_out, "bits_out", -1, words_of(m), "ceil(m/32)"));
     /* CUDA dispatch point: the CUDA backend's call goes here. */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
-    encode_job job = {.keys = vq_data(keys), .dt = vq_dtype_of(keys), .n = vq_numel(keys) / d, .bits = vq_data(bits_out)};
-    job.stride = align64((size_t)QJL_ROWS_PER_TASK * (size_t)(d + padded(m)) * sizeof(float));
-    VQ_FORWARD_IF_ERROR(take_scratch(ctx, vq_data(projection), m, d, 0, job.stride, &job.p, &job.scratch));
+    const int64_t m_pad = vq_ceil_div(m, VQ_QJL_COLS) * VQ_QJL_COLS;
+    encode_job job = {vq_qjl_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys),
+                      vq_numel(keys) / d, m, m_pad, d, NULL, vq_data(bits_out), NULL, 0};
+    const size_t shared = align64((size_t)(d * m_pad) * sizeof(float));
+    job.stride = align64((size_t)QJL_ROWS_PER_TASK * (size_t)(d + m_pad) * sizeof(float));
+    char *base;
+    VQ_FORWARD_IF_ERROR(take_scratch(ctx, shared, job.stride, &base));
+    const float *S = vq_data(projection);
+    float *St = (float *)base;
+    for (int64_t c = 0; c < d; c++)
+        for (int64_t j = 0; j < m_pad; j++) St[c * m_pad + j] = j < m ? S[j * d + c] : 0.0f;
+    job.St = St;
+    job.scratch = base + shared;
     vq_parallel_for(ctx, vq_ceil_div(job.n, QJL_ROWS_PER_TASK), encode_task, &job);
     return VQ_OK;
 }
@@ -216,14 +209,18 @@ vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DL
 
 /* ---- asymmetric score ---- */
 
+/* Queries are few: each is projected once by dot products (S as given),
+ * then scored against every key of its row. */
 typedef struct {
-    projector p;
+    const vq_qjl_kernels *kern;
+    const vq_f16_kernels *cvt;
     const void *query;
     vq_dtype dt;
+    const float *S;
     const uint32_t *kbits;
     const float *knorm;
-    int64_t n_queries, n, chunk;
-    float *sq;       /* [n_queries, m_pad] projected queries (shared scratch) */
+    int64_t n_queries, n, m, d, chunk;
+    float *sq;       /* [n_queries, m] projected queries (shared scratch) */
     char *scratch;   /* per thread: xbuf [R, d] */
     size_t stride;
     float *out;
@@ -235,21 +232,22 @@ static void project_queries_task(void *arg, int64_t task, int thread)
     const int64_t r0 = task * QJL_ROWS_PER_TASK;
     const int64_t r1 = r0 + QJL_ROWS_PER_TASK < job->n_queries ? r0 + QJL_ROWS_PER_TASK : job->n_queries;
     float *xbuf = (float *)(job->scratch + job->stride * (size_t)thread);
-    project_rows(&job->p, job->query, job->dt, r0, r1, xbuf, job->sq + r0 * job->p.m_pad);
+    const float *x = rows_f32(job->cvt, job->query, job->dt, job->d, r0, r1, xbuf);
+    job->kern->project(job->S, job->m, job->d, x, r1 - r0, job->sq + r0 * job->m);
 }
 
 static void score_task(void *arg, int64_t task, int thread)
 {
     const score_job *job = arg;
-    const int64_t m = job->p.m, chunks = vq_ceil_div(job->n, job->chunk);
+    const int64_t m = job->m, chunks = vq_ceil_div(job->n, job->chunk);
     const int64_t l = task / chunks, i0 = (task % chunks) * job->chunk;
     const int64_t w = words_of(m), i1 = i0 + job->chunk < job->n ? i0 + job->chunk : job->n;
     /* E[(S q)_j sign((S k)_j)] = sqrt(2/pi) q.k / ||k||, hence sqrt(pi/2)/m */
     const float c = (float)(sqrt(M_PI / 2.0) / (double)m);
-    const float *sq = job->sq + l * job->p.m_pad;
+    const float *sq = job->sq + l * m;
     for (int64_t i = i0; i < i1; i++) {
         const int64_t k = l * job->n + i;
-        job->out[k] = c * job->knorm[k] * job->p.kern->signed_sum(sq, job->kbits + k * w, m);
+        job->out[k] = c * job->knorm[k] * job->kern->signed_sum(sq, job->kbits + k * w, m);
     }
 }
 
@@ -266,15 +264,15 @@ vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *proje
     /* CUDA dispatch point: the CUDA backend's call goes here. */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     const int64_t n = vq_dim(key_bits, -2), n_queries = vq_numel(query) / d;
-    score_job job = {.query = vq_data(query), .dt = vq_dtype_of(query), .kbits = vq_data(key_bits),
-                     .knorm = vq_data(key_norm), .n_queries = n_queries, .n = n, .chunk = keys_per_task(m),
-                     .out = vq_data(out)};
-    const size_t shared = align64((size_t)(n_queries * padded(m)) * sizeof(float));
+    score_job job = {vq_qjl_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), vq_data(query), vq_dtype_of(query),
+                     vq_data(projection), vq_data(key_bits), vq_data(key_norm), n_queries, n, m, d,
+                     keys_per_task(m), NULL, NULL, 0, vq_data(out)};
+    const size_t shared = align64((size_t)(n_queries * m) * sizeof(float));
     job.stride = align64((size_t)QJL_ROWS_PER_TASK * (size_t)d * sizeof(float));
-    char *rest;
-    VQ_FORWARD_IF_ERROR(take_scratch(ctx, vq_data(projection), m, d, shared, job.stride, &job.p, &rest));
-    job.sq = (float *)rest;
-    job.scratch = rest + shared;
+    char *base;
+    VQ_FORWARD_IF_ERROR(take_scratch(ctx, shared, job.stride, &base));
+    job.sq = (float *)base;
+    job.scratch = base + shared;
     vq_parallel_for(ctx, vq_ceil_div(n_queries, QJL_ROWS_PER_TASK), project_queries_task, &job);
     vq_parallel_for(ctx, n_queries * vq_ceil_div(n, job.chunk), score_task, &job);
     return VQ_OK;

@@ -5,7 +5,17 @@
 #include "codecs/qjl_kernels.h"
 #include "formats/format_common.h"
 
-static void project_scalar(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out)
+static void project_scalar(const float *S, int64_t m, int64_t d, const float *x, int64_t n, float *out)
+{
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t j = 0; j < m; j++) {
+            float acc = 0.0f;
+            for (int64_t c = 0; c < d; c++) acc += S[j * d + c] * x[r * d + c];
+            out[r * m + j] = acc;
+        }
+}
+
+static void project_t_scalar(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out)
 {
     for (int64_t r = 0; r < n; r++) {
         float *o = out + r * m_pad;
@@ -41,6 +51,7 @@ static void init_tables(void)
     for (int isa = 0; isa < VQ_ISA_COUNT; isa++) {
         vq_qjl_kernels *k = &tables[isa];
         k->project = project_scalar;
+        k->project_t = project_t_scalar;
         k->signs_to_bits = signs_to_bits_scalar;
         k->signed_sum = signed_sum_scalar;
 #ifdef VQ_HAVE_AVX2

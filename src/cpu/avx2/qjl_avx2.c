@@ -1,5 +1,5 @@
-/* qjl_avx2.c — AVX2 kernels of the QJL codec: 4x16 register-tiled projection
- * with FMA, movemask sign packing, sign-flip sums. */
+/* qjl_avx2.c — AVX2 kernels of the QJL codec: FMA dot-product and 4x16
+ * register-tiled projections, movemask sign packing, sign-flip sums. */
 #include <immintrin.h>
 
 #include "codecs/qjl_kernels.h"
@@ -10,6 +10,20 @@ static inline float hsum(__m256 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+static void project_avx2(const float *S, int64_t m, int64_t d, const float *x, int64_t n, float *out)
+{
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t j = 0; j < m; j++) {
+            const float *a = S + j * d, *b = x + r * d;
+            __m256 acc = _mm256_setzero_ps();
+            int64_t c = 0;
+            for (; c + 8 <= d; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + c), _mm256_loadu_ps(b + c), acc);
+            float t = hsum(acc);
+            for (; c < d; c++) t += a[c] * b[c];
+            out[r * m + j] = t;
+        }
 }
 
 /* R (1..4) rows of x against 16 columns of St: 2R accumulators, one
@@ -33,7 +47,7 @@ static inline __attribute__((always_inline)) void tile(const float *St, int64_t 
     }
 }
 
-static void project_avx2(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out)
+static void project_t_avx2(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out)
 {
     int64_t r = 0;
     for (; r + 4 <= n; r += 4)
@@ -75,6 +89,7 @@ static float signed_sum_avx2(const float *v, const uint32_t *words, int64_t m)
 void vq_qjl_kernels_init_avx2(vq_qjl_kernels *k)
 {
     k->project = project_avx2;
+    k->project_t = project_t_avx2;
     k->signs_to_bits = signs_to_bits_avx2;
     k->signed_sum = signed_sum_avx2;
 }
