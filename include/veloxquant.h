@@ -439,7 +439,11 @@ typedef enum vq_keys_format {
  * member named by `format` is read; zero-initialise the rest). All leading
  * shapes are [B, Hkv, Skv]; the kernel reads no pointer after it returns.
  * Codes stored as u32 bit-packed streams (vq_bit_pack, packed along D) are
- * recognised by their dtype. */
+ * recognised by their dtype.
+ * Hadamard formats (turbo, rvq, rabitq) keep keys in the rotated basis
+ * y = rot(k): they need D a power of two (else VQ_ERR_INVALID_ARGUMENT), and
+ * each query row is rotated once, since q . k_hat = rot(q) . y_hat. turbo and
+ * rvq codes are masked to their bit width, as the dequantizers do. */
 typedef struct vq_encoded_keys {
     vq_keys_format format;
     struct {
@@ -469,7 +473,8 @@ typedef struct vq_encoded_keys {
         const DLTensor *mag;   /* [B,Hkv,Skv] f32 */
         const DLTensor *cnst;  /* [B,Hkv,Skv] f32 additive score term, or NULL */
         const DLTensor *diag;  /* [D] f32 ±1 used at encode time, or NULL */
-    } rabitq;                  /* score: (rot(q) . sign) * mag (exact query) */
+    } rabitq;                  /* score: scale * (rot(q) . sign) * mag + cnst (exact query;
+                                  cnst is not multiplied by scale, as in vq_rabitq_fused_attend) */
     struct {
         const DLTensor *bits;       /* [B,Hkv,Skv,ceil(m/32)] u32 */
         const DLTensor *norm;       /* [B,Hkv,Skv] f32, ||k|| */
@@ -516,8 +521,10 @@ vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_k
  * head_dim <= 256 (the seed's rule), all sizes positive. */
 bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
 
-/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ: the query is rotated once
- * and scored against y_hat = scale1 c[idx1] + scale2 c[idx2] directly. */
+/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
+ * is rotated once and scored against y_hat = scale1 c[idx1] + scale2 c[idx2]
+ * directly. keys->format other than VQ_KEYS_TURBO_RVQ gives
+ * VQ_ERR_INVALID_ARGUMENT; every other rule is vq_fused_sdpa's. */
 vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
                                                 const vq_encoded_keys *keys, const DLTensor *values,
                                                 float scale, DLTensor *out, const vq_attend_opts *opts);

@@ -89,8 +89,3 @@ int64_t vq_vqk_find_bad_code(const void *codes, vq_dtype dt, int64_t n, int64_t 
     }
     return -1;
 }
-
-vq_status vq_vqk_cuda_pending(vq_ctx *ctx)
-{
-    return vq_fail(ctx, VQ_ERR_UNSUPPORTED, "this function has no CUDA kernel yet; use a CPU context");
-}
