@@ -465,9 +465,10 @@ typedef struct vq_encoded_keys {
         const DLTensor *codes; /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,D*bits/8] u8 packed */
         const DLTensor *scale; /* [B,Hkv,ceil(Skv/g),D] f32/f16 */
         const DLTensor *zero;  /* same shape and dtype as scale */
-        int bits;              /* 2, 4 or 8 when packed; code width when not (1..8) */
+        int bits;              /* 2, 4 or 8 when packed; code width when not (1..8; such
+                                  codes are read as whole bytes, as the encoder writes them) */
         int group_size;        /* g, tokens per group */
-    } affine;
+    } affine;                  /* k_hat = code * scale + zero (as vq_scalar_fused_decode_attend) */
     struct {
         const DLTensor *bits;  /* [B,Hkv,Skv,D/8] u8 signs of rot(k) */
         const DLTensor *mag;   /* [B,Hkv,Skv] f32 */
@@ -479,7 +480,8 @@ typedef struct vq_encoded_keys {
         const DLTensor *bits;       /* [B,Hkv,Skv,ceil(m/32)] u32 */
         const DLTensor *norm;       /* [B,Hkv,Skv] f32, ||k|| */
         const DLTensor *projection; /* [m, D] f32 */
-    } qjl;                          /* score: vq_qjl_score's asymmetric estimator */
+    } qjl;                          /* score: scale * vq_qjl_score's asymmetric estimator,
+                                       sqrt(pi/2)/m * norm * sum_j (S q)_j sign_j; m = rows of S */
     struct {
         const DLTensor *idx;      /* [B,Hkv,Skv,M] u8/u16 */
         const DLTensor *codebook; /* [M,C,D/M] or [Hkv,M,C,D/M] f32 */

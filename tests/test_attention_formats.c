@@ -194,6 +194,71 @@ static void encode_rabitq(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_
     ref_unrotate_all(diag, N, D, bk->khat);
 }
 
+/* ---- KIVI affine (VQ_KEYS_AFFINE): k1 bits, k2 codes bit-packed along D,
+ * k3 group size (negative: f16 scale/zero) ---- */
+
+static void encode_affine(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng *rng, built *bk)
+{
+    (void)rng;
+    const int bits = c->k1;
+    const int64_t g = c->k3 < 0 ? -c->k3 : c->k3, GK = (c->Skv + g - 1) / g, D = c->D;
+    const int64_t cd = c->k2 ? D * bits / 8 : D;
+    const DLDataType pt = c->k3 < 0 ? VT_F16 : VT_F32;
+    DLTensor *codes = own(bk, vt_new(VT_U8, VT_DIMS(c->B, c->Hkv, c->Skv, cd)));
+    DLTensor *sc = own(bk, vt_new(pt, VT_DIMS(c->B, c->Hkv, GK, D)));
+    DLTensor *ze = own(bk, vt_new(pt, VT_DIMS(c->B, c->Hkv, GK, D)));
+    VT_OK(ctx, vq_affine_quantize_keys(ctx, keys, bits, (int)g, codes, sc, ze));
+    bk->ek = (vq_encoded_keys){.format = VQ_KEYS_AFFINE};
+    bk->ek.affine.codes = codes;
+    bk->ek.affine.scale = sc;
+    bk->ek.affine.zero = ze;
+    bk->ek.affine.bits = bits;
+    bk->ek.affine.group_size = (int)g;
+    const int64_t BH = c->B * c->Hkv;
+    bk->khat = malloc(sizeof(double) * (size_t)(BH * c->Skv * D));
+    const uint8_t *cb = codes->data;
+    for (int64_t bh = 0; bh < BH; bh++)
+        for (int64_t t = 0; t < c->Skv; t++)
+            for (int64_t ch = 0; ch < D; ch++) {
+                const uint8_t *row = cb + (bh * c->Skv + t) * cd;
+                const unsigned code = c->k2 ? (row[ch * bits / 8] >> (ch * bits % 8)) & ((1u << bits) - 1u) : row[ch];
+                const int64_t pi = (bh * GK + t / g) * D + ch;
+                bk->khat[(bh * c->Skv + t) * D + ch] = code * vt_get(sc, pi) + vt_get(ze, pi);
+            }
+}
+
+/* ---- QJL (VQ_KEYS_QJL): k1 sketch size m ---- */
+
+static void encode_qjl(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng *rng, built *bk)
+{
+    (void)rng;
+    const int64_t m = c->k1, W = (m + 31) / 32, D = c->D, N = c->B * c->Hkv * c->Skv;
+    DLTensor *S = own(bk, vt_new(VT_F32, VT_DIMS(m, D)));
+    vq_qjl_projection(77, m, D, S->data);
+    DLTensor *bits = own(bk, vt_new(VT_U32, VT_DIMS(c->B, c->Hkv, c->Skv, W)));
+    DLTensor *norm = own(bk, vt_new(VT_F32, VT_DIMS(c->B, c->Hkv, c->Skv)));
+    VT_OK(ctx, vq_qjl_encode(ctx, keys, S, bits));
+    for (int64_t t = 0; t < N; t++) {
+        double ss = 0.0;
+        for (int64_t ch = 0; ch < D; ch++) ss += vt_get(keys, t * D + ch) * vt_get(keys, t * D + ch);
+        vt_set(norm, t, sqrt(ss));
+    }
+    bk->ek = (vq_encoded_keys){.format = VQ_KEYS_QJL};
+    bk->ek.qjl.bits = bits;
+    bk->ek.qjl.norm = norm;
+    bk->ek.qjl.projection = S;
+    /* k_hat = sqrt(pi/2)/m * ||k|| * S^T sign, so that q . k_hat is the estimator */
+    bk->khat = calloc((size_t)(N * D), sizeof(double));
+    const uint32_t *w = bits->data;
+    for (int64_t t = 0; t < N; t++) {
+        const double f = sqrt(acos(-1.0) / 2.0) / (double)m * vt_get(norm, t);
+        for (int64_t j = 0; j < m; j++) {
+            const double sg = (w[t * W + j / 32] >> (j % 32)) & 1u ? 1.0 : -1.0;
+            for (int64_t ch = 0; ch < D; ch++) bk->khat[t * D + ch] += f * sg * vt_get(S, j * D + ch);
+        }
+    }
+}
+
 /* ---- running a case ---- */
 
 typedef struct prepared {
@@ -360,6 +425,36 @@ static void test_rabitq(void)
     run_cases("rabitq", encode_rabitq, cases, sizeof cases / sizeof cases[0]);
 }
 
+static void test_affine(void)
+{
+    static const fcase cases[] = {
+        /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split bits packed g */
+        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 4, 1, 32},
+        {1, 3, 1, 4, 7, 96, 'h', 'h', 'f', true, 1, 0, 2, 1, -7},
+        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 3, 3, 0, 16},
+        {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 8, 0, -64},
+        {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', true, 1, 2, 2, 0, 128},
+        {1, 6, 2, 33, 40, 96, 'f', 'f', 'f', false, 0, 0, 4, 0, 1},
+        {2, 4, 4, 1, 70, 128, 'h', 'f', 'h', false, 2, 0, 8, 1, 32},
+    };
+    run_cases("affine", encode_affine, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_qjl(void)
+{
+    static const fcase cases[] = {
+        /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split m */
+        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 64, 0, 0},
+        {1, 3, 1, 4, 7, 96, 'h', 'h', 'f', true, 1, 0, 100, 0, 0},
+        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 3, 256, 0, 0},
+        {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 128, 0, 0},
+        {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', true, 1, 2, 33, 0, 0},
+        {1, 6, 2, 1, 40, 128, 'f', 'f', 'h', false, 0, 0, 1, 0, 0},
+        {2, 4, 4, 4, 60, 96, 'h', 'f', 'f', false, 2, 0, 512, 0, 0},
+    };
+    run_cases("qjl", encode_qjl, cases, sizeof cases / sizeof cases[0]);
+}
+
 /* ---- error paths ---- */
 
 /* A small valid problem (B 1, Hq 4, Hkv 2, Sq 2, Skv 10, D) and its output. */
@@ -495,11 +590,90 @@ static void test_turbo_errors(void)
     vq_ctx_free(ctx);
 }
 
+static void test_affine_errors(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    small s = small_new(64);
+    DLTensor *codes = vt_new(VT_U8, VT_DIMS(1, 2, 10, 64)), *packed3 = vt_new(VT_U8, VT_DIMS(1, 2, 10, 24));
+    DLTensor *sc = vt_new(VT_F32, VT_DIMS(1, 2, 3, 64)), *sc_bad = vt_new(VT_F32, VT_DIMS(1, 2, 2, 64));
+    DLTensor *ze16 = vt_new(VT_F16, VT_DIMS(1, 2, 3, 64)), *codes16 = vt_new(VT_U16, VT_DIMS(1, 2, 10, 64));
+    vq_encoded_keys ek = {.format = VQ_KEYS_AFFINE};
+    ek.affine.codes = codes;
+    ek.affine.scale = sc;
+    ek.affine.zero = sc;
+    ek.affine.bits = 9;
+    ek.affine.group_size = 4;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.bits must be in 1..8, got 9");
+    ek.affine.bits = 0;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.bits must be in 1..8, got 0");
+    ek.affine.bits = 3;
+    ek.affine.group_size = 0;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.group_size");
+    ek.affine.group_size = 4;
+    ek.affine.codes = packed3; /* 3-bit codes cannot be packed */
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.codes");
+    ek.affine.codes = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.codes");
+    ek.affine.codes = codes16;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "dtype");
+    ek.affine.codes = codes;
+    ek.affine.scale = sc_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.scale");
+    ek.affine.scale = sc;
+    ek.affine.zero = ze16;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.zero");
+    ek.affine.zero = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.affine.zero");
+    small_free(&s);
+    DLTensor *all[] = {codes, packed3, sc, sc_bad, ze16, codes16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
+    vq_ctx_free(ctx);
+}
+
+static void test_qjl_errors(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    small s = small_new(64);
+    DLTensor *S = vt_new(VT_F32, VT_DIMS(40, 64)), *S_bad = vt_new(VT_F32, VT_DIMS(40, 32));
+    DLTensor *bits = vt_new(VT_U32, VT_DIMS(1, 2, 10, 2)), *bits_bad = vt_new(VT_U32, VT_DIMS(1, 2, 10, 1));
+    DLTensor *bits_u8 = vt_new(VT_U8, VT_DIMS(1, 2, 10, 2)), *norm = vt_new(VT_F32, VT_DIMS(1, 2, 10));
+    DLTensor *norm_bad = vt_new(VT_F32, VT_DIMS(1, 2, 11)), *S16 = vt_new(VT_F16, VT_DIMS(40, 64));
+    vq_encoded_keys ek = {.format = VQ_KEYS_QJL};
+    ek.qjl.bits = bits;
+    ek.qjl.norm = norm;
+    ek.qjl.projection = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.projection");
+    ek.qjl.projection = S_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.projection");
+    ek.qjl.projection = S16;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "dtype");
+    ek.qjl.projection = S;
+    ek.qjl.bits = bits_bad; /* m = 40 needs 2 words */
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.bits");
+    ek.qjl.bits = bits_u8;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.bits");
+    ek.qjl.bits = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.bits");
+    ek.qjl.bits = bits;
+    ek.qjl.norm = norm_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.norm");
+    ek.qjl.norm = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.qjl.norm");
+    small_free(&s);
+    DLTensor *all[] = {S, S_bad, bits, bits_bad, bits_u8, norm, norm_bad, S16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
+    vq_ctx_free(ctx);
+}
+
 int main(void)
 {
     VT_RUN(test_turbo);
     VT_RUN(test_rvq);
     VT_RUN(test_rabitq);
+    VT_RUN(test_affine);
+    VT_RUN(test_qjl);
     VT_RUN(test_turbo_errors);
+    VT_RUN(test_affine_errors);
+    VT_RUN(test_qjl_errors);
     return vt_finish();
 }

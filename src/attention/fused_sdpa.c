@@ -12,7 +12,9 @@ static const keys_binder binders[] = {
     [VQ_KEYS_F16] = vq_attn_bind_keys_plain,
     [VQ_KEYS_TURBO] = vq_attn_bind_keys_turbo,
     [VQ_KEYS_TURBO_RVQ] = vq_attn_bind_keys_rvq,
+    [VQ_KEYS_AFFINE] = vq_attn_bind_keys_affine_encoded,
     [VQ_KEYS_RABITQ] = vq_attn_bind_keys_rabitq_rotated,
+    [VQ_KEYS_QJL] = vq_attn_bind_keys_qjl,
 };
 
 /* mask [B or 1, Hq or 1, Sq, Skv] f32/f16 -> its batch and head strides (0 = broadcast) */
