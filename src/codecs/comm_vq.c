@@ -124,7 +124,7 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
     j.out = vq_data(out);
     j.out_dt = vq_dtype_of(out);
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, 0, j.L.D, &j.w));
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.rows, &j.chunk), decode_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.rows, (int64_t)j.L.D * j.L.R, &j.chunk), decode_task, &j);
     return VQ_OK;
 }
 
@@ -193,7 +193,7 @@ vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *c
                     .codebook = vq_data(codebook), .idx = vq_data(indices_out), .idx_dt = idx_dt};
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, R * D * j.ld, D, &j.w));
     vq_vqk_transpose(ctx, j.codebook, R, C, D, j.w.cbt);
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.rows, &j.chunk), encode_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.rows, R * D * C, &j.chunk), encode_task, &j);
     return VQ_OK;
 }
 
@@ -237,7 +237,7 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
         vq_vqk_transpose(ctx, cb + (int64_t)r * C * D, 1, C, D, j.w.cbt);
         j.r0 = r;
         j.R = r + 1;
-        vq_parallel_for(ctx, vq_vqk_tasks(ctx, N, &j.chunk), encode_task, &j);
+        vq_parallel_for(ctx, vq_vqk_tasks(ctx, N, D * C, &j.chunk), encode_task, &j);
     }
     free(j.x);
     return st;

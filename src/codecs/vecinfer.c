@@ -208,7 +208,7 @@ static vq_status encode_cpu(vq_ctx *ctx, const pq_geom *g, const DLTensor *keys,
                 .out_dt = keys_out ? vq_dtype_of(keys_out) : VQ_DT_INVALID};
     j.L = layout_of(g, j.idx_dt);
     VQ_FORWARD_IF_ERROR(prepare(ctx, &j, true));
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g->rows, &j.chunk), encode_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g->rows, g->D * g->C, &j.chunk), encode_task, &j);
     return VQ_OK;
 }
 
@@ -265,7 +265,7 @@ vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *
                 .out_dt = vq_dtype_of(keys_out)};
     j.L = layout_of(&g, j.idx_dt);
     VQ_FORWARD_IF_ERROR(prepare(ctx, &j, false));
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g.rows, &j.chunk), decode_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g.rows, g.D, &j.chunk), decode_task, &j);
     return VQ_OK;
 }
 
@@ -295,6 +295,6 @@ vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTe
                 .out = vq_data(lut_out),
                 .out_dt = VQ_DT_F32};
     VQ_FORWARD_IF_ERROR(prepare(ctx, &j, true));
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g.rows, &j.chunk), lut_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g.rows, g.D * g.C, &j.chunk), lut_task, &j);
     return VQ_OK;
 }

@@ -37,7 +37,7 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
     const int threads = ctx->num_threads < 1 ? 1 : ctx->num_threads;
     for (int t = 0; t < threads; t++)
         for (int64_t c = 0; c < j.D; c++) vq_vqk_row(&j.w, t)[c] = 0.0f;
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.N, &j.chunk), smooth_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.N, j.D, &j.chunk), smooth_task, &j);
     float *out = vq_data(smooth_out);
     for (int64_t c = 0; c < j.D; c++) {
         float mx = 0.0f;

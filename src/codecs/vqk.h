@@ -43,7 +43,8 @@ void vq_vqk_kernels_init_avx2(vq_vqk_kernels *k);
 void vq_vqk_kernels_init_avx512(vq_vqk_kernels *k);
 #endif
 
-/* Position of the first code outside [0, C) in codes [n] (u8/u16/i32), or -1. */
+/* Position of the first code outside [0, C) in codes [n] (u8/u16/i32), or
+ * -1. A branch-free screen first, so the common all-valid case streams. */
 int64_t vq_vqk_find_bad_code(const void *codes, vq_dtype dt, int64_t n, int64_t C);
 
 /* Leading dimension of a transposed group of C centroids. */
@@ -65,9 +66,10 @@ typedef struct vq_vqk_work {
 vq_status vq_vqk_work_alloc(vq_ctx *ctx, int64_t cbt_floats, int64_t row_floats, vq_vqk_work *w);
 static inline float *vq_vqk_row(const vq_vqk_work *w, int thread) { return w->rows + thread * w->row_stride; }
 
-/* Splits `rows` independent rows into tasks of *chunk rows for
- * vq_parallel_for (a few tasks per thread, so uneven tasks balance). Returns
- * the number of tasks. */
-int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t *chunk);
+/* Splits `rows` independent rows of about `row_cost` flops each into tasks
+ * of *chunk rows for vq_parallel_for: a few tasks per thread, so uneven
+ * tasks balance, but none so small that waking a thread costs more than the
+ * task (a single-token call runs inline). Returns the number of tasks. */
+int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t row_cost, int64_t *chunk);
 
 #endif /* VQ_VQK_H */
