@@ -439,7 +439,11 @@ typedef enum vq_keys_format {
  * member named by `format` is read; zero-initialise the rest). All leading
  * shapes are [B, Hkv, Skv]; the kernel reads no pointer after it returns.
  * Codes stored as u32 bit-packed streams (vq_bit_pack, packed along D) are
- * recognised by their dtype. */
+ * recognised by their dtype.
+ * Hadamard formats (turbo, rvq, rabitq) keep keys in the rotated basis
+ * y = rot(k): they need D a power of two (else VQ_ERR_INVALID_ARGUMENT), and
+ * each query row is rotated once, since q . k_hat = rot(q) . y_hat. turbo and
+ * rvq codes are masked to their bit width, as the dequantizers do. */
 typedef struct vq_encoded_keys {
     vq_keys_format format;
     struct {
@@ -461,20 +465,23 @@ typedef struct vq_encoded_keys {
         const DLTensor *codes; /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,D*bits/8] u8 packed */
         const DLTensor *scale; /* [B,Hkv,ceil(Skv/g),D] f32/f16 */
         const DLTensor *zero;  /* same shape and dtype as scale */
-        int bits;              /* 2, 4 or 8 when packed; code width when not (1..8) */
+        int bits;              /* 2, 4 or 8 when packed; code width when not (1..8; such
+                                  codes are read as whole bytes, as the encoder writes them) */
         int group_size;        /* g, tokens per group */
-    } affine;
+    } affine;                  /* k_hat = code * scale + zero (as vq_scalar_fused_decode_attend) */
     struct {
         const DLTensor *bits;  /* [B,Hkv,Skv,D/8] u8 signs of rot(k) */
         const DLTensor *mag;   /* [B,Hkv,Skv] f32 */
         const DLTensor *cnst;  /* [B,Hkv,Skv] f32 additive score term, or NULL */
         const DLTensor *diag;  /* [D] f32 ±1 used at encode time, or NULL */
-    } rabitq;                  /* score: (rot(q) . sign) * mag (exact query) */
+    } rabitq;                  /* score: scale * (rot(q) . sign) * mag + cnst (exact query;
+                                  cnst is not multiplied by scale, as in vq_rabitq_fused_attend) */
     struct {
         const DLTensor *bits;       /* [B,Hkv,Skv,ceil(m/32)] u32 */
         const DLTensor *norm;       /* [B,Hkv,Skv] f32, ||k|| */
         const DLTensor *projection; /* [m, D] f32 */
-    } qjl;                          /* score: vq_qjl_score's asymmetric estimator */
+    } qjl;                          /* score: scale * vq_qjl_score's asymmetric estimator,
+                                       sqrt(pi/2)/m * norm * sum_j (S q)_j sign_j; m = rows of S */
     struct {
         const DLTensor *idx;      /* [B,Hkv,Skv,M] u8/u16 */
         const DLTensor *codebook; /* [M,C,D/M] or [Hkv,M,C,D/M] f32 */
@@ -516,8 +523,10 @@ vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_k
  * head_dim <= 256 (the seed's rule), all sizes positive. */
 bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
 
-/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ: the query is rotated once
- * and scored against y_hat = scale1 c[idx1] + scale2 c[idx2] directly. */
+/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
+ * is rotated once and scored against y_hat = scale1 c[idx1] + scale2 c[idx2]
+ * directly. keys->format other than VQ_KEYS_TURBO_RVQ gives
+ * VQ_ERR_INVALID_ARGUMENT; every other rule is vq_fused_sdpa's. */
 vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
                                                 const vq_encoded_keys *keys, const DLTensor *values,
                                                 float scale, DLTensor *out, const vq_attend_opts *opts);

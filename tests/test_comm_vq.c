@@ -94,6 +94,7 @@ static const cv_case CASES[] = {
     {2, 1, 7, 256, 3, 1, 7, {kDLInt, 32, 1}, true, false, false},
     {1, 1, 97, 2, 2, 16, 97, {kDLInt, 32, 1}, false, false, true},   /* one RoPE pair */
     {1, 2, 7, 10, 1, 300, 9, {kDLUInt, 16, 1}, true, true, false},    /* D/2 odd: vector tails */
+    {2, 8, 97, 128, 4, 256, 200, {kDLUInt, 8, 1}, true, true, true},  /* several tasks per call */
 };
 
 static void check_decode(vq_ctx *ctx, const char *isa)

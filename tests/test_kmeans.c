@@ -158,7 +158,7 @@ static void check_determinism(vq_ctx *ctx, const char *isa)
 {
     vq_rng rng;
     vq_rng_seed(&rng, 14);
-    const int64_t N = 400, d = 12, C = 20;
+    const int64_t N = 30000, d = 12, C = 20;  /* enough samples for several tasks per phase */
     DLTensor *x = vt_new(VT_F32, VT_DIMS(N, d));
     vt_fill_normal(x, &rng, 0.0, 1.0);
     DLTensor *a = vt_new(VT_F32, VT_DIMS(C, d)), *b = vt_new(VT_F32, VT_DIMS(C, d)), *e = vt_new(VT_F32, VT_DIMS(C, d));

@@ -21,6 +21,7 @@ static const pq_case CASES[] = {
     {1, 4, 7, 64, 1, 300, true, true, true, false},     /* one subspace of 64 channels */
     {1, 2, 97, 96, 48, 256, false, false, false, false}, /* dsub = 2 */
     {1, 1, 1, 128, 128, 300, true, true, false, false},  /* dsub = 1 */
+    {2, 16, 130, 64, 16, 16, false, false, true, false}, /* enough rows for several dequant tasks */
 };
 
 /* The tensors of one case: keys, model, outputs. */
@@ -254,7 +255,7 @@ static void check_smooth_factors(vq_ctx *ctx, const char *isa)
 {
     vq_rng rng;
     vq_rng_seed(&rng, 303);
-    const int64_t N = 97, D = 96;
+    const int64_t N = 4099, D = 96;  /* several tasks per call */
     for (int f16 = 0; f16 < 2; f16++) {
         DLTensor *keys = vt_new(f16 ? VT_F16 : VT_F32, VT_DIMS(N, D)), *s = vt_new(VT_F32, VT_DIMS(D));
         vt_fill_keys(keys, &rng, 3, 8.0);

@@ -46,6 +46,31 @@ vq_status vq_attn_bind_keys_rabitq(vq_ctx *ctx, const DLTensor *bits, const DLTe
                                    bool exact, const DLTensor *q_scale_t, const float *q_scale_one,
                                    const vq_attn_dims *dims, vq_attn_keys *out);
 
+/* The key formats of vq_encoded_keys beyond plain keys (vq_fused_sdpa's
+ * binders table), each validating keys-><member> with messages that name it
+ * ("keys.turbo.idx"). Hadamard formats (turbo, rvq, rabitq) need D a power of
+ * two and rotate each query row once (q . x_hat = rot(q) . y_hat). */
+vq_status vq_attn_bind_keys_turbo(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                                  vq_attn_keys *out);
+vq_status vq_attn_bind_keys_rvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                                vq_attn_keys *out);
+vq_status vq_attn_bind_keys_rabitq_rotated(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
+                                           float scale, vq_attn_keys *out);
+vq_status vq_attn_bind_keys_affine_encoded(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
+                                           float scale, vq_attn_keys *out);
+vq_status vq_attn_bind_keys_qjl(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                                vq_attn_keys *out);
+vq_status vq_attn_bind_keys_pq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                               vq_attn_keys *out);
+vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                                   vq_attn_keys *out);
+
+/* vq_fused_sdpa after VQ_ENTER (so entry points built on it report their own
+ * name): validate, bind keys->format and plain values, run. */
+vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                             const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_attend_opts *opts);
+
 /* Value formats. values [B,Hkv,Skv,D] f16/f32. */
 vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const char *name,
                                     const vq_attn_dims *dims, vq_attn_values *out);

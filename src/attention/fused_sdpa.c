@@ -1,5 +1,6 @@
 /* fused_sdpa.c — vq_fused_sdpa: validate, bind the key format and the plain
- * values, run the skeleton. One line per key format in `binders`. */
+ * values, run the skeleton. One line per key format in `binders`. The body is
+ * vq_attn_fused_sdpa, shared with vq_turboquant_fused_rvq_decode_attend. */
 #include <math.h>
 
 #include "attention/attn_formats.h"
@@ -9,6 +10,11 @@ typedef vq_status (*keys_binder)(vq_ctx *ctx, const vq_encoded_keys *keys, const
 
 static const keys_binder binders[] = {
     [VQ_KEYS_F16] = vq_attn_bind_keys_plain,
+    [VQ_KEYS_TURBO] = vq_attn_bind_keys_turbo,
+    [VQ_KEYS_TURBO_RVQ] = vq_attn_bind_keys_rvq,
+    [VQ_KEYS_AFFINE] = vq_attn_bind_keys_affine_encoded,
+    [VQ_KEYS_RABITQ] = vq_attn_bind_keys_rabitq_rotated,
+    [VQ_KEYS_QJL] = vq_attn_bind_keys_qjl,
 };
 
 /* mask [B or 1, Hq or 1, Sq, Skv] f32/f16 -> its batch and head strides (0 = broadcast) */
@@ -31,11 +37,10 @@ static vq_status check_mask(vq_ctx *ctx, const DLTensor *mask, const vq_attn_dim
     return VQ_OK;
 }
 
-vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                        const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
-                        const vq_attend_opts *opts)
+vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                             const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_attend_opts *opts)
 {
-    VQ_ENTER(ctx);
     VQ_RETURN_IF(ctx, keys == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'keys' is NULL");
     const int fmt = (int)keys->format;
     VQ_RETURN_IF(ctx, fmt < 0 || fmt >= (int)(sizeof binders / sizeof binders[0]) || binders[fmt] == NULL,
@@ -64,6 +69,14 @@ vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_k
      * ctx is refused before any device pointer is touched. */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA kernel for this call yet");
     return vq_attn_run(ctx, &p);
+}
+
+vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                        const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                        const vq_attend_opts *opts)
+{
+    VQ_ENTER(ctx);
+    return vq_attn_fused_sdpa(ctx, queries, keys, values, scale, mask, out, opts);
 }
 
 bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim)

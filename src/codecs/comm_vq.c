@@ -27,7 +27,8 @@ typedef struct decode_job {
     const void *idx;          /* [rows, R] */
     const float *codebook;    /* [R, C, D] */
     const float *cos, *sin;   /* [P, D/2] */
-    const int32_t *pos;       /* [S] or [B, S] */
+    const int32_t *pos;       /* [S] or [B, S], in [0, P) */
+    int64_t P;
     bool pos_per_batch;
     const float *scale;       /* [rows] or NULL */
     void *out;                /* [rows, D] */
@@ -44,11 +45,11 @@ static void decode_task(void *arg, int64_t task, int thread)
     float *tmp = vq_vqk_row(&j->w, thread);
     for (int64_t row = task * j->chunk; row < end; row++) {
         const int64_t b = row / (j->H * j->S), s = row % j->S;
-        const int64_t p = j->pos[(j->pos_per_batch ? b * j->S : 0) + s];
+        const int64_t p = vq_commvq_position(j->pos[(j->pos_per_batch ? b * j->S : 0) + s], j->P);
         float *dst = j->out_dt == VQ_DT_F32 ? (float *)j->out + row * D : tmp;
         j->k->commvq_decode(&j->L, (const char *)j->idx + row * j->L.R * j->L.idx_bytes, j->codebook,
                             j->scale ? j->scale[row] : 1.0f, j->cos + p * half, j->sin + p * half, dst);
-        if (dst == tmp) vq_row_from_f32(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
+        if (dst == tmp) j->k->store_row(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
     }
 }
 
@@ -99,9 +100,11 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
     VQ_ENTER(ctx);
     decode_job j = {0};
     VQ_FORWARD_IF_ERROR(check_decode(ctx, indices, codebook, cos_freqs, sin_freqs, positions, out, opts, &j));
-    /* The CUDA kernel cannot scan device memory from here: it clamps codes to
-     * [0, C) and positions to [0, P) instead (formats/format_commvq.h). */
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. The range
+     * checks below read the data, which the host cannot do for device
+     * memory: the CUDA kernel clamps codes to [0, C) and positions to [0, P)
+     * instead (formats/format_commvq.h). */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     const vq_dtype idx_dt = vq_dtype_of(indices);
     const int64_t bad = vq_vqk_find_bad_code(vq_data(indices), idx_dt, j.rows * j.L.R, j.L.C);
     VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT, "argument 'indices': element %lld is %lld, outside [0, C = %d)",
@@ -117,10 +120,11 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
     j.cos = vq_data(cos_freqs);
     j.sin = vq_data(sin_freqs);
     j.pos = vq_data(positions);
+    j.P = P;
     j.out = vq_data(out);
     j.out_dt = vq_dtype_of(out);
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, 0, j.L.D, &j.w));
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.rows, &j.chunk), decode_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.rows, (int64_t)j.L.D * j.L.R, &j.chunk), decode_task, &j);
     return VQ_OK;
 }
 
@@ -161,7 +165,7 @@ static void encode_task(void *arg, int64_t task, int thread)
             encode_residual(j, row, j->x + row * j->D);
             continue;
         }
-        vq_row_to_f32((const char *)j->keys + row * j->D * (int64_t)vq_dtype_size(j->keys_dt), j->keys_dt, j->D, res);
+        j->k->load_row((const char *)j->keys + row * j->D * (int64_t)vq_dtype_size(j->keys_dt), j->keys_dt, j->D, res);
         encode_residual(j, row, res);
     }
 }
@@ -182,13 +186,14 @@ vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *c
                  "argument 'indices_out' is %s, which holds C <= %lld centroids, but the codebook has C = %lld",
                  vq_dtype_name(idx_dt), (long long)cap, (long long)C);
     VQ_RETURN_IF(ctx, D > INT32_MAX, VQ_ERR_UNSUPPORTED, "D = %lld is beyond 32-bit indexing", (long long)D);
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     encode_job j = {.k = vq_vqk_kernels_for(ctx->isa), .rows = vq_prod(keys, 0, 3), .R = R, .C = C, .D = D,
                     .ld = vq_vqk_ld(C), .keys = vq_data(keys), .keys_dt = vq_dtype_of(keys),
                     .codebook = vq_data(codebook), .idx = vq_data(indices_out), .idx_dt = idx_dt};
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, R * D * j.ld, D, &j.w));
     vq_vqk_transpose(ctx, j.codebook, R, C, D, j.w.cbt);
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.rows, &j.chunk), encode_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.rows, R * D * C, &j.chunk), encode_task, &j);
     return VQ_OK;
 }
 
@@ -207,7 +212,8 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
     VQ_RETURN_IF(ctx, iters < 0, VQ_ERR_INVALID_ARGUMENT, "iters must be >= 0, got %d", iters);
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, codebook_out, "codebook_out", 3, (const int64_t[]){R, C, D}));
     VQ_RETURN_IF(ctx, D > INT32_MAX, VQ_ERR_UNSUPPORTED, "D = %lld is beyond 32-bit indexing", (long long)D);
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     /* The residuals live across k-means calls, which own the ctx scratch, so
      * they get their own buffer (training is not a hot path). The scratch is
      * reserved up front so an out-of-memory fails before anything is written. */
@@ -231,7 +237,7 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
         vq_vqk_transpose(ctx, cb + (int64_t)r * C * D, 1, C, D, j.w.cbt);
         j.r0 = r;
         j.R = r + 1;
-        vq_parallel_for(ctx, vq_vqk_tasks(ctx, N, &j.chunk), encode_task, &j);
+        vq_parallel_for(ctx, vq_vqk_tasks(ctx, N, D * C, &j.chunk), encode_task, &j);
     }
     free(j.x);
     return st;

@@ -45,7 +45,7 @@ static void carve(char *base, int64_t N, int64_t d, int64_t C, km_scratch *s)
 typedef struct km_job {
     const vq_vqk_kernels *k;
     const float *x;        /* [N, d] */
-    int64_t N, d, C, ld, chunk;
+    int64_t N, d, C, ld, chunk;  /* chunk: rows per task of the phase running */
     km_scratch s;
     const float *seed;     /* the newest seed [d] (seeding phase) */
     bool first_seed;
@@ -158,13 +158,16 @@ vq_status vq_kmeans_run(vq_ctx *ctx, const float *x, int64_t N, int64_t d, int64
     VQ_RETURN_IF(ctx, base == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of k-means scratch", bytes);
     km_job j = {.k = vq_vqk_kernels_for(ctx->isa), .x = x, .N = N, .d = d, .C = C, .ld = vq_vqk_ld(C)};
     carve(base, N, d, C, &j.s);
-    const int64_t tasks = vq_vqk_tasks(ctx, N, &j.chunk);
-    seed_centroids(ctx, &j, seed, tasks, cents);
+    int64_t assign_chunk;
+    const int64_t assign_tasks = vq_vqk_tasks(ctx, N, d * C, &assign_chunk);
+    const int64_t weight_tasks = vq_vqk_tasks(ctx, N, d, &j.chunk);
+    seed_centroids(ctx, &j, seed, weight_tasks, cents);
+    j.chunk = assign_chunk;
     for (int64_t i = 0; i < N; i++) j.s.assign[i] = -1;
     for (int it = 0; it < iters; it++) {
         vq_vqk_transpose(ctx, cents, 1, C, d, j.s.cbt);
         atomic_store(&j.changed, 0);
-        vq_parallel_for(ctx, tasks, assign_task, &j);
+        vq_parallel_for(ctx, assign_tasks, assign_task, &j);
         if (!atomic_load(&j.changed)) break;  /* a fixed point: further rounds change nothing */
         update_centroids(&j, cents);
     }
@@ -181,6 +184,7 @@ vq_status vq_kmeans(vq_ctx *ctx, const DLTensor *samples, int C, int iters, uint
                  (long long)N, C);
     VQ_RETURN_IF(ctx, iters < 0, VQ_ERR_INVALID_ARGUMENT, "iters must be >= 0, got %d", iters);
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, centroids_out, "centroids_out", 2, (const int64_t[]){C, d}));
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     return vq_kmeans_run(ctx, vq_data(samples), N, d, C, iters, seed, vq_data(centroids_out));
 }

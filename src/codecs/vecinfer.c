@@ -117,7 +117,7 @@ static const float *cbt_of(const pq_job *j, int64_t h)
 /* Row `row` of the input as f32 in x [D]. */
 static void load_row(const pq_job *j, int64_t row, float *x)
 {
-    vq_row_to_f32((const char *)j->in + row * j->g.D * (int64_t)vq_dtype_size(j->in_dt), j->in_dt, j->g.D, x);
+    j->k->load_row((const char *)j->in + row * j->g.D * (int64_t)vq_dtype_size(j->in_dt), j->in_dt, j->g.D, x);
 }
 
 /* Decodes the codes of `row` (already in j->idx) into the keys_out row,
@@ -128,7 +128,7 @@ static void decode_row(const pq_job *j, int64_t row, float *tmp)
     const void *codes = (const char *)j->idx + row * j->g.M * (int64_t)vq_dtype_size(j->idx_dt);
     float *dst = j->out_dt == VQ_DT_F32 ? (float *)j->out + row * D : tmp;
     vq_pq_decode_token(&j->L, codes, codebook_of(j, h), smooth_of(j, h), dst);
-    if (dst == tmp) vq_row_from_f32(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
+    if (dst == tmp) j->k->store_row(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
 }
 
 /* Rows of one task: keys -> idx (and keys_out when j->out is set). */
@@ -208,7 +208,7 @@ static vq_status encode_cpu(vq_ctx *ctx, const pq_geom *g, const DLTensor *keys,
                 .out_dt = keys_out ? vq_dtype_of(keys_out) : VQ_DT_INVALID};
     j.L = layout_of(g, j.idx_dt);
     VQ_FORWARD_IF_ERROR(prepare(ctx, &j, true));
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g->rows, &j.chunk), encode_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g->rows, g->D * g->C, &j.chunk), encode_task, &j);
     return VQ_OK;
 }
 
@@ -218,7 +218,8 @@ vq_status vq_vecinfer_quantize(vq_ctx *ctx, const DLTensor *keys, const DLTensor
     VQ_ENTER(ctx);
     pq_geom g;
     VQ_FORWARD_IF_ERROR(check_encode(ctx, keys, codebook, smooth, num_subspaces, idx_out, &g));
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     return encode_cpu(ctx, &g, keys, codebook, smooth, idx_out, NULL);
 }
 
@@ -230,7 +231,8 @@ vq_status vq_vecinfer_encode_decode(vq_ctx *ctx, const DLTensor *keys, const DLT
     pq_geom g;
     VQ_FORWARD_IF_ERROR(check_encode(ctx, keys, codebook, smooth, num_subspaces, idx_out, &g));
     VQ_FORWARD_IF_ERROR(check_keys_out(ctx, keys_out, keys, &g));
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     return encode_cpu(ctx, &g, keys, codebook, smooth, idx_out, keys_out);
 }
 
@@ -246,9 +248,11 @@ vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *
     VQ_FORWARD_IF_ERROR(check_keys_out(ctx, keys_out, idx, &g));
     g.S = vq_dim(idx, 2);
     g.rows = vq_prod(idx, 0, 3);
-    /* The CUDA kernel cannot scan device memory from here: it clamps indices
-     * to C - 1 instead (formats/format_pq.h). */
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. The range
+     * check below reads the data, which the host cannot do for device
+     * memory: the CUDA kernel clamps indices to C - 1 instead
+     * (formats/format_pq.h). */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     const int64_t bad = vq_vqk_find_bad_code(vq_data(idx), vq_dtype_of(idx), g.rows * g.M, g.C);
     VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT, "argument 'idx': element %lld is %lld, outside [0, C = %lld)",
                  (long long)bad, (long long)vq_load_i(vq_data(idx), vq_dtype_of(idx), bad), (long long)g.C);
@@ -261,7 +265,7 @@ vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *
                 .out_dt = vq_dtype_of(keys_out)};
     j.L = layout_of(&g, j.idx_dt);
     VQ_FORWARD_IF_ERROR(prepare(ctx, &j, false));
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g.rows, &j.chunk), decode_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g.rows, g.D, &j.chunk), decode_task, &j);
     return VQ_OK;
 }
 
@@ -281,7 +285,8 @@ vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTe
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, lut_out, "lut_out", lead + 2, lut_shape));
     g.S = lead == 3 ? vq_dim(queries, 2) : 1;
     g.rows = vq_prod(queries, 0, lead);
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     pq_job j = {.g = g,
                 .in = vq_data(queries),
                 .in_dt = vq_dtype_of(queries),
@@ -290,6 +295,6 @@ vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTe
                 .out = vq_data(lut_out),
                 .out_dt = VQ_DT_F32};
     VQ_FORWARD_IF_ERROR(prepare(ctx, &j, true));
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g.rows, &j.chunk), lut_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, g.rows, g.D * g.C, &j.chunk), lut_task, &j);
     return VQ_OK;
 }

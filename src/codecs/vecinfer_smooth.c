@@ -30,13 +30,14 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, keys, "keys", VQ_DTM_F16_F32, 2, 2));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, smooth_out, "smooth_out", VQ_DTM_F32, 1, 1));
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, smooth_out, "smooth_out", 0, vq_dim(keys, 1), "D (the last dimension of 'keys')"));
-    if (vq_ctx_is_cuda(ctx)) return vq_vqk_cuda_pending(ctx);
+    /* CUDA dispatch point: the CUDA backend's call goes here. */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     smooth_job j = {.keys = vq_data(keys), .dt = vq_dtype_of(keys), .N = vq_dim(keys, 0), .D = vq_dim(keys, 1)};
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, 0, 2 * j.D, &j.w));
     const int threads = ctx->num_threads < 1 ? 1 : ctx->num_threads;
     for (int t = 0; t < threads; t++)
         for (int64_t c = 0; c < j.D; c++) vq_vqk_row(&j.w, t)[c] = 0.0f;
-    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.N, &j.chunk), smooth_task, &j);
+    vq_parallel_for(ctx, vq_vqk_tasks(ctx, j.N, j.D, &j.chunk), smooth_task, &j);
     float *out = vq_data(smooth_out);
     for (int64_t c = 0; c < j.D; c++) {
         float mx = 0.0f;

@@ -74,23 +74,38 @@ vq_status vq_vqk_work_alloc(vq_ctx *ctx, int64_t cbt_floats, int64_t row_floats,
     return VQ_OK;
 }
 
-int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t *chunk)
+/* Work below which a task is not worth a thread's wake-up (~tens of us). */
+#define VQ_VQK_MIN_TASK_COST ((int64_t)1 << 18)
+
+int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t row_cost, int64_t *chunk)
 {
     const int64_t want = (int64_t)(ctx->num_threads < 1 ? 1 : ctx->num_threads) * 8;
-    *chunk = rows <= want ? 1 : vq_ceil_div(rows, want);
+    const int64_t balanced = vq_ceil_div(rows, want);
+    const int64_t worthwhile = vq_ceil_div(VQ_VQK_MIN_TASK_COST, row_cost < 1 ? 1 : row_cost);
+    *chunk = balanced > worthwhile ? balanced : worthwhile;
     return vq_ceil_div(rows, *chunk);
 }
 
+/* True when some codes[i] >= C: one pass with no early exit, which the
+ * compiler vectorizes. */
+#define ANY_AT_LEAST(type)                                                     \
+    do {                                                                       \
+        const type *p = codes;                                                 \
+        for (int64_t i = 0; i < n; i++) any |= (int64_t)p[i] < 0 || (int64_t)p[i] >= C; \
+    } while (0)
+
 int64_t vq_vqk_find_bad_code(const void *codes, vq_dtype dt, int64_t n, int64_t C)
 {
+    bool any = false;
+    switch (dt) {
+    case VQ_DT_U8: if (C < 256) ANY_AT_LEAST(uint8_t); break;
+    case VQ_DT_U16: if (C < 65536) ANY_AT_LEAST(uint16_t); break;
+    default: ANY_AT_LEAST(int32_t); break;
+    }
+    if (!any) return -1;
     for (int64_t i = 0; i < n; i++) {
         const int64_t c = vq_load_i(codes, dt, i);
         if (c < 0 || c >= C) return i;
     }
     return -1;
-}
-
-vq_status vq_vqk_cuda_pending(vq_ctx *ctx)
-{
-    return vq_fail(ctx, VQ_ERR_UNSUPPORTED, "this function has no CUDA kernel yet; use a CPU context");
 }

@@ -9,8 +9,6 @@
 #ifndef VQ_VQK_H
 #define VQ_VQK_H
 
-#include <math.h>
-
 #include "core/core.h"
 #include "formats/format_commvq.h"
 
@@ -28,6 +26,10 @@ typedef struct vq_vqk_kernels {
      * RoPE(scale * sum_r codebook[r, codes[r]]) with this position's rows. */
     void (*commvq_decode)(const vq_commvq_layout *L, const void *codes, const float *codebook, float scale,
                           const float *cos_row, const float *sin_row, float *out);
+    /* Row conversions between f32 and an f32/f16/bf16 tensor row of n
+     * elements (f16 through F16C where available; identical results). */
+    void (*load_row)(const void *src, vq_dtype dt, int64_t n, float *dst);
+    void (*store_row)(const float *src, int64_t n, vq_dtype dt, void *dst);
 } vq_vqk_kernels;
 
 /* The table for an ISA: always complete (scalar where nothing better). */
@@ -41,26 +43,9 @@ void vq_vqk_kernels_init_avx2(vq_vqk_kernels *k);
 void vq_vqk_kernels_init_avx512(vq_vqk_kernels *k);
 #endif
 
-/* Reduces per-lane search results: the lowest index among the smallest
- * distances of dist/idx [count] (0 when every distance is +inf or NaN). */
-static inline int32_t vq_vqk_pick_best(const float *dist, const int32_t *idx, int count)
-{
-    float best = (float)INFINITY;
-    int32_t best_c = 0;
-    for (int l = 0; l < count; l++)
-        if (dist[l] < best || (dist[l] == best && idx[l] < best_c)) {
-            best = dist[l];
-            best_c = idx[l];
-        }
-    return best_c;
-}
-
-/* Position of the first code outside [0, C) in codes [n] (u8/u16/i32), or -1. */
+/* Position of the first code outside [0, C) in codes [n] (u8/u16/i32), or
+ * -1. A branch-free screen first, so the common all-valid case streams. */
 int64_t vq_vqk_find_bad_code(const void *codes, vq_dtype dt, int64_t n, int64_t C);
-
-/* The answer of an entry point called on a CUDA context before its CUDA
- * kernels exist: VQ_ERR_UNSUPPORTED, never a host read of device memory. */
-vq_status vq_vqk_cuda_pending(vq_ctx *ctx);
 
 /* Leading dimension of a transposed group of C centroids. */
 static inline int64_t vq_vqk_ld(int64_t C) { return vq_ceil_div(C, VQ_VQK_PAD) * VQ_VQK_PAD; }
@@ -81,9 +66,10 @@ typedef struct vq_vqk_work {
 vq_status vq_vqk_work_alloc(vq_ctx *ctx, int64_t cbt_floats, int64_t row_floats, vq_vqk_work *w);
 static inline float *vq_vqk_row(const vq_vqk_work *w, int thread) { return w->rows + thread * w->row_stride; }
 
-/* Splits `rows` independent rows into tasks of *chunk rows for
- * vq_parallel_for (a few tasks per thread, so uneven tasks balance). Returns
- * the number of tasks. */
-int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t *chunk);
+/* Splits `rows` independent rows of about `row_cost` flops each into tasks
+ * of *chunk rows for vq_parallel_for: a few tasks per thread, so uneven
+ * tasks balance, but none so small that waking a thread costs more than the
+ * task (a single-token call runs inline). Returns the number of tasks. */
+int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t row_cost, int64_t *chunk);
 
 #endif /* VQ_VQK_H */

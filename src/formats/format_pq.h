@@ -10,13 +10,13 @@
  * scores it through a look-up table lut [M, C] with lut[m, c] =
  * (q ⊙ smooth)[m-th slice] . codebook[m, c]: q . k_hat = sum_m lut[m, idx[m]].
  *
- * Read by the C compiler and by nvcc: plain C99 `static inline`, <stdint.h>
- * only. Indices >= C are clamped to C - 1 here, so a decoder never reads out of
+ * Read by the C compiler and by nvcc (format_common.h): plain C99
+ * `static inline VQ_HOST_DEVICE VQ_HOST_DEVICE`, no libc. Indices >= C are clamped to C - 1 here, so a decoder never reads out of
  * bounds; the CPU entry points reject such indices before decoding. */
 #ifndef VQ_FORMAT_PQ_H
 #define VQ_FORMAT_PQ_H
 
-#include <stdint.h>
+#include "format_common.h"
 
 /* Largest codebook a subspace may have: indices are at most u16. */
 #define VQ_PQ_MAX_CENTROIDS 65536
@@ -28,9 +28,10 @@ typedef struct vq_pq_layout {
     int32_t C;          /* centroids per subspace */
     int32_t idx_bytes;  /* 1 (u8 codes) or 2 (u16 codes) */
 } vq_pq_layout;
+VQ_STATIC_ASSERT(sizeof(vq_pq_layout) == 16, "vq_pq_layout is passed by value to CUDA kernels");
 
 /* Code of subspace m of one token (codes [M]), clamped to [0, C). */
-static inline uint32_t vq_pq_code(const vq_pq_layout *L, const void *codes, int32_t m)
+static inline VQ_HOST_DEVICE uint32_t vq_pq_code(const vq_pq_layout *L, const void *codes, int32_t m)
 {
     const uint32_t c = L->idx_bytes == 1 ? ((const uint8_t *)codes)[m] : ((const uint16_t *)codes)[m];
     return c < (uint32_t)L->C ? c : (uint32_t)L->C - 1u;
@@ -38,7 +39,7 @@ static inline uint32_t vq_pq_code(const vq_pq_layout *L, const void *codes, int3
 
 /* One token: codes [M], codebook [M, C, dsub] (this head's), smooth [D]
  * (this head's) -> out [D] = concat_m codebook[m, codes[m]] ⊙ smooth. */
-static inline void vq_pq_decode_token(const vq_pq_layout *L, const void *codes, const float *codebook,
+static inline VQ_HOST_DEVICE void vq_pq_decode_token(const vq_pq_layout *L, const void *codes, const float *codebook,
                                       const float *smooth, float *out)
 {
     for (int32_t m = 0; m < L->M; m++) {
@@ -49,7 +50,7 @@ static inline void vq_pq_decode_token(const vq_pq_layout *L, const void *codes, 
 }
 
 /* One token against a query's table: codes [M], lut [M, C] -> q . k_hat. */
-static inline float vq_pq_score(const vq_pq_layout *L, const void *codes, const float *lut)
+static inline VQ_HOST_DEVICE float vq_pq_score(const vq_pq_layout *L, const void *codes, const float *lut)
 {
     float s = 0.0f;
     for (int32_t m = 0; m < L->M; m++) s += lut[(int64_t)m * L->C + vq_pq_code(L, codes, m)];

@@ -11,46 +11,72 @@
 enum { LANES = 8, UNROLL = 4, BLOCK = LANES * UNROLL };
 _Static_assert(VQ_VQK_PAD % BLOCK == 0, "a transposed row holds whole AVX2 blocks");
 
-/* x [n], cbt [n, ld] -> argmin_c ||x - cbt[:, c]||^2 over c < C. */
+/* One slot: a strictly smaller distance replaces the best, so each lane keeps
+ * its lowest index among ties. The slot records the block's first centroid
+ * (one broadcast shared by all slots); lane offsets are added at the end. */
+static inline void keep(__m256 d, __m256i block, __m256 *best, __m256i *best_block)
+{
+    const __m256 lt = _mm256_cmp_ps(d, *best, _CMP_LT_OQ);
+    *best = _mm256_blendv_ps(*best, d, lt);
+    *best_block = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(*best_block), _mm256_castsi256_ps(block), lt));
+}
+
+/* Folds (d, idx) into (best, best_i): smaller distance, then lower index. */
+static inline void merge(__m256 d, __m256i idx, __m256 *best, __m256i *best_i)
+{
+    const __m256 lower = _mm256_castsi256_ps(_mm256_cmpgt_epi32(*best_i, idx));
+    const __m256 take = _mm256_or_ps(_mm256_cmp_ps(d, *best, _CMP_LT_OQ),
+                                     _mm256_and_ps(_mm256_cmp_ps(d, *best, _CMP_EQ_OQ), lower));
+    *best = _mm256_blendv_ps(*best, d, take);
+    *best_i = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(*best_i), _mm256_castsi256_ps(idx), take));
+}
+
+/* x [n], cbt [n, ld] -> argmin_c ||x - cbt[:, c]||^2 over c < C. Lanes past C
+ * (only in the last block) are forced to +inf before they are kept; the final
+ * reduction is branch-free: slots merge, then lanes by halving. */
 static int32_t nearest_avx2(const float *x, const float *cbt, int32_t C, int64_t ld, int32_t n)
 {
     const __m256 inf = _mm256_set1_ps(INFINITY);
-    const __m256i limit = _mm256_set1_epi32(C), step = _mm256_set1_epi32(BLOCK);
-    __m256 best[UNROLL];
-    __m256i best_i[UNROLL], idx[UNROLL];
-    for (int u = 0; u < UNROLL; u++) {
-        best[u] = inf;
-        best_i[u] = _mm256_setzero_si256();
-        idx[u] = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(u * LANES));
-    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 b0 = inf, b1 = inf, b2 = inf, b3 = inf;
+    __m256i k0 = _mm256_setzero_si256(), k1 = k0, k2 = k0, k3 = k0;
     for (int32_t c0 = 0; c0 < C; c0 += BLOCK) {
-        __m256 acc[UNROLL];
-        for (int u = 0; u < UNROLL; u++) acc[u] = _mm256_setzero_ps();
-        for (int32_t j = 0; j < n; j++) {
-            const __m256 xj = _mm256_set1_ps(x[j]);
-            const float *row = cbt + j * ld + c0;
-            for (int u = 0; u < UNROLL; u++) {
-                const __m256 d = _mm256_sub_ps(xj, _mm256_loadu_ps(row + u * LANES));
-                acc[u] = _mm256_fmadd_ps(d, d, acc[u]);
-            }
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *col = cbt + c0;
+        for (int32_t j = 0; j < n; j++, col += ld) {
+            const __m256 xj = _mm256_broadcast_ss(x + j);
+            const __m256 d0 = _mm256_sub_ps(xj, _mm256_loadu_ps(col));
+            const __m256 d1 = _mm256_sub_ps(xj, _mm256_loadu_ps(col + 8));
+            const __m256 d2 = _mm256_sub_ps(xj, _mm256_loadu_ps(col + 16));
+            const __m256 d3 = _mm256_sub_ps(xj, _mm256_loadu_ps(col + 24));
+            a0 = _mm256_fmadd_ps(d0, d0, a0);
+            a1 = _mm256_fmadd_ps(d1, d1, a1);
+            a2 = _mm256_fmadd_ps(d2, d2, a2);
+            a3 = _mm256_fmadd_ps(d3, d3, a3);
         }
-        for (int u = 0; u < UNROLL; u++) {
-            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(limit, idx[u]));
-            const __m256 a = _mm256_blendv_ps(inf, acc[u], valid);
-            const __m256 lt = _mm256_cmp_ps(a, best[u], _CMP_LT_OQ);
-            best[u] = _mm256_blendv_ps(best[u], a, lt);
-            best_i[u] = _mm256_castps_si256(
-                _mm256_blendv_ps(_mm256_castsi256_ps(best_i[u]), _mm256_castsi256_ps(idx[u]), lt));
-            idx[u] = _mm256_add_epi32(idx[u], step);
+        if (c0 + BLOCK > C) {
+            const __m256i left = _mm256_set1_epi32(C - c0);  /* lanes < left are real centroids */
+            a0 = _mm256_blendv_ps(inf, a0, _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, lane)));
+            a1 = _mm256_blendv_ps(inf, a1, _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, _mm256_add_epi32(lane, _mm256_set1_epi32(8)))));
+            a2 = _mm256_blendv_ps(inf, a2, _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, _mm256_add_epi32(lane, _mm256_set1_epi32(16)))));
+            a3 = _mm256_blendv_ps(inf, a3, _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, _mm256_add_epi32(lane, _mm256_set1_epi32(24)))));
         }
+        const __m256i block = _mm256_set1_epi32(c0);
+        keep(a0, block, &b0, &k0);
+        keep(a1, block, &b1, &k1);
+        keep(a2, block, &b2, &k2);
+        keep(a3, block, &b3, &k3);
     }
-    float dist[BLOCK];
-    int32_t ids[BLOCK];
-    for (int u = 0; u < UNROLL; u++) {
-        _mm256_storeu_ps(dist + u * LANES, best[u]);
-        _mm256_storeu_si256((__m256i *)(ids + u * LANES), best_i[u]);
-    }
-    return vq_vqk_pick_best(dist, ids, BLOCK);
+    k0 = _mm256_add_epi32(k0, lane);
+    merge(b1, _mm256_add_epi32(k1, _mm256_add_epi32(lane, _mm256_set1_epi32(8))), &b0, &k0);
+    merge(b2, _mm256_add_epi32(k2, _mm256_add_epi32(lane, _mm256_set1_epi32(16))), &b0, &k0);
+    merge(b3, _mm256_add_epi32(k3, _mm256_add_epi32(lane, _mm256_set1_epi32(24))), &b0, &k0);
+    /* lanes: swap halves, then pairs, then neighbours */
+    merge(_mm256_permute2f128_ps(b0, b0, 1), _mm256_permute2x128_si256(k0, k0, 1), &b0, &k0);
+    merge(_mm256_permute_ps(b0, _MM_SHUFFLE(1, 0, 3, 2)), _mm256_shuffle_epi32(k0, _MM_SHUFFLE(1, 0, 3, 2)), &b0, &k0);
+    merge(_mm256_permute_ps(b0, _MM_SHUFFLE(2, 3, 0, 1)), _mm256_shuffle_epi32(k0, _MM_SHUFFLE(2, 3, 0, 1)), &b0, &k0);
+    return _mm256_cvtsi256_si32(k0);
 }
 
 /* x [n], cbt [n, ld] -> out[c] = x . cbt[:, c] for c < C. */
@@ -139,9 +165,32 @@ static void commvq_decode_avx2(const vq_commvq_layout *L, const void *codes, con
     else rope_half_avx2(D, cos_row, sin_row, out);
 }
 
+/* Row conversions: f16 through F16C (round-to-nearest-even, as the library's
+ * software conversion), other dtypes through the core helpers. */
+static void load_row_avx2(const void *src, vq_dtype dt, int64_t n, float *dst)
+{
+    if (dt != VQ_DT_F16) { vq_row_to_f32(src, dt, n, dst); return; }
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) dst[i] = vq_half_to_float(h[i]);
+}
+
+static void store_row_avx2(const float *src, int64_t n, vq_dtype dt, void *dst)
+{
+    if (dt != VQ_DT_F16) { vq_row_from_f32(src, n, dt, dst); return; }
+    uint16_t *h = dst;
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) h[i] = vq_float_to_half(src[i]);
+}
+
 void vq_vqk_kernels_init_avx2(vq_vqk_kernels *k)
 {
     k->nearest = nearest_avx2;
     k->dots = dots_avx2;
     k->commvq_decode = commvq_decode_avx2;
+    k->load_row = load_row_avx2;
+    k->store_row = store_row_avx2;
 }

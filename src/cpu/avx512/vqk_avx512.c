@@ -45,13 +45,14 @@ static int32_t nearest_avx512(const float *x, const float *cbt, int32_t C, int64
             idx[u] = _mm512_add_epi32(idx[u], step);
         }
     }
-    float dist[BLOCK];
-    int32_t ids[BLOCK];
-    for (int u = 0; u < UNROLL; u++) {
-        _mm512_storeu_ps(dist + u * LANES, best[u]);
-        _mm512_storeu_si512(ids + u * LANES, best_i[u]);
-    }
-    return vq_vqk_pick_best(dist, ids, BLOCK);
+    /* branch-free pick: the smallest distance, then the lowest index holding
+     * it (every lane +inf gives index 0, as the scalar kernel; all NaN too) */
+    const float m = fminf(_mm512_reduce_min_ps(best[0]), _mm512_reduce_min_ps(best[1]));
+    const __m512 mv = _mm512_set1_ps(m);
+    const __mmask16 at0 = _mm512_cmp_ps_mask(best[0], mv, _CMP_EQ_OQ), at1 = _mm512_cmp_ps_mask(best[1], mv, _CMP_EQ_OQ);
+    if ((at0 | at1) == 0) return 0;
+    const int32_t c0 = _mm512_mask_reduce_min_epi32(at0, best_i[0]), c1 = _mm512_mask_reduce_min_epi32(at1, best_i[1]);
+    return c0 < c1 ? c0 : c1;
 }
 
 /* x [n], cbt [n, ld] -> out[c] = x . cbt[:, c] for c < C. */
@@ -127,9 +128,33 @@ static void commvq_decode_avx512(const vq_commvq_layout *L, const void *codes, c
     else rope_half_avx512(D, cos_row, sin_row, out);
 }
 
+/* Row conversions: f16 through the AVX-512 F16C forms with masked tails
+ * (round-to-nearest-even, as the library's software conversion). */
+static void load_row_avx512(const void *src, vq_dtype dt, int64_t n, float *dst)
+{
+    if (dt != VQ_DT_F16) { vq_row_to_f32(src, dt, n, dst); return; }
+    const uint16_t *h = src;
+    for (int64_t i = 0; i < n; i += LANES) {
+        const __mmask16 m = first_lanes((int32_t)(n - i < LANES ? n - i : LANES));
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h + i)));
+    }
+}
+
+static void store_row_avx512(const float *src, int64_t n, vq_dtype dt, void *dst)
+{
+    if (dt != VQ_DT_F16) { vq_row_from_f32(src, n, dt, dst); return; }
+    uint16_t *h = dst;
+    for (int64_t i = 0; i < n; i += LANES) {
+        const __mmask16 m = first_lanes((int32_t)(n - i < LANES ? n - i : LANES));
+        _mm256_mask_storeu_epi16(h + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
 void vq_vqk_kernels_init_avx512(vq_vqk_kernels *k)
 {
     k->nearest = nearest_avx512;
     k->dots = dots_avx512;
     k->commvq_decode = commvq_decode_avx512;
+    k->load_row = load_row_avx512;
+    k->store_row = store_row_avx512;
 }
