@@ -486,7 +486,9 @@ typedef struct vq_encoded_keys {
         const DLTensor *idx;      /* [B,Hkv,Skv,M] u8/u16 */
         const DLTensor *codebook; /* [M,C,D/M] or [Hkv,M,C,D/M] f32 */
         const DLTensor *smooth;   /* [D] or [Hkv,D] f32 */
-    } pq;                         /* score: sum_m lut[m, idx[m]] */
+    } pq;                         /* score: scale * sum_m lut[m, idx[m]] (tables built once per
+                                     query row; when C > Skv the tokens are decoded instead);
+                                     indices >= C read centroid C - 1 (never out of bounds) */
     struct {
         const DLTensor *idx;       /* [B,Hkv,Skv,R] u8/u16/i32 */
         const DLTensor *codebook;  /* [R,C,D] f32 */

@@ -259,6 +259,38 @@ static void encode_qjl(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng
     }
 }
 
+/* ---- VecInfer product VQ (VQ_KEYS_PQ): k1 subspaces M, k2 centroids C,
+ * k3 bit 0: per-head codebooks, bit 1: per-head smooth, bit 2: u16 indices ---- */
+
+static void encode_pq(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng *rng, built *bk)
+{
+    const int64_t M = c->k1, C = c->k2, D = c->D, dsub = D / M, Hkv = c->Hkv;
+    DLTensor *cb = own(bk, c->k3 & 1 ? vt_new(VT_F32, VT_DIMS(Hkv, M, C, dsub)) : vt_new(VT_F32, VT_DIMS(M, C, dsub)));
+    DLTensor *sm = own(bk, c->k3 & 2 ? vt_new(VT_F32, VT_DIMS(Hkv, D)) : vt_new(VT_F32, VT_DIMS(D)));
+    vt_fill_normal(cb, rng, 0.0, 1.0);
+    for (int64_t i = 0; i < vt_numel(sm); i++) vt_set(sm, i, 0.5 + 1.5 * vq_rng_uniform(rng));
+    DLTensor *idx = own(bk, vt_new(c->k3 & 4 ? VT_U16 : VT_U8, VT_DIMS(c->B, Hkv, c->Skv, M)));
+    VT_OK(ctx, vq_vecinfer_quantize(ctx, keys, cb, sm, (int)M, idx));
+    bk->ek = (vq_encoded_keys){.format = VQ_KEYS_PQ};
+    bk->ek.pq.idx = idx;
+    bk->ek.pq.codebook = cb;
+    bk->ek.pq.smooth = sm;
+    bk->khat = malloc(sizeof(double) * (size_t)(c->B * Hkv * c->Skv * D));
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++)
+            for (int64_t t = 0; t < c->Skv; t++) {
+                const int64_t tok = (b * Hkv + hk) * c->Skv + t;
+                for (int64_t m = 0; m < M; m++) {
+                    const int64_t code = (int64_t)vt_get(idx, tok * M + m);
+                    for (int64_t j = 0; j < dsub; j++) {
+                        const int64_t ch = m * dsub + j;
+                        const double cv = vt_get(cb, (((c->k3 & 1 ? hk * M : 0) + m) * C + code) * dsub + j);
+                        bk->khat[tok * D + ch] = cv * vt_get(sm, (c->k3 & 2 ? hk * D : 0) + ch);
+                    }
+                }
+            }
+}
+
 /* ---- running a case ---- */
 
 typedef struct prepared {
@@ -453,6 +485,23 @@ static void test_qjl(void)
         {2, 4, 4, 4, 60, 96, 'h', 'f', 'f', false, 2, 0, 512, 0, 0},
     };
     run_cases("qjl", encode_qjl, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_pq(void)
+{
+    /* C <= Skv scores through per-row tables (dsub % 8 == 0 via kern->qk, or
+     * plain loops), C > Skv decodes tokens into the tile: both are here */
+    static const fcase cases[] = {
+        /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split M  C  heads/u16 */
+        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 8, 16, 0},
+        {1, 3, 1, 4, 7, 96, 'h', 'h', 'f', true, 1, 0, 12, 4, 1 | 4},
+        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 3, 32, 64, 3},
+        {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 16, 256, 0},
+        {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', true, 1, 2, 64, 300, 4 | 2},
+        {1, 6, 2, 33, 40, 96, 'f', 'f', 'f', false, 0, 0, 3, 32, 1},
+        {2, 4, 4, 1, 600, 128, 'h', 'f', 'h', false, 2, 0, 8, 512, 7},
+    };
+    run_cases("pq", encode_pq, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* ---- error paths ---- */
@@ -665,6 +714,41 @@ static void test_qjl_errors(void)
     vq_ctx_free(ctx);
 }
 
+static void test_pq_errors(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    small s = small_new(64);
+    DLTensor *idx = vt_new(VT_U8, VT_DIMS(1, 2, 10, 8)), *idx7 = vt_new(VT_U8, VT_DIMS(1, 2, 10, 7));
+    DLTensor *idx32 = vt_new(VT_I32, VT_DIMS(1, 2, 10, 8)), *cb = vt_new(VT_F32, VT_DIMS(8, 16, 8));
+    DLTensor *cb_bad = vt_new(VT_F32, VT_DIMS(8, 16, 4)), *cb_heads = vt_new(VT_F32, VT_DIMS(3, 8, 16, 8));
+    DLTensor *sm = vt_new(VT_F32, VT_DIMS(64)), *sm_heads = vt_new(VT_F32, VT_DIMS(3, 64));
+    vq_encoded_keys ek = {.format = VQ_KEYS_PQ};
+    ek.pq.idx = NULL;
+    ek.pq.codebook = cb;
+    ek.pq.smooth = sm;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.pq.idx");
+    ek.pq.idx = idx32;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "dtype");
+    ek.pq.idx = idx7;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "do not divide");
+    ek.pq.idx = idx;
+    ek.pq.codebook = cb_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.pq.codebook");
+    ek.pq.codebook = cb_heads; /* 3 heads, the cache has 2 */
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.pq.codebook");
+    ek.pq.codebook = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.pq.codebook");
+    ek.pq.codebook = cb;
+    ek.pq.smooth = sm_heads;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.pq.smooth");
+    ek.pq.smooth = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.pq.smooth");
+    small_free(&s);
+    DLTensor *all[] = {idx, idx7, idx32, cb, cb_bad, cb_heads, sm, sm_heads};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
+    vq_ctx_free(ctx);
+}
+
 int main(void)
 {
     VT_RUN(test_turbo);
@@ -672,8 +756,10 @@ int main(void)
     VT_RUN(test_rabitq);
     VT_RUN(test_affine);
     VT_RUN(test_qjl);
+    VT_RUN(test_pq);
     VT_RUN(test_turbo_errors);
     VT_RUN(test_affine_errors);
     VT_RUN(test_qjl_errors);
+    VT_RUN(test_pq_errors);
     return vt_finish();
 }

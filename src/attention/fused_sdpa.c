@@ -15,6 +15,7 @@ static const keys_binder binders[] = {
     [VQ_KEYS_AFFINE] = vq_attn_bind_keys_affine_encoded,
     [VQ_KEYS_RABITQ] = vq_attn_bind_keys_rabitq_rotated,
     [VQ_KEYS_QJL] = vq_attn_bind_keys_qjl,
+    [VQ_KEYS_PQ] = vq_attn_bind_keys_pq,
 };
 
 /* mask [B or 1, Hq or 1, Sq, Skv] f32/f16 -> its batch and head strides (0 = broadcast) */
