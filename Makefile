@@ -35,7 +35,7 @@ build: deps
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(VQ) version
+	$(VQ) demo
 
 test: test-release test-sanitize
 

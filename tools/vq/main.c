@@ -11,8 +11,11 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  version            print the library version, CPU kernel set, threads and CUDA availability\n"
+    "  demo [options]     compress a synthetic KV cache with every codec; table of bits and errors\n"
+    "  bench codecs [options]  encode/decode throughput, optimized vs scalar, 1 vs all threads\n"
     "  help, --help       print this help\n"
     "\n"
+    "Each command takes --help.\n"
     "Environment: VQ_ISA=scalar|avx2|avx512|neon caps the CPU kernel set.\n";
 
 static int usage(FILE *f)
@@ -39,12 +42,26 @@ static int cmd_version(int argc, char **argv)
     return VQ_EXIT_OK;
 }
 
+/* vq bench <what> [options] */
+static int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "vq bench: which benchmark? (codecs)\n");
+        return VQ_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "codecs") == 0) return vq_cmd_bench_codecs(argc - 1, argv + 1);
+    fprintf(stderr, "vq bench: unknown benchmark '%s' (codecs)\n", argv[1]);
+    return VQ_EXIT_USAGE;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return usage(stderr);
     const char *cmd = argv[1];
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return usage(stdout);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc - 1, argv + 1);
+    if (strcmp(cmd, "demo") == 0) return vq_cmd_demo(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "vq: unknown command '%s' (try 'vq --help')\n", cmd);
     return VQ_EXIT_USAGE;
 }
