@@ -127,6 +127,10 @@ static void cases_on(vq_ctx *ctx, const char *isa)
         {1, 6, 2, 4, 300, 256, 4, 20, true, true, 5},
         {1, 16, 2, 1, 130, 128, 8, 128, false, false, 32},
         {1, 3, 3, 33, 50, 8, 4, 3, false, true, 1},
+        /* few rows (direct paths): byte codes with groups splitting 8-lane chunks, strips of 16 */
+        {1, 2, 2, 2, 97, 64, 8, 12, false, true, 0},
+        {1, 4, 1, 1, 200, 256, 4, 16, true, false, 2},
+        {1, 2, 1, 1, 70, 128, 2, 16, false, false, 0},
     };
     vq_rng rng;
     vq_rng_seed(&rng, 1234);

@@ -148,6 +148,9 @@ static void cases_on(vq_ctx *ctx, const char *isa)
         {1, 4, 4, 1, 4097, 128, 16, true, false, false, true, true, false, 0},
         {1, 6, 2, 4, 300, 256, 5, false, true, true, true, false, false, 7},
         {1, 3, 3, 33, 40, 8, 256, false, false, false, false, false, false, 1},
+        /* few rows (direct paths): unpacked gather and unpacked 16-entry table */
+        {1, 4, 2, 1, 50, 64, 40, false, false, false, false, true, false, 0},
+        {1, 2, 2, 3, 33, 128, 7, false, false, true, true, false, false, 0},
     };
     static const rq_case prefill[] = {
         {1, 4, 1, 70, 97, 64, 16, true, true, false, true, true, false, 0},

@@ -15,6 +15,7 @@ static void build_tables(void)
         if (vq_isa_includes((vq_isa)i, VQ_ISA_AVX2)) {
             vq_attn_kernels_init_avx2(k);
             vq_attn_kernels_init_avx2_decode(k);
+            vq_attn_kernels_init_avx2_direct(k);
         }
 #endif
 #ifdef VQ_HAVE_AVX512

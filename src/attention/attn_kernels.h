@@ -48,7 +48,26 @@ typedef struct vq_attn_kernels {
      * element) or one per byte ([n][D]); cents [n_cents], 1 <= n_cents <= 256. */
     void (*codebook_tile)(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,
                           const float *vscale, float *out);
+
+    /* Direct paths for few rows (decode): codes expanded in registers and used
+     * at once, no tile. */
+    /* s[r*lds + j] = sum_c qs[r*ldq + c] * code(j, c) (codes as affine_k_tile). */
+    void (*affine_qk)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *qs,
+                      int64_t ldq, float *s, int64_t lds);
+    /* o[r*ldo + c] += sum_j w[r*ldw + j*GV + c/g] * code(j, c); g % 8 == 0. */
+    void (*affine_pv)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *w,
+                      int64_t ldw, int64_t GV, int64_t g, float *o, int64_t ldo);
+    /* o[r*ldo + c] += sum_j w[r*ldw + j] * cents[min(idx(j, c), n_cents - 1)]
+     * (idx as codebook_tile). */
+    void (*codebook_pv)(int R, int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,
+                        const float *w, int64_t ldw, float *o, int64_t ldo);
+    /* dst[i] = f16 src[i] as f32, i < n. */
+    void (*cvt_f16)(int64_t n, const uint16_t *src, float *dst);
 } vq_attn_kernels;
+
+/* Rows up to which formats take the direct paths rather than a decoded tile:
+ * beyond it, decoding a block once and reusing it from L1 is cheaper. */
+#define VQ_ATTN_DIRECT_ROWS 4
 
 /* The table for an ISA (built once, thread-safe, never NULL). */
 const vq_attn_kernels *vq_attn_kernels_for(vq_isa isa);
@@ -57,6 +76,7 @@ const vq_attn_kernels *vq_attn_kernels_for(vq_isa isa);
 void vq_attn_kernels_init_scalar(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx2(vq_attn_kernels *k);        /* dots, p.V, softmax */
 void vq_attn_kernels_init_avx2_decode(vq_attn_kernels *k); /* block decoders */
+void vq_attn_kernels_init_avx2_direct(vq_attn_kernels *k); /* direct decode paths */
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 
@@ -94,6 +114,13 @@ static inline unsigned vq_attn_code(const uint8_t *row, int bits, int64_t c)
     if (bits == 8) return row[c];
     const int64_t bit = c * bits;
     return (unsigned)(row[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1u);
+}
+
+/* Codebook index of element c of token j, clamped to n_cents - 1. */
+static inline int vq_attn_cb_index(const uint8_t *idx, bool packed, int64_t D, int64_t j, int64_t c, int n_cents)
+{
+    const int i = packed ? (idx[j * (D / 2) + c / 2] >> (4 * (c & 1))) & 15 : idx[j * D + c];
+    return i < n_cents ? i : n_cents - 1;
 }
 
 #endif /* VQ_ATTN_KERNELS_H */

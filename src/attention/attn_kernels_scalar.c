@@ -111,10 +111,46 @@ static void codebook_tile_scalar(int n, int64_t D, bool packed, const uint8_t *i
     for (int j = 0; j < n; j++) {
         const float sc = vscale ? vscale[j] : 1.0f;
         for (int64_t c = 0; c < D; c++) {
-            const int i = packed ? (idx[j * (D / 2) + c / 2] >> (4 * (c & 1))) & 15 : idx[j * D + c];
-            out[j * D + c] = cents[i < n_cents ? i : n_cents - 1] * sc;
+            out[j * D + c] = cents[vq_attn_cb_index(idx, packed, D, j, c, n_cents)] * sc;
         }
     }
+}
+
+/* codes [n][ldc], qs [R][ldq] -> s [R][lds] = qs . code */
+static void affine_qk_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *qs,
+                             int64_t ldq, float *s, int64_t lds)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t c = 0; c < D; c++) acc += qs[r * ldq + c] * (float)vq_attn_code(codes + j * ldc, bits, c);
+            s[r * lds + j] = acc;
+        }
+}
+
+/* o [R][ldo] += w [R][n][GV] (by channel group) . codes [n][D] */
+static void affine_pv_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *w,
+                             int64_t ldw, int64_t GV, int64_t g, float *o, int64_t ldo)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++)
+            for (int64_t c = 0; c < D; c++)
+                o[r * ldo + c] += w[r * ldw + j * GV + c / g] * (float)vq_attn_code(codes + j * ldc, bits, c);
+}
+
+/* o [R][ldo] += w [R][n] . cents[idx [n][D]] */
+static void codebook_pv_scalar(int R, int n, int64_t D, bool packed, const uint8_t *idx, const float *cents,
+                               int n_cents, const float *w, int64_t ldw, float *o, int64_t ldo)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++)
+            for (int64_t c = 0; c < D; c++)
+                o[r * ldo + c] += w[r * ldw + j] * cents[vq_attn_cb_index(idx, packed, D, j, c, n_cents)];
+}
+
+static void cvt_f16_scalar(int64_t n, const uint16_t *src, float *dst)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = vq_half_to_float(src[i]);
 }
 
 void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
@@ -126,4 +162,8 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->hamming = hamming_scalar;
     k->sign_tile = sign_tile_scalar;
     k->codebook_tile = codebook_tile_scalar;
+    k->affine_qk = affine_qk_scalar;
+    k->affine_pv = affine_pv_scalar;
+    k->codebook_pv = codebook_pv_scalar;
+    k->cvt_f16 = cvt_f16_scalar;
 }

@@ -24,8 +24,8 @@ static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
 
 /* Row `grp` of scale/zero of one (b, hk) as f32: in place when f32, else
  * converted into buf [2][D]. */
-static void group_rows(const affine_keys *k, int64_t bh, int64_t grp, float *buf, const float **sc,
-                       const float **ze)
+static void group_rows(const affine_keys *k, const vq_attn_thread *th, int64_t bh, int64_t grp, float *buf,
+                       const float **sc, const float **ze)
 {
     const int64_t off = (bh * k->GK + grp) * k->D;
     if (k->sz_dt == VQ_DT_F32) {
@@ -33,10 +33,31 @@ static void group_rows(const affine_keys *k, int64_t bh, int64_t grp, float *buf
         *ze = (const float *)k->zero + off;
         return;
     }
-    vq_row_to_f32((const uint16_t *)k->scale + off, k->sz_dt, k->D, buf);
-    vq_row_to_f32((const uint16_t *)k->zero + off, k->sz_dt, k->D, buf + k->D);
+    th->kern->cvt_f16(k->D, (const uint16_t *)k->scale + off, buf);
+    th->kern->cvt_f16(k->D, (const uint16_t *)k->zero + off, buf + k->D);
     *sc = buf;
     *ze = buf + k->D;
+}
+
+/* Few rows: s[r][t - t0] = (qp[r] * sc) . code[t] + qp[r] . ze for the
+ * tokens [t, end) of one group. */
+static void score_direct(const affine_keys *k, const vq_attn_thread *th, int64_t t0, int64_t t, int64_t end,
+                         const uint8_t *codes, const float *sc, const float *ze, const float *qp, int R, float *s)
+{
+    const int64_t D = k->D;
+    float *qs = th->extra + 2 * D, *qz = qs + VQ_ATTN_DIRECT_ROWS * D;
+    for (int r = 0; r < R; r++) {
+        float z = 0.0f;
+        for (int64_t c = 0; c < D; c++) {
+            qs[r * D + c] = qp[r * D + c] * sc[c];
+            z += qp[r * D + c] * ze[c];
+        }
+        qz[r] = z;
+    }
+    float *sb = s + (t - t0);
+    th->kern->affine_qk(R, (int)(end - t), D, k->bits, codes, k->ldc, qs, D, sb, VQ_ATTN_BN);
+    for (int r = 0; r < R; r++)
+        for (int64_t j = 0; j < end - t; j++) sb[r * VQ_ATTN_BN + j] += qz[r];
 }
 
 /* qp [R][D] -> s [R][BN]: decode the block's keys into the tile, one group
@@ -46,17 +67,21 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 {
     const affine_keys *k = desc;
     const int64_t bh = blk->b * k->Hkv + blk->hk;
+    const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
     for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {
         const int64_t grp = t / k->g;
         int64_t end = (grp + 1) * k->g;
         if (end > blk->t0 + blk->n) end = blk->t0 + blk->n;
         const float *sc, *ze;
-        group_rows(k, bh, grp, th->extra, &sc, &ze);
-        th->kern->affine_k_tile((int)(end - t), k->D, k->bits, k->codes + (bh * k->Skv + t) * k->ldc, k->ldc, sc,
-                                ze, th->tile + (t - blk->t0) * k->D);
+        group_rows(k, th, bh, grp, th->extra, &sc, &ze);
+        const uint8_t *codes = k->codes + (bh * k->Skv + t) * k->ldc;
+        if (direct) score_direct(k, th, blk->t0, t, end, codes, sc, ze, qp, R, s);
+        else
+            th->kern->affine_k_tile((int)(end - t), k->D, k->bits, codes, k->ldc, sc, ze,
+                                    th->tile + (t - blk->t0) * k->D);
         t = end;
     }
-    th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
+    if (!direct) th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
 }
 
 static const vq_attn_key_ops affine_ops = {prep_q, score};
@@ -100,6 +125,6 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
     out->ops = &affine_ops;
     out->desc = d;
     out->qp_floats = dims->D;
-    out->thread_floats = 2 * dims->D;
+    out->thread_floats = (2 + VQ_ATTN_DIRECT_ROWS) * dims->D + VQ_ATTN_DIRECT_ROWS;
     return VQ_OK;
 }

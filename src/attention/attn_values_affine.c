@@ -17,19 +17,40 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
                        int R, float *o)
 {
     const affine_values *v = desc;
-    const int64_t tok = (blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0, nz = blk->n * v->GV;
+    const int64_t tok = (blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0, GV = v->GV, nz = blk->n * GV;
     const float *vs, *vz;
     if (v->sz_dt == VQ_DT_F32) {
-        vs = (const float *)v->scale + tok * v->GV;
-        vz = (const float *)v->zero + tok * v->GV;
+        vs = (const float *)v->scale + tok * GV;
+        vz = (const float *)v->zero + tok * GV;
     } else {
-        vq_row_to_f32((const uint16_t *)v->scale + tok * v->GV, v->sz_dt, nz, th->extra);
-        vq_row_to_f32((const uint16_t *)v->zero + tok * v->GV, v->sz_dt, nz, th->extra + nz);
+        th->kern->cvt_f16(nz, (const uint16_t *)v->scale + tok * GV, th->extra);
+        th->kern->cvt_f16(nz, (const uint16_t *)v->zero + tok * GV, th->extra + nz);
         vs = th->extra;
         vz = th->extra + nz;
     }
-    th->kern->affine_v_tile(blk->n, v->D, v->bits, v->codes + tok * v->ldc, v->ldc, vs, vz, v->GV, v->g, th->tile);
-    th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
+    const uint8_t *codes = v->codes + tok * v->ldc;
+    if (R > VQ_ATTN_DIRECT_ROWS || v->g % 8 != 0) {
+        th->kern->affine_v_tile(blk->n, v->D, v->bits, codes, v->ldc, vs, vz, GV, v->g, th->tile);
+        th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
+        return;
+    }
+    float *w = th->extra + 2 * VQ_ATTN_BN * GV, *zacc = w + VQ_ATTN_DIRECT_ROWS * VQ_ATTN_BN * GV;
+    for (int r = 0; r < R; r++) {
+        for (int64_t x = 0; x < GV; x++) zacc[r * GV + x] = 0.0f;
+        for (int j = 0; j < blk->n; j++) {
+            const float pj = p[r * VQ_ATTN_BN + j];
+            for (int64_t x = 0; x < GV; x++) {
+                w[(r * VQ_ATTN_BN + j) * GV + x] = pj * vs[j * GV + x];
+                zacc[r * GV + x] += pj * vz[j * GV + x];
+            }
+        }
+    }
+    th->kern->affine_pv(R, blk->n, v->D, v->bits, codes, v->ldc, w, VQ_ATTN_BN * GV, GV, v->g, o, v->D);
+    for (int r = 0; r < R; r++)
+        for (int64_t x = 0; x < GV; x++) {
+            const int64_t c1 = (x + 1) * v->g < v->D ? (x + 1) * v->g : v->D;
+            for (int64_t c = x * v->g; c < c1; c++) o[r * v->D + c] += zacc[r * GV + x];
+        }
 }
 
 static const vq_attn_value_ops affine_ops = {accumulate};
@@ -49,6 +70,6 @@ vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const D
                          g, GV, dims->Hkv, dims->Skv, dims->D};
     out->ops = &affine_ops;
     out->desc = d;
-    out->thread_floats = 2 * VQ_ATTN_BN * GV;
+    out->thread_floats = (2 + VQ_ATTN_DIRECT_ROWS) * VQ_ATTN_BN * GV + VQ_ATTN_DIRECT_ROWS * GV;
     return VQ_OK;
 }

@@ -19,9 +19,21 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
 {
     const codebook_values *v = desc;
     const int64_t tok = (blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0;
-    th->kern->codebook_tile(blk->n, v->D, v->packed, v->idx + tok * (v->packed ? v->D / 2 : v->D), v->cents,
-                            v->n_cents, v->vscale ? v->vscale + tok : NULL, th->tile);
-    th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
+    const uint8_t *idx = v->idx + tok * (v->packed ? v->D / 2 : v->D);
+    const float *vscale = v->vscale ? v->vscale + tok : NULL;
+    if (R > VQ_ATTN_DIRECT_ROWS) {
+        th->kern->codebook_tile(blk->n, v->D, v->packed, idx, v->cents, v->n_cents, vscale, th->tile);
+        th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
+        return;
+    }
+    const float *w = p;
+    if (vscale) {
+        float *ws = th->extra;
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < blk->n; j++) ws[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * vscale[j];
+        w = ws;
+    }
+    th->kern->codebook_pv(R, blk->n, v->D, v->packed, idx, v->cents, v->n_cents, w, VQ_ATTN_BN, o, v->D);
 }
 
 static const vq_attn_value_ops codebook_ops = {accumulate};
@@ -55,6 +67,6 @@ vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const D
     d->cents = vq_data(cents);
     out->ops = &codebook_ops;
     out->desc = d;
-    out->thread_floats = 0;
+    out->thread_floats = VQ_ATTN_DIRECT_ROWS * VQ_ATTN_BN;
     return VQ_OK;
 }

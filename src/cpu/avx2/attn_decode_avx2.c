@@ -6,23 +6,7 @@
 
 #include "attention/attn_kernels.h"
 
-#define VQ_INLINE static inline __attribute__((always_inline))
-
-/* Codes c .. c+7 of a row as 8 int32 lanes; bits 2, 4 or 8 (c % 8 == 0). */
-VQ_INLINE __m256i codes8(const uint8_t *row, int bits, int64_t c)
-{
-    if (bits == 8) return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + c)));
-    if (bits == 4) {
-        uint32_t w;
-        __builtin_memcpy(&w, row + c / 2, 4);
-        return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                                _mm256_set1_epi32(15));
-    }
-    uint16_t w;
-    __builtin_memcpy(&w, row + c / 4, 2);
-    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-                            _mm256_set1_epi32(3));
-}
+#include "cpu/avx2/attn_avx2_inline.h"
 
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
 static void affine_k_tile_avx2(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
@@ -103,13 +87,6 @@ static void sign_tile_avx2(int n, int64_t D, const uint8_t *bits, const float *m
     }
 }
 
-/* Centroids of 8 indices (int32 lanes, < 16) from a 16-entry table in two registers. */
-VQ_INLINE __m256 lut16(__m256i idx, __m256 lo, __m256 hi)
-{
-    const __m256 a = _mm256_permutevar8x32_ps(lo, idx), b = _mm256_permutevar8x32_ps(hi, idx);
-    return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
-}
-
 /* idx [n][D/2 or D] -> out [n][D] = cents[min(idx, n_cents - 1)] * vscale.
  * Up to 16 centroids live in two registers (vpermps + blend on bit 3);
  * larger codebooks gather. */
@@ -127,17 +104,7 @@ static void codebook_tile_avx2(int n, int64_t D, bool packed, const uint8_t *idx
         const __m256 sc = _mm256_set1_ps(vscale ? vscale[j] : 1.0f);
         float *o = out + j * D;
         for (int64_t c = 0; c < D; c += 8) {
-            __m256i i8;
-            if (packed) {
-                uint32_t w;
-                __builtin_memcpy(&w, idx + j * (D / 2) + c / 2, 4);
-                i8 = _mm256_and_si256(
-                    _mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                    _mm256_set1_epi32(15));
-            } else {
-                i8 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(idx + j * D + c)));
-            }
-            i8 = _mm256_min_epu32(i8, top);
+            const __m256i i8 = cb_index8(idx, packed, D, j, c, top);
             const __m256 x = small ? lut16(i8, lo, hi) : _mm256_i32gather_ps(cents, i8, 4);
             _mm256_storeu_ps(o + c, _mm256_mul_ps(x, sc));
         }

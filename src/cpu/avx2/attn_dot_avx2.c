@@ -8,7 +8,7 @@
 
 #include "attention/attn_kernels.h"
 
-#define VQ_INLINE static inline __attribute__((always_inline))
+#include "cpu/avx2/attn_avx2_inline.h"
 
 /* 8 elements of a plain block as f32 */
 VQ_INLINE __m256 load8(const void *base, vq_attn_elt e, int64_t i)
@@ -20,14 +20,6 @@ VQ_INLINE __m256 load8(const void *base, vq_attn_elt e, int64_t i)
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i))), 16));
     default: return _mm256_loadu_ps((const float *)base + i);
     }
-}
-
-VQ_INLINE float hsum8(__m256 v)
-{
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
 }
 
 /* s[r][t] = q[r] . k[t] for an RB x TB tile */
