@@ -79,24 +79,28 @@ static int32_t nearest_avx2(const float *x, const float *cbt, int32_t C, int64_t
     return _mm256_cvtsi256_si32(k0);
 }
 
-/* x [n], cbt [n, ld] -> out[c] = x . cbt[:, c] for c < C. */
+/* x [n], cbt [n, ld] -> out[c] = x . cbt[:, c] for c < C; accumulators in
+ * named registers, the last partial block stored through a buffer. */
 static void dots_avx2(const float *x, const float *cbt, int32_t C, int64_t ld, int32_t n, float *out)
 {
     for (int32_t c0 = 0; c0 < C; c0 += BLOCK) {
-        __m256 acc[UNROLL];
-        for (int u = 0; u < UNROLL; u++) acc[u] = _mm256_setzero_ps();
-        for (int32_t j = 0; j < n; j++) {
-            const __m256 xj = _mm256_set1_ps(x[j]);
-            const float *row = cbt + j * ld + c0;
-            for (int u = 0; u < UNROLL; u++) acc[u] = _mm256_fmadd_ps(xj, _mm256_loadu_ps(row + u * LANES), acc[u]);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *col = cbt + c0;
+        for (int32_t j = 0; j < n; j++, col += ld) {
+            const __m256 xj = _mm256_broadcast_ss(x + j);
+            a0 = _mm256_fmadd_ps(xj, _mm256_loadu_ps(col), a0);
+            a1 = _mm256_fmadd_ps(xj, _mm256_loadu_ps(col + 8), a1);
+            a2 = _mm256_fmadd_ps(xj, _mm256_loadu_ps(col + 16), a2);
+            a3 = _mm256_fmadd_ps(xj, _mm256_loadu_ps(col + 24), a3);
         }
-        if (C - c0 >= BLOCK) {
-            for (int u = 0; u < UNROLL; u++) _mm256_storeu_ps(out + c0 + u * LANES, acc[u]);
-        } else {
-            float tail[BLOCK];
-            for (int u = 0; u < UNROLL; u++) _mm256_storeu_ps(tail + u * LANES, acc[u]);
+        float tail[BLOCK];
+        float *dst = C - c0 >= BLOCK ? out + c0 : tail;
+        _mm256_storeu_ps(dst, a0);
+        _mm256_storeu_ps(dst + 8, a1);
+        _mm256_storeu_ps(dst + 16, a2);
+        _mm256_storeu_ps(dst + 24, a3);
+        if (dst == tail)
             for (int32_t l = 0; l < C - c0; l++) out[c0 + l] = tail[l];
-        }
     }
 }
 
