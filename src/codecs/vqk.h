@@ -71,5 +71,10 @@ static inline float *vq_vqk_row(const vq_vqk_work *w, int thread) { return w->ro
  * tasks balance, but none so small that waking a thread costs more than the
  * task (a single-token call runs inline). Returns the number of tasks. */
 int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t row_cost, int64_t *chunk);
+/* One past the last row of task `task` (its first row is task * chunk). */
+static inline int64_t vq_vqk_task_end(int64_t task, int64_t chunk, int64_t rows)
+{
+    return (task + 1) * chunk < rows ? (task + 1) * chunk : rows;
+}
 
 #endif /* VQ_VQK_H */
