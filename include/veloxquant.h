@@ -503,7 +503,10 @@ typedef struct vq_encoded_keys {
         const DLTensor *positions; /* [Skv] or [B,Skv] i32 */
         const DLTensor *scale;     /* [B,Hkv,Skv] f32 or NULL */
         vq_rope_layout rope;
-    } commvq;
+    } commvq;                      /* k_hat = RoPE(scale * sum_r codebook[r, idx_r]) at the token's
+                                      position (vq_comm_vq_decode), decoded per block of tokens;
+                                      codes outside [0, C) read the nearest valid centroid;
+                                      positions outside [0, P) give VQ_ERR_INVALID_ARGUMENT */
 } vq_encoded_keys;
 
 /* Options shared by the attention kernels (all beyond the seed). */

@@ -13,12 +13,14 @@ static void init_tables(void)
 {
     for (int isa = 0; isa < VQ_ISA_COUNT; isa++) {
         vq_hadamard_kernels *k = &g_tables[isa];
-        k->rotate_row = vq_rotate_row_scalar;
+        *k = (vq_hadamard_kernels){vq_rotate_row_scalar, vq_row_to_f32, vq_row_from_f32};
 #ifdef VQ_HAVE_AVX2
-        if (vq_isa_includes((vq_isa)isa, VQ_ISA_AVX2)) k->rotate_row = vq_rotate_row_avx2;
+        if (vq_isa_includes((vq_isa)isa, VQ_ISA_AVX2))
+            *k = (vq_hadamard_kernels){vq_rotate_row_avx2, vq_row_to_f32_avx2, vq_row_from_f32_avx2};
 #endif
 #ifdef VQ_HAVE_AVX512
-        if (vq_isa_includes((vq_isa)isa, VQ_ISA_AVX512)) k->rotate_row = vq_rotate_row_avx512;
+        if (vq_isa_includes((vq_isa)isa, VQ_ISA_AVX512))
+            *k = (vq_hadamard_kernels){vq_rotate_row_avx512, vq_row_to_f32_avx512, vq_row_from_f32_avx512};
 #endif
 #ifdef VQ_HAVE_NEON
         if (vq_isa_includes((vq_isa)isa, VQ_ISA_NEON)) k->rotate_row = vq_rotate_row_neon;
@@ -82,7 +84,7 @@ typedef struct hadamard_job {
 static void hadamard_task(void *arg, int64_t task, int thread)
 {
     const hadamard_job *j = arg;
-    const vq_rotate_row_fn rotate = vq_hadamard_kernels_for(j->ctx->isa)->rotate_row;
+    const vq_hadamard_kernels *k = vq_hadamard_kernels_for(j->ctx->isa);
     int64_t r0, r1;
     vq_task_rows(task, j->rows_per_task, j->n_rows, &r0, &r1);
     const size_t xs = vq_dtype_size(j->x_dt), os = vq_dtype_size(j->out_dt);
@@ -91,9 +93,9 @@ static void hadamard_task(void *arg, int64_t task, int thread)
         void *dst = (char *)j->out + (size_t)(r * j->d) * os;
         /* f32 output: rotate in the output row itself (x may be that row). */
         float *buf = j->out_dt == VQ_DT_F32 ? dst : j->scratch + (size_t)thread * (size_t)j->d;
-        if ((const void *)buf != src) vq_row_to_f32(src, j->x_dt, j->d, buf);
-        rotate(buf, j->d, j->diag, j->inverse);
-        if (j->out_dt != VQ_DT_F32) vq_row_from_f32(buf, j->d, j->out_dt, dst);
+        if ((const void *)buf != src) k->row_to_f32(src, j->x_dt, j->d, buf);
+        k->rotate_row(buf, j->d, j->diag, j->inverse);
+        if (j->out_dt != VQ_DT_F32) k->row_from_f32(buf, j->d, j->out_dt, dst);
     }
 }
 

@@ -79,4 +79,15 @@ static inline VQ_HOST_DEVICE void vq_affine_pack_row(const uint8_t *codes, int64
     }
 }
 
+/* row [d*bits/8] packed -> codes [d], bits in {2, 4, 8}: a byte at a time. */
+static inline VQ_HOST_DEVICE void vq_affine_unpack_row(const uint8_t *row, int64_t d, int bits, uint8_t *codes)
+{
+    const int per_byte = 8 / bits;
+    const uint32_t mask = vq_affine_code_mask(bits);
+    for (int64_t byte = 0; byte < d / per_byte; byte++) {
+        const uint32_t v = row[byte];
+        for (int k = 0; k < per_byte; k++) codes[byte * per_byte + k] = (uint8_t)((v >> (k * bits)) & mask);
+    }
+}
+
 #endif /* VQ_FORMAT_AFFINE_H */
