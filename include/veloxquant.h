@@ -171,8 +171,9 @@ vq_status vq_random_signs(uint64_t seed, int64_t d, float *out);
 /* The MSE-optimal (Lloyd-Max) quantizer of the standard normal N(0,1) with
  * 2^bits levels, bits = 1..8: centroids_out[0..2^bits) ascending and, when
  * not NULL, boundaries_out[0..2^bits - 1) (midpoints of adjacent centroids).
- * Tables are computed by the library's own Lloyd iteration to 1e-9. Their MSE
- * is 0.3634, 0.1175, 0.03454, 0.009497 for bits = 1..4.
+ * Tables are computed by the library's own Lloyd iteration (Newton-
+ * accelerated, float64) to 1e-9. Their MSE is 0.3634, 0.1175, 0.03455,
+ * 0.009501 for bits = 1..4 (Max 1960 printed 0.03454 and 0.009497).
  * Errors: VQ_ERR_INVALID_ARGUMENT (bits outside 1..8, centroids_out NULL). */
 vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *boundaries_out);
 
@@ -196,14 +197,17 @@ vq_status vq_bit_unpack(vq_ctx *ctx, const DLTensor *packed, int bits, int64_t o
 /* ---- Hadamard rotation ----
  * x [..., D] f16/f32, D a power of two <= 1024; diag [D] f32 ±1 or NULL;
  * out [..., D] f16/f32 (may be the same tensor as x). inverse false: out =
- * rot(x); inverse true: out = rot^-1(x). O(D log D) per row. */
+ * rot(x); inverse true: out = rot^-1(x). O(D log D) per row.
+ * Errors: D not a power of two -> VQ_ERR_INVALID_ARGUMENT; D > 1024 ->
+ * VQ_ERR_UNSUPPORTED (the same rule for every rotating codec below). */
 vq_status vq_hadamard(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, bool inverse,
                       DLTensor *out);
 
 /* ---- TurboQuant scalar codec ----
  * vq_turboquant_scalar_quantize: x [...] f16/f32 (any shape), idx_out [...]
  * u8 (same shape): idx = nearest Lloyd-Max centroid of x (bits 1..8).
- * vq_turboquant_scalar_dequantize: out [...] f16/f32 = centroid[idx] * scale.
+ * vq_turboquant_scalar_dequantize: idx [...] u8, out [...] f16/f32 (same
+ * shape) = centroid[idx] * scale.
  * idx values >= 2^bits are masked to bits (documented; no out-of-range read). */
 vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, int bits, DLTensor *idx_out);
 vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int bits, float scale,
@@ -220,11 +224,15 @@ typedef struct vq_turboquant_opts {
 
 /* vq_turboquant_hadamard_quantize: x [..., D] f16/f32 (D a power of two
  * <= 1024), diag [D] f32 or NULL, bits 1..8, idx_out [..., D] u8,
- * scale_out [...] f32. y = rot(x); scale = ||y||_2 / sqrt(D);
- * idx = nearest centroid of y / scale. A zero vector gets scale 0 and the idx
- * of the centroid nearest 0.
- * vq_turboquant_hadamard_dequantize: out [..., D] f16/f32 =
- * rot^-1(scale * centroid[idx]). */
+ * scale_out [...] f32 (the leading dimensions of x; [1] when x is 1-D).
+ * y = rot(x); scale = ||y||_2 / sqrt(D); idx = nearest centroid of y / scale.
+ * A zero vector gets scale 0 and the idx of the centroid nearest 0
+ * (2^(bits-1) - 1, ties going lower).
+ * vq_turboquant_hadamard_dequantize: idx [..., D] u8, scale [...] f32 as
+ * above, out [..., D] f16/f32 = rot^-1(scale * centroid[idx]); idx values
+ * >= 2^bits are masked to bits.
+ * Errors: D not a power of two -> VQ_ERR_INVALID_ARGUMENT; D > 1024 ->
+ * VQ_ERR_UNSUPPORTED. */
 vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, int bits,
                                           DLTensor *idx_out, DLTensor *scale_out,
                                           const vq_turboquant_opts *opts);
@@ -233,7 +241,8 @@ vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, co
 
 /* Two-stage residual codec (TurboQuant RVQ; the seed's EncodedVector).
  * x [..., D] f16/f32; idx1_out, idx2_out [..., D] u8; scale1_out, scale2_out
- * [...] f32; b1, b2 in 1..8. Stage 1 is the Hadamard quantizer with b1 bits;
+ * [...] f32 (shaped as scale_out above); b1, b2 in 1..8. Stage 1 is exactly
+ * vq_turboquant_hadamard_quantize with b1 bits (no norm_correct);
  * r = y - scale1 * c_b1[idx1]; scale2 = ||r||_2 / sqrt(D); idx2 = nearest
  * c_b2 of r / scale2. Decode: x_hat = rot^-1(scale1 * c_b1[idx1] +
  * scale2 * c_b2[idx2]), out [..., D] f16/f32. */
@@ -299,14 +308,18 @@ vq_status vq_rabitq_hamming_score(vq_ctx *ctx, const DLTensor *qbits, const DLTe
  * ((v_idx[2i+1] & 15) << 4). Low nibble = even element. */
 vq_status vq_rabitq_pack_values(vq_ctx *ctx, const DLTensor *v_idx, DLTensor *out);
 
-/* Scalar codebook value encoder: x [...] f16/f32, cents [n] f32 ascending,
- * 1 <= n <= 256, idx_out [...] u8: nearest centroid (ties to lower index). */
+/* Scalar codebook value encoder: x [...] f16/f32, cents [n] f32 ascending
+ * (repeats allowed), 1 <= n <= 256, idx_out [...] u8 (x's shape): nearest
+ * centroid (ties to lower index). cents that are not finite or not ascending
+ * give VQ_ERR_INVALID_ARGUMENT. */
 vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *cents, DLTensor *idx_out);
 
 /* 1-D Lloyd-Max / k-means on samples [N] f16/f32: n_cents in 1..256 (N >=
  * n_cents), iters >= 1 rounds, cents_out [n_cents] f32 ascending.
  * Initialised at the sample quantiles (i + 0.5) / n_cents; an empty cell
- * keeps its previous centroid. Deterministic. */
+ * keeps its previous centroid (a sample on a midpoint belongs to the lower
+ * cell). Deterministic. Non-finite samples give VQ_ERR_INVALID_ARGUMENT.
+ * Scratch: 12 bytes per sample, kept by the ctx. */
 vq_status vq_lloyd_max_fit(vq_ctx *ctx, const DLTensor *samples, int n_cents, int iters, DLTensor *cents_out);
 
 /* ---- QJL sign sketches ---- */
@@ -368,7 +381,11 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
 
 /* k-means with k-means++ initialisation (seeded by `seed`) and Lloyd rounds:
  * samples [N, d] f32, 1 <= C <= N, iters >= 0 rounds after the init,
- * centroids_out [C, d] f32. An empty cluster keeps its centroid. */
+ * centroids_out [C, d] f32. An empty cluster keeps its centroid; rounds stop
+ * early once no assignment changes. With iters = 0 the centroids are the
+ * k-means++ seeds (samples, all distinct while distinct samples remain). The
+ * same seed gives the same centroids on a given CPU instruction set whatever
+ * the thread count. */
 vq_status vq_kmeans(vq_ctx *ctx, const DLTensor *samples, int C, int iters, uint64_t seed,
                     DLTensor *centroids_out);
 
@@ -385,7 +402,8 @@ typedef struct vq_comm_vq_opts {
 } vq_comm_vq_opts;
 
 /* indices [B,H,S,R] u8/u16/i32, codebook [R,C,D] f32, cos_freqs and sin_freqs
- * [P, D/2] f32, positions [S] or [B,S] i32 in [0, P), out [B,H,S,D] f16/f32:
+ * [P, D/2] f32, positions [S] or [B,S] i32 in [0, P), out [B,H,S,D] f16/f32
+ * (D even):
  * k = scale * sum_r codebook[r, idx_r]; out = RoPE(k, position), where pair i
  * at position p rotates by (cos_freqs[p,i], sin_freqs[p,i]):
  * (a, b) -> (a cos - b sin, a sin + b cos). Indices >= C or positions
@@ -402,7 +420,8 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
 
 /* Greedy residual encoder: keys [B,H,S,D] f16/f32 (pre-RoPE), codebook
  * [R,C,D] f32, indices_out [B,H,S,R] u8/u16/i32: stage r picks the centroid
- * nearest the residual of stages < r. */
+ * nearest the residual of stages < r. C must fit the index dtype (u8: C <=
+ * 256, u16: C <= 65536), else VQ_ERR_INVALID_ARGUMENT. */
 vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
                             DLTensor *indices_out);
 
@@ -426,7 +445,11 @@ typedef enum vq_keys_format {
  * member named by `format` is read; zero-initialise the rest). All leading
  * shapes are [B, Hkv, Skv]; the kernel reads no pointer after it returns.
  * Codes stored as u32 bit-packed streams (vq_bit_pack, packed along D) are
- * recognised by their dtype. */
+ * recognised by their dtype.
+ * Hadamard formats (turbo, rvq, rabitq) keep keys in the rotated basis
+ * y = rot(k): they need D a power of two (else VQ_ERR_INVALID_ARGUMENT), and
+ * each query row is rotated once, since q . k_hat = rot(q) . y_hat. turbo and
+ * rvq codes are masked to their bit width, as the dequantizers do. */
 typedef struct vq_encoded_keys {
     vq_keys_format format;
     struct {
@@ -448,25 +471,30 @@ typedef struct vq_encoded_keys {
         const DLTensor *codes; /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,D*bits/8] u8 packed */
         const DLTensor *scale; /* [B,Hkv,ceil(Skv/g),D] f32/f16 */
         const DLTensor *zero;  /* same shape and dtype as scale */
-        int bits;              /* 2, 4 or 8 when packed; code width when not (1..8) */
+        int bits;              /* 2, 4 or 8 when packed; code width when not (1..8; such
+                                  codes are read as whole bytes, as the encoder writes them) */
         int group_size;        /* g, tokens per group */
-    } affine;
+    } affine;                  /* k_hat = code * scale + zero (as vq_scalar_fused_decode_attend) */
     struct {
         const DLTensor *bits;  /* [B,Hkv,Skv,D/8] u8 signs of rot(k) */
         const DLTensor *mag;   /* [B,Hkv,Skv] f32 */
         const DLTensor *cnst;  /* [B,Hkv,Skv] f32 additive score term, or NULL */
         const DLTensor *diag;  /* [D] f32 ±1 used at encode time, or NULL */
-    } rabitq;                  /* score: (rot(q) . sign) * mag (exact query) */
+    } rabitq;                  /* score: scale * (rot(q) . sign) * mag + cnst (exact query;
+                                  cnst is not multiplied by scale, as in vq_rabitq_fused_attend) */
     struct {
         const DLTensor *bits;       /* [B,Hkv,Skv,ceil(m/32)] u32 */
         const DLTensor *norm;       /* [B,Hkv,Skv] f32, ||k|| */
         const DLTensor *projection; /* [m, D] f32 */
-    } qjl;                          /* score: vq_qjl_score's asymmetric estimator */
+    } qjl;                          /* score: scale * vq_qjl_score's asymmetric estimator,
+                                       sqrt(pi/2)/m * norm * sum_j (S q)_j sign_j; m = rows of S */
     struct {
         const DLTensor *idx;      /* [B,Hkv,Skv,M] u8/u16 */
         const DLTensor *codebook; /* [M,C,D/M] or [Hkv,M,C,D/M] f32 */
         const DLTensor *smooth;   /* [D] or [Hkv,D] f32 */
-    } pq;                         /* score: sum_m lut[m, idx[m]] */
+    } pq;                         /* score: scale * sum_m lut[m, idx[m]] (tables built once per
+                                     query row; when C > Skv the tokens are decoded instead);
+                                     indices >= C read centroid C - 1 (never out of bounds) */
     struct {
         const DLTensor *idx;       /* [B,Hkv,Skv,R] u8/u16/i32 */
         const DLTensor *codebook;  /* [R,C,D] f32 */
@@ -475,7 +503,10 @@ typedef struct vq_encoded_keys {
         const DLTensor *positions; /* [Skv] or [B,Skv] i32 */
         const DLTensor *scale;     /* [B,Hkv,Skv] f32 or NULL */
         vq_rope_layout rope;
-    } commvq;
+    } commvq;                      /* k_hat = RoPE(scale * sum_r codebook[r, idx_r]) at the token's
+                                      position (vq_comm_vq_decode), decoded per block of tokens;
+                                      codes outside [0, C) read the nearest valid centroid;
+                                      positions outside [0, P) give VQ_ERR_INVALID_ARGUMENT */
 } vq_encoded_keys;
 
 /* Options shared by the attention kernels (all beyond the seed). */
@@ -503,8 +534,10 @@ vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_k
  * head_dim <= 256 (the seed's rule), all sizes positive. */
 bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
 
-/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ: the query is rotated once
- * and scored against y_hat = scale1 c[idx1] + scale2 c[idx2] directly. */
+/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
+ * is rotated once and scored against y_hat = scale1 c[idx1] + scale2 c[idx2]
+ * directly. keys->format other than VQ_KEYS_TURBO_RVQ gives
+ * VQ_ERR_INVALID_ARGUMENT; every other rule is vq_fused_sdpa's. */
 vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
                                                 const vq_encoded_keys *keys, const DLTensor *values,
                                                 float scale, DLTensor *out, const vq_attend_opts *opts);

@@ -1,0 +1,42 @@
+#!/bin/sh
+# deps.sh — installs what building and testing veloxquant needs, only what is
+# missing, on Debian/Ubuntu (apt-get). Runs apt-get update once, first, and
+# only when something is missing; uses sudo unless already root.
+# CUDA is optional: the build compiles the CUDA backend when nvcc is present
+# and skips it otherwise, so no CUDA package is installed here.
+set -eu
+
+missing=""
+need_cmd() {  # need_cmd <command> <debian package>
+    command -v "$1" >/dev/null 2>&1 || missing="$missing $2"
+}
+need_cmd make make
+need_cmd cc gcc
+need_cmd gcc gcc
+need_cmd cmake cmake
+need_cmd ninja ninja-build
+need_cmd pkg-config pkgconf
+[ -f /usr/include/dlpack/dlpack.h ] || [ -f /usr/local/include/dlpack/dlpack.h ] || missing="$missing libdlpack-dev"
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+# Unique package names, in a stable order.
+missing=$(printf '%s\n' $missing | sort -u | tr '\n' ' ')
+echo "deps: installing$missing"
+if [ "$(id -u)" = 0 ]; then
+    sudo=""
+elif command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+else
+    echo "deps: not root and no sudo; please install:$missing" >&2
+    exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "deps: no apt-get on this system; please install:$missing" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update
+# shellcheck disable=SC2086  # word splitting of the package list is wanted
+$sudo apt-get install -y --no-install-recommends $missing

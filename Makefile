@@ -1,0 +1,65 @@
+# veloxquant — the two commands of the README:
+#   make        installs what is missing (Debian/Ubuntu), builds (Release, with
+#               the CUDA backend when nvcc is found) and runs `vq demo`
+#   make test   the whole test suite: ctest on the Release build (includes the
+#               install test), then ctest on an ASan+UBSan build (CPU only),
+#               once per ISA pass in SANITIZE_ISAS
+# The real build system is CMake; this file only strings the steps together.
+
+BUILD         ?= build
+SANITIZE_BUILD ?= build-sanitize
+JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
+# VQ_ISA values for the sanitizer passes: "best" leaves VQ_ISA unset.
+SANITIZE_ISAS ?= best scalar
+CMAKE_FLAGS   ?=
+
+# nvcc on PATH, else the usual toolkit location; empty when there is none.
+NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifneq ($(NVCC),)
+CUDA_FLAGS := -DVQ_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC)
+else
+CUDA_FLAGS := -DVQ_CUDA=OFF
+endif
+
+VQ := $(BUILD)/tools/vq
+
+.PHONY: all deps build demo test test-release test-sanitize install clean
+
+all: demo
+
+deps:
+	@sh .ci/deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAGS) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(VQ) demo
+
+test: test-release test-sanitize
+
+test-release: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# RelWithDebInfo so that sanitizer reports carry file:line.
+test-sanitize: deps
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DVQ_SANITIZE=ON -DVQ_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	@set -e; for isa in $(SANITIZE_ISAS); do \
+	    echo "== ASan+UBSan ctest, VQ_ISA=$$isa"; \
+	    if [ "$$isa" = best ]; then \
+	        (cd $(SANITIZE_BUILD) && ctest --output-on-failure -j $(JOBS)); \
+	    else \
+	        (cd $(SANITIZE_BUILD) && VQ_ISA=$$isa ctest --output-on-failure -j $(JOBS)); \
+	    fi; \
+	done
+
+# PREFIX=/some/where make install
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) $(SANITIZE_BUILD)

@@ -1,0 +1,90 @@
+/* attn_formats.h — the key and value formats the skeleton knows, and the
+ * validation every attention entry point shares. Internal. */
+#ifndef VQ_ATTN_FORMATS_H
+#define VQ_ATTN_FORMATS_H
+
+#include "attention/attn_skeleton.h"
+
+/* Validates the tensors every attention call has and derives its sizes:
+ * q [B,Hq,Sq,D] f16/f32 named q_name, a cache tensor [B,Hkv,Skv,...] whose
+ * first three dims give Hkv and Skv (dtype checked by the caller), out
+ * [B,Hq,Sq,D] f16/f32. Checks Hq % Hkv == 0, D % 8 == 0 (INVALID_ARGUMENT)
+ * and D <= 256 (UNSUPPORTED). */
+vq_status vq_attn_check_common(vq_ctx *ctx, const DLTensor *q, const char *q_name, const DLTensor *cache,
+                               const char *cache_name, const DLTensor *out, vq_attn_dims *dims);
+
+/* A [B,Hkv,Skv] (or with a trailing per-token axis `last`, when last > 0)
+ * tensor of dtype mask: checks its shape against dims. */
+vq_status vq_attn_check_per_token(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtypes,
+                                  const vq_attn_dims *dims, int64_t last);
+
+/* Element type of a float tensor for the plain kernels. */
+vq_attn_elt vq_attn_elt_of(const DLTensor *t);
+
+/* Key formats: validate the format's tensors against dims (writing nothing)
+ * and bind them. `scale` multiplies every score. */
+vq_status vq_attn_bind_keys_plain(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
+                                  float scale, vq_attn_keys *out);
+
+/* Affine (KIVI) codes [B,Hkv,Skv,D*bits/8] u8: resolves bits (0 = detect
+ * from the last dim: D -> 8, D/2 -> 4, D/4 -> 2) into *layout_bits. */
+vq_status vq_attn_affine_layout(vq_ctx *ctx, const DLTensor *codes, const char *name, const vq_attn_dims *dims,
+                                int bits, int *layout_bits);
+
+/* KIVI keys: codes as above, scale/zero [B,Hkv,ceil(Skv/g),D] f32/f16 (one
+ * dtype). Reusable for vq_fused_sdpa's VQ_KEYS_AFFINE. */
+vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
+                                   int bits, int64_t g, const vq_attn_dims *dims, float softmax_scale,
+                                   vq_attn_keys *out);
+
+/* RaBitQ 1-bit keys: bits [B,Hkv,Skv,D/8] u8, mag and cnst (nullable)
+ * [B,Hkv,Skv] f32. Hamming: s = (D - 2 ham(sign q, bits)) * q_scale * mag + cnst;
+ * exact: s = (q . sign) * q_scale * mag + cnst. q_scale per row comes from
+ * q_scale_t [B,Hq,Sq] f32 (validated by the caller) or, when that is NULL,
+ * from the one float at q_scale_one (read only when the kernel runs). */
+vq_status vq_attn_bind_keys_rabitq(vq_ctx *ctx, const DLTensor *bits, const DLTensor *mag, const DLTensor *cnst,
+                                   bool exact, const DLTensor *q_scale_t, const float *q_scale_one,
+                                   const vq_attn_dims *dims, vq_attn_keys *out);
+
+/* The key formats of vq_encoded_keys beyond plain keys (vq_fused_sdpa's
+ * binders table), each validating keys-><member> with messages that name it
+ * ("keys.turbo.idx"). Hadamard formats (turbo, rvq, rabitq) need D a power of
+ * two and rotate each query row once (q . x_hat = rot(q) . y_hat). */
+vq_status vq_attn_bind_keys_turbo(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                                  vq_attn_keys *out);
+vq_status vq_attn_bind_keys_rvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                                vq_attn_keys *out);
+vq_status vq_attn_bind_keys_rabitq_rotated(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
+                                           float scale, vq_attn_keys *out);
+vq_status vq_attn_bind_keys_affine_encoded(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
+                                           float scale, vq_attn_keys *out);
+vq_status vq_attn_bind_keys_qjl(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                                vq_attn_keys *out);
+vq_status vq_attn_bind_keys_pq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                               vq_attn_keys *out);
+vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                                   vq_attn_keys *out);
+
+/* vq_fused_sdpa after VQ_ENTER (so entry points built on it report their own
+ * name): validate, bind keys->format and plain values, run. */
+vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                             const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_attend_opts *opts);
+
+/* Value formats. values [B,Hkv,Skv,D] f16/f32. */
+vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const char *name,
+                                    const vq_attn_dims *dims, vq_attn_values *out);
+
+/* KIVI values: codes [B,Hkv,Skv,D*bits/8] u8, scale/zero [B,Hkv,Skv,ceil(D/g)]. */
+vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+                                     const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
+                                     vq_attn_values *out);
+
+/* Codebook values: idx [B,Hkv,Skv,D] u8 or nibble-packed [B,Hkv,Skv,D/2]
+ * (packed_only: only the latter), cents [n_cents] f32 (1..256; packed needs
+ * <= 16), vscale [B,Hkv,Skv] f32 or NULL. */
+vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const DLTensor *cents,
+                                       const DLTensor *vscale, bool packed_only, const vq_attn_dims *dims,
+                                       vq_attn_values *out);
+
+#endif /* VQ_ATTN_FORMATS_H */

@@ -1,0 +1,34 @@
+/* attn_kernels.c — the per-ISA attention kernel tables, built once each. */
+#include <pthread.h>
+
+#include "attention/attn_kernels.h"
+
+static vq_attn_kernels tables[VQ_ISA_COUNT];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void build_tables(void)
+{
+    for (int i = 0; i < VQ_ISA_COUNT; i++) {
+        vq_attn_kernels *k = &tables[i];
+        vq_attn_kernels_init_scalar(k);
+#ifdef VQ_HAVE_AVX2
+        if (vq_isa_includes((vq_isa)i, VQ_ISA_AVX2)) {
+            vq_attn_kernels_init_avx2(k);
+            vq_attn_kernels_init_avx2_decode(k);
+            vq_attn_kernels_init_avx2_direct(k);
+        }
+#endif
+#ifdef VQ_HAVE_AVX512
+        if (vq_isa_includes((vq_isa)i, VQ_ISA_AVX512)) vq_attn_kernels_init_avx512(k);
+#endif
+#ifdef VQ_HAVE_NEON
+        if (vq_isa_includes((vq_isa)i, VQ_ISA_NEON)) vq_attn_kernels_init_neon(k);
+#endif
+    }
+}
+
+const vq_attn_kernels *vq_attn_kernels_for(vq_isa isa)
+{
+    pthread_once(&once, build_tables);
+    return &tables[(unsigned)isa < VQ_ISA_COUNT ? isa : VQ_ISA_SCALAR];
+}

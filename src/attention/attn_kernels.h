@@ -1,0 +1,126 @@
+/* attn_kernels.h — the attention kernel table: the small inner loops every
+ * format composes (dots, p.V accumulation, the softmax step, block decoders),
+ * one implementation per ISA. Internal.
+ *
+ * The table is always valid: filled with the scalar functions, then
+ * overwritten by the best ISA the ctx runs (vq_attn_kernels_for(ctx->isa)).
+ * Leading dimensions (ld*) are in elements. D is a multiple of 8. */
+#ifndef VQ_ATTN_KERNELS_H
+#define VQ_ATTN_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+/* Element types of plain keys/values, indexing qk[] and pv[]. */
+typedef enum vq_attn_elt { VQ_ATTN_F32 = 0, VQ_ATTN_F16 = 1, VQ_ATTN_BF16 = 2, VQ_ATTN_ELT_COUNT } vq_attn_elt;
+
+typedef struct vq_attn_kernels {
+    /* q [R][ldq] f32, k [n][ldk] of elt -> s[r*lds + j] = sum_{c<D} q[r][c] * k[j][c]. */
+    void (*qk[VQ_ATTN_ELT_COUNT])(int R, int n, int64_t D, const float *q, int64_t ldq, const void *k,
+                                  int64_t ldk, float *s, int64_t lds);
+    /* p [R][ldp] f32, v [n][ldv] of elt, o [R][ldo] f32 ->
+     * o[r][c] += sum_{j<n} p[r][j] * v[j][c]. (bf16 values are not offered.) */
+    void (*pv[VQ_ATTN_ELT_COUNT])(int R, int n, int64_t D, const float *p, int64_t ldp, const void *v,
+                                  int64_t ldv, float *o, int64_t ldo);
+    /* One online-softmax step over s [R][lds], n scores per row:
+     * m_new = max(m[r], max_j s[r][j]); alpha[r] = exp(m[r] - m_new);
+     * s[r][j] = exp(s[r][j] - m_new); d[r] = d[r] * alpha[r] + sum_j s[r][j];
+     * m[r] = m_new. A row still at -inf gets s = 0 and alpha = 1. */
+    void (*softmax)(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha);
+    /* Affine keys: codes [n][ldc] bytes holding D codes of `bits` (2 or 4:
+     * bit-packed along D; 8: one code per byte) ->
+     * out[j*D + c] = code(j, c) * scale[c] + zero[c]. */
+    void (*affine_k_tile)(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
+                          const float *zero, float *out);
+    /* Affine values: out[j*D + c] = code(j, c) * vs[j*GV + c/g] + vz[j*GV + c/g]. */
+    void (*affine_v_tile)(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+                          const float *vz, int64_t GV, int64_t g, float *out);
+    /* ham[r*ldh + j] = popcount(qb[r*ldq ..] XOR kb[j*nbytes ..]) over nbytes
+     * bytes. */
+    void (*hamming)(int R, int n, int64_t nbytes, const uint8_t *qb, int64_t ldq, const uint8_t *kb,
+                    int32_t *ham, int64_t ldh);
+    /* Signs to floats: out[j*D + c] = bit c of bits[j*D/8 ..] ? mag[j] : -mag[j]. */
+    void (*sign_tile)(int n, int64_t D, const uint8_t *bits, const float *mag, float *out);
+    /* Codebook values: out[j*D + c] = cents[min(idx(j, c), n_cents - 1)] *
+     * (vscale ? vscale[j] : 1), idx nibble-packed ([n][D/2], low nibble = even
+     * element) or one per byte ([n][D]); cents [n_cents], 1 <= n_cents <= 256. */
+    void (*codebook_tile)(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,
+                          const float *vscale, float *out);
+
+    /* Direct paths for few rows (decode): codes expanded in registers and used
+     * at once, no tile. */
+    /* s[r*lds + j] = sum_c qs[r*ldq + c] * code(j, c) (codes as affine_k_tile). */
+    void (*affine_qk)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *qs,
+                      int64_t ldq, float *s, int64_t lds);
+    /* o[r*ldo + c] += sum_j w[r*ldw + j*GV + c/g] * code(j, c); g % 8 == 0. */
+    void (*affine_pv)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *w,
+                      int64_t ldw, int64_t GV, int64_t g, float *o, int64_t ldo);
+    /* o[r*ldo + c] += sum_j w[r*ldw + j] * cents[min(idx(j, c), n_cents - 1)]
+     * (idx as codebook_tile). */
+    void (*codebook_pv)(int R, int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,
+                        const float *w, int64_t ldw, float *o, int64_t ldo);
+    /* dst[i] = f16 src[i] as f32, i < n. */
+    void (*cvt_f16)(int64_t n, const uint16_t *src, float *dst);
+} vq_attn_kernels;
+
+/* Rows up to which formats take the direct paths rather than a decoded tile:
+ * beyond it, decoding a block once and reusing it from L1 is cheaper. */
+#define VQ_ATTN_DIRECT_ROWS 4
+
+/* The table for an ISA (built once, thread-safe, never NULL). */
+const vq_attn_kernels *vq_attn_kernels_for(vq_isa isa);
+
+/* Fillers, one per ISA file: overwrite the entries that ISA implements. */
+void vq_attn_kernels_init_scalar(vq_attn_kernels *k);
+void vq_attn_kernels_init_avx2(vq_attn_kernels *k);        /* dots, p.V, softmax */
+void vq_attn_kernels_init_avx2_decode(vq_attn_kernels *k); /* block decoders */
+void vq_attn_kernels_init_avx2_direct(vq_attn_kernels *k); /* direct decode paths */
+void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
+void vq_attn_kernels_init_neon(vq_attn_kernels *k);
+
+/* An ISA file writes element-generic static inline qk_any(e, ...) and
+ * pv_any(e, ...) with the signatures of qk[]/pv[] plus a leading vq_attn_elt;
+ * these two macros stamp out the per-element functions and install them. */
+#define VQ_ATTN_DEFINE_ELT(name, e)                                                                      \
+    static void qk_##name(int R, int n, int64_t D, const float *q, int64_t ldq, const void *k, int64_t ldk, \
+                          float *s, int64_t lds)                                                         \
+    {                                                                                                    \
+        qk_any(e, R, n, D, q, ldq, k, ldk, s, lds);                                                      \
+    }                                                                                                    \
+    static void pv_##name(int R, int n, int64_t D, const float *p, int64_t ldp, const void *v, int64_t ldv, \
+                          float *o, int64_t ldo)                                                         \
+    {                                                                                                    \
+        pv_any(e, R, n, D, p, ldp, v, ldv, o, ldo);                                                      \
+    }
+#define VQ_ATTN_DEFINE_PLAIN_KERNELS     \
+    VQ_ATTN_DEFINE_ELT(f32, VQ_ATTN_F32) \
+    VQ_ATTN_DEFINE_ELT(f16, VQ_ATTN_F16) \
+    VQ_ATTN_DEFINE_ELT(bf16, VQ_ATTN_BF16)
+#define VQ_ATTN_SET_PLAIN_KERNELS(k)   \
+    do {                               \
+        (k)->qk[VQ_ATTN_F32] = qk_f32;   \
+        (k)->qk[VQ_ATTN_F16] = qk_f16;   \
+        (k)->qk[VQ_ATTN_BF16] = qk_bf16; \
+        (k)->pv[VQ_ATTN_F32] = pv_f32;   \
+        (k)->pv[VQ_ATTN_F16] = pv_f16;   \
+        (k)->pv[VQ_ATTN_BF16] = pv_bf16; \
+    } while (0)
+
+/* Scalar affine code access shared by every ISA's tails: code c of a row. */
+static inline unsigned vq_attn_code(const uint8_t *row, int bits, int64_t c)
+{
+    if (bits == 8) return row[c];
+    const int64_t bit = c * bits;
+    return (unsigned)(row[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1u);
+}
+
+/* Codebook index of element c of token j, clamped to n_cents - 1. */
+static inline int vq_attn_cb_index(const uint8_t *idx, bool packed, int64_t D, int64_t j, int64_t c, int n_cents)
+{
+    const int i = packed ? (idx[j * (D / 2) + c / 2] >> (4 * (c & 1))) & 15 : idx[j * D + c];
+    return i < n_cents ? i : n_cents - 1;
+}
+
+#endif /* VQ_ATTN_KERNELS_H */

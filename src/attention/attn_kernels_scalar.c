@@ -1,0 +1,169 @@
+/* attn_kernels_scalar.c — the portable attention kernels: the readable
+ * definition of every entry of vq_attn_kernels, and the fallback of every ISA. */
+#include <math.h>
+
+#include "attention/attn_kernels.h"
+
+/* Element j*ld + c of a plain key/value block as f32. */
+static inline float elt_load(const void *base, vq_attn_elt e, int64_t i)
+{
+    switch (e) {
+    case VQ_ATTN_F16: return vq_half_to_float(((const uint16_t *)base)[i]);
+    case VQ_ATTN_BF16: return vq_bf16_to_float(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+    }
+}
+
+/* [R][D] . [n][D]^T -> s [R][n] */
+static inline void qk_any(vq_attn_elt e, int R, int n, int64_t D, const float *q, int64_t ldq, const void *k,
+                          int64_t ldk, float *s, int64_t lds)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t c = 0; c < D; c++) acc += q[r * ldq + c] * elt_load(k, e, j * ldk + c);
+            s[r * lds + j] = acc;
+        }
+}
+
+/* o [R][D] += p [R][n] . v [n][D] */
+static inline void pv_any(vq_attn_elt e, int R, int n, int64_t D, const float *p, int64_t ldp, const void *v,
+                          int64_t ldv, float *o, int64_t ldo)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++) {
+            const float w = p[r * ldp + j];
+            for (int64_t c = 0; c < D; c++) o[r * ldo + c] += w * elt_load(v, e, j * ldv + c);
+        }
+}
+
+VQ_ATTN_DEFINE_PLAIN_KERNELS
+
+/* s [R][lds]: one online-softmax step per row (see attn_kernels.h). */
+static void softmax_scalar(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
+{
+    for (int r = 0; r < R; r++) {
+        float *row = s + r * lds;
+        float mx = m[r];
+        for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+        if (mx == -INFINITY) {  /* nothing visible yet: keep the empty state */
+            for (int j = 0; j < n; j++) row[j] = 0.0f;
+            alpha[r] = 1.0f;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int j = 0; j < n; j++) {
+            row[j] = expf(row[j] - mx);
+            sum += row[j];
+        }
+        alpha[r] = expf(m[r] - mx);  /* exp(-inf) = 0 on the first visible block */
+        d[r] = d[r] * alpha[r] + sum;
+        m[r] = mx;
+    }
+}
+
+/* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
+static void affine_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
+                                 const float *scale, const float *zero, float *out)
+{
+    for (int j = 0; j < n; j++)
+        for (int64_t c = 0; c < D; c++)
+            out[j * D + c] = (float)vq_attn_code(codes + j * ldc, bits, c) * scale[c] + zero[c];
+}
+
+/* codes [n][ldc], vs/vz [n][GV] -> out [n][D] = code * vs[c/g] + vz[c/g] */
+static void affine_v_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+                                 const float *vz, int64_t GV, int64_t g, float *out)
+{
+    for (int j = 0; j < n; j++)
+        for (int64_t c = 0; c < D; c++)
+            out[j * D + c] =
+                (float)vq_attn_code(codes + j * ldc, bits, c) * vs[j * GV + c / g] + vz[j * GV + c / g];
+}
+
+/* qb [R][ldq] bytes, kb [n][nbytes] -> ham [R][ldh] */
+static void hamming_scalar(int R, int n, int64_t nbytes, const uint8_t *qb, int64_t ldq, const uint8_t *kb,
+                           int32_t *ham, int64_t ldh)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++) {
+            int32_t h = 0;
+            for (int64_t i = 0; i < nbytes; i++) {
+                unsigned x = (unsigned)(qb[r * ldq + i] ^ kb[j * nbytes + i]);
+                while (x) { h += (int32_t)(x & 1u); x >>= 1; }
+            }
+            ham[r * ldh + j] = h;
+        }
+}
+
+/* bits [n][D/8], mag [n] -> out [n][D] = ±mag */
+static void sign_tile_scalar(int n, int64_t D, const uint8_t *bits, const float *mag, float *out)
+{
+    for (int j = 0; j < n; j++)
+        for (int64_t c = 0; c < D; c++)
+            out[j * D + c] = (bits[j * (D / 8) + c / 8] >> (c % 8)) & 1 ? mag[j] : -mag[j];
+}
+
+/* idx [n][D/2 or D] -> out [n][D] = cents[min(idx, n_cents - 1)] * vscale */
+static void codebook_tile_scalar(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents,
+                                 int n_cents, const float *vscale, float *out)
+{
+    for (int j = 0; j < n; j++) {
+        const float sc = vscale ? vscale[j] : 1.0f;
+        for (int64_t c = 0; c < D; c++) {
+            out[j * D + c] = cents[vq_attn_cb_index(idx, packed, D, j, c, n_cents)] * sc;
+        }
+    }
+}
+
+/* codes [n][ldc], qs [R][ldq] -> s [R][lds] = qs . code */
+static void affine_qk_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *qs,
+                             int64_t ldq, float *s, int64_t lds)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t c = 0; c < D; c++) acc += qs[r * ldq + c] * (float)vq_attn_code(codes + j * ldc, bits, c);
+            s[r * lds + j] = acc;
+        }
+}
+
+/* o [R][ldo] += w [R][n][GV] (by channel group) . codes [n][D] */
+static void affine_pv_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *w,
+                             int64_t ldw, int64_t GV, int64_t g, float *o, int64_t ldo)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++)
+            for (int64_t c = 0; c < D; c++)
+                o[r * ldo + c] += w[r * ldw + j * GV + c / g] * (float)vq_attn_code(codes + j * ldc, bits, c);
+}
+
+/* o [R][ldo] += w [R][n] . cents[idx [n][D]] */
+static void codebook_pv_scalar(int R, int n, int64_t D, bool packed, const uint8_t *idx, const float *cents,
+                               int n_cents, const float *w, int64_t ldw, float *o, int64_t ldo)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++)
+            for (int64_t c = 0; c < D; c++)
+                o[r * ldo + c] += w[r * ldw + j] * cents[vq_attn_cb_index(idx, packed, D, j, c, n_cents)];
+}
+
+static void cvt_f16_scalar(int64_t n, const uint16_t *src, float *dst)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = vq_half_to_float(src[i]);
+}
+
+void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
+{
+    VQ_ATTN_SET_PLAIN_KERNELS(k);
+    k->softmax = softmax_scalar;
+    k->affine_k_tile = affine_k_tile_scalar;
+    k->affine_v_tile = affine_v_tile_scalar;
+    k->hamming = hamming_scalar;
+    k->sign_tile = sign_tile_scalar;
+    k->codebook_tile = codebook_tile_scalar;
+    k->affine_qk = affine_qk_scalar;
+    k->affine_pv = affine_pv_scalar;
+    k->codebook_pv = codebook_pv_scalar;
+    k->cvt_f16 = cvt_f16_scalar;
+}

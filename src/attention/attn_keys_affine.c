@@ -1,0 +1,130 @@
+/* attn_keys_affine.c — KIVI group-affine keys (per channel over groups of g
+ * tokens): k_hat[t,c] = code[t,c] * scale[t/g,c] + zero[t/g,c]. A block is
+ * decoded group segment by group segment into the thread's f32 tile, then
+ * scored by all rows at once (kern->qk). */
+#include "attention/attn_formats.h"
+
+typedef struct affine_keys {
+    const uint8_t *codes;        /* [B,Hkv,Skv,ldc] */
+    const void *scale, *zero;    /* [B,Hkv,GK,D] f32/f16 */
+    vq_dtype sz_dt;
+    int bits;                    /* 2, 4 (packed) or 8 (one code per byte) */
+    int64_t ldc, g, GK, Hkv, Skv, D;
+    float softmax_scale;
+} affine_keys;
+_Static_assert(sizeof(affine_keys) <= sizeof(vq_attn_desc_storage), "affine_keys too big");
+
+/* q [D] -> qp [D] = softmax_scale * q */
+static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
+{
+    const affine_keys *k = desc;
+    (void)row;
+    for (int64_t c = 0; c < k->D; c++) qp[c] = q[c] * k->softmax_scale;
+}
+
+/* Row `grp` of scale/zero of one (b, hk) as f32: in place when f32, else
+ * converted into buf [2][D]. */
+static void group_rows(const affine_keys *k, const vq_attn_thread *th, int64_t bh, int64_t grp, float *buf,
+                       const float **sc, const float **ze)
+{
+    const int64_t off = (bh * k->GK + grp) * k->D;
+    if (k->sz_dt == VQ_DT_F32) {
+        *sc = (const float *)k->scale + off;
+        *ze = (const float *)k->zero + off;
+        return;
+    }
+    th->kern->cvt_f16(k->D, (const uint16_t *)k->scale + off, buf);
+    th->kern->cvt_f16(k->D, (const uint16_t *)k->zero + off, buf + k->D);
+    *sc = buf;
+    *ze = buf + k->D;
+}
+
+/* Few rows: s[r][t - t0] = (qp[r] * sc) . code[t] + qp[r] . ze for the
+ * tokens [t, end) of one group. */
+static void score_direct(const affine_keys *k, const vq_attn_thread *th, int64_t t0, int64_t t, int64_t end,
+                         const uint8_t *codes, const float *sc, const float *ze, const float *qp, int R, float *s)
+{
+    const int64_t D = k->D;
+    float *qs = th->extra + 2 * D, *qz = qs + VQ_ATTN_DIRECT_ROWS * D;
+    for (int r = 0; r < R; r++) {
+        float z = 0.0f;
+        for (int64_t c = 0; c < D; c++) {
+            qs[r * D + c] = qp[r * D + c] * sc[c];
+            z += qp[r * D + c] * ze[c];
+        }
+        qz[r] = z;
+    }
+    float *sb = s + (t - t0);
+    th->kern->affine_qk(R, (int)(end - t), D, k->bits, codes, k->ldc, qs, D, sb, VQ_ATTN_BN);
+    for (int r = 0; r < R; r++)
+        for (int64_t j = 0; j < end - t; j++) sb[r * VQ_ATTN_BN + j] += qz[r];
+}
+
+/* qp [R][D] -> s [R][BN]: decode the block's keys into the tile, one group
+ * segment at a time, then score all rows against the tile */
+static void score(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
+                  float *s)
+{
+    const affine_keys *k = desc;
+    const int64_t bh = blk->b * k->Hkv + blk->hk;
+    const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
+    for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {
+        const int64_t grp = t / k->g;
+        int64_t end = (grp + 1) * k->g;
+        if (end > blk->t0 + blk->n) end = blk->t0 + blk->n;
+        const float *sc, *ze;
+        group_rows(k, th, bh, grp, th->extra, &sc, &ze);
+        const uint8_t *codes = k->codes + (bh * k->Skv + t) * k->ldc;
+        if (direct) score_direct(k, th, blk->t0, t, end, codes, sc, ze, qp, R, s);
+        else
+            th->kern->affine_k_tile((int)(end - t), k->D, k->bits, codes, k->ldc, sc, ze,
+                                    th->tile + (t - blk->t0) * k->D);
+        t = end;
+    }
+    if (!direct) th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
+}
+
+static const vq_attn_key_ops affine_ops = {prep_q, score};
+
+vq_status vq_attn_affine_layout(vq_ctx *ctx, const DLTensor *codes, const char *name, const vq_attn_dims *dims,
+                                int bits, int *layout_bits)
+{
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, codes, name, VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, codes, name, 4, (const int64_t[]){dims->B, dims->Hkv, dims->Skv, -1}));
+    const int64_t last = codes->shape[3], D = dims->D;
+    if (bits == 0) {
+        bits = last == D ? 8 : last == D / 2 ? 4 : last == D / 4 ? 2 : 0;
+        VQ_RETURN_IF(ctx, bits == 0, VQ_ERR_INVALID_ARGUMENT,
+                     "argument '%s': last dim %lld is none of D = %lld (one code per byte), D/2 (4-bit packed), "
+                     "D/4 (2-bit packed)",
+                     name, (long long)last, (long long)D);
+    }
+    VQ_RETURN_IF(ctx, bits != 2 && bits != 4 && bits != 8, VQ_ERR_INVALID_ARGUMENT,
+                 "bits must be 2, 4 or 8 (0 = detect), got %d", bits);
+    VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, codes, name, 3, D * bits / 8, "D*bits/8"));
+    *layout_bits = bits;
+    return VQ_OK;
+}
+
+vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
+                                   int bits, int64_t g, const vq_attn_dims *dims, float softmax_scale,
+                                   vq_attn_keys *out)
+{
+    int lb = 0;
+    VQ_FORWARD_IF_ERROR(vq_attn_affine_layout(ctx, codes, "k_codes", dims, bits, &lb));
+    VQ_RETURN_IF(ctx, g < 1, VQ_ERR_INVALID_ARGUMENT, "group_size must be >= 1, got %lld", (long long)g);
+    const int64_t GK = vq_ceil_div(dims->Skv, g);
+    const int64_t want[4] = {dims->B, dims->Hkv, GK, dims->D};
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, scale, "k_scale", VQ_DTM_F16_F32, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, scale, "k_scale", 4, want));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, zero, "k_zero", VQ_DTM(vq_dtype_of(scale)), 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, zero, "k_zero", 4, want));
+    affine_keys *d = (affine_keys *)(void *)out->storage.bytes;
+    *d = (affine_keys){vq_data(codes), vq_data(scale), vq_data(zero), vq_dtype_of(scale), lb, codes->shape[3], g, GK,
+                       dims->Hkv, dims->Skv, dims->D, softmax_scale};
+    out->ops = &affine_ops;
+    out->desc = d;
+    out->qp_floats = dims->D;
+    out->thread_floats = (2 + VQ_ATTN_DIRECT_ROWS) * dims->D + VQ_ATTN_DIRECT_ROWS;
+    return VQ_OK;
+}

@@ -1,0 +1,47 @@
+/* attn_keys_plain.c — VQ_KEYS_F16: plain f16/f32/bf16 keys, scored straight
+ * from the cache (converted to f32 in registers by kern->qk). */
+#include "attention/attn_formats.h"
+
+typedef struct plain_keys {
+    const char *k;        /* [B,Hkv,Skv,D] */
+    vq_attn_elt elt;
+    int64_t esz, Hkv, Skv, D;
+    float scale;
+} plain_keys;
+_Static_assert(sizeof(plain_keys) <= sizeof(vq_attn_desc_storage), "plain_keys too big");
+
+/* q [D] -> qp [D] = scale * q */
+static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
+{
+    const plain_keys *k = desc;
+    (void)row;
+    for (int64_t c = 0; c < k->D; c++) qp[c] = q[c] * k->scale;
+}
+
+/* qp [R][D] -> s [R][BN] */
+static void score(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
+                  float *s)
+{
+    const plain_keys *k = desc;
+    const char *kb = k->k + ((blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0) * k->D * k->esz;
+    th->kern->qk[k->elt](R, blk->n, k->D, qp, k->D, kb, k->D, s, VQ_ATTN_BN);
+}
+
+static const vq_attn_key_ops plain_ops = {prep_q, score};
+
+vq_status vq_attn_bind_keys_plain(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
+                                  float scale, vq_attn_keys *out)
+{
+    const DLTensor *kt = keys->plain.keys;
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, kt, "keys.plain.keys", VQ_DTM_FLOAT, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, kt, "keys.plain.keys", 4,
+                                       (const int64_t[]){dims->B, dims->Hkv, dims->Skv, dims->D}));
+    plain_keys *d = (plain_keys *)(void *)out->storage.bytes;
+    *d = (plain_keys){vq_data(kt), vq_attn_elt_of(kt), (int64_t)vq_dtype_size(vq_dtype_of(kt)), dims->Hkv,
+                      dims->Skv, dims->D, scale};
+    out->ops = &plain_ops;
+    out->desc = d;
+    out->qp_floats = dims->D;
+    out->thread_floats = 0;
+    return VQ_OK;
+}

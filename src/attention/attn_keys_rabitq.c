@@ -1,0 +1,81 @@
+/* attn_keys_rabitq.c — RaBitQ 1-bit keys, two scores:
+ *   Hamming (seed): s = (D - 2 popcount(sign(q) XOR bits)) * q_scale * mag + cnst,
+ *                   straight from the bits (kern->hamming), no tile;
+ *   exact:          s = (q . sign) * q_scale * mag + cnst, the block's signs
+ *                   decoded to ±mag in the f32 tile and scored by all rows. */
+#include <string.h>
+
+#include "attention/attn_formats.h"
+
+typedef struct rabitq_keys {
+    const uint8_t *bits;      /* [B,Hkv,Skv,D/8] */
+    const float *mag, *cnst;  /* [B,Hkv,Skv]; cnst may be NULL */
+    const float *q_scale_t;   /* [B,Hq,Sq] or NULL */
+    const float *q_scale_one; /* used when q_scale_t is NULL */
+    bool exact;
+    int64_t Hkv, Skv, D, qp_floats;
+} rabitq_keys;
+_Static_assert(sizeof(rabitq_keys) <= sizeof(vq_attn_desc_storage), "rabitq_keys too big");
+
+/* q [D] -> exact: qp [D] = q * q_scale; Hamming: qp[0] = q_scale, then the
+ * D/8 sign bytes of q (bit = q >= 0) */
+static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
+{
+    const rabitq_keys *k = desc;
+    const float qs = k->q_scale_t ? k->q_scale_t[row] : *k->q_scale_one;
+    if (k->exact) {
+        for (int64_t c = 0; c < k->D; c++) qp[c] = q[c] * qs;
+        return;
+    }
+    qp[0] = qs;
+    uint8_t *qb = (uint8_t *)(qp + 1);
+    memset(qb, 0, (size_t)(k->qp_floats - 1) * sizeof(float));
+    for (int64_t c = 0; c < k->D; c++) qb[c / 8] |= (uint8_t)((q[c] >= 0.0f) << (c % 8));
+}
+
+/* qp [R][qp_floats] -> s [R][BN] */
+static void score(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
+                  float *s)
+{
+    const rabitq_keys *k = desc;
+    const int64_t tok = (blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0, nb = k->D / 8;
+    const float *mag = k->mag + tok, *cn = k->cnst ? k->cnst + tok : NULL;
+    if (k->exact) {
+        th->kern->sign_tile(blk->n, k->D, k->bits + tok * nb, mag, th->tile);
+        th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
+        if (cn)
+            for (int r = 0; r < R; r++)
+                for (int j = 0; j < blk->n; j++) s[r * VQ_ATTN_BN + j] += cn[j];
+        return;
+    }
+    int32_t *ham = (int32_t *)th->extra;
+    const int64_t ldq = k->qp_floats * (int64_t)sizeof(float);
+    th->kern->hamming(R, blk->n, nb, (const uint8_t *)(qp + 1), ldq, k->bits + tok * nb, ham, VQ_ATTN_BN);
+    for (int r = 0; r < R; r++) {
+        const float qs = qp[r * k->qp_floats];
+        for (int j = 0; j < blk->n; j++)
+            s[r * VQ_ATTN_BN + j] =
+                (float)(k->D - 2 * ham[r * VQ_ATTN_BN + j]) * qs * mag[j] + (cn ? cn[j] : 0.0f);
+    }
+}
+
+static const vq_attn_key_ops rabitq_ops = {prep_q, score};
+
+vq_status vq_attn_bind_keys_rabitq(vq_ctx *ctx, const DLTensor *bits, const DLTensor *mag, const DLTensor *cnst,
+                                   bool exact, const DLTensor *q_scale_t, const float *q_scale_one,
+                                   const vq_attn_dims *dims, vq_attn_keys *out)
+{
+    VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, bits, "k_bits", VQ_DTM_U8, dims, dims->D / 8));
+    VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, mag, "k_mag", VQ_DTM_F32, dims, 0));
+    if (cnst) VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, cnst, "k_const", VQ_DTM_F32, dims, 0));
+    rabitq_keys *d = (rabitq_keys *)(void *)out->storage.bytes;
+    const int64_t qpf = exact ? dims->D : 1 + (dims->D / 8 + 3) / 4;
+    *d = (rabitq_keys){vq_data(bits), vq_data(mag), cnst ? vq_data(cnst) : NULL,
+                       q_scale_t ? vq_data(q_scale_t) : NULL, q_scale_one, exact, dims->Hkv, dims->Skv, dims->D,
+                       qpf};
+    out->ops = &rabitq_ops;
+    out->desc = d;
+    out->qp_floats = qpf;
+    out->thread_floats = exact ? 0 : VQ_ATTN_MAX_ROWS * VQ_ATTN_BN;
+    return VQ_OK;
+}

@@ -1,0 +1,147 @@
+/* attn_skeleton.h — the one CPU attention skeleton, specialised per key and
+ * value format. Internal.
+ *
+ *   out = softmax(score(q, k_hat) + mask) v_hat, softmax in f32.
+ *
+ * The skeleton (attn_skeleton.c) owns everything that is the same for every
+ * format: the block loop over the kv axis (VQ_ATTN_BN tokens per block), the
+ * online softmax state {m, d, o[]} per query row, causal limits, the additive
+ * mask, the split of the kv axis over threads and the merge() of the partial
+ * states, GQA (all Hq/Hkv query heads and all Sq rows of a kv head form the
+ * rows of one tile, scored against each kv block once), row tiling for large
+ * Sq (prefill), f32 accumulation and the output store. A format supplies two
+ * small tables of functions:
+ *
+ *   vq_attn_key_ops    prep_q: one raw f32 query row -> the format's query
+ *                      representation (scaled, rotated, sign bits, ...);
+ *                      score: the scores of R prepared rows against one block
+ *                      of tokens [t0, t0 + n), scale already folded in.
+ *   vq_attn_value_ops  accumulate: o[r][:] += sum_j p[r][j] * v_hat[t0 + j][:].
+ *
+ * Both get a per-thread vq_attn_thread: the ISA kernel table (attn_kernels.h)
+ * and an L1-sized f32 tile (VQ_ATTN_BN x D) in which a compressed block may be
+ * decoded once and then reused by all R rows; plus `extra` floats of
+ * per-thread scratch the format asked for. They must not allocate.
+ *
+ * HOW TO ADD A KEY FORMAT to vq_fused_sdpa (one file, e.g. attn_keys_turbo.c):
+ *   1. Define a descriptor struct (data pointers, dtypes, Hkv/Skv/D, ...) and
+ *      write `static void prep_q(...)` and `static void score(...)` against it.
+ *      Decode a block with kern->... primitives into th->tile and score it
+ *      with th->kern->qk[VQ_ATTN_F32], or score directly from the codes.
+ *   2. Write the binder
+ *        vq_status vq_attn_bind_keys_<fmt>(vq_ctx *ctx, const vq_encoded_keys *keys,
+ *                                         const vq_attn_dims *dims, vq_attn_keys *out);
+ *      that validates every tensor of the format (shapes [B,Hkv,Skv,...],
+ *      dtypes, scalars) with VQ_RETURN_IF / vq_check_*, writing nothing, and
+ *      fills out->ops, out->desc (point into out->storage), out->qp_floats
+ *      and out->thread_floats.
+ *   3. Declare the binder in attn_formats.h and add one line to the table in
+ *      fused_sdpa.c. A CUDA path goes behind the dispatch point there.
+ * A value format is the same with vq_attn_value_ops (attn_values_*.c).
+ * Tests: tests/test_attention_sdpa.c holds the float64 reference loop; add
+ * the format's decode to it.
+ */
+#ifndef VQ_ATTN_SKELETON_H
+#define VQ_ATTN_SKELETON_H
+
+#include "attention/attn_kernels.h"
+#include "core/core.h"
+
+/* Tokens per kv block: the unit of the online softmax and of tile decoding
+ * (VQ_ATTN_BN x 256 f32 = 32 KB fits L1/L2 next to the query rows). */
+#define VQ_ATTN_BN 32
+/* Query rows per tile: bounds per-thread scratch; large Sq is tiled. */
+#define VQ_ATTN_MAX_ROWS 64
+
+/* The sizes of one attention call. */
+typedef struct vq_attn_dims {
+    int64_t B, Hq, Hkv, Sq, Skv, D;
+} vq_attn_dims;
+
+/* What a format's functions get per thread. */
+typedef struct vq_attn_thread {
+    const vq_attn_kernels *kern;
+    float *tile;   /* VQ_ATTN_BN * D floats, 64-byte aligned */
+    float *extra;  /* max(keys, values thread_floats), 64-byte aligned; score() and
+                      accumulate() run in turn, so each may clobber it */
+} vq_attn_thread;
+
+/* One block of tokens [t0, t0 + n) of kv head hk in batch b. */
+typedef struct vq_attn_block {
+    int64_t b, hk, t0;
+    int n;  /* 1..VQ_ATTN_BN */
+} vq_attn_block;
+
+typedef struct vq_attn_key_ops {
+    /* q [D] raw f32 query row with global index row = (b*Hq + h)*Sq + i ->
+     * qp [qp_floats]: whatever score() wants per row. */
+    void (*prep_q)(const void *desc, const float *q, int64_t row, float *qp);
+    /* qp [R][qp_floats] -> s [R][VQ_ATTN_BN]: s[r][j] = score of row r against
+     * token t0 + j, j < n, including the softmax scale and additive terms. */
+    void (*score)(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
+                  float *s);
+} vq_attn_key_ops;
+
+typedef struct vq_attn_value_ops {
+    /* p [R][VQ_ATTN_BN], o [R][D]: o[r][c] += sum_{j<n} p[r][j] * v_hat[t0+j][c]. */
+    void (*accumulate)(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
+                       int R, float *o);
+} vq_attn_value_ops;
+
+/* Storage big enough for any format's descriptor, so binders need no malloc. */
+typedef struct vq_attn_desc_storage {
+    _Alignas(64) unsigned char bytes[2048];
+} vq_attn_desc_storage;
+
+/* A bound key format: what a binder fills. */
+typedef struct vq_attn_keys {
+    const vq_attn_key_ops *ops;
+    const void *desc;
+    int64_t qp_floats;      /* floats per prepared query row */
+    int64_t thread_floats;  /* per-thread scratch for score() */
+    vq_attn_desc_storage storage;
+} vq_attn_keys;
+
+typedef struct vq_attn_values {
+    const vq_attn_value_ops *ops;
+    const void *desc;
+    int64_t thread_floats;  /* per-thread scratch for accumulate() */
+    vq_attn_desc_storage storage;
+} vq_attn_values;
+
+/* One attention call, validated. */
+typedef struct vq_attn_problem {
+    vq_attn_dims dims;
+    const void *q;  /* [B,Hq,Sq,D] */
+    vq_dtype q_dt;
+    const vq_attn_keys *keys;
+    const vq_attn_values *values;
+    /* additive mask [Sq, Skv] rows at mask + b*mask_sb + h*mask_sh (elements),
+     * or NULL; strides 0 broadcast */
+    const void *mask;
+    vq_dtype mask_dt;
+    int64_t mask_sb, mask_sh;
+    bool causal;       /* query i sees tokens <= Skv - Sq + i */
+    int num_splits;    /* kv splits per (b, kv head, row tile); 0 = automatic */
+    void *out;         /* [B,Hq,Sq,D] */
+    vq_dtype out_dt;
+} vq_attn_problem;
+
+/* Runs a validated problem on the CPU. The only failure is
+ * VQ_ERR_OUT_OF_MEMORY (scratch), reported before any output is written. */
+vq_status vq_attn_run(vq_ctx *ctx, const vq_attn_problem *p);
+
+/* Online softmax state of one row: running max m, running sum d and the
+ * unnormalised accumulator o[D] (FlashInfer's state_t). */
+typedef struct vq_attn_state {
+    float m, d;
+    float *o;
+} vq_attn_state;
+
+/* a <- merge(a, b): the state of the union of both token sets. */
+void vq_attn_state_merge(vq_attn_state *a, const vq_attn_state *b, int64_t D);
+
+/* Each format file checks its descriptor fits:
+ * _Static_assert(sizeof(my_desc) <= sizeof(vq_attn_desc_storage), "...");  */
+
+#endif /* VQ_ATTN_SKELETON_H */

@@ -1,0 +1,75 @@
+/* attn_values_affine.c — KIVI group-affine values (per token over groups of g
+ * channels): v_hat[t,c] = code[t,c] * vs[t,c/g] + vz[t,c/g], decoded per
+ * block into the thread's f32 tile and accumulated by all rows (kern->pv). */
+#include "attention/attn_formats.h"
+
+typedef struct affine_values {
+    const uint8_t *codes;       /* [B,Hkv,Skv,ldc] */
+    const void *scale, *zero;   /* [B,Hkv,Skv,GV] f32/f16 */
+    vq_dtype sz_dt;
+    int bits;
+    int64_t ldc, g, GV, Hkv, Skv, D;
+} affine_values;
+_Static_assert(sizeof(affine_values) <= sizeof(vq_attn_desc_storage), "affine_values too big");
+
+/* p [R][BN] -> o [R][D] += p . v_hat[t0 .. t0+n) */
+static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
+                       int R, float *o)
+{
+    const affine_values *v = desc;
+    const int64_t tok = (blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0, GV = v->GV, nz = blk->n * GV;
+    const float *vs, *vz;
+    if (v->sz_dt == VQ_DT_F32) {
+        vs = (const float *)v->scale + tok * GV;
+        vz = (const float *)v->zero + tok * GV;
+    } else {
+        th->kern->cvt_f16(nz, (const uint16_t *)v->scale + tok * GV, th->extra);
+        th->kern->cvt_f16(nz, (const uint16_t *)v->zero + tok * GV, th->extra + nz);
+        vs = th->extra;
+        vz = th->extra + nz;
+    }
+    const uint8_t *codes = v->codes + tok * v->ldc;
+    if (R > VQ_ATTN_DIRECT_ROWS || v->g % 8 != 0) {
+        th->kern->affine_v_tile(blk->n, v->D, v->bits, codes, v->ldc, vs, vz, GV, v->g, th->tile);
+        th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
+        return;
+    }
+    float *w = th->extra + 2 * VQ_ATTN_BN * GV, *zacc = w + VQ_ATTN_DIRECT_ROWS * VQ_ATTN_BN * GV;
+    for (int r = 0; r < R; r++) {
+        for (int64_t x = 0; x < GV; x++) zacc[r * GV + x] = 0.0f;
+        for (int j = 0; j < blk->n; j++) {
+            const float pj = p[r * VQ_ATTN_BN + j];
+            for (int64_t x = 0; x < GV; x++) {
+                w[(r * VQ_ATTN_BN + j) * GV + x] = pj * vs[j * GV + x];
+                zacc[r * GV + x] += pj * vz[j * GV + x];
+            }
+        }
+    }
+    th->kern->affine_pv(R, blk->n, v->D, v->bits, codes, v->ldc, w, VQ_ATTN_BN * GV, GV, v->g, o, v->D);
+    for (int r = 0; r < R; r++)
+        for (int64_t x = 0; x < GV; x++) {
+            const int64_t c1 = (x + 1) * v->g < v->D ? (x + 1) * v->g : v->D;
+            for (int64_t c = x * v->g; c < c1; c++) o[r * v->D + c] += zacc[r * GV + x];
+        }
+}
+
+static const vq_attn_value_ops affine_ops = {accumulate};
+
+vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+                                     const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
+                                     vq_attn_values *out)
+{
+    int lb = 0;
+    VQ_FORWARD_IF_ERROR(vq_attn_affine_layout(ctx, codes, "v_codes", dims, bits, &lb));
+    VQ_RETURN_IF(ctx, g < 1, VQ_ERR_INVALID_ARGUMENT, "group_size must be >= 1, got %lld", (long long)g);
+    const int64_t GV = vq_ceil_div(dims->D, g);
+    VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, scale, "v_scale", VQ_DTM_F16_F32, dims, GV));
+    VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, zero, "v_zero", VQ_DTM(vq_dtype_of(scale)), dims, GV));
+    affine_values *d = (affine_values *)(void *)out->storage.bytes;
+    *d = (affine_values){vq_data(codes), vq_data(scale), vq_data(zero), vq_dtype_of(scale), lb, codes->shape[3],
+                         g, GV, dims->Hkv, dims->Skv, dims->D};
+    out->ops = &affine_ops;
+    out->desc = d;
+    out->thread_floats = (2 + VQ_ATTN_DIRECT_ROWS) * VQ_ATTN_BN * GV + VQ_ATTN_DIRECT_ROWS * GV;
+    return VQ_OK;
+}

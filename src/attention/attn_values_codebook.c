@@ -1,0 +1,72 @@
+/* attn_values_codebook.c — scalar-codebook values (RaBitQ's): v_hat[t,c] =
+ * cents[idx[t,c]] * vscale[t], idx one per byte or nibble-packed. Both
+ * layouts decode to the same tile, so their outputs are bit-identical. */
+#include "attention/attn_formats.h"
+
+typedef struct codebook_values {
+    const uint8_t *idx;    /* [B,Hkv,Skv,D] or [B,Hkv,Skv,D/2] */
+    const float *vscale;   /* [B,Hkv,Skv] or NULL */
+    bool packed;
+    int n_cents;
+    int64_t Hkv, Skv, D;
+    const float *cents;    /* [n_cents]; kernels clamp indices to n_cents - 1 */
+} codebook_values;
+_Static_assert(sizeof(codebook_values) <= sizeof(vq_attn_desc_storage), "codebook_values too big");
+
+/* p [R][BN] -> o [R][D] += p . v_hat[t0 .. t0+n) */
+static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
+                       int R, float *o)
+{
+    const codebook_values *v = desc;
+    const int64_t tok = (blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0;
+    const uint8_t *idx = v->idx + tok * (v->packed ? v->D / 2 : v->D);
+    const float *vscale = v->vscale ? v->vscale + tok : NULL;
+    if (R > VQ_ATTN_DIRECT_ROWS) {
+        th->kern->codebook_tile(blk->n, v->D, v->packed, idx, v->cents, v->n_cents, vscale, th->tile);
+        th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
+        return;
+    }
+    const float *w = p;
+    if (vscale) {
+        float *ws = th->extra;
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < blk->n; j++) ws[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * vscale[j];
+        w = ws;
+    }
+    th->kern->codebook_pv(R, blk->n, v->D, v->packed, idx, v->cents, v->n_cents, w, VQ_ATTN_BN, o, v->D);
+}
+
+static const vq_attn_value_ops codebook_ops = {accumulate};
+
+vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const DLTensor *cents,
+                                       const DLTensor *vscale, bool packed_only, const vq_attn_dims *dims,
+                                       vq_attn_values *out)
+{
+    const int64_t D = dims->D;
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, idx, "v_idx", VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, idx, "v_idx", 4, (const int64_t[]){dims->B, dims->Hkv, dims->Skv, -1}));
+    const bool packed = idx->shape[3] == D / 2;
+    VQ_RETURN_IF(ctx, !packed && (packed_only || idx->shape[3] != D), VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'v_idx': last dim %lld must be D/2 = %lld (nibble-packed)%s", (long long)idx->shape[3],
+                 (long long)(D / 2), packed_only ? "" : " or D (one index per byte)");
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, cents, "v_cents", VQ_DTM_F32, 1, 1));
+    const int64_t nc = cents->shape[0];
+    VQ_RETURN_IF(ctx, nc > 256, VQ_ERR_INVALID_ARGUMENT, "argument 'v_cents': %lld centroids, at most 256",
+                 (long long)nc);
+    VQ_RETURN_IF(ctx, packed && nc > 16, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'v_cents': %lld centroids, but nibble-packed v_idx holds at most 16", (long long)nc);
+    if (vscale) VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, vscale, "v_scale", VQ_DTM_F32, dims, 0));
+    codebook_values *d = (codebook_values *)(void *)out->storage.bytes;
+    d->idx = vq_data(idx);
+    d->vscale = vscale ? vq_data(vscale) : NULL;
+    d->packed = packed;
+    d->n_cents = (int)nc;
+    d->Hkv = dims->Hkv;
+    d->Skv = dims->Skv;
+    d->D = D;
+    d->cents = vq_data(cents);
+    out->ops = &codebook_ops;
+    out->desc = d;
+    out->thread_floats = VQ_ATTN_DIRECT_ROWS * VQ_ATTN_BN;
+    return VQ_OK;
+}

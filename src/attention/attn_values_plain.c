@@ -1,0 +1,36 @@
+/* attn_values_plain.c — plain f16/f32 values, accumulated straight from the
+ * cache (converted in registers by kern->pv). */
+#include "attention/attn_formats.h"
+
+typedef struct plain_values {
+    const char *v;  /* [B,Hkv,Skv,D] */
+    vq_attn_elt elt;
+    int64_t esz, Hkv, Skv, D;
+} plain_values;
+_Static_assert(sizeof(plain_values) <= sizeof(vq_attn_desc_storage), "plain_values too big");
+
+/* p [R][BN] -> o [R][D] += p . v[t0 .. t0+n) */
+static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
+                       int R, float *o)
+{
+    const plain_values *v = desc;
+    const char *vb = v->v + ((blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0) * v->D * v->esz;
+    th->kern->pv[v->elt](R, blk->n, v->D, p, VQ_ATTN_BN, vb, v->D, o, v->D);
+}
+
+static const vq_attn_value_ops plain_ops = {accumulate};
+
+vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const char *name,
+                                    const vq_attn_dims *dims, vq_attn_values *out)
+{
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, values, name, VQ_DTM_F16_F32, 4, 4));
+    VQ_FORWARD_IF_ERROR(
+        vq_check_shape(ctx, values, name, 4, (const int64_t[]){dims->B, dims->Hkv, dims->Skv, dims->D}));
+    plain_values *d = (plain_values *)(void *)out->storage.bytes;
+    *d = (plain_values){vq_data(values), vq_attn_elt_of(values), (int64_t)vq_dtype_size(vq_dtype_of(values)),
+                        dims->Hkv, dims->Skv, dims->D};
+    out->ops = &plain_ops;
+    out->desc = d;
+    out->thread_floats = 0;
+    return VQ_OK;
+}

@@ -1,0 +1,72 @@
+/* rabitq_attend.c — vq_rabitq_fused_attend (decode: Hamming or exact score,
+ * codebook values) and vq_rabitq_prefill_attend (large Sq: exact score, each
+ * decoded K/V tile reused by up to VQ_ATTN_MAX_ROWS query rows). */
+#include "attention/attn_formats.h"
+
+/* Both entry points after their own option checks: validate the rest, bind
+ * 1-bit keys (Hamming or exact) and codebook values, run the skeleton.
+ * Decode passes q_scale [B,Hq,Sq]; prefill passes scale [1] (exact score,
+ * nibble-packed values only, no causal mask). */
+static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale, const DLTensor *scale,
+                        const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                        const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                        const vq_rabitq_attend_opts *opts)
+{
+    vq_attn_dims dm;
+    VQ_FORWARD_IF_ERROR(vq_attn_check_common(ctx, q, "q", k_bits, "k_bits", out, &dm));
+    if (opts) {
+        VQ_RETURN_IF(ctx, opts->score != VQ_RABITQ_SCORE_HAMMING && opts->score != VQ_RABITQ_SCORE_EXACT,
+                     VQ_ERR_INVALID_ARGUMENT, "opts->score must be VQ_RABITQ_SCORE_HAMMING or _EXACT, got %d",
+                     (int)opts->score);
+        VQ_RETURN_IF(ctx, opts->num_splits < 0, VQ_ERR_INVALID_ARGUMENT, "opts->num_splits must be >= 0, got %d",
+                     opts->num_splits);
+    }
+    const bool prefill = scale != NULL;
+    if (prefill) {
+        VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, scale, "scale", VQ_DTM_F32, 1, 1));
+        VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, scale, "scale", 1, (const int64_t[]){1}));
+    } else {
+        VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, q_scale, "q_scale", VQ_DTM_F32, 3, 3));
+        VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, q_scale, "q_scale", 3, (const int64_t[]){dm.B, dm.Hq, dm.Sq}));
+    }
+    const bool exact = prefill || (opts && opts->score == VQ_RABITQ_SCORE_EXACT);
+    vq_attn_keys kb;
+    vq_attn_values vb;
+    VQ_FORWARD_IF_ERROR(vq_attn_bind_keys_rabitq(ctx, k_bits, k_mag, k_const, exact, prefill ? NULL : q_scale,
+                                                 prefill ? vq_data(scale) : NULL, &dm, &kb));
+    VQ_FORWARD_IF_ERROR(
+        vq_attn_bind_values_codebook(ctx, v_idx, v_cents, opts ? opts->v_scale : NULL, prefill, &dm, &vb));
+    /* CUDA dispatch point (vq_cuda_rabitq_fused_attend / _prefill_attend go here). */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA kernel for this call yet");
+    const vq_attn_problem p = {.dims = dm,
+                               .q = vq_data(q),
+                               .q_dt = vq_dtype_of(q),
+                               .keys = &kb,
+                               .values = &vb,
+                               .causal = opts && opts->causal,
+                               .num_splits = opts ? opts->num_splits : 0,
+                               .out = vq_data(out),
+                               .out_dt = vq_dtype_of(out)};
+    return vq_attn_run(ctx, &p);
+}
+
+vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
+                                 const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                 const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                 const vq_rabitq_attend_opts *opts)
+{
+    VQ_ENTER(ctx);
+    return attend(ctx, q, q_scale, NULL, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
+}
+
+vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
+                                   const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                   const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                   const vq_rabitq_attend_opts *opts)
+{
+    VQ_ENTER(ctx);
+    VQ_RETURN_IF(ctx, opts && (opts->score != VQ_RABITQ_SCORE_HAMMING || opts->causal), VQ_ERR_INVALID_ARGUMENT,
+                 "opts->score and opts->causal must keep their defaults (prefill is exact and not causal)");
+    VQ_RETURN_IF(ctx, scale == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'scale' is NULL");
+    return attend(ctx, q, NULL, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
+}

@@ -1,0 +1,39 @@
+/* scalar_decode.c — vq_scalar_fused_decode_attend: attention over a KIVI
+ * group-affine cache (affine keys + affine values on the skeleton). */
+#include <math.h>
+
+#include "attention/attn_formats.h"
+
+vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+                                        const DLTensor *k_scale, const DLTensor *k_zero,
+                                        const DLTensor *v_codes, const DLTensor *v_scale,
+                                        const DLTensor *v_zero, int group_size, float scale, int nsg,
+                                        DLTensor *out, const vq_scalar_attend_opts *opts)
+{
+    VQ_ENTER(ctx);
+    vq_attn_dims dm;
+    VQ_FORWARD_IF_ERROR(vq_attn_check_common(ctx, q, "q", k_codes, "k_codes", out, &dm));
+    VQ_RETURN_IF(ctx, !isfinite(scale), VQ_ERR_INVALID_ARGUMENT, "argument 'scale' must be finite, got %g",
+                 (double)scale);
+    VQ_RETURN_IF(ctx, nsg < 0 || nsg > 32, VQ_ERR_INVALID_ARGUMENT, "nsg must be in 0..32, got %d", nsg);
+    const int bits = opts ? opts->bits : 0;
+    vq_attn_keys kb;
+    vq_attn_values vb;
+    VQ_FORWARD_IF_ERROR(vq_attn_bind_keys_affine(ctx, k_codes, k_scale, k_zero, bits, group_size, &dm, scale, &kb));
+    VQ_FORWARD_IF_ERROR(vq_attn_bind_values_affine(ctx, v_codes, v_scale, v_zero, bits, group_size, &dm, &vb));
+    VQ_RETURN_IF(ctx, v_codes->shape[3] != k_codes->shape[3], VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'v_codes': last dim %lld differs from the %lld of 'k_codes' (one code layout)",
+                 (long long)v_codes->shape[3], (long long)k_codes->shape[3]);
+    const vq_attn_problem p = {.dims = dm,
+                               .q = vq_data(q),
+                               .q_dt = vq_dtype_of(q),
+                               .keys = &kb,
+                               .values = &vb,
+                               .causal = opts ? opts->causal : false,
+                               .num_splits = nsg,
+                               .out = vq_data(out),
+                               .out_dt = vq_dtype_of(out)};
+    /* CUDA dispatch point (vq_cuda_scalar_fused_decode_attend goes here). */
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA kernel for this call yet");
+    return vq_attn_run(ctx, &p);
+}

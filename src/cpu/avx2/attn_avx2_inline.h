@@ -1,0 +1,56 @@
+/* attn_avx2_inline.h — register-level decoders shared by the AVX2 attention
+ * files (compiled only with AVX2 flags). */
+#ifndef VQ_ATTN_AVX2_INLINE_H
+#define VQ_ATTN_AVX2_INLINE_H
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define VQ_INLINE static inline __attribute__((always_inline))
+
+/* Nibbles c .. c+7 of a packed row (low nibble first) as 8 int32 lanes. */
+VQ_INLINE __m256i nibbles8(const uint8_t *row, int64_t c)
+{
+    uint32_t w;
+    __builtin_memcpy(&w, row + c / 2, 4);
+    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                            _mm256_set1_epi32(15));
+}
+
+/* Codes c .. c+7 of a row as 8 int32 lanes; bits 2, 4 or 8 (c % 8 == 0). */
+VQ_INLINE __m256i codes8(const uint8_t *row, int bits, int64_t c)
+{
+    if (bits == 8) return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + c)));
+    if (bits == 4) return nibbles8(row, c);
+    uint16_t w;
+    __builtin_memcpy(&w, row + c / 4, 2);
+    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                            _mm256_set1_epi32(3));
+}
+
+/* Centroids of 8 indices (int32 lanes, < 16) from a 16-entry table in two registers. */
+VQ_INLINE __m256 lut16(__m256i idx, __m256 lo, __m256 hi)
+{
+    const __m256 a = _mm256_permutevar8x32_ps(lo, idx), b = _mm256_permutevar8x32_ps(hi, idx);
+    return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
+/* Codebook indices c .. c+7 of token j as int32 lanes, clamped to top. */
+VQ_INLINE __m256i cb_index8(const uint8_t *idx, bool packed, int64_t D, int64_t j, int64_t c, __m256i top)
+{
+    const __m256i i8 = packed ? nibbles8(idx + j * (D / 2), c)
+                              : _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(idx + j * D + c)));
+    return _mm256_min_epu32(i8, top);
+}
+
+/* Sum of the 8 lanes. */
+VQ_INLINE float hsum8(__m256 v)
+{
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+#endif

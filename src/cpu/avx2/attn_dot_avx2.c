@@ -1,0 +1,177 @@
+/* attn_dot_avx2.c — AVX2+FMA+F16C attention kernels: q.k^T tiles, p.V
+ * accumulation and the online-softmax step (see attn_kernels.h).
+ * Register tiles: qk keeps RB x TB (<= 4 x 3) dot accumulators, loading each
+ * key vector once for RB rows; pv keeps RB x CB (<= 2 x 4) output vectors,
+ * loading each value vector once for RB rows. f16/bf16 convert in registers. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "attention/attn_kernels.h"
+
+#include "cpu/avx2/attn_avx2_inline.h"
+
+/* 8 elements of a plain block as f32 */
+VQ_INLINE __m256 load8(const void *base, vq_attn_elt e, int64_t i)
+{
+    switch (e) {
+    case VQ_ATTN_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+    case VQ_ATTN_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i))), 16));
+    default: return _mm256_loadu_ps((const float *)base + i);
+    }
+}
+
+/* s[r][t] = q[r] . k[t] for an RB x TB tile */
+VQ_INLINE void qk_tile(vq_attn_elt e, int RB, int TB, int64_t D, const float *q, int64_t ldq, const void *k,
+                       int64_t ldk, float *s, int64_t lds)
+{
+    __m256 acc[4][3];
+    for (int r = 0; r < RB; r++)
+        for (int t = 0; t < TB; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < D; c += 8) {
+        __m256 kv[3];
+        for (int t = 0; t < TB; t++) kv[t] = load8(k, e, t * ldk + c);
+        for (int r = 0; r < RB; r++) {
+            const __m256 qv = _mm256_loadu_ps(q + r * ldq + c);
+            for (int t = 0; t < TB; t++) acc[r][t] = _mm256_fmadd_ps(qv, kv[t], acc[r][t]);
+        }
+    }
+    for (int r = 0; r < RB; r++)
+        for (int t = 0; t < TB; t++) s[r * lds + t] = hsum8(acc[r][t]);
+}
+
+/* [R][D] . [n][D]^T -> s [R][n], tiles of 4 rows x 3 tokens and their tails */
+VQ_INLINE void qk_any(vq_attn_elt e, int R, int n, int64_t D, const float *q, int64_t ldq, const void *k,
+                      int64_t ldk, float *s, int64_t lds)
+{
+    const size_t esz = e == VQ_ATTN_F32 ? 4 : 2;
+    for (int r = 0; r < R; r += 4) {
+        const int rb = R - r < 4 ? R - r : 4;
+        const float *qr = q + r * ldq;
+        float *sr = s + r * lds;
+        for (int j = 0; j < n; j += 3) {
+            const int tb = n - j < 3 ? n - j : 3;
+            const void *kj = (const char *)k + (size_t)j * (size_t)ldk * esz;
+#define VQ_QK_CASE(RB, TB) \
+    case RB * 4 + TB: qk_tile(e, RB, TB, D, qr, ldq, kj, ldk, sr + j, lds); break;
+            switch (rb * 4 + tb) {
+                VQ_QK_CASE(4, 3) VQ_QK_CASE(4, 2) VQ_QK_CASE(4, 1)
+                VQ_QK_CASE(3, 3) VQ_QK_CASE(3, 2) VQ_QK_CASE(3, 1)
+                VQ_QK_CASE(2, 3) VQ_QK_CASE(2, 2) VQ_QK_CASE(2, 1)
+                VQ_QK_CASE(1, 3) VQ_QK_CASE(1, 2) VQ_QK_CASE(1, 1)
+            default: break;
+            }
+#undef VQ_QK_CASE
+        }
+    }
+}
+
+/* o[r][c0 .. c0+8CB) += sum_j p[r][j] v[j][c0 ..] for an RB-row strip */
+VQ_INLINE void pv_tile(vq_attn_elt e, int RB, int CB, int n, const float *p, int64_t ldp, const void *v,
+                       int64_t ldv, float *o, int64_t ldo, int64_t c0)
+{
+    __m256 acc[2][4];
+    for (int r = 0; r < RB; r++)
+        for (int cb = 0; cb < CB; cb++) acc[r][cb] = _mm256_loadu_ps(o + r * ldo + c0 + 8 * cb);
+    for (int j = 0; j < n; j++) {
+        __m256 vv[4];
+        for (int cb = 0; cb < CB; cb++) vv[cb] = load8(v, e, j * ldv + c0 + 8 * cb);
+        for (int r = 0; r < RB; r++) {
+            const __m256 pr = _mm256_broadcast_ss(p + r * ldp + j);
+            for (int cb = 0; cb < CB; cb++) acc[r][cb] = _mm256_fmadd_ps(pr, vv[cb], acc[r][cb]);
+        }
+    }
+    for (int r = 0; r < RB; r++)
+        for (int cb = 0; cb < CB; cb++) _mm256_storeu_ps(o + r * ldo + c0 + 8 * cb, acc[r][cb]);
+}
+
+VQ_INLINE void pv_any(vq_attn_elt e, int R, int n, int64_t D, const float *p, int64_t ldp, const void *v,
+                      int64_t ldv, float *o, int64_t ldo)
+{
+    for (int r = 0; r < R; r += 2) {
+        const bool two = R - r >= 2;
+        const float *pr = p + r * ldp;
+        float *orow = o + r * ldo;
+        int64_t c = 0;
+        for (; c + 32 <= D; c += 32) {
+            if (two) pv_tile(e, 2, 4, n, pr, ldp, v, ldv, orow, ldo, c);
+            else pv_tile(e, 1, 4, n, pr, ldp, v, ldv, orow, ldo, c);
+        }
+        for (; c < D; c += 8) {
+            if (two) pv_tile(e, 2, 1, n, pr, ldp, v, ldv, orow, ldo, c);
+            else pv_tile(e, 1, 1, n, pr, ldp, v, ldv, orow, ldo, c);
+        }
+    }
+}
+
+VQ_ATTN_DEFINE_PLAIN_KERNELS
+
+/* exp(x) for x <= 0 (Cephes polynomial after range reduction, ~1 ulp); x
+ * below -87 (and NaN) gives exactly 0, so masked (-inf) scores vanish. */
+VQ_INLINE __m256 exp8(__m256 x)
+{
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
+}
+
+/* One online-softmax step over s [R][lds] (see attn_kernels.h). Tails of
+ * n % 8 are padded to -inf in a local vector so every lane runs the same. */
+static void softmax_avx2(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
+{
+    for (int r = 0; r < R; r++) {
+        float *row = s + r * lds;
+        __m256 vmax = _mm256_set1_ps(-INFINITY);
+        int j = 0;
+        for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
+        float mx = m[r];
+        for (int t = j; t < n; t++) mx = row[t] > mx ? row[t] : mx;
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        mx = _mm_cvtss_f32(h) > mx ? _mm_cvtss_f32(h) : mx;
+        if (mx == -INFINITY) {
+            for (int t = 0; t < n; t++) row[t] = 0.0f;
+            alpha[r] = 1.0f;
+            continue;
+        }
+        const __m256 vm = _mm256_set1_ps(mx);
+        __m256 vsum = _mm256_setzero_ps();
+        for (j = 0; j + 8 <= n; j += 8) {
+            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+            _mm256_storeu_ps(row + j, e);
+            vsum = _mm256_add_ps(vsum, e);
+        }
+        if (j < n) {
+            float tmp[8];
+            for (int t = 0; t < 8; t++) tmp[t] = j + t < n ? row[j + t] : -INFINITY;
+            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(tmp), vm));
+            _mm256_storeu_ps(tmp, e);
+            for (int t = 0; j + t < n; t++) row[j + t] = tmp[t];
+            vsum = _mm256_add_ps(vsum, e);
+        }
+        const float a = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
+        alpha[r] = a;
+        d[r] = d[r] * a + hsum8(vsum);
+        m[r] = mx;
+    }
+}
+
+void vq_attn_kernels_init_avx2(vq_attn_kernels *k)
+{
+    VQ_ATTN_SET_PLAIN_KERNELS(k);
+    k->softmax = softmax_avx2;
+}

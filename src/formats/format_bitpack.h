@@ -1,0 +1,60 @@
+/* format_bitpack.h — the u32 bit stream of vq_bit_pack, read and written by
+ * the C library and by CUDA kernels alike (plain C, no libc beyond stdint).
+ *
+ * Layout (SPEC §2): element i occupies stream bits [i*bits, (i+1)*bits);
+ * stream bit s is bit s % 32 of word s / 32, least significant first, so an
+ * element may straddle two words; unused high bits of the last word are 0.
+ * A row of n elements takes vq_bitpack_words(n, bits) words. */
+#ifndef VQ_FORMAT_BITPACK_H
+#define VQ_FORMAT_BITPACK_H
+
+#include <stdint.h>
+
+/* Functions in src/formats/ are callable from host and device code. */
+#ifndef VQ_HOST_DEVICE
+#ifdef __CUDACC__
+#define VQ_HOST_DEVICE __host__ __device__
+#else
+#define VQ_HOST_DEVICE
+#endif
+#endif
+
+/* Words holding n elements of `bits` bits: ceil(n * bits / 32). */
+static inline VQ_HOST_DEVICE int64_t vq_bitpack_words(int64_t n, int bits)
+{
+    return (n * (int64_t)bits + 31) / 32;
+}
+
+/* The low `bits` bits set; bits in 1..32. */
+static inline VQ_HOST_DEVICE uint32_t vq_bitpack_mask(int bits)
+{
+    return (uint32_t)((UINT64_C(1) << bits) - 1u);
+}
+
+/* Element i of the stream `words` of `bits`-bit elements (bits 1..32).
+ * Reads the second word only when the element straddles it, so it never
+ * reads past the last word of a stream that holds element i. */
+static inline VQ_HOST_DEVICE uint32_t vq_bitpack_get(const uint32_t *words, int64_t i, int bits)
+{
+    const uint64_t s = (uint64_t)i * (uint64_t)bits;
+    const uint64_t w = s >> 5;
+    const unsigned off = (unsigned)(s & 31u);
+    uint64_t v = words[w] >> off;
+    if (off + (unsigned)bits > 32u) v |= (uint64_t)words[w + 1] << (32u - off);
+    return (uint32_t)v & vq_bitpack_mask(bits);
+}
+
+/* ORs element i (value masked to `bits`) into a stream that starts zeroed.
+ * Sequential writers are faster with a 64-bit accumulator (see bitpack.c);
+ * this is the random-access form. */
+static inline VQ_HOST_DEVICE void vq_bitpack_or(uint32_t *words, int64_t i, int bits, uint32_t value)
+{
+    const uint64_t s = (uint64_t)i * (uint64_t)bits;
+    const uint64_t w = s >> 5;
+    const unsigned off = (unsigned)(s & 31u);
+    const uint64_t v = (uint64_t)(value & vq_bitpack_mask(bits)) << off;
+    words[w] |= (uint32_t)v;
+    if (off + (unsigned)bits > 32u) words[w + 1] |= (uint32_t)(v >> 32);
+}
+
+#endif /* VQ_FORMAT_BITPACK_H */

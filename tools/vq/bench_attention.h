@@ -1,0 +1,32 @@
+/* bench_attention.h — pieces shared by the files of `vq bench attention`. */
+#ifndef VQ_BENCH_ATTENTION_H
+#define VQ_BENCH_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "veloxquant.h"
+
+/* Monotonic seconds; CPU seconds of the whole process (all threads). */
+double vqb_now(void);
+double vqb_cpu_now(void);
+/* Best of 3 streaming-read passes over `bytes` with `threads` threads, GB/s. */
+double vqb_read_bandwidth(int threads, size_t bytes);
+
+/* An owned CPU tensor of up to 4 dims, 64-byte aligned. */
+typedef struct vqb_tensor {
+    DLTensor t;
+    int64_t shape[4];
+} vqb_tensor;
+
+/* Allocates (uninitialised); false on out-of-memory. */
+bool vqb_alloc(vqb_tensor *x, DLDataType dt, int ndim, const int64_t *shape);
+void vqb_release(vqb_tensor *x);
+size_t vqb_bytes(const vqb_tensor *x);
+/* Fills with cheap pseudo-random data: floats in (-1, 1), bytes uniform. */
+void vqb_fill(vqb_tensor *x, uint64_t seed);
+
+/* Calls fn(arg, i) for i in [0, n) over `threads` pthreads (blocks of i). */
+void vqb_parallel(int threads, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg);
+
+#endif

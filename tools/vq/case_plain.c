@@ -1,0 +1,32 @@
+/* case_plain.c — the uncompressed reference: the cache stored as f16. */
+#include "cases.h"
+#include "tool.h"
+
+static void f16_setup(codec_case *c, vq_ctx *ctx, const case_input *in)
+{
+    c->cache[0] = tool_tensor(TOOL_F16, TOOL_DIMS(1, case_h(in), case_s(in), case_d(in)));
+    c->x_hat = tool_tensor(TOOL_F32, TOOL_DIMS(1, case_h(in), case_s(in), case_d(in)));
+}
+
+static vq_status f16_encode(codec_case *c, vq_ctx *ctx, const case_input *in)
+{
+    uint16_t *out = c->cache[0]->data;
+    const float *x = tool_f32(in->x);
+    for (int64_t i = 0, n = tool_numel(in->x); i < n; i++) out[i] = vq_f32_to_f16(x[i]);
+    return VQ_OK;
+}
+
+static vq_status f16_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
+{
+    const uint16_t *h = c->cache[0]->data;
+    float *out = tool_f32(c->x_hat);
+    for (int64_t i = 0, n = tool_numel(c->x_hat); i < n; i++) out[i] = vq_f16_to_f32(h[i]);
+    return VQ_OK;
+}
+
+#define F16_CASE(role_)                                                                         \
+    {.name = "f16", .detail = "uncompressed reference", .roles = role_, .setup = f16_setup,   \
+     .encode = f16_encode, .decode = f16_decode, .decode_in_library = 0}
+
+const codec_case CASE_F16_KEYS = F16_CASE(CASE_KEYS);
+const codec_case CASE_F16_VALUES = F16_CASE(CASE_VALUES);

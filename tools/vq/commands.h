@@ -1,0 +1,25 @@
+/* commands.h — the sub-commands of the `vq` tool (public API only).
+ *
+ * Calling convention, shared by every command: argv[0] is the command's own
+ * name (e.g. "demo", "codecs", "attention"), argv[1..argc) its options. The
+ * return value is the process exit status: 0 success, 1 a library or
+ * runtime failure (message on stderr), 2 bad arguments (message and a usage
+ * line on stderr). `--help` prints the command's usage on stdout and returns 0.
+ */
+#ifndef VQ_TOOL_COMMANDS_H
+#define VQ_TOOL_COMMANDS_H
+
+#define VQ_EXIT_OK 0
+#define VQ_EXIT_FAILURE 1
+#define VQ_EXIT_USAGE 2
+
+/* vq demo: every codec on one synthetic KV cache, a table of bits/element and errors (demo.c). */
+int vq_cmd_demo(int argc, char **argv);
+
+/* vq bench codecs: encode/decode throughput, optimized vs scalar, 1 vs all threads (bench_codecs.c). */
+int vq_cmd_bench_codecs(int argc, char **argv);
+
+/* vq bench attention: fused attention over compressed caches (bench_attention*.c). */
+int vq_cmd_bench_attention(int argc, char **argv);
+
+#endif

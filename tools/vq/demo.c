@@ -1,0 +1,241 @@
+/* demo.c — `vq demo`: one synthetic KV cache compressed by every codec, and
+ * a table of what each costs (bits per element, all-in) and what it loses
+ * (key reconstruction error, error of q.k against random queries, the slope
+ * of estimated vs true logits, and the error of the attention output).
+ * Public API only: every number comes from the library's own encoders and
+ * decoders (cases.h), the metrics are float64 loops here. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "commands.h"
+#include "tool.h"
+
+static const char demo_usage[] =
+    "usage: vq demo [--heads H] [--seq S] [--dim D] [--queries Q] [--calib N] [--seed N] [--threads T]\n"
+    "  defaults: H=8 S=1024 D=128 (power of two, 32..256) Q=32 queries per head, N=2048 calibration\n"
+    "  rows (codebook training; >= 256), seed 1, all threads\n";
+
+typedef struct demo_opts {
+    long heads, seq, dim, queries, calib, seed, threads;
+} demo_opts;
+
+/* Parses argv into o; returns -1 to go on, else the exit status. */
+static int parse(int argc, char **argv, demo_opts *o)
+{
+    *o = (demo_opts){.heads = 8, .seq = 1024, .dim = 128, .queries = 32, .calib = 2048, .seed = 1, .threads = 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        long *dst = !strcmp(a, "--heads") ? &o->heads : !strcmp(a, "--seq") ? &o->seq
+                  : !strcmp(a, "--dim") ? &o->dim : !strcmp(a, "--queries") ? &o->queries
+                  : !strcmp(a, "--calib") ? &o->calib : !strcmp(a, "--seed") ? &o->seed : !strcmp(a, "--threads") ? &o->threads : NULL;
+        const long hi = dst == &o->seq || dst == &o->calib ? 1 << 20 : dst == &o->seed ? 1L << 30 : 1024;
+        const long lo = dst == &o->dim ? 32 : dst == &o->threads ? 0 : dst == &o->calib ? 256 : 1;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(demo_usage, stdout);
+            return VQ_EXIT_OK;
+        }
+        if (dst == NULL) return tool_bad_option("demo", a, demo_usage);
+        if (!tool_int_arg("demo", argc, argv, &i, lo, hi, dst)) return VQ_EXIT_USAGE;
+    }
+    if ((o->dim & (o->dim - 1)) != 0 || o->dim > 256) {
+        fprintf(stderr, "vq demo: --dim must be a power of two in 32..256, got %ld\n%s", o->dim, demo_usage);
+        return VQ_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* out[h, i, t] = q[h, i] . k[h, t] in float64: q [1,H,Nq,D], k [1,H,S,D]. */
+static void dots(const DLTensor *q, const DLTensor *k, double *out)
+{
+    const int64_t h = q->shape[1], nq = q->shape[2], d = q->shape[3], s = k->shape[2];
+    for (int64_t hh = 0; hh < h; hh++)
+        for (int64_t i = 0; i < nq; i++)
+            for (int64_t t = 0; t < s; t++) {
+                const float *qr = tool_f32(q) + (hh * nq + i) * d, *kr = tool_f32(k) + (hh * s + t) * d;
+                double acc = 0;
+                for (int64_t j = 0; j < d; j++) acc += (double)qr[j] * kr[j];
+                out[(hh * nq + i) * s + t] = acc;
+            }
+}
+
+/* out [H, Nq, D] = softmax_t(scale * logits[h, i, t]) v[h, t] in float64. */
+static void attend(const double *logits, const DLTensor *v, int64_t nq, double scale, double *out)
+{
+    const int64_t h = v->shape[1], s = v->shape[2], d = v->shape[3];
+    double *p = tool_calloc((size_t)s, sizeof *p);
+    for (int64_t hh = 0; hh < h; hh++)
+        for (int64_t i = 0; i < nq; i++) {
+            const double *l = logits + (hh * nq + i) * s;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t t = 0; t < s; t++) mx = fmax(mx, scale * l[t]);
+            for (int64_t t = 0; t < s; t++) sum += p[t] = exp(scale * l[t] - mx);
+            double *o = out + (hh * nq + i) * d;
+            for (int64_t j = 0; j < d; j++) o[j] = 0;
+            for (int64_t t = 0; t < s; t++) {
+                const float *vr = tool_f32(v) + (hh * s + t) * d;
+                for (int64_t j = 0; j < d; j++) o[j] += p[t] / sum * vr[j];
+            }
+        }
+    free(p);
+}
+
+/* ||a - b||_2 / ||b||_2 over n doubles. */
+static double rel_err(const double *a, const double *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return sqrt(num / den);
+}
+
+/* Relative MSE of x_hat against x: sum |x_hat - x|^2 / sum |x|^2. */
+static double rel_mse(const DLTensor *x_hat, const DLTensor *x)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0, n = tool_numel(x); i < n; i++) {
+        const double e = (double)tool_f32(x_hat)[i] - tool_f32(x)[i];
+        num += e * e;
+        den += (double)tool_f32(x)[i] * tool_f32(x)[i];
+    }
+    return num / den;
+}
+
+/* The reference everything is compared with: queries and exact results. */
+typedef struct demo_truth {
+    DLTensor *queries;     /* [1,H,Nq,D] f32 */
+    double *logits;        /* [H,Nq,S] q.k with the exact keys */
+    double *out;           /* [H,Nq,D] exact attention output */
+    double scale;          /* 1/sqrt(D) */
+    int64_t n_logits, n_out;
+} demo_truth;
+
+static void print_header(const char *what, const char *cols)
+{
+    printf("\n%-22s %8s %9s %9s %s\n", what, "bits/elt", "+shared", "shared", cols);
+}
+
+/* Bits per element, with the shared tables amortised over this cache too, and their size. */
+static void print_cost(const codec_case *c, const DLTensor *x)
+{
+    const double bits = case_bits(c, x);
+    const size_t shared = case_shared_bytes(c);
+    char kib[32] = "-";
+    if (shared) snprintf(kib, sizeof kib, "%.1f KiB", (double)shared / 1024);
+    printf("%-22s %8.3f %9.3f %9s", c->name, bits, bits + 8.0 * (double)shared / (double)tool_numel(x), kib);
+}
+
+static void print_num(double v, int defined)
+{
+    if (defined) printf(" %10.3g", v);
+    else printf(" %10s", "-");
+}
+
+/* One key codec: its estimated logits vs the truth, and the attention output
+ * with exact values. */
+static void demo_keys(codec_case *c, vq_ctx *ctx, const case_input *keys, const case_input *values,
+                      const demo_truth *tr)
+{
+    c->setup(c, ctx, keys);
+    tool_check(ctx, c->encode(c, ctx, keys), c->name);
+    if (c->decode) tool_check(ctx, c->decode(c, ctx, keys), c->name);
+    double *est = tool_calloc((size_t)tr->n_logits, sizeof *est);
+    if (c->scores) {
+        DLTensor *s = tool_tensor(TOOL_F32, TOOL_DIMS(1, case_h(keys), tr->queries->shape[2], case_s(keys)));
+        tool_check(ctx, c->scores(c, ctx, tr->queries, s), c->name);
+        for (int64_t i = 0; i < tr->n_logits; i++) est[i] = tool_f32(s)[i];
+        tool_tensor_free(s);
+    } else {
+        dots(tr->queries, c->x_hat, est);
+    }
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < tr->n_logits; i++) {
+        num += est[i] * tr->logits[i];
+        den += tr->logits[i] * tr->logits[i];
+    }
+    double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
+    attend(est, values->x, tr->queries->shape[2], tr->scale, out);
+    print_cost(c, keys->x);
+    print_num(c->x_hat ? rel_mse(c->x_hat, keys->x) : 0, c->x_hat != NULL);
+    print_num(rel_err(est, tr->logits, tr->n_logits), 1);
+    printf(" %6.3f", num / den);
+    print_num(rel_err(out, tr->out, tr->n_out), 1);
+    printf("  %s\n", c->detail);
+    free(est);
+    free(out);
+    case_release(c);
+}
+
+/* One value codec: reconstruction error and the attention output with exact keys. */
+static void demo_values(codec_case *c, vq_ctx *ctx, const case_input *values, const demo_truth *tr)
+{
+    c->setup(c, ctx, values);
+    tool_check(ctx, c->encode(c, ctx, values), c->name);
+    tool_check(ctx, c->decode(c, ctx, values), c->name);
+    double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
+    attend(tr->logits, c->x_hat, tr->queries->shape[2], tr->scale, out);
+    print_cost(c, values->x);
+    print_num(rel_mse(c->x_hat, values->x), 1);
+    print_num(rel_err(out, tr->out, tr->n_out), 1);
+    printf("  %s\n", c->detail);
+    free(out);
+    case_release(c);
+}
+
+int vq_cmd_demo(int argc, char **argv)
+{
+    demo_opts o;
+    const int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    const double t0 = tool_now();
+    vq_ctx *ctx = tool_ctx((int)o.threads, NULL);
+    enum { OUTLIERS = 4 };
+    case_input *keys = case_input_new((int)o.heads, (int)o.seq, (int)o.dim, OUTLIERS, (int)o.calib, 1, (uint64_t)o.seed);
+    case_input *values = case_input_new((int)o.heads, (int)o.seq, (int)o.dim, 0, (int)o.calib, 0, (uint64_t)o.seed + 1);
+
+    demo_truth tr = {.scale = 1.0 / sqrt((double)o.dim)};
+    tr.queries = tool_tensor(TOOL_F32, TOOL_DIMS(1, o.heads, o.queries, o.dim));
+    vq_rng rng;
+    vq_rng_seed(&rng, (uint64_t)o.seed + 2);
+    tool_fill_normal(tr.queries, &rng);
+    tr.n_logits = o.heads * o.queries * o.seq;
+    tr.n_out = o.heads * o.queries * o.dim;
+    tr.logits = tool_calloc((size_t)tr.n_logits, sizeof *tr.logits);
+    tr.out = tool_calloc((size_t)tr.n_out, sizeof *tr.out);
+    dots(tr.queries, keys->x, tr.logits);
+    attend(tr.logits, values->x, o.queries, tr.scale, tr.out);
+
+    printf("vq demo: KV cache B=1 H=%ld S=%ld D=%ld; CPU kernels %s, %d threads\n", o.heads, o.seq, o.dim,
+           vq_ctx_isa(ctx), vq_ctx_num_threads(ctx));
+    printf("keys: N(0,1) with %d outlier channels (mean +-10, sd 4), RoPE applied; values: N(0,1);\n"
+           "%ld N(0,1) queries per head; attention scale 1/sqrt(D); codebooks trained on %d other rows.\n",
+           OUTLIERS, o.queries, (int)o.calib);
+    printf("bits/elt: every code, scale, zero, norm and magnitude stored per token, over H*S*D elements.\n"
+           "shared: tables stored once per layer (sign diagonals, projections, codebooks); +shared\n"
+           "amortises them over this one cache only.\n");
+    print_header("Keys", "key relMSE  q.k relRMS  slope   attn err  layout");
+    for (int i = 0; i < case_count(); i++) {
+        codec_case c = *case_template(i);
+        if (c.roles & CASE_KEYS) demo_keys(&c, ctx, keys, values, &tr);
+    }
+    print_header("Values", "relMSE      attn err  layout");
+    for (int i = 0; i < case_count(); i++) {
+        codec_case c = *case_template(i);
+        if (c.roles & CASE_VALUES) demo_values(&c, ctx, values, &tr);
+    }
+    printf("\nkey relMSE = sum|k_hat - k|^2 / sum|k|^2; q.k relRMS = RMS(est - true) / RMS(true);\n"
+           "slope = least-squares slope of estimated vs true q.k (1 = unbiased scale); attn err =\n"
+           "|out_hat - out| / |out| of softmax attention with the other side exact. (%.1f s)\n",
+           tool_now() - t0);
+    free(tr.logits);
+    free(tr.out);
+    tool_tensor_free(tr.queries);
+    case_input_free(keys);
+    case_input_free(values);
+    vq_ctx_free(ctx);
+    return VQ_EXIT_OK;
+}
