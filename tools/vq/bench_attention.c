@@ -91,7 +91,7 @@ static double time_case(vqb_case *c, vq_ctx *ctx, int repeats, double *cpu)
 typedef struct result {
     const char *name, *kind;  /* kind: fused, dequant+sdpa, sdpa, prefill */
     int64_t hkv, sq, skv;
-    double sec, cpu, bytes, gflop;  /* cpu: process CPU seconds per call / threads */
+    double sec, cpu, bytes, gflop;  /* cpu: process CPU seconds per call / threads; gflop per call */
     double vs_deq, vs_f16;    /* speed-ups (time of baseline / time), 0 = n/a */
 } result;
 
@@ -189,11 +189,11 @@ static int bench_prefill(vq_ctx *ctx, const bench_args *a, result *out, int *n)
             return VQ_EXIT_FAILURE;
         }
     }
-    /* flops of the two matrix products: 2 * 2 * H * Sq * Skv * D */
-    const double flop = 4.0 * (double)sh.Hq * (double)sh.Sq * (double)sh.Skv * (double)sh.D;
+    /* the two matrix products: 2 * 2 * H * Sq * Skv * D flops */
+    const double gflop = 4e-9 * (double)sh.Hq * (double)sh.Sq * (double)sh.Skv * (double)sh.D;
     for (int i = 0; i < nc; i++) {
         out[(*n)++] = (result){cases[i].name, cases[i].kind, sh.Hkv, sh.Sq, sh.Skv, sec[i], cpu[i],
-                               (double)cases[i].bytes, flop, i > 0 ? sec[0] / sec[i] : 0, 0};
+                               (double)cases[i].bytes, gflop, i > 0 ? sec[0] / sec[i] : 0, 0};
     }
     vqb_free_cases(cases, nc);
     return VQ_EXIT_OK;
