@@ -381,7 +381,11 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
 
 /* k-means with k-means++ initialisation (seeded by `seed`) and Lloyd rounds:
  * samples [N, d] f32, 1 <= C <= N, iters >= 0 rounds after the init,
- * centroids_out [C, d] f32. An empty cluster keeps its centroid. */
+ * centroids_out [C, d] f32. An empty cluster keeps its centroid; rounds stop
+ * early once no assignment changes. With iters = 0 the centroids are the
+ * k-means++ seeds (samples, all distinct while distinct samples remain). The
+ * same seed gives the same centroids on a given CPU instruction set whatever
+ * the thread count. */
 vq_status vq_kmeans(vq_ctx *ctx, const DLTensor *samples, int C, int iters, uint64_t seed,
                     DLTensor *centroids_out);
 
@@ -398,7 +402,8 @@ typedef struct vq_comm_vq_opts {
 } vq_comm_vq_opts;
 
 /* indices [B,H,S,R] u8/u16/i32, codebook [R,C,D] f32, cos_freqs and sin_freqs
- * [P, D/2] f32, positions [S] or [B,S] i32 in [0, P), out [B,H,S,D] f16/f32:
+ * [P, D/2] f32, positions [S] or [B,S] i32 in [0, P), out [B,H,S,D] f16/f32
+ * (D even):
  * k = scale * sum_r codebook[r, idx_r]; out = RoPE(k, position), where pair i
  * at position p rotates by (cos_freqs[p,i], sin_freqs[p,i]):
  * (a, b) -> (a cos - b sin, a sin + b cos). Indices >= C or positions
@@ -415,7 +420,8 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
 
 /* Greedy residual encoder: keys [B,H,S,D] f16/f32 (pre-RoPE), codebook
  * [R,C,D] f32, indices_out [B,H,S,R] u8/u16/i32: stage r picks the centroid
- * nearest the residual of stages < r. */
+ * nearest the residual of stages < r. C must fit the index dtype (u8: C <=
+ * 256, u16: C <= 65536), else VQ_ERR_INVALID_ARGUMENT. */
 vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
                             DLTensor *indices_out);
 
@@ -497,7 +503,10 @@ typedef struct vq_encoded_keys {
         const DLTensor *positions; /* [Skv] or [B,Skv] i32 */
         const DLTensor *scale;     /* [B,Hkv,Skv] f32 or NULL */
         vq_rope_layout rope;
-    } commvq;
+    } commvq;                      /* k_hat = RoPE(scale * sum_r codebook[r, idx_r]) at the token's
+                                      position (vq_comm_vq_decode), decoded per block of tokens;
+                                      codes outside [0, C) read the nearest valid centroid;
+                                      positions outside [0, P) give VQ_ERR_INVALID_ARGUMENT */
 } vq_encoded_keys;
 
 /* Options shared by the attention kernels (all beyond the seed). */

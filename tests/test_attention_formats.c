@@ -291,6 +291,65 @@ static void encode_pq(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng 
             }
 }
 
+/* ---- CommVQ (VQ_KEYS_COMMVQ): k1 stages R, k2 centroids C, k3 bit 0:
+ * interleaved RoPE, bit 1: positions [B,Skv], bit 2: per-token scale,
+ * bit 3: u16 codes, bit 4: i32 codes ---- */
+
+static void encode_commvq(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng *rng, built *bk)
+{
+    const int64_t R = c->k1, C = c->k2, D = c->D, Hkv = c->Hkv, P = c->Skv + 9;
+    DLTensor *cb = own(bk, vt_new(VT_F32, VT_DIMS(R, C, D)));
+    vt_fill_normal(cb, rng, 0.0, 1.0);
+    const DLDataType it = c->k3 & 8 ? VT_U16 : c->k3 & 16 ? VT_I32 : VT_U8;
+    DLTensor *idx = own(bk, vt_new(it, VT_DIMS(c->B, Hkv, c->Skv, R)));
+    VT_OK(ctx, vq_comm_vq_encode(ctx, keys, cb, idx));
+    DLTensor *cs = own(bk, vt_new(VT_F32, VT_DIMS(P, D / 2))), *sn = own(bk, vt_new(VT_F32, VT_DIMS(P, D / 2)));
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t i = 0; i < D / 2; i++) {
+            const double th = (double)p * pow(10000.0, -2.0 * (double)i / (double)D);
+            vt_set(cs, p * (D / 2) + i, cos(th));
+            vt_set(sn, p * (D / 2) + i, sin(th));
+        }
+    DLTensor *pos = own(bk, c->k3 & 2 ? vt_new(VT_I32, VT_DIMS(c->B, c->Skv)) : vt_new(VT_I32, VT_DIMS(c->Skv)));
+    vt_fill_uniform_int(pos, rng, 0, P - 1);
+    DLTensor *ts = NULL;
+    if (c->k3 & 4) {
+        ts = own(bk, vt_new(VT_F32, VT_DIMS(c->B, Hkv, c->Skv)));
+        for (int64_t t = 0; t < vt_numel(ts); t++) vt_set(ts, t, 0.25 + vq_rng_uniform(rng));
+    }
+    bk->ek = (vq_encoded_keys){.format = VQ_KEYS_COMMVQ};
+    bk->ek.commvq.idx = idx;
+    bk->ek.commvq.codebook = cb;
+    bk->ek.commvq.cos_freqs = cs;
+    bk->ek.commvq.sin_freqs = sn;
+    bk->ek.commvq.positions = pos;
+    bk->ek.commvq.scale = ts;
+    bk->ek.commvq.rope = c->k3 & 1 ? VQ_ROPE_INTERLEAVED : VQ_ROPE_HALF;
+    bk->khat = malloc(sizeof(double) * (size_t)(c->B * Hkv * c->Skv * D));
+    double *k = malloc(sizeof(double) * (size_t)D);
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++)
+            for (int64_t t = 0; t < c->Skv; t++) {
+                const int64_t tok = (b * Hkv + hk) * c->Skv + t;
+                const double sc = ts ? vt_get(ts, tok) : 1.0;
+                for (int64_t ch = 0; ch < D; ch++) {
+                    double acc = 0.0;
+                    for (int64_t r = 0; r < R; r++)
+                        acc += vt_get(cb, (r * C + (int64_t)vt_get(idx, tok * R + r)) * D + ch);
+                    k[ch] = sc * acc;
+                }
+                const int64_t p = (int64_t)vt_get(pos, (c->k3 & 2 ? b * c->Skv : 0) + t);
+                double *out = bk->khat + tok * D;
+                for (int64_t i = 0; i < D / 2; i++) {
+                    const int64_t a = c->k3 & 1 ? 2 * i : i, e = c->k3 & 1 ? 2 * i + 1 : i + D / 2;
+                    const double co = vt_get(cs, p * (D / 2) + i), si = vt_get(sn, p * (D / 2) + i);
+                    out[a] = k[a] * co - k[e] * si;
+                    out[e] = k[a] * si + k[e] * co;
+                }
+            }
+    free(k);
+}
+
 /* ---- running a case ---- */
 
 typedef struct prepared {
@@ -317,7 +376,8 @@ static double ref_score(const void *varg, int64_t b, int64_t h, int64_t i, int64
     const score_arg *a = varg;
     const int64_t D = a->d.D, hk = h / (a->d.Hq / a->d.Hkv), kt = (b * a->d.Hkv + hk) * a->d.Skv + t;
     double acc = 0.0;
-    for (int64_t c = 0; c < D; c++) acc += vt_get(a->q, ((b * a->d.Hq + h) * a->d.Sq + i) * D + c) * a->bk->khat[kt * D + c];
+    const int64_t qrow = ((b * a->d.Hq + h) * a->d.Sq + i) * D;
+    for (int64_t c = 0; c < D; c++) acc += vt_get(a->q, qrow + c) * a->bk->khat[kt * D + c];
     return acc * a->scale + (a->bk->cnst ? a->bk->cnst[kt] : 0.0);
 }
 
@@ -418,13 +478,15 @@ static void test_turbo(void)
 {
     static const fcase cases[] = {
         /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split bits packed nc */
-        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 4, 0, 0},
+        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 4, 1, 0},
         {1, 3, 1, 4, 7, 128, 'h', 'h', 'f', true, 1, 0, 3, 1, 0},
         {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 3, 2, 1, 1},
         {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 8, 0, 0},
         {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', true, 1, 2, 1, 1, 0},
         {1, 2, 2, 33, 33, 8, 'f', 'f', 'f', false, 0, 0, 5, 1, 1},
         {1, 6, 2, 1, 200, 256, 'h', 'f', 'f', false, 2, 0, 7, 1, 0},
+        {1, 4, 1, 4, 97, 128, 'f', 'f', 'f', true, 0, 0, 4, 0, 1},
+        {1, 4, 2, 4, 70, 64, 'f', 'f', 'f', false, 1, 0, 8, 1, 0},
     };
     run_cases("turbo", encode_turbo, cases, sizeof cases / sizeof cases[0]);
 }
@@ -435,7 +497,8 @@ static void test_rvq(void)
         /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split b1 b2 packed/diag */
         {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 4, 2, 0},
         {1, 3, 1, 4, 7, 128, 'h', 'f', 'f', true, 0, 0, 3, 3, 3},
-        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 0, 2, 4, 1},
+        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 0, 2, 4, 3},
+        {1, 4, 2, 4, 50, 128, 'f', 'f', 'f', false, 0, 0, 4, 4, 1},
         {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 1, 8, 2},
         {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', false, 1, 3, 8, 1, 4 | 3},
         {2, 4, 4, 1, 50, 256, 'h', 'h', 'f', false, 0, 0, 5, 3, 4},
@@ -502,6 +565,21 @@ static void test_pq(void)
         {2, 4, 4, 1, 600, 128, 'h', 'f', 'h', false, 2, 0, 8, 512, 7},
     };
     run_cases("pq", encode_pq, cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_commvq(void)
+{
+    static const fcase cases[] = {
+        /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split R  C  flags */
+        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 1, 16, 0},
+        {1, 3, 1, 4, 7, 96, 'h', 'h', 'f', true, 1, 0, 2, 8, 1 | 4},
+        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 3, 4, 32, 2 | 8},
+        {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 2, 256, 1 | 2 | 4},
+        {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', true, 1, 2, 3, 300, 16 | 4},
+        {2, 6, 2, 33, 40, 96, 'f', 'f', 'f', false, 0, 0, 1, 64, 2 | 1},
+        {2, 4, 4, 1, 60, 128, 'h', 'f', 'h', false, 2, 0, 2, 16, 16 | 2},
+    };
+    run_cases("commvq", encode_commvq, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* ---- error paths ---- */
@@ -749,6 +827,59 @@ static void test_pq_errors(void)
     vq_ctx_free(ctx);
 }
 
+static void test_commvq_errors(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    small s = small_new(64);
+    DLTensor *idx = vt_new(VT_U8, VT_DIMS(1, 2, 10, 2)), *idx_f = vt_new(VT_F32, VT_DIMS(1, 2, 10, 2));
+    DLTensor *cb = vt_new(VT_F32, VT_DIMS(2, 16, 64)), *cb_bad = vt_new(VT_F32, VT_DIMS(3, 16, 64));
+    DLTensor *cs = vt_new(VT_F32, VT_DIMS(20, 32)), *sn = vt_new(VT_F32, VT_DIMS(20, 32));
+    DLTensor *sn_bad = vt_new(VT_F32, VT_DIMS(21, 32)), *cs_bad = vt_new(VT_F32, VT_DIMS(20, 64));
+    DLTensor *pos = vt_new(VT_I32, VT_DIMS(10)), *pos_bad = vt_new(VT_I32, VT_DIMS(2, 10));
+    DLTensor *ts_bad = vt_new(VT_F32, VT_DIMS(1, 2, 9));
+    memset(idx->data, 0, vt_bytes(idx));
+    for (int64_t t = 0; t < 10; t++) vt_set(pos, t, (double)t);
+    vq_encoded_keys ek = {.format = VQ_KEYS_COMMVQ};
+    ek.commvq.idx = idx;
+    ek.commvq.codebook = cb;
+    ek.commvq.cos_freqs = cs;
+    ek.commvq.sin_freqs = sn;
+    ek.commvq.positions = pos;
+    ek.commvq.rope = (vq_rope_layout)2;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.rope");
+    ek.commvq.rope = VQ_ROPE_HALF;
+    ek.commvq.idx = idx_f;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "dtype");
+    ek.commvq.idx = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.idx");
+    ek.commvq.idx = idx;
+    ek.commvq.codebook = cb_bad; /* R = 3, the codes have 2 stages */
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.codebook");
+    ek.commvq.codebook = cb;
+    ek.commvq.cos_freqs = cs_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.cos_freqs");
+    ek.commvq.cos_freqs = cs;
+    ek.commvq.sin_freqs = sn_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.sin_freqs");
+    ek.commvq.sin_freqs = NULL;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.sin_freqs");
+    ek.commvq.sin_freqs = sn;
+    ek.commvq.positions = pos_bad; /* [2, 10] for a batch of 1 */
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.positions");
+    ek.commvq.positions = pos;
+    vt_set(pos, 7, 20.0); /* P = 20 */
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "element 7 is 20, outside [0, P = 20)");
+    vt_set(pos, 7, -1.0);
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "element 7 is -1");
+    vt_set(pos, 7, 7.0);
+    ek.commvq.scale = ts_bad;
+    SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.scale");
+    small_free(&s);
+    DLTensor *all[] = {idx, idx_f, cb, cb_bad, cs, sn, sn_bad, cs_bad, pos, pos_bad, ts_bad};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
+    vq_ctx_free(ctx);
+}
+
 int main(void)
 {
     VT_RUN(test_turbo);
@@ -757,9 +888,11 @@ int main(void)
     VT_RUN(test_affine);
     VT_RUN(test_qjl);
     VT_RUN(test_pq);
+    VT_RUN(test_commvq);
     VT_RUN(test_turbo_errors);
     VT_RUN(test_affine_errors);
     VT_RUN(test_qjl_errors);
     VT_RUN(test_pq_errors);
+    VT_RUN(test_commvq_errors);
     return vt_finish();
 }

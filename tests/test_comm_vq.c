@@ -271,6 +271,9 @@ static void test_decode_errors(void)
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out': expected shape [2, 2, 5, 16]", vq_comm_vq_decode(ctx, d.idx, d.codebook, d.cos, d.sin, d.pos, out_bad, &opts));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'cos_freqs' has shape [10, 7]: axis 1 must be D/2 = 8", vq_comm_vq_decode(ctx, d.idx, d.codebook, cos_bad, d.sin, d.pos, d.out, &opts));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'sin_freqs': expected shape [10, 8]", vq_comm_vq_decode(ctx, d.idx, d.codebook, d.cos, sin_bad, d.pos, d.out, &opts));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'codebook' is NULL", vq_comm_vq_decode(ctx, d.idx, NULL, d.cos, d.sin, d.pos, d.out, &opts));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'cos_freqs' is NULL", vq_comm_vq_decode(ctx, d.idx, d.codebook, NULL, d.sin, d.pos, d.out, &opts));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'positions' is NULL", vq_comm_vq_decode(ctx, d.idx, d.codebook, d.cos, d.sin, NULL, d.out, &opts));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'sin_freqs' is NULL", vq_comm_vq_decode(ctx, d.idx, d.codebook, d.cos, NULL, d.pos, d.out, &opts));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'positions': expected shape [2, 5]", vq_comm_vq_decode(ctx, d.idx, d.codebook, d.cos, d.sin, pos_bad, d.out, &opts));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'positions': expected dtype i32", vq_comm_vq_decode(ctx, d.idx, d.codebook, d.cos, d.sin, pos_f, d.out, &opts));
@@ -311,6 +314,9 @@ static void test_encode_train_errors(void)
     vt_fill_normal(cb, &rng, 0, 1);
     VT_CHECK(vq_comm_vq_encode(NULL, keys, cb, i16) == VQ_ERR_INVALID_ARGUMENT, "NULL ctx");
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'keys' is NULL", vq_comm_vq_encode(ctx, NULL, cb, i16));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'codebook' is NULL", vq_comm_vq_encode(ctx, keys, NULL, i16));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'indices_out' is NULL", vq_comm_vq_encode(ctx, keys, cb, NULL));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'indices_out': expected dtype u8/u16/i32", vq_comm_vq_encode(ctx, keys, cb, keys));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'keys': expected rank 4", vq_comm_vq_encode(ctx, k3, cb, i16));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'indices_out' is u8, which holds C <= 256 centroids, but the codebook has C = 300", vq_comm_vq_encode(ctx, keys, cb, i8));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'indices_out' is u16, which holds C <= 65536", vq_comm_vq_encode(ctx, keys, huge, i16_1));
@@ -324,6 +330,8 @@ static void test_encode_train_errors(void)
     DLTensor *out_bad = vt_new(VT_F32, VT_DIMS(2, 4, 9)), *s_h = vt_new(VT_F16, VT_DIMS(20, 8));
     vt_fill_normal(samples, &rng, 0, 1);
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'samples' is NULL", vq_comm_vq_train(ctx, NULL, 2, 4, 3, 0, out));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'codebook_out' is NULL", vq_comm_vq_train(ctx, samples, 2, 4, 3, 0, NULL));
+    VT_CHECK(vq_comm_vq_train(NULL, samples, 2, 4, 3, 0, out) == VQ_ERR_INVALID_ARGUMENT, "NULL ctx");
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'samples': expected dtype f32", vq_comm_vq_train(ctx, s_h, 2, 4, 3, 0, out));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "R must be >= 1, got 0", vq_comm_vq_train(ctx, samples, 0, 4, 3, 0, out));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "C must be in 1..N = 20 (the samples), got 21", vq_comm_vq_train(ctx, samples, 2, 21, 3, 0, out));

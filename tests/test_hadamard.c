@@ -13,16 +13,16 @@ static void reference(const DLTensor *x, const float *diag, bool inverse, double
 {
     const int64_t d = x->shape[x->ndim - 1], rows = vt_numel(x) / d;
     const double s = 1.0 / sqrt((double)d);
+    double *in = malloc((size_t)d * sizeof *in);
     for (int64_t r = 0; r < rows; r++) {
+        for (int64_t j = 0; j < d; j++) in[j] = vt_get(x, r * d + j) * (diag && !inverse ? diag[j] : 1.0);
         for (int64_t i = 0; i < d; i++) {
             double acc = 0;
-            for (int64_t j = 0; j < d; j++) {
-                const double dj = diag && !inverse ? diag[j] : 1.0;
-                acc += h_entry(i, j) * dj * vt_get(x, r * d + j);
-            }
+            for (int64_t j = 0; j < d; j++) acc += h_entry(i, j) * in[j];
             ref[r * d + i] = acc * s * (diag && inverse ? diag[i] : 1.0);
         }
     }
+    free(in);
 }
 
 static DLTensor *random_diag(vq_rng *rng, int64_t d)

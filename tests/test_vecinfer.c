@@ -330,6 +330,10 @@ static void test_errors(void)
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'idx' has shape [1, 2, 5, 4]: axis 3 must be M", vq_vecinfer_dequant(ctx, bad_idx, d.codebook, d.smooth, d.keys_out));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'keys_out': expected shape [1, 2, 5, 64]", vq_vecinfer_dequant(ctx, d.idx, d.codebook, d.smooth, out_bad));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'idx': expected dtype u8/u16", vq_vecinfer_dequant(ctx, d.keys, d.codebook, d.smooth, d.keys_out));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'idx' is NULL", vq_vecinfer_dequant(ctx, NULL, d.codebook, d.smooth, d.keys_out));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'smooth' is NULL", vq_vecinfer_dequant(ctx, d.idx, d.codebook, NULL, d.keys_out));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'keys_out' is NULL", vq_vecinfer_dequant(ctx, d.idx, d.codebook, d.smooth, NULL));
+    VT_CHECK(vq_vecinfer_dequant(NULL, d.idx, d.codebook, d.smooth, d.keys_out) == VQ_ERR_INVALID_ARGUMENT, "NULL ctx");
     DLTensor *cb_m7 = vt_new(VT_F32, VT_DIMS(7, 300, 9));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "M = 7 subspaces, which does not divide D = 64", vq_vecinfer_dequant(ctx, d.idx, cb_m7, d.smooth, d.keys_out));
     NOTHING_WRITTEN();
@@ -340,6 +344,10 @@ static void test_errors(void)
     DLTensor *lut_f16 = vt_new(VT_F16, VT_DIMS(1, 2, 8, 300)), *q_h3 = vt_new(VT_F32, VT_DIMS(1, 3, 64));
     vt_fill_normal(q, &rng, 0, 1);
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'queries': expected rank 3..4", vq_vecinfer_query_lut(ctx, q2, d.codebook, d.smooth, lut));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'queries' is NULL", vq_vecinfer_query_lut(ctx, NULL, d.codebook, d.smooth, lut));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'lut_out' is NULL", vq_vecinfer_query_lut(ctx, q, d.codebook, d.smooth, NULL));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'codebook' is NULL", vq_vecinfer_query_lut(ctx, q, NULL, d.smooth, lut));
+    VT_CHECK(vq_vecinfer_query_lut(NULL, q, d.codebook, d.smooth, lut) == VQ_ERR_INVALID_ARGUMENT, "NULL ctx");
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'lut_out': expected shape [1, 2, 8, 300]", vq_vecinfer_query_lut(ctx, q, d.codebook, d.smooth, lut_bad));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'lut_out': expected dtype f32", vq_vecinfer_query_lut(ctx, q, d.codebook, d.smooth, lut_f16));
     DLTensor *cb_h2 = vt_new(VT_F32, VT_DIMS(2, 8, 300, 8));
@@ -348,15 +356,20 @@ static void test_errors(void)
 
     /* smooth factors */
     DLTensor *sf = vt_new(VT_F32, VT_DIMS(63)), *calib = vt_new(VT_F32, VT_DIMS(10, 64));
+    DLTensor *sf_u16 = vt_new(VT_U16, VT_DIMS(64));
     vt_fill_normal(calib, &rng, 0, 1);
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'smooth_out' has shape [63]: axis 0 must be D", vq_vecinfer_smooth_factors(ctx, calib, sf));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'keys': expected rank 2", vq_vecinfer_smooth_factors(ctx, d.keys, sf));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'keys' is NULL", vq_vecinfer_smooth_factors(ctx, NULL, sf));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'smooth_out' is NULL", vq_vecinfer_smooth_factors(ctx, calib, NULL));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'smooth_out': expected dtype f32", vq_vecinfer_smooth_factors(ctx, calib, sf_u16));
+    VT_CHECK(vq_vecinfer_smooth_factors(NULL, calib, sf) == VQ_ERR_INVALID_ARGUMENT, "NULL ctx");
     VT_CHECK(vt_count_poisoned(sf) == 63, "smooth_out written");
     NOTHING_WRITTEN();
 #undef NOTHING_WRITTEN
 
     DLTensor *all[] = {idx8, bad_idx, keys3, keys_u8, cb_bad, cb_heads, s_bad, out_bad, big_cb, k1, s1, i1, cb_m7,
-                       q, q2, lut, lut_bad, lut_f16, q_h3, cb_h2, sf, calib};
+                       q, q2, lut, lut_bad, lut_f16, q_h3, cb_h2, sf, calib, sf_u16};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
     free(idx_snap);
     free(out_snap);

@@ -41,6 +41,8 @@ expect 2 "--queries needs a value" demo --queries
 expect 2 "--dim must be a power of two" demo --dim 48
 expect 2 "which benchmark" bench
 expect 2 "unknown benchmark 'nope'" bench nope
+expect 0 "usage: vq bench attention" bench attention --help
+expect 2 "usage: vq bench attention" bench attention --bogus
 expect 0 "usage: vq bench codecs" bench codecs --help
 expect 2 "--sizes expects" bench codecs --sizes 7
 expect 2 "unknown option '-x'" bench codecs -x

@@ -16,6 +16,7 @@ static const keys_binder binders[] = {
     [VQ_KEYS_RABITQ] = vq_attn_bind_keys_rabitq_rotated,
     [VQ_KEYS_QJL] = vq_attn_bind_keys_qjl,
     [VQ_KEYS_PQ] = vq_attn_bind_keys_pq,
+    [VQ_KEYS_COMMVQ] = vq_attn_bind_keys_commvq,
 };
 
 /* mask [B or 1, Hq or 1, Sq, Skv] f32/f16 -> its batch and head strides (0 = broadcast) */

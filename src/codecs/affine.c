@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "codecs/affine_kernels.h"
+#include "codecs/f16_rows.h"
 #include "core/core.h"
 #include "formats/format_affine.h"
 
@@ -28,6 +29,7 @@ typedef struct affine_job {
     uint8_t *codes;
     void *scale, *zero;
     const vq_affine_kernels *kern;
+    const vq_f16_kernels *cvt;
     char *scratch;           /* per-thread slices of scratch_stride bytes */
     size_t scratch_stride;
 } affine_job;
@@ -110,25 +112,33 @@ static vq_status check_call(vq_ctx *ctx, affine_axis axis, const DLTensor *x, co
     return VQ_OK;
 }
 
-/* Per-thread scratch: five f32 rows of D (x, mn, mx, scale, zero) and a u8
- * row of D (codes before packing). */
+/* Rows per task of the row-wise drivers: enough work to amortise a task. */
+static int64_t rows_per_task(const affine_job *job) { return job->d >= 4096 ? 1 : 4096 / job->d; }
+
+/* Per-thread scratch: f32 rows of D (x, mn, mx, scale, zero), the group
+ * ranges of a task's rows (pm, px: rows_per_task * gd each) and a u8 row of D
+ * (codes before packing). */
+typedef struct { float *x, *mn, *mx, *scale, *zero, *pm, *px; uint8_t *codes; } thread_rows;
+
+static size_t scratch_floats(const affine_job *job) { return (size_t)(5 * job->d + 2 * rows_per_task(job) * job->gd); }
+
 static vq_status take_scratch(vq_ctx *ctx, affine_job *job)
 {
-    job->scratch_stride = ((size_t)job->d * (5 * sizeof(float) + 1) + 63) & ~(size_t)63;
+    job->scratch_stride = (scratch_floats(job) * sizeof(float) + (size_t)job->d + 63) & ~(size_t)63;
     job->scratch = vq_ctx_scratch(ctx, job->scratch_stride * (size_t)ctx->num_threads);
     VQ_RETURN_IF(ctx, job->scratch == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch",
                  job->scratch_stride * (size_t)ctx->num_threads);
     job->kern = vq_affine_kernels_for(ctx->isa);
+    job->cvt = vq_f16_kernels_for(ctx->isa);
     return VQ_OK;
 }
-
-typedef struct { float *x, *mn, *mx, *scale, *zero; uint8_t *codes; } thread_rows;
 
 static thread_rows rows_of(const affine_job *job, int thread)
 {
     float *f = (float *)(job->scratch + job->scratch_stride * (size_t)thread);
-    const int64_t d = job->d;
-    return (thread_rows){f, f + d, f + 2 * d, f + 3 * d, f + 4 * d, (uint8_t *)(f + 5 * d)};
+    const int64_t d = job->d, block = rows_per_task(job) * job->gd;
+    return (thread_rows){f, f + d, f + 2 * d, f + 3 * d, f + 4 * d, f + 5 * d, f + 5 * d + block,
+                         (uint8_t *)(f + scratch_floats(job))};
 }
 
 /* Token row t of slice bh of the float tensor, as f32 (a pointer into the
@@ -137,7 +147,7 @@ static const float *load_row(const affine_job *job, int64_t bh, int64_t t, float
 {
     const int64_t off = (bh * job->s + t) * job->d;
     if (job->x_dt == VQ_DT_F32) return (const float *)job->x + off;
-    vq_row_to_f32((const uint16_t *)job->x + off, job->x_dt, job->d, buf);
+    vq_rows_to_f32(job->cvt, (const uint16_t *)job->x + off, job->x_dt, job->d, buf);
     return buf;
 }
 
@@ -149,17 +159,38 @@ static void store_codes(const affine_job *job, int64_t bh, int64_t t, const uint
     else if (dst != codes) memcpy(dst, codes, (size_t)job->d);
 }
 
-/* Turns a group's [mn, mx] into scale and zero as stored (rounded to the
- * parameter dtype, so the codes are computed against what decoding reads),
- * writing them at element `at` of the scale/zero tensors. */
-static void make_params(const affine_job *job, float mn, float mx, int64_t at, float *scale, float *zero)
+/* Turns the [mn, mx] ranges of parameter rows [prow, prow + n_rows) ([gd]
+ * groups each, contiguous) into scale
+ * and zero, stores them in the parameter dtype and returns them as stored
+ * (f16-rounded when the tensors are f16), so that the codes are computed
+ * against what decoding reads. scale/zero may alias mn/mx. */
+static void store_params(const affine_job *job, int64_t prow, int64_t n_rows, const float *mn, const float *mx,
+                         float *scale, float *zero)
 {
     const float maxq = (float)((1 << job->bits) - 1);
-    float s = mx > mn ? (mx - mn) / maxq : 0.0f, z = mn;
-    vq_store_f(job->scale, job->p_dt, at, s);
-    vq_store_f(job->zero, job->p_dt, at, z);
-    *scale = vq_load_f(job->scale, job->p_dt, at);
-    *zero = vq_load_f(job->zero, job->p_dt, at);
+    const int64_t n = n_rows * job->gd;
+    for (int64_t j = 0; j < n; j++) {
+        const float lo = mn[j], hi = mx[j];
+        scale[j] = hi > lo ? (hi - lo) / maxq : 0.0f;
+        zero[j] = lo;
+    }
+    const size_t at = (size_t)(prow * job->gd) * vq_dtype_size(job->p_dt);
+    vq_rows_from_f32(job->cvt, scale, n, job->p_dt, (char *)job->scale + at);
+    vq_rows_from_f32(job->cvt, zero, n, job->p_dt, (char *)job->zero + at);
+    if (job->p_dt != VQ_DT_F32) {
+        vq_rows_to_f32(job->cvt, (const char *)job->scale + at, job->p_dt, n, scale);
+        vq_rows_to_f32(job->cvt, (const char *)job->zero + at, job->p_dt, n, zero);
+    }
+}
+
+/* Per-group scale/zero [ceil(d/g)] -> per-channel rows [d] (values). */
+static void spread_groups(const float *gs, const float *gz, int64_t d, int64_t g, float *scale, float *zero)
+{
+    for (int64_t c0 = 0, j = 0; c0 < d; c0 += g, j++)
+        for (int64_t c = c0; c < c0 + g && c < d; c++) {
+            scale[c] = gs[j];
+            zero[c] = gz[j];
+        }
 }
 
 /* ---- quantize ---- */
@@ -176,8 +207,7 @@ static void quantize_keys_task(void *arg, int64_t task, int thread)
     memcpy(r.mn, x, (size_t)d * sizeof(float));
     memcpy(r.mx, x, (size_t)d * sizeof(float));
     for (int64_t t = t0 + 1; t < t1; t++) job->kern->minmax_update(load_row(job, bh, t, r.x), d, r.mn, r.mx);
-    const int64_t prow = (bh * job->gs + gi) * d;
-    for (int64_t c = 0; c < d; c++) make_params(job, r.mn[c], r.mx[c], prow + c, &r.scale[c], &r.zero[c]);
+    store_params(job, bh * job->gs + gi, 1, r.mn, r.mx, r.scale, r.zero);
     const float maxq = (float)((1 << job->bits) - 1);
     for (int64_t t = t0; t < t1; t++) {
         uint8_t *dst = job->packed ? r.codes : job->codes + (bh * job->s + t) * job->code_row;
@@ -186,34 +216,38 @@ static void quantize_keys_task(void *arg, int64_t task, int thread)
     }
 }
 
-/* Rows per task of the row-wise drivers: enough work to amortise a task. */
-static int64_t rows_per_task(const affine_job *job) { return job->d >= 4096 ? 1 : 4096 / job->d; }
-
-/* One task = a run of token rows: per-group min/max along the row, the group
- * parameters spread per channel, then the row's codes. */
+/* One task = a run of token rows: per-group min/max along each row, the
+ * parameters of the whole run stored at once (they are contiguous), then
+ * each row's codes against its parameters spread per channel. */
 static void quantize_values_task(void *arg, int64_t task, int thread)
 {
     const affine_job *job = arg;
     const thread_rows r = rows_of(job, thread);
-    const int64_t d = job->d, g = job->g, n = job->bh * job->s, rpt = rows_per_task(job);
+    const int64_t d = job->d, g = job->g, gd = job->gd, rpt = rows_per_task(job);
+    const int64_t r0 = task * rpt, r1 = r0 + rpt < job->bh * job->s ? r0 + rpt : job->bh * job->s;
     const float maxq = (float)((1 << job->bits) - 1);
-    for (int64_t row = task * rpt; row < n && row < (task + 1) * rpt; row++) {
-        const int64_t bh = row / job->s, t = row % job->s;
-        const float *x = load_row(job, bh, t, r.x);
-        for (int64_t j = 0; j < job->gd; j++) {
+    for (int64_t row = r0; row < r1; row++) {
+        const float *x = load_row(job, row / job->s, row % job->s, r.x);
+        for (int64_t j = 0; j < gd; j++) {
             const int64_t c0 = j * g, c1 = c0 + g < d ? c0 + g : d;
             float mn = x[c0], mx = x[c0];
             for (int64_t c = c0 + 1; c < c1; c++) {
                 mn = x[c] < mn ? x[c] : mn;
                 mx = x[c] > mx ? x[c] : mx;
             }
-            float s, z;
-            make_params(job, mn, mx, row * job->gd + j, &s, &z);
-            for (int64_t c = c0; c < c1; c++) { r.scale[c] = s; r.zero[c] = z; }
+            r.pm[(row - r0) * gd + j] = mn;
+            r.px[(row - r0) * gd + j] = mx;
         }
+    }
+    /* pm / px become the stored scale / zero of rows [r0, r1) */
+    store_params(job, r0, r1 - r0, r.pm, r.px, r.pm, r.px);
+    for (int64_t row = r0; row < r1; row++) {
+        const float *x = load_row(job, row / job->s, row % job->s, r.x);
+        const float *ps = r.pm + (row - r0) * gd, *pz = r.px + (row - r0) * gd;
+        spread_groups(ps, pz, d, g, r.scale, r.zero);
         uint8_t *dst = job->packed ? r.codes : job->codes + row * job->code_row;
         job->kern->encode_row(x, r.scale, r.zero, d, maxq, dst);
-        store_codes(job, bh, t, dst);
+        store_codes(job, row / job->s, row % job->s, dst);
     }
 }
 
@@ -249,41 +283,42 @@ vq_status vq_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, in
 
 /* ---- dequantize ---- */
 
-/* Scale/zero of token t of slice bh, spread per channel into f32 rows. */
-static void load_params(const affine_job *job, int64_t bh, int64_t t, float *scale, float *zero)
+/* Scale/zero row `prow` of the parameter tensors ([gd] elements) as f32. */
+static void load_param_row(const affine_job *job, int64_t prow, float *scale, float *zero)
 {
-    if (job->axis == AFFINE_KEYS) {
-        const int64_t at = (bh * job->gs + t / job->g) * job->d;
-        for (int64_t c = 0; c < job->d; c++) {
-            scale[c] = vq_load_f(job->scale, job->p_dt, at + c);
-            zero[c] = vq_load_f(job->zero, job->p_dt, at + c);
-        }
-        return;
-    }
-    const int64_t at = (bh * job->s + t) * job->gd;
-    for (int64_t c = 0; c < job->d; c++) {
-        scale[c] = vq_load_f(job->scale, job->p_dt, at + c / job->g);
-        zero[c] = vq_load_f(job->zero, job->p_dt, at + c / job->g);
-    }
+    const size_t es = vq_dtype_size(job->p_dt);
+    vq_rows_to_f32(job->cvt, (const char *)job->scale + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, scale);
+    vq_rows_to_f32(job->cvt, (const char *)job->zero + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, zero);
 }
 
+/* One task = a run of token rows: codes unpacked when packed, parameters
+ * loaded once per key group (keys) or spread per channel (values), one
+ * decoded row. */
 static void dequantize_task(void *arg, int64_t task, int thread)
 {
     const affine_job *job = arg;
     const thread_rows r = rows_of(job, thread);
-    const int64_t d = job->d, n = job->bh * job->s, rpt = rows_per_task(job);
+    const int64_t d = job->d, g = job->g, n = job->bh * job->s, rpt = rows_per_task(job);
     const uint8_t mask = (uint8_t)vq_affine_code_mask(job->bits);
+    int64_t loaded = -1;   /* key parameter row held in r.scale / r.zero */
     for (int64_t row = task * rpt; row < n && row < (task + 1) * rpt; row++) {
         const int64_t bh = row / job->s, t = row % job->s;
         const uint8_t *src = job->codes + row * job->code_row;
         if (job->packed) {
-            for (int64_t c = 0; c < d; c++) r.codes[c] = (uint8_t)vq_affine_code_packed(src, c, job->bits);
+            vq_affine_unpack_row(src, d, job->bits, r.codes);
             src = r.codes;
         }
-        load_params(job, bh, t, r.scale, r.zero);
+        if (job->axis == AFFINE_KEYS) {
+            const int64_t prow = bh * job->gs + t / g;
+            if (prow != loaded) load_param_row(job, prow, r.scale, r.zero);
+            loaded = prow;
+        } else {
+            load_param_row(job, row, r.mn, r.mx);
+            spread_groups(r.mn, r.mx, d, g, r.scale, r.zero);
+        }
         float *dst = job->x_dt == VQ_DT_F32 ? (float *)job->x + row * d : r.x;
         job->kern->decode_row(src, mask, r.scale, r.zero, d, dst);
-        if (dst == r.x) vq_row_from_f32(r.x, d, job->x_dt, (uint16_t *)job->x + row * d);
+        if (dst == r.x) vq_rows_from_f32(job->cvt, r.x, d, job->x_dt, (uint16_t *)job->x + row * d);
     }
 }
 

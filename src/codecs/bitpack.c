@@ -4,6 +4,7 @@
  * which spreads both many short rows and one long row over the pool. */
 #include "core/core.h"
 #include "formats/format_bitpack.h"
+#include "rows.h"
 
 enum { BLOCK = 32 * 512 };
 
@@ -14,33 +15,34 @@ typedef struct bitpack_job {
     vq_dtype dst_dt;
     int bits;
     int64_t n, words;           /* elements and words per row */
-    int64_t blocks_per_row;
+    int64_t rows, blocks_per_row, rows_per_task;
 } bitpack_job;
 
-/* The element range and first word of one task. */
-static void task_range(const bitpack_job *j, int64_t task, int64_t *row, int64_t *e0, int64_t *e1, int64_t *w0)
+/* One task: rows [r0, r1), elements [e0, e1) of each, starting at word w0. */
+typedef struct task_span { int64_t r0, r1, e0, e1, w0; } task_span;
+
+static task_span task_range(const bitpack_job *j, int64_t task)
 {
-    *row = task / j->blocks_per_row;
-    *e0 = (task % j->blocks_per_row) * BLOCK;
-    *e1 = *e0 + BLOCK < j->n ? *e0 + BLOCK : j->n;
-    *w0 = *e0 / 32 * j->bits;
+    task_span t;
+    vq_task_rows(task / j->blocks_per_row, j->rows_per_task, j->rows, &t.r0, &t.r1);
+    t.e0 = (task % j->blocks_per_row) * BLOCK;
+    t.e1 = t.e0 + BLOCK < j->n ? t.e0 + BLOCK : j->n;
+    t.w0 = t.e0 / 32 * j->bits;
+    return t;
 }
 
-/* Elements [e0, e1) of one row into words from w0: a 64-bit accumulator
- * collects `bits` at a time and spills whole words. */
-static void pack_task(void *arg, int64_t task, int thread)
+/* Elements [e0, e1) of src into words from w: a 64-bit accumulator collects
+ * `bits` at a time and spills whole words. Always inlined with a constant
+ * dtype, so each dtype gets its own loop without a per-element switch. */
+static inline __attribute__((always_inline)) void pack_span(const void *src, vq_dtype dt, int64_t e0, int64_t e1,
+                                                            int bits, uint32_t *out, int64_t w)
 {
-    const bitpack_job *j = arg;
-    int64_t row, e0, e1, w;
-    task_range(j, task, &row, &e0, &e1, &w);
-    const int64_t base = row * j->n;
-    uint32_t *out = (uint32_t *)j->dst + row * j->words;
-    const uint32_t mask = vq_bitpack_mask(j->bits);
+    const uint32_t mask = vq_bitpack_mask(bits);
     uint64_t acc = 0;
     unsigned fill = 0;
     for (int64_t i = e0; i < e1; i++) {
-        acc |= (uint64_t)((uint32_t)vq_load_i(j->src, j->src_dt, base + i) & mask) << fill;
-        fill += (unsigned)j->bits;
+        acc |= (uint64_t)((uint32_t)vq_load_i(src, dt, i) & mask) << fill;
+        fill += (unsigned)bits;
         if (fill >= 32) {
             out[w++] = (uint32_t)acc;
             acc >>= 32;
@@ -50,32 +52,60 @@ static void pack_task(void *arg, int64_t task, int thread)
     if (fill > 0) out[w] = (uint32_t)acc; /* the row's last word: high bits stay 0 */
 }
 
-/* Words from w0 into elements [e0, e1) of one row. */
-static void unpack_task(void *arg, int64_t task, int thread)
+/* Words from w into elements [e0, e1) of dst; inlined per dtype as above. */
+static inline __attribute__((always_inline)) void unpack_span(const uint32_t *in, int64_t w, int bits, void *dst,
+                                                              vq_dtype dt, int64_t e0, int64_t e1)
 {
-    const bitpack_job *j = arg;
-    int64_t row, e0, e1, w;
-    task_range(j, task, &row, &e0, &e1, &w);
-    const uint32_t *in = (const uint32_t *)j->src + row * j->words;
-    const int64_t base = row * j->n;
-    const uint32_t mask = vq_bitpack_mask(j->bits);
+    const uint32_t mask = vq_bitpack_mask(bits);
     uint64_t acc = 0;
     unsigned fill = 0;
     for (int64_t i = e0; i < e1; i++) {
-        if (fill < (unsigned)j->bits) {
+        if (fill < (unsigned)bits) {
             acc |= (uint64_t)in[w++] << fill;
             fill += 32;
         }
-        vq_store_i(j->dst, j->dst_dt, base + i, (int64_t)(acc & mask));
-        acc >>= j->bits;
-        fill -= (unsigned)j->bits;
+        vq_store_i(dst, dt, i, (int64_t)(acc & mask));
+        acc >>= bits;
+        fill -= (unsigned)bits;
     }
 }
 
+static void pack_task(void *arg, int64_t task, int thread)
+{
+    const bitpack_job *j = arg;
+    const task_span t = task_range(j, task);
+    const size_t es = vq_dtype_size(j->src_dt);
+    for (int64_t row = t.r0; row < t.r1; row++) {
+        const void *src = (const char *)j->src + (size_t)(row * j->n) * es;
+        uint32_t *out = (uint32_t *)j->dst + row * j->words;
+        switch (j->src_dt) {
+        case VQ_DT_U8: pack_span(src, VQ_DT_U8, t.e0, t.e1, j->bits, out, t.w0); break;
+        case VQ_DT_U16: pack_span(src, VQ_DT_U16, t.e0, t.e1, j->bits, out, t.w0); break;
+        default: pack_span(src, VQ_DT_I32, t.e0, t.e1, j->bits, out, t.w0); break;
+        }
+    }
+}
+
+static void unpack_task(void *arg, int64_t task, int thread)
+{
+    const bitpack_job *j = arg;
+    const task_span t = task_range(j, task);
+    for (int64_t row = t.r0; row < t.r1; row++) {
+        const uint32_t *in = (const uint32_t *)j->src + row * j->words;
+        void *dst = (char *)j->dst + (size_t)(row * j->n) * vq_dtype_size(j->dst_dt);
+        if (j->dst_dt == VQ_DT_U8) unpack_span(in, t.w0, j->bits, dst, VQ_DT_U8, t.e0, t.e1);
+        else unpack_span(in, t.w0, j->bits, dst, VQ_DT_I32, t.e0, t.e1);
+    }
+}
+
+/* Long rows split into blocks, short rows grouped, so that tasks are big
+ * enough to amortise the pool and numerous enough to balance it. */
 static void run(vq_ctx *ctx, bitpack_job *j, int64_t rows, vq_task_fn fn)
 {
+    j->rows = rows;
     j->blocks_per_row = vq_ceil_div(j->n, BLOCK);
-    vq_parallel_for(ctx, rows * j->blocks_per_row, fn, j);
+    j->rows_per_task = j->blocks_per_row > 1 ? 1 : vq_rows_per_task(rows, j->n, ctx->num_threads);
+    vq_parallel_for(ctx, vq_ceil_div(rows, j->rows_per_task) * j->blocks_per_row, fn, j);
 }
 
 vq_status vq_bit_pack(vq_ctx *ctx, const DLTensor *idx, int bits, DLTensor *out)

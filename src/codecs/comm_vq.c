@@ -41,7 +41,7 @@ static void decode_task(void *arg, int64_t task, int thread)
 {
     const decode_job *j = arg;
     const int64_t D = j->L.D, half = D / 2;
-    const int64_t end = (task + 1) * j->chunk < j->rows ? (task + 1) * j->chunk : j->rows;
+    const int64_t end = vq_vqk_task_end(task, j->chunk, j->rows);
     float *tmp = vq_vqk_row(&j->w, thread);
     for (int64_t row = task * j->chunk; row < end; row++) {
         const int64_t b = row / (j->H * j->S), s = row % j->S;
@@ -158,7 +158,7 @@ static void encode_residual(const encode_job *j, int64_t row, float *res)
 static void encode_task(void *arg, int64_t task, int thread)
 {
     const encode_job *j = arg;
-    const int64_t end = (task + 1) * j->chunk < j->rows ? (task + 1) * j->chunk : j->rows;
+    const int64_t end = vq_vqk_task_end(task, j->chunk, j->rows);
     float *res = vq_vqk_row(&j->w, thread);
     for (int64_t row = task * j->chunk; row < end; row++) {
         if (j->keys == NULL) {

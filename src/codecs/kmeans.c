@@ -52,17 +52,13 @@ typedef struct km_job {
     atomic_int changed;    /* an assignment changed this round */
 } km_job;
 
-static int64_t task_end(const km_job *j, int64_t task)
-{
-    return (task + 1) * j->chunk < j->N ? (task + 1) * j->chunk : j->N;
-}
 
 /* weight[i] = min(weight[i], ||x_i - seed||^2) for the task's samples. */
 static void weight_task(void *arg, int64_t task, int thread)
 {
     (void)thread;
     km_job *j = arg;
-    for (int64_t i = task * j->chunk; i < task_end(j, task); i++) {
+    for (int64_t i = task * j->chunk; i < vq_vqk_task_end(task, j->chunk, j->N); i++) {
         const float *xi = j->x + i * j->d;
         float acc = 0.0f;
         for (int64_t c = 0; c < j->d; c++) {
@@ -79,7 +75,7 @@ static void assign_task(void *arg, int64_t task, int thread)
     (void)thread;
     km_job *j = arg;
     bool changed = false;
-    for (int64_t i = task * j->chunk; i < task_end(j, task); i++) {
+    for (int64_t i = task * j->chunk; i < vq_vqk_task_end(task, j->chunk, j->N); i++) {
         const int32_t c = j->k->nearest(j->x + i * j->d, j->s.cbt, (int32_t)j->C, j->ld, (int32_t)j->d);
         changed |= c != j->s.assign[i];
         j->s.assign[i] = c;

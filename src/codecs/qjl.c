@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "codecs/f16_rows.h"
 #include "codecs/qjl_kernels.h"
 #include "core/core.h"
 #include "formats/format_common.h"
@@ -29,8 +30,8 @@ vq_status vq_qjl_projection(uint64_t seed, int64_t m, int64_t d, float *out)
 
 static int64_t words_of(int64_t m) { return (m + 31) / 32; }
 
-/* popcount(a XOR b) over the first m bits of two u32 streams (the cos() per
- * key costs more than this loop, so it has no ISA variants). */
+/* popcount(a XOR b) over the first m bits of two u32 streams (a handful of
+ * words per key, so it has no ISA variants). */
 static int64_t hamming(const uint32_t *a, const uint32_t *b, int64_t m)
 {
     const int64_t w = words_of(m);
@@ -40,7 +41,9 @@ static int64_t hamming(const uint32_t *a, const uint32_t *b, int64_t m)
     return ham + vq_popcount32((a[w - 1] ^ b[w - 1]) & last);
 }
 
-/* Takes per-thread scratch of `per_thread` bytes plus `shared` bytes in front. */
+static size_t align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+/* Takes `shared` bytes of scratch followed by `per_thread` bytes per thread. */
 static vq_status take_scratch(vq_ctx *ctx, size_t shared, size_t per_thread, char **base)
 {
     const size_t bytes = shared + per_thread * (size_t)ctx->num_threads;
@@ -49,29 +52,30 @@ static vq_status take_scratch(vq_ctx *ctx, size_t shared, size_t per_thread, cha
     return VQ_OK;
 }
 
-/* Projects rows [r0, r1) of x [n, d] (f16/f32) through S into proj [r1-r0, m],
- * converting f16 rows into xbuf [QJL_ROWS_PER_TASK, d] first. */
-static void project_rows(const vq_qjl_kernels *kern, const float *S, int64_t m, int64_t d, const void *x,
-                         vq_dtype dt, int64_t r0, int64_t r1, float *xbuf, float *proj)
+/* Rows [r0, r1) of x [n, d] (f16/f32) as f32: a pointer into x, or the rows
+ * converted into xbuf [QJL_ROWS_PER_TASK, d]. */
+static const float *rows_f32(const vq_f16_kernels *cvt, const void *x, vq_dtype dt, int64_t d, int64_t r0,
+                             int64_t r1, float *xbuf)
 {
-    const float *rows = (const float *)x + r0 * d;
-    if (dt != VQ_DT_F32) {
-        vq_row_to_f32((const uint16_t *)x + r0 * d, dt, (r1 - r0) * d, xbuf);
-        rows = xbuf;
-    }
-    kern->project(S, m, d, rows, r1 - r0, proj);
+    if (dt == VQ_DT_F32) return (const float *)x + r0 * d;
+    vq_rows_to_f32(cvt, (const uint16_t *)x + r0 * d, dt, (r1 - r0) * d, xbuf);
+    return xbuf;
 }
 
 /* ---- encode ---- */
 
+/* The key projection runs as a GEMM against S^T [d, m_pad], zero-padded to
+ * m_pad = m rounded up to VQ_QJL_COLS columns so the kernel has no column
+ * tail; projected rows are [m_pad] with the first m meaningful. */
 typedef struct {
     const vq_qjl_kernels *kern;
+    const vq_f16_kernels *cvt;
     const void *keys;
     vq_dtype dt;
-    const float *S;
-    int64_t n, m, d;
+    int64_t n, m, m_pad, d;
+    const float *St;   /* shared scratch [d, m_pad] */
     uint32_t *bits;
-    char *scratch;
+    char *scratch;     /* per thread: xbuf [R, d], proj [R, m_pad] */
     size_t stride;
 } encode_job;
 
@@ -82,9 +86,10 @@ static void encode_task(void *arg, int64_t task, int thread)
     float *proj = xbuf + QJL_ROWS_PER_TASK * job->d;
     const int64_t r0 = task * QJL_ROWS_PER_TASK;
     const int64_t r1 = r0 + QJL_ROWS_PER_TASK < job->n ? r0 + QJL_ROWS_PER_TASK : job->n;
-    project_rows(job->kern, job->S, job->m, job->d, job->keys, job->dt, r0, r1, xbuf, proj);
+    const float *x = rows_f32(job->cvt, job->keys, job->dt, job->d, r0, r1, xbuf);
+    job->kern->project_t(job->St, job->m_pad, job->d, x, r1 - r0, proj);
     for (int64_t r = r0; r < r1; r++)
-        job->kern->signs_to_bits(proj + (r - r0) * job->m, job->m, job->bits + r * words_of(job->m));
+        job->kern->signs_to_bits(proj + (r - r0) * job->m_pad, job->m, job->bits + r * words_of(job->m));
 }
 
 /* Checks projection [m, D] f32 against the D of `x`; returns m. */
@@ -108,10 +113,19 @@ vq_status vq_qjl_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *proje
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, bits_out, "bits_out", -1, words_of(m), "ceil(m/32)"));
     /* CUDA dispatch point: the CUDA backend's call goes here. */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
-    encode_job job = {vq_qjl_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys), vq_data(projection),
-                      vq_numel(keys) / d, m, d, vq_data(bits_out), NULL, 0};
-    job.stride = ((size_t)QJL_ROWS_PER_TASK * (size_t)(d + m) * sizeof(float) + 63) & ~(size_t)63;
-    VQ_FORWARD_IF_ERROR(take_scratch(ctx, 0, job.stride, &job.scratch));
+    const int64_t m_pad = vq_ceil_div(m, VQ_QJL_COLS) * VQ_QJL_COLS;
+    encode_job job = {vq_qjl_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys),
+                      vq_numel(keys) / d, m, m_pad, d, NULL, vq_data(bits_out), NULL, 0};
+    const size_t shared = align64((size_t)(d * m_pad) * sizeof(float));
+    job.stride = align64((size_t)QJL_ROWS_PER_TASK * (size_t)(d + m_pad) * sizeof(float));
+    char *base;
+    VQ_FORWARD_IF_ERROR(take_scratch(ctx, shared, job.stride, &base));
+    const float *S = vq_data(projection);
+    float *St = (float *)base;
+    for (int64_t c = 0; c < d; c++)
+        for (int64_t j = 0; j < m_pad; j++) St[c * m_pad + j] = j < m ? S[j * d + c] : 0.0f;
+    job.St = St;
+    job.scratch = base + shared;
     vq_parallel_for(ctx, vq_ceil_div(job.n, QJL_ROWS_PER_TASK), encode_task, &job);
     return VQ_OK;
 }
@@ -143,6 +157,7 @@ typedef struct {
     const vq_qjl_kernels *kern;
     const uint32_t *qbits, *kbits;
     const float *qnorm, *knorm;   /* NULL = 1 */
+    const float *cos_table;       /* [m + 1]: cos(pi * h / m), one per Hamming distance */
     int64_t n_queries, n, m, chunk;
     float *out;
 } inner_job;
@@ -152,11 +167,10 @@ static void inner_task(void *arg, int64_t task, int thread)
     const inner_job *job = arg;
     const int64_t chunks = vq_ceil_div(job->n, job->chunk), l = task / chunks, i0 = (task % chunks) * job->chunk;
     const int64_t w = words_of(job->m), i1 = i0 + job->chunk < job->n ? i0 + job->chunk : job->n;
-    const double pi_over_m = M_PI / (double)job->m;
     const float qn = job->qnorm ? job->qnorm[l] : 1.0f;
     for (int64_t i = i0; i < i1; i++) {
         const int64_t ham = hamming(job->qbits + l * w, job->kbits + (l * job->n + i) * w, job->m);
-        float v = (float)cos(pi_over_m * (double)ham) * qn;
+        float v = job->cos_table[ham] * qn;
         if (job->knorm) v *= job->knorm[l * job->n + i];
         job->out[l * job->n + i] = v;
     }
@@ -186,17 +200,24 @@ vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DL
     /* CUDA dispatch point: the CUDA backend's call goes here. */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     const int64_t n = vq_dim(key_bits, -2);
+    char *base;
+    VQ_FORWARD_IF_ERROR(take_scratch(ctx, (size_t)(sketch_dim + 1) * sizeof(float), 0, &base));
+    float *cos_table = (float *)base;
+    for (int64_t h = 0; h <= sketch_dim; h++) cos_table[h] = (float)cos(M_PI / (double)sketch_dim * (double)h);
     inner_job job = {vq_qjl_kernels_for(ctx->isa), vq_data(query_bits), vq_data(key_bits),
-                     qn ? vq_data(qn) : NULL, kn ? vq_data(kn) : NULL, vq_numel(out) / n, n, sketch_dim,
-                     keys_per_task(sketch_dim), vq_data(out)};
+                     qn ? vq_data(qn) : NULL, kn ? vq_data(kn) : NULL, cos_table, vq_numel(out) / n, n,
+                     sketch_dim, keys_per_task(sketch_dim), vq_data(out)};
     vq_parallel_for(ctx, job.n_queries * vq_ceil_div(n, job.chunk), inner_task, &job);
     return VQ_OK;
 }
 
 /* ---- asymmetric score ---- */
 
+/* Queries are few: each is projected once by dot products (S as given),
+ * then scored against every key of its row. */
 typedef struct {
     const vq_qjl_kernels *kern;
+    const vq_f16_kernels *cvt;
     const void *query;
     vq_dtype dt;
     const float *S;
@@ -204,7 +225,7 @@ typedef struct {
     const float *knorm;
     int64_t n_queries, n, m, d, chunk;
     float *sq;       /* [n_queries, m] projected queries (shared scratch) */
-    char *scratch;   /* per-thread f16 conversion rows */
+    char *scratch;   /* per thread: xbuf [R, d] */
     size_t stride;
     float *out;
 } score_job;
@@ -215,20 +236,22 @@ static void project_queries_task(void *arg, int64_t task, int thread)
     const int64_t r0 = task * QJL_ROWS_PER_TASK;
     const int64_t r1 = r0 + QJL_ROWS_PER_TASK < job->n_queries ? r0 + QJL_ROWS_PER_TASK : job->n_queries;
     float *xbuf = (float *)(job->scratch + job->stride * (size_t)thread);
-    project_rows(job->kern, job->S, job->m, job->d, job->query, job->dt, r0, r1, xbuf, job->sq + r0 * job->m);
+    const float *x = rows_f32(job->cvt, job->query, job->dt, job->d, r0, r1, xbuf);
+    job->kern->project(job->S, job->m, job->d, x, r1 - r0, job->sq + r0 * job->m);
 }
 
 static void score_task(void *arg, int64_t task, int thread)
 {
     const score_job *job = arg;
-    const int64_t chunks = vq_ceil_div(job->n, job->chunk), l = task / chunks, i0 = (task % chunks) * job->chunk;
-    const int64_t w = words_of(job->m), i1 = i0 + job->chunk < job->n ? i0 + job->chunk : job->n;
+    const int64_t m = job->m, chunks = vq_ceil_div(job->n, job->chunk);
+    const int64_t l = task / chunks, i0 = (task % chunks) * job->chunk;
+    const int64_t w = words_of(m), i1 = i0 + job->chunk < job->n ? i0 + job->chunk : job->n;
     /* E[(S q)_j sign((S k)_j)] = sqrt(2/pi) q.k / ||k||, hence sqrt(pi/2)/m */
-    const float c = (float)(sqrt(M_PI / 2.0) / (double)job->m);
-    const float *sq = job->sq + l * job->m;
+    const float c = (float)(sqrt(M_PI / 2.0) / (double)m);
+    const float *sq = job->sq + l * m;
     for (int64_t i = i0; i < i1; i++) {
         const int64_t k = l * job->n + i;
-        job->out[k] = c * job->knorm[k] * job->kern->signed_sum(sq, job->kbits + k * w, job->m);
+        job->out[k] = c * job->knorm[k] * job->kern->signed_sum(sq, job->kbits + k * w, m);
     }
 }
 
@@ -245,11 +268,11 @@ vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *proje
     /* CUDA dispatch point: the CUDA backend's call goes here. */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     const int64_t n = vq_dim(key_bits, -2), n_queries = vq_numel(query) / d;
-    score_job job = {vq_qjl_kernels_for(ctx->isa), vq_data(query), vq_dtype_of(query), vq_data(projection),
-                     vq_data(key_bits), vq_data(key_norm), n_queries, n, m, d, keys_per_task(m),
-                     NULL, NULL, 0, vq_data(out)};
-    const size_t shared = ((size_t)(n_queries * m) * sizeof(float) + 63) & ~(size_t)63;
-    job.stride = ((size_t)QJL_ROWS_PER_TASK * (size_t)d * sizeof(float) + 63) & ~(size_t)63;
+    score_job job = {vq_qjl_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), vq_data(query), vq_dtype_of(query),
+                     vq_data(projection), vq_data(key_bits), vq_data(key_norm), n_queries, n, m, d,
+                     keys_per_task(m), NULL, NULL, 0, vq_data(out)};
+    const size_t shared = align64((size_t)(n_queries * m) * sizeof(float));
+    job.stride = align64((size_t)QJL_ROWS_PER_TASK * (size_t)d * sizeof(float));
     char *base;
     VQ_FORWARD_IF_ERROR(take_scratch(ctx, shared, job.stride, &base));
     job.sq = (float *)base;

@@ -15,6 +15,18 @@ static void project_scalar(const float *S, int64_t m, int64_t d, const float *x,
         }
 }
 
+static void project_t_scalar(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out)
+{
+    for (int64_t r = 0; r < n; r++) {
+        float *o = out + r * m_pad;
+        for (int64_t j = 0; j < m_pad; j++) o[j] = 0.0f;
+        for (int64_t c = 0; c < d; c++) {
+            const float xv = x[r * d + c];
+            for (int64_t j = 0; j < m_pad; j++) o[j] += xv * St[c * m_pad + j];
+        }
+    }
+}
+
 static void signs_to_bits_scalar(const float *p, int64_t m, uint32_t *words)
 {
     for (int64_t w = 0; w < (m + 31) / 32; w++) {
@@ -39,6 +51,7 @@ static void init_tables(void)
     for (int isa = 0; isa < VQ_ISA_COUNT; isa++) {
         vq_qjl_kernels *k = &tables[isa];
         k->project = project_scalar;
+        k->project_t = project_t_scalar;
         k->signs_to_bits = signs_to_bits_scalar;
         k->signed_sum = signed_sum_scalar;
 #ifdef VQ_HAVE_AVX2

@@ -7,10 +7,18 @@
 
 #include "core/core.h"
 
+/* Column granule of the projection kernels: the sketch width is padded to it. */
+#define VQ_QJL_COLS 16
+
 typedef struct vq_qjl_kernels {
-    /* S [m, d], x [n, d] -> out [n, m] = x S^T (out[r, j] = S_j . x_r), f32
-     * accumulation (ISAs may differ in summation order and FMA use). */
+    /* S [m, d], x [n, d] -> out [n, m] = x S^T (out[r, j] = S_j . x_r): one
+     * dot product per output, for a few rows (queries). f32 accumulation;
+     * ISAs differ in summation order and FMA use. */
     void (*project)(const float *S, int64_t m, int64_t d, const float *x, int64_t n, float *out);
+    /* The same product for many rows (keys), as a register-tiled GEMM:
+     * St [d, m_pad] (S transposed, zero columns past m, m_pad % VQ_QJL_COLS
+     * == 0), out [n, m_pad]. */
+    void (*project_t)(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out);
     /* p [m] -> words [ceil(m/32)]: bit j = (p_j >= 0); unused high bits 0. */
     void (*signs_to_bits)(const float *p, int64_t m, uint32_t *words);
     /* v [m], words [ceil(m/32)] -> sum_j v_j * (bit j ? +1 : -1). */

@@ -137,7 +137,7 @@ static void encode_task(void *arg, int64_t task, int thread)
     const pq_job *j = arg;
     const pq_geom *g = &j->g;
     float *x = vq_vqk_row(&j->w, thread), *tmp = x + g->D;
-    const int64_t end = (task + 1) * j->chunk < g->rows ? (task + 1) * j->chunk : g->rows;
+    const int64_t end = vq_vqk_task_end(task, j->chunk, g->rows);
     for (int64_t row = task * j->chunk; row < end; row++) {
         const int64_t h = head_of(g, row);
         const float *s = smooth_of(j, h), *cbt = cbt_of(j, h);
@@ -157,7 +157,7 @@ static void decode_task(void *arg, int64_t task, int thread)
 {
     const pq_job *j = arg;
     float *tmp = vq_vqk_row(&j->w, thread);
-    const int64_t end = (task + 1) * j->chunk < j->g.rows ? (task + 1) * j->chunk : j->g.rows;
+    const int64_t end = vq_vqk_task_end(task, j->chunk, j->g.rows);
     for (int64_t row = task * j->chunk; row < end; row++) decode_row(j, row, tmp);
 }
 
@@ -167,7 +167,7 @@ static void lut_task(void *arg, int64_t task, int thread)
     const pq_job *j = arg;
     const pq_geom *g = &j->g;
     float *x = vq_vqk_row(&j->w, thread);
-    const int64_t end = (task + 1) * j->chunk < g->rows ? (task + 1) * j->chunk : g->rows;
+    const int64_t end = vq_vqk_task_end(task, j->chunk, g->rows);
     for (int64_t row = task * j->chunk; row < end; row++) {
         const int64_t h = head_of(g, row);
         const float *s = smooth_of(j, h), *cbt = cbt_of(j, h);

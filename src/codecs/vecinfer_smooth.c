@@ -6,6 +6,7 @@
 #include "codecs/vqk.h"
 
 typedef struct smooth_job {
+    const vq_vqk_kernels *k;
     const void *keys;     /* [N, D] */
     vq_dtype dt;
     int64_t N, D, chunk;
@@ -17,9 +18,9 @@ static void smooth_task(void *arg, int64_t task, int thread)
 {
     const smooth_job *j = arg;
     float *mx = vq_vqk_row(&j->w, thread), *row = mx + j->D;
-    const int64_t end = (task + 1) * j->chunk < j->N ? (task + 1) * j->chunk : j->N;
+    const int64_t end = vq_vqk_task_end(task, j->chunk, j->N);
     for (int64_t t = task * j->chunk; t < end; t++) {
-        vq_row_to_f32((const char *)j->keys + t * j->D * (int64_t)vq_dtype_size(j->dt), j->dt, j->D, row);
+        j->k->load_row((const char *)j->keys + t * j->D * (int64_t)vq_dtype_size(j->dt), j->dt, j->D, row);
         for (int64_t c = 0; c < j->D; c++) mx[c] = fmaxf(mx[c], fabsf(row[c]));
     }
 }
@@ -32,7 +33,11 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, smooth_out, "smooth_out", 0, vq_dim(keys, 1), "D (the last dimension of 'keys')"));
     /* CUDA dispatch point: the CUDA backend's call goes here. */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
-    smooth_job j = {.keys = vq_data(keys), .dt = vq_dtype_of(keys), .N = vq_dim(keys, 0), .D = vq_dim(keys, 1)};
+    smooth_job j = {.k = vq_vqk_kernels_for(ctx->isa),
+                    .keys = vq_data(keys),
+                    .dt = vq_dtype_of(keys),
+                    .N = vq_dim(keys, 0),
+                    .D = vq_dim(keys, 1)};
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, 0, 2 * j.D, &j.w));
     const int threads = ctx->num_threads < 1 ? 1 : ctx->num_threads;
     for (int t = 0; t < threads; t++)

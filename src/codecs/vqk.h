@@ -27,7 +27,7 @@ typedef struct vq_vqk_kernels {
     void (*commvq_decode)(const vq_commvq_layout *L, const void *codes, const float *codebook, float scale,
                           const float *cos_row, const float *sin_row, float *out);
     /* Row conversions between f32 and an f32/f16/bf16 tensor row of n
-     * elements (f16 through F16C where available; identical results). */
+     * elements: the core's, or the F16C ones of codecs/hadamard.h. */
     void (*load_row)(const void *src, vq_dtype dt, int64_t n, float *dst);
     void (*store_row)(const float *src, int64_t n, vq_dtype dt, void *dst);
 } vq_vqk_kernels;
@@ -71,5 +71,10 @@ static inline float *vq_vqk_row(const vq_vqk_work *w, int thread) { return w->ro
  * tasks balance, but none so small that waking a thread costs more than the
  * task (a single-token call runs inline). Returns the number of tasks. */
 int64_t vq_vqk_tasks(const vq_ctx *ctx, int64_t rows, int64_t row_cost, int64_t *chunk);
+/* One past the last row of task `task` (its first row is task * chunk). */
+static inline int64_t vq_vqk_task_end(int64_t task, int64_t chunk, int64_t rows)
+{
+    return (task + 1) * chunk < rows ? (task + 1) * chunk : rows;
+}
 
 #endif /* VQ_VQK_H */

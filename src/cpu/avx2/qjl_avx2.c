@@ -1,5 +1,5 @@
-/* qjl_avx2.c — AVX2 kernels of the QJL codec: 4-row register-blocked
- * projection with FMA, movemask sign packing, sign-flip sums. */
+/* qjl_avx2.c — AVX2 kernels of the QJL codec: FMA dot-product and 4x16
+ * register-tiled projections, movemask sign packing, sign-flip sums. */
 #include <immintrin.h>
 
 #include "codecs/qjl_kernels.h"
@@ -12,47 +12,48 @@ static inline float hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* One S row against rows x0..x0+3 (4 FMA chains share each S load). */
-static void project4(const float *s, int64_t d, const float *x, float *o0, float *o1, float *o2, float *o3)
-{
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t c = 0;
-    for (; c + 8 <= d; c += 8) {
-        const __m256 sv = _mm256_loadu_ps(s + c);
-        a0 = _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + c), a0);
-        a1 = _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + d + c), a1);
-        a2 = _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + 2 * d + c), a2);
-        a3 = _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + 3 * d + c), a3);
-    }
-    float t0 = hsum(a0), t1 = hsum(a1), t2 = hsum(a2), t3 = hsum(a3);
-    for (; c < d; c++) {
-        t0 += s[c] * x[c];
-        t1 += s[c] * x[d + c];
-        t2 += s[c] * x[2 * d + c];
-        t3 += s[c] * x[3 * d + c];
-    }
-    *o0 = t0; *o1 = t1; *o2 = t2; *o3 = t3;
-}
-
-static float dot(const float *a, const float *b, int64_t d)
-{
-    __m256 acc = _mm256_setzero_ps();
-    int64_t c = 0;
-    for (; c + 8 <= d; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + c), _mm256_loadu_ps(b + c), acc);
-    float t = hsum(acc);
-    for (; c < d; c++) t += a[c] * b[c];
-    return t;
-}
-
 static void project_avx2(const float *S, int64_t m, int64_t d, const float *x, int64_t n, float *out)
+{
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t j = 0; j < m; j++) {
+            const float *a = S + j * d, *b = x + r * d;
+            __m256 acc = _mm256_setzero_ps();
+            int64_t c = 0;
+            for (; c + 8 <= d; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + c), _mm256_loadu_ps(b + c), acc);
+            float t = hsum(acc);
+            for (; c < d; c++) t += a[c] * b[c];
+            out[r * m + j] = t;
+        }
+}
+
+/* R (1..4) rows of x against 16 columns of St: 2R accumulators, one
+ * broadcast of x[r, c] and two loads of St per c (a GEMM micro-tile). */
+static inline __attribute__((always_inline)) void tile(const float *St, int64_t m_pad, int64_t d, const float *x,
+                                                       int R, int64_t j, float *out)
+{
+    __m256 acc[4][2];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < d; c++) {
+        const __m256 b0 = _mm256_loadu_ps(St + c * m_pad + j), b1 = _mm256_loadu_ps(St + c * m_pad + j + 8);
+        for (int r = 0; r < R; r++) {
+            const __m256 a = _mm256_broadcast_ss(x + r * d + c);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(out + r * m_pad + j, acc[r][0]);
+        _mm256_storeu_ps(out + r * m_pad + j + 8, acc[r][1]);
+    }
+}
+
+static void project_t_avx2(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out)
 {
     int64_t r = 0;
     for (; r + 4 <= n; r += 4)
-        for (int64_t j = 0; j < m; j++)
-            project4(S + j * d, d, x + r * d, &out[r * m + j], &out[(r + 1) * m + j], &out[(r + 2) * m + j],
-                     &out[(r + 3) * m + j]);
+        for (int64_t j = 0; j < m_pad; j += 16) tile(St, m_pad, d, x + r * d, 4, j, out + r * m_pad);
     for (; r < n; r++)
-        for (int64_t j = 0; j < m; j++) out[r * m + j] = dot(S + j * d, x + r * d, d);
+        for (int64_t j = 0; j < m_pad; j += 16) tile(St, m_pad, d, x + r * d, 1, j, out + r * m_pad);
 }
 
 static void signs_to_bits_avx2(const float *p, int64_t m, uint32_t *words)
@@ -88,6 +89,7 @@ static float signed_sum_avx2(const float *v, const uint32_t *words, int64_t m)
 void vq_qjl_kernels_init_avx2(vq_qjl_kernels *k)
 {
     k->project = project_avx2;
+    k->project_t = project_t_avx2;
     k->signs_to_bits = signs_to_bits_avx2;
     k->signed_sum = signed_sum_avx2;
 }

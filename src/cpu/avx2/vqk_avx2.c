@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "codecs/hadamard.h"
 #include "codecs/vqk.h"
 
 enum { LANES = 8, UNROLL = 4, BLOCK = LANES * UNROLL };
@@ -79,24 +80,28 @@ static int32_t nearest_avx2(const float *x, const float *cbt, int32_t C, int64_t
     return _mm256_cvtsi256_si32(k0);
 }
 
-/* x [n], cbt [n, ld] -> out[c] = x . cbt[:, c] for c < C. */
+/* x [n], cbt [n, ld] -> out[c] = x . cbt[:, c] for c < C; accumulators in
+ * named registers, the last partial block stored through a buffer. */
 static void dots_avx2(const float *x, const float *cbt, int32_t C, int64_t ld, int32_t n, float *out)
 {
     for (int32_t c0 = 0; c0 < C; c0 += BLOCK) {
-        __m256 acc[UNROLL];
-        for (int u = 0; u < UNROLL; u++) acc[u] = _mm256_setzero_ps();
-        for (int32_t j = 0; j < n; j++) {
-            const __m256 xj = _mm256_set1_ps(x[j]);
-            const float *row = cbt + j * ld + c0;
-            for (int u = 0; u < UNROLL; u++) acc[u] = _mm256_fmadd_ps(xj, _mm256_loadu_ps(row + u * LANES), acc[u]);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *col = cbt + c0;
+        for (int32_t j = 0; j < n; j++, col += ld) {
+            const __m256 xj = _mm256_broadcast_ss(x + j);
+            a0 = _mm256_fmadd_ps(xj, _mm256_loadu_ps(col), a0);
+            a1 = _mm256_fmadd_ps(xj, _mm256_loadu_ps(col + 8), a1);
+            a2 = _mm256_fmadd_ps(xj, _mm256_loadu_ps(col + 16), a2);
+            a3 = _mm256_fmadd_ps(xj, _mm256_loadu_ps(col + 24), a3);
         }
-        if (C - c0 >= BLOCK) {
-            for (int u = 0; u < UNROLL; u++) _mm256_storeu_ps(out + c0 + u * LANES, acc[u]);
-        } else {
-            float tail[BLOCK];
-            for (int u = 0; u < UNROLL; u++) _mm256_storeu_ps(tail + u * LANES, acc[u]);
+        float tail[BLOCK];
+        float *dst = C - c0 >= BLOCK ? out + c0 : tail;
+        _mm256_storeu_ps(dst, a0);
+        _mm256_storeu_ps(dst + 8, a1);
+        _mm256_storeu_ps(dst + 16, a2);
+        _mm256_storeu_ps(dst + 24, a3);
+        if (dst == tail)
             for (int32_t l = 0; l < C - c0; l++) out[c0 + l] = tail[l];
-        }
     }
 }
 
@@ -165,32 +170,11 @@ static void commvq_decode_avx2(const vq_commvq_layout *L, const void *codes, con
     else rope_half_avx2(D, cos_row, sin_row, out);
 }
 
-/* Row conversions: f16 through F16C (round-to-nearest-even, as the library's
- * software conversion), other dtypes through the core helpers. */
-static void load_row_avx2(const void *src, vq_dtype dt, int64_t n, float *dst)
-{
-    if (dt != VQ_DT_F16) { vq_row_to_f32(src, dt, n, dst); return; }
-    const uint16_t *h = src;
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-    for (; i < n; i++) dst[i] = vq_half_to_float(h[i]);
-}
-
-static void store_row_avx2(const float *src, int64_t n, vq_dtype dt, void *dst)
-{
-    if (dt != VQ_DT_F16) { vq_row_from_f32(src, n, dt, dst); return; }
-    uint16_t *h = dst;
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) h[i] = vq_float_to_half(src[i]);
-}
-
 void vq_vqk_kernels_init_avx2(vq_vqk_kernels *k)
 {
     k->nearest = nearest_avx2;
     k->dots = dots_avx2;
     k->commvq_decode = commvq_decode_avx2;
-    k->load_row = load_row_avx2;
-    k->store_row = store_row_avx2;
+    k->load_row = vq_row_to_f32_avx2;  /* F16C rows, shared with the Hadamard kernels */
+    k->store_row = vq_row_from_f32_avx2;
 }

@@ -1,6 +1,6 @@
-/* qjl_avx512.c — AVX-512 kernels of the QJL codec: 4-row blocked projection
- * with masked tails, compare-to-mask sign packing, masked sign-flip sums.
- */
+/* qjl_avx512.c — AVX-512 kernels of the QJL codec: dot-product and 4x16
+ * register-tiled projections, compare-to-mask sign packing, masked sign-flip
+ * sums. */
 #include <immintrin.h>
 
 #include "codecs/qjl_kernels.h"
@@ -9,32 +9,38 @@ static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16
 
 static void project_avx512(const float *S, int64_t m, int64_t d, const float *x, int64_t n, float *out)
 {
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t j = 0; j < m; j++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t c = 0; c < d; c += 16) {
+                const __mmask16 k = tail_mask(d - c);
+                acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, S + j * d + c), _mm512_maskz_loadu_ps(k, x + r * d + c), acc);
+            }
+            out[r * m + j] = _mm512_reduce_add_ps(acc);
+        }
+}
+
+/* R (1..4) rows of x against 16 columns of St: R accumulators, one
+ * broadcast of x[r, c] and one load of St per c. */
+static inline __attribute__((always_inline)) void tile(const float *St, int64_t m_pad, int64_t d, const float *x,
+                                                       int R, int64_t j, float *out)
+{
+    __m512 acc[4];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < d; c++) {
+        const __m512 b = _mm512_loadu_ps(St + c * m_pad + j);
+        for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * d + c]), b, acc[r]);
+    }
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(out + r * m_pad + j, acc[r]);
+}
+
+static void project_t_avx512(const float *St, int64_t m_pad, int64_t d, const float *x, int64_t n, float *out)
+{
     int64_t r = 0;
     for (; r + 4 <= n; r += 4)
-        for (int64_t j = 0; j < m; j++) {
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int64_t c = 0; c < d; c += 16) {
-                const __mmask16 k = tail_mask(d - c);
-                const __m512 sv = _mm512_maskz_loadu_ps(k, S + j * d + c);
-                a0 = _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(k, x + r * d + c), a0);
-                a1 = _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(k, x + (r + 1) * d + c), a1);
-                a2 = _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(k, x + (r + 2) * d + c), a2);
-                a3 = _mm512_fmadd_ps(sv, _mm512_maskz_loadu_ps(k, x + (r + 3) * d + c), a3);
-            }
-            out[r * m + j] = _mm512_reduce_add_ps(a0);
-            out[(r + 1) * m + j] = _mm512_reduce_add_ps(a1);
-            out[(r + 2) * m + j] = _mm512_reduce_add_ps(a2);
-            out[(r + 3) * m + j] = _mm512_reduce_add_ps(a3);
-        }
+        for (int64_t j = 0; j < m_pad; j += 16) tile(St, m_pad, d, x + r * d, 4, j, out + r * m_pad);
     for (; r < n; r++)
-        for (int64_t j = 0; j < m; j++) {
-            __m512 a = _mm512_setzero_ps();
-            for (int64_t c = 0; c < d; c += 16) {
-                const __mmask16 k = tail_mask(d - c);
-                a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, S + j * d + c), _mm512_maskz_loadu_ps(k, x + r * d + c), a);
-            }
-            out[r * m + j] = _mm512_reduce_add_ps(a);
-        }
+        for (int64_t j = 0; j < m_pad; j += 16) tile(St, m_pad, d, x + r * d, 1, j, out + r * m_pad);
 }
 
 static void signs_to_bits_avx512(const float *p, int64_t m, uint32_t *words)
@@ -66,6 +72,7 @@ static float signed_sum_avx512(const float *v, const uint32_t *words, int64_t m)
 void vq_qjl_kernels_init_avx512(vq_qjl_kernels *k)
 {
     k->project = project_avx512;
+    k->project_t = project_t_avx512;
     k->signs_to_bits = signs_to_bits_avx512;
     k->signed_sum = signed_sum_avx512;
 }

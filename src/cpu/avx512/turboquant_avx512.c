@@ -41,10 +41,16 @@ static void gather_row_avx512(const uint8_t *idx, int64_t n, const float *cents,
 {
     const __m512 s = _mm512_set1_ps(scale);
     const __m512i mk = _mm512_set1_epi32(mask);
+    /* up to 32 centroids live in two registers: one two-source permute per
+     * 16 lanes instead of a memory gather */
+    const bool small = mask < 32;
+    float table[32] = {0};
+    for (int c = 0; small && c <= mask; c++) table[c] = cents[c];
+    const __m512 lo = _mm512_loadu_ps(table), hi = _mm512_loadu_ps(table + 16);
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         const __m512i i = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(idx + j))), mk);
-        __m512 c = _mm512_mul_ps(s, _mm512_i32gather_ps(i, cents, 4));
+        __m512 c = _mm512_mul_ps(s, small ? _mm512_permutex2var_ps(lo, i, hi) : _mm512_i32gather_ps(i, cents, 4));
         if (accumulate) c = _mm512_add_ps(_mm512_loadu_ps(out + j), c); /* no FMA: match the scalar rounding */
         _mm512_storeu_ps(out + j, c);
     }
