@@ -4,6 +4,7 @@
  * which spreads both many short rows and one long row over the pool. */
 #include "core/core.h"
 #include "formats/format_bitpack.h"
+#include "rows.h"
 
 enum { BLOCK = 32 * 512 };
 
@@ -14,16 +15,20 @@ typedef struct bitpack_job {
     vq_dtype dst_dt;
     int bits;
     int64_t n, words;           /* elements and words per row */
-    int64_t blocks_per_row;
+    int64_t rows, blocks_per_row, rows_per_task;
 } bitpack_job;
 
-/* The element range and first word of one task. */
-static void task_range(const bitpack_job *j, int64_t task, int64_t *row, int64_t *e0, int64_t *e1, int64_t *w0)
+/* One task: rows [r0, r1), elements [e0, e1) of each, starting at word w0. */
+typedef struct task_span { int64_t r0, r1, e0, e1, w0; } task_span;
+
+static task_span task_range(const bitpack_job *j, int64_t task)
 {
-    *row = task / j->blocks_per_row;
-    *e0 = (task % j->blocks_per_row) * BLOCK;
-    *e1 = *e0 + BLOCK < j->n ? *e0 + BLOCK : j->n;
-    *w0 = *e0 / 32 * j->bits;
+    task_span t;
+    vq_task_rows(task / j->blocks_per_row, j->rows_per_task, j->rows, &t.r0, &t.r1);
+    t.e0 = (task % j->blocks_per_row) * BLOCK;
+    t.e1 = t.e0 + BLOCK < j->n ? t.e0 + BLOCK : j->n;
+    t.w0 = t.e0 / 32 * j->bits;
+    return t;
 }
 
 /* Elements [e0, e1) of src into words from w: a 64-bit accumulator collects
@@ -68,33 +73,39 @@ static inline __attribute__((always_inline)) void unpack_span(const uint32_t *in
 static void pack_task(void *arg, int64_t task, int thread)
 {
     const bitpack_job *j = arg;
-    int64_t row, e0, e1, w;
-    task_range(j, task, &row, &e0, &e1, &w);
+    const task_span t = task_range(j, task);
     const size_t es = vq_dtype_size(j->src_dt);
-    const void *src = (const char *)j->src + (size_t)(row * j->n) * es;
-    uint32_t *out = (uint32_t *)j->dst + row * j->words;
-    switch (j->src_dt) {
-    case VQ_DT_U8: pack_span(src, VQ_DT_U8, e0, e1, j->bits, out, w); break;
-    case VQ_DT_U16: pack_span(src, VQ_DT_U16, e0, e1, j->bits, out, w); break;
-    default: pack_span(src, VQ_DT_I32, e0, e1, j->bits, out, w); break;
+    for (int64_t row = t.r0; row < t.r1; row++) {
+        const void *src = (const char *)j->src + (size_t)(row * j->n) * es;
+        uint32_t *out = (uint32_t *)j->dst + row * j->words;
+        switch (j->src_dt) {
+        case VQ_DT_U8: pack_span(src, VQ_DT_U8, t.e0, t.e1, j->bits, out, t.w0); break;
+        case VQ_DT_U16: pack_span(src, VQ_DT_U16, t.e0, t.e1, j->bits, out, t.w0); break;
+        default: pack_span(src, VQ_DT_I32, t.e0, t.e1, j->bits, out, t.w0); break;
+        }
     }
 }
 
 static void unpack_task(void *arg, int64_t task, int thread)
 {
     const bitpack_job *j = arg;
-    int64_t row, e0, e1, w;
-    task_range(j, task, &row, &e0, &e1, &w);
-    const uint32_t *in = (const uint32_t *)j->src + row * j->words;
-    void *dst = (char *)j->dst + (size_t)(row * j->n) * vq_dtype_size(j->dst_dt);
-    if (j->dst_dt == VQ_DT_U8) unpack_span(in, w, j->bits, dst, VQ_DT_U8, e0, e1);
-    else unpack_span(in, w, j->bits, dst, VQ_DT_I32, e0, e1);
+    const task_span t = task_range(j, task);
+    for (int64_t row = t.r0; row < t.r1; row++) {
+        const uint32_t *in = (const uint32_t *)j->src + row * j->words;
+        void *dst = (char *)j->dst + (size_t)(row * j->n) * vq_dtype_size(j->dst_dt);
+        if (j->dst_dt == VQ_DT_U8) unpack_span(in, t.w0, j->bits, dst, VQ_DT_U8, t.e0, t.e1);
+        else unpack_span(in, t.w0, j->bits, dst, VQ_DT_I32, t.e0, t.e1);
+    }
 }
 
+/* Long rows split into blocks, short rows grouped, so that tasks are big
+ * enough to amortise the pool and numerous enough to balance it. */
 static void run(vq_ctx *ctx, bitpack_job *j, int64_t rows, vq_task_fn fn)
 {
+    j->rows = rows;
     j->blocks_per_row = vq_ceil_div(j->n, BLOCK);
-    vq_parallel_for(ctx, rows * j->blocks_per_row, fn, j);
+    j->rows_per_task = j->blocks_per_row > 1 ? 1 : vq_rows_per_task(rows, j->n, ctx->num_threads);
+    vq_parallel_for(ctx, vq_ceil_div(rows, j->rows_per_task) * j->blocks_per_row, fn, j);
 }
 
 vq_status vq_bit_pack(vq_ctx *ctx, const DLTensor *idx, int bits, DLTensor *out)

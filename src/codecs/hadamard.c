@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "f16_rows.h"
 #include "hadamard.h"
 
 static vq_hadamard_kernels g_tables[VQ_ISA_COUNT];
@@ -13,14 +14,12 @@ static void init_tables(void)
 {
     for (int isa = 0; isa < VQ_ISA_COUNT; isa++) {
         vq_hadamard_kernels *k = &g_tables[isa];
-        *k = (vq_hadamard_kernels){vq_rotate_row_scalar, vq_row_to_f32, vq_row_from_f32};
+        k->rotate_row = vq_rotate_row_scalar;
 #ifdef VQ_HAVE_AVX2
-        if (vq_isa_includes((vq_isa)isa, VQ_ISA_AVX2))
-            *k = (vq_hadamard_kernels){vq_rotate_row_avx2, vq_row_to_f32_avx2, vq_row_from_f32_avx2};
+        if (vq_isa_includes((vq_isa)isa, VQ_ISA_AVX2)) k->rotate_row = vq_rotate_row_avx2;
 #endif
 #ifdef VQ_HAVE_AVX512
-        if (vq_isa_includes((vq_isa)isa, VQ_ISA_AVX512))
-            *k = (vq_hadamard_kernels){vq_rotate_row_avx512, vq_row_to_f32_avx512, vq_row_from_f32_avx512};
+        if (vq_isa_includes((vq_isa)isa, VQ_ISA_AVX512)) k->rotate_row = vq_rotate_row_avx512;
 #endif
 #ifdef VQ_HAVE_NEON
         if (vq_isa_includes((vq_isa)isa, VQ_ISA_NEON)) k->rotate_row = vq_rotate_row_neon;
@@ -58,16 +57,6 @@ vq_status vq_check_rotation(vq_ctx *ctx, const DLTensor *x, const char *x_name, 
     return VQ_OK;
 }
 
-int64_t vq_rows_per_task(int64_t n_rows, int64_t d, int n_threads)
-{
-    /* ~16K elements per task amortises the pool's hand-off, while 4 tasks per
-     * thread keep the work balanced. */
-    int64_t per = 16384 / d;
-    const int64_t balanced = n_rows / (4 * (int64_t)n_threads);
-    if (per > balanced) per = balanced;
-    return per < 1 ? 1 : per;
-}
-
 typedef struct hadamard_job {
     const vq_ctx *ctx;
     const void *x;
@@ -84,7 +73,8 @@ typedef struct hadamard_job {
 static void hadamard_task(void *arg, int64_t task, int thread)
 {
     const hadamard_job *j = arg;
-    const vq_hadamard_kernels *k = vq_hadamard_kernels_for(j->ctx->isa);
+    const vq_rotate_row_fn rotate = vq_hadamard_kernels_for(j->ctx->isa)->rotate_row;
+    const vq_f16_kernels *cv = vq_f16_kernels_for(j->ctx->isa);
     int64_t r0, r1;
     vq_task_rows(task, j->rows_per_task, j->n_rows, &r0, &r1);
     const size_t xs = vq_dtype_size(j->x_dt), os = vq_dtype_size(j->out_dt);
@@ -93,9 +83,9 @@ static void hadamard_task(void *arg, int64_t task, int thread)
         void *dst = (char *)j->out + (size_t)(r * j->d) * os;
         /* f32 output: rotate in the output row itself (x may be that row). */
         float *buf = j->out_dt == VQ_DT_F32 ? dst : j->scratch + (size_t)thread * (size_t)j->d;
-        if ((const void *)buf != src) k->row_to_f32(src, j->x_dt, j->d, buf);
-        k->rotate_row(buf, j->d, j->diag, j->inverse);
-        if (j->out_dt != VQ_DT_F32) k->row_from_f32(buf, j->d, j->out_dt, dst);
+        if ((const void *)buf != src) vq_rows_to_f32(cv, src, j->x_dt, j->d, buf);
+        rotate(buf, j->d, j->diag, j->inverse);
+        if (j->out_dt != VQ_DT_F32) vq_rows_from_f32(cv, buf, j->d, j->out_dt, dst);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "rows.h"
 
 /* rows [n_rows, d] f32, rotated in place (rot, or rot^-1 when inverse).
  * d a power of two (any size; asserted), diag [d] or NULL. Single-threaded
@@ -30,48 +31,38 @@ void vq_rotate_rows(const vq_ctx *ctx, float *rows, int64_t n_rows, int64_t d, c
 vq_status vq_check_rotation(vq_ctx *ctx, const DLTensor *x, const char *x_name, const DLTensor *diag,
                             int64_t *d_out);
 
-/* Rows per vq_parallel_for task for n_rows rows of d elements: big enough to
- * amortise the hand-off, small enough to balance n_threads. */
-int64_t vq_rows_per_task(int64_t n_rows, int64_t d, int n_threads);
-
-/* Rows [*r0, *r1) of task `task` when tasks take rows_per_task rows each. */
-static inline void vq_task_rows(int64_t task, int64_t rows_per_task, int64_t n_rows, int64_t *r0, int64_t *r1)
-{
-    *r0 = task * rows_per_task;
-    *r1 = *r0 + rows_per_task < n_rows ? *r0 + rows_per_task : n_rows;
-}
-
 /* ---- kernel table ---- */
 
 /* One row [d] in place: rot (inverse false) or rot^-1 (inverse true). */
 typedef void (*vq_rotate_row_fn)(float *row, int64_t d, const float *diag, bool inverse);
 
-/* Row conversions with the core's signatures and results (bit-identical,
- * except that hardware converters quiet signalling NaNs), vectorised for f16
- * where the ISA converts in hardware. */
-typedef void (*vq_row_to_f32_fn)(const void *src, vq_dtype dt, int64_t n, float *dst);
-typedef void (*vq_row_from_f32_fn)(const float *src, int64_t n, vq_dtype dt, void *dst);
-
 typedef struct vq_hadamard_kernels {
     vq_rotate_row_fn rotate_row;
-    vq_row_to_f32_fn row_to_f32;     /* rows in: f16/f32 (any float dtype) -> f32 */
-    vq_row_from_f32_fn row_from_f32; /* rows out */
 } vq_hadamard_kernels;
 
 /* The table for `isa` (always complete: scalar entries where no better one). */
 const vq_hadamard_kernels *vq_hadamard_kernels_for(vq_isa isa);
 
-/* Per-ISA entries, in src/cpu/<isa>/hadamard_<isa>.c. */
-void vq_rotate_row_scalar(float *row, int64_t d, const float *diag, bool inverse);
+/* f16/f32 row conversions with the core's vq_row_to_f32 / vq_row_from_f32
+ * signatures and results (bit-identical, except that hardware quiets
+ * signalling NaNs), in src/cpu/<isa>/rowconv_<isa>.c; used by the VQ kernel
+ * tables. (The codecs' drivers use f16_rows.h, the same conversions.) */
 #ifdef VQ_HAVE_AVX2
-void vq_rotate_row_avx2(float *row, int64_t d, const float *diag, bool inverse);
 void vq_row_to_f32_avx2(const void *src, vq_dtype dt, int64_t n, float *dst);
 void vq_row_from_f32_avx2(const float *src, int64_t n, vq_dtype dt, void *dst);
 #endif
 #ifdef VQ_HAVE_AVX512
-void vq_rotate_row_avx512(float *row, int64_t d, const float *diag, bool inverse);
 void vq_row_to_f32_avx512(const void *src, vq_dtype dt, int64_t n, float *dst);
 void vq_row_from_f32_avx512(const float *src, int64_t n, vq_dtype dt, void *dst);
+#endif
+
+/* Per-ISA entries, in src/cpu/<isa>/hadamard_<isa>.c. */
+void vq_rotate_row_scalar(float *row, int64_t d, const float *diag, bool inverse);
+#ifdef VQ_HAVE_AVX2
+void vq_rotate_row_avx2(float *row, int64_t d, const float *diag, bool inverse);
+#endif
+#ifdef VQ_HAVE_AVX512
+void vq_rotate_row_avx512(float *row, int64_t d, const float *diag, bool inverse);
 #endif
 #ifdef VQ_HAVE_NEON
 void vq_rotate_row_neon(float *row, int64_t d, const float *diag, bool inverse);

@@ -30,8 +30,8 @@ vq_status vq_qjl_projection(uint64_t seed, int64_t m, int64_t d, float *out)
 
 static int64_t words_of(int64_t m) { return (m + 31) / 32; }
 
-/* popcount(a XOR b) over the first m bits of two u32 streams (the cos() per
- * key costs more than this loop, so it has no ISA variants). */
+/* popcount(a XOR b) over the first m bits of two u32 streams (a handful of
+ * words per key, so it has no ISA variants). */
 static int64_t hamming(const uint32_t *a, const uint32_t *b, int64_t m)
 {
     const int64_t w = words_of(m);
@@ -157,6 +157,7 @@ typedef struct {
     const vq_qjl_kernels *kern;
     const uint32_t *qbits, *kbits;
     const float *qnorm, *knorm;   /* NULL = 1 */
+    const float *cos_table;       /* [m + 1]: cos(pi * h / m), one per Hamming distance */
     int64_t n_queries, n, m, chunk;
     float *out;
 } inner_job;
@@ -166,11 +167,10 @@ static void inner_task(void *arg, int64_t task, int thread)
     const inner_job *job = arg;
     const int64_t chunks = vq_ceil_div(job->n, job->chunk), l = task / chunks, i0 = (task % chunks) * job->chunk;
     const int64_t w = words_of(job->m), i1 = i0 + job->chunk < job->n ? i0 + job->chunk : job->n;
-    const double pi_over_m = M_PI / (double)job->m;
     const float qn = job->qnorm ? job->qnorm[l] : 1.0f;
     for (int64_t i = i0; i < i1; i++) {
         const int64_t ham = hamming(job->qbits + l * w, job->kbits + (l * job->n + i) * w, job->m);
-        float v = (float)cos(pi_over_m * (double)ham) * qn;
+        float v = job->cos_table[ham] * qn;
         if (job->knorm) v *= job->knorm[l * job->n + i];
         job->out[l * job->n + i] = v;
     }
@@ -200,9 +200,13 @@ vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DL
     /* CUDA dispatch point: the CUDA backend's call goes here. */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
     const int64_t n = vq_dim(key_bits, -2);
+    char *base;
+    VQ_FORWARD_IF_ERROR(take_scratch(ctx, (size_t)(sketch_dim + 1) * sizeof(float), 0, &base));
+    float *cos_table = (float *)base;
+    for (int64_t h = 0; h <= sketch_dim; h++) cos_table[h] = (float)cos(M_PI / (double)sketch_dim * (double)h);
     inner_job job = {vq_qjl_kernels_for(ctx->isa), vq_data(query_bits), vq_data(key_bits),
-                     qn ? vq_data(qn) : NULL, kn ? vq_data(kn) : NULL, vq_numel(out) / n, n, sketch_dim,
-                     keys_per_task(sketch_dim), vq_data(out)};
+                     qn ? vq_data(qn) : NULL, kn ? vq_data(kn) : NULL, cos_table, vq_numel(out) / n, n,
+                     sketch_dim, keys_per_task(sketch_dim), vq_data(out)};
     vq_parallel_for(ctx, job.n_queries * vq_ceil_div(n, job.chunk), inner_task, &job);
     return VQ_OK;
 }

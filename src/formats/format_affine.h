@@ -68,14 +68,18 @@ static inline VQ_HOST_DEVICE int64_t vq_affine_value_param_index(int64_t t, int6
 }
 
 /* codes [d] (each < 2^bits) -> row [d*bits/8] packed, bits in {2, 4, 8}.
- * Writes every byte of the row (no read-modify-write of the output). */
+ * Writes every byte of the row (no read-modify-write of the output). One
+ * fixed-shape loop per width, so compilers vectorize it. */
 static inline VQ_HOST_DEVICE void vq_affine_pack_row(const uint8_t *codes, int64_t d, int bits, uint8_t *row)
 {
-    const int per_byte = 8 / bits;
-    for (int64_t byte = 0; byte < d / per_byte; byte++) {
-        uint32_t v = 0;
-        for (int k = 0; k < per_byte; k++) v |= ((uint32_t)codes[byte * per_byte + k] & vq_affine_code_mask(bits)) << (k * bits);
-        row[byte] = (uint8_t)v;
+    if (bits == 8) {
+        for (int64_t c = 0; c < d; c++) row[c] = codes[c];
+    } else if (bits == 4) {
+        for (int64_t i = 0; i < d / 2; i++) row[i] = (uint8_t)((codes[2 * i] & 15u) | ((codes[2 * i + 1] & 15u) << 4));
+    } else {
+        for (int64_t i = 0; i < d / 4; i++)
+            row[i] = (uint8_t)((codes[4 * i] & 3u) | ((codes[4 * i + 1] & 3u) << 2) | ((codes[4 * i + 2] & 3u) << 4) |
+                               ((codes[4 * i + 3] & 3u) << 6));
     }
 }
 

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "codecs/hadamard.h"
 #include "codecs/vqk.h"
 
 enum { LANES = 8, UNROLL = 4, BLOCK = LANES * UNROLL };
@@ -169,32 +170,11 @@ static void commvq_decode_avx2(const vq_commvq_layout *L, const void *codes, con
     else rope_half_avx2(D, cos_row, sin_row, out);
 }
 
-/* Row conversions: f16 through F16C (round-to-nearest-even, as the library's
- * software conversion), other dtypes through the core helpers. */
-static void load_row_avx2(const void *src, vq_dtype dt, int64_t n, float *dst)
-{
-    if (dt != VQ_DT_F16) { vq_row_to_f32(src, dt, n, dst); return; }
-    const uint16_t *h = src;
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-    for (; i < n; i++) dst[i] = vq_half_to_float(h[i]);
-}
-
-static void store_row_avx2(const float *src, int64_t n, vq_dtype dt, void *dst)
-{
-    if (dt != VQ_DT_F16) { vq_row_from_f32(src, n, dt, dst); return; }
-    uint16_t *h = dst;
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) h[i] = vq_float_to_half(src[i]);
-}
-
 void vq_vqk_kernels_init_avx2(vq_vqk_kernels *k)
 {
     k->nearest = nearest_avx2;
     k->dots = dots_avx2;
     k->commvq_decode = commvq_decode_avx2;
-    k->load_row = load_row_avx2;
-    k->store_row = store_row_avx2;
+    k->load_row = vq_row_to_f32_avx2;  /* F16C rows, shared with the Hadamard kernels */
+    k->store_row = vq_row_from_f32_avx2;
 }

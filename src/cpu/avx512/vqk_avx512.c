@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "codecs/hadamard.h"
 #include "codecs/vqk.h"
 
 enum { LANES = 16, UNROLL = 2, BLOCK = LANES * UNROLL };
@@ -128,33 +129,11 @@ static void commvq_decode_avx512(const vq_commvq_layout *L, const void *codes, c
     else rope_half_avx512(D, cos_row, sin_row, out);
 }
 
-/* Row conversions: f16 through the AVX-512 F16C forms with masked tails
- * (round-to-nearest-even, as the library's software conversion). */
-static void load_row_avx512(const void *src, vq_dtype dt, int64_t n, float *dst)
-{
-    if (dt != VQ_DT_F16) { vq_row_to_f32(src, dt, n, dst); return; }
-    const uint16_t *h = src;
-    for (int64_t i = 0; i < n; i += LANES) {
-        const __mmask16 m = first_lanes((int32_t)(n - i < LANES ? n - i : LANES));
-        _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h + i)));
-    }
-}
-
-static void store_row_avx512(const float *src, int64_t n, vq_dtype dt, void *dst)
-{
-    if (dt != VQ_DT_F16) { vq_row_from_f32(src, n, dt, dst); return; }
-    uint16_t *h = dst;
-    for (int64_t i = 0; i < n; i += LANES) {
-        const __mmask16 m = first_lanes((int32_t)(n - i < LANES ? n - i : LANES));
-        _mm256_mask_storeu_epi16(h + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
-    }
-}
-
 void vq_vqk_kernels_init_avx512(vq_vqk_kernels *k)
 {
     k->nearest = nearest_avx512;
     k->dots = dots_avx512;
     k->commvq_decode = commvq_decode_avx512;
-    k->load_row = load_row_avx512;
-    k->store_row = store_row_avx512;
+    k->load_row = vq_row_to_f32_avx512;  /* F16C rows, shared with the Hadamard kernels */
+    k->store_row = vq_row_from_f32_avx512;
 }
