@@ -108,7 +108,7 @@ static void run_affine(affine_case tc)
     DLTensor *dvc = ct_upload(vcod), *dvs = ct_upload(vs), *dvz = ct_upload(vz), *dout = ct_upload(out);
     ct_poison(dout);
     vq_scalar_attend_opts o = {.causal = tc.causal, .bits = tc.packed ? tc.bits : 0};
-    VT_OK(ctx, vq_cuda_scalar_fused_decode_attend(ctx, dq, dkc, dks, dkz, dvc, dvs, dvz, g, (float)scale, tc.nsg,
+    VT_OK(ctx, vq_scalar_fused_decode_attend(ctx, dq, dkc, dks, dkz, dvc, dvs, dvz, g, (float)scale, tc.nsg,
                                                   dout, &o));
     VT_OK(ctx, vq_ctx_synchronize(ctx));
     ct_download(dout, out);
@@ -211,7 +211,7 @@ static void run_rabitq(rabitq_case tc)
                                .v_scale = tc.with_vscale ? dvs : NULL,
                                .causal = tc.causal,
                                .num_splits = tc.nsplit};
-    VT_OK(ctx, vq_cuda_rabitq_fused_attend(ctx, dq, dqs, dkb, dkm, tc.with_const ? dkc : NULL, dvi, dce, dout, &o));
+    VT_OK(ctx, vq_rabitq_fused_attend(ctx, dq, dqs, dkb, dkm, tc.with_const ? dkc : NULL, dvi, dce, dout, &o));
     VT_OK(ctx, vq_ctx_synchronize(ctx));
     ct_download(dout, out);
     const double err = vt_rel_l2(out, ref);

@@ -116,6 +116,43 @@ typedef struct set {
     dten q, qs, a[6], out;
 } set;
 
+/* RaBitQ at Skv = 128K, B = 1: time against the number of kv splits (0 =
+ * the library's choice), to check the grid heuristic. */
+static void sweep_splits(vq_ctx *ctx, double bw)
+{
+    const int D = 128, Hq = 32, Skv = 131072, splits[] = {0, 8, 16, 33, 66, 132, 264};
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    printf("split sweep (rabitq exact, B 1, Skv %d)\n%4s %6s %9s %7s\n", Skv, "Hkv", "splits", "us", "%copy");
+    for (int hk = 0; hk < 2; hk++) {
+        const int Hkv = hk ? 8 : 32;
+        dten q, qs, kb, km, vi, ce, out;
+        dnew(&q, F16, 1, Hq, 1, D, 1);
+        dnew(&out, F16, 1, Hq, 1, D, 0);
+        dnew(&qs, F32, 1, Hq, 1, 0, 3);
+        dnew(&kb, U8, 1, Hkv, Skv, D / 8, 0);
+        dnew(&km, F32, 1, Hkv, Skv, 0, 3);
+        dnew(&vi, U8, 1, Hkv, Skv, D / 2, 0);
+        dnew(&ce, F32, 16, 0, 0, 0, 2);
+        const double bytes = (double)Hkv * Skv * (D / 8 + 4 + D / 2);
+        for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
+            vq_rabitq_attend_opts o = {.score = VQ_RABITQ_SCORE_EXACT, .num_splits = splits[si]};
+            float ts[20];
+            for (int it = 0; it < 23; it++) {
+                cudaEventRecord(e0, 0);
+                vq_rabitq_fused_attend(ctx, &q.t, &qs.t, &kb.t, &km.t, NULL, &vi.t, &ce.t, &out.t, &o);
+                cudaEventRecord(e1, 0);
+                cudaEventSynchronize(e1);
+                if (it >= 3) cudaEventElapsedTime(&ts[it - 3], e0, e1);
+            }
+            qsort(ts, 20, sizeof ts[0], cmp_f);
+            printf("%4d %6d %9.1f %6.1f%%\n", Hkv, splits[si], ts[10] * 1e3, 100.0 * bytes / (ts[10] * 1e-3) / bw);
+        }
+        cudaFree(q.t.data); cudaFree(out.t.data); cudaFree(qs.t.data); cudaFree(kb.t.data);
+        cudaFree(km.t.data); cudaFree(vi.t.data); cudaFree(ce.t.data);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -177,13 +214,13 @@ int main(int argc, char **argv)
                         cudaEventRecord(e0, 0);
                         if (f == FMT_AFFINE) {
                             vq_scalar_attend_opts o = {.bits = 2};
-                            st = vq_cuda_scalar_fused_decode_attend(ctx, &x->q.t, &x->a[0].t, &x->a[1].t, &x->a[2].t,
+                            st = vq_scalar_fused_decode_attend(ctx, &x->q.t, &x->a[0].t, &x->a[1].t, &x->a[2].t,
                                                                     &x->a[3].t, &x->a[4].t, &x->a[5].t, g,
                                                                     0.0883883f, 0, &x->out.t, &o);
                         } else {
                             vq_rabitq_attend_opts o = {.score = f == FMT_RQ_EXACT ? VQ_RABITQ_SCORE_EXACT
                                                                                   : VQ_RABITQ_SCORE_HAMMING};
-                            st = vq_cuda_rabitq_fused_attend(ctx, &x->q.t, &x->qs.t, &x->a[0].t, &x->a[1].t, NULL,
+                            st = vq_rabitq_fused_attend(ctx, &x->q.t, &x->qs.t, &x->a[0].t, &x->a[1].t, NULL,
                                                              &x->a[2].t, &x->a[3].t, &x->out.t, &o);
                         }
                         cudaEventRecord(e1, 0);
@@ -207,6 +244,7 @@ int main(int argc, char **argv)
                     }
                     free(S);
                 }
+    if (!quick) sweep_splits(ctx, bw);
     vq_ctx_free(ctx);
     return 0;
 }

@@ -5,7 +5,9 @@
  * tokens lies in one key group, so the group's scale is folded into the query
  * once per group: q.k_hat = sum_c code_c*(q_c*ks_c) + sum_c q_c*kz_c, and the
  * per-token work is one FMA per code and row. Otherwise each code is decoded
- * with its own group's scale (correct, slower).
+ * with its own group's scale (correct, slower). Codes become floats as
+ * 1 + code/2^bits (code_1p: a shift and a LOP3), the 2^bits and the 1 folded
+ * into the coefficients.
  * v_hat[t,c] = code*vs[t,c/g] + vz[t,c/g]; with g % 8 == 0 a lane's 8 channels
  * share one group, so p*vz is accumulated once per token and chunk. */
 #ifndef VQ_CUDA_ATTEND_DECODE_AFFINE_CUH
@@ -21,35 +23,33 @@ template <> struct ChunkT<4> { typedef uint32_t T; };
 template <> struct ChunkT<8> { typedef uint2 T; };
 
 /* 8 codes of BITS bits from a chunk word. */
-template <int BITS>
-__device__ __forceinline__ void chunk_codes(const uint8_t *p, float (&code)[8])
+/* Code j (0..7) of a value chunk as 1 + code * 2^-BITS. */
+template <int BITS, class T>
+__device__ __forceinline__ float chunk_1p(const T &raw, int j)
 {
-    if constexpr (BITS == 8) {
-        const uint2 v = __ldg((const uint2 *)p);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            code[j] = code_f((v.x >> (8 * j)) & 255u);
-            code[4 + j] = code_f((v.y >> (8 * j)) & 255u);
-        }
-    } else {
-        const uint32_t v = (uint32_t)__ldg((const typename ChunkT<BITS>::T *)p);
-#pragma unroll
-        for (int j = 0; j < 8; j++) code[j] = code_f((v >> (BITS * j)) & ((1u << BITS) - 1u));
-    }
+    if constexpr (BITS == 8) return code_1p<8>(j < 4 ? raw.x : raw.y, 8 * (j % 4));
+    else return code_1p<BITS>((uint32_t)raw, BITS * j);
 }
 
 template <int BITS, int DMAX, int R>
 struct AffinePolicy {
     static constexpr int NW = DMAX * BITS / 32;  /* words of a key row */
+    static constexpr float kTwoB = (float)(1 << BITS);
+    struct KRow { uint32_t w[NW]; };
+    struct VPre {
+        typename ChunkT<BITS>::T raw;  /* 8 codes */
+        float sv, zv;                  /* the chunk's scale and zero (g % 8 == 0) */
+        int t;
+    };
     const vq_cu_affine_params &p;
     const uint8_t *kc, *vc;
     const void *ks, *kz, *vs, *vz;               /* offsets in elements below */
     int64_t ks_off, vs_off;
     int D, g, GV, kRB, vRB;
     bool fold;
-    float *qs;          /* [kWarps][R][DMAX] folded queries of the current group */
+    float *qs;          /* [kWarps][R][DMAX] q * k_scale * 2^BITS of the current group */
     int cur_grp;
-    float qz[R];
+    float qz[R];        /* sum_c q_c * (k_zero_c - k_scale_c * 2^BITS) of the current group */
 
     __device__ AffinePolicy(const vq_cu_affine_params &pp, float *smem, int b, int hkv) : p(pp), qs(smem)
     {
@@ -78,6 +78,7 @@ struct AffinePolicy {
         for (int i = threadIdx.x; i < kWarps * R * DMAX; i += kThreads) qs[i] = 0.0f;
     }
 
+    /* g % 32 == 0: the warp tile lies in one key group; fold its scale into q. */
     __device__ void tile_begin(int warp, int t0, const float *q)
     {
         if (!fold) return;
@@ -90,13 +91,13 @@ struct AffinePolicy {
         for (int r = 0; r < R; r++) part[r] = 0.0f;
         float *qw = qs + warp * R * DMAX;
         for (int d = lane; d < D; d += 32) {
-            const float s = load_f(ks, ks_off + (int64_t)grp * D + d, p.scale_f16);
+            const float s = load_f(ks, ks_off + (int64_t)grp * D + d, p.scale_f16) * kTwoB;
             const float z = load_f(kz, ks_off + (int64_t)grp * D + d, p.scale_f16);
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 const float qv = q[r * DMAX + d];
                 qw[r * DMAX + d] = qv * s;
-                part[r] = fmaf(qv, z, part[r]);
+                part[r] = fmaf(qv, z - s, part[r]);
             }
         }
 #pragma unroll
@@ -104,11 +105,12 @@ struct AffinePolicy {
         __syncwarp();
     }
 
-    __device__ void score(int warp, int t, const float *q, float (&s)[R])
+    __device__ void key_load(int t, KRow &kr) const { load_row<NW>(kc + (int64_t)t * kRB, kRB, kr.w); }
+
+    __device__ void score(int warp, int t, const KRow &kr, const float *q, float (&s)[R]) const
     {
-        uint32_t w[NW];
-        load_row<NW>(kc + (int64_t)t * kRB, kRB, w);
         if (fold) {
+            /* sum_c (1 + code_c/2^B) * q_c*ks_c*2^B + qz = sum_c q_c*(code_c*ks_c + kz_c) */
             const float4 *qw = (const float4 *)(qs + warp * R * DMAX);
 #pragma unroll
             for (int r = 0; r < R; r++) s[r] = qz[r];
@@ -116,7 +118,10 @@ struct AffinePolicy {
             for (int c4 = 0; c4 < DMAX / 4; c4++) {
                 float cf[4];
 #pragma unroll
-                for (int j = 0; j < 4; j++) cf[j] = code_f(bits_at(w, (4 * c4 + j) * BITS, BITS));
+                for (int j = 0; j < 4; j++) {
+                    const int bit = (4 * c4 + j) * BITS;
+                    cf[j] = code_1p<BITS>(kr.w[bit >> 5], bit & 31);
+                }
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     const float4 v = qw[r * (DMAX / 4) + c4];
@@ -131,7 +136,7 @@ struct AffinePolicy {
 #pragma unroll
         for (int d = 0; d < DMAX; d++) {
             if (d < D) {
-                const float kh = fmaf(code_f(bits_at(w, d * BITS, BITS)), load_f(ks, gbase + d, p.scale_f16),
+                const float kh = fmaf(code_f(bits_at(kr.w, d * BITS, BITS)), load_f(ks, gbase + d, p.scale_f16),
                                       load_f(kz, gbase + d, p.scale_f16));
 #pragma unroll
                 for (int r = 0; r < R; r++) s[r] = fmaf(q[r * DMAX + d], kh, s[r]);
@@ -139,28 +144,41 @@ struct AffinePolicy {
         }
     }
 
-    __device__ void value(int t, int cidx, const float (&pr)[R], float (&acc)[R][8], float (&accz)[R])
+    __device__ void value_load(int t, int cidx, VPre &v) const
     {
-        float code[8];
-        chunk_codes<BITS>(vc + (int64_t)t * vRB + cidx * BITS, code);
-        const int64_t srow = vs_off + (int64_t)t * GV;
+        v.raw = __ldg((const typename ChunkT<BITS>::T *)(vc + (int64_t)t * vRB + cidx * BITS));
+        v.t = t;
         if (g % 8 == 0) {
-            const int grp = 8 * cidx / g;
-            const float sv = load_f(vs, srow + grp, p.v_scale_f16);
-            const float zv = load_f(vz, srow + grp, p.v_scale_f16);
+            const int64_t si = vs_off + (int64_t)t * GV + 8 * cidx / g;
+            v.sv = load_f(vs, si, p.v_scale_f16);
+            v.zv = load_f(vz, si, p.v_scale_f16);
+        }
+    }
+
+    __device__ void value_apply(const VPre &v, const float (&pr)[R], float (&acc)[R][8], float (&accz)[R]) const
+    {
+        const int cidx = (threadIdx.x & 31) % (DMAX / 8);
+        if (g % 8 == 0) {
+            /* p*(code*sv + zv) = (p*sv*2^B)*(1 + code/2^B) + p*(zv - sv*2^B) */
+            const float sv = v.sv * kTwoB, zv = v.zv - sv;
+            float f[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) f[j] = chunk_1p<BITS>(v.raw, j);
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 const float a = pr[r] * sv;
                 accz[r] = fmaf(pr[r], zv, accz[r]);
 #pragma unroll
-                for (int j = 0; j < 8; j++) acc[r][j] = fmaf(a, code[j], acc[r][j]);
+                for (int j = 0; j < 8; j++) acc[r][j] = fmaf(a, f[j], acc[r][j]);
             }
             return;
         }
+        const int64_t srow = vs_off + (int64_t)v.t * GV;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int grp = (8 * cidx + j) / g;
-            const float vh = fmaf(code[j], load_f(vs, srow + grp, p.v_scale_f16), load_f(vz, srow + grp, p.v_scale_f16));
+            const float code = (chunk_1p<BITS>(v.raw, j) - 1.0f) * kTwoB; /* exact */
+            const float vh = fmaf(code, load_f(vs, srow + grp, p.v_scale_f16), load_f(vz, srow + grp, p.v_scale_f16));
 #pragma unroll
             for (int r = 0; r < R; r++) acc[r][j] = fmaf(pr[r], vh, acc[r][j]);
         }

@@ -20,6 +20,14 @@ struct RabitqSmem {
 template <bool EXACT, int DMAX, int R>
 struct RabitqPolicy {
     static constexpr int NW = DMAX / 32;
+    struct KRow {
+        uint32_t w[NW];
+        float mag, kc;
+    };
+    struct VPre {
+        uint2 raw;  /* 8 nibbles in .x, or 8 bytes */
+        float vs;
+    };
     const vq_cu_rabitq_params &p;
     RabitqSmem<DMAX, R> &sm;
     const uint8_t *kb, *vi;
@@ -66,13 +74,17 @@ struct RabitqPolicy {
 
     __device__ void tile_begin(int, int, const float *) {}
 
-    __device__ void score(int, int t, const float *q, float (&s)[R])
+    __device__ void key_load(int t, KRow &kr) const
     {
-        uint32_t w[NW];
-        load_row<NW>(kb + (int64_t)t * kRB, kRB, w);
-        const float mag = __ldg(kmag + t);
-        const float kc = kconst ? __ldg(kconst + t) * kLog2e : 0.0f;
+        load_row<NW>(kb + (int64_t)t * kRB, kRB, kr.w);
+        kr.mag = __ldg(kmag + t);
+        kr.kc = kconst ? __ldg(kconst + t) * kLog2e : 0.0f;
+    }
+
+    __device__ void score(int, int, const KRow &kr, const float *q, float (&s)[R]) const
+    {
         if constexpr (EXACT) {
+            /* f_j = 1 + bit_j/2: sum_j q_j sign_j = 2 sum q_j bit_j - sum q_j = 4 sum q_j f_j - 5 sum q_j */
             float dot[R];
 #pragma unroll
             for (int r = 0; r < R; r++) dot[r] = 0.0f;
@@ -81,7 +93,7 @@ struct RabitqPolicy {
             for (int c4 = 0; c4 < DMAX / 4; c4++) {
                 float bf[4];
 #pragma unroll
-                for (int j = 0; j < 4; j++) bf[j] = code_f(bits_at(w, 4 * c4 + j, 1));
+                for (int j = 0; j < 4; j++) bf[j] = code_1p<1>(kr.w[(4 * c4 + j) >> 5], (4 * c4 + j) & 31);
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     const float4 v = q4[r * (DMAX / 4) + c4];
@@ -89,38 +101,42 @@ struct RabitqPolicy {
                 }
             }
 #pragma unroll
-            for (int r = 0; r < R; r++) s[r] = fmaf((2.0f * dot[r] - sm.qsum[r]) * qsc[r], mag, kc);
+            for (int r = 0; r < R; r++) s[r] = fmaf((4.0f * dot[r] - 5.0f * sm.qsum[r]) * qsc[r], kr.mag, kr.kc);
         } else {
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 int ham = 0;
 #pragma unroll
-                for (int i = 0; i < NW; i++) ham += __popc(sm.qb[r][i] ^ w[i]);
+                for (int i = 0; i < NW; i++) ham += __popc(sm.qb[r][i] ^ kr.w[i]);
                 /* bits past D are 0 on both sides */
-                s[r] = fmaf((float)(D - 2 * ham) * qsc[r], mag, kc);
+                s[r] = fmaf((float)(D - 2 * ham) * qsc[r], kr.mag, kr.kc);
             }
         }
     }
 
-    __device__ void value(int t, int cidx, const float (&pr)[R], float (&acc)[R][8], float (&)[R])
+    __device__ void value_load(int t, int cidx, VPre &v) const
+    {
+        if (p.v_packed) v.raw.x = __ldg((const uint32_t *)(vi + (int64_t)t * vRB + 4 * cidx));
+        else v.raw = __ldg((const uint2 *)(vi + (int64_t)t * vRB + 8 * cidx));
+        v.vs = vscale ? __ldg(vscale + t) : 1.0f;
+    }
+
+    __device__ void value_apply(const VPre &x, const float (&pr)[R], float (&acc)[R][8], float (&)[R]) const
     {
         float v[8];
         if (p.v_packed) {
-            const uint32_t x = __ldg((const uint32_t *)(vi + (int64_t)t * vRB + 4 * cidx));
 #pragma unroll
-            for (int j = 0; j < 8; j++) v[j] = sm.cents[(x >> (4 * j)) & 15u];
+            for (int j = 0; j < 8; j++) v[j] = sm.cents[(x.raw.x >> (4 * j)) & 15u];
         } else {
-            const uint2 x = __ldg((const uint2 *)(vi + (int64_t)t * vRB + 8 * cidx));
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                v[j] = sm.cents[(x.x >> (8 * j)) & 255u];
-                v[4 + j] = sm.cents[(x.y >> (8 * j)) & 255u];
+                v[j] = sm.cents[(x.raw.x >> (8 * j)) & 255u];
+                v[4 + j] = sm.cents[(x.raw.y >> (8 * j)) & 255u];
             }
         }
-        const float vs = vscale ? __ldg(vscale + t) : 1.0f;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const float a = pr[r] * vs;
+            const float a = pr[r] * x.vs;
 #pragma unroll
             for (int j = 0; j < 8; j++) acc[r][j] = fmaf(a, v[j], acc[r][j]);
         }

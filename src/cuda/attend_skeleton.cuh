@@ -5,6 +5,9 @@
  * R query rows of one kv head (the GQA group times Sq), so the kv head's cache
  * is read once for all of them, and one split of the kv axis. Each warp walks
  * tiles of 32 tokens:
+ *   loads:  every load of the tile is issued first (the key row of lane i's
+ *           token, the value chunks and scales the lane will need), so a tile
+ *           costs one memory latency, not one per phase;
  *   keys:   lane i scores token t0 + i for all R rows (one token per thread,
  *           the whole compressed key row in registers, queries broadcast from
  *           shared memory);
@@ -46,6 +49,17 @@ __device__ __forceinline__ float warp_sum(float x)
 /* An integer code < 2^23 as a float without the slow I2F: the bits of 2^23 + c
  * minus 2^23 (exact). */
 __device__ __forceinline__ float code_f(uint32_t c) { return __uint_as_float(0x4B000000u | c) - 8388608.0f; }
+
+/* Code c (BITS wide) at bit `pos` of w placed in the top mantissa bits of 1.0f:
+ * the float 1 + c * 2^-BITS, exact, in a shift and one LOP3 (no I2F). Callers
+ * fold the 2^BITS scale and the constant 1 into their coefficients. */
+template <int BITS>
+__device__ __forceinline__ float code_1p(uint32_t w, int pos)
+{
+    constexpr int top = 23 - BITS;
+    const uint32_t x = pos <= top ? w << (top - pos) : w >> (pos - top);
+    return __uint_as_float(0x3F800000u | (x & (((1u << BITS) - 1u) << top)));
+}
 
 __device__ __forceinline__ float load_f(const void *p, int64_t i, int is_f16)
 {
@@ -128,12 +142,15 @@ struct SkelSmem {
     float red_m[kWarps][R], red_l[kWarps][R];
 };
 
-/* The decode body. Fmt provides:
- *   prepare(q_smem, rows)            once per CTA, after q is in shared memory
- *   tile_begin(warp, t0, q_smem)     per warp tile (warp-uniform; group folds)
- *   score(warp, t, q_smem, s[R])     log2-domain scores of token t (one lane)
- *   value(t, cidx, p[R], acc, accz)  acc[r][j] += p[r] * v_hat(t, 8*cidx + j);
- *                                    a per-chunk constant term may go to accz[r]
+/* The decode body. Fmt provides the types KRow (a key row) and VPre (one
+ * token's value chunk and scales) and:
+ *   prepare(q_smem, rows)              once per CTA, after q is in shared memory
+ *   tile_begin(warp, t0, q_smem)       per warp tile (warp-uniform; group folds)
+ *   key_load(t, KRow&)                 issues the loads of token t's key row
+ *   score(warp, t, KRow, q_smem, s[R]) log2-domain scores of token t (one lane)
+ *   value_load(t, cidx, VPre&)         issues the loads of a value chunk
+ *   value_apply(VPre, p[R], acc, accz) acc[r][j] += p[r] * v_hat(t, 8*cidx + j);
+ *                                      a per-chunk constant term may go to accz[r]
  * red_acc: kWarps * R * DMAX floats of shared memory, which the policy may use
  * for its own tables until the final reduction. */
 template <class Fmt, int DMAX, int R>
@@ -176,12 +193,22 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
     const int slot = lane / LPT, cidx = lane % LPT;
     const bool chunk_ok = 8 * cidx < c.D;
 
+    /* value chunks a lane prefetches per batch: the whole tile up to D = 128,
+     * two batches at D = 256 (registers) */
+    constexpr int NV = 32 / TPS, VB = NV < 16 ? NV : 16;
     for (int t0 = t_begin + 32 * warp; t0 < t_end; t0 += 32 * kWarps) {
         fmt.tile_begin(warp, t0, &sm.q[0][0]);
         const int t = t0 + lane;
+        const int ntok = min(32, t_end - t0);
+        typename Fmt::KRow kr;
+        if (t < t_end) fmt.key_load(t, kr);
+        typename Fmt::VPre vp[VB];
+#pragma unroll
+        for (int k = 0; k < VB; k++)
+            if (chunk_ok && slot + k * TPS < ntok) fmt.value_load(t0 + slot + k * TPS, cidx, vp[k]);
         float s[R];
         if (t < t_end) {
-            fmt.score(warp, t, &sm.q[0][0], s);
+            fmt.score(warp, t, kr, &sm.q[0][0], s);
 #pragma unroll
             for (int r = 0; r < R; r++)
                 if (t > rw.lim[r]) s[r] = -INFINITY;
@@ -207,14 +234,23 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
 #pragma unroll
             for (int j = 0; j < 8; j++) acc[r][j] *= alpha[r];
         }
-        const int ntok = min(32, t_end - t0);
-        if (chunk_ok) {
-#pragma unroll 4
-            for (int i = slot; i < ntok; i += TPS) {
-                float p[R];
 #pragma unroll
-                for (int r = 0; r < R; r++) p[r] = sm.p[warp][r][i];
-                fmt.value(t0 + i, cidx, p, acc, accz);
+        for (int b0 = 0; b0 < NV; b0 += VB) {
+            if (b0 > 0) {
+#pragma unroll
+                for (int k = 0; k < VB; k++)
+                    if (chunk_ok && slot + (b0 + k) * TPS < ntok)
+                        fmt.value_load(t0 + slot + (b0 + k) * TPS, cidx, vp[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < VB; k++) {
+                const int i = slot + (b0 + k) * TPS;
+                if (chunk_ok && i < ntok) {
+                    float p[R];
+#pragma unroll
+                    for (int r = 0; r < R; r++) p[r] = sm.p[warp][r][i];
+                    fmt.value_apply(vp[k], p, acc, accz);
+                }
             }
         }
         __syncwarp();
