@@ -299,7 +299,6 @@ static void dequantize_task(void *arg, int64_t task, int thread)
     const affine_job *job = arg;
     const thread_rows r = rows_of(job, thread);
     const int64_t d = job->d, g = job->g, n = job->bh * job->s, rpt = rows_per_task(job);
-    const uint8_t mask = (uint8_t)vq_affine_code_mask(job->bits);
     int64_t loaded = -1;   /* key parameter row held in r.scale / r.zero */
     for (int64_t row = task * rpt; row < n && row < (task + 1) * rpt; row++) {
         const int64_t bh = row / job->s, t = row % job->s;
@@ -317,7 +316,7 @@ static void dequantize_task(void *arg, int64_t task, int thread)
             spread_groups(r.mn, r.mx, d, g, r.scale, r.zero);
         }
         float *dst = job->x_dt == VQ_DT_F32 ? (float *)job->x + row * d : r.x;
-        job->kern->decode_row(src, mask, r.scale, r.zero, d, dst);
+        job->kern->decode_row(src, r.scale, r.zero, d, dst);
         if (dst == r.x) vq_rows_from_f32(job->cvt, r.x, d, job->x_dt, (uint16_t *)job->x + row * d);
     }
 }

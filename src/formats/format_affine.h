@@ -36,17 +36,12 @@ static inline VQ_HOST_DEVICE uint32_t vq_affine_code_packed(const uint8_t *row, 
     return ((uint32_t)row[s >> 3] >> (s & 7)) & vq_affine_code_mask(bits);
 }
 
-/* row [d] one code per byte -> code c, masked to `bits` so that a stray high
- * bit decodes as the packed layout would. */
-static inline VQ_HOST_DEVICE uint32_t vq_affine_code_unpacked(const uint8_t *row, int64_t c, int bits)
-{
-    return (uint32_t)row[c] & vq_affine_code_mask(bits);
-}
-
-/* Code c of a row in either layout (packed != 0: bit-packed). */
+/* Code c of a row in either layout (packed != 0: bit-packed). A one-per-byte
+ * code is read whole, not masked to `bits`: the encoder never writes more, and
+ * every decoder (dequantizers, attention) then agrees on any byte. */
 static inline VQ_HOST_DEVICE uint32_t vq_affine_code(const uint8_t *row, int64_t c, int bits, int packed)
 {
-    return packed ? vq_affine_code_packed(row, c, bits) : vq_affine_code_unpacked(row, c, bits);
+    return packed ? vq_affine_code_packed(row, c, bits) : (uint32_t)row[c];
 }
 
 /* x_hat = code * scale + zero (the one reconstruction formula). */
