@@ -1,5 +1,5 @@
-/* turboquant_avx2.c — scalar-quantizer kernels, 8 lanes. Up to 15
- * boundaries (bits <= 4) the index is a count of compares against broadcast
+/* turboquant_avx2.c — scalar-quantizer kernels, 8 lanes. Up to 7
+ * boundaries (bits <= 3) the index is a count of compares against broadcast
  * boundaries; beyond, a two-level count whose second level fetches each
  * lane's boundaries by register permutes (gathers are slow on many cores).
  * Both give the scalar kernel's answer exactly (same f32 product, same
@@ -22,8 +22,8 @@ static void quantize_row_avx2(const float *x, int64_t n, float mul, const vq_bou
 {
     const __m256 m = _mm256_set1_ps(mul);
     int64_t j = 0;
-    if (q->n <= 15) {
-        __m256 b[15];
+    if (q->log2_levels <= 3) { /* up to 7 boundaries: count them all */
+        __m256 b[7];
         for (int k = 0; k < q->n; k++) b[k] = _mm256_set1_ps(q->b[k]);
         for (; j + 8 <= n; j += 8) {
             const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), m);
