@@ -45,6 +45,9 @@ static void test_format_codes(void)
                 bad += vq_affine_dequant(vq_affine_code(row, c, bits, 1), 0.25f, -1.0f) !=
                        vq_affine_dequant(vq_affine_code(codes, c, bits, 0), 0.25f, -1.0f);
             }
+            uint8_t back[256];
+            vq_affine_unpack_row(row, d, bits, back);
+            bad += memcmp(back, codes, (size_t)d) != 0;
             VT_CHECK(bad == 0, "%d code mismatches (bits %d, d %lld)", bad, bits, (long long)d);
         }
     }

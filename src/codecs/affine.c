@@ -160,10 +160,10 @@ static void store_codes(const affine_job *job, int64_t bh, int64_t t, const uint
 }
 
 /* Turns the [mn, mx] ranges of parameter rows [prow, prow + n_rows) ([gd]
- * groups each, contiguous) into scale
- * and zero, stores them in the parameter dtype and returns them as stored
- * (f16-rounded when the tensors are f16), so that the codes are computed
- * against what decoding reads. scale/zero may alias mn/mx. */
+ * groups each, contiguous in the tensors) into scale and zero, stores them in
+ * the parameter dtype and returns them as stored (f16-rounded when the
+ * tensors are f16), so that the codes are computed against what decoding
+ * reads. scale/zero may alias mn/mx. */
 static void store_params(const affine_job *job, int64_t prow, int64_t n_rows, const float *mn, const float *mx,
                          float *scale, float *zero)
 {

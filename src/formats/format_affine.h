@@ -78,14 +78,24 @@ static inline VQ_HOST_DEVICE void vq_affine_pack_row(const uint8_t *codes, int64
     }
 }
 
-/* row [d*bits/8] packed -> codes [d], bits in {2, 4, 8}: a byte at a time. */
+/* row [d*bits/8] packed -> codes [d], bits in {2, 4, 8}: one fixed-shape
+ * loop per width, so compilers vectorize it. */
 static inline VQ_HOST_DEVICE void vq_affine_unpack_row(const uint8_t *row, int64_t d, int bits, uint8_t *codes)
 {
-    const int per_byte = 8 / bits;
-    const uint32_t mask = vq_affine_code_mask(bits);
-    for (int64_t byte = 0; byte < d / per_byte; byte++) {
-        const uint32_t v = row[byte];
-        for (int k = 0; k < per_byte; k++) codes[byte * per_byte + k] = (uint8_t)((v >> (k * bits)) & mask);
+    if (bits == 8) {
+        for (int64_t c = 0; c < d; c++) codes[c] = row[c];
+    } else if (bits == 4) {
+        for (int64_t i = 0; i < d / 2; i++) {
+            codes[2 * i] = (uint8_t)(row[i] & 15u);
+            codes[2 * i + 1] = (uint8_t)(row[i] >> 4);
+        }
+    } else {
+        for (int64_t i = 0; i < d / 4; i++) {
+            codes[4 * i] = (uint8_t)(row[i] & 3u);
+            codes[4 * i + 1] = (uint8_t)((row[i] >> 2) & 3u);
+            codes[4 * i + 2] = (uint8_t)((row[i] >> 4) & 3u);
+            codes[4 * i + 3] = (uint8_t)(row[i] >> 6);
+        }
     }
 }
 
