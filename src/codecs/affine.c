@@ -160,10 +160,10 @@ static void store_codes(const affine_job *job, int64_t bh, int64_t t, const uint
 }
 
 /* Turns the [mn, mx] ranges of parameter rows [prow, prow + n_rows) ([gd]
- * groups each, contiguous) into scale
- * and zero, stores them in the parameter dtype and returns them as stored
- * (f16-rounded when the tensors are f16), so that the codes are computed
- * against what decoding reads. scale/zero may alias mn/mx. */
+ * groups each, contiguous in the tensors) into scale and zero, stores them in
+ * the parameter dtype and returns them as stored (f16-rounded when the
+ * tensors are f16), so that the codes are computed against what decoding
+ * reads. scale/zero may alias mn/mx. */
 static void store_params(const affine_job *job, int64_t prow, int64_t n_rows, const float *mn, const float *mx,
                          float *scale, float *zero)
 {
@@ -299,7 +299,6 @@ static void dequantize_task(void *arg, int64_t task, int thread)
     const affine_job *job = arg;
     const thread_rows r = rows_of(job, thread);
     const int64_t d = job->d, g = job->g, n = job->bh * job->s, rpt = rows_per_task(job);
-    const uint8_t mask = (uint8_t)vq_affine_code_mask(job->bits);
     int64_t loaded = -1;   /* key parameter row held in r.scale / r.zero */
     for (int64_t row = task * rpt; row < n && row < (task + 1) * rpt; row++) {
         const int64_t bh = row / job->s, t = row % job->s;
@@ -317,7 +316,7 @@ static void dequantize_task(void *arg, int64_t task, int thread)
             spread_groups(r.mn, r.mx, d, g, r.scale, r.zero);
         }
         float *dst = job->x_dt == VQ_DT_F32 ? (float *)job->x + row * d : r.x;
-        job->kern->decode_row(src, mask, r.scale, r.zero, d, dst);
+        job->kern->decode_row(src, r.scale, r.zero, d, dst);
         if (dst == r.x) vq_rows_from_f32(job->cvt, r.x, d, job->x_dt, (uint16_t *)job->x + row * d);
     }
 }

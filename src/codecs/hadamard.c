@@ -1,5 +1,6 @@
 /* hadamard.c — the rotation kernel table, vq_rotate_rows for internal
  * callers, and the public vq_hadamard (validation + multithreaded driver). */
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -36,6 +37,7 @@ const vq_hadamard_kernels *vq_hadamard_kernels_for(vq_isa isa)
 /* rows [n_rows, d] in place. */
 void vq_rotate_rows(const vq_ctx *ctx, float *rows, int64_t n_rows, int64_t d, const float *diag, bool inverse)
 {
+    assert(vq_is_pow2(d) && "vq_rotate_rows: d must be a power of two");
     const vq_rotate_row_fn rotate = vq_hadamard_kernels_for(ctx->isa)->rotate_row;
     for (int64_t r = 0; r < n_rows; r++) rotate(rows + r * d, d, diag, inverse);
 }
