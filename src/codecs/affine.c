@@ -11,6 +11,9 @@
 #include "codecs/f16_rows.h"
 #include "core/core.h"
 #include "formats/format_affine.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 /* Which tensor the groups run along. */
 typedef enum { AFFINE_KEYS, AFFINE_VALUES } affine_axis;
@@ -257,8 +260,12 @@ static vq_status quantize(vq_ctx *ctx, affine_axis axis, const DLTensor *x, cons
     affine_job job;
     VQ_FORWARD_IF_ERROR(check_call(ctx, axis, x, x_name, codes_out, "codes_out", scale_out, "scale_out", zero_out,
                                    "zero_out", bits, group_size, &job));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx))
+        return axis == AFFINE_KEYS
+                   ? vq_cuda_affine_quantize_keys(ctx, x, bits, group_size, codes_out, scale_out, zero_out)
+                   : vq_cuda_affine_quantize_values(ctx, x, bits, group_size, codes_out, scale_out, zero_out);
+#endif
     VQ_FORWARD_IF_ERROR(take_scratch(ctx, &job));
     if (axis == AFFINE_KEYS)
         vq_parallel_for(ctx, job.bh * job.gs, quantize_keys_task, &job);
@@ -328,8 +335,11 @@ static vq_status dequantize(vq_ctx *ctx, affine_axis axis, const DLTensor *codes
     affine_job job;
     VQ_FORWARD_IF_ERROR(
         check_call(ctx, axis, out, "out", codes, "codes", scale, "scale", zero, "zero", bits, group_size, &job));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx))
+        return axis == AFFINE_KEYS ? vq_cuda_affine_dequantize_keys(ctx, codes, scale, zero, bits, group_size, out)
+                                   : vq_cuda_affine_dequantize_values(ctx, codes, scale, zero, bits, group_size, out);
+#endif
     VQ_FORWARD_IF_ERROR(take_scratch(ctx, &job));
     vq_parallel_for(ctx, vq_ceil_div(job.bh * job.s, rows_per_task(&job)), dequantize_task, &job);
     return VQ_OK;

@@ -8,6 +8,9 @@
 
 #include "codecs/kmeans.h"
 #include "codecs/vqk.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 #define VQ_DTM_CODES (VQ_DTM_U8 | VQ_DTM_U16 | VQ_DTM_I32)
 
@@ -100,11 +103,13 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
     VQ_ENTER(ctx);
     decode_job j = {0};
     VQ_FORWARD_IF_ERROR(check_decode(ctx, indices, codebook, cos_freqs, sin_freqs, positions, out, opts, &j));
-    /* CUDA dispatch point: the CUDA backend's call goes here. The range
-     * checks below read the data, which the host cannot do for device
-     * memory: the CUDA kernel clamps codes to [0, C) and positions to [0, P)
-     * instead (formats/format_commvq.h). */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+    /* The range checks below read the data, which the host cannot do for
+     * device memory: the CUDA kernel clamps codes to [0, C) and positions
+     * to [0, P) instead (formats/format_commvq.h). */
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_comm_vq_decode(
+            ctx, indices, codebook, cos_freqs, sin_freqs, positions, out, opts);
+#endif
     const vq_dtype idx_dt = vq_dtype_of(indices);
     const int64_t bad = vq_vqk_find_bad_code(vq_data(indices), idx_dt, j.rows * j.L.R, j.L.C);
     VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT, "argument 'indices': element %lld is %lld, outside [0, C = %d)",
@@ -186,8 +191,9 @@ vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *c
                  "argument 'indices_out' is %s, which holds C <= %lld centroids, but the codebook has C = %lld",
                  vq_dtype_name(idx_dt), (long long)cap, (long long)C);
     VQ_RETURN_IF(ctx, D > INT32_MAX, VQ_ERR_UNSUPPORTED, "D = %lld is beyond 32-bit indexing", (long long)D);
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_comm_vq_encode(ctx, keys, codebook, indices_out);
+#endif
     encode_job j = {.k = vq_vqk_kernels_for(ctx->isa), .rows = vq_prod(keys, 0, 3), .R = R, .C = C, .D = D,
                     .ld = vq_vqk_ld(C), .keys = vq_data(keys), .keys_dt = vq_dtype_of(keys),
                     .codebook = vq_data(codebook), .idx = vq_data(indices_out), .idx_dt = idx_dt};
@@ -212,8 +218,8 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
     VQ_RETURN_IF(ctx, iters < 0, VQ_ERR_INVALID_ARGUMENT, "iters must be >= 0, got %d", iters);
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, codebook_out, "codebook_out", 3, (const int64_t[]){R, C, D}));
     VQ_RETURN_IF(ctx, D > INT32_MAX, VQ_ERR_UNSUPPORTED, "D = %lld is beyond 32-bit indexing", (long long)D);
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED,
+                 "this trainer runs on CPU contexts only: train on host tensors and copy the result to the device");
     /* The residuals live across k-means calls, which own the ctx scratch, so
      * they get their own buffer (training is not a hot path). The scratch is
      * reserved up front so an out-of-memory fails before anything is written. */

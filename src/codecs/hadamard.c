@@ -5,6 +5,9 @@
 
 #include "f16_rows.h"
 #include "hadamard.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 static vq_hadamard_kernels g_tables[VQ_ISA_COUNT];
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
@@ -97,8 +100,9 @@ vq_status vq_hadamard(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, bool
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, out, "out", x->ndim, x->shape));
     int64_t d;
     VQ_FORWARD_IF_ERROR(vq_check_rotation(ctx, x, "x", diag, &d));
-    /* CUDA dispatch point: #ifdef VQ_WITH_CUDA if (vq_ctx_is_cuda(ctx)) return vq_cuda_hadamard(...); */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_hadamard(ctx, x, diag, inverse, out);
+#endif
 
     hadamard_job job = {
         .ctx = ctx, .x = vq_data(x), .x_dt = vq_dtype_of(x), .out = vq_data(out), .out_dt = vq_dtype_of(out),

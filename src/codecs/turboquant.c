@@ -6,6 +6,9 @@
 #include "hadamard.h"
 #include "lloyd_max.h"
 #include "turboquant.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 /* ---- shared internals ---- */
 
@@ -118,8 +121,9 @@ vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, int bits
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, bits, "bits"));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, idx_out, "idx_out", VQ_DTM_U8, 1, 8));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, idx_out, "idx_out", x->ndim, x->shape));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_scalar_quantize(ctx, x, bits, idx_out);
+#endif
 
     vq_boundaries q;
     vq_turbo_boundaries(bits, &q);
@@ -141,8 +145,9 @@ vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int 
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, bits, "bits"));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, out, "out", VQ_DTM_F16_F32, 1, 8));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, out, "out", idx->ndim, idx->shape));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_scalar_dequantize(ctx, idx, bits, scale, out);
+#endif
 
     scalar_job j = {.x = vq_data(idx), .out = vq_data(out), .out_dt = vq_dtype_of(out), .n = vq_numel(idx),
                     .cents = vq_lloyd_max_centroids(bits), .mask = (uint8_t)((1u << bits) - 1u), .scale = scale};
@@ -231,8 +236,9 @@ vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x, const 
     VQ_FORWARD_IF_ERROR(vq_check_rotation(ctx, x, "x", diag, &d));
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, bits, "bits"));
     VQ_FORWARD_IF_ERROR(vq_check_turbo_codes(ctx, idx_out, "idx_out", scale_out, "scale_out", x, "x"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_hadamard_quantize(ctx, x, diag, bits, idx_out, scale_out, opts);
+#endif
 
     vq_turbo_rows_job j = {.rows = vq_data(x), .rows_dt = vq_dtype_of(x), .diag = diag ? vq_data(diag) : NULL,
                            .n_rows = vq_numel(x) / d, .d = d, .norm_correct = opts != NULL && opts->norm_correct};
@@ -249,8 +255,9 @@ vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, co
     VQ_FORWARD_IF_ERROR(vq_check_rotation(ctx, out, "out", diag, &d));
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, bits, "bits"));
     VQ_FORWARD_IF_ERROR(vq_check_turbo_codes(ctx, idx, "idx", scale, "scale", out, "out"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_hadamard_dequantize(ctx, idx, scale, diag, bits, out);
+#endif
 
     vq_turbo_rows_job j = {.rows = vq_data(out), .rows_dt = vq_dtype_of(out), .diag = diag ? vq_data(diag) : NULL,
                            .n_rows = vq_numel(out) / d, .d = d};

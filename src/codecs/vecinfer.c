@@ -6,6 +6,9 @@
  * kernels, per ISA, in codecs/vqk.h. */
 #include "codecs/vqk.h"
 #include "formats/format_pq.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 /* Shapes of one call, after validation. */
 typedef struct pq_geom {
@@ -218,8 +221,9 @@ vq_status vq_vecinfer_quantize(vq_ctx *ctx, const DLTensor *keys, const DLTensor
     VQ_ENTER(ctx);
     pq_geom g;
     VQ_FORWARD_IF_ERROR(check_encode(ctx, keys, codebook, smooth, num_subspaces, idx_out, &g));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_vecinfer_quantize(ctx, keys, codebook, smooth, num_subspaces, idx_out);
+#endif
     return encode_cpu(ctx, &g, keys, codebook, smooth, idx_out, NULL);
 }
 
@@ -231,8 +235,10 @@ vq_status vq_vecinfer_encode_decode(vq_ctx *ctx, const DLTensor *keys, const DLT
     pq_geom g;
     VQ_FORWARD_IF_ERROR(check_encode(ctx, keys, codebook, smooth, num_subspaces, idx_out, &g));
     VQ_FORWARD_IF_ERROR(check_keys_out(ctx, keys_out, keys, &g));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_vecinfer_encode_decode(
+            ctx, keys, codebook, smooth, num_subspaces, idx_out, keys_out);
+#endif
     return encode_cpu(ctx, &g, keys, codebook, smooth, idx_out, keys_out);
 }
 
@@ -248,11 +254,12 @@ vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *
     VQ_FORWARD_IF_ERROR(check_keys_out(ctx, keys_out, idx, &g));
     g.S = vq_dim(idx, 2);
     g.rows = vq_prod(idx, 0, 3);
-    /* CUDA dispatch point: the CUDA backend's call goes here. The range
-     * check below reads the data, which the host cannot do for device
-     * memory: the CUDA kernel clamps indices to C - 1 instead
+    /* The range check below reads the data, which the host cannot do for
+     * device memory: the CUDA kernel clamps indices to C - 1 instead
      * (formats/format_pq.h). */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_vecinfer_dequant(ctx, idx, codebook, smooth, keys_out);
+#endif
     const int64_t bad = vq_vqk_find_bad_code(vq_data(idx), vq_dtype_of(idx), g.rows * g.M, g.C);
     VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT, "argument 'idx': element %lld is %lld, outside [0, C = %lld)",
                  (long long)bad, (long long)vq_load_i(vq_data(idx), vq_dtype_of(idx), bad), (long long)g.C);
@@ -285,8 +292,9 @@ vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTe
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, lut_out, "lut_out", lead + 2, lut_shape));
     g.S = lead == 3 ? vq_dim(queries, 2) : 1;
     g.rows = vq_prod(queries, 0, lead);
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_vecinfer_query_lut(ctx, queries, codebook, smooth, lut_out);
+#endif
     pq_job j = {.g = g,
                 .in = vq_data(queries),
                 .in_dt = vq_dtype_of(queries),

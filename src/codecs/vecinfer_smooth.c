@@ -31,8 +31,8 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, keys, "keys", VQ_DTM_F16_F32, 2, 2));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, smooth_out, "smooth_out", VQ_DTM_F32, 1, 1));
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, smooth_out, "smooth_out", 0, vq_dim(keys, 1), "D (the last dimension of 'keys')"));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED,
+                 "this trainer runs on CPU contexts only: train on host tensors and copy the result to the device");
     smooth_job j = {.k = vq_vqk_kernels_for(ctx->isa),
                     .keys = vq_data(keys),
                     .dt = vq_dtype_of(keys),
