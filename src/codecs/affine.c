@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "codecs/affine_kernels.h"
-#include "codecs/f16_rows.h"
 #include "core/core.h"
 #include "formats/format_affine.h"
 
@@ -29,7 +28,7 @@ typedef struct affine_job {
     uint8_t *codes;
     void *scale, *zero;
     const vq_affine_kernels *kern;
-    const vq_f16_kernels *cvt;
+    const vq_row_kernels *cvt;
     char *scratch;           /* per-thread slices of scratch_stride bytes */
     size_t scratch_stride;
 } affine_job;
@@ -129,7 +128,7 @@ static vq_status take_scratch(vq_ctx *ctx, affine_job *job)
     VQ_RETURN_IF(ctx, job->scratch == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch",
                  job->scratch_stride * (size_t)ctx->num_threads);
     job->kern = vq_affine_kernels_for(ctx->isa);
-    job->cvt = vq_f16_kernels_for(ctx->isa);
+    job->cvt = vq_row_kernels_for(ctx->isa);
     return VQ_OK;
 }
 
@@ -147,7 +146,7 @@ static const float *load_row(const affine_job *job, int64_t bh, int64_t t, float
 {
     const int64_t off = (bh * job->s + t) * job->d;
     if (job->x_dt == VQ_DT_F32) return (const float *)job->x + off;
-    vq_rows_to_f32(job->cvt, (const uint16_t *)job->x + off, job->x_dt, job->d, buf);
+    job->cvt->to_f32((const uint16_t *)job->x + off, job->x_dt, job->d, buf);
     return buf;
 }
 
@@ -175,11 +174,11 @@ static void store_params(const affine_job *job, int64_t prow, int64_t n_rows, co
         zero[j] = lo;
     }
     const size_t at = (size_t)(prow * job->gd) * vq_dtype_size(job->p_dt);
-    vq_rows_from_f32(job->cvt, scale, n, job->p_dt, (char *)job->scale + at);
-    vq_rows_from_f32(job->cvt, zero, n, job->p_dt, (char *)job->zero + at);
+    job->cvt->from_f32(scale, n, job->p_dt, (char *)job->scale + at);
+    job->cvt->from_f32(zero, n, job->p_dt, (char *)job->zero + at);
     if (job->p_dt != VQ_DT_F32) {
-        vq_rows_to_f32(job->cvt, (const char *)job->scale + at, job->p_dt, n, scale);
-        vq_rows_to_f32(job->cvt, (const char *)job->zero + at, job->p_dt, n, zero);
+        job->cvt->to_f32((const char *)job->scale + at, job->p_dt, n, scale);
+        job->cvt->to_f32((const char *)job->zero + at, job->p_dt, n, zero);
     }
 }
 
@@ -287,8 +286,8 @@ vq_status vq_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, in
 static void load_param_row(const affine_job *job, int64_t prow, float *scale, float *zero)
 {
     const size_t es = vq_dtype_size(job->p_dt);
-    vq_rows_to_f32(job->cvt, (const char *)job->scale + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, scale);
-    vq_rows_to_f32(job->cvt, (const char *)job->zero + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, zero);
+    job->cvt->to_f32((const char *)job->scale + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, scale);
+    job->cvt->to_f32((const char *)job->zero + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, zero);
 }
 
 /* One task = a run of token rows: codes unpacked when packed, parameters
@@ -317,7 +316,7 @@ static void dequantize_task(void *arg, int64_t task, int thread)
         }
         float *dst = job->x_dt == VQ_DT_F32 ? (float *)job->x + row * d : r.x;
         job->kern->decode_row(src, r.scale, r.zero, d, dst);
-        if (dst == r.x) vq_rows_from_f32(job->cvt, r.x, d, job->x_dt, (uint16_t *)job->x + row * d);
+        if (dst == r.x) job->cvt->from_f32(r.x, d, job->x_dt, (uint16_t *)job->x + row * d);
     }
 }
 

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "f16_rows.h"
 #include "hadamard.h"
 
 static vq_hadamard_kernels g_tables[VQ_ISA_COUNT];
@@ -76,7 +75,7 @@ static void hadamard_task(void *arg, int64_t task, int thread)
 {
     const hadamard_job *j = arg;
     const vq_rotate_row_fn rotate = vq_hadamard_kernels_for(j->ctx->isa)->rotate_row;
-    const vq_f16_kernels *cv = vq_f16_kernels_for(j->ctx->isa);
+    const vq_row_kernels *cv = vq_row_kernels_for(j->ctx->isa);
     int64_t r0, r1;
     vq_task_rows(task, j->rows_per_task, j->n_rows, &r0, &r1);
     const size_t xs = vq_dtype_size(j->x_dt), os = vq_dtype_size(j->out_dt);
@@ -85,9 +84,9 @@ static void hadamard_task(void *arg, int64_t task, int thread)
         void *dst = (char *)j->out + (size_t)(r * j->d) * os;
         /* f32 output: rotate in the output row itself (x may be that row). */
         float *buf = j->out_dt == VQ_DT_F32 ? dst : j->scratch + (size_t)thread * (size_t)j->d;
-        if ((const void *)buf != src) vq_rows_to_f32(cv, src, j->x_dt, j->d, buf);
+        if ((const void *)buf != src) cv->to_f32(src, j->x_dt, j->d, buf);
         rotate(buf, j->d, j->diag, j->inverse);
-        if (j->out_dt != VQ_DT_F32) vq_rows_from_f32(cv, buf, j->d, j->out_dt, dst);
+        if (j->out_dt != VQ_DT_F32) cv->from_f32(buf, j->d, j->out_dt, dst);
     }
 }
 
