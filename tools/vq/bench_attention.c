@@ -223,8 +223,8 @@ int vq_cmd_bench_attention(int argc, char **argv)
     double bw_cpu = 0.0;
     const double bw = vqb_read_bandwidth(threads, (size_t)1 << 30, &bw_cpu);
     if (!a.json)
-        printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s wall, %.2f GB/s per CPU-second "
-               "per thread; kernels: %s\n",
+        printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s wall, %.2f GB/s by CPU time "
+               "(bytes / (CPU seconds / threads)); kernels: %s\n",
                threads, bw, bw_cpu, vq_ctx_isa(ctx));
     static const int64_t sizes[] = {512, 2048, 8192, 32768, 65536};
     static const int64_t hkvs[] = {32, 8};
