@@ -478,13 +478,15 @@ static void test_turbo(void)
 {
     static const fcase cases[] = {
         /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split bits packed nc */
-        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 4, 0, 0},
+        {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 4, 1, 0},
         {1, 3, 1, 4, 7, 128, 'h', 'h', 'f', true, 1, 0, 3, 1, 0},
         {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 3, 2, 1, 1},
         {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 8, 0, 0},
         {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', true, 1, 2, 1, 1, 0},
         {1, 2, 2, 33, 33, 8, 'f', 'f', 'f', false, 0, 0, 5, 1, 1},
         {1, 6, 2, 1, 200, 256, 'h', 'f', 'f', false, 2, 0, 7, 1, 0},
+        {1, 4, 1, 4, 97, 128, 'f', 'f', 'f', true, 0, 0, 4, 0, 1},
+        {1, 4, 2, 4, 70, 64, 'f', 'f', 'f', false, 1, 0, 8, 1, 0},
     };
     run_cases("turbo", encode_turbo, cases, sizeof cases / sizeof cases[0]);
 }
@@ -495,7 +497,8 @@ static void test_rvq(void)
         /* B Hq Hkv Sq Skv  D    q    v    o  causal mask split b1 b2 packed/diag */
         {1, 1, 1, 1, 1, 64, 'f', 'f', 'f', false, 0, 0, 4, 2, 0},
         {1, 3, 1, 4, 7, 128, 'h', 'f', 'f', true, 0, 0, 3, 3, 3},
-        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 0, 2, 4, 1},
+        {2, 8, 2, 33, 97, 64, 'f', 'h', 'h', true, 2, 0, 2, 4, 3},
+        {1, 4, 2, 4, 50, 128, 'f', 'f', 'f', false, 0, 0, 4, 4, 1},
         {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 1, 8, 2},
         {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', false, 1, 3, 8, 1, 4 | 3},
         {2, 4, 4, 1, 50, 256, 'h', 'h', 'f', false, 0, 0, 5, 3, 4},

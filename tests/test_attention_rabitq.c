@@ -151,6 +151,9 @@ static void cases_on(vq_ctx *ctx, const char *isa)
         /* few rows (direct paths): unpacked gather and unpacked 16-entry table */
         {1, 4, 2, 1, 50, 64, 40, false, false, false, false, true, false, 0},
         {1, 2, 2, 3, 33, 128, 7, false, false, true, true, false, false, 0},
+        /* 1-2 rows with 16-entry tables: byte-plane strips of 32 columns */
+        {1, 4, 2, 1, 45, 96, 16, false, false, false, false, true, false, 0},
+        {1, 2, 1, 1, 40, 256, 13, true, false, false, true, false, false, 0},
     };
     static const rq_case prefill[] = {
         {1, 4, 1, 70, 97, 64, 16, true, true, false, true, true, false, 0},

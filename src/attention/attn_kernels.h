@@ -51,12 +51,14 @@ typedef struct vq_attn_kernels {
 
     /* Direct paths for few rows (decode): codes expanded in registers and used
      * at once, no tile. */
-    /* s[r*lds + j] = sum_c qs[r*ldq + c] * code(j, c) (codes as affine_k_tile). */
-    void (*affine_qk)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *qs,
-                      int64_t ldq, float *s, int64_t lds);
-    /* o[r*ldo + c] += sum_j w[r*ldw + j*GV + c/g] * code(j, c); g % 8 == 0. */
-    void (*affine_pv)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *w,
-                      int64_t ldw, int64_t GV, int64_t g, float *o, int64_t ldo);
+    /* Affine keys scored straight from the codes (as affine_k_tile):
+     * s[r*lds + j] = sum_c q[r*ldq + c] * (code(j, c) * scale[c] + zero[c]). */
+    void (*affine_qk)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
+                      const float *zero, const float *q, int64_t ldq, float *s, int64_t lds);
+    /* Affine values accumulated straight from the codes (as affine_v_tile), g % 8 == 0:
+     * o[r*ldo + c] += sum_j p[r*ldp + j] * (code(j, c) * vs[j*GV + c/g] + vz[j*GV + c/g]). */
+    void (*affine_pv)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+                      const float *vz, int64_t GV, int64_t g, const float *p, int64_t ldp, float *o, int64_t ldo);
     /* o[r*ldo + c] += sum_j w[r*ldw + j] * cents[min(idx(j, c), n_cents - 1)]
      * (idx as codebook_tile). */
     void (*codebook_pv)(int R, int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,

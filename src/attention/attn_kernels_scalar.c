@@ -116,26 +116,30 @@ static void codebook_tile_scalar(int n, int64_t D, bool packed, const uint8_t *i
     }
 }
 
-/* codes [n][ldc], qs [R][ldq] -> s [R][lds] = qs . code */
-static void affine_qk_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *qs,
-                             int64_t ldq, float *s, int64_t lds)
+/* codes [n][ldc], q [R][ldq] -> s [R][lds] = q . (code * scale + zero) */
+static void affine_qk_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
+                             const float *scale, const float *zero, const float *q, int64_t ldq, float *s,
+                             int64_t lds)
 {
     for (int r = 0; r < R; r++)
         for (int j = 0; j < n; j++) {
             float acc = 0.0f;
-            for (int64_t c = 0; c < D; c++) acc += qs[r * ldq + c] * (float)vq_attn_code(codes + j * ldc, bits, c);
+            for (int64_t c = 0; c < D; c++)
+                acc += q[r * ldq + c] * ((float)vq_attn_code(codes + j * ldc, bits, c) * scale[c] + zero[c]);
             s[r * lds + j] = acc;
         }
 }
 
-/* o [R][ldo] += w [R][n][GV] (by channel group) . codes [n][D] */
-static void affine_pv_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *w,
-                             int64_t ldw, int64_t GV, int64_t g, float *o, int64_t ldo)
+/* o [R][ldo] += p [R][n] . (codes [n][D] * vs + vz by channel group) */
+static void affine_pv_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+                             const float *vz, int64_t GV, int64_t g, const float *p, int64_t ldp, float *o,
+                             int64_t ldo)
 {
     for (int r = 0; r < R; r++)
         for (int j = 0; j < n; j++)
             for (int64_t c = 0; c < D; c++)
-                o[r * ldo + c] += w[r * ldw + j * GV + c / g] * (float)vq_attn_code(codes + j * ldc, bits, c);
+                o[r * ldo + c] += p[r * ldp + j] * ((float)vq_attn_code(codes + j * ldc, bits, c) * vs[j * GV + c / g] +
+                                                    vz[j * GV + c / g]);
 }
 
 /* o [R][ldo] += w [R][n] . cents[idx [n][D]] */

@@ -39,27 +39,6 @@ static void group_rows(const affine_keys *k, const vq_attn_thread *th, int64_t b
     *ze = buf + k->D;
 }
 
-/* Few rows: s[r][t - t0] = (qp[r] * sc) . code[t] + qp[r] . ze for the
- * tokens [t, end) of one group. */
-static void score_direct(const affine_keys *k, const vq_attn_thread *th, int64_t t0, int64_t t, int64_t end,
-                         const uint8_t *codes, const float *sc, const float *ze, const float *qp, int R, float *s)
-{
-    const int64_t D = k->D;
-    float *qs = th->extra + 2 * D, *qz = qs + VQ_ATTN_DIRECT_ROWS * D;
-    for (int r = 0; r < R; r++) {
-        float z = 0.0f;
-        for (int64_t c = 0; c < D; c++) {
-            qs[r * D + c] = qp[r * D + c] * sc[c];
-            z += qp[r * D + c] * ze[c];
-        }
-        qz[r] = z;
-    }
-    float *sb = s + (t - t0);
-    th->kern->affine_qk(R, (int)(end - t), D, k->bits, codes, k->ldc, qs, D, sb, VQ_ATTN_BN);
-    for (int r = 0; r < R; r++)
-        for (int64_t j = 0; j < end - t; j++) sb[r * VQ_ATTN_BN + j] += qz[r];
-}
-
 /* qp [R][D] -> s [R][BN]: decode the block's keys into the tile, one group
  * segment at a time, then score all rows against the tile */
 static void score(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
@@ -75,7 +54,9 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
         const float *sc, *ze;
         group_rows(k, th, bh, grp, th->extra, &sc, &ze);
         const uint8_t *codes = k->codes + (bh * k->Skv + t) * k->ldc;
-        if (direct) score_direct(k, th, blk->t0, t, end, codes, sc, ze, qp, R, s);
+        if (direct)
+            th->kern->affine_qk(R, (int)(end - t), k->D, k->bits, codes, k->ldc, sc, ze, qp, k->D, s + (t - blk->t0),
+                                VQ_ATTN_BN);
         else
             th->kern->affine_k_tile((int)(end - t), k->D, k->bits, codes, k->ldc, sc, ze,
                                     th->tile + (t - blk->t0) * k->D);
@@ -125,6 +106,6 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
     out->ops = &affine_ops;
     out->desc = d;
     out->qp_floats = dims->D;
-    out->thread_floats = (2 + VQ_ATTN_DIRECT_ROWS) * dims->D + VQ_ATTN_DIRECT_ROWS;
+    out->thread_floats = 2 * dims->D;
     return VQ_OK;
 }

@@ -4,9 +4,10 @@
  *   VQ_KEYS_RABITQ     y_hat = mag * sign,  plus an additive cnst per token
  * rot is orthonormal, so q . k_hat = rot(q) . y_hat: each query row is rotated
  * once in prep_q (softmax scale folded in) and never rotated back. A block's
- * y_hat is decoded into the thread's f32 tile (centroid gathers, or ±mag from
- * the sign bits) and scored by all rows of the tile at once. */
+ * y_hat is decoded into the thread's f32 tile (Lloyd-Max centroid look-ups,
+ * or ±mag from the sign bits) and scored by all rows of the tile at once. */
 #include <stdio.h>
+#include <string.h>
 
 #include "attention/attn_formats.h"
 #include "codecs/hadamard.h"
@@ -26,7 +27,6 @@ typedef struct turbo_stage {
 
 typedef struct rotated_keys {
     vq_rotate_row_fn rotate;
-    vq_gather_row_fn gather;
     const float *diag;         /* [D] or NULL */
     int64_t Hkv, Skv, D;
     float scale;               /* softmax scale */
@@ -47,42 +47,78 @@ static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
     for (int64_t c = 0; c < k->D; c++) qp[c] *= k->scale;
 }
 
-/* words [ceil(D*bits/32)] -> codes [D]: element i is stream bits
- * [i*bits, (i+1)*bits) (vq_bit_pack's order). Reads a word only when the
- * element needs it, so never past the row. */
-static void unpack_row(const uint32_t *words, int64_t D, int bits, uint8_t *codes)
+/* One row of a packed stage, bytes [nbytes] -> codes [D], for a `bits` that
+ * is a constant after inlining (see unpack_row). Eight codes take exactly
+ * `bits` bytes, and on a little-endian host stream bit s is bit s % 8 of byte
+ * s / 8, so each group of eight is one unaligned 64-bit load, eight
+ * constant shifts and one 64-bit store, with no branch on codes straddling
+ * words. The last groups
+ * load only their own bytes, never past the row. D is a multiple of 8. */
+static inline void unpack_fixed(const uint8_t *bytes, int64_t nbytes, int64_t D, int bits, uint8_t *codes)
 {
-    const uint32_t mask = vq_bitpack_mask(bits);
-    uint64_t acc = 0;
-    int have = 0;
-    for (int64_t i = 0; i < D; i++) {
-        if (have < bits) {
-            acc |= (uint64_t)*words++ << have;
-            have += 32;
-        }
-        codes[i] = (uint8_t)(acc & mask);
-        acc >>= bits;
-        have -= bits;
+    const uint64_t mask = vq_bitpack_mask(bits);
+    for (int64_t g = 0; g < D / 8; g++) {
+        uint64_t v = 0;
+        if (g * bits + 8 <= nbytes) memcpy(&v, bytes + g * bits, 8);
+        else memcpy(&v, bytes + g * bits, (size_t)bits);
+        /* written out: with constant shifts this is ~3 instructions a code */
+        const uint64_t out = (v & mask) | ((v >> bits) & mask) << 8 | ((v >> 2 * bits) & mask) << 16 |
+                             ((v >> 3 * bits) & mask) << 24 | ((v >> 4 * bits) & mask) << 32 |
+                             ((v >> 5 * bits) & mask) << 40 | ((v >> 6 * bits) & mask) << 48 |
+                             ((v >> 7 * bits) & mask) << 56;
+        memcpy(codes + g * 8, &out, 8);
     }
 }
 
-/* Tokens [tok, tok + n) of the flattened cache -> tile [n][D] = y_hat, the
- * stages summed in order (codes unpacked into buf [D] when bit-packed). */
-static void decode_turbo(const rotated_keys *k, int64_t tok, int n, uint8_t *buf, float *tile)
+/* Codes of token `tok` of one stage as kern->codebook_tile reads them
+ * (*nibbles: two per byte, low nibble first; else one per byte), masked to the
+ * stage's bits. Read in place when the stored row already is such a layout
+ * (8-bit codes; a 4-bit u32 stream is exactly nibble-packed bytes on a
+ * little-endian host); otherwise unpacked from the u32 stream (element i at
+ * stream bits [i*bits, (i+1)*bits), vq_bit_pack's order) or masked into
+ * scratch [D]. */
+static const uint8_t *stage_codes(const turbo_stage *st, int64_t tok, int64_t D, uint8_t *scratch, bool *nibbles)
 {
-    for (int j = 0; j < n; j++)
+    *nibbles = st->packed && st->bits == 4;
+    if (!st->packed) {
+        const uint8_t *src = (const uint8_t *)st->idx + tok * st->ld, mask = (uint8_t)vq_bitpack_mask(st->bits);
+        if (st->bits == 8) return src;
+        for (int64_t c = 0; c < D; c++) scratch[c] = src[c] & mask;
+        return scratch;
+    }
+    const uint8_t *bytes = (const uint8_t *)((const uint32_t *)st->idx + tok * st->ld);
+    const int64_t nbytes = 4 * st->ld;
+    switch (st->bits) { /* one specialised loop per width */
+    case 1: unpack_fixed(bytes, nbytes, D, 1, scratch); break;
+    case 2: unpack_fixed(bytes, nbytes, D, 2, scratch); break;
+    case 3: unpack_fixed(bytes, nbytes, D, 3, scratch); break;
+    case 4: return bytes;
+    case 5: unpack_fixed(bytes, nbytes, D, 5, scratch); break;
+    case 6: unpack_fixed(bytes, nbytes, D, 6, scratch); break;
+    case 7: unpack_fixed(bytes, nbytes, D, 7, scratch); break;
+    default: return bytes;
+    }
+    return scratch;
+}
+
+/* Tokens [tok, tok + n) of the flattened cache -> tile [n][D] = y_hat, the
+ * stages summed in order. Per token and stage the codes are looked up with
+ * kern->codebook_tile (register look-ups for <= 16 centroids); a second stage
+ * goes through row [D] and is added, as the RVQ decoder adds it. */
+static void decode_turbo(const rotated_keys *k, const vq_attn_kernels *kern, int64_t tok, int n, uint8_t *scratch,
+                         float *row, float *tile)
+{
+    for (int j = 0; j < n; j++) {
+        float *y = tile + (int64_t)j * k->D;
         for (int s = 0; s < k->n_stages; s++) {
             const turbo_stage *st = &k->stage[s];
-            const uint8_t *codes;
-            if (st->packed) {
-                unpack_row((const uint32_t *)st->idx + (tok + j) * st->ld, k->D, st->bits, buf);
-                codes = buf;
-            } else {
-                codes = (const uint8_t *)st->idx + (tok + j) * st->ld;
-            }
-            k->gather(codes, k->D, st->cents, (uint8_t)vq_bitpack_mask(st->bits), st->scale[tok + j], s > 0,
-                      tile + (int64_t)j * k->D);
+            bool nibbles;
+            const uint8_t *codes = stage_codes(st, tok + j, k->D, scratch, &nibbles);
+            kern->codebook_tile(1, k->D, nibbles, codes, st->cents, 1 << st->bits, st->scale + tok + j, s ? row : y);
+            if (s)
+                for (int64_t c = 0; c < k->D; c++) y[c] += row[c];
         }
+    }
 }
 
 /* qp [R][D] -> s [R][BN] */
@@ -92,7 +128,7 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     const rotated_keys *k = desc;
     const int64_t tok = (blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0;
     if (k->n_stages == 0) th->kern->sign_tile(blk->n, k->D, k->sign_bits + tok * (k->D / 8), k->mag + tok, th->tile);
-    else decode_turbo(k, tok, blk->n, (uint8_t *)th->extra, th->tile);
+    else decode_turbo(k, th->kern, tok, blk->n, (uint8_t *)(th->extra + k->D), th->extra, th->tile);
     th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
     if (k->cnst)
         for (int r = 0; r < R; r++)
@@ -118,7 +154,6 @@ static vq_status bind_common(vq_ctx *ctx, const char *fmt, const DLTensor *diag,
     }
     rotated_keys *d = (rotated_keys *)(void *)out->storage.bytes;
     *d = (rotated_keys){.rotate = vq_hadamard_kernels_for(ctx->isa)->rotate_row,
-                        .gather = vq_turbo_kernels_for(ctx->isa)->gather_row,
                         .diag = diag ? vq_data(diag) : NULL,
                         .Hkv = dims->Hkv,
                         .Skv = dims->Skv,
@@ -127,7 +162,7 @@ static vq_status bind_common(vq_ctx *ctx, const char *fmt, const DLTensor *diag,
     out->ops = &rotated_ops;
     out->desc = d;
     out->qp_floats = dims->D;
-    out->thread_floats = (dims->D + 3) / 4;  /* D bytes for an unpacked code row */
+    out->thread_floats = dims->D + (dims->D + 3) / 4;  /* a stage row [D] f32, then a code row [D] u8 */
     *desc = d;
     return VQ_OK;
 }

@@ -34,23 +34,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
         th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
         return;
     }
-    float *w = th->extra + 2 * VQ_ATTN_BN * GV, *zacc = w + VQ_ATTN_DIRECT_ROWS * VQ_ATTN_BN * GV;
-    for (int r = 0; r < R; r++) {
-        for (int64_t x = 0; x < GV; x++) zacc[r * GV + x] = 0.0f;
-        for (int j = 0; j < blk->n; j++) {
-            const float pj = p[r * VQ_ATTN_BN + j];
-            for (int64_t x = 0; x < GV; x++) {
-                w[(r * VQ_ATTN_BN + j) * GV + x] = pj * vs[j * GV + x];
-                zacc[r * GV + x] += pj * vz[j * GV + x];
-            }
-        }
-    }
-    th->kern->affine_pv(R, blk->n, v->D, v->bits, codes, v->ldc, w, VQ_ATTN_BN * GV, GV, v->g, o, v->D);
-    for (int r = 0; r < R; r++)
-        for (int64_t x = 0; x < GV; x++) {
-            const int64_t c1 = (x + 1) * v->g < v->D ? (x + 1) * v->g : v->D;
-            for (int64_t c = x * v->g; c < c1; c++) o[r * v->D + c] += zacc[r * GV + x];
-        }
+    th->kern->affine_pv(R, blk->n, v->D, v->bits, codes, v->ldc, vs, vz, GV, v->g, p, VQ_ATTN_BN, o, v->D);
 }
 
 static const vq_attn_value_ops affine_ops = {accumulate};
@@ -70,6 +54,6 @@ vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const D
                          g, GV, dims->Hkv, dims->Skv, dims->D};
     out->ops = &affine_ops;
     out->desc = d;
-    out->thread_floats = (2 + VQ_ATTN_DIRECT_ROWS) * VQ_ATTN_BN * GV + VQ_ATTN_DIRECT_ROWS * GV;
+    out->thread_floats = 2 * VQ_ATTN_BN * GV;
     return VQ_OK;
 }

@@ -25,6 +25,7 @@ static vq_status check_codebook(vq_ctx *ctx, const DLTensor *codebook, int64_t R
 
 typedef struct decode_job {
     const vq_vqk_kernels *k;
+    const vq_row_kernels *conv; /* f16/f32 row conversions */
     vq_commvq_layout L;
     int64_t rows, H, S, chunk;
     const void *idx;          /* [rows, R] */
@@ -52,7 +53,7 @@ static void decode_task(void *arg, int64_t task, int thread)
         float *dst = j->out_dt == VQ_DT_F32 ? (float *)j->out + row * D : tmp;
         j->k->commvq_decode(&j->L, (const char *)j->idx + row * j->L.R * j->L.idx_bytes, j->codebook,
                             j->scale ? j->scale[row] : 1.0f, j->cos + p * half, j->sin + p * half, dst);
-        if (dst == tmp) j->k->store_row(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
+        if (dst == tmp) j->conv->from_f32(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
     }
 }
 
@@ -120,6 +121,7 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
                  "argument 'positions': element %lld is %d, outside [0, P = %lld) (the rows of 'cos_freqs')",
                  (long long)bad_pos, ((const int32_t *)vq_data(positions))[bad_pos], (long long)P);
     j.k = vq_vqk_kernels_for(ctx->isa);
+    j.conv = vq_row_kernels_for(ctx->isa);
     j.idx = vq_data(indices);
     j.codebook = vq_data(codebook);
     j.cos = vq_data(cos_freqs);
@@ -137,6 +139,7 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
 
 typedef struct encode_job {
     const vq_vqk_kernels *k;
+    const vq_row_kernels *conv; /* f16/f32 row conversions */
     int64_t rows, R, C, D, ld, chunk;
     const void *keys;          /* [rows, D] (NULL: x already holds f32 rows) */
     vq_dtype keys_dt;
@@ -170,7 +173,7 @@ static void encode_task(void *arg, int64_t task, int thread)
             encode_residual(j, row, j->x + row * j->D);
             continue;
         }
-        j->k->load_row((const char *)j->keys + row * j->D * (int64_t)vq_dtype_size(j->keys_dt), j->keys_dt, j->D, res);
+        j->conv->to_f32((const char *)j->keys + row * j->D * (int64_t)vq_dtype_size(j->keys_dt), j->keys_dt, j->D, res);
         encode_residual(j, row, res);
     }
 }
@@ -194,7 +197,9 @@ vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *c
 #ifdef VQ_WITH_CUDA
     if (vq_ctx_is_cuda(ctx)) return vq_cuda_comm_vq_encode(ctx, keys, codebook, indices_out);
 #endif
-    encode_job j = {.k = vq_vqk_kernels_for(ctx->isa), .rows = vq_prod(keys, 0, 3), .R = R, .C = C, .D = D,
+    encode_job j = {.k = vq_vqk_kernels_for(ctx->isa),
+                    .conv = vq_row_kernels_for(ctx->isa),
+                    .rows = vq_prod(keys, 0, 3), .R = R, .C = C, .D = D,
                     .ld = vq_vqk_ld(C), .keys = vq_data(keys), .keys_dt = vq_dtype_of(keys),
                     .codebook = vq_data(codebook), .idx = vq_data(indices_out), .idx_dt = idx_dt};
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, R * D * j.ld, D, &j.w));
@@ -223,7 +228,9 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
     /* The residuals live across k-means calls, which own the ctx scratch, so
      * they get their own buffer (training is not a hot path). The scratch is
      * reserved up front so an out-of-memory fails before anything is written. */
-    encode_job j = {.k = vq_vqk_kernels_for(ctx->isa), .rows = N, .R = R, .C = C, .D = D, .ld = vq_vqk_ld(C),
+    encode_job j = {.k = vq_vqk_kernels_for(ctx->isa),
+                    .conv = vq_row_kernels_for(ctx->isa),
+                    .rows = N, .R = R, .C = C, .D = D, .ld = vq_vqk_ld(C),
                     .codebook = vq_data(codebook_out)};
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, D * j.ld, D, &j.w));
     const size_t km = vq_kmeans_scratch_bytes(N, D, C);

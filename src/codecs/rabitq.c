@@ -5,7 +5,6 @@
  * formats/format_rabitq.h, the rotation in codecs/hadamard.h. */
 #include <string.h>
 
-#include "codecs/f16_rows.h"
 #include "codecs/hadamard.h"
 #include "codecs/rabitq_kernels.h"
 #include "core/core.h"
@@ -21,7 +20,7 @@
 typedef struct {
     const vq_ctx *ctx;
     const vq_rabitq_kernels *kern;
-    const vq_f16_kernels *cvt;
+    const vq_row_kernels *cvt;
     const void *keys;
     vq_dtype dt;
     const float *diag;
@@ -49,7 +48,7 @@ static void encode_task(void *arg, int64_t task, int thread)
     const int64_t d = job->d, r0 = task * job->rows_per_task;
     const int64_t r1 = r0 + job->rows_per_task < job->n_rows ? r0 + job->rows_per_task : job->n_rows;
     float *y = job->scratch + (size_t)thread * (size_t)(job->rows_per_task * d);
-    vq_rows_to_f32(job->cvt, (const char *)job->keys + (size_t)(r0 * d) * vq_dtype_size(job->dt), job->dt, (r1 - r0) * d,
+    job->cvt->to_f32((const char *)job->keys + (size_t)(r0 * d) * vq_dtype_size(job->dt), job->dt, (r1 - r0) * d,
                    y);
     vq_rotate_rows(job->ctx, y, r1 - r0, d, job->diag, false);
     for (int64_t r = r0; r < r1; r++) {
@@ -80,7 +79,7 @@ vq_status vq_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *di
 #ifdef VQ_WITH_CUDA
     if (vq_ctx_is_cuda(ctx)) return vq_cuda_rabitq_encode(ctx, keys, diag, k_bits_out, k_mag_out, opts);
 #endif
-    encode_job job = {ctx, vq_rabitq_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys),
+    encode_job job = {ctx, vq_rabitq_kernels_for(ctx->isa), vq_row_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys),
                       diag ? vq_data(diag) : NULL, mag, vq_numel(keys) / d, d, 0,
                       vq_data(k_bits_out), vq_data(k_mag_out), NULL};
     job.rows_per_task = vq_rows_per_task(job.n_rows, d, ctx->num_threads);

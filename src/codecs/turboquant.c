@@ -61,7 +61,7 @@ enum { CHUNK = 4096 };
 
 typedef struct scalar_job {
     const vq_turbo_kernels *k;
-    const vq_f16_kernels *cv;     /* row conversions */
+    const vq_row_kernels *cv;     /* row conversions */
     const void *x;        /* quantize: input values; dequantize: u8 indices */
     vq_dtype x_dt;
     void *out;            /* quantize: u8 indices; dequantize: values */
@@ -82,7 +82,7 @@ static void scalar_quantize_task(void *arg, int64_t task, int thread)
     const float *src = (const float *)j->x + e0;
     if (j->x_dt != VQ_DT_F32) {
         float *buf = j->scratch + (size_t)thread * CHUNK;
-        vq_rows_to_f32(j->cv, (const uint16_t *)j->x + e0, j->x_dt, len, buf);
+        j->cv->to_f32((const uint16_t *)j->x + e0, j->x_dt, len, buf);
         src = buf;
     }
     uint8_t *idx = (uint8_t *)j->out + e0;
@@ -98,14 +98,14 @@ static void scalar_dequantize_task(void *arg, int64_t task, int thread)
     const bool f32 = j->out_dt == VQ_DT_F32;
     float *buf = f32 ? (float *)j->out + e0 : j->scratch + (size_t)thread * CHUNK;
     j->k->gather_row((const uint8_t *)j->x + e0, len, j->cents, j->mask, j->scale, false, buf);
-    if (!f32) vq_rows_from_f32(j->cv, buf, len, j->out_dt, (uint16_t *)j->out + e0);
+    if (!f32) j->cv->from_f32(buf, len, j->out_dt, (uint16_t *)j->out + e0);
 }
 
 /* Runs a scalar job over all elements; scratch only when converting. */
 static vq_status run_scalar(vq_ctx *ctx, scalar_job *j, bool convert, vq_task_fn fn)
 {
     j->k = vq_turbo_kernels_for(ctx->isa);
-    j->cv = vq_f16_kernels_for(ctx->isa);
+    j->cv = vq_row_kernels_for(ctx->isa);
     if (convert) {
         j->scratch = vq_ctx_scratch(ctx, (size_t)ctx->num_threads * CHUNK * sizeof(float));
         VQ_RETURN_IF(ctx, j->scratch == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate conversion buffers");
@@ -168,7 +168,7 @@ void vq_turbo_stage_init(vq_turbo_stage *st, int bits, const DLTensor *idx, cons
 vq_status vq_turbo_run_rows(vq_ctx *ctx, vq_turbo_rows_job *j, bool need_scratch, vq_task_fn fn)
 {
     j->k = vq_turbo_kernels_for(ctx->isa);
-    j->cv = vq_f16_kernels_for(ctx->isa);
+    j->cv = vq_row_kernels_for(ctx->isa);
     j->rotate = vq_hadamard_kernels_for(ctx->isa)->rotate_row;
     j->rows_per_task = vq_rows_per_task(j->n_rows, j->d, ctx->num_threads);
     if (need_scratch) {
@@ -182,7 +182,7 @@ vq_status vq_turbo_run_rows(vq_ctx *ctx, vq_turbo_rows_job *j, bool need_scratch
 float *vq_turbo_load_row(const vq_turbo_rows_job *j, int64_t r, int thread)
 {
     float *y = j->scratch + (size_t)thread * (size_t)j->d;
-    vq_rows_to_f32(j->cv, (const char *)j->rows + (size_t)(r * j->d) * vq_dtype_size(j->rows_dt), j->rows_dt, j->d, y);
+    j->cv->to_f32((const char *)j->rows + (size_t)(r * j->d) * vq_dtype_size(j->rows_dt), j->rows_dt, j->d, y);
     return y;
 }
 
@@ -196,7 +196,7 @@ void vq_turbo_store_row(const vq_turbo_rows_job *j, int64_t r, float *y)
 {
     j->rotate(y, j->d, j->diag, true);
     if (j->rows_dt != VQ_DT_F32)
-        vq_rows_from_f32(j->cv, y, j->d, j->rows_dt, (char *)j->rows + (size_t)(r * j->d) * vq_dtype_size(j->rows_dt));
+        j->cv->from_f32(y, j->d, j->rows_dt, (char *)j->rows + (size_t)(r * j->d) * vq_dtype_size(j->rows_dt));
 }
 
 /* rows -> rot -> stage 0 codes and scales */

@@ -92,6 +92,7 @@ static vq_pq_layout layout_of(const pq_geom *g, vq_dtype idx_dt)
 /* Everything a CPU task reads; one per call. */
 typedef struct pq_job {
     const vq_vqk_kernels *k;
+    const vq_row_kernels *conv; /* f16/f32 row conversions */
     pq_geom g;
     vq_pq_layout L;
     const void *in;          /* keys or queries [rows, D] */
@@ -120,7 +121,7 @@ static const float *cbt_of(const pq_job *j, int64_t h)
 /* Row `row` of the input as f32 in x [D]. */
 static void load_row(const pq_job *j, int64_t row, float *x)
 {
-    j->k->load_row((const char *)j->in + row * j->g.D * (int64_t)vq_dtype_size(j->in_dt), j->in_dt, j->g.D, x);
+    j->conv->to_f32((const char *)j->in + row * j->g.D * (int64_t)vq_dtype_size(j->in_dt), j->in_dt, j->g.D, x);
 }
 
 /* Decodes the codes of `row` (already in j->idx) into the keys_out row,
@@ -131,7 +132,7 @@ static void decode_row(const pq_job *j, int64_t row, float *tmp)
     const void *codes = (const char *)j->idx + row * j->g.M * (int64_t)vq_dtype_size(j->idx_dt);
     float *dst = j->out_dt == VQ_DT_F32 ? (float *)j->out + row * D : tmp;
     vq_pq_decode_token(&j->L, codes, codebook_of(j, h), smooth_of(j, h), dst);
-    if (dst == tmp) j->k->store_row(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
+    if (dst == tmp) j->conv->from_f32(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
 }
 
 /* Rows of one task: keys -> idx (and keys_out when j->out is set). */
@@ -190,6 +191,7 @@ static vq_status prepare(vq_ctx *ctx, pq_job *j, bool transpose)
     const pq_geom *g = &j->g;
     const int64_t groups = (g->cb_per_head ? g->H : 1) * g->M;
     j->k = vq_vqk_kernels_for(ctx->isa);
+    j->conv = vq_row_kernels_for(ctx->isa);
     j->ld = vq_vqk_ld(g->C);
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, transpose ? groups * g->dsub * j->ld : 0, 2 * g->D, &j->w));
     if (transpose) vq_vqk_transpose(ctx, j->codebook, groups, g->C, g->dsub, j->w.cbt);

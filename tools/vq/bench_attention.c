@@ -22,7 +22,8 @@ static const char usage_text[] =
     "  prefill: Sq = Skv = --prefill-s (default 4096), Hq = Hkv = --prefill-heads (default 4).\n"
     "  --only NAME times only the cases whose format contains NAME (plus f16 for the ratio).\n"
     "  Times are wall-clock medians; cpu-ms is the process CPU time per call divided by the\n"
-    "  threads, which stays meaningful when other work shares the cores.\n";
+    "  threads, which stays meaningful when other work shares the cores; %bwcpu compares the\n"
+    "  kernel's bytes per CPU-second with the read loop's.\n";
 
 typedef struct bench_args {
     int64_t max_skv, min_skv, prefill_s;
@@ -91,38 +92,39 @@ static double time_case(vqb_case *c, vq_ctx *ctx, int repeats, double *cpu)
 typedef struct result {
     const char *name, *kind;  /* kind: fused, dequant+sdpa, sdpa, prefill */
     int64_t hkv, sq, skv;
-    double sec, cpu, bytes, gflop;  /* cpu: process CPU seconds per call / threads */
+    double sec, cpu, bytes, gflop;  /* cpu: process CPU seconds per call / threads; gflop per call */
     double vs_deq, vs_f16;    /* speed-ups (time of baseline / time), 0 = n/a */
 } result;
 
-static void print_table(const result *r, int n, double bw)
+static void print_table(const result *r, int n, double bw, double bw_cpu)
 {
-    printf("%-14s %-13s %4s %5s %6s %9s %9s %9s %7s %6s %7s %7s\n", "format", "kind", "Hkv", "Sq", "Skv", "ms",
-           "cpu-ms", "MB read", "GB/s", "%bw", "x deq", "x f16");
+    printf("%-14s %-13s %4s %5s %6s %9s %9s %9s %7s %6s %7s %7s %7s\n", "format", "kind", "Hkv", "Sq", "Skv", "ms",
+           "cpu-ms", "MB read", "GB/s", "%bw", "%bwcpu", "x deq", "x f16");
     for (int i = 0; i < n; i++) {
         const double gbs = r[i].bytes / r[i].sec / 1e9;
         char deq[16] = "-", f16[16] = "-";
         if (r[i].vs_deq > 0) snprintf(deq, sizeof deq, "%.2f", r[i].vs_deq);
         if (r[i].vs_f16 > 0) snprintf(f16, sizeof f16, "%.2f", r[i].vs_f16);
-        printf("%-14s %-13s %4lld %5lld %6lld %9.3f %9.3f %9.2f %7.2f %6.1f %7s %7s", r[i].name, r[i].kind,
+        printf("%-14s %-13s %4lld %5lld %6lld %9.3f %9.3f %9.2f %7.2f %6.1f %7.1f %7s %7s", r[i].name, r[i].kind,
                (long long)r[i].hkv, (long long)r[i].sq, (long long)r[i].skv, r[i].sec * 1e3, r[i].cpu * 1e3,
-               r[i].bytes / 1e6, gbs, 100.0 * gbs / bw, deq, f16);
+               r[i].bytes / 1e6, gbs, 100.0 * gbs / bw, 100.0 * r[i].bytes / r[i].cpu / 1e9 / bw_cpu, deq, f16);
         if (r[i].gflop > 0) printf("  %.1f GFLOP/s", r[i].gflop / r[i].sec);
         printf("\n");
     }
 }
 
-static void print_json(const result *r, int n, double bw, const char *isa, int threads)
+static void print_json(const result *r, int n, double bw, double bw_cpu, const char *isa, int threads)
 {
-    printf("{\n  \"read_bandwidth_gbs\": %.3f,\n  \"isa\": \"%s\",\n  \"threads\": %d,\n  \"results\": [\n", bw, isa,
-           threads);
+    printf("{\n  \"read_bandwidth_gbs\": %.3f,\n  \"read_bandwidth_per_cpu_gbs\": %.3f,\n  \"isa\": \"%s\",\n"
+           "  \"threads\": %d,\n  \"results\": [\n",
+           bw, bw_cpu, isa, threads);
     for (int i = 0; i < n; i++) {
         const double gbs = r[i].bytes / r[i].sec / 1e9;
         printf("    {\"format\": \"%s\", \"kind\": \"%s\", \"B\": 1, \"Hq\": %d, \"Hkv\": %lld, \"Sq\": %lld, "
-               "\"Skv\": %lld, \"D\": 128, \"ms\": %.4f, \"cpu_ms\": %.4f, \"bytes\": %.0f, \"gbs\": %.3f, \"bw_fraction\": %.4f, "
+               "\"Skv\": %lld, \"D\": 128, \"ms\": %.4f, \"cpu_ms\": %.4f, \"bytes\": %.0f, \"gbs\": %.3f, \"bw_fraction\": %.4f, \"bw_fraction_cpu\": %.4f, "
                "\"speedup_vs_dequant\": %.4f, \"speedup_vs_f16\": %.4f, \"gflops\": %.3f}%s\n",
                r[i].name, r[i].kind, r[i].kind[0] == 'p' ? (int)r[i].hkv : 32, (long long)r[i].hkv,
-               (long long)r[i].sq, (long long)r[i].skv, r[i].sec * 1e3, r[i].cpu * 1e3, r[i].bytes, gbs, gbs / bw, r[i].vs_deq,
+               (long long)r[i].sq, (long long)r[i].skv, r[i].sec * 1e3, r[i].cpu * 1e3, r[i].bytes, gbs, gbs / bw, r[i].bytes / r[i].cpu / 1e9 / bw_cpu, r[i].vs_deq,
                r[i].vs_f16, r[i].gflop > 0 ? r[i].gflop / r[i].sec : 0.0, i + 1 < n ? "," : "");
     }
     printf("  ]\n}\n");
@@ -189,11 +191,11 @@ static int bench_prefill(vq_ctx *ctx, const bench_args *a, result *out, int *n)
             return VQ_EXIT_FAILURE;
         }
     }
-    /* flops of the two matrix products: 2 * 2 * H * Sq * Skv * D */
-    const double flop = 4.0 * (double)sh.Hq * (double)sh.Sq * (double)sh.Skv * (double)sh.D;
+    /* the two matrix products: 2 * 2 * H * Sq * Skv * D flops */
+    const double gflop = 4e-9 * (double)sh.Hq * (double)sh.Sq * (double)sh.Skv * (double)sh.D;
     for (int i = 0; i < nc; i++) {
         out[(*n)++] = (result){cases[i].name, cases[i].kind, sh.Hkv, sh.Sq, sh.Skv, sec[i], cpu[i],
-                               (double)cases[i].bytes, flop, i > 0 ? sec[0] / sec[i] : 0, 0};
+                               (double)cases[i].bytes, gflop, i > 0 ? sec[0] / sec[i] : 0, 0};
     }
     vqb_free_cases(cases, nc);
     return VQ_EXIT_OK;
@@ -218,10 +220,12 @@ int vq_cmd_bench_attention(int argc, char **argv)
         return VQ_EXIT_FAILURE;
     }
     const int threads = vq_ctx_num_threads(ctx);
-    const double bw = vqb_read_bandwidth(threads, (size_t)1 << 30);
+    double bw_cpu = 0.0;
+    const double bw = vqb_read_bandwidth(threads, (size_t)1 << 30, &bw_cpu);
     if (!a.json)
-        printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s; kernels: %s\n", threads, bw,
-               vq_ctx_isa(ctx));
+        printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s wall, %.2f GB/s by CPU time "
+               "(bytes / (CPU seconds / threads)); kernels: %s\n",
+               threads, bw, bw_cpu, vq_ctx_isa(ctx));
     static const int64_t sizes[] = {512, 2048, 8192, 32768, 65536};
     static const int64_t hkvs[] = {32, 8};
     result res[256];
@@ -236,8 +240,8 @@ int vq_cmd_bench_attention(int argc, char **argv)
         for (size_t s = 0; s < 5 && status == VQ_EXIT_OK; s++)
             if (sizes[s] <= a.max_skv && sizes[s] >= a.min_skv) status = bench_decode(ctx, &a, a.hkv, sizes[s], res, &n);
     if (a.prefill && status == VQ_EXIT_OK) status = bench_prefill(ctx, &a, res, &n);
-    if (a.json) print_json(res, n, bw, vq_ctx_isa(ctx), threads);
-    else print_table(res, n, bw);
+    if (a.json) print_json(res, n, bw, bw_cpu, vq_ctx_isa(ctx), threads);
+    else print_table(res, n, bw, bw_cpu);
     vq_ctx_free(ctx);
     return status;
 }

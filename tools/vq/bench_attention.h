@@ -10,8 +10,10 @@
 /* Monotonic seconds; CPU seconds of the whole process (all threads). */
 double vqb_now(void);
 double vqb_cpu_now(void);
-/* Best of 3 streaming-read passes over `bytes` with `threads` threads, GB/s. */
-double vqb_read_bandwidth(int threads, size_t bytes);
+/* Best of 5 streaming-read passes over `bytes` with `threads` threads, GB/s
+ * of wall time; *per_cpu = best bytes / (CPU seconds / threads): what the
+ * threads reach while they run, when other work shares the cores. */
+double vqb_read_bandwidth(int threads, size_t bytes, double *per_cpu);
 
 /* An owned CPU tensor of up to 4 dims, 64-byte aligned. */
 typedef struct vqb_tensor {

@@ -44,7 +44,7 @@ double vqb_cpu_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double vqb_read_bandwidth(int threads, size_t bytes)
+double vqb_read_bandwidth(int threads, size_t bytes, double *per_cpu)
 {
     const size_t n = bytes / sizeof(uint64_t);
     uint64_t *buf = malloc(n * sizeof(uint64_t));
@@ -57,9 +57,10 @@ double vqb_read_bandwidth(int threads, size_t bytes)
     pthread_t th[256];
     if (threads > 256) threads = 256;
     double best = 0.0;
+    *per_cpu = 0.0;
     volatile uint64_t sink = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        const double t0 = vqb_now();
+    for (int rep = 0; rep < 5; rep++) {
+        const double t0 = vqb_now(), c0 = vqb_cpu_now();
         for (int t = 0; t < threads; t++) {
             sl[t] = (slice){buf + n / (size_t)threads * (size_t)t, n / (size_t)threads, 0};
             pthread_create(&th[t], NULL, sum_slice, &sl[t]);
@@ -68,8 +69,10 @@ double vqb_read_bandwidth(int threads, size_t bytes)
             pthread_join(th[t], NULL);
             sink += sl[t].sum;
         }
-        const double gbs = (double)(n / (size_t)threads * (size_t)threads * sizeof(uint64_t)) / (vqb_now() - t0) / 1e9;
+        const double gb = (double)(n / (size_t)threads * (size_t)threads * sizeof(uint64_t)) / 1e9;
+        const double gbs = gb / (vqb_now() - t0), gbc = gb / ((vqb_cpu_now() - c0) / threads);
         if (gbs > best) best = gbs;
+        if (gbc > *per_cpu) *per_cpu = gbc;
     }
     (void)sink;
     free(buf);

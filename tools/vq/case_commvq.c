@@ -30,6 +30,15 @@ static vq_status commvq_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
                              &opts);
 }
 
+static void commvq_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
+{
+    *out = (vq_encoded_keys){.format = VQ_KEYS_COMMVQ,
+                             .commvq = {.idx = c->cache[0], .codebook = c->shared[0], .cos_freqs = in->rope_cos,
+                                        .sin_freqs = in->rope_sin, .positions = in->positions,
+                                        .rope = VQ_ROPE_HALF}};
+}
+
 const codec_case CASE_COMMVQ = {.name = "CommVQ R=16", .detail = "16 additive 256-codebooks, RoPE at decode",
                                 .roles = CASE_KEYS, .setup = commvq_setup, .encode = commvq_encode,
-                                .decode = commvq_decode, .encode_in_library = 1, .decode_in_library = 1};
+                                .decode = commvq_decode, .encode_in_library = 1, .decode_in_library = 1,
+                                .bind = commvq_bind};

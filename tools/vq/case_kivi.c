@@ -32,9 +32,18 @@ static vq_status kivi_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
         ctx, c->cache[0], c->cache[1], c->cache[2], c->bits, KIVI_GROUP, c->x_hat);
 }
 
+/* Keys only: per-channel groups are the layout vq_fused_sdpa reads. */
+static void kivi_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
+{
+    *out = (vq_encoded_keys){.format = VQ_KEYS_AFFINE,
+                             .affine = {.codes = c->cache[0], .scale = c->cache[1], .zero = c->cache[2],
+                                        .bits = c->bits, .group_size = KIVI_GROUP}};
+}
+
 #define KIVI_CASE(bits_, role_, what_, detail_)                                                   \
     {.name = "KIVI " #bits_ "-bit " what_, .detail = detail_, .roles = role_, .bits = bits_, .variant = role_, \
-     .setup = kivi_setup, .encode = kivi_encode, .decode = kivi_decode, .encode_in_library = 1, .decode_in_library = 1}
+     .setup = kivi_setup, .encode = kivi_encode, .decode = kivi_decode, .encode_in_library = 1, .decode_in_library = 1, \
+     .bind = role_ == CASE_KEYS ? kivi_bind : NULL}
 
 const codec_case CASE_KIVI2_KEYS = KIVI_CASE(2, CASE_KEYS, "keys", "per-channel g=32 tokens, f16 scale+zero");
 const codec_case CASE_KIVI4_KEYS = KIVI_CASE(4, CASE_KEYS, "keys", "per-channel g=32 tokens, f16 scale+zero");

@@ -24,9 +24,13 @@ static vq_status f16_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
     return VQ_OK;
 }
 
-#define F16_CASE(role_)                                                                         \
-    {.name = "f16", .detail = "uncompressed reference", .roles = role_, .setup = f16_setup,   \
-     .encode = f16_encode, .decode = f16_decode, .decode_in_library = 0}
+static void f16_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
+{
+    *out = (vq_encoded_keys){.format = VQ_KEYS_F16, .plain = {.keys = c->cache[0]}};
+}
 
-const codec_case CASE_F16_KEYS = F16_CASE(CASE_KEYS);
-const codec_case CASE_F16_VALUES = F16_CASE(CASE_VALUES);
+const codec_case CASE_F16_KEYS = {.name = "f16", .detail = "uncompressed reference", .roles = CASE_KEYS,
+                                  .setup = f16_setup, .encode = f16_encode, .decode = f16_decode,
+                                  .bind = f16_bind};
+const codec_case CASE_F16_VALUES = {.name = "f16", .detail = "uncompressed reference", .roles = CASE_VALUES,
+                                    .setup = f16_setup, .encode = f16_encode, .decode = f16_decode};

@@ -44,6 +44,12 @@ static vq_status pq_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
     return vq_vecinfer_dequant(ctx, c->cache[0], c->shared[1], c->shared[0], c->x_hat);
 }
 
+static void pq_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
+{
+    *out = (vq_encoded_keys){.format = VQ_KEYS_PQ,
+                             .pq = {.idx = c->cache[0], .codebook = c->shared[1], .smooth = c->shared[0]}};
+}
+
 const codec_case CASE_PQ = {.name = "VecInfer PQ", .detail = "smoothed, 4-dim subvectors x 256 centroids",
                             .roles = CASE_KEYS, .setup = pq_setup, .encode = pq_encode, .decode = pq_decode,
-                            .encode_in_library = 1, .decode_in_library = 1};
+                            .encode_in_library = 1, .decode_in_library = 1, .bind = pq_bind};

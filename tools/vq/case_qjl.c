@@ -52,6 +52,12 @@ static vq_status qjl_scores(codec_case *c, vq_ctx *ctx, const DLTensor *queries,
     return st;
 }
 
+static void qjl_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
+{
+    *out = (vq_encoded_keys){.format = VQ_KEYS_QJL,
+                             .qjl = {.bits = c->cache[0], .norm = c->cache[1], .projection = c->shared[0]}};
+}
+
 const codec_case CASE_QJL = {.name = "QJL m=2D", .detail = "2D sign bits of S k, f32 norm",
                              .roles = CASE_KEYS, .setup = qjl_setup, .encode = qjl_encode,
-                             .scores = qjl_scores, .encode_in_library = 1};
+                             .scores = qjl_scores, .encode_in_library = 1, .bind = qjl_bind};

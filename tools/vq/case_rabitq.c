@@ -35,14 +35,21 @@ static vq_status rabitq_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
     return vq_hadamard(ctx, c->x_hat, c->shared[0], true, c->x_hat);
 }
 
+static void rabitq_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
+{
+    *out = (vq_encoded_keys){.format = VQ_KEYS_RABITQ,
+                             .rabitq = {.bits = c->cache[0], .mag = c->cache[1], .diag = c->shared[0]}};
+}
+
 const codec_case CASE_RABITQ_L1 = {.name = "RaBitQ 1-bit L1", .detail = "signs of rot(k), f32 L1 magnitude",
                                    .roles = CASE_KEYS, .bits = 1, .variant = VQ_RABITQ_MAG_L1,
                                    .setup = rabitq_setup, .encode = rabitq_encode, .decode = rabitq_decode,
-                                   .encode_in_library = 1, .decode_in_library = 0};
+                                   .encode_in_library = 1, .decode_in_library = 0, .bind = rabitq_bind};
 const codec_case CASE_RABITQ_UNBIASED = {
     .name = "RaBitQ 1-bit unbiased", .detail = "signs of rot(k), f32 |y|^2/|y|_1",
     .roles = CASE_KEYS, .bits = 1, .variant = VQ_RABITQ_MAG_UNBIASED, .setup = rabitq_setup,
-    .encode = rabitq_encode, .decode = rabitq_decode, .encode_in_library = 1, .decode_in_library = 0};
+    .encode = rabitq_encode, .decode = rabitq_decode, .encode_in_library = 1, .decode_in_library = 0,
+    .bind = rabitq_bind};
 
 enum { CODEBOOK_CENTS = 16, CODEBOOK_ITERS = 25 };
 

@@ -41,10 +41,17 @@ static vq_status turbo_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
                                                           c->x_hat);
 }
 
+static void turbo_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
+{
+    *out = (vq_encoded_keys){.format = VQ_KEYS_TURBO,
+                             .turbo = {.idx = c->cache[0], .scale = c->cache[1], .diag = c->shared[0],
+                                       .bits = c->bits}};
+}
+
 #define TURBO_CASE(name_, bits_, nc_, detail_)                                                      \
     {.name = name_, .detail = detail_, .roles = CASE_KEYS | CASE_VALUES, .bits = bits_, .variant = nc_, \
      .setup = turbo_setup, .encode = turbo_encode, .decode = turbo_decode, .encode_in_library = 1,  \
-     .decode_in_library = 1}
+     .decode_in_library = 1, .bind = turbo_bind}
 
 const codec_case CASE_TURBO2 = TURBO_CASE("TurboQuant 2-bit", 2, 0, "Hadamard + Lloyd-Max, f32 scale");
 const codec_case CASE_TURBO3 = TURBO_CASE("TurboQuant 3-bit", 3, 0, "Hadamard + Lloyd-Max, f32 scale");
@@ -86,7 +93,15 @@ static vq_status rvq_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
     return s;
 }
 
+static void rvq_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
+{
+    *out = (vq_encoded_keys){.format = VQ_KEYS_TURBO_RVQ,
+                             .rvq = {.idx1 = c->cache[0], .scale1 = c->cache[1], .idx2 = c->cache[2],
+                                     .scale2 = c->cache[3], .diag = c->shared[0], .b1 = c->bits,
+                                     .b2 = c->variant}};
+}
+
 const codec_case CASE_RVQ22 = {.name = "TurboQuant RVQ 2+2", .detail = "two Hadamard stages, 2 f32 scales",
                                .roles = CASE_KEYS | CASE_VALUES, .bits = 2, .variant = 2, .setup = rvq_setup,
                                .encode = rvq_encode, .decode = rvq_decode, .encode_in_library = 1,
-                               .decode_in_library = 1};
+                               .decode_in_library = 1, .bind = rvq_bind};

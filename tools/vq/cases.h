@@ -47,6 +47,10 @@ struct codec_case {
      * NULL means q . x_hat (computed by the caller). */
     vq_status (*scores)(codec_case *c, vq_ctx *ctx, const DLTensor *queries, DLTensor *out);
 
+    /* Describes the encoded cache to vq_fused_sdpa (key formats only; NULL for
+     * value-only cases). The description points at c's and in's tensors. */
+    void (*bind)(const codec_case *c, const case_input *in, vq_encoded_keys *out);
+
     /* Owned tensors, filled by setup (NULL-terminated where shorter): */
     DLTensor *cache[CASE_MAX_TENSORS];  /* the compressed cache: what bits/element counts */
     DLTensor *work[CASE_MAX_TENSORS];   /* intermediates (unpacked indices), not stored */

@@ -135,9 +135,26 @@ static void print_num(double v, int defined)
     else printf(" %10s", "-");
 }
 
+/* vq_fused_sdpa over the codec's compressed keys and the exact values, as
+ * float64 [H, Nq, D]. */
+static double *fused_attention(const codec_case *c, vq_ctx *ctx, const case_input *keys, const case_input *values,
+                               const demo_truth *tr)
+{
+    vq_encoded_keys ek;
+    c->bind(c, keys, &ek);
+    DLTensor *o = tool_tensor(TOOL_F32, TOOL_DIMS(1, case_h(keys), tr->queries->shape[2], case_d(keys)));
+    tool_check(ctx, vq_fused_sdpa(ctx, tr->queries, &ek, values->x, (float)tr->scale, NULL, o, NULL),
+               "vq_fused_sdpa");
+    double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
+    for (int64_t i = 0; i < tr->n_out; i++) out[i] = tool_f32(o)[i];
+    tool_tensor_free(o);
+    return out;
+}
+
 /* One key codec: its estimated logits vs the truth, and the attention output
- * with exact values. */
-static void demo_keys(codec_case *c, vq_ctx *ctx, const case_input *keys, const case_input *values,
+ * with exact values. Returns 1 when vq_fused_sdpa disagrees with the float64
+ * attention over the same estimated logits, else 0. */
+static int demo_keys(codec_case *c, vq_ctx *ctx, const case_input *keys, const case_input *values,
                       const demo_truth *tr)
 {
     c->setup(c, ctx, keys);
@@ -164,10 +181,22 @@ static void demo_keys(codec_case *c, vq_ctx *ctx, const case_input *keys, const 
     print_num(rel_err(est, tr->logits, tr->n_logits), 1);
     printf(" %6.3f", num / den);
     print_num(rel_err(out, tr->out, tr->n_out), 1);
+    double agree = 0;
+    if (c->bind) {
+        double *fused = fused_attention(c, ctx, keys, values, tr);
+        print_num(rel_err(fused, tr->out, tr->n_out), 1);
+        agree = rel_err(fused, out, tr->n_out);
+        free(fused);
+    } else {
+        print_num(0, 0);
+    }
     printf("  %s\n", c->detail);
+    /* The fused kernel must compute what the float64 path does with the same logits. */
+    if (agree > 1e-3) printf("  ^ ERROR: vq_fused_sdpa differs from the float64 attention by %.2g\n", agree);
     free(est);
     free(out);
     case_release(c);
+    return agree > 1e-3;
 }
 
 /* One value codec: reconstruction error and the attention output with exact keys. */
@@ -217,10 +246,11 @@ int vq_cmd_demo(int argc, char **argv)
     printf("bits/elt: every code, scale, zero, norm and magnitude stored per token, over H*S*D elements.\n"
            "shared: tables stored once per layer (sign diagonals, projections, codebooks); +shared\n"
            "amortises them over this one cache only.\n");
-    print_header("Keys", "key relMSE  q.k relRMS  slope   attn err  layout");
+    int disagreements = 0;
+    print_header("Keys", "key relMSE  q.k relRMS  slope   attn err      fused  layout");
     for (int i = 0; i < case_count(); i++) {
         codec_case c = *case_template(i);
-        if (c.roles & CASE_KEYS) demo_keys(&c, ctx, keys, values, &tr);
+        if (c.roles & CASE_KEYS) disagreements += demo_keys(&c, ctx, keys, values, &tr);
     }
     print_header("Values", "relMSE      attn err  layout");
     for (int i = 0; i < case_count(); i++) {
@@ -229,7 +259,8 @@ int vq_cmd_demo(int argc, char **argv)
     }
     printf("\nkey relMSE = sum|k_hat - k|^2 / sum|k|^2; q.k relRMS = RMS(est - true) / RMS(true);\n"
            "slope = least-squares slope of estimated vs true q.k (1 = unbiased scale); attn err =\n"
-           "|out_hat - out| / |out| of softmax attention with the other side exact. (%.1f s)\n",
+           "|out_hat - out| / |out| of softmax attention (float64 here) with the other side exact;\n"
+           "fused = the same error of vq_fused_sdpa run on the compressed keys. (%.1f s)\n",
            tool_now() - t0);
     free(tr.logits);
     free(tr.out);
@@ -237,5 +268,9 @@ int vq_cmd_demo(int argc, char **argv)
     case_input_free(keys);
     case_input_free(values);
     vq_ctx_free(ctx);
+    if (disagreements) {
+        fprintf(stderr, "vq demo: vq_fused_sdpa disagreed with the reference for %d format(s)\n", disagreements);
+        return VQ_EXIT_FAILURE;
+    }
     return VQ_EXIT_OK;
 }

@@ -36,6 +36,18 @@ VQ_INLINE __m256 lut16(__m256i idx, __m256 lo, __m256 hi)
     return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
 }
 
+/* A codebook of n_cents <= 16 centroids in two registers, padded with the
+ * last centroid so that any index < 16 reads the clamped value. */
+VQ_INLINE void lut16_table(const float *cents, int n_cents, __m256 *lo, __m256 *hi)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i in_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_cents), lane);
+    const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_cents - 8), lane);
+    const __m256 last = _mm256_set1_ps(cents[n_cents - 1]);
+    *lo = _mm256_blendv_ps(last, _mm256_maskload_ps(cents, in_lo), _mm256_castsi256_ps(in_lo));
+    *hi = _mm256_blendv_ps(last, _mm256_maskload_ps(cents + 8, in_hi), _mm256_castsi256_ps(in_hi));
+}
+
 /* Codebook indices c .. c+7 of token j as int32 lanes, clamped to top. */
 VQ_INLINE __m256i cb_index8(const uint8_t *idx, bool packed, int64_t D, int64_t j, int64_t c, __m256i top)
 {

@@ -93,13 +93,11 @@ static void sign_tile_avx2(int n, int64_t D, const uint8_t *bits, const float *m
 static void codebook_tile_avx2(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,
                                const float *vscale, float *out)
 {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i top = _mm256_set1_epi32(n_cents - 1);
     const bool small = n_cents <= 16;
-    const __m256 lo = small ? _mm256_maskload_ps(cents, _mm256_cmpgt_epi32(_mm256_set1_epi32(n_cents), lane))
-                            : _mm256_setzero_ps();
-    const __m256 hi = small ? _mm256_maskload_ps(cents + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(n_cents - 8), lane))
-                            : _mm256_setzero_ps();
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    if (small) lut16_table(cents, n_cents, &lo, &hi);
+    /* padded table: clamp to 15; larger codebooks gather, clamped to n_cents - 1 */
+    const __m256i top = _mm256_set1_epi32(small ? 15 : n_cents - 1);
     for (int j = 0; j < n; j++) {
         const __m256 sc = _mm256_set1_ps(vscale ? vscale[j] : 1.0f);
         float *o = out + j * D;
