@@ -92,7 +92,7 @@ static __global__ void commvq_encode_kernel(const void *keys, bool f16, int64_t 
 extern "C" int vq_cu_comm_vq_encode(const DLTensor *keys, const DLTensor *codebook, DLTensor *indices, void *stream)
 {
     const int64_t D = keys->shape[3], rows = vq_cu_numel(keys) / D;
-    const int warps = D > VQ_CU_PQ_MAX_DSUB / 8 ? 1 : 8;
+    const int warps = D > VQ_CU_NEAREST_MAX_DIM / 8 ? 1 : 8;
     commvq_encode_kernel<<<vq_cu_blocks(rows, warps), 32 * warps, (size_t)warps * D * sizeof(float),
                            (cudaStream_t)stream>>>(vq_cu_ptr<const void>(keys), vq_cu_is_f16(keys), rows, D,
                                                    vq_cu_ptr<const float>(codebook), (int32_t)codebook->shape[0],

@@ -76,8 +76,8 @@ int vq_cu_qjl_score(const DLTensor *query, const DLTensor *projection, const DLT
 
 /* VecInfer product VQ; keys_out may be NULL in encode. The encoder keeps a
  * subspace slice of D/M floats per warp in shared memory: D/M at most
- * VQ_CU_PQ_MAX_DSUB. */
-#define VQ_CU_PQ_MAX_DSUB 8192
+ * VQ_CU_NEAREST_MAX_DIM. */
+#define VQ_CU_NEAREST_MAX_DIM 8192
 int vq_cu_vecinfer_encode(const DLTensor *keys, const DLTensor *codebook, const DLTensor *smooth, DLTensor *idx,
                           DLTensor *keys_out, void *stream);
 int vq_cu_vecinfer_dequant(const DLTensor *idx, const DLTensor *codebook, const DLTensor *smooth,
@@ -90,7 +90,7 @@ int vq_cu_comm_vq_decode(const DLTensor *indices, const DLTensor *codebook, cons
                          const DLTensor *sin_freqs, const DLTensor *positions, const DLTensor *scale, int rope,
                          DLTensor *out, void *stream);
 /* Greedy residual encoder: one warp per token with its residual [D] in shared
- * memory, D at most VQ_CU_PQ_MAX_DSUB. */
+ * memory, D at most VQ_CU_NEAREST_MAX_DIM. */
 int vq_cu_comm_vq_encode(const DLTensor *keys, const DLTensor *codebook, DLTensor *indices, void *stream);
 
 #ifdef __cplusplus

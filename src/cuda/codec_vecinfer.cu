@@ -72,7 +72,7 @@ extern "C" int vq_cu_vecinfer_encode(const DLTensor *keys, const DLTensor *codeb
                                      DLTensor *idx, DLTensor *keys_out, void *stream)
 {
     const pq_geom g = geom_of(keys, keys->shape[2], codebook, smooth, vq_cu_elem_bytes(idx));
-    const int warps = g.L.dsub > VQ_CU_PQ_MAX_DSUB / 8 ? 1 : 8;
+    const int warps = g.L.dsub > VQ_CU_NEAREST_MAX_DIM / 8 ? 1 : 8;
     const int64_t tasks = g.rows * g.L.M;
     const unsigned blocks = vq_cu_blocks(tasks, warps);
     pq_encode_kernel<<<blocks, 32 * warps, (size_t)warps * g.L.dsub * sizeof(float), (cudaStream_t)stream>>>(

@@ -197,9 +197,9 @@ vq_status vq_cuda_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *
 static vq_status check_dsub(vq_ctx *ctx, const DLTensor *codebook)
 {
     const int64_t n = vq_dim(codebook, -1);
-    VQ_RETURN_IF(ctx, n > VQ_CU_PQ_MAX_DSUB, VQ_ERR_UNSUPPORTED,
+    VQ_RETURN_IF(ctx, n > VQ_CU_NEAREST_MAX_DIM, VQ_ERR_UNSUPPORTED,
                  "on CUDA the encoders search centroids of at most %d channels, the codebook's have %lld",
-                 VQ_CU_PQ_MAX_DSUB, (long long)n);
+                 VQ_CU_NEAREST_MAX_DIM, (long long)n);
     return VQ_OK;
 }
 
