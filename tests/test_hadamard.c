@@ -127,70 +127,6 @@ static void each_isa_rotate_rows(vq_ctx *ctx, const char *isa)
 
 static void test_rotate_rows(void) { vt_for_each_isa(1, each_isa_rotate_rows); }
 
-/* The F16C row converters (used by the VQ kernel tables) are bit-identical
- * to the core's (NaN for NaN: the hardware quiets signalling NaNs) on every
- * half in, and on floats around every half (ties between neighbours, just
- * above and below), the overflow and subnormal edges, NaNs with payloads and
- * infinities out. (x86 builds always compile the AVX2 and AVX-512 files: see
- * CMakeLists.txt; the CPU decides which run.) */
-typedef void (*to_f32_fn)(const void *src, vq_dtype dt, int64_t n, float *dst);
-typedef void (*from_f32_fn)(const float *src, int64_t n, vq_dtype dt, void *dst);
-#if defined(__x86_64__)
-void vq_row_to_f32_avx2(const void *, vq_dtype, int64_t, float *);
-void vq_row_from_f32_avx2(const float *, int64_t, vq_dtype, void *);
-void vq_row_to_f32_avx512(const void *, vq_dtype, int64_t, float *);
-void vq_row_from_f32_avx512(const float *, int64_t, vq_dtype, void *);
-#endif
-
-static void check_conversions(const char *isa, to_f32_fn to, from_f32_fn from)
-{
-    const int64_t n = 65536 + 5;
-    uint16_t *h = malloc(n * 2), *got_h = malloc(n * 8), *want_h = malloc(n * 8);
-    float *got = malloc(n * 4), *want = malloc(n * 4), *f = malloc(n * 4 * 4);
-    for (int64_t i = 0; i < n; i++) h[i] = (uint16_t)i;
-    to(h, VQ_DT_F16, n, got);
-    vq_row_to_f32(h, VQ_DT_F16, n, want);
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; i++) bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&got[i], &want[i], 4) != 0;
-    VT_CHECK(bad == 0, "%s: %lld f16 -> f32 conversions differ from the core", isa, (long long)bad);
-    int64_t m = 0;
-    for (int64_t i = 0; i < 65536; i++) {
-        const float a = vq_half_to_float((uint16_t)i), b = vq_half_to_float((uint16_t)(i + 1));
-        f[m++] = a;
-        f[m++] = 0.5f * (a + b); /* the tie */
-        f[m++] = nextafterf(0.5f * (a + b), INFINITY);
-        f[m++] = nextafterf(0.5f * (a + b), -INFINITY);
-    }
-    const float edges[] = {65519.0f, 65520.0f, 65536.0f, 1e30f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-26f, -0.0f, INFINITY, -INFINITY, NAN};
-    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) f[i * 4 + 1] = edges[i];
-    const uint32_t qnan = 0x7fc00001u, snan = 0xff812345u;
-    memcpy(&f[3], &qnan, 4);
-    memcpy(&f[7], &snan, 4);
-    from(f, m - 3, VQ_DT_F16, got_h);
-    vq_row_from_f32(f, m - 3, VQ_DT_F16, want_h);
-    bad = 0;
-    for (int64_t i = 0; i < m - 3; i++)
-        bad += (want_h[i] & 0x7fff) > 0x7c00 ? (got_h[i] & 0x7fff) <= 0x7c00 : got_h[i] != want_h[i];
-    VT_CHECK(bad == 0, "%s: %lld f32 -> f16 conversions differ from the core", isa, (long long)bad);
-    to(f, VQ_DT_F32, 7, got); /* other dtypes go to the core */
-    VT_CHECK(memcmp(got, f, 28) == 0, "%s: f32 rows are copied", isa);
-    free(h);
-    free(got_h);
-    free(want_h);
-    free(got);
-    free(want);
-    free(f);
-}
-
-static void test_row_conversions(void)
-{
-#if defined(__x86_64__)
-    const vq_isa best = vq_cpu_best_isa();
-    if (vq_isa_includes(best, VQ_ISA_AVX2)) check_conversions("avx2", vq_row_to_f32_avx2, vq_row_from_f32_avx2);
-    if (vq_isa_includes(best, VQ_ISA_AVX512)) check_conversions("avx512", vq_row_to_f32_avx512, vq_row_from_f32_avx512);
-#endif
-}
-
 /* Each bad call fails with its status and a message naming the argument, and
  * leaves the output as it was. */
 static void test_errors(void)
@@ -242,7 +178,6 @@ int main(void)
     VT_RUN(test_against_dense_reference);
     VT_RUN(test_roundtrip_is_identity);
     VT_RUN(test_rotate_rows);
-    VT_RUN(test_row_conversions);
     VT_RUN(test_errors);
     return vt_finish();
 }
