@@ -17,6 +17,12 @@ need_cmd cmake cmake
 need_cmd ninja ninja-build
 need_cmd pkg-config pkgconf
 [ -f /usr/include/dlpack/dlpack.h ] || [ -f /usr/local/include/dlpack/dlpack.h ] || missing="$missing libdlpack-dev"
+# gcc only recommends the C library headers, and recommends are not installed below.
+[ -f /usr/include/stdio.h ] || missing="$missing libc6-dev"
+# nvcc compiles host code with g++.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    need_cmd g++ g++
+fi
 
 if [ -z "$missing" ]; then
     exit 0

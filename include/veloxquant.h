@@ -179,6 +179,16 @@ vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *boundarie
 
 /* =========================================================================
  * 3. Codecs
+ *
+ * On a CUDA context every encoder and decoder below runs on the device,
+ * enqueued on the context's stream, with the same results as on the CPU (to
+ * the accuracy of the conventions above). The trainers (vq_lloyd_max_fit,
+ * vq_kmeans, vq_comm_vq_train, vq_vecinfer_smooth_factors) run on CPU
+ * contexts only and return VQ_ERR_UNSUPPORTED on a CUDA context: train on
+ * host tensors, then copy the result to the device. The host cannot read
+ * device memory, so the checks that the CPU path makes by reading the data
+ * (an index >= C, a position >= P) are not made on CUDA: the kernels clamp
+ * instead, as noted per function.
  * ========================================================================= */
 
 /* ---- Bit packing (seed: turboquant_bit_pack / turboquant_bit_unpack) ----
@@ -266,7 +276,11 @@ vq_status vq_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, const DLTe
  * zero, so that decoding reproduces what was encoded.
  * bits: 1..8 for one-code-per-byte, 2 or 4 (or 8) when packed. g >= 1.
  * Dequantizers: x_hat = code * scale + zero, out f16/f32. The code layout
- * is detected from the codes' last dimension. */
+ * is detected from the codes' last dimension; one-per-byte codes are read
+ * whole (a byte >= 2^bits is not masked), as the attention kernels read them.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULL, rank other than 4, dtype, shapes
+ * that disagree, bits outside 1..8, group_size < 1, a codes last dimension
+ * that is neither D nor a valid packed D*bits/8). */
 vq_status vq_affine_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size,
                                   DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out);
 vq_status vq_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
@@ -294,7 +308,12 @@ typedef struct vq_rabitq_encode_opts {
 /* keys [..., N, D] f16/f32 raw (pre-rotation), diag [D] f32 ±1 (NULL = ones),
  * k_bits_out [..., N, D/8] u8, k_mag_out [..., N] f32. y = rot(x); bit j =
  * (y_j >= 0); k_mag per opts->mag. D a power of two, 8 <= D <= 1024.
- * A zero key gets all bits 1 and k_mag 0. */
+ * A zero key gets all bits 1 and k_mag 0. Errors: VQ_ERR_INVALID_ARGUMENT
+ * (D not a power of two or not a multiple of 8, shapes, dtypes, opts->mag),
+ * VQ_ERR_UNSUPPORTED (D > 1024). The unbiasedness holds for a Haar rotation;
+ * with the randomized Hadamard (random diag) it holds closely for keys whose
+ * energy is spread, less so for keys dominated by a few channels (measured:
+ * -4.5% for two 6x outlier channels at D = 64). */
 vq_status vq_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *diag, DLTensor *k_bits_out,
                            DLTensor *k_mag_out, const vq_rabitq_encode_opts *opts);
 
@@ -311,7 +330,8 @@ vq_status vq_rabitq_pack_values(vq_ctx *ctx, const DLTensor *v_idx, DLTensor *ou
 /* Scalar codebook value encoder: x [...] f16/f32, cents [n] f32 ascending
  * (repeats allowed), 1 <= n <= 256, idx_out [...] u8 (x's shape): nearest
  * centroid (ties to lower index). cents that are not finite or not ascending
- * give VQ_ERR_INVALID_ARGUMENT. */
+ * give VQ_ERR_INVALID_ARGUMENT (on CUDA they are not checked, and give
+ * unspecified indices in [0, n)). */
 vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *cents, DLTensor *idx_out);
 
 /* 1-D Lloyd-Max / k-means on samples [N] f16/f32: n_cents in 1..256 (N >=
@@ -319,7 +339,8 @@ vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *c
  * Initialised at the sample quantiles (i + 0.5) / n_cents; an empty cell
  * keeps its previous centroid (a sample on a midpoint belongs to the lower
  * cell). Deterministic. Non-finite samples give VQ_ERR_INVALID_ARGUMENT.
- * Scratch: 12 bytes per sample, kept by the ctx. */
+ * Scratch: 12 bytes per sample, kept by the ctx. A trainer: CPU contexts
+ * only (VQ_ERR_UNSUPPORTED on CUDA). */
 vq_status vq_lloyd_max_fit(vq_ctx *ctx, const DLTensor *samples, int n_cents, int iters, DLTensor *cents_out);
 
 /* ---- QJL sign sketches ---- */
@@ -341,15 +362,17 @@ typedef struct vq_qjl_inner_product_opts {
 /* Symmetric estimator: query_bits [..., W] u32, key_bits [..., N, W] u32,
  * W == ceil(sketch_dim/32), out [..., N] f32 = cos(pi * ham / m) with ham the
  * Hamming distance over the first m = sketch_dim bits (times the norms given
- * in opts). head_dim is the D the sketches came from (checked > 0, kept for
- * the seed's signature). */
+ * in opts: query_norm [...] = query_bits' shape without its last axis, or [1]
+ * for a rank-1 query_bits; key_norm [..., N]). head_dim is the D the sketches
+ * came from (checked > 0, kept for the seed's signature). */
 vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DLTensor *key_bits,
                                int head_dim, int sketch_dim, DLTensor *out,
                                const vq_qjl_inner_product_opts *opts);
 
 /* Asymmetric unbiased estimator (the QJL paper): query [..., D] f16/f32,
  * projection [m, D] f32, key_bits [..., N, ceil(m/32)] u32, key_norm [..., N]
- * f32, out [..., N] f32 = sqrt(pi/2)/m * ||k|| * sum_j (S q)_j * sign_j. */
+ * f32, out [..., N] f32 = sqrt(pi/2)/m * ||k|| * sum_j (S q)_j * sign_j.
+ * On CUDA m + D must be at most 12288, else VQ_ERR_UNSUPPORTED. */
 vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *projection,
                        const DLTensor *key_bits, const DLTensor *key_norm, DLTensor *out);
 
@@ -359,11 +382,13 @@ vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *proje
  * Indices are u8 (C <= 256) or u16. */
 
 /* keys [B,H,S,D] f16/f32, idx_out [B,H,S,M] u8/u16:
- * idx[m] = argmin_c || k'[m-th slice] - codebook[m, c] ||^2. */
+ * idx[m] = argmin_c || k'[m-th slice] - codebook[m, c] ||^2.
+ * On CUDA D/M must be at most 8192, else VQ_ERR_UNSUPPORTED. */
 vq_status vq_vecinfer_quantize(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
                                const DLTensor *smooth, int num_subspaces, DLTensor *idx_out);
 /* idx [B,H,S,M], keys_out [B,H,S,D] f16/f32 = concat_m codebook[m, idx[m]] ⊙ s.
- * Indices >= C give VQ_ERR_INVALID_ARGUMENT with nothing written. */
+ * Indices >= C give VQ_ERR_INVALID_ARGUMENT with nothing written (on CUDA
+ * they read centroid C - 1 instead). */
 vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *codebook,
                               const DLTensor *smooth, DLTensor *keys_out);
 /* Both outputs of the two functions above from one pass. */
@@ -376,7 +401,8 @@ vq_status vq_vecinfer_encode_decode(vq_ctx *ctx, const DLTensor *keys, const DLT
 vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTensor *codebook,
                                 const DLTensor *smooth, DLTensor *lut_out);
 /* Smooth factors from calibration keys [N, D] f16/f32: s_c = sqrt(max_t |k[t,c]|),
- * and 1 where a channel is all zero. smooth_out [D] f32. */
+ * and 1 where a channel is all zero. smooth_out [D] f32. A trainer: CPU
+ * contexts only (VQ_ERR_UNSUPPORTED on CUDA). */
 vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor *smooth_out);
 
 /* k-means with k-means++ initialisation (seeded by `seed`) and Lloyd rounds:
@@ -385,7 +411,8 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
  * early once no assignment changes. With iters = 0 the centroids are the
  * k-means++ seeds (samples, all distinct while distinct samples remain). The
  * same seed gives the same centroids on a given CPU instruction set whatever
- * the thread count. */
+ * the thread count. A trainer: CPU contexts only (VQ_ERR_UNSUPPORTED on
+ * CUDA). */
 vq_status vq_kmeans(vq_ctx *ctx, const DLTensor *samples, int C, int iters, uint64_t seed,
                     DLTensor *centroids_out);
 
@@ -407,21 +434,24 @@ typedef struct vq_comm_vq_opts {
  * k = scale * sum_r codebook[r, idx_r]; out = RoPE(k, position), where pair i
  * at position p rotates by (cos_freqs[p,i], sin_freqs[p,i]):
  * (a, b) -> (a cos - b sin, a sin + b cos). Indices >= C or positions
- * outside [0, P) give VQ_ERR_INVALID_ARGUMENT with nothing written. */
+ * outside [0, P) give VQ_ERR_INVALID_ARGUMENT with nothing written (on CUDA
+ * they are clamped to [0, C) and [0, P) instead). */
 vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
                             const DLTensor *cos_freqs, const DLTensor *sin_freqs, const DLTensor *positions,
                             DLTensor *out, const vq_comm_vq_opts *opts);
 
 /* Residual k-means trainer on pre-RoPE keys: samples [N, D] f32, R stages of C
  * centroids, codebook_out [R, C, D] f32. Stage r is vq_kmeans (seed + r) on the
- * residuals left by stages < r. */
+ * residuals left by stages < r. A trainer: CPU contexts only
+ * (VQ_ERR_UNSUPPORTED on CUDA). */
 vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, int iters, uint64_t seed,
                            DLTensor *codebook_out);
 
 /* Greedy residual encoder: keys [B,H,S,D] f16/f32 (pre-RoPE), codebook
  * [R,C,D] f32, indices_out [B,H,S,R] u8/u16/i32: stage r picks the centroid
  * nearest the residual of stages < r. C must fit the index dtype (u8: C <=
- * 256, u16: C <= 65536), else VQ_ERR_INVALID_ARGUMENT. */
+ * 256, u16: C <= 65536), else VQ_ERR_INVALID_ARGUMENT. On CUDA D must be at
+ * most 8192, else VQ_ERR_UNSUPPORTED. */
 vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
                             DLTensor *indices_out);
 

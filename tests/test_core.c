@@ -166,6 +166,72 @@ static void test_tensor_checks(void)
     vq_ctx_free(ctx);
 }
 
+/* Every ISA's row converters equal the portable core conversion bit for bit
+ * (NaN for NaN: the hardware quiets signalling NaNs): on every half in; on
+ * floats around every half (the tie between neighbours, just above and just
+ * below), the overflow and subnormal edges, NaNs with payloads and infinities
+ * out; at every length 1..37 so vector bodies and tails both run; and other
+ * dtypes pass through to the core. */
+static void check_row_kernels(const char *isa, const vq_row_kernels *k)
+{
+    const int64_t n = 65536 + 5;
+    uint16_t *h = malloc(n * 2), *got_h = malloc(n * 8), *want_h = malloc(n * 8);
+    float *got = malloc(n * 4), *want = malloc(n * 4), *f = malloc(n * 4 * 4);
+    for (int64_t i = 0; i < n; i++) h[i] = (uint16_t)i;
+    k->to_f32(h, VQ_DT_F16, n, got);
+    vq_row_to_f32(h, VQ_DT_F16, n, want);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&got[i], &want[i], 4) != 0;
+    VT_CHECK(bad == 0, "%s: %lld f16 -> f32 conversions differ from the core", isa, (long long)bad);
+    int64_t m = 0;
+    for (int64_t i = 0; i < 65536; i++) {
+        const float a = vq_half_to_float((uint16_t)i), b = vq_half_to_float((uint16_t)(i + 1));
+        f[m++] = a;
+        f[m++] = 0.5f * (a + b); /* the tie */
+        f[m++] = nextafterf(0.5f * (a + b), INFINITY);
+        f[m++] = nextafterf(0.5f * (a + b), -INFINITY);
+    }
+    const float edges[] = {65519.0f, 65520.0f, 65536.0f, 1e30f, 0x1p-24f, 0x1p-25f,
+                           0x1.8p-25f, 0x1p-26f, -0.0f, INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) f[i * 4 + 1] = edges[i];
+    const uint32_t qnan = 0x7fc00001u, snan = 0xff812345u;
+    memcpy(&f[3], &qnan, 4);
+    memcpy(&f[7], &snan, 4);
+    k->from_f32(f, m - 3, VQ_DT_F16, got_h);
+    vq_row_from_f32(f, m - 3, VQ_DT_F16, want_h);
+    bad = 0;
+    for (int64_t i = 0; i < m - 3; i++)
+        bad += (want_h[i] & 0x7fff) > 0x7c00 ? (got_h[i] & 0x7fff) <= 0x7c00 : got_h[i] != want_h[i];
+    VT_CHECK(bad == 0, "%s: %lld f32 -> f16 conversions differ from the core", isa, (long long)bad);
+    for (int64_t len = 1; len <= 37; len++) {
+        k->from_f32(f + 4, len, VQ_DT_F16, got_h);
+        k->to_f32(h + 1000, VQ_DT_F16, len, got);
+        for (int64_t i = 0; i < len; i++) {
+            bad += got_h[i] != vq_f32_to_f16(f[4 + i]) && !isnan(f[4 + i]);
+            bad += got[i] != vq_f16_to_f32((uint16_t)(1000 + i));
+        }
+    }
+    VT_CHECK(bad == 0, "%s: %lld conversions differ at short lengths", isa, (long long)bad);
+    k->to_f32(f, VQ_DT_F32, 7, got); /* other dtypes go to the core */
+    VT_CHECK(memcmp(got, f, 28) == 0, "%s: f32 rows are copied", isa);
+    const uint16_t bf[3] = {0x3f80, 0xc000, 0x0000};
+    k->to_f32(bf, VQ_DT_BF16, 3, got);
+    VT_CHECK(got[0] == 1.0f && got[1] == -2.0f && got[2] == 0.0f, "%s: bf16 rows", isa);
+    free(h);
+    free(got_h);
+    free(want_h);
+    free(got);
+    free(want);
+    free(f);
+}
+
+static void test_row_kernels(void)
+{
+    for (int isa = 0; isa < VQ_ISA_COUNT; isa++)
+        if (vq_isa_includes(vq_cpu_best_isa(), (vq_isa)isa))
+            check_row_kernels(vq_isa_name((vq_isa)isa), vq_row_kernels_for((vq_isa)isa));
+}
+
 typedef struct { _Atomic int hits[1000]; _Atomic int max_thread; } pool_probe;
 
 static void count_task(void *arg, int64_t task, int thread)
@@ -199,6 +265,7 @@ int main(void)
     VT_RUN(test_isa_override);
     VT_RUN(test_half_roundtrip);
     VT_RUN(test_bf16);
+    VT_RUN(test_row_kernels);
     VT_RUN(test_prng);
     VT_RUN(test_tensor_checks);
     VT_RUN(test_thread_pool);

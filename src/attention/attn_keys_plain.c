@@ -24,6 +24,8 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 {
     const plain_keys *k = desc;
     const char *kb = k->k + ((blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0) * k->D * k->esz;
+    const int64_t row = k->D * k->esz, left = k->Skv - blk->t0 - blk->n;
+    vq_attn_prefetch(kb + blk->n * row, (left < VQ_ATTN_BN ? left : VQ_ATTN_BN) * row);
     th->kern->qk[k->elt](R, blk->n, k->D, qp, k->D, kb, k->D, s, VQ_ATTN_BN);
 }
 

@@ -196,8 +196,11 @@ static void merge_unit(void *arg, int64_t u, int thread)
 
 /* Automatic splits: enough tasks to keep every thread busy (4 per thread
  * evens out the tail), but at least 4 blocks per split so the merge stays
- * negligible. */
-static int64_t choose_splits(int64_t requested, int64_t units, int threads, int64_t n_blocks)
+ * negligible. Any request is capped at one split per block and at 64 MiB of
+ * partial states (units * S * rows * (D + 2) floats): the result does not
+ * depend on S beyond rounding, and a prefill with many units gains nothing
+ * from splitting. */
+static int64_t choose_splits(int64_t requested, int64_t units, int threads, int64_t n_blocks, int64_t state_floats)
 {
     int64_t S = requested;
     if (S <= 0) {
@@ -205,6 +208,8 @@ static int64_t choose_splits(int64_t requested, int64_t units, int threads, int6
         const int64_t cap = n_blocks / 4 > 1 ? n_blocks / 4 : 1;
         if (S > cap) S = cap;
     }
+    const int64_t mem_cap = ((int64_t)64 << 20) / (int64_t)sizeof(float) / (units * state_floats);
+    if (S > mem_cap) S = mem_cap;
     if (S > n_blocks) S = n_blocks;
     return S < 1 ? 1 : S;
 }
@@ -219,7 +224,8 @@ vq_status vq_attn_run(vq_ctx *ctx, const vq_attn_problem *p)
     pl.n_rt = (pl.R_total + pl.RT - 1) / pl.RT;
     pl.units = dm->B * dm->Hkv * pl.n_rt;
     const int threads = vq_ctx_num_threads(ctx);
-    pl.S = choose_splits(p->num_splits, pl.units, threads, (dm->Skv + VQ_ATTN_BN - 1) / VQ_ATTN_BN);
+    pl.S = choose_splits(p->num_splits, pl.units, threads, (dm->Skv + VQ_ATTN_BN - 1) / VQ_ATTN_BN,
+                         pl.RT * (dm->D + 2));
     pl.stride = thread_layout(&pl, NULL, NULL);
     const int64_t part_floats = pl.S > 1 ? pl.units * pl.S * pl.RT * (dm->D + 2) : 0;
     const int64_t total = pl.stride * threads + part_floats;

@@ -15,6 +15,8 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
 {
     const plain_values *v = desc;
     const char *vb = v->v + ((blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0) * v->D * v->esz;
+    const int64_t row = v->D * v->esz, left = v->Skv - blk->t0 - blk->n;
+    vq_attn_prefetch(vb + blk->n * row, (left < VQ_ATTN_BN ? left : VQ_ATTN_BN) * row);
     th->kern->pv[v->elt](R, blk->n, v->D, p, VQ_ATTN_BN, vb, v->D, o, v->D);
 }
 

@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "codecs/affine_kernels.h"
-#include "codecs/f16_rows.h"
 #include "core/core.h"
 #include "formats/format_affine.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 /* Which tensor the groups run along. */
 typedef enum { AFFINE_KEYS, AFFINE_VALUES } affine_axis;
@@ -29,7 +31,7 @@ typedef struct affine_job {
     uint8_t *codes;
     void *scale, *zero;
     const vq_affine_kernels *kern;
-    const vq_f16_kernels *cvt;
+    const vq_row_kernels *cvt;
     char *scratch;           /* per-thread slices of scratch_stride bytes */
     size_t scratch_stride;
 } affine_job;
@@ -129,7 +131,7 @@ static vq_status take_scratch(vq_ctx *ctx, affine_job *job)
     VQ_RETURN_IF(ctx, job->scratch == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch",
                  job->scratch_stride * (size_t)ctx->num_threads);
     job->kern = vq_affine_kernels_for(ctx->isa);
-    job->cvt = vq_f16_kernels_for(ctx->isa);
+    job->cvt = vq_row_kernels_for(ctx->isa);
     return VQ_OK;
 }
 
@@ -147,7 +149,7 @@ static const float *load_row(const affine_job *job, int64_t bh, int64_t t, float
 {
     const int64_t off = (bh * job->s + t) * job->d;
     if (job->x_dt == VQ_DT_F32) return (const float *)job->x + off;
-    vq_rows_to_f32(job->cvt, (const uint16_t *)job->x + off, job->x_dt, job->d, buf);
+    job->cvt->to_f32((const uint16_t *)job->x + off, job->x_dt, job->d, buf);
     return buf;
 }
 
@@ -160,10 +162,10 @@ static void store_codes(const affine_job *job, int64_t bh, int64_t t, const uint
 }
 
 /* Turns the [mn, mx] ranges of parameter rows [prow, prow + n_rows) ([gd]
- * groups each, contiguous) into scale
- * and zero, stores them in the parameter dtype and returns them as stored
- * (f16-rounded when the tensors are f16), so that the codes are computed
- * against what decoding reads. scale/zero may alias mn/mx. */
+ * groups each, contiguous in the tensors) into scale and zero, stores them in
+ * the parameter dtype and returns them as stored (f16-rounded when the
+ * tensors are f16), so that the codes are computed against what decoding
+ * reads. scale/zero may alias mn/mx. */
 static void store_params(const affine_job *job, int64_t prow, int64_t n_rows, const float *mn, const float *mx,
                          float *scale, float *zero)
 {
@@ -175,11 +177,11 @@ static void store_params(const affine_job *job, int64_t prow, int64_t n_rows, co
         zero[j] = lo;
     }
     const size_t at = (size_t)(prow * job->gd) * vq_dtype_size(job->p_dt);
-    vq_rows_from_f32(job->cvt, scale, n, job->p_dt, (char *)job->scale + at);
-    vq_rows_from_f32(job->cvt, zero, n, job->p_dt, (char *)job->zero + at);
+    job->cvt->from_f32(scale, n, job->p_dt, (char *)job->scale + at);
+    job->cvt->from_f32(zero, n, job->p_dt, (char *)job->zero + at);
     if (job->p_dt != VQ_DT_F32) {
-        vq_rows_to_f32(job->cvt, (const char *)job->scale + at, job->p_dt, n, scale);
-        vq_rows_to_f32(job->cvt, (const char *)job->zero + at, job->p_dt, n, zero);
+        job->cvt->to_f32((const char *)job->scale + at, job->p_dt, n, scale);
+        job->cvt->to_f32((const char *)job->zero + at, job->p_dt, n, zero);
     }
 }
 
@@ -257,8 +259,12 @@ static vq_status quantize(vq_ctx *ctx, affine_axis axis, const DLTensor *x, cons
     affine_job job;
     VQ_FORWARD_IF_ERROR(check_call(ctx, axis, x, x_name, codes_out, "codes_out", scale_out, "scale_out", zero_out,
                                    "zero_out", bits, group_size, &job));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx))
+        return axis == AFFINE_KEYS
+                   ? vq_cuda_affine_quantize_keys(ctx, x, bits, group_size, codes_out, scale_out, zero_out)
+                   : vq_cuda_affine_quantize_values(ctx, x, bits, group_size, codes_out, scale_out, zero_out);
+#endif
     VQ_FORWARD_IF_ERROR(take_scratch(ctx, &job));
     if (axis == AFFINE_KEYS)
         vq_parallel_for(ctx, job.bh * job.gs, quantize_keys_task, &job);
@@ -287,8 +293,8 @@ vq_status vq_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, in
 static void load_param_row(const affine_job *job, int64_t prow, float *scale, float *zero)
 {
     const size_t es = vq_dtype_size(job->p_dt);
-    vq_rows_to_f32(job->cvt, (const char *)job->scale + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, scale);
-    vq_rows_to_f32(job->cvt, (const char *)job->zero + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, zero);
+    job->cvt->to_f32((const char *)job->scale + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, scale);
+    job->cvt->to_f32((const char *)job->zero + (size_t)(prow * job->gd) * es, job->p_dt, job->gd, zero);
 }
 
 /* One task = a run of token rows: codes unpacked when packed, parameters
@@ -299,7 +305,6 @@ static void dequantize_task(void *arg, int64_t task, int thread)
     const affine_job *job = arg;
     const thread_rows r = rows_of(job, thread);
     const int64_t d = job->d, g = job->g, n = job->bh * job->s, rpt = rows_per_task(job);
-    const uint8_t mask = (uint8_t)vq_affine_code_mask(job->bits);
     int64_t loaded = -1;   /* key parameter row held in r.scale / r.zero */
     for (int64_t row = task * rpt; row < n && row < (task + 1) * rpt; row++) {
         const int64_t bh = row / job->s, t = row % job->s;
@@ -317,8 +322,8 @@ static void dequantize_task(void *arg, int64_t task, int thread)
             spread_groups(r.mn, r.mx, d, g, r.scale, r.zero);
         }
         float *dst = job->x_dt == VQ_DT_F32 ? (float *)job->x + row * d : r.x;
-        job->kern->decode_row(src, mask, r.scale, r.zero, d, dst);
-        if (dst == r.x) vq_rows_from_f32(job->cvt, r.x, d, job->x_dt, (uint16_t *)job->x + row * d);
+        job->kern->decode_row(src, r.scale, r.zero, d, dst);
+        if (dst == r.x) job->cvt->from_f32(r.x, d, job->x_dt, (uint16_t *)job->x + row * d);
     }
 }
 
@@ -328,8 +333,11 @@ static vq_status dequantize(vq_ctx *ctx, affine_axis axis, const DLTensor *codes
     affine_job job;
     VQ_FORWARD_IF_ERROR(
         check_call(ctx, axis, out, "out", codes, "codes", scale, "scale", zero, "zero", bits, group_size, &job));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx))
+        return axis == AFFINE_KEYS ? vq_cuda_affine_dequantize_keys(ctx, codes, scale, zero, bits, group_size, out)
+                                   : vq_cuda_affine_dequantize_values(ctx, codes, scale, zero, bits, group_size, out);
+#endif
     VQ_FORWARD_IF_ERROR(take_scratch(ctx, &job));
     vq_parallel_for(ctx, vq_ceil_div(job.bh * job.s, rows_per_task(&job)), dequantize_task, &job);
     return VQ_OK;

@@ -24,10 +24,9 @@ static void encode_row_scalar(const float *x, const float *scale, const float *z
     }
 }
 
-static void decode_row_scalar(const uint8_t *codes, uint8_t mask, const float *scale, const float *zero, int64_t d,
-                              float *out)
+static void decode_row_scalar(const uint8_t *codes, const float *scale, const float *zero, int64_t d, float *out)
 {
-    for (int64_t c = 0; c < d; c++) out[c] = (float)(codes[c] & mask) * scale[c] + zero[c];
+    for (int64_t c = 0; c < d; c++) out[c] = (float)codes[c] * scale[c] + zero[c];
 }
 
 static vq_affine_kernels tables[VQ_ISA_COUNT];

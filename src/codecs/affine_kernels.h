@@ -16,9 +16,8 @@ typedef struct vq_affine_kernels {
      * 0 where scale == 0 (a flat group) or the quotient is NaN. */
     void (*encode_row)(const float *x, const float *scale, const float *zero, int64_t d, float maxq,
                        uint8_t *codes);
-    /* codes, scale, zero [d] -> out [d] = (codes & mask) * scale + zero. */
-    void (*decode_row)(const uint8_t *codes, uint8_t mask, const float *scale, const float *zero, int64_t d,
-                       float *out);
+    /* codes, scale, zero [d] -> out [d] = codes * scale + zero. */
+    void (*decode_row)(const uint8_t *codes, const float *scale, const float *zero, int64_t d, float *out);
 } vq_affine_kernels;
 
 /* The table for `isa` (always valid: scalar entries where the ISA has none). */

@@ -5,6 +5,9 @@
 #include "core/core.h"
 #include "formats/format_bitpack.h"
 #include "rows.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 enum { BLOCK = 32 * 512 };
 
@@ -117,8 +120,9 @@ vq_status vq_bit_pack(vq_ctx *ctx, const DLTensor *idx, int bits, DLTensor *out)
     VQ_FORWARD_IF_ERROR(vq_check_same_leading(ctx, idx, "idx", out, "out", idx->ndim - 1));
     const int64_t n = vq_dim(idx, -1);
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, out, "out", -1, vq_bitpack_words(n, bits), "ceil(N*bits/32)"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_bit_pack(ctx, idx, bits, out);
+#endif
 
     bitpack_job j = {.src = vq_data(idx), .src_dt = vq_dtype_of(idx), .dst = vq_data(out), .dst_dt = VQ_DT_U32,
                      .bits = bits, .n = n, .words = vq_bitpack_words(n, bits)};
@@ -140,8 +144,9 @@ vq_status vq_bit_unpack(vq_ctx *ctx, const DLTensor *packed, int bits, int64_t o
                  "argument 'out': dtype u8 holds at most 8 bits, got bits = %d (use i32)", bits);
     VQ_FORWARD_IF_ERROR(vq_check_same_leading(ctx, packed, "packed", out, "out", packed->ndim - 1));
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, out, "out", -1, original_length, "original_length"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_bit_unpack(ctx, packed, bits, original_length, out);
+#endif
 
     bitpack_job j = {.src = vq_data(packed), .src_dt = VQ_DT_U32, .dst = vq_data(out), .dst_dt = vq_dtype_of(out),
                      .bits = bits, .n = original_length, .words = vq_bitpack_words(original_length, bits)};

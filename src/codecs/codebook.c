@@ -5,6 +5,9 @@
 #include <stdlib.h>
 
 #include "turboquant.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 /* Checks cents [n] f32, 1 <= n <= 256; returns n. */
 static vq_status check_cents(vq_ctx *ctx, const DLTensor *cents, const char *name, int *n_out)
@@ -24,8 +27,9 @@ vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *c
     VQ_FORWARD_IF_ERROR(check_cents(ctx, cents, "cents", &n));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, idx_out, "idx_out", VQ_DTM_U8, 1, 8));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, idx_out, "idx_out", x->ndim, x->shape));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_codebook_quantize(ctx, x, cents, idx_out);
+#endif
 
     /* Over the distinct centroid values (a repeated value is always won by
      * its lowest index, ties going lower), the nearest is the number of
@@ -98,8 +102,8 @@ vq_status vq_lloyd_max_fit(vq_ctx *ctx, const DLTensor *samples, int n_cents, in
     VQ_RETURN_IF(ctx, iters < 1, VQ_ERR_INVALID_ARGUMENT, "iters must be >= 1, got %d", iters);
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, cents_out, "cents_out", VQ_DTM_F32, 1, 1));
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, cents_out, "cents_out", 0, n_cents, "n_cents"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED,
+                 "this trainer runs on CPU contexts only: train on host tensors and copy the result to the device");
 
     /* scratch: sorted samples [N] f32, then prefix sums [N + 1] f64 */
     const size_t sorted_bytes = ((size_t)N * sizeof(float) + 7) & ~(size_t)7;

@@ -8,6 +8,9 @@
 
 #include "codecs/kmeans.h"
 #include "codecs/vqk.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 #define VQ_DTM_CODES (VQ_DTM_U8 | VQ_DTM_U16 | VQ_DTM_I32)
 
@@ -22,6 +25,7 @@ static vq_status check_codebook(vq_ctx *ctx, const DLTensor *codebook, int64_t R
 
 typedef struct decode_job {
     const vq_vqk_kernels *k;
+    const vq_row_kernels *conv; /* f16/f32 row conversions */
     vq_commvq_layout L;
     int64_t rows, H, S, chunk;
     const void *idx;          /* [rows, R] */
@@ -49,7 +53,7 @@ static void decode_task(void *arg, int64_t task, int thread)
         float *dst = j->out_dt == VQ_DT_F32 ? (float *)j->out + row * D : tmp;
         j->k->commvq_decode(&j->L, (const char *)j->idx + row * j->L.R * j->L.idx_bytes, j->codebook,
                             j->scale ? j->scale[row] : 1.0f, j->cos + p * half, j->sin + p * half, dst);
-        if (dst == tmp) j->k->store_row(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
+        if (dst == tmp) j->conv->from_f32(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
     }
 }
 
@@ -100,11 +104,13 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
     VQ_ENTER(ctx);
     decode_job j = {0};
     VQ_FORWARD_IF_ERROR(check_decode(ctx, indices, codebook, cos_freqs, sin_freqs, positions, out, opts, &j));
-    /* CUDA dispatch point: the CUDA backend's call goes here. The range
-     * checks below read the data, which the host cannot do for device
-     * memory: the CUDA kernel clamps codes to [0, C) and positions to [0, P)
-     * instead (formats/format_commvq.h). */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+    /* The range checks below read the data, which the host cannot do for
+     * device memory: the CUDA kernel clamps codes to [0, C) and positions
+     * to [0, P) instead (formats/format_commvq.h). */
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_comm_vq_decode(
+            ctx, indices, codebook, cos_freqs, sin_freqs, positions, out, opts);
+#endif
     const vq_dtype idx_dt = vq_dtype_of(indices);
     const int64_t bad = vq_vqk_find_bad_code(vq_data(indices), idx_dt, j.rows * j.L.R, j.L.C);
     VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT, "argument 'indices': element %lld is %lld, outside [0, C = %d)",
@@ -115,6 +121,7 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
                  "argument 'positions': element %lld is %d, outside [0, P = %lld) (the rows of 'cos_freqs')",
                  (long long)bad_pos, ((const int32_t *)vq_data(positions))[bad_pos], (long long)P);
     j.k = vq_vqk_kernels_for(ctx->isa);
+    j.conv = vq_row_kernels_for(ctx->isa);
     j.idx = vq_data(indices);
     j.codebook = vq_data(codebook);
     j.cos = vq_data(cos_freqs);
@@ -132,6 +139,7 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
 
 typedef struct encode_job {
     const vq_vqk_kernels *k;
+    const vq_row_kernels *conv; /* f16/f32 row conversions */
     int64_t rows, R, C, D, ld, chunk;
     const void *keys;          /* [rows, D] (NULL: x already holds f32 rows) */
     vq_dtype keys_dt;
@@ -165,7 +173,7 @@ static void encode_task(void *arg, int64_t task, int thread)
             encode_residual(j, row, j->x + row * j->D);
             continue;
         }
-        j->k->load_row((const char *)j->keys + row * j->D * (int64_t)vq_dtype_size(j->keys_dt), j->keys_dt, j->D, res);
+        j->conv->to_f32((const char *)j->keys + row * j->D * (int64_t)vq_dtype_size(j->keys_dt), j->keys_dt, j->D, res);
         encode_residual(j, row, res);
     }
 }
@@ -186,9 +194,12 @@ vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *c
                  "argument 'indices_out' is %s, which holds C <= %lld centroids, but the codebook has C = %lld",
                  vq_dtype_name(idx_dt), (long long)cap, (long long)C);
     VQ_RETURN_IF(ctx, D > INT32_MAX, VQ_ERR_UNSUPPORTED, "D = %lld is beyond 32-bit indexing", (long long)D);
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
-    encode_job j = {.k = vq_vqk_kernels_for(ctx->isa), .rows = vq_prod(keys, 0, 3), .R = R, .C = C, .D = D,
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_comm_vq_encode(ctx, keys, codebook, indices_out);
+#endif
+    encode_job j = {.k = vq_vqk_kernels_for(ctx->isa),
+                    .conv = vq_row_kernels_for(ctx->isa),
+                    .rows = vq_prod(keys, 0, 3), .R = R, .C = C, .D = D,
                     .ld = vq_vqk_ld(C), .keys = vq_data(keys), .keys_dt = vq_dtype_of(keys),
                     .codebook = vq_data(codebook), .idx = vq_data(indices_out), .idx_dt = idx_dt};
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, R * D * j.ld, D, &j.w));
@@ -212,12 +223,14 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
     VQ_RETURN_IF(ctx, iters < 0, VQ_ERR_INVALID_ARGUMENT, "iters must be >= 0, got %d", iters);
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, codebook_out, "codebook_out", 3, (const int64_t[]){R, C, D}));
     VQ_RETURN_IF(ctx, D > INT32_MAX, VQ_ERR_UNSUPPORTED, "D = %lld is beyond 32-bit indexing", (long long)D);
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED,
+                 "this trainer runs on CPU contexts only: train on host tensors and copy the result to the device");
     /* The residuals live across k-means calls, which own the ctx scratch, so
      * they get their own buffer (training is not a hot path). The scratch is
      * reserved up front so an out-of-memory fails before anything is written. */
-    encode_job j = {.k = vq_vqk_kernels_for(ctx->isa), .rows = N, .R = R, .C = C, .D = D, .ld = vq_vqk_ld(C),
+    encode_job j = {.k = vq_vqk_kernels_for(ctx->isa),
+                    .conv = vq_row_kernels_for(ctx->isa),
+                    .rows = N, .R = R, .C = C, .D = D, .ld = vq_vqk_ld(C),
                     .codebook = vq_data(codebook_out)};
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, D * j.ld, D, &j.w));
     const size_t km = vq_kmeans_scratch_bytes(N, D, C);

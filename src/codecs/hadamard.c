@@ -1,10 +1,13 @@
 /* hadamard.c — the rotation kernel table, vq_rotate_rows for internal
  * callers, and the public vq_hadamard (validation + multithreaded driver). */
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "f16_rows.h"
 #include "hadamard.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 static vq_hadamard_kernels g_tables[VQ_ISA_COUNT];
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
@@ -36,6 +39,7 @@ const vq_hadamard_kernels *vq_hadamard_kernels_for(vq_isa isa)
 /* rows [n_rows, d] in place. */
 void vq_rotate_rows(const vq_ctx *ctx, float *rows, int64_t n_rows, int64_t d, const float *diag, bool inverse)
 {
+    assert(vq_is_pow2(d) && "vq_rotate_rows: d must be a power of two");
     const vq_rotate_row_fn rotate = vq_hadamard_kernels_for(ctx->isa)->rotate_row;
     for (int64_t r = 0; r < n_rows; r++) rotate(rows + r * d, d, diag, inverse);
 }
@@ -74,7 +78,7 @@ static void hadamard_task(void *arg, int64_t task, int thread)
 {
     const hadamard_job *j = arg;
     const vq_rotate_row_fn rotate = vq_hadamard_kernels_for(j->ctx->isa)->rotate_row;
-    const vq_f16_kernels *cv = vq_f16_kernels_for(j->ctx->isa);
+    const vq_row_kernels *cv = vq_row_kernels_for(j->ctx->isa);
     int64_t r0, r1;
     vq_task_rows(task, j->rows_per_task, j->n_rows, &r0, &r1);
     const size_t xs = vq_dtype_size(j->x_dt), os = vq_dtype_size(j->out_dt);
@@ -83,9 +87,9 @@ static void hadamard_task(void *arg, int64_t task, int thread)
         void *dst = (char *)j->out + (size_t)(r * j->d) * os;
         /* f32 output: rotate in the output row itself (x may be that row). */
         float *buf = j->out_dt == VQ_DT_F32 ? dst : j->scratch + (size_t)thread * (size_t)j->d;
-        if ((const void *)buf != src) vq_rows_to_f32(cv, src, j->x_dt, j->d, buf);
+        if ((const void *)buf != src) cv->to_f32(src, j->x_dt, j->d, buf);
         rotate(buf, j->d, j->diag, j->inverse);
-        if (j->out_dt != VQ_DT_F32) vq_rows_from_f32(cv, buf, j->d, j->out_dt, dst);
+        if (j->out_dt != VQ_DT_F32) cv->from_f32(buf, j->d, j->out_dt, dst);
     }
 }
 
@@ -97,8 +101,9 @@ vq_status vq_hadamard(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, bool
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, out, "out", x->ndim, x->shape));
     int64_t d;
     VQ_FORWARD_IF_ERROR(vq_check_rotation(ctx, x, "x", diag, &d));
-    /* CUDA dispatch point: #ifdef VQ_WITH_CUDA if (vq_ctx_is_cuda(ctx)) return vq_cuda_hadamard(...); */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_hadamard(ctx, x, diag, inverse, out);
+#endif
 
     hadamard_job job = {
         .ctx = ctx, .x = vq_data(x), .x_dt = vq_dtype_of(x), .out = vq_data(out), .out_dt = vq_dtype_of(out),

@@ -43,19 +43,6 @@ typedef struct vq_hadamard_kernels {
 /* The table for `isa` (always complete: scalar entries where no better one). */
 const vq_hadamard_kernels *vq_hadamard_kernels_for(vq_isa isa);
 
-/* f16/f32 row conversions with the core's vq_row_to_f32 / vq_row_from_f32
- * signatures and results (bit-identical, except that hardware quiets
- * signalling NaNs), in src/cpu/<isa>/rowconv_<isa>.c; used by the VQ kernel
- * tables. (The codecs' drivers use f16_rows.h, the same conversions.) */
-#ifdef VQ_HAVE_AVX2
-void vq_row_to_f32_avx2(const void *src, vq_dtype dt, int64_t n, float *dst);
-void vq_row_from_f32_avx2(const float *src, int64_t n, vq_dtype dt, void *dst);
-#endif
-#ifdef VQ_HAVE_AVX512
-void vq_row_to_f32_avx512(const void *src, vq_dtype dt, int64_t n, float *dst);
-void vq_row_from_f32_avx512(const float *src, int64_t n, vq_dtype dt, void *dst);
-#endif
-
 /* Per-ISA entries, in src/cpu/<isa>/hadamard_<isa>.c. */
 void vq_rotate_row_scalar(float *row, int64_t d, const float *diag, bool inverse);
 #ifdef VQ_HAVE_AVX2

@@ -180,7 +180,7 @@ vq_status vq_kmeans(vq_ctx *ctx, const DLTensor *samples, int C, int iters, uint
                  (long long)N, C);
     VQ_RETURN_IF(ctx, iters < 0, VQ_ERR_INVALID_ARGUMENT, "iters must be >= 0, got %d", iters);
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, centroids_out, "centroids_out", 2, (const int64_t[]){C, d}));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED,
+                 "this trainer runs on CPU contexts only: train on host tensors and copy the result to the device");
     return vq_kmeans_run(ctx, vq_data(samples), N, d, C, iters, seed, vq_data(centroids_out));
 }

@@ -9,10 +9,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "codecs/f16_rows.h"
 #include "codecs/qjl_kernels.h"
 #include "core/core.h"
 #include "formats/format_common.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 #define QJL_MAX_RANK 8
 
@@ -54,11 +56,11 @@ static vq_status take_scratch(vq_ctx *ctx, size_t shared, size_t per_thread, cha
 
 /* Rows [r0, r1) of x [n, d] (f16/f32) as f32: a pointer into x, or the rows
  * converted into xbuf [QJL_ROWS_PER_TASK, d]. */
-static const float *rows_f32(const vq_f16_kernels *cvt, const void *x, vq_dtype dt, int64_t d, int64_t r0,
+static const float *rows_f32(const vq_row_kernels *cvt, const void *x, vq_dtype dt, int64_t d, int64_t r0,
                              int64_t r1, float *xbuf)
 {
     if (dt == VQ_DT_F32) return (const float *)x + r0 * d;
-    vq_rows_to_f32(cvt, (const uint16_t *)x + r0 * d, dt, (r1 - r0) * d, xbuf);
+    cvt->to_f32((const uint16_t *)x + r0 * d, dt, (r1 - r0) * d, xbuf);
     return xbuf;
 }
 
@@ -69,7 +71,7 @@ static const float *rows_f32(const vq_f16_kernels *cvt, const void *x, vq_dtype 
  * tail; projected rows are [m_pad] with the first m meaningful. */
 typedef struct {
     const vq_qjl_kernels *kern;
-    const vq_f16_kernels *cvt;
+    const vq_row_kernels *cvt;
     const void *keys;
     vq_dtype dt;
     int64_t n, m, m_pad, d;
@@ -111,10 +113,11 @@ vq_status vq_qjl_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *proje
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, bits_out, "bits_out", VQ_DTM_U32, keys->ndim, keys->ndim));
     VQ_FORWARD_IF_ERROR(vq_check_same_leading(ctx, bits_out, "bits_out", keys, "keys", keys->ndim - 1));
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, bits_out, "bits_out", -1, words_of(m), "ceil(m/32)"));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_qjl_encode(ctx, keys, projection, bits_out);
+#endif
     const int64_t m_pad = vq_ceil_div(m, VQ_QJL_COLS) * VQ_QJL_COLS;
-    encode_job job = {vq_qjl_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys),
+    encode_job job = {vq_qjl_kernels_for(ctx->isa), vq_row_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys),
                       vq_numel(keys) / d, m, m_pad, d, NULL, vq_data(bits_out), NULL, 0};
     const size_t shared = align64((size_t)(d * m_pad) * sizeof(float));
     job.stride = align64((size_t)QJL_ROWS_PER_TASK * (size_t)(d + m_pad) * sizeof(float));
@@ -197,8 +200,10 @@ vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DL
         if (r > 1) VQ_FORWARD_IF_ERROR(vq_check_same_leading(ctx, qn, "query_norm", query_bits, "query_bits", r - 1));
         else VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, qn, "query_norm", 1, (const int64_t[]){1}));
     }
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_qjl_inner_product(
+            ctx, query_bits, key_bits, head_dim, sketch_dim, out, opts);
+#endif
     const int64_t n = vq_dim(key_bits, -2);
     char *base;
     VQ_FORWARD_IF_ERROR(take_scratch(ctx, (size_t)(sketch_dim + 1) * sizeof(float), 0, &base));
@@ -217,7 +222,7 @@ vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DL
  * then scored against every key of its row. */
 typedef struct {
     const vq_qjl_kernels *kern;
-    const vq_f16_kernels *cvt;
+    const vq_row_kernels *cvt;
     const void *query;
     vq_dtype dt;
     const float *S;
@@ -265,10 +270,11 @@ vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *proje
     VQ_FORWARD_IF_ERROR(check_projection(ctx, projection, d, &m));
     VQ_RETURN_IF(ctx, key_norm == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'key_norm' is NULL");
     VQ_FORWARD_IF_ERROR(check_keys_side(ctx, query, "query", key_bits, m, key_norm, "key_norm", out));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_qjl_score(ctx, query, projection, key_bits, key_norm, out);
+#endif
     const int64_t n = vq_dim(key_bits, -2), n_queries = vq_numel(query) / d;
-    score_job job = {vq_qjl_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), vq_data(query), vq_dtype_of(query),
+    score_job job = {vq_qjl_kernels_for(ctx->isa), vq_row_kernels_for(ctx->isa), vq_data(query), vq_dtype_of(query),
                      vq_data(projection), vq_data(key_bits), vq_data(key_norm), n_queries, n, m, d,
                      keys_per_task(m), NULL, NULL, 0, vq_data(out)};
     const size_t shared = align64((size_t)(n_queries * m) * sizeof(float));

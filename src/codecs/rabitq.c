@@ -5,11 +5,13 @@
  * formats/format_rabitq.h, the rotation in codecs/hadamard.h. */
 #include <string.h>
 
-#include "codecs/f16_rows.h"
 #include "codecs/hadamard.h"
 #include "codecs/rabitq_kernels.h"
 #include "core/core.h"
 #include "formats/format_rabitq.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 #define RABITQ_MAX_RANK 8
 
@@ -18,7 +20,7 @@
 typedef struct {
     const vq_ctx *ctx;
     const vq_rabitq_kernels *kern;
-    const vq_f16_kernels *cvt;
+    const vq_row_kernels *cvt;
     const void *keys;
     vq_dtype dt;
     const float *diag;
@@ -46,7 +48,7 @@ static void encode_task(void *arg, int64_t task, int thread)
     const int64_t d = job->d, r0 = task * job->rows_per_task;
     const int64_t r1 = r0 + job->rows_per_task < job->n_rows ? r0 + job->rows_per_task : job->n_rows;
     float *y = job->scratch + (size_t)thread * (size_t)(job->rows_per_task * d);
-    vq_rows_to_f32(job->cvt, (const char *)job->keys + (size_t)(r0 * d) * vq_dtype_size(job->dt), job->dt, (r1 - r0) * d,
+    job->cvt->to_f32((const char *)job->keys + (size_t)(r0 * d) * vq_dtype_size(job->dt), job->dt, (r1 - r0) * d,
                    y);
     vq_rotate_rows(job->ctx, y, r1 - r0, d, job->diag, false);
     for (int64_t r = r0; r < r1; r++) {
@@ -74,9 +76,10 @@ vq_status vq_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *di
     const vq_rabitq_mag mag = opts ? opts->mag : VQ_RABITQ_MAG_L1;
     VQ_RETURN_IF(ctx, mag != VQ_RABITQ_MAG_L1 && mag != VQ_RABITQ_MAG_UNBIASED, VQ_ERR_INVALID_ARGUMENT,
                  "argument 'opts->mag' must be VQ_RABITQ_MAG_L1 or VQ_RABITQ_MAG_UNBIASED, got %d", (int)mag);
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
-    encode_job job = {ctx, vq_rabitq_kernels_for(ctx->isa), vq_f16_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys),
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_rabitq_encode(ctx, keys, diag, k_bits_out, k_mag_out, opts);
+#endif
+    encode_job job = {ctx, vq_rabitq_kernels_for(ctx->isa), vq_row_kernels_for(ctx->isa), vq_data(keys), vq_dtype_of(keys),
                       diag ? vq_data(diag) : NULL, mag, vq_numel(keys) / d, d, 0,
                       vq_data(k_bits_out), vq_data(k_mag_out), NULL};
     job.rows_per_task = vq_rows_per_task(job.n_rows, d, ctx->num_threads);
@@ -122,8 +125,9 @@ vq_status vq_rabitq_hamming_score(vq_ctx *ctx, const DLTensor *qbits, const DLTe
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, scale, "scale", 0, 1, "1"));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, out, "out", VQ_DTM_F32, 1, 1));
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, out, "out", 0, n, "N"));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_rabitq_hamming_score(ctx, qbits, bits, cx, scale, out);
+#endif
     hamming_job job = {vq_rabitq_kernels_for(ctx->isa), vq_data(qbits), vq_data(bits), vq_data(cx),
                        *(const float *)vq_data(scale), n, nbytes, 0, vq_data(out)};
     job.chunk = nbytes >= 8192 ? 8 : 65536 / nbytes;
@@ -156,8 +160,9 @@ vq_status vq_rabitq_pack_values(vq_ctx *ctx, const DLTensor *v_idx, DLTensor *ou
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, out, "out", VQ_DTM_U8, v_idx->ndim, v_idx->ndim));
     VQ_FORWARD_IF_ERROR(vq_check_same_leading(ctx, out, "out", v_idx, "v_idx", v_idx->ndim - 1));
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, out, "out", -1, last / 2, "n (half the last dimension of v_idx)"));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_rabitq_pack_values(ctx, v_idx, out);
+#endif
     pack_job job = {vq_data(v_idx), vq_data(out), vq_numel(out), 1 << 16};
     vq_parallel_for(ctx, vq_ceil_div(job.n, job.chunk), pack_task, &job);
     return VQ_OK;

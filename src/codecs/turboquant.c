@@ -6,6 +6,9 @@
 #include "hadamard.h"
 #include "lloyd_max.h"
 #include "turboquant.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 /* ---- shared internals ---- */
 
@@ -58,7 +61,7 @@ enum { CHUNK = 4096 };
 
 typedef struct scalar_job {
     const vq_turbo_kernels *k;
-    const vq_f16_kernels *cv;     /* row conversions */
+    const vq_row_kernels *cv;     /* row conversions */
     const void *x;        /* quantize: input values; dequantize: u8 indices */
     vq_dtype x_dt;
     void *out;            /* quantize: u8 indices; dequantize: values */
@@ -79,7 +82,7 @@ static void scalar_quantize_task(void *arg, int64_t task, int thread)
     const float *src = (const float *)j->x + e0;
     if (j->x_dt != VQ_DT_F32) {
         float *buf = j->scratch + (size_t)thread * CHUNK;
-        vq_rows_to_f32(j->cv, (const uint16_t *)j->x + e0, j->x_dt, len, buf);
+        j->cv->to_f32((const uint16_t *)j->x + e0, j->x_dt, len, buf);
         src = buf;
     }
     uint8_t *idx = (uint8_t *)j->out + e0;
@@ -95,14 +98,14 @@ static void scalar_dequantize_task(void *arg, int64_t task, int thread)
     const bool f32 = j->out_dt == VQ_DT_F32;
     float *buf = f32 ? (float *)j->out + e0 : j->scratch + (size_t)thread * CHUNK;
     j->k->gather_row((const uint8_t *)j->x + e0, len, j->cents, j->mask, j->scale, false, buf);
-    if (!f32) vq_rows_from_f32(j->cv, buf, len, j->out_dt, (uint16_t *)j->out + e0);
+    if (!f32) j->cv->from_f32(buf, len, j->out_dt, (uint16_t *)j->out + e0);
 }
 
 /* Runs a scalar job over all elements; scratch only when converting. */
 static vq_status run_scalar(vq_ctx *ctx, scalar_job *j, bool convert, vq_task_fn fn)
 {
     j->k = vq_turbo_kernels_for(ctx->isa);
-    j->cv = vq_f16_kernels_for(ctx->isa);
+    j->cv = vq_row_kernels_for(ctx->isa);
     if (convert) {
         j->scratch = vq_ctx_scratch(ctx, (size_t)ctx->num_threads * CHUNK * sizeof(float));
         VQ_RETURN_IF(ctx, j->scratch == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate conversion buffers");
@@ -118,8 +121,9 @@ vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, int bits
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, bits, "bits"));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, idx_out, "idx_out", VQ_DTM_U8, 1, 8));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, idx_out, "idx_out", x->ndim, x->shape));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_scalar_quantize(ctx, x, bits, idx_out);
+#endif
 
     vq_boundaries q;
     vq_turbo_boundaries(bits, &q);
@@ -141,8 +145,9 @@ vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int 
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, bits, "bits"));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, out, "out", VQ_DTM_F16_F32, 1, 8));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, out, "out", idx->ndim, idx->shape));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_scalar_dequantize(ctx, idx, bits, scale, out);
+#endif
 
     scalar_job j = {.x = vq_data(idx), .out = vq_data(out), .out_dt = vq_dtype_of(out), .n = vq_numel(idx),
                     .cents = vq_lloyd_max_centroids(bits), .mask = (uint8_t)((1u << bits) - 1u), .scale = scale};
@@ -163,7 +168,7 @@ void vq_turbo_stage_init(vq_turbo_stage *st, int bits, const DLTensor *idx, cons
 vq_status vq_turbo_run_rows(vq_ctx *ctx, vq_turbo_rows_job *j, bool need_scratch, vq_task_fn fn)
 {
     j->k = vq_turbo_kernels_for(ctx->isa);
-    j->cv = vq_f16_kernels_for(ctx->isa);
+    j->cv = vq_row_kernels_for(ctx->isa);
     j->rotate = vq_hadamard_kernels_for(ctx->isa)->rotate_row;
     j->rows_per_task = vq_rows_per_task(j->n_rows, j->d, ctx->num_threads);
     if (need_scratch) {
@@ -177,7 +182,7 @@ vq_status vq_turbo_run_rows(vq_ctx *ctx, vq_turbo_rows_job *j, bool need_scratch
 float *vq_turbo_load_row(const vq_turbo_rows_job *j, int64_t r, int thread)
 {
     float *y = j->scratch + (size_t)thread * (size_t)j->d;
-    vq_rows_to_f32(j->cv, (const char *)j->rows + (size_t)(r * j->d) * vq_dtype_size(j->rows_dt), j->rows_dt, j->d, y);
+    j->cv->to_f32((const char *)j->rows + (size_t)(r * j->d) * vq_dtype_size(j->rows_dt), j->rows_dt, j->d, y);
     return y;
 }
 
@@ -191,7 +196,7 @@ void vq_turbo_store_row(const vq_turbo_rows_job *j, int64_t r, float *y)
 {
     j->rotate(y, j->d, j->diag, true);
     if (j->rows_dt != VQ_DT_F32)
-        vq_rows_from_f32(j->cv, y, j->d, j->rows_dt, (char *)j->rows + (size_t)(r * j->d) * vq_dtype_size(j->rows_dt));
+        j->cv->from_f32(y, j->d, j->rows_dt, (char *)j->rows + (size_t)(r * j->d) * vq_dtype_size(j->rows_dt));
 }
 
 /* rows -> rot -> stage 0 codes and scales */
@@ -231,8 +236,9 @@ vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x, const 
     VQ_FORWARD_IF_ERROR(vq_check_rotation(ctx, x, "x", diag, &d));
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, bits, "bits"));
     VQ_FORWARD_IF_ERROR(vq_check_turbo_codes(ctx, idx_out, "idx_out", scale_out, "scale_out", x, "x"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_hadamard_quantize(ctx, x, diag, bits, idx_out, scale_out, opts);
+#endif
 
     vq_turbo_rows_job j = {.rows = vq_data(x), .rows_dt = vq_dtype_of(x), .diag = diag ? vq_data(diag) : NULL,
                            .n_rows = vq_numel(x) / d, .d = d, .norm_correct = opts != NULL && opts->norm_correct};
@@ -249,8 +255,9 @@ vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, co
     VQ_FORWARD_IF_ERROR(vq_check_rotation(ctx, out, "out", diag, &d));
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, bits, "bits"));
     VQ_FORWARD_IF_ERROR(vq_check_turbo_codes(ctx, idx, "idx", scale, "scale", out, "out"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_hadamard_dequantize(ctx, idx, scale, diag, bits, out);
+#endif
 
     vq_turbo_rows_job j = {.rows = vq_data(out), .rows_dt = vq_dtype_of(out), .diag = diag ? vq_data(diag) : NULL,
                            .n_rows = vq_numel(out) / d, .d = d};

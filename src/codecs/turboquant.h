@@ -4,7 +4,6 @@
 #define VQ_TURBOQUANT_H
 
 #include "core/core.h"
-#include "f16_rows.h"
 #include "hadamard.h"
 #include "turboquant_kernels.h"
 
@@ -53,7 +52,7 @@ void vq_turbo_stage_init(vq_turbo_stage *st, int bits, const DLTensor *idx, cons
 
 typedef struct vq_turbo_rows_job {
     const vq_turbo_kernels *k;
-    const vq_f16_kernels *cv;     /* row conversions */
+    const vq_row_kernels *cv;     /* row conversions */
     vq_rotate_row_fn rotate;
     void *rows;             /* [n_rows, d]: the encoder's input, or the decoder's output */
     vq_dtype rows_dt;       /* f32 or f16 */

@@ -5,12 +5,22 @@
 
 #include "turboquant_kernels.h"
 
+/* fine[t * w + g] = b[g * G + t] for the w groups of G = 2^L / w levels. */
+static void transpose_groups(const vq_boundaries *q, int w, float *fine)
+{
+    const int G = (1 << q->log2_levels) / w;
+    for (int t = 0; t + 1 < G; t++)
+        for (int g = 0; g < w; g++) fine[t * w + g] = q->b[g * G + t];
+}
+
 void vq_boundaries_init(vq_boundaries *q, const float *bounds, int n)
 {
     q->n = n;
     q->log2_levels = 0;
     while ((1 << q->log2_levels) < n + 1) q->log2_levels++;
     for (int k = 0; k < 256; k++) q->b[k] = k < n ? bounds[k] : INFINITY;
+    transpose_groups(q, 8, q->fine8);
+    transpose_groups(q, 16, q->fine16);
 }
 
 static vq_turbo_kernels g_tables[VQ_ISA_COUNT];

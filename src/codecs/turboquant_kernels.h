@@ -18,6 +18,13 @@ typedef struct vq_boundaries {
     float b[256];
     int n;            /* real boundaries: centroids - 1 */
     int log2_levels;  /* smallest L with 2^L >= n + 1 */
+    /* Two-level search for W-lane SIMD (W = 8, 16), when 2^L >= 2W: the
+     * levels form W groups of G = 2^L / W; the W - 1 boundaries b[(k+1)G - 1]
+     * closing each group pick the group g by counting, then the G - 1
+     * boundaries inside g, fine_W[t * W + g] = b[g G + t], are fetched for
+     * each lane by a register permute and counted. No memory gathers. */
+    float fine8[256];
+    float fine16[256];
 } vq_boundaries;
 
 /* From n ascending boundaries (n in 0..255). */

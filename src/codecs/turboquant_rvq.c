@@ -2,6 +2,9 @@
  * the Hadamard codec with b1 bits; stage 2 quantizes the residual of the
  * rotated row with b2 bits, normalised by its own RMS. */
 #include "turboquant.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 /* rows -> rot -> (idx1, scale1) -> residual -> (idx2, scale2) */
 static void rvq_encode_task(void *arg, int64_t task, int thread)
@@ -48,8 +51,10 @@ vq_status vq_turboquant_rvq_encode(vq_ctx *ctx, const DLTensor *x, const DLTenso
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, b2, "b2"));
     VQ_FORWARD_IF_ERROR(vq_check_turbo_codes(ctx, idx1_out, "idx1_out", scale1_out, "scale1_out", x, "x"));
     VQ_FORWARD_IF_ERROR(vq_check_turbo_codes(ctx, idx2_out, "idx2_out", scale2_out, "scale2_out", x, "x"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_rvq_encode(
+            ctx, x, diag, b1, b2, idx1_out, scale1_out, idx2_out, scale2_out);
+#endif
 
     vq_turbo_rows_job j = {.rows = vq_data(x), .rows_dt = vq_dtype_of(x), .diag = diag ? vq_data(diag) : NULL,
                            .n_rows = vq_numel(x) / d, .d = d};
@@ -70,8 +75,9 @@ vq_status vq_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, const DLTe
     VQ_FORWARD_IF_ERROR(vq_check_bits8(ctx, b2, "b2"));
     VQ_FORWARD_IF_ERROR(vq_check_turbo_codes(ctx, idx1, "idx1", scale1, "scale1", out, "out"));
     VQ_FORWARD_IF_ERROR(vq_check_turbo_codes(ctx, idx2, "idx2", scale2, "scale2", out, "out"));
-    /* CUDA dispatch point */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation in this build");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_turboquant_rvq_decode(ctx, idx1, scale1, idx2, scale2, diag, b1, b2, out);
+#endif
 
     vq_turbo_rows_job j = {.rows = vq_data(out), .rows_dt = vq_dtype_of(out), .diag = diag ? vq_data(diag) : NULL,
                            .n_rows = vq_numel(out) / d, .d = d};

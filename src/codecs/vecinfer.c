@@ -6,6 +6,9 @@
  * kernels, per ISA, in codecs/vqk.h. */
 #include "codecs/vqk.h"
 #include "formats/format_pq.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_codecs.h"
+#endif
 
 /* Shapes of one call, after validation. */
 typedef struct pq_geom {
@@ -89,6 +92,7 @@ static vq_pq_layout layout_of(const pq_geom *g, vq_dtype idx_dt)
 /* Everything a CPU task reads; one per call. */
 typedef struct pq_job {
     const vq_vqk_kernels *k;
+    const vq_row_kernels *conv; /* f16/f32 row conversions */
     pq_geom g;
     vq_pq_layout L;
     const void *in;          /* keys or queries [rows, D] */
@@ -117,7 +121,7 @@ static const float *cbt_of(const pq_job *j, int64_t h)
 /* Row `row` of the input as f32 in x [D]. */
 static void load_row(const pq_job *j, int64_t row, float *x)
 {
-    j->k->load_row((const char *)j->in + row * j->g.D * (int64_t)vq_dtype_size(j->in_dt), j->in_dt, j->g.D, x);
+    j->conv->to_f32((const char *)j->in + row * j->g.D * (int64_t)vq_dtype_size(j->in_dt), j->in_dt, j->g.D, x);
 }
 
 /* Decodes the codes of `row` (already in j->idx) into the keys_out row,
@@ -128,7 +132,7 @@ static void decode_row(const pq_job *j, int64_t row, float *tmp)
     const void *codes = (const char *)j->idx + row * j->g.M * (int64_t)vq_dtype_size(j->idx_dt);
     float *dst = j->out_dt == VQ_DT_F32 ? (float *)j->out + row * D : tmp;
     vq_pq_decode_token(&j->L, codes, codebook_of(j, h), smooth_of(j, h), dst);
-    if (dst == tmp) j->k->store_row(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
+    if (dst == tmp) j->conv->from_f32(tmp, D, j->out_dt, (char *)j->out + row * D * (int64_t)vq_dtype_size(j->out_dt));
 }
 
 /* Rows of one task: keys -> idx (and keys_out when j->out is set). */
@@ -187,6 +191,7 @@ static vq_status prepare(vq_ctx *ctx, pq_job *j, bool transpose)
     const pq_geom *g = &j->g;
     const int64_t groups = (g->cb_per_head ? g->H : 1) * g->M;
     j->k = vq_vqk_kernels_for(ctx->isa);
+    j->conv = vq_row_kernels_for(ctx->isa);
     j->ld = vq_vqk_ld(g->C);
     VQ_FORWARD_IF_ERROR(vq_vqk_work_alloc(ctx, transpose ? groups * g->dsub * j->ld : 0, 2 * g->D, &j->w));
     if (transpose) vq_vqk_transpose(ctx, j->codebook, groups, g->C, g->dsub, j->w.cbt);
@@ -218,8 +223,9 @@ vq_status vq_vecinfer_quantize(vq_ctx *ctx, const DLTensor *keys, const DLTensor
     VQ_ENTER(ctx);
     pq_geom g;
     VQ_FORWARD_IF_ERROR(check_encode(ctx, keys, codebook, smooth, num_subspaces, idx_out, &g));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_vecinfer_quantize(ctx, keys, codebook, smooth, num_subspaces, idx_out);
+#endif
     return encode_cpu(ctx, &g, keys, codebook, smooth, idx_out, NULL);
 }
 
@@ -231,8 +237,10 @@ vq_status vq_vecinfer_encode_decode(vq_ctx *ctx, const DLTensor *keys, const DLT
     pq_geom g;
     VQ_FORWARD_IF_ERROR(check_encode(ctx, keys, codebook, smooth, num_subspaces, idx_out, &g));
     VQ_FORWARD_IF_ERROR(check_keys_out(ctx, keys_out, keys, &g));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_vecinfer_encode_decode(
+            ctx, keys, codebook, smooth, num_subspaces, idx_out, keys_out);
+#endif
     return encode_cpu(ctx, &g, keys, codebook, smooth, idx_out, keys_out);
 }
 
@@ -248,11 +256,12 @@ vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *
     VQ_FORWARD_IF_ERROR(check_keys_out(ctx, keys_out, idx, &g));
     g.S = vq_dim(idx, 2);
     g.rows = vq_prod(idx, 0, 3);
-    /* CUDA dispatch point: the CUDA backend's call goes here. The range
-     * check below reads the data, which the host cannot do for device
-     * memory: the CUDA kernel clamps indices to C - 1 instead
+    /* The range check below reads the data, which the host cannot do for
+     * device memory: the CUDA kernel clamps indices to C - 1 instead
      * (formats/format_pq.h). */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_vecinfer_dequant(ctx, idx, codebook, smooth, keys_out);
+#endif
     const int64_t bad = vq_vqk_find_bad_code(vq_data(idx), vq_dtype_of(idx), g.rows * g.M, g.C);
     VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT, "argument 'idx': element %lld is %lld, outside [0, C = %lld)",
                  (long long)bad, (long long)vq_load_i(vq_data(idx), vq_dtype_of(idx), bad), (long long)g.C);
@@ -285,8 +294,9 @@ vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTe
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, lut_out, "lut_out", lead + 2, lut_shape));
     g.S = lead == 3 ? vq_dim(queries, 2) : 1;
     g.rows = vq_prod(queries, 0, lead);
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_vecinfer_query_lut(ctx, queries, codebook, smooth, lut_out);
+#endif
     pq_job j = {.g = g,
                 .in = vq_data(queries),
                 .in_dt = vq_dtype_of(queries),

@@ -7,6 +7,7 @@
 
 typedef struct smooth_job {
     const vq_vqk_kernels *k;
+    const vq_row_kernels *conv; /* f16/f32 row conversions */
     const void *keys;     /* [N, D] */
     vq_dtype dt;
     int64_t N, D, chunk;
@@ -20,7 +21,7 @@ static void smooth_task(void *arg, int64_t task, int thread)
     float *mx = vq_vqk_row(&j->w, thread), *row = mx + j->D;
     const int64_t end = vq_vqk_task_end(task, j->chunk, j->N);
     for (int64_t t = task * j->chunk; t < end; t++) {
-        j->k->load_row((const char *)j->keys + t * j->D * (int64_t)vq_dtype_size(j->dt), j->dt, j->D, row);
+        j->conv->to_f32((const char *)j->keys + t * j->D * (int64_t)vq_dtype_size(j->dt), j->dt, j->D, row);
         for (int64_t c = 0; c < j->D; c++) mx[c] = fmaxf(mx[c], fabsf(row[c]));
     }
 }
@@ -31,9 +32,9 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, keys, "keys", VQ_DTM_F16_F32, 2, 2));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, smooth_out, "smooth_out", VQ_DTM_F32, 1, 1));
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, smooth_out, "smooth_out", 0, vq_dim(keys, 1), "D (the last dimension of 'keys')"));
-    /* CUDA dispatch point: the CUDA backend's call goes here. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA implementation of this function yet");
-    smooth_job j = {.k = vq_vqk_kernels_for(ctx->isa),
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED,
+                 "this trainer runs on CPU contexts only: train on host tensors and copy the result to the device");
+    smooth_job j = {.k = vq_vqk_kernels_for(ctx->isa), .conv = vq_row_kernels_for(ctx->isa),
                     .keys = vq_data(keys),
                     .dt = vq_dtype_of(keys),
                     .N = vq_dim(keys, 0),

@@ -26,10 +26,6 @@ typedef struct vq_vqk_kernels {
      * RoPE(scale * sum_r codebook[r, codes[r]]) with this position's rows. */
     void (*commvq_decode)(const vq_commvq_layout *L, const void *codes, const float *codebook, float scale,
                           const float *cos_row, const float *sin_row, float *out);
-    /* Row conversions between f32 and an f32/f16/bf16 tensor row of n
-     * elements: the core's, or the F16C ones of codecs/hadamard.h. */
-    void (*load_row)(const void *src, vq_dtype dt, int64_t n, float *dst);
-    void (*store_row)(const float *src, int64_t n, vq_dtype dt, void *dst);
 } vq_vqk_kernels;
 
 /* The table for an ISA: always complete (scalar where nothing better). */

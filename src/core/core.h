@@ -186,9 +186,24 @@ static inline void vq_store_i(void *base, vq_dtype dt, int64_t i, int64_t v)
     }
 }
 
-/* Row conversions; n elements. */
+/* Row conversions; n elements. Portable and element-by-element: the
+ * reference that the ISA tables below reproduce bit for bit. */
 void vq_row_to_f32(const void *src, vq_dtype dt, int64_t n, float *dst);
 void vq_row_from_f32(const float *src, int64_t n, vq_dtype dt, void *dst);
+
+/* The same conversions per ISA (F16C on AVX2, AVX-512F), because converting
+ * f16 rows one element at a time costs more than most codecs. Identical
+ * results to the functions above (the hardware only quiets signalling NaNs).
+ * Other dtypes go to the portable functions. */
+typedef struct vq_row_kernels {
+    void (*to_f32)(const void *src, vq_dtype dt, int64_t n, float *dst);   /* src [n] f32/f16/bf16 -> dst [n] */
+    void (*from_f32)(const float *src, int64_t n, vq_dtype dt, void *dst); /* src [n] -> dst [n] f32/f16/bf16 */
+} vq_row_kernels;
+
+/* The table for `isa` (always complete). */
+const vq_row_kernels *vq_row_kernels_for(vq_isa isa);
+void vq_row_kernels_init_avx2(vq_row_kernels *k);
+void vq_row_kernels_init_avx512(vq_row_kernels *k);
 
 /* ---- threads ---- */
 

@@ -36,17 +36,12 @@ static inline VQ_HOST_DEVICE uint32_t vq_affine_code_packed(const uint8_t *row, 
     return ((uint32_t)row[s >> 3] >> (s & 7)) & vq_affine_code_mask(bits);
 }
 
-/* row [d] one code per byte -> code c, masked to `bits` so that a stray high
- * bit decodes as the packed layout would. */
-static inline VQ_HOST_DEVICE uint32_t vq_affine_code_unpacked(const uint8_t *row, int64_t c, int bits)
-{
-    return (uint32_t)row[c] & vq_affine_code_mask(bits);
-}
-
-/* Code c of a row in either layout (packed != 0: bit-packed). */
+/* Code c of a row in either layout (packed != 0: bit-packed). A one-per-byte
+ * code is read whole, not masked to `bits`: the encoder never writes more, and
+ * every decoder (dequantizers, attention) then agrees on any byte. */
 static inline VQ_HOST_DEVICE uint32_t vq_affine_code(const uint8_t *row, int64_t c, int bits, int packed)
 {
-    return packed ? vq_affine_code_packed(row, c, bits) : vq_affine_code_unpacked(row, c, bits);
+    return packed ? vq_affine_code_packed(row, c, bits) : (uint32_t)row[c];
 }
 
 /* x_hat = code * scale + zero (the one reconstruction formula). */
@@ -83,14 +78,24 @@ static inline VQ_HOST_DEVICE void vq_affine_pack_row(const uint8_t *codes, int64
     }
 }
 
-/* row [d*bits/8] packed -> codes [d], bits in {2, 4, 8}: a byte at a time. */
+/* row [d*bits/8] packed -> codes [d], bits in {2, 4, 8}: one fixed-shape
+ * loop per width, so compilers vectorize it. */
 static inline VQ_HOST_DEVICE void vq_affine_unpack_row(const uint8_t *row, int64_t d, int bits, uint8_t *codes)
 {
-    const int per_byte = 8 / bits;
-    const uint32_t mask = vq_affine_code_mask(bits);
-    for (int64_t byte = 0; byte < d / per_byte; byte++) {
-        const uint32_t v = row[byte];
-        for (int k = 0; k < per_byte; k++) codes[byte * per_byte + k] = (uint8_t)((v >> (k * bits)) & mask);
+    if (bits == 8) {
+        for (int64_t c = 0; c < d; c++) codes[c] = row[c];
+    } else if (bits == 4) {
+        for (int64_t i = 0; i < d / 2; i++) {
+            codes[2 * i] = (uint8_t)(row[i] & 15u);
+            codes[2 * i + 1] = (uint8_t)(row[i] >> 4);
+        }
+    } else {
+        for (int64_t i = 0; i < d / 4; i++) {
+            codes[4 * i] = (uint8_t)(row[i] & 3u);
+            codes[4 * i + 1] = (uint8_t)((row[i] >> 2) & 3u);
+            codes[4 * i + 2] = (uint8_t)((row[i] >> 4) & 3u);
+            codes[4 * i + 3] = (uint8_t)(row[i] >> 6);
+        }
     }
 }
 

@@ -98,14 +98,14 @@ typedef struct result {
 
 static void print_table(const result *r, int n, double bw, double bw_cpu)
 {
-    printf("%-14s %-13s %4s %5s %6s %9s %9s %9s %7s %6s %7s %7s %7s\n", "format", "kind", "Hkv", "Sq", "Skv", "ms",
+    printf("%-16s %-13s %4s %5s %6s %9s %9s %9s %7s %6s %7s %7s %7s\n", "format", "kind", "Hkv", "Sq", "Skv", "ms",
            "cpu-ms", "MB read", "GB/s", "%bw", "%bwcpu", "x deq", "x f16");
     for (int i = 0; i < n; i++) {
         const double gbs = r[i].bytes / r[i].sec / 1e9;
         char deq[16] = "-", f16[16] = "-";
         if (r[i].vs_deq > 0) snprintf(deq, sizeof deq, "%.2f", r[i].vs_deq);
         if (r[i].vs_f16 > 0) snprintf(f16, sizeof f16, "%.2f", r[i].vs_f16);
-        printf("%-14s %-13s %4lld %5lld %6lld %9.3f %9.3f %9.2f %7.2f %6.1f %7.1f %7s %7s", r[i].name, r[i].kind,
+        printf("%-16s %-13s %4lld %5lld %6lld %9.3f %9.3f %9.2f %7.2f %6.1f %7.1f %7s %7s", r[i].name, r[i].kind,
                (long long)r[i].hkv, (long long)r[i].sq, (long long)r[i].skv, r[i].sec * 1e3, r[i].cpu * 1e3,
                r[i].bytes / 1e6, gbs, 100.0 * gbs / bw, 100.0 * r[i].bytes / r[i].cpu / 1e9 / bw_cpu, deq, f16);
         if (r[i].gflop > 0) printf("  %.1f GFLOP/s", r[i].gflop / r[i].sec);
@@ -223,8 +223,8 @@ int vq_cmd_bench_attention(int argc, char **argv)
     double bw_cpu = 0.0;
     const double bw = vqb_read_bandwidth(threads, (size_t)1 << 30, &bw_cpu);
     if (!a.json)
-        printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s wall, %.2f GB/s per CPU-second "
-               "per thread; kernels: %s\n",
+        printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s wall, %.2f GB/s by CPU time "
+               "(bytes / (CPU seconds / threads)); kernels: %s\n",
                threads, bw, bw_cpu, vq_ctx_isa(ctx));
     static const int64_t sizes[] = {512, 2048, 8192, 32768, 65536};
     static const int64_t hkvs[] = {32, 8};

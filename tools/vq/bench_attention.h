@@ -11,8 +11,8 @@
 double vqb_now(void);
 double vqb_cpu_now(void);
 /* Best of 5 streaming-read passes over `bytes` with `threads` threads, GB/s
- * of wall time; *per_cpu = best GB per CPU-second per thread (what the
- * threads reach while they run, when other work shares the cores). */
+ * of wall time; *per_cpu = best bytes / (CPU seconds / threads): what the
+ * threads reach while they run, when other work shares the cores. */
 double vqb_read_bandwidth(int threads, size_t bytes, double *per_cpu);
 
 /* An owned CPU tensor of up to 4 dims, 64-byte aligned. */

@@ -11,30 +11,21 @@
 
 enum { KIVI_BITS = 2, KIVI_G = 32, N_CENTS = 16 };
 
-struct vqb_data {
-    vqb_shape sh;
-    int threads;
-    vqb_tensor q, out, q_scale, scale1;
-    vqb_tensor k16, v16, k32, v32;                      /* plain caches; k32/v32 also the dequant targets */
-    vqb_tensor kc, ks, kz, vc, vs, vz;                  /* KIVI 2-bit packed, f16 scales, g = 32 */
-    vqb_tensor kbits, kmag, vnib, cents;                /* RaBitQ 1-bit keys, 4-bit packed values */
-    vqb_tensor *all[32];
-    int n_all;
-};
 
 static const DLDataType F32 = {kDLFloat, 32, 1}, F16 = {kDLFloat, 16, 1}, U8 = {kDLUInt, 8, 1};
 
-static bool add(vqb_data *d, vqb_tensor *x, DLDataType dt, int ndim, const int64_t *shape)
+bool vqb_data_add(vqb_data *d, vqb_tensor *x, DLDataType dt, int ndim, const int64_t *shape)
 {
+    if (d->n_all == (int)(sizeof d->all / sizeof d->all[0])) return false;
     if (!vqb_alloc(x, dt, ndim, shape)) return false;
     d->all[d->n_all++] = x;
     vqb_fill(x, (uint64_t)d->n_all);
     return true;
 }
 
-#define ADD(x, dt, ...) add(d, &d->x, dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__})
+#define ADD(x, dt, ...) vqb_data_add(d, &d->x, dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__})
 
-static void set_floats(vqb_tensor *x, float v)
+void vqb_set_floats(vqb_tensor *x, float v)
 {
     const size_t n = vqb_bytes(x) / (x->t.dtype.bits / 8);
     for (size_t i = 0; i < n; i++) {
@@ -43,14 +34,14 @@ static void set_floats(vqb_tensor *x, float v)
     }
 }
 
-static vq_status sdpa(vqb_data *d, const DLTensor *k, const DLTensor *v, vq_ctx *ctx)
+vq_status vqb_sdpa(vqb_data *d, const DLTensor *k, const DLTensor *v, vq_ctx *ctx)
 {
     const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain.keys = k};
     return vq_fused_sdpa(ctx, &d->q.t, &ek, v, 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, NULL);
 }
 
-static vq_status run_f16(vqb_case *c, vq_ctx *ctx) { return sdpa(c->data, &c->data->k16.t, &c->data->v16.t, ctx); }
-static vq_status run_f32(vqb_case *c, vq_ctx *ctx) { return sdpa(c->data, &c->data->k32.t, &c->data->v32.t, ctx); }
+static vq_status run_f16(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c->data->k16.t, &c->data->v16.t, ctx); }
+static vq_status run_f32(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c->data->k32.t, &c->data->v32.t, ctx); }
 
 static vq_status run_kivi(vqb_case *c, vq_ctx *ctx)
 {
@@ -65,7 +56,7 @@ static vq_status run_kivi_deq(vqb_case *c, vq_ctx *ctx)
     vqb_data *d = c->data;
     vq_status s = vq_affine_dequantize_keys(ctx, &d->kc.t, &d->ks.t, &d->kz.t, KIVI_BITS, KIVI_G, &d->k32.t);
     if (s == VQ_OK) s = vq_affine_dequantize_values(ctx, &d->vc.t, &d->vs.t, &d->vz.t, KIVI_BITS, KIVI_G, &d->v32.t);
-    return s == VQ_OK ? sdpa(d, &d->k32.t, &d->v32.t, ctx) : s;
+    return s == VQ_OK ? vqb_sdpa(d, &d->k32.t, &d->v32.t, ctx) : s;
 }
 
 static vq_status run_rabitq(vqb_case *c, vq_ctx *ctx)
@@ -75,16 +66,27 @@ static vq_status run_rabitq(vqb_case *c, vq_ctx *ctx)
                                   &d->cents.t, &d->out.t, NULL);
 }
 
+void vqb_decode_signs(void *arg, int64_t lo, int64_t hi)
+{
+    vqb_data *d = arg;
+    const int64_t D = d->sh.D;
+    const uint8_t *kb = d->kbits.t.data;
+    const float *mag = d->kmag.t.data;
+    float *k = d->k32.t.data;
+    for (int64_t t = lo; t < hi; t++)
+        for (int64_t c = 0; c < D; c++) k[t * D + c] = (kb[t * D / 8 + c / 8] >> (c % 8)) & 1 ? mag[t] : -mag[t];
+}
+
 /* Tokens [lo, hi) of the RaBitQ cache to f32: k = ±mag, v = cents[nibble]. */
 static void rabitq_decode(void *arg, int64_t lo, int64_t hi)
 {
     vqb_data *d = arg;
     const int64_t D = d->sh.D;
-    const uint8_t *kb = d->kbits.t.data, *vn = d->vnib.t.data;
-    const float *mag = d->kmag.t.data, *cents = d->cents.t.data;
-    float *k = d->k32.t.data, *v = d->v32.t.data;
+    const uint8_t *vn = d->vnib.t.data;
+    const float *cents = d->cents.t.data;
+    float *v = d->v32.t.data;
+    vqb_decode_signs(d, lo, hi);
     for (int64_t t = lo; t < hi; t++) {
-        for (int64_t c = 0; c < D; c++) k[t * D + c] = (kb[t * D / 8 + c / 8] >> (c % 8)) & 1 ? mag[t] : -mag[t];
         for (int64_t c = 0; c < D; c += 2) {
             const uint8_t b = vn[t * D / 2 + c / 2];
             v[t * D + c] = cents[b & 15];
@@ -97,7 +99,7 @@ static vq_status run_rabitq_deq(vqb_case *c, vq_ctx *ctx)
 {
     vqb_data *d = c->data;
     vqb_parallel(d->threads, d->sh.B * d->sh.Hkv * d->sh.Skv, rabitq_decode, d);
-    return sdpa(d, &d->k32.t, &d->v32.t, ctx);
+    return vqb_sdpa(d, &d->k32.t, &d->v32.t, ctx);
 }
 
 static vq_status run_rabitq_prefill(vqb_case *c, vq_ctx *ctx)
@@ -110,6 +112,7 @@ static vq_status run_rabitq_prefill(vqb_case *c, vq_ctx *ctx)
 static void free_data(vqb_data *d)
 {
     for (int i = 0; i < d->n_all; i++) vqb_release(d->all[i]);
+    free(d->formats);
     free(d);
 }
 
@@ -129,9 +132,9 @@ static vqb_data *make_data(const vqb_shape *sh, int threads)
         free_data(d);
         return NULL;
     }
-    set_floats(&d->q_scale, 1.0f / sqrtf((float)D));
-    set_floats(&d->scale1, 1.0f / sqrtf((float)D));
-    set_floats(&d->kmag, 0.8f);
+    vqb_set_floats(&d->q_scale, 1.0f / sqrtf((float)D));
+    vqb_set_floats(&d->scale1, 1.0f / sqrtf((float)D));
+    vqb_set_floats(&d->kmag, 0.8f);
     return d;
 }
 
@@ -148,20 +151,24 @@ bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, in
         free_data(d);
         return false;
     }
-    set_floats(&d->ks, 0.3f);
-    set_floats(&d->kz, -0.45f);
-    set_floats(&d->vs, 0.3f);
-    set_floats(&d->vz, -0.45f);
+    vqb_set_floats(&d->ks, 0.3f);
+    vqb_set_floats(&d->kz, -0.45f);
+    vqb_set_floats(&d->vs, 0.3f);
+    vqb_set_floats(&d->vz, -0.45f);
     const size_t kivi = vqb_bytes(&d->kc) + vqb_bytes(&d->ks) + vqb_bytes(&d->kz) + vqb_bytes(&d->vc) +
                         vqb_bytes(&d->vs) + vqb_bytes(&d->vz);
     const size_t rabitq = vqb_bytes(&d->kbits) + vqb_bytes(&d->kmag) + vqb_bytes(&d->vnib);
     *n = 0;
-    cases[(*n)++] = (vqb_case){"f16", "sdpa", vqb_bytes(&d->k16) + vqb_bytes(&d->v16), run_f16, d};
-    cases[(*n)++] = (vqb_case){"f32", "sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d};
-    cases[(*n)++] = (vqb_case){"kivi-2b", "fused", kivi, run_kivi, d};
-    cases[(*n)++] = (vqb_case){"kivi-2b", "dequant+sdpa", kivi, run_kivi_deq, d};
-    cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused", rabitq, run_rabitq, d};
-    cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "dequant+sdpa", rabitq, run_rabitq_deq, d};
+    cases[(*n)++] = (vqb_case){"f16", "sdpa", vqb_bytes(&d->k16) + vqb_bytes(&d->v16), run_f16, d, NULL};
+    cases[(*n)++] = (vqb_case){"f32", "sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d, NULL};
+    cases[(*n)++] = (vqb_case){"kivi-2b", "fused", kivi, run_kivi, d, NULL};
+    cases[(*n)++] = (vqb_case){"kivi-2b", "dequant+sdpa", kivi, run_kivi_deq, d, NULL};
+    cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused", rabitq, run_rabitq, d, NULL};
+    cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "dequant+sdpa", rabitq, run_rabitq_deq, d, NULL};
+    if (!vqb_add_format_cases(d, cases, n)) {
+        vqb_free_cases(cases, *n);
+        return false;
+    }
     return true;
 }
 
@@ -170,8 +177,8 @@ bool vqb_make_prefill_cases(const vqb_shape *sh, vqb_case *cases, int *n)
     vqb_data *d = make_data(sh, 1);
     if (d == NULL) return false;
     const size_t rabitq = vqb_bytes(&d->kbits) + vqb_bytes(&d->kmag) + vqb_bytes(&d->vnib);
-    cases[0] = (vqb_case){"f32", "prefill-sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d};
-    cases[1] = (vqb_case){"rabitq-1b/4b", "prefill", rabitq, run_rabitq_prefill, d};
+    cases[0] = (vqb_case){"f32", "prefill-sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d, NULL};
+    cases[1] = (vqb_case){"rabitq-1b/4b", "prefill", rabitq, run_rabitq_prefill, d, NULL};
     *n = 2;
     return true;
 }

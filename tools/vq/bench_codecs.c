@@ -177,7 +177,7 @@ static void bench_case(int ci, const case_input *in, const bench_ctxs *bc, const
     const double best_rate = rates[ci][0][N_RUNS - 1];
     if (best_rate > 0 && (double)n / best_rate > (double)o->max_call_s) {
         if (!o->json)
-            printf("%-22s %-6s %7lld  skipped: one encode call would take ~%.0f s (--max-call)\n", c.name, "both",
+            printf("%-22s %-6s %7lld  skipped: one encode call would take ~%.1f s (--max-call)\n", c.name, "both",
                    (long long)n, (double)n / best_rate);
         return;
     }

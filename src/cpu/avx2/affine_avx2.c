@@ -51,17 +51,15 @@ static void encode_row_avx2(const float *x, const float *scale, const float *zer
     }
 }
 
-static void decode_row_avx2(const uint8_t *codes, uint8_t mask, const float *scale, const float *zero, int64_t d,
-                            float *out)
+static void decode_row_avx2(const uint8_t *codes, const float *scale, const float *zero, int64_t d, float *out)
 {
-    const __m128i vmask = _mm_set1_epi8((char)mask);
     int64_t c = 0;
     for (; c + 8 <= d; c += 8) {
-        const __m128i b = _mm_and_si128(_mm_loadl_epi64((const __m128i *)(codes + c)), vmask);
+        const __m128i b = _mm_loadl_epi64((const __m128i *)(codes + c));
         const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
         _mm256_storeu_ps(out + c, _mm256_add_ps(_mm256_mul_ps(f, _mm256_loadu_ps(scale + c)), _mm256_loadu_ps(zero + c)));
     }
-    for (; c < d; c++) out[c] = (float)(codes[c] & mask) * scale[c] + zero[c];
+    for (; c < d; c++) out[c] = (float)codes[c] * scale[c] + zero[c];
 }
 
 void vq_affine_kernels_init_avx2(vq_affine_kernels *k)

@@ -1,7 +1,9 @@
-/* turboquant_avx2.c — scalar-quantizer kernels, 8 lanes. Up to 15
- * boundaries (bits <= 4) the index is a count of compares against broadcast
- * boundaries; beyond, a branchless binary search with gathers. Both give the
- * scalar kernel's answer exactly (same f32 product, same comparisons). */
+/* turboquant_avx2.c — scalar-quantizer kernels, 8 lanes. Up to 7
+ * boundaries (bits <= 3) the index is a count of compares against broadcast
+ * boundaries; beyond, a two-level count whose second level fetches each
+ * lane's boundaries by register permutes (gathers are slow on many cores).
+ * Both give the scalar kernel's answer exactly (same f32 product, same
+ * comparisons). */
 #include <immintrin.h>
 
 #include "codecs/turboquant_kernels.h"
@@ -20,8 +22,8 @@ static void quantize_row_avx2(const float *x, int64_t n, float mul, const vq_bou
 {
     const __m256 m = _mm256_set1_ps(mul);
     int64_t j = 0;
-    if (q->n <= 15) {
-        __m256 b[15];
+    if (q->log2_levels <= 3) { /* up to 7 boundaries: count them all */
+        __m256 b[7];
         for (int k = 0; k < q->n; k++) b[k] = _mm256_set1_ps(q->b[k]);
         for (; j + 8 <= n; j += 8) {
             const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), m);
@@ -30,17 +32,20 @@ static void quantize_row_avx2(const float *x, int64_t n, float mul, const vq_bou
                 count = _mm256_sub_epi32(count, _mm256_castps_si256(_mm256_cmp_ps(v, b[k], _CMP_GT_OQ)));
             store_u8x8(idx + j, count);
         }
-    } else {
-        const int top = (1 << q->log2_levels) >> 1;
+    } else { /* two levels over 8 groups of G levels (see vq_boundaries) */
+        const int log2_g = q->log2_levels - 3, G = 1 << log2_g;
+        __m256 coarse[7];
+        for (int k = 0; k < 7; k++) coarse[k] = _mm256_set1_ps(q->b[(k + 1) * G - 1]);
         for (; j + 8 <= n; j += 8) {
             const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), m);
-            __m256i i = _mm256_setzero_si256();
-            for (int step = top; step > 0; step >>= 1) {
-                const __m256i s = _mm256_set1_epi32(step);
-                const __m256 t = _mm256_i32gather_ps(q->b - 1, _mm256_add_epi32(i, s), 4);
-                i = _mm256_add_epi32(i, _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(v, t, _CMP_GT_OQ)), s));
+            __m256i g = _mm256_setzero_si256(), within = _mm256_setzero_si256();
+            for (int k = 0; k < 7; k++)
+                g = _mm256_sub_epi32(g, _mm256_castps_si256(_mm256_cmp_ps(v, coarse[k], _CMP_GT_OQ)));
+            for (int t = 0; t + 1 < G; t++) {
+                const __m256 bt = _mm256_permutevar8x32_ps(_mm256_loadu_ps(q->fine8 + 8 * t), g);
+                within = _mm256_sub_epi32(within, _mm256_castps_si256(_mm256_cmp_ps(v, bt, _CMP_GT_OQ)));
             }
-            store_u8x8(idx + j, i);
+            store_u8x8(idx + j, _mm256_add_epi32(_mm256_slli_epi32(g, log2_g), within));
         }
     }
     vq_quantize_row_scalar(x + j, n - j, mul, q, idx + j);

@@ -6,7 +6,6 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "codecs/hadamard.h"
 #include "codecs/vqk.h"
 
 enum { LANES = 8, UNROLL = 4, BLOCK = LANES * UNROLL };
@@ -175,6 +174,4 @@ void vq_vqk_kernels_init_avx2(vq_vqk_kernels *k)
     k->nearest = nearest_avx2;
     k->dots = dots_avx2;
     k->commvq_decode = commvq_decode_avx2;
-    k->load_row = vq_row_to_f32_avx2;  /* F16C rows, shared with the Hadamard kernels */
-    k->store_row = vq_row_from_f32_avx2;
 }

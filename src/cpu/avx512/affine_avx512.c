@@ -35,13 +35,11 @@ static void encode_row_avx512(const float *x, const float *scale, const float *z
     }
 }
 
-static void decode_row_avx512(const uint8_t *codes, uint8_t mask, const float *scale, const float *zero, int64_t d,
-                              float *out)
+static void decode_row_avx512(const uint8_t *codes, const float *scale, const float *zero, int64_t d, float *out)
 {
-    const __m128i vmask = _mm_set1_epi8((char)mask);
     for (int64_t c = 0; c < d; c += 16) {
         const __mmask16 m = tail_mask(d - c);
-        const __m128i b = _mm_and_si128(_mm_maskz_loadu_epi8(m, codes + c), vmask);
+        const __m128i b = _mm_maskz_loadu_epi8(m, codes + c);
         const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
         const __m512 r = _mm512_add_ps(_mm512_mul_ps(f, _mm512_maskz_loadu_ps(m, scale + c)),
                                        _mm512_maskz_loadu_ps(m, zero + c));

@@ -1,6 +1,6 @@
 /* turboquant_avx512.c — scalar-quantizer kernels, 16 lanes: compare-count
- * up to 15 boundaries, gathered binary search beyond; exactly the scalar
- * kernel's answers. */
+ * up to 15 boundaries, beyond a two-level count with register permutes (see
+ * vq_boundaries); exactly the scalar kernel's answers. */
 #include <immintrin.h>
 
 #include "codecs/turboquant_kernels.h"
@@ -20,17 +20,19 @@ static void quantize_row_avx512(const float *x, int64_t n, float mul, const vq_b
                 count = _mm512_mask_add_epi32(count, _mm512_cmp_ps_mask(v, b[k], _CMP_GT_OQ), count, one);
             _mm_storeu_si128((__m128i *)(idx + j), _mm512_cvtepi32_epi8(count));
         }
-    } else {
-        const int top = (1 << q->log2_levels) >> 1;
+    } else { /* two levels over 16 groups of G levels (see vq_boundaries) */
+        const int log2_g = q->log2_levels - 4, G = 1 << log2_g;
+        __m512 coarse[15];
+        for (int k = 0; k < 15; k++) coarse[k] = _mm512_set1_ps(q->b[(k + 1) * G - 1]);
         for (; j + 16 <= n; j += 16) {
             const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + j), m);
-            __m512i i = _mm512_setzero_si512();
-            for (int step = top; step > 0; step >>= 1) {
-                const __m512i s = _mm512_set1_epi32(step), probe = _mm512_add_epi32(i, s);
-                const __m512 t = _mm512_i32gather_ps(probe, q->b - 1, 4);
-                i = _mm512_mask_mov_epi32(i, _mm512_cmp_ps_mask(v, t, _CMP_GT_OQ), probe);
+            __m512i g = _mm512_setzero_si512(), within = _mm512_setzero_si512();
+            for (int k = 0; k < 15; k++) g = _mm512_mask_add_epi32(g, _mm512_cmp_ps_mask(v, coarse[k], _CMP_GT_OQ), g, one);
+            for (int t = 0; t + 1 < G; t++) {
+                const __m512 bt = _mm512_permutexvar_ps(g, _mm512_loadu_ps(q->fine16 + 16 * t));
+                within = _mm512_mask_add_epi32(within, _mm512_cmp_ps_mask(v, bt, _CMP_GT_OQ), within, one);
             }
-            _mm_storeu_si128((__m128i *)(idx + j), _mm512_cvtepi32_epi8(i));
+            _mm_storeu_si128((__m128i *)(idx + j), _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_slli_epi32(g, log2_g), within)));
         }
     }
     vq_quantize_row_scalar(x + j, n - j, mul, q, idx + j);

@@ -5,7 +5,6 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "codecs/hadamard.h"
 #include "codecs/vqk.h"
 
 enum { LANES = 16, UNROLL = 2, BLOCK = LANES * UNROLL };
@@ -134,6 +133,4 @@ void vq_vqk_kernels_init_avx512(vq_vqk_kernels *k)
     k->nearest = nearest_avx512;
     k->dots = dots_avx512;
     k->commvq_decode = commvq_decode_avx512;
-    k->load_row = vq_row_to_f32_avx512;  /* F16C rows, shared with the Hadamard kernels */
-    k->store_row = vq_row_from_f32_avx512;
 }

@@ -54,6 +54,4 @@ void vq_vqk_kernels_init_scalar(vq_vqk_kernels *k)
     k->nearest = nearest_scalar;
     k->dots = dots_scalar;
     k->commvq_decode = commvq_decode_scalar;
-    k->load_row = vq_row_to_f32;
-    k->store_row = vq_row_from_f32;
 }
