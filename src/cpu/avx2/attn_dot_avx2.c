@@ -1,8 +1,8 @@
 /* attn_dot_avx2.c — AVX2+FMA+F16C attention kernels: q.k^T tiles, p.V
  * accumulation and the online-softmax step (see attn_kernels.h).
  * Register tiles: qk keeps RB x TB (<= 4 x 3) dot accumulators, loading each
- * key vector once for RB rows; pv keeps RB x CB (<= 2 x 4) output vectors,
- * loading each value vector once for RB rows. f16/bf16 convert in registers. */
+ * key vector once for RB rows; pv keeps RB x CB (4 x 2 or 2 x 4) output
+ * vectors, loading each value vector once for RB rows. f16/bf16 convert in registers. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -71,7 +71,7 @@ VQ_INLINE void qk_any(vq_attn_elt e, int R, int n, int64_t D, const float *q, in
 VQ_INLINE void pv_tile(vq_attn_elt e, int RB, int CB, int n, const float *p, int64_t ldp, const void *v,
                        int64_t ldv, float *o, int64_t ldo, int64_t c0)
 {
-    __m256 acc[2][4];
+    __m256 acc[4][4];
     for (int r = 0; r < RB; r++)
         for (int cb = 0; cb < CB; cb++) acc[r][cb] = _mm256_loadu_ps(o + r * ldo + c0 + 8 * cb);
     for (int j = 0; j < n; j++) {
@@ -86,21 +86,29 @@ VQ_INLINE void pv_tile(vq_attn_elt e, int RB, int CB, int n, const float *p, int
         for (int cb = 0; cb < CB; cb++) _mm256_storeu_ps(o + r * ldo + c0 + 8 * cb, acc[r][cb]);
 }
 
+/* All D columns for RB rows: strips of 8*CB columns (CB = 4 for 1-2 rows,
+ * 2 for 3-4 rows: 8 accumulators either way, each value vector loaded and
+ * converted once for all RB rows), then 8-wide tails. */
+VQ_INLINE void pv_rows(vq_attn_elt e, int RB, int n, int64_t D, const float *p, int64_t ldp, const void *v,
+                       int64_t ldv, float *o, int64_t ldo)
+{
+    const int CB = RB <= 2 ? 4 : 2;
+    int64_t c = 0;
+    for (; c + 8 * CB <= D; c += 8 * CB) pv_tile(e, RB, CB, n, p, ldp, v, ldv, o, ldo, c);
+    for (; c < D; c += 8) pv_tile(e, RB, 1, n, p, ldp, v, ldv, o, ldo, c);
+}
+
 VQ_INLINE void pv_any(vq_attn_elt e, int R, int n, int64_t D, const float *p, int64_t ldp, const void *v,
                       int64_t ldv, float *o, int64_t ldo)
 {
-    for (int r = 0; r < R; r += 2) {
-        const bool two = R - r >= 2;
+    for (int r = 0; r < R; r += 4) {
         const float *pr = p + r * ldp;
         float *orow = o + r * ldo;
-        int64_t c = 0;
-        for (; c + 32 <= D; c += 32) {
-            if (two) pv_tile(e, 2, 4, n, pr, ldp, v, ldv, orow, ldo, c);
-            else pv_tile(e, 1, 4, n, pr, ldp, v, ldv, orow, ldo, c);
-        }
-        for (; c < D; c += 8) {
-            if (two) pv_tile(e, 2, 1, n, pr, ldp, v, ldv, orow, ldo, c);
-            else pv_tile(e, 1, 1, n, pr, ldp, v, ldv, orow, ldo, c);
+        switch (R - r < 4 ? R - r : 4) {
+        case 1: pv_rows(e, 1, n, D, pr, ldp, v, ldv, orow, ldo); break;
+        case 2: pv_rows(e, 2, n, D, pr, ldp, v, ldv, orow, ldo); break;
+        case 3: pv_rows(e, 3, n, D, pr, ldp, v, ldv, orow, ldo); break;
+        default: pv_rows(e, 4, n, D, pr, ldp, v, ldv, orow, ldo); break;
         }
     }
 }
