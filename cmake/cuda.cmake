@@ -11,7 +11,11 @@ if(VQ_CUDA_KERNEL_SOURCES)
   add_library(vq_cuda_objects OBJECT ${VQ_CUDA_KERNEL_SOURCES})
   target_include_directories(vq_cuda_objects PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include
     ${CMAKE_CURRENT_SOURCE_DIR}/src ${DLPACK_INCLUDE_DIR})
-  target_compile_options(vq_cuda_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr>)
+  # The host side of the .cu files must not need the C++ runtime: C programs
+  # link libveloxquant.a with a C linker (no libstdc++), so no thread-safe
+  # statics (__cxa_guard_*) and no exceptions in the generated launch stubs.
+  target_compile_options(vq_cuda_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr
+    -Xcompiler=-fno-threadsafe-statics -Xcompiler=-fno-exceptions>)
   set_target_properties(vq_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
   set(VQ_CUDA_OBJECTS $<TARGET_OBJECTS:vq_cuda_objects>)
 endif()

@@ -2,6 +2,9 @@
  * codebook values) and vq_rabitq_prefill_attend (large Sq: exact score, each
  * decoded K/V tile reused by up to VQ_ATTN_MAX_ROWS query rows). */
 #include "attention/attn_formats.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 
 /* Both entry points after their own option checks: validate the rest, bind
  * 1-bit keys (Hamming or exact) and codebook values, run the skeleton.
@@ -36,7 +39,11 @@ static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
                                                  prefill ? vq_data(scale) : NULL, &dm, &kb));
     VQ_FORWARD_IF_ERROR(
         vq_attn_bind_values_codebook(ctx, v_idx, v_cents, opts ? opts->v_scale : NULL, prefill, &dm, &vb));
-    /* CUDA dispatch point (vq_cuda_rabitq_fused_attend / _prefill_attend go here). */
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx) && !prefill)
+        return vq_cuda_rabitq_fused_attend(ctx, q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
+#endif
+    /* CUDA dispatch point of vq_cuda_rabitq_prefill_attend (not written yet). */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA kernel for this call yet");
     const vq_attn_problem p = {.dims = dm,
                                .q = vq_data(q),

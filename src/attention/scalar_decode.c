@@ -3,6 +3,9 @@
 #include <math.h>
 
 #include "attention/attn_formats.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 
 vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
                                         const DLTensor *k_scale, const DLTensor *k_zero,
@@ -33,7 +36,10 @@ vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DL
                                .num_splits = nsg,
                                .out = vq_data(out),
                                .out_dt = vq_dtype_of(out)};
-    /* CUDA dispatch point (vq_cuda_scalar_fused_decode_attend goes here). */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA kernel for this call yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx))
+        return vq_cuda_scalar_fused_decode_attend(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero,
+                                                  group_size, scale, nsg, out, opts);
+#endif
     return vq_attn_run(ctx, &p);
 }

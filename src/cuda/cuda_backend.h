@@ -1,6 +1,10 @@
 /* cuda_backend.h — the CUDA backend as seen from the C host code. Every
  * function returns a vq_status; CUDA errors become VQ_ERR_DEVICE with the
- * CUDA error's name in the ctx message. */
+ * CUDA error's name in the ctx message.
+ *
+ * The vq_cuda_<name> entry points take exactly the arguments of the public
+ * vq_<name> and are called by it after validation (docs/INTERNALS.md); they
+ * check only what is specific to this backend (alignment, D limits). */
 #ifndef VQ_CUDA_BACKEND_H
 #define VQ_CUDA_BACKEND_H
 
@@ -10,5 +14,33 @@ bool vq_cuda_available(void);
 vq_status vq_cuda_ctx_init(vq_ctx *ctx);     /* selects the device, creates per-ctx state */
 void vq_cuda_ctx_release(vq_ctx *ctx);
 vq_status vq_cuda_synchronize(vq_ctx *ctx);  /* waits for the ctx's stream */
+
+/* ---- internals shared by the host glue ---- */
+
+/* Makes the ctx's device current on this thread (a process may hold contexts
+ * on several devices). */
+vq_status vq_cuda_begin(vq_ctx *ctx);
+/* Maps a CUDA error code (cudaError_t as int) to a status: VQ_OK for success,
+ * VQ_ERR_OUT_OF_MEMORY for allocation failures, else VQ_ERR_DEVICE; the
+ * message reads "<what>: <cudaErrorName> (<description>)". */
+vq_status vq_cuda_check(vq_ctx *ctx, int err, const char *what);
+/* Device scratch owned by the ctx: at least `bytes`, 256-byte aligned, grown
+ * (never shrunk) when too small and freed with the ctx. Only the innermost
+ * launch sequence of one call may use it. */
+vq_status vq_cuda_scratch(vq_ctx *ctx, size_t bytes, void **out);
+/* Multiprocessors of the ctx's device. */
+int vq_cuda_sm_count(const vq_ctx *ctx);
+
+/* ---- kernels (same arguments as the public functions) ---- */
+
+vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+                                             const DLTensor *k_scale, const DLTensor *k_zero,
+                                             const DLTensor *v_codes, const DLTensor *v_scale,
+                                             const DLTensor *v_zero, int group_size, float scale, int nsg,
+                                             DLTensor *out, const vq_scalar_attend_opts *opts);
+vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
+                                      const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                      const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                      const vq_rabitq_attend_opts *opts);
 
 #endif

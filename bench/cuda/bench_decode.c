@@ -1,0 +1,250 @@
+/* bench_decode.c — times the CUDA decode-attention kernels (KIVI affine 2-bit
+ * with f16 scales, RaBitQ Hamming and exact with nibble values) on the shapes
+ * of bench/results/h200.md, next to the device's measured copy bandwidth.
+ *
+ * Build (bench/cuda/device_run.sh does it): links build/libveloxquant.a and
+ * cudart; calls the CUDA entry points directly because the public
+ * vq_scalar_fused_decode_attend / vq_rabitq_fused_attend dispatch to them once
+ * the CPU attention lands. Timing: CUDA events around each call, median of 30
+ * after 5 warm-ups, rotating over enough input copies that they overflow the
+ * 50 MB L2. Output: one line per (format, B, Hq, Hkv, Skv). */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_backend.h"
+
+#define CK(x)                                                                         \
+    do {                                                                              \
+        cudaError_t e_ = (x);                                                         \
+        if (e_ != cudaSuccess) {                                                      \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+
+static int cmp_f(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A device tensor with random bytes (fresh data; never zeros). */
+typedef struct dten {
+    DLTensor t;
+    int64_t shape[4];
+} dten;
+
+static unsigned long long lcg = 88172645463325252ull;
+static void fill_random(void *d, size_t bytes, int kind)
+{
+    /* kind 0: random bytes; 1: f16 values in [0.05, 0.3); 2: f32 N-ish(0,1); 3: f32 in [0.5, 1) */
+    unsigned char *h = malloc(bytes);
+    for (size_t i = 0; i < bytes; i += 8) {
+        lcg ^= lcg << 13; lcg ^= lcg >> 7; lcg ^= lcg << 17;
+        memcpy(h + i, &lcg, bytes - i < 8 ? bytes - i : 8);
+    }
+    if (kind == 1)
+        for (size_t i = 0; i + 1 < bytes; i += 2) {
+            const uint16_t v = vq_f32_to_f16(0.05f + 0.25f * (float)h[i] / 255.0f);
+            memcpy(h + i, &v, 2);
+        }
+    if (kind == 2 || kind == 3)
+        for (size_t i = 0; i + 3 < bytes; i += 4) {
+            const float u = (float)(h[i] | h[i + 1] << 8) / 65536.0f;
+            const float v = kind == 2 ? (u - 0.5f) * 3.4f : 0.5f + 0.5f * u;
+            memcpy(h + i, &v, 4);
+        }
+    CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+static DLTensor *dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, int64_t d, int kind)
+{
+    memset(x, 0, sizeof *x);
+    x->shape[0] = a; x->shape[1] = b; x->shape[2] = c; x->shape[3] = d;
+    int nd = 4;
+    while (nd > 1 && x->shape[nd - 1] == 0) nd--;
+    x->t.ndim = nd;
+    x->t.shape = x->shape;
+    x->t.dtype = dt;
+    x->t.device.device_type = kDLCUDA;
+    size_t n = (size_t)(dt.bits / 8);
+    for (int i = 0; i < nd; i++) n *= (size_t)x->shape[i];
+    CK(cudaMalloc(&x->t.data, n));
+    fill_random(x->t.data, n, kind);
+    return &x->t;
+}
+static size_t dbytes(const DLTensor *t)
+{
+    size_t n = t->dtype.bits / 8;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+static const DLDataType F32 = {kDLFloat, 32, 1}, F16 = {kDLFloat, 16, 1}, U8 = {kDLUInt, 8, 1};
+
+/* Device-to-device copy bandwidth (bytes read + written per second). */
+static double copy_bw(void)
+{
+    const size_t n = (size_t)2 << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&b, n));
+    CK(cudaMemset(a, 1, n));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    float ts[20];
+    for (int i = 0; i < 23; i++) {
+        cudaEventRecord(e0, 0);
+        CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, 0));
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        if (i >= 3) cudaEventElapsedTime(&ts[i - 3], e0, e1);
+    }
+    qsort(ts, 20, sizeof ts[0], cmp_f);
+    cudaFree(a); cudaFree(b);
+    return 2.0 * n / (ts[10] * 1e-3);
+}
+
+enum { FMT_AFFINE, FMT_RQ_HAM, FMT_RQ_EXACT };
+static const char *fmt_name[] = {"kivi-2bit g32 f16", "rabitq hamming", "rabitq exact"};
+
+typedef struct set {
+    dten q, qs, a[6], out;
+} set;
+
+/* RaBitQ at Skv = 128K, B = 1: time against the number of kv splits (0 =
+ * the library's choice), to check the grid heuristic. */
+static void sweep_splits(vq_ctx *ctx, double bw)
+{
+    const int D = 128, Hq = 32, Skv = 131072, splits[] = {0, 8, 16, 33, 66, 132, 264};
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    printf("split sweep (rabitq exact, B 1, Skv %d)\n%4s %6s %9s %7s\n", Skv, "Hkv", "splits", "us", "%copy");
+    for (int hk = 0; hk < 2; hk++) {
+        const int Hkv = hk ? 8 : 32;
+        dten q, qs, kb, km, vi, ce, out;
+        dnew(&q, F16, 1, Hq, 1, D, 1);
+        dnew(&out, F16, 1, Hq, 1, D, 0);
+        dnew(&qs, F32, 1, Hq, 1, 0, 3);
+        dnew(&kb, U8, 1, Hkv, Skv, D / 8, 0);
+        dnew(&km, F32, 1, Hkv, Skv, 0, 3);
+        dnew(&vi, U8, 1, Hkv, Skv, D / 2, 0);
+        dnew(&ce, F32, 16, 0, 0, 0, 2);
+        const double bytes = (double)Hkv * Skv * (D / 8 + 4 + D / 2);
+        for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
+            vq_rabitq_attend_opts o = {.score = VQ_RABITQ_SCORE_EXACT, .num_splits = splits[si]};
+            float ts[20];
+            for (int it = 0; it < 23; it++) {
+                cudaEventRecord(e0, 0);
+                vq_rabitq_fused_attend(ctx, &q.t, &qs.t, &kb.t, &km.t, NULL, &vi.t, &ce.t, &out.t, &o);
+                cudaEventRecord(e1, 0);
+                cudaEventSynchronize(e1);
+                if (it >= 3) cudaEventElapsedTime(&ts[it - 3], e0, e1);
+            }
+            qsort(ts, 20, sizeof ts[0], cmp_f);
+            printf("%4d %6d %9.1f %6.1f%%\n", Hkv, splits[si], ts[10] * 1e3, 100.0 * bytes / (ts[10] * 1e-3) / bw);
+        }
+        cudaFree(q.t.data); cudaFree(out.t.data); cudaFree(qs.t.data); cudaFree(kb.t.data);
+        cudaFree(km.t.data); cudaFree(vi.t.data); cudaFree(ce.t.data);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    vq_ctx_config cfg = {.backend = VQ_BACKEND_CUDA};
+    vq_ctx *ctx = NULL;
+    if (vq_ctx_create(&cfg, &ctx) != VQ_OK) {
+        printf("no CUDA device\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    const double bw = copy_bw();
+    printf("device: %s, %d SMs, L2 %d MB; copy bandwidth (read+write) %.0f GB/s\n", prop.name,
+           prop.multiProcessorCount, prop.l2CacheSize >> 20, bw / 1e9);
+    printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
+           "%copy");
+    const int skvs[] = {4096, 32768, 131072}, bs[] = {1, 8}, hkvs[] = {32, 8};
+    const int D = 128, Hq = 32, g = 32;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    for (int f = 0; f < 3; f++)
+        for (int si = 0; si < 3; si++)
+            for (int bi = 0; bi < 2; bi++)
+                for (int hi = 0; hi < 2; hi++) {
+                    const int Skv = skvs[si], B = bs[bi], Hkv = hkvs[hi];
+                    if (quick && (B != 1 || Skv != 131072)) continue;
+                    /* bytes of one input set */
+                    const double tok = (double)B * Hkv * Skv;
+                    const double per_tok = f == FMT_AFFINE ? D / 4 * 2 + 2.0 * 2 * D / g + 2.0 * 2 * D / g
+                                                           : D / 8 + 4 + D / 2;
+                    const double bytes = tok * per_tok;
+                    int nset = (int)ceil(400e6 / bytes);
+                    if (nset < 1) nset = 1;
+                    if (nset > 64) nset = 64;
+                    set *S = calloc((size_t)nset, sizeof *S);
+                    for (int s = 0; s < nset; s++) {
+                        dnew(&S[s].q, F16, B, Hq, 1, D, 0);
+                        fill_random(S[s].q.t.data, dbytes(&S[s].q.t), 1);
+                        dnew(&S[s].out, F16, B, Hq, 1, D, 0);
+                        if (f == FMT_AFFINE) {
+                            dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 4, 0);
+                            dnew(&S[s].a[1], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
+                            dnew(&S[s].a[2], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
+                            dnew(&S[s].a[3], U8, B, Hkv, Skv, D / 4, 0);
+                            dnew(&S[s].a[4], F16, B, Hkv, Skv, D / g, 1);
+                            dnew(&S[s].a[5], F16, B, Hkv, Skv, D / g, 1);
+                        } else {
+                            dnew(&S[s].qs, F32, B, Hq, 1, 0, 3);
+                            dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 8, 0);
+                            dnew(&S[s].a[1], F32, B, Hkv, Skv, 0, 3);
+                            dnew(&S[s].a[2], U8, B, Hkv, Skv, D / 2, 0);
+                            dnew(&S[s].a[3], F32, 16, 0, 0, 0, 2);
+                        }
+                    }
+                    float ts[30];
+                    vq_status st = VQ_OK;
+                    for (int it = 0; it < 35 && st == VQ_OK; it++) {
+                        set *x = &S[it % nset];
+                        cudaEventRecord(e0, 0);
+                        if (f == FMT_AFFINE) {
+                            vq_scalar_attend_opts o = {.bits = 2};
+                            st = vq_scalar_fused_decode_attend(ctx, &x->q.t, &x->a[0].t, &x->a[1].t, &x->a[2].t,
+                                                                    &x->a[3].t, &x->a[4].t, &x->a[5].t, g,
+                                                                    0.0883883f, 0, &x->out.t, &o);
+                        } else {
+                            vq_rabitq_attend_opts o = {.score = f == FMT_RQ_EXACT ? VQ_RABITQ_SCORE_EXACT
+                                                                                  : VQ_RABITQ_SCORE_HAMMING};
+                            st = vq_rabitq_fused_attend(ctx, &x->q.t, &x->qs.t, &x->a[0].t, &x->a[1].t, NULL,
+                                                             &x->a[2].t, &x->a[3].t, &x->out.t, &o);
+                        }
+                        cudaEventRecord(e1, 0);
+                        cudaEventSynchronize(e1);
+                        if (it >= 5) cudaEventElapsedTime(&ts[it - 5], e0, e1);
+                    }
+                    if (st != VQ_OK) {
+                        printf("%s: %s\n", vq_status_string(st), vq_ctx_last_error(ctx));
+                        return 1;
+                    }
+                    qsort(ts, 30, sizeof ts[0], cmp_f);
+                    const double sec = ts[15] * 1e-3;
+                    printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%%\n", fmt_name[f], B, Hq, Hkv, Skv,
+                           bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw);
+                    fflush(stdout);
+                    for (int s = 0; s < nset; s++) {
+                        cudaFree(S[s].q.t.data); cudaFree(S[s].out.t.data);
+                        if (S[s].qs.t.data) cudaFree(S[s].qs.t.data);
+                        for (int k = 0; k < 6; k++)
+                            if (S[s].a[k].t.data) cudaFree(S[s].a[k].t.data);
+                    }
+                    free(S);
+                }
+    if (!quick) sweep_splits(ctx, bw);
+    vq_ctx_free(ctx);
+    return 0;
+}

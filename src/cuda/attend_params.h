@@ -1,0 +1,75 @@
+/* attend_params.h — launch parameters of the CUDA decode-attention kernels,
+ * read by both the C host glue and nvcc. Plain data: device pointers already
+ * offset (byte_offset applied), shapes as ints, flags as ints. */
+#ifndef VQ_CUDA_ATTEND_PARAMS_H
+#define VQ_CUDA_ATTEND_PARAMS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rows per CTA: one CTA serves up to this many query rows (GQA group x Sq)
+ * of one kv head, so the cache of a kv head is read once per row chunk. */
+#define VQ_CU_ROWS_MAX 8
+
+/* What every split-KV decode kernel shares. Query row `row` of kv head hkv is
+ * (query head hkv*G + row / Sq, query position row % Sq), G = Hq / Hkv. */
+typedef struct vq_cu_attend_common {
+    int B, Hq, Hkv, Sq, Skv, D;
+    int rows;          /* G * Sq query rows per kv head */
+    int row_chunks;    /* ceil(rows / VQ_CU_ROWS_MAX) */
+    int nsplit;        /* splits of the kv axis */
+    int split_len;     /* tokens per split, a multiple of 32 */
+    int causal;        /* row with position sq sees kv <= Skv - Sq + sq */
+    const void *q;     /* [B,Hq,Sq,D] */
+    int q_f16;         /* 1: f16, 0: f32 */
+    float *part_m;     /* [B*Hq*Sq, nsplit] running max (log2 domain) */
+    float *part_l;     /* [B*Hq*Sq, nsplit] running sum of exp2 */
+    float *part_acc;   /* [B*Hq*Sq, nsplit, D] unnormalised output */
+} vq_cu_attend_common;
+
+/* KIVI group-affine cache (codes bit-packed along D with `bits` 2/4/8; the
+ * one-code-per-byte layout is bits 8). */
+typedef struct vq_cu_affine_params {
+    vq_cu_attend_common c;
+    float qmul;                     /* logit scale * log2(e), folded into q */
+    int bits;                       /* 2, 4 or 8 */
+    int group;                      /* g */
+    const uint8_t *k_codes;         /* [B,Hkv,Skv,D*bits/8] */
+    const void *k_scale, *k_zero;   /* [B,Hkv,ceil(Skv/g),D] */
+    const uint8_t *v_codes;
+    const void *v_scale, *v_zero;   /* [B,Hkv,Skv,ceil(D/g)] */
+    int scale_f16;                  /* k and v scale/zero dtype: 1 f16, 0 f32 */
+    int v_scale_f16;
+} vq_cu_affine_params;
+
+/* RaBitQ: 1-bit keys, codebook values. */
+typedef struct vq_cu_rabitq_params {
+    vq_cu_attend_common c;
+    int exact;                      /* 1: exact score, 0: Hamming */
+    const float *q_scale;           /* [B,Hq,Sq] */
+    const uint8_t *k_bits;          /* [B,Hkv,Skv,D/8] */
+    const float *k_mag;             /* [B,Hkv,Skv] */
+    const float *k_const;           /* [B,Hkv,Skv] or NULL */
+    const uint8_t *v_idx;           /* [B,Hkv,Skv,D/2] packed or [..,D] */
+    int v_packed;
+    const float *v_cents;           /* [n_cents] */
+    int n_cents;
+    const float *v_scale;           /* [B,Hkv,Skv] or NULL */
+} vq_cu_rabitq_params;
+
+/* Launchers (defined in the .cu files). Each returns a cudaError_t as int. */
+int vq_cu_launch_affine_decode_b2(const vq_cu_affine_params *p, void *stream);
+int vq_cu_launch_affine_decode_b4(const vq_cu_affine_params *p, void *stream);
+int vq_cu_launch_affine_decode_b8(const vq_cu_affine_params *p, void *stream);
+int vq_cu_launch_rabitq_decode(const vq_cu_rabitq_params *p, void *stream);
+/* Merges the splits of every row into out [B*Hq*Sq, D] (f16 when out_f16). */
+int vq_cu_launch_merge(const vq_cu_attend_common *c, void *out, int out_f16, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

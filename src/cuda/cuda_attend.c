@@ -1,0 +1,139 @@
+/* cuda_attend.c — host glue of the CUDA decode-attention kernels: shapes from
+ * the (already validated) DLTensors, the split-KV plan, device scratch for the
+ * partial states, the launches. */
+#include <stdint.h>
+
+#include "cuda/attend_params.h"
+#include "cuda/cuda_backend.h"
+
+static bool aligned16(const DLTensor *t) { return t == NULL || ((uintptr_t)vq_data(t) & 15) == 0; }
+
+/* Checks what this backend needs beyond the public contract. */
+static vq_status check_backend_limits(vq_ctx *ctx, int64_t D, const DLTensor *const *ts, int n)
+{
+    VQ_RETURN_IF(ctx, D % 8 != 0, VQ_ERR_UNSUPPORTED, "the CUDA backend needs D %% 8 == 0, got D = %lld",
+                 (long long)D);
+    VQ_RETURN_IF(ctx, D > 256, VQ_ERR_UNSUPPORTED, "D = %lld > 256 is not supported", (long long)D);
+    for (int i = 0; i < n; i++)
+        VQ_RETURN_IF(ctx, !aligned16(ts[i]), VQ_ERR_UNSUPPORTED,
+                     "the CUDA backend needs 16-byte aligned tensors (argument %d is not)", i);
+    return VQ_OK;
+}
+
+/* Fills the shapes and the split plan of c and takes the partial-state scratch.
+ * Splits: enough CTAs for ~8 per SM (two waves at the 4 CTAs/SM the kernels
+ * reach) unless the caller asked for a number; each split a multiple of 32
+ * tokens (a warp tile), and no split empty. */
+static vq_status plan(vq_ctx *ctx, const DLTensor *q, int64_t Hkv, int64_t Skv, bool causal, int nsplit_req,
+                      vq_cu_attend_common *c)
+{
+    c->B = (int)q->shape[0];
+    c->Hq = (int)q->shape[1];
+    c->Sq = (int)q->shape[2];
+    c->D = (int)q->shape[3];
+    c->Hkv = (int)Hkv;
+    c->Skv = (int)Skv;
+    VQ_RETURN_IF(ctx, Skv > INT32_MAX - 64 || (int64_t)c->Hq / c->Hkv * c->Sq > INT32_MAX / 2, VQ_ERR_UNSUPPORTED,
+                 "sequence too long for the CUDA kernels");
+    c->rows = c->Hq / c->Hkv * c->Sq;
+    c->row_chunks = (c->rows + VQ_CU_ROWS_MAX - 1) / VQ_CU_ROWS_MAX;
+    VQ_RETURN_IF(ctx, (int64_t)c->Hkv * c->row_chunks > 65535 || c->B > 65535, VQ_ERR_UNSUPPORTED,
+                 "grid too large: Hkv * ceil(Hq/Hkv*Sq/8) = %lld, B = %d (limit 65535 each)",
+                 (long long)c->Hkv * c->row_chunks, c->B);
+    c->causal = causal;
+    c->q = vq_data(q);
+    c->q_f16 = vq_dtype_of(q) == VQ_DT_F16;
+
+    const int64_t tiles = vq_ceil_div(Skv, 32);
+    int64_t ns = nsplit_req;
+    if (ns <= 0) {
+        const int64_t base = (int64_t)c->B * c->Hkv * c->row_chunks;
+        ns = vq_ceil_div(8 * (int64_t)vq_cuda_sm_count(ctx), base);
+    }
+    if (ns > tiles) ns = tiles;
+    if (ns < 1) ns = 1;
+    const int64_t tiles_per = vq_ceil_div(tiles, ns);
+    c->split_len = (int)(32 * tiles_per);
+    c->nsplit = (int)vq_ceil_div(Skv, c->split_len);
+
+    const int64_t nrows = (int64_t)c->B * c->Hq * c->Sq;
+    const size_t floats = (size_t)nrows * c->nsplit * (size_t)(c->D + 2);
+    void *scr = NULL;
+    VQ_FORWARD_IF_ERROR(vq_cuda_scratch(ctx, floats * sizeof(float), &scr));
+    c->part_acc = scr;
+    c->part_m = c->part_acc + (size_t)nrows * c->nsplit * c->D;
+    c->part_l = c->part_m + (size_t)nrows * c->nsplit;
+    return VQ_OK;
+}
+
+static vq_status finish(vq_ctx *ctx, const vq_cu_attend_common *c, DLTensor *out, int launch_err,
+                        const char *what)
+{
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch_err, what));
+    return vq_cuda_check(ctx, vq_cu_launch_merge(c, vq_data(out), vq_dtype_of(out) == VQ_DT_F16, ctx->stream),
+                         "split-KV merge kernel launch");
+}
+
+vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+                                             const DLTensor *k_scale, const DLTensor *k_zero,
+                                             const DLTensor *v_codes, const DLTensor *v_scale,
+                                             const DLTensor *v_zero, int group_size, float scale, int nsg,
+                                             DLTensor *out, const vq_scalar_attend_opts *opts)
+{
+    VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
+    const int64_t D = vq_dim(q, 3);
+    const DLTensor *ts[] = {q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, out};
+    VQ_FORWARD_IF_ERROR(check_backend_limits(ctx, D, ts, 8));
+    /* code width from the codes' last dimension: D = one code per byte (the
+     * 8-bit packed layout), D*bits/8 = packed */
+    const int64_t last = vq_dim(k_codes, 3);
+    int bits = 8;
+    if (last != D) bits = opts && opts->bits ? opts->bits : (int)(last * 8 / D);
+    VQ_RETURN_IF(ctx, bits != 2 && bits != 4 && bits != 8, VQ_ERR_UNSUPPORTED,
+                 "the CUDA backend reads 2-, 4- or 8-bit codes, got %d", bits);
+
+    vq_cu_affine_params p = {0};
+    VQ_FORWARD_IF_ERROR(plan(ctx, q, vq_dim(k_codes, 1), vq_dim(k_codes, 2), opts && opts->causal, nsg, &p.c));
+    p.qmul = scale * 1.4426950408889634f;
+    p.bits = bits;
+    p.group = group_size;
+    p.k_codes = vq_data(k_codes);
+    p.k_scale = vq_data(k_scale);
+    p.k_zero = vq_data(k_zero);
+    p.v_codes = vq_data(v_codes);
+    p.v_scale = vq_data(v_scale);
+    p.v_zero = vq_data(v_zero);
+    p.scale_f16 = vq_dtype_of(k_scale) == VQ_DT_F16;
+    p.v_scale_f16 = vq_dtype_of(v_scale) == VQ_DT_F16;
+    const int err = bits == 2   ? vq_cu_launch_affine_decode_b2(&p, ctx->stream)
+                    : bits == 4 ? vq_cu_launch_affine_decode_b4(&p, ctx->stream)
+                                : vq_cu_launch_affine_decode_b8(&p, ctx->stream);
+    return finish(ctx, &p.c, out, err, "affine decode kernel launch");
+}
+
+vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
+                                      const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                      const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                      const vq_rabitq_attend_opts *opts)
+{
+    VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
+    const int64_t D = vq_dim(q, 3);
+    const DLTensor *vs = opts ? opts->v_scale : NULL;
+    const DLTensor *ts[] = {q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, vs};
+    VQ_FORWARD_IF_ERROR(check_backend_limits(ctx, D, ts, 9));
+
+    vq_cu_rabitq_params p = {0};
+    VQ_FORWARD_IF_ERROR(plan(ctx, q, vq_dim(k_bits, 1), vq_dim(k_bits, 2), opts && opts->causal,
+                             opts ? opts->num_splits : 0, &p.c));
+    p.exact = opts && opts->score == VQ_RABITQ_SCORE_EXACT;
+    p.q_scale = vq_data(q_scale);
+    p.k_bits = vq_data(k_bits);
+    p.k_mag = vq_data(k_mag);
+    p.k_const = k_const ? vq_data(k_const) : NULL;
+    p.v_idx = vq_data(v_idx);
+    p.v_packed = vq_dim(v_idx, 3) != D;
+    p.v_cents = vq_data(v_cents);
+    p.n_cents = (int)vq_numel(v_cents);
+    p.v_scale = vs ? vq_data(vs) : NULL;
+    return finish(ctx, &p.c, out, vq_cu_launch_rabitq_decode(&p, ctx->stream), "RaBitQ decode kernel launch");
+}
