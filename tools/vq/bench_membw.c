@@ -15,16 +15,19 @@ typedef struct slice {
     uint64_t sum;
 } slice;
 
-/* Four independent sums so the loop is load-bound, not add-latency-bound. */
+/* Four independent sums so the loop is load-bound, not add-latency-bound;
+ * p and n in locals, or every load through p could alias s->n. */
 static void *sum_slice(void *arg)
 {
     slice *s = arg;
+    const uint64_t *p = s->p;
+    const size_t n = s->n;
     uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i + 4 <= s->n; i += 4) {
-        a += s->p[i];
-        b += s->p[i + 1];
-        c += s->p[i + 2];
-        d += s->p[i + 3];
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        a += p[i];
+        b += p[i + 1];
+        c += p[i + 2];
+        d += p[i + 3];
     }
     s->sum = a + b + c + d;
     return NULL;

@@ -32,11 +32,11 @@ void *tool_calloc(size_t n, size_t size)
 
 DLTensor *tool_tensor(DLDataType dtype, int ndim, const int64_t *shape)
 {
-    tool_tensor_block *b = tool_calloc(1, sizeof *b);
     if (ndim < 1 || ndim > TOOL_MAX_DIMS) {
         fprintf(stderr, "vq: internal error: tensor rank %d\n", ndim);
         exit(VQ_EXIT_FAILURE);
     }
+    tool_tensor_block *b = tool_calloc(1, sizeof *b);
     memcpy(b->shape, shape, (size_t)ndim * sizeof *shape);
     b->t.device = (DLDevice){kDLCPU, 0};
     b->t.ndim = ndim;
