@@ -209,15 +209,18 @@ struct AffineLaunchBits {
             affine_decode_kernel<BITS, DMAX, R><<<decode_grid(p.c), kThreads, 0, (cudaStream_t)stream>>>(p);
             return (int)cudaGetLastError();
         }
+        static int occupancy(const void *, int *out) { return occupancy_of(affine_decode_kernel<BITS, DMAX, R>, out); }
     };
 };
 
 } /* namespace vqcu */
 
 #define VQ_CU_AFFINE_LAUNCHER(BITS)                                                                     \
-    extern "C" int vq_cu_launch_affine_decode_b##BITS(const vq_cu_affine_params *p, void *stream)      \
+    extern "C" int vq_cu_launch_affine_decode_b##BITS(const vq_cu_affine_params *p, void *stream,      \
+                                                      int *occupancy)                                   \
     {                                                                                                   \
-        return vqcu::dispatch_dmax_r<vqcu::AffineLaunchBits<BITS>::L>(p->c.D, p->c.rows, p, stream); \
+        return vqcu::dispatch_dmax_r<vqcu::AffineLaunchBits<BITS>::L>(p->c.D, p->c.rows, p, stream,    \
+                                                                      occupancy);                       \
     }
 
 #endif

@@ -166,11 +166,19 @@ struct RabitqLaunch {
         else rabitq_decode_kernel<false, false, DMAX, R><<<grid, kThreads, 0, st>>>(p);
         return (int)cudaGetLastError();
     }
+    static int occupancy(const void *params, int *out)
+    {
+        const vq_cu_rabitq_params &p = *(const vq_cu_rabitq_params *)params;
+        if (p.exact && p.v_packed) return occupancy_of(rabitq_decode_kernel<true, true, DMAX, R>, out);
+        if (p.exact) return occupancy_of(rabitq_decode_kernel<true, false, DMAX, R>, out);
+        if (p.v_packed) return occupancy_of(rabitq_decode_kernel<false, true, DMAX, R>, out);
+        return occupancy_of(rabitq_decode_kernel<false, false, DMAX, R>, out);
+    }
 };
 
 } /* namespace vqcu */
 
-extern "C" int vq_cu_launch_rabitq_decode(const vq_cu_rabitq_params *p, void *stream)
+extern "C" int vq_cu_launch_rabitq_decode(const vq_cu_rabitq_params *p, void *stream, int *occupancy)
 {
-    return vqcu::dispatch_dmax_r<vqcu::RabitqLaunch>(p->c.D, p->c.rows, p, stream);
+    return vqcu::dispatch_dmax_r<vqcu::RabitqLaunch>(p->c.D, p->c.rows, p, stream, occupancy);
 }

@@ -60,11 +60,13 @@ typedef struct vq_cu_rabitq_params {
     const float *v_scale;           /* [B,Hkv,Skv] or NULL */
 } vq_cu_rabitq_params;
 
-/* Launchers (defined in the .cu files). Each returns a cudaError_t as int. */
-int vq_cu_launch_affine_decode_b2(const vq_cu_affine_params *p, void *stream);
-int vq_cu_launch_affine_decode_b4(const vq_cu_affine_params *p, void *stream);
-int vq_cu_launch_affine_decode_b8(const vq_cu_affine_params *p, void *stream);
-int vq_cu_launch_rabitq_decode(const vq_cu_rabitq_params *p, void *stream);
+/* Launchers (defined in the .cu files). Each returns a cudaError_t as int.
+ * With occupancy != NULL they launch nothing and store how many CTAs of the
+ * kernel instance p selects fit on one SM (p->c needs D and rows only). */
+int vq_cu_launch_affine_decode_b2(const vq_cu_affine_params *p, void *stream, int *occupancy);
+int vq_cu_launch_affine_decode_b4(const vq_cu_affine_params *p, void *stream, int *occupancy);
+int vq_cu_launch_affine_decode_b8(const vq_cu_affine_params *p, void *stream, int *occupancy);
+int vq_cu_launch_rabitq_decode(const vq_cu_rabitq_params *p, void *stream, int *occupancy);
 /* Merges the splits of every row into out [B*Hq*Sq, D] (f16 when out_f16). */
 int vq_cu_launch_merge(const vq_cu_attend_common *c, void *out, int out_f16, void *stream);
 

@@ -300,22 +300,32 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
     }
 }
 
-/* Picks the kernel instance for (DMAX, R) at run time. */
+/* Picks the kernel instance for (DMAX, R) at run time and launches it, or,
+ * with occupancy != NULL, stores how many of its CTAs fit on one SM instead
+ * (cudaOccupancyMaxActiveBlocksPerMultiprocessor; the split plan uses it). */
 template <template <int, int> class Launch>
-inline int dispatch_dmax_r(int D, int rows, const void *params, void *stream)
+inline int dispatch_dmax_r(int D, int rows, const void *params, void *stream, int *occupancy)
 {
     const int n = rows < VQ_CU_ROWS_MAX ? rows : VQ_CU_ROWS_MAX;
     /* R = 2 and 3 rows run in the R = 4 instance: fewer instances to compile,
      * and the padding rows cost arithmetic only, no extra bytes */
     const int R = n <= 1 ? 1 : n <= 4 ? 4 : 8;
     const int dmax = D <= 64 ? 64 : D <= 128 ? 128 : 256;
-#define VQ_CU_CASE(DM, RR) \
-    if (dmax == DM && R == RR) return Launch<DM, RR>::run(params, stream);
+#define VQ_CU_CASE(DM, RR)                                                                                  \
+    if (dmax == DM && R == RR)                                                                              \
+        return occupancy ? Launch<DM, RR>::occupancy(params, occupancy) : Launch<DM, RR>::run(params, stream);
     VQ_CU_CASE(64, 1) VQ_CU_CASE(64, 4) VQ_CU_CASE(64, 8)
     VQ_CU_CASE(128, 1) VQ_CU_CASE(128, 4) VQ_CU_CASE(128, 8)
     VQ_CU_CASE(256, 1) VQ_CU_CASE(256, 4) VQ_CU_CASE(256, 8)
 #undef VQ_CU_CASE
     return (int)cudaErrorInvalidValue;
+}
+
+/* CTAs of `kernel` resident per SM at kThreads threads. */
+template <class K>
+inline int occupancy_of(K kernel, int *out)
+{
+    return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, kernel, kThreads, 0);
 }
 
 inline dim3 decode_grid(const vq_cu_attend_common &c)

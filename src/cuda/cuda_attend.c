@@ -20,12 +20,9 @@ static vq_status check_backend_limits(vq_ctx *ctx, int64_t D, const DLTensor *co
     return VQ_OK;
 }
 
-/* Fills the shapes and the split plan of c and takes the partial-state scratch.
- * Splits: enough CTAs for ~8 per SM (two waves at the 4 CTAs/SM the kernels
- * reach) unless the caller asked for a number; each split a multiple of 32
- * tokens (a warp tile), and no split empty. */
-static vq_status plan(vq_ctx *ctx, const DLTensor *q, int64_t Hkv, int64_t Skv, bool causal, int nsplit_req,
-                      vq_cu_attend_common *c)
+/* Fills the shapes of c. */
+static vq_status plan_shape(vq_ctx *ctx, const DLTensor *q, int64_t Hkv, int64_t Skv, bool causal,
+                            vq_cu_attend_common *c)
 {
     c->B = (int)q->shape[0];
     c->Hq = (int)q->shape[1];
@@ -43,18 +40,31 @@ static vq_status plan(vq_ctx *ctx, const DLTensor *q, int64_t Hkv, int64_t Skv, 
     c->causal = causal;
     c->q = vq_data(q);
     c->q_f16 = vq_dtype_of(q) == VQ_DT_F16;
+    return VQ_OK;
+}
 
-    const int64_t tiles = vq_ceil_div(Skv, 32);
+/* The split plan of c and the partial-state scratch, unless the caller asked
+ * for a split count. Measured on the H200 (bench/NOTES.md, v3 vs v4): with GQA
+ * (several query rows per CTA, 2 CTAs/SM resident) one full wave of CTAs is
+ * best (RaBitQ Hkv = 8, 128K: 159 -> 132 us; 4K: 67 -> 30 us); with one row
+ * per CTA (MHA) two waves at the 4 CTAs/SM those kernels reach, i.e. 8 CTAs
+ * per SM, beat one wave (KIVI Hkv = 32, 128K: 707 vs 1059 us). ctas_per_sm is
+ * the occupancy of the kernel instance. Each split is a multiple of 32 tokens
+ * (a warp tile), and none is empty. */
+static vq_status plan_splits(vq_ctx *ctx, int nsplit_req, int ctas_per_sm, vq_cu_attend_common *c)
+{
+    const int64_t tiles = vq_ceil_div(c->Skv, 32);
     int64_t ns = nsplit_req;
     if (ns <= 0) {
         const int64_t base = (int64_t)c->B * c->Hkv * c->row_chunks;
-        ns = vq_ceil_div(8 * (int64_t)vq_cuda_sm_count(ctx), base);
+        const int64_t per_sm = c->rows > 1 ? (ctas_per_sm > 0 ? ctas_per_sm : 2) : 8;
+        ns = vq_ceil_div(per_sm * vq_cuda_sm_count(ctx), base);
     }
     if (ns > tiles) ns = tiles;
     if (ns < 1) ns = 1;
     const int64_t tiles_per = vq_ceil_div(tiles, ns);
     c->split_len = (int)(32 * tiles_per);
-    c->nsplit = (int)vq_ceil_div(Skv, c->split_len);
+    c->nsplit = (int)vq_ceil_div(c->Skv, c->split_len);
 
     const int64_t nrows = (int64_t)c->B * c->Hq * c->Sq;
     const size_t floats = (size_t)nrows * c->nsplit * (size_t)(c->D + 2);
@@ -93,7 +103,7 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
                  "the CUDA backend reads 2-, 4- or 8-bit codes, got %d", bits);
 
     vq_cu_affine_params p = {0};
-    VQ_FORWARD_IF_ERROR(plan(ctx, q, vq_dim(k_codes, 1), vq_dim(k_codes, 2), opts && opts->causal, nsg, &p.c));
+    VQ_FORWARD_IF_ERROR(plan_shape(ctx, q, vq_dim(k_codes, 1), vq_dim(k_codes, 2), opts && opts->causal, &p.c));
     p.qmul = scale * 1.4426950408889634f;
     p.bits = bits;
     p.group = group_size;
@@ -105,10 +115,13 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
     p.v_zero = vq_data(v_zero);
     p.scale_f16 = vq_dtype_of(k_scale) == VQ_DT_F16;
     p.v_scale_f16 = vq_dtype_of(v_scale) == VQ_DT_F16;
-    const int err = bits == 2   ? vq_cu_launch_affine_decode_b2(&p, ctx->stream)
-                    : bits == 4 ? vq_cu_launch_affine_decode_b4(&p, ctx->stream)
-                                : vq_cu_launch_affine_decode_b8(&p, ctx->stream);
-    return finish(ctx, &p.c, out, err, "affine decode kernel launch");
+    int (*const launch)(const vq_cu_affine_params *, void *, int *) =
+        bits == 2 ? vq_cu_launch_affine_decode_b2 : bits == 4 ? vq_cu_launch_affine_decode_b4
+                                                              : vq_cu_launch_affine_decode_b8;
+    int occ = 0;
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+    VQ_FORWARD_IF_ERROR(plan_splits(ctx, nsg, occ, &p.c));
+    return finish(ctx, &p.c, out, launch(&p, ctx->stream, NULL), "affine decode kernel launch");
 }
 
 vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
@@ -123,8 +136,7 @@ vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTe
     VQ_FORWARD_IF_ERROR(check_backend_limits(ctx, D, ts, 9));
 
     vq_cu_rabitq_params p = {0};
-    VQ_FORWARD_IF_ERROR(plan(ctx, q, vq_dim(k_bits, 1), vq_dim(k_bits, 2), opts && opts->causal,
-                             opts ? opts->num_splits : 0, &p.c));
+    VQ_FORWARD_IF_ERROR(plan_shape(ctx, q, vq_dim(k_bits, 1), vq_dim(k_bits, 2), opts && opts->causal, &p.c));
     p.exact = opts && opts->score == VQ_RABITQ_SCORE_EXACT;
     p.q_scale = vq_data(q_scale);
     p.k_bits = vq_data(k_bits);
@@ -135,5 +147,9 @@ vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTe
     p.v_cents = vq_data(v_cents);
     p.n_cents = (int)vq_numel(v_cents);
     p.v_scale = vs ? vq_data(vs) : NULL;
-    return finish(ctx, &p.c, out, vq_cu_launch_rabitq_decode(&p, ctx->stream), "RaBitQ decode kernel launch");
+    int occ = 0;
+    VQ_FORWARD_IF_ERROR(
+        vq_cuda_check(ctx, vq_cu_launch_rabitq_decode(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+    VQ_FORWARD_IF_ERROR(plan_splits(ctx, opts ? opts->num_splits : 0, occ, &p.c));
+    return finish(ctx, &p.c, out, vq_cu_launch_rabitq_decode(&p, ctx->stream, NULL), "RaBitQ decode kernel launch");
 }
