@@ -555,7 +555,8 @@ typedef struct vq_attend_opts {
  * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
  * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0.
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
- * D > 256 -> VQ_ERR_UNSUPPORTED. */
+ * D > 256 -> VQ_ERR_UNSUPPORTED. Not yet available on a CUDA context
+ * (VQ_ERR_UNSUPPORTED). */
 vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                         const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
                         const vq_attend_opts *opts);
@@ -586,7 +587,9 @@ typedef struct vq_scalar_attend_opts {
  * v_scale/v_zero [B,Hkv,Skv,ceil(D/g)] f32/f16, out [B,Hq,Sq,D] f16/f32:
  * out = softmax(scale * q . k_hat^T) v_hat with k_hat = code*scale + zero.
  * nsg: splits of the kv axis per (b, kv head), 1..32, 0 = automatic.
- * Errors: D > 256 -> VQ_ERR_UNSUPPORTED. */
+ * Errors: D > 256 -> VQ_ERR_UNSUPPORTED. On a CUDA context also D % 8 != 0 or
+ * a tensor whose data (with byte_offset) is not 16-byte aligned ->
+ * VQ_ERR_UNSUPPORTED; runs on the ctx's stream without synchronising. */
 vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
                                         const DLTensor *k_scale, const DLTensor *k_zero,
                                         const DLTensor *v_codes, const DLTensor *v_scale,
@@ -616,7 +619,9 @@ typedef struct vq_rabitq_attend_opts {
  * (times v_scale). Packed and unpacked values give bit-identical outputs.
  * Unpacked indices >= n_cents read centroid n_cents - 1 (clamped, never out of
  * bounds). Constraints: D % 8 == 0 (else VQ_ERR_INVALID_ARGUMENT), D <= 256
- * (else VQ_ERR_UNSUPPORTED). */
+ * (else VQ_ERR_UNSUPPORTED). On a CUDA context tensors whose data (with
+ * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED; runs on the
+ * ctx's stream without synchronising. */
 vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
                                  const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                  const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
@@ -628,7 +633,8 @@ vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor 
  * s = (q . (sign * k_mag)) * scale + k_const (exact dots), every query row
  * over all Skv (no causal mask). K and V are decoded inside the tile loop and
  * never materialised. opts may carry v_scale; score/causal must be left at
- * their defaults (EXACT is implied). */
+ * their defaults (EXACT is implied). Not yet available on a CUDA context
+ * (VQ_ERR_UNSUPPORTED). */
 vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
                                    const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                    const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,

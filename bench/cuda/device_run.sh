@@ -2,7 +2,8 @@
 # device_run.sh — everything the H200 run needs in one call: build (cmake +
 # ninja, nvcc there), the whole ctest suite (CPU tests take the host's best ISA,
 # AVX-512 there), the CUDA tests under compute-sanitizer memcheck and racecheck,
-# the decode benchmark and the PyTorch baselines. Logs go to $OUT.
+# the decode benchmark (vq bench attention --backend cuda) and the PyTorch
+# baselines. Logs go to $OUT.
 # Run from the repository root: OUT=/some/dir bash bench/cuda/device_run.sh [--no-torch]
 set -u
 OUT=${OUT:-/tmp/vq_out}
@@ -36,9 +37,7 @@ done
 
 
 echo "== decode benchmark"
-gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -I include -I src -I "$DLP" -I /usr/local/cuda/include bench/cuda/bench_decode.c \
-  build/libveloxquant.a -L/usr/local/cuda/lib64 -lcudart_static -lpthread -ldl -lrt -lm -lstdc++ -o build/bench_decode
-./build/bench_decode | tee "$OUT/bench_decode.txt"
+./build/tools/vq bench attention --backend cuda | tee "$OUT/bench_decode.txt"
 
 if [ "${1:-}" != "--no-torch" ]; then
   echo "== PyTorch baselines"

@@ -46,6 +46,7 @@ struct AffinePolicy {
     const void *ks, *kz, *vs, *vz;               /* offsets in elements below */
     int64_t ks_off, vs_off;
     int D, g, GV, kRB, vRB;
+    int vgrp;           /* value group of this lane's 8 channels (g % 8 == 0) */
     bool fold;
     float *qs;          /* [kWarps][R][DMAX] q * k_scale * 2^BITS of the current group */
     int cur_grp;
@@ -68,6 +69,8 @@ struct AffinePolicy {
         vs_off = bh * c.Skv * GV;
         fold = g % 32 == 0;
         cur_grp = -1;
+        /* the lane's value chunk, clamped as the skeleton clamps it */
+        vgrp = 8 * min((int)(threadIdx.x & 31) % (DMAX / 8), D / 8 - 1) / g;
 #pragma unroll
         for (int r = 0; r < R; r++) qz[r] = 0.0f;
     }
@@ -149,7 +152,7 @@ struct AffinePolicy {
         v.raw = __ldg((const typename ChunkT<BITS>::T *)(vc + (int64_t)t * vRB + cidx * BITS));
         v.t = t;
         if (g % 8 == 0) {
-            const int64_t si = vs_off + (int64_t)t * GV + 8 * cidx / g;
+            const int64_t si = vs_off + (int64_t)t * GV + vgrp;
             v.sv = load_f(vs, si, p.v_scale_f16);
             v.zv = load_f(vz, si, p.v_scale_f16);
         }
@@ -157,7 +160,6 @@ struct AffinePolicy {
 
     __device__ void value_apply(const VPre &v, const float (&pr)[R], float (&acc)[R][8], float (&accz)[R]) const
     {
-        const int cidx = (threadIdx.x & 31) % (DMAX / 8);
         if (g % 8 == 0) {
             /* p*(code*sv + zv) = (p*sv*2^B)*(1 + code/2^B) + p*(zv - sv*2^B) */
             const float sv = v.sv * kTwoB, zv = v.zv - sv;
@@ -174,6 +176,7 @@ struct AffinePolicy {
             return;
         }
         const int64_t srow = vs_off + (int64_t)v.t * GV;
+        const int cidx = min((int)(threadIdx.x & 31) % (DMAX / 8), D / 8 - 1);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int grp = (8 * cidx + j) / g;

@@ -17,7 +17,7 @@ struct RabitqSmem {
     float qsum[R];
 };
 
-template <bool EXACT, int DMAX, int R>
+template <bool EXACT, bool PACKED, int DMAX, int R>
 struct RabitqPolicy {
     static constexpr int NW = DMAX / 32;
     struct KRow {
@@ -116,7 +116,7 @@ struct RabitqPolicy {
 
     __device__ void value_load(int t, int cidx, VPre &v) const
     {
-        if (p.v_packed) v.raw.x = __ldg((const uint32_t *)(vi + (int64_t)t * vRB + 4 * cidx));
+        if constexpr (PACKED) v.raw.x = __ldg((const uint32_t *)(vi + (int64_t)t * vRB + 4 * cidx));
         else v.raw = __ldg((const uint2 *)(vi + (int64_t)t * vRB + 8 * cidx));
         v.vs = vscale ? __ldg(vscale + t) : 1.0f;
     }
@@ -124,7 +124,7 @@ struct RabitqPolicy {
     __device__ void value_apply(const VPre &x, const float (&pr)[R], float (&acc)[R][8], float (&)[R]) const
     {
         float v[8];
-        if (p.v_packed) {
+        if constexpr (PACKED) {
 #pragma unroll
             for (int j = 0; j < 8; j++) v[j] = sm.cents[(x.raw.x >> (4 * j)) & 15u];
         } else {
@@ -143,14 +143,14 @@ struct RabitqPolicy {
     }
 };
 
-template <bool EXACT, int DMAX, int R>
+template <bool EXACT, bool PACKED, int DMAX, int R>
 __global__ void __launch_bounds__(kThreads) rabitq_decode_kernel(const vq_cu_rabitq_params p)
 {
     __shared__ __align__(16) float fsm[kWarps * R * DMAX];
     __shared__ RabitqSmem<DMAX, R> rs;
     const int hkv = blockIdx.y / p.c.row_chunks;
-    RabitqPolicy<EXACT, DMAX, R> f(p, rs, blockIdx.z, hkv);
-    decode_split<RabitqPolicy<EXACT, DMAX, R>, DMAX, R>(p.c, f, fsm);
+    RabitqPolicy<EXACT, PACKED, DMAX, R> f(p, rs, blockIdx.z, hkv);
+    decode_split<RabitqPolicy<EXACT, PACKED, DMAX, R>, DMAX, R>(p.c, f, fsm);
 }
 
 template <int DMAX, int R>
@@ -160,8 +160,10 @@ struct RabitqLaunch {
         const vq_cu_rabitq_params &p = *(const vq_cu_rabitq_params *)params;
         const dim3 grid = decode_grid(p.c);
         cudaStream_t st = (cudaStream_t)stream;
-        if (p.exact) rabitq_decode_kernel<true, DMAX, R><<<grid, kThreads, 0, st>>>(p);
-        else rabitq_decode_kernel<false, DMAX, R><<<grid, kThreads, 0, st>>>(p);
+        if (p.exact && p.v_packed) rabitq_decode_kernel<true, true, DMAX, R><<<grid, kThreads, 0, st>>>(p);
+        else if (p.exact) rabitq_decode_kernel<true, false, DMAX, R><<<grid, kThreads, 0, st>>>(p);
+        else if (p.v_packed) rabitq_decode_kernel<false, true, DMAX, R><<<grid, kThreads, 0, st>>>(p);
+        else rabitq_decode_kernel<false, false, DMAX, R><<<grid, kThreads, 0, st>>>(p);
         return (int)cudaGetLastError();
     }
 };

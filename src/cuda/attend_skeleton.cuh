@@ -196,26 +196,23 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
     /* value chunks a lane prefetches per batch: the whole tile up to D = 128,
      * two batches at D = 256 (registers) */
     constexpr int NV = 32 / TPS, VB = NV < 16 ? NV : 16;
+    /* Branch-free tiles: tokens past t_end and chunks past D load a valid
+     * neighbour (clamped) and contribute p = 0 or land in channels that are
+     * never written out, so the loop has no divergent guards. */
+    const int cidx_c = min(cidx, c.D / 8 - 1);
     for (int t0 = t_begin + 32 * warp; t0 < t_end; t0 += 32 * kWarps) {
-        fmt.tile_begin(warp, t0, &sm.q[0][0]);
-        const int t = t0 + lane;
-        const int ntok = min(32, t_end - t0);
+        const int t = t0 + lane, tl = min(t, t_end - 1);
         typename Fmt::KRow kr;
-        if (t < t_end) fmt.key_load(t, kr);
+        fmt.key_load(tl, kr);
         typename Fmt::VPre vp[VB];
 #pragma unroll
-        for (int k = 0; k < VB; k++)
-            if (chunk_ok && slot + k * TPS < ntok) fmt.value_load(t0 + slot + k * TPS, cidx, vp[k]);
+        for (int k = 0; k < VB; k++) fmt.value_load(min(t0 + slot + k * TPS, t_end - 1), cidx_c, vp[k]);
+        fmt.tile_begin(warp, t0, &sm.q[0][0]); /* after the loads: its own loads overlap theirs */
         float s[R];
-        if (t < t_end) {
-            fmt.score(warp, t, kr, &sm.q[0][0], s);
+        fmt.score(warp, tl, kr, &sm.q[0][0], s);
 #pragma unroll
-            for (int r = 0; r < R; r++)
-                if (t > rw.lim[r]) s[r] = -INFINITY;
-        } else {
-#pragma unroll
-            for (int r = 0; r < R; r++) s[r] = -INFINITY;
-        }
+        for (int r = 0; r < R; r++)
+            if (t >= t_end || t > rw.lim[r]) s[r] = -INFINITY;
         float alpha[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -239,18 +236,15 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
             if (b0 > 0) {
 #pragma unroll
                 for (int k = 0; k < VB; k++)
-                    if (chunk_ok && slot + (b0 + k) * TPS < ntok)
-                        fmt.value_load(t0 + slot + (b0 + k) * TPS, cidx, vp[k]);
+                    fmt.value_load(min(t0 + slot + (b0 + k) * TPS, t_end - 1), cidx_c, vp[k]);
             }
 #pragma unroll
             for (int k = 0; k < VB; k++) {
-                const int i = slot + (b0 + k) * TPS;
-                if (chunk_ok && i < ntok) {
-                    float p[R];
+                /* lanes past the tile's end wrote p = 0 */
+                float p[R];
 #pragma unroll
-                    for (int r = 0; r < R; r++) p[r] = sm.p[warp][r][i];
-                    fmt.value_apply(vp[k], p, acc, accz);
-                }
+                for (int r = 0; r < R; r++) p[r] = sm.p[warp][r][slot + (b0 + k) * TPS];
+                fmt.value_apply(vp[k], p, acc, accz);
             }
         }
         __syncwarp();

@@ -16,14 +16,15 @@
 static const char usage_text[] =
     "usage: vq bench attention [--max-skv N] [--min-skv N] [--hkv N] [--repeats N] [--threads N]\n"
     "                          [--prefill-s N] [--prefill-heads N] [--no-prefill] [--no-decode] [--only NAME]\n"
-    "                          [--json]\n"
+    "                          [--json] [--backend cpu|cuda]\n"
     "  decode: B=1 Hq=32 D=128, Hkv in {32, 8} (--hkv picks one), Skv in {512, 2K, 8K, 32K, 64K} within\n"
     "  [--min-skv, --max-skv]; median of --repeats (default 5) calls after one warm-up.\n"
     "  prefill: Sq = Skv = --prefill-s (default 4096), Hq = Hkv = --prefill-heads (default 4).\n"
     "  --only NAME times only the cases whose format contains NAME (plus f16 for the ratio).\n"
     "  Times are wall-clock medians; cpu-ms is the process CPU time per call divided by the\n"
     "  threads, which stays meaningful when other work shares the cores; %bwcpu compares the\n"
-    "  kernel's bytes per CPU-second with the read loop's.\n";
+    "  kernel's bytes per CPU-second with the read loop's.\n"
+    "  --backend cuda: the GPU decode benchmark instead (its own options: --b1).\n";
 
 typedef struct bench_args {
     int64_t max_skv, min_skv, prefill_s;
@@ -51,6 +52,7 @@ static int parse(int argc, char **argv, bench_args *a)
         else if (has && strcmp(o, "--prefill-s") == 0) a->prefill_s = atoll(argv[++i]);
         else if (has && strcmp(o, "--prefill-heads") == 0) a->prefill_heads = atoi(argv[++i]);
         else if (has && strcmp(o, "--only") == 0) a->only = argv[++i];
+        else if (has && strcmp(o, "--backend") == 0 && strcmp(argv[i + 1], "cpu") == 0) i++;
         else {
             fprintf(stderr, "vq bench attention: unknown or incomplete option '%s'\n", o);
             return VQ_EXIT_USAGE;
@@ -203,6 +205,9 @@ static int bench_prefill(vq_ctx *ctx, const bench_args *a, result *out, int *n)
 
 int vq_cmd_bench_attention(int argc, char **argv)
 {
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--backend") == 0 && strcmp(argv[i + 1], "cuda") == 0)
+            return vqb_bench_attention_cuda(argc, argv);
     bench_args a;
     const int pr = parse(argc, argv, &a);
     if (pr < 0) {

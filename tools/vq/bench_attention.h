@@ -31,4 +31,8 @@ void vqb_fill(vqb_tensor *x, uint64_t seed);
 /* Calls fn(arg, i) for i in [0, n) over `threads` pthreads (blocks of i). */
 void vqb_parallel(int threads, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg);
 
+/* `vq bench attention --backend cuda` (bench_attention_cuda.c): the GPU
+ * decode benchmark; an error message when built without CUDA. */
+int vqb_bench_attention_cuda(int argc, char **argv);
+
 #endif

@@ -1,27 +1,37 @@
-/* bench_decode.c — times the CUDA decode-attention kernels (KIVI affine 2-bit
- * with f16 scales, RaBitQ Hamming and exact with nibble values) on the shapes
- * of bench/results/h200.md, next to the device's measured copy bandwidth.
- *
- * Build (bench/cuda/device_run.sh does it): links build/libveloxquant.a and
- * cudart; calls the CUDA entry points directly because the public
- * vq_scalar_fused_decode_attend / vq_rabitq_fused_attend dispatch to them once
- * the CPU attention lands. Timing: CUDA events around each call, median of 30
- * after 5 warm-ups, rotating over enough input copies that they overflow the
- * 50 MB L2. Output: one line per (format, B, Hq, Hkv, Skv). */
-#include <cuda_runtime_api.h>
-#include <math.h>
+/* bench_attention_cuda.c — `vq bench attention --backend cuda`: the CUDA
+ * decode-attention kernels (KIVI affine 2-bit with f16 scales, RaBitQ Hamming
+ * and exact with nibble values) at Hq = 32, D = 128, Skv = 4K, 32K, 128K,
+ * B = 1 and 8, Hkv = 32 and 8, next to the device's copy bandwidth measured in
+ * the same run, then a sweep of the kv split count. Public API plus cudart
+ * (device buffers). The uncompressed f16 SDPA baseline is PyTorch's, from
+ * bench/cuda/torch_sdpa.py (bench/results/h200.md puts them side by side).
+ * Timing: CUDA events around each call, median of 30 after 5 warm-ups,
+ * rotating over enough input copies that they overflow the 60 MB L2. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuda_backend.h"
+#include "bench_attention.h"
+#include "commands.h"
+
+#ifndef VQ_TOOL_CUDA
+int vqb_bench_attention_cuda(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "vq bench attention: --backend cuda needs a build with the CUDA backend\n");
+    return VQ_EXIT_FAILURE;
+}
+#else
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdlib.h>
 
 #define CK(x)                                                                         \
     do {                                                                              \
         cudaError_t e_ = (x);                                                         \
         if (e_ != cudaSuccess) {                                                      \
             fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); \
-            exit(1);                                                                  \
+            exit(VQ_EXIT_FAILURE);                                                    \
         }                                                                             \
     } while (0)
 
@@ -153,14 +163,25 @@ static void sweep_splits(vq_ctx *ctx, double bw)
     }
 }
 
-int main(int argc, char **argv)
+static const char usage_cuda[] = "usage: vq bench attention --backend cuda [--b1]\n"
+                                 "  --b1: batch 1 only, no split sweep (a shorter run)\n";
+
+int vqb_bench_attention_cuda(int argc, char **argv)
 {
-    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--b1") == 0) quick = 1;
+        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc && strcmp(argv[i + 1], "cuda") == 0) i++;
+        else {
+            fprintf(stderr, "vq bench attention: unknown option '%s' with --backend cuda\n%s", argv[i], usage_cuda);
+            return VQ_EXIT_USAGE;
+        }
+    }
     vq_ctx_config cfg = {.backend = VQ_BACKEND_CUDA};
     vq_ctx *ctx = NULL;
     if (vq_ctx_create(&cfg, &ctx) != VQ_OK) {
-        printf("no CUDA device\n");
-        return 77;
+        fprintf(stderr, "vq bench attention: no CUDA device\n");
+        return VQ_EXIT_FAILURE;
     }
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -178,7 +199,7 @@ int main(int argc, char **argv)
             for (int bi = 0; bi < 2; bi++)
                 for (int hi = 0; hi < 2; hi++) {
                     const int Skv = skvs[si], B = bs[bi], Hkv = hkvs[hi];
-                    if (quick && (B != 1 || Skv != 131072)) continue;
+                    if (quick && B != 1) continue;
                     /* bytes of one input set */
                     const double tok = (double)B * Hkv * Skv;
                     const double per_tok = f == FMT_AFFINE ? D / 4 * 2 + 2.0 * 2 * D / g + 2.0 * 2 * D / g
@@ -228,8 +249,8 @@ int main(int argc, char **argv)
                         if (it >= 5) cudaEventElapsedTime(&ts[it - 5], e0, e1);
                     }
                     if (st != VQ_OK) {
-                        printf("%s: %s\n", vq_status_string(st), vq_ctx_last_error(ctx));
-                        return 1;
+                        fprintf(stderr, "vq bench attention: %s: %s\n", vq_status_string(st), vq_ctx_last_error(ctx));
+                        return VQ_EXIT_FAILURE;
                     }
                     qsort(ts, 30, sizeof ts[0], cmp_f);
                     const double sec = ts[15] * 1e-3;
@@ -246,5 +267,6 @@ int main(int argc, char **argv)
                 }
     if (!quick) sweep_splits(ctx, bw);
     vq_ctx_free(ctx);
-    return 0;
+    return VQ_EXIT_OK;
 }
+#endif
