@@ -1,41 +1,20 @@
-/* cuda_codecs.c — host glue of the CUDA codecs (see cuda_codecs.h): makes
- * the ctx's device current, builds the Lloyd-Max level tables the kernels
- * take by value, calls the launcher and turns its CUDA error into a status. */
-#include <cuda_runtime_api.h>
+/* cuda_codecs.c — host glue of the CUDA codecs (see cuda_codecs.h): builds
+ * the Lloyd-Max level tables the kernels take by value, checks the limits of
+ * this backend, and calls the launchers through the backend's plumbing
+ * (vq_cuda_begin / vq_cuda_check). */
 #include <math.h>
 
 #include "codecs/lloyd_max.h"
 #include "cuda/codec_launch.h"
+#include "cuda/cuda_backend.h"
 #include "cuda/cuda_codecs.h"
 
-/* The ctx's device is made current on this thread (a process may hold
- * contexts on several devices). */
-static vq_status begin(vq_ctx *ctx)
-{
-    int cur = -1;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur == ctx->device) return VQ_OK;
-    const cudaError_t e = cudaSetDevice(ctx->device);
-    if (e == cudaSuccess) return VQ_OK;
-    (void)cudaGetLastError();
-    return vq_fail(ctx, VQ_ERR_DEVICE, "cudaSetDevice(%d): %s (%s)", ctx->device, cudaGetErrorName(e),
-                   cudaGetErrorString(e));
-}
-
-/* The launch's error (cudaError_t as int) as a status. */
-static vq_status done(vq_ctx *ctx, int err)
-{
-    const cudaError_t e = (cudaError_t)err;
-    if (e == cudaSuccess) return VQ_OK;
-    (void)cudaGetLastError();  /* clear a non-sticky error so the next call starts clean */
-    return vq_fail(ctx, e == cudaErrorMemoryAllocation ? VQ_ERR_OUT_OF_MEMORY : VQ_ERR_DEVICE,
-                   "kernel launch failed: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-/* Every entry point: device current, launch, status. */
-#define LAUNCH(ctx, call)                        \
-    do {                                         \
-        VQ_FORWARD_IF_ERROR(begin(ctx));         \
-        return done((ctx), (call));              \
+/* Every entry point: the ctx's device current, the launch, its error as a
+ * status (cuda_backend.h). */
+#define LAUNCH(ctx, call)                                                \
+    do {                                                                 \
+        VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));                         \
+        return vq_cuda_check((ctx), (call), "codec kernel launch");     \
     } while (0)
 
 /* The Lloyd-Max quantizer of `bits` (1..8) as a kernel table. */
