@@ -16,6 +16,6 @@ if(VQ_CUDA_KERNEL_SOURCES)
   # statics (__cxa_guard_*) and no exceptions in the generated launch stubs.
   target_compile_options(vq_cuda_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr
     -Xcompiler=-fno-threadsafe-statics -Xcompiler=-fno-exceptions>)
-  set_target_properties(vq_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  set_target_properties(vq_cuda_objects PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_VISIBILITY_PRESET hidden)
   set(VQ_CUDA_OBJECTS $<TARGET_OBJECTS:vq_cuda_objects>)
 endif()

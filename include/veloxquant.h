@@ -66,12 +66,22 @@
 extern "C" {
 #endif
 
+/* Marks the public functions: the only symbols the shared library exports
+ * (everything else is built with hidden visibility). */
+#if defined(_WIN32)
+#define VQ_API
+#elif defined(__GNUC__) || defined(__clang__)
+#define VQ_API __attribute__((visibility("default")))
+#else
+#define VQ_API
+#endif
+
 #define VQ_VERSION_MAJOR 0
 #define VQ_VERSION_MINOR 1
 #define VQ_VERSION_PATCH 0
 
 /* "MAJOR.MINOR.PATCH" of the library actually linked. */
-const char *vq_version_string(void);
+VQ_API const char *vq_version_string(void);
 
 /* =========================================================================
  * 1. Status, context, backends
@@ -90,7 +100,7 @@ typedef enum vq_status {
 
 /* Static name of a status, e.g. "VQ_ERR_INVALID_ARGUMENT"; "VQ_ERR_UNKNOWN"
  * for values outside the enum. */
-const char *vq_status_string(vq_status status);
+VQ_API const char *vq_status_string(vq_status status);
 
 /* Backends. The values equal DLPack's device types (kDLCPU, kDLCUDA). */
 typedef enum vq_backend {
@@ -101,7 +111,7 @@ typedef enum vq_backend {
 /* True when the backend is compiled in and usable now: the CPU always; CUDA
  * when the library was built with CUDA and a device is visible. (The seed's
  * metal_available().) */
-bool vq_backend_available(vq_backend backend);
+VQ_API bool vq_backend_available(vq_backend backend);
 
 /* Configuration of a context. Zero-initialise and set what you need. */
 typedef struct vq_ctx_config {
@@ -121,26 +131,26 @@ typedef struct vq_ctx vq_ctx;
  * asking for an ISA the CPU lacks falls back to the best one it has.
  * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend or thread count),
  * VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
-vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out);
+VQ_API vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out);
 
 /* Frees a context and joins its threads. NULL is a no-op. */
-void vq_ctx_free(vq_ctx *ctx);
+VQ_API void vq_ctx_free(vq_ctx *ctx);
 
 /* The sentence describing the last failure on this context ("" if none).
  * Valid until the next call on the context. NULL ctx gives a static string. */
-const char *vq_ctx_last_error(const vq_ctx *ctx);
+VQ_API const char *vq_ctx_last_error(const vq_ctx *ctx);
 
 /* The backend of the context. */
-vq_backend vq_ctx_backend(const vq_ctx *ctx);
+VQ_API vq_backend vq_ctx_backend(const vq_ctx *ctx);
 
 /* Name of the CPU kernel set in use: "scalar", "avx2", "avx512" or "neon". */
-const char *vq_ctx_isa(const vq_ctx *ctx);
+VQ_API const char *vq_ctx_isa(const vq_ctx *ctx);
 
 /* Number of CPU threads the context computes with (caller included). */
-int vq_ctx_num_threads(const vq_ctx *ctx);
+VQ_API int vq_ctx_num_threads(const vq_ctx *ctx);
 
 /* Waits for all work enqueued on the context (CUDA); returns at once on CPU. */
-vq_status vq_ctx_synchronize(vq_ctx *ctx);
+VQ_API vq_status vq_ctx_synchronize(vq_ctx *ctx);
 
 /* =========================================================================
  * 2. Utilities
@@ -148,25 +158,25 @@ vq_status vq_ctx_synchronize(vq_ctx *ctx);
 
 /* IEEE binary16 and bfloat16 conversion, round-half-to-even, NaN and
  * infinities preserved, f16 subnormals exact. */
-uint16_t vq_f32_to_f16(float x);
-float vq_f16_to_f32(uint16_t h);
-uint16_t vq_f32_to_bf16(float x);
-float vq_bf16_to_f32(uint16_t h);
+VQ_API uint16_t vq_f32_to_f16(float x);
+VQ_API float vq_f16_to_f32(uint16_t h);
+VQ_API uint16_t vq_f32_to_bf16(float x);
+VQ_API float vq_bf16_to_f32(uint16_t h);
 
 /* The portable PRNG: SplitMix64 seeding xoshiro256**. The same seed gives the
  * same stream on every platform and backend. */
 typedef struct vq_rng { uint64_t s[4]; } vq_rng;
-void vq_rng_seed(vq_rng *rng, uint64_t seed);
-uint64_t vq_rng_next(vq_rng *rng);
+VQ_API void vq_rng_seed(vq_rng *rng, uint64_t seed);
+VQ_API uint64_t vq_rng_next(vq_rng *rng);
 /* Uniform in [0, 1) with 53 random bits. */
-double vq_rng_uniform(vq_rng *rng);
+VQ_API double vq_rng_uniform(vq_rng *rng);
 /* Standard normal by the Box-Muller transform (one draw per two uniforms). */
-double vq_rng_normal(vq_rng *rng);
+VQ_API double vq_rng_normal(vq_rng *rng);
 
 /* Fills out[0..d) with ±1.0f: out[i] = +1 when the top bit of the i-th draw of
  * the stream seeded with `seed` is 0, else -1. The default Hadamard diagonal.
  * Host memory. Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, d < 1). */
-vq_status vq_random_signs(uint64_t seed, int64_t d, float *out);
+VQ_API vq_status vq_random_signs(uint64_t seed, int64_t d, float *out);
 
 /* The MSE-optimal (Lloyd-Max) quantizer of the standard normal N(0,1) with
  * 2^bits levels, bits = 1..8: centroids_out[0..2^bits) ascending and, when
@@ -175,7 +185,7 @@ vq_status vq_random_signs(uint64_t seed, int64_t d, float *out);
  * accelerated, float64) to 1e-9. Their MSE is 0.3634, 0.1175, 0.03455,
  * 0.009501 for bits = 1..4 (Max 1960 printed 0.03454 and 0.009497).
  * Errors: VQ_ERR_INVALID_ARGUMENT (bits outside 1..8, centroids_out NULL). */
-vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *boundaries_out);
+VQ_API vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *boundaries_out);
 
 /* =========================================================================
  * 3. Codecs
@@ -200,8 +210,8 @@ vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *boundarie
  *
  * vq_bit_unpack: packed [..., W] u32 with W == ceil(original_length*bits/32),
  * out [..., original_length] i32 or u8 (u8 needs bits <= 8). Exact inverse. */
-vq_status vq_bit_pack(vq_ctx *ctx, const DLTensor *idx, int bits, DLTensor *out);
-vq_status vq_bit_unpack(vq_ctx *ctx, const DLTensor *packed, int bits, int64_t original_length,
+VQ_API vq_status vq_bit_pack(vq_ctx *ctx, const DLTensor *idx, int bits, DLTensor *out);
+VQ_API vq_status vq_bit_unpack(vq_ctx *ctx, const DLTensor *packed, int bits, int64_t original_length,
                         DLTensor *out);
 
 /* ---- Hadamard rotation ----
@@ -210,7 +220,7 @@ vq_status vq_bit_unpack(vq_ctx *ctx, const DLTensor *packed, int bits, int64_t o
  * rot(x); inverse true: out = rot^-1(x). O(D log D) per row.
  * Errors: D not a power of two -> VQ_ERR_INVALID_ARGUMENT; D > 1024 ->
  * VQ_ERR_UNSUPPORTED (the same rule for every rotating codec below). */
-vq_status vq_hadamard(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, bool inverse,
+VQ_API vq_status vq_hadamard(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, bool inverse,
                       DLTensor *out);
 
 /* ---- TurboQuant scalar codec ----
@@ -219,8 +229,8 @@ vq_status vq_hadamard(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, bool
  * vq_turboquant_scalar_dequantize: idx [...] u8, out [...] f16/f32 (same
  * shape) = centroid[idx] * scale.
  * idx values >= 2^bits are masked to bits (documented; no out-of-range read). */
-vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, int bits, DLTensor *idx_out);
-vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int bits, float scale,
+VQ_API vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, int bits, DLTensor *idx_out);
+VQ_API vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int bits, float scale,
                                           DLTensor *out);
 
 /* Options of the Hadamard quantizer (beyond the seed). */
@@ -243,10 +253,10 @@ typedef struct vq_turboquant_opts {
  * >= 2^bits are masked to bits.
  * Errors: D not a power of two -> VQ_ERR_INVALID_ARGUMENT; D > 1024 ->
  * VQ_ERR_UNSUPPORTED. */
-vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, int bits,
+VQ_API vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, int bits,
                                           DLTensor *idx_out, DLTensor *scale_out,
                                           const vq_turboquant_opts *opts);
-vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, const DLTensor *scale,
+VQ_API vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, const DLTensor *scale,
                                             const DLTensor *diag, int bits, DLTensor *out);
 
 /* Two-stage residual codec (TurboQuant RVQ; the seed's EncodedVector).
@@ -256,10 +266,10 @@ vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, co
  * r = y - scale1 * c_b1[idx1]; scale2 = ||r||_2 / sqrt(D); idx2 = nearest
  * c_b2 of r / scale2. Decode: x_hat = rot^-1(scale1 * c_b1[idx1] +
  * scale2 * c_b2[idx2]), out [..., D] f16/f32. */
-vq_status vq_turboquant_rvq_encode(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, int b1, int b2,
+VQ_API vq_status vq_turboquant_rvq_encode(vq_ctx *ctx, const DLTensor *x, const DLTensor *diag, int b1, int b2,
                                    DLTensor *idx1_out, DLTensor *scale1_out, DLTensor *idx2_out,
                                    DLTensor *scale2_out);
-vq_status vq_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, const DLTensor *scale1,
+VQ_API vq_status vq_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, const DLTensor *scale1,
                                    const DLTensor *idx2, const DLTensor *scale2, const DLTensor *diag,
                                    int b1, int b2, DLTensor *out);
 
@@ -281,13 +291,13 @@ vq_status vq_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, const DLTe
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULL, rank other than 4, dtype, shapes
  * that disagree, bits outside 1..8, group_size < 1, a codes last dimension
  * that is neither D nor a valid packed D*bits/8). */
-vq_status vq_affine_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size,
+VQ_API vq_status vq_affine_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size,
                                   DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out);
-vq_status vq_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
+VQ_API vq_status vq_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
                                     DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out);
-vq_status vq_affine_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+VQ_API vq_status vq_affine_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                     const DLTensor *zero, int bits, int group_size, DLTensor *out);
-vq_status vq_affine_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+VQ_API vq_status vq_affine_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                       const DLTensor *zero, int bits, int group_size, DLTensor *out);
 
 /* ---- RaBitQ: 1-bit keys ---- */
@@ -314,25 +324,25 @@ typedef struct vq_rabitq_encode_opts {
  * with the randomized Hadamard (random diag) it holds closely for keys whose
  * energy is spread, less so for keys dominated by a few channels (measured:
  * -4.5% for two 6x outlier channels at D = 64). */
-vq_status vq_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *diag, DLTensor *k_bits_out,
+VQ_API vq_status vq_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *diag, DLTensor *k_bits_out,
                            DLTensor *k_mag_out, const vq_rabitq_encode_opts *opts);
 
 /* One query against N candidates (the seed exactly): qbits [D/8] u8,
  * bits [N, D/8] u8, cx [N] f32, scale [1] f32, out [N] f32;
  * out[i] = popcount(qbits XOR bits[i]) * scale + cx[i] (lower = closer). */
-vq_status vq_rabitq_hamming_score(vq_ctx *ctx, const DLTensor *qbits, const DLTensor *bits,
+VQ_API vq_status vq_rabitq_hamming_score(vq_ctx *ctx, const DLTensor *qbits, const DLTensor *bits,
                                   const DLTensor *cx, const DLTensor *scale, DLTensor *out);
 
 /* v_idx [..., 2n] u8 -> out [..., n] u8: out = (v_idx[2i] & 15) |
  * ((v_idx[2i+1] & 15) << 4). Low nibble = even element. */
-vq_status vq_rabitq_pack_values(vq_ctx *ctx, const DLTensor *v_idx, DLTensor *out);
+VQ_API vq_status vq_rabitq_pack_values(vq_ctx *ctx, const DLTensor *v_idx, DLTensor *out);
 
 /* Scalar codebook value encoder: x [...] f16/f32, cents [n] f32 ascending
  * (repeats allowed), 1 <= n <= 256, idx_out [...] u8 (x's shape): nearest
  * centroid (ties to lower index). cents that are not finite or not ascending
  * give VQ_ERR_INVALID_ARGUMENT (on CUDA they are not checked, and give
  * unspecified indices in [0, n)). */
-vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *cents, DLTensor *idx_out);
+VQ_API vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *cents, DLTensor *idx_out);
 
 /* 1-D Lloyd-Max / k-means on samples [N] f16/f32: n_cents in 1..256 (N >=
  * n_cents), iters >= 1 rounds, cents_out [n_cents] f32 ascending.
@@ -341,18 +351,18 @@ vq_status vq_codebook_quantize(vq_ctx *ctx, const DLTensor *x, const DLTensor *c
  * cell). Deterministic. Non-finite samples give VQ_ERR_INVALID_ARGUMENT.
  * Scratch: 12 bytes per sample, kept by the ctx. A trainer: CPU contexts
  * only (VQ_ERR_UNSUPPORTED on CUDA). */
-vq_status vq_lloyd_max_fit(vq_ctx *ctx, const DLTensor *samples, int n_cents, int iters, DLTensor *cents_out);
+VQ_API vq_status vq_lloyd_max_fit(vq_ctx *ctx, const DLTensor *samples, int n_cents, int iters, DLTensor *cents_out);
 
 /* ---- QJL sign sketches ---- */
 
 /* Fills out[0..m*d) (row-major [m, d]) with i.i.d. N(0,1) drawn by
  * vq_rng_normal from `seed`. Host memory.
  * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, m < 1, d < 1). */
-vq_status vq_qjl_projection(uint64_t seed, int64_t m, int64_t d, float *out);
+VQ_API vq_status vq_qjl_projection(uint64_t seed, int64_t m, int64_t d, float *out);
 
 /* keys [..., D] f16/f32, projection [m, D] f32, bits_out [..., ceil(m/32)]
  * u32: bit j = ((S k)_j >= 0); unused high bits of the last word are 0. */
-vq_status vq_qjl_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *projection, DLTensor *bits_out);
+VQ_API vq_status vq_qjl_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *projection, DLTensor *bits_out);
 
 typedef struct vq_qjl_inner_product_opts {
     const DLTensor *query_norm; /* [...] f32 or NULL: multiplies out by ||q|| */
@@ -365,7 +375,7 @@ typedef struct vq_qjl_inner_product_opts {
  * in opts: query_norm [...] = query_bits' shape without its last axis, or [1]
  * for a rank-1 query_bits; key_norm [..., N]). head_dim is the D the sketches
  * came from (checked > 0, kept for the seed's signature). */
-vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DLTensor *key_bits,
+VQ_API vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DLTensor *key_bits,
                                int head_dim, int sketch_dim, DLTensor *out,
                                const vq_qjl_inner_product_opts *opts);
 
@@ -373,7 +383,7 @@ vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DL
  * projection [m, D] f32, key_bits [..., N, ceil(m/32)] u32, key_norm [..., N]
  * f32, out [..., N] f32 = sqrt(pi/2)/m * ||k|| * sum_j (S q)_j * sign_j.
  * On CUDA m + D must be at most 12288, else VQ_ERR_UNSUPPORTED. */
-vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *projection,
+VQ_API vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *projection,
                        const DLTensor *key_bits, const DLTensor *key_norm, DLTensor *out);
 
 /* ---- VecInfer product VQ ----
@@ -384,26 +394,26 @@ vq_status vq_qjl_score(vq_ctx *ctx, const DLTensor *query, const DLTensor *proje
 /* keys [B,H,S,D] f16/f32, idx_out [B,H,S,M] u8/u16:
  * idx[m] = argmin_c || k'[m-th slice] - codebook[m, c] ||^2.
  * On CUDA D/M must be at most 8192, else VQ_ERR_UNSUPPORTED. */
-vq_status vq_vecinfer_quantize(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
+VQ_API vq_status vq_vecinfer_quantize(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
                                const DLTensor *smooth, int num_subspaces, DLTensor *idx_out);
 /* idx [B,H,S,M], keys_out [B,H,S,D] f16/f32 = concat_m codebook[m, idx[m]] ⊙ s.
  * Indices >= C give VQ_ERR_INVALID_ARGUMENT with nothing written (on CUDA
  * they read centroid C - 1 instead). */
-vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *codebook,
+VQ_API vq_status vq_vecinfer_dequant(vq_ctx *ctx, const DLTensor *idx, const DLTensor *codebook,
                               const DLTensor *smooth, DLTensor *keys_out);
 /* Both outputs of the two functions above from one pass. */
-vq_status vq_vecinfer_encode_decode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
+VQ_API vq_status vq_vecinfer_encode_decode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
                                     const DLTensor *smooth, int num_subspaces, DLTensor *idx_out,
                                     DLTensor *keys_out);
 /* queries [B,H,D] or [B,H,Sq,D] f16/f32, lut_out [B,H,M,C] or [B,H,Sq,M,C] f32:
  * lut[m,c] = (q ⊙ s)[m-th slice] . codebook[m,c], so q.k_hat = sum_m
  * lut[m, idx[m]] (asymmetric MIPS). With per-head codebooks H must equal Hkv. */
-vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTensor *codebook,
+VQ_API vq_status vq_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTensor *codebook,
                                 const DLTensor *smooth, DLTensor *lut_out);
 /* Smooth factors from calibration keys [N, D] f16/f32: s_c = sqrt(max_t |k[t,c]|),
  * and 1 where a channel is all zero. smooth_out [D] f32. A trainer: CPU
  * contexts only (VQ_ERR_UNSUPPORTED on CUDA). */
-vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor *smooth_out);
+VQ_API vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor *smooth_out);
 
 /* k-means with k-means++ initialisation (seeded by `seed`) and Lloyd rounds:
  * samples [N, d] f32, 1 <= C <= N, iters >= 0 rounds after the init,
@@ -413,7 +423,7 @@ vq_status vq_vecinfer_smooth_factors(vq_ctx *ctx, const DLTensor *keys, DLTensor
  * same seed gives the same centroids on a given CPU instruction set whatever
  * the thread count. A trainer: CPU contexts only (VQ_ERR_UNSUPPORTED on
  * CUDA). */
-vq_status vq_kmeans(vq_ctx *ctx, const DLTensor *samples, int C, int iters, uint64_t seed,
+VQ_API vq_status vq_kmeans(vq_ctx *ctx, const DLTensor *samples, int C, int iters, uint64_t seed,
                     DLTensor *centroids_out);
 
 /* ---- CommVQ: additive codebooks, RoPE applied at decode ---- */
@@ -436,7 +446,7 @@ typedef struct vq_comm_vq_opts {
  * (a, b) -> (a cos - b sin, a sin + b cos). Indices >= C or positions
  * outside [0, P) give VQ_ERR_INVALID_ARGUMENT with nothing written (on CUDA
  * they are clamped to [0, C) and [0, P) instead). */
-vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
+VQ_API vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
                             const DLTensor *cos_freqs, const DLTensor *sin_freqs, const DLTensor *positions,
                             DLTensor *out, const vq_comm_vq_opts *opts);
 
@@ -444,7 +454,7 @@ vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor
  * centroids, codebook_out [R, C, D] f32. Stage r is vq_kmeans (seed + r) on the
  * residuals left by stages < r. A trainer: CPU contexts only
  * (VQ_ERR_UNSUPPORTED on CUDA). */
-vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, int iters, uint64_t seed,
+VQ_API vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, int iters, uint64_t seed,
                            DLTensor *codebook_out);
 
 /* Greedy residual encoder: keys [B,H,S,D] f16/f32 (pre-RoPE), codebook
@@ -452,7 +462,7 @@ vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, i
  * nearest the residual of stages < r. C must fit the index dtype (u8: C <=
  * 256, u16: C <= 65536), else VQ_ERR_INVALID_ARGUMENT. On CUDA D must be at
  * most 8192, else VQ_ERR_UNSUPPORTED. */
-vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
+VQ_API vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
                             DLTensor *indices_out);
 
 /* =========================================================================
@@ -557,19 +567,19 @@ typedef struct vq_attend_opts {
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
  * D > 256 -> VQ_ERR_UNSUPPORTED. Not yet available on a CUDA context
  * (VQ_ERR_UNSUPPORTED). */
-vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+VQ_API vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                         const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
                         const vq_attend_opts *opts);
 
 /* True iff vq_fused_sdpa handles this shape: head_dim % 32 == 0 and
  * head_dim <= 256 (the seed's rule), all sizes positive. */
-bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
+VQ_API bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
 
 /* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
  * is rotated once and scored against y_hat = scale1 c[idx1] + scale2 c[idx2]
  * directly. keys->format other than VQ_KEYS_TURBO_RVQ gives
  * VQ_ERR_INVALID_ARGUMENT; every other rule is vq_fused_sdpa's. */
-vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
+VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
                                                 const vq_encoded_keys *keys, const DLTensor *values,
                                                 float scale, DLTensor *out, const vq_attend_opts *opts);
 
@@ -590,7 +600,7 @@ typedef struct vq_scalar_attend_opts {
  * Errors: D > 256 -> VQ_ERR_UNSUPPORTED. On a CUDA context also D % 8 != 0 or
  * a tensor whose data (with byte_offset) is not 16-byte aligned ->
  * VQ_ERR_UNSUPPORTED; runs on the ctx's stream without synchronising. */
-vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+VQ_API vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
                                         const DLTensor *k_scale, const DLTensor *k_zero,
                                         const DLTensor *v_codes, const DLTensor *v_scale,
                                         const DLTensor *v_zero, int group_size, float scale, int nsg,
@@ -622,7 +632,7 @@ typedef struct vq_rabitq_attend_opts {
  * (else VQ_ERR_UNSUPPORTED). On a CUDA context tensors whose data (with
  * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED; runs on the
  * ctx's stream without synchronising. */
-vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
+VQ_API vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
                                  const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                  const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
                                  const vq_rabitq_attend_opts *opts);
@@ -635,7 +645,7 @@ vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor 
  * never materialised. opts may carry v_scale; score/causal must be left at
  * their defaults (EXACT is implied). Not yet available on a CUDA context
  * (VQ_ERR_UNSUPPORTED). */
-vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
+VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
                                    const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                    const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
                                    const vq_rabitq_attend_opts *opts);

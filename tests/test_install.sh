@@ -39,6 +39,18 @@ for f in "$prefix/include/veloxquant.h" "$libdir/libveloxquant.a" "$libdir/libve
     [ -e "$f" ] || { echo "FAIL: $f was not installed"; exit 1; }
 done
 
+# The shared library exports the public API and nothing else: every defined
+# function symbol starts with vq_ and is declared in the installed header.
+if command -v nm >/dev/null 2>&1; then
+    step "exported symbols of libveloxquant.so"
+    nm -D --defined-only "$libdir/libveloxquant.so" | awk '$2 == "T" { print $3 }' >"$tmp/exports"
+    [ -s "$tmp/exports" ] || { echo "FAIL: libveloxquant.so exports no functions"; exit 1; }
+    while read -r sym; do
+        grep -q "VQ_API .*\b$sym(" "$prefix/include/veloxquant.h" ||
+            { echo "FAIL: libveloxquant.so exports $sym, which the header does not declare"; exit 1; }
+    done <"$tmp/exports"
+fi
+
 step "find_package(veloxquant): configure and build the consumer"
 generator=""
 command -v ninja >/dev/null 2>&1 && generator="-G Ninja"
