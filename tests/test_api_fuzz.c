@@ -1,0 +1,640 @@
+/* test_api_fuzz.c — the header's error promise under mutated arguments:
+ * "on failure no output byte is written, nothing aborts, never reads out of
+ * bounds — whatever the input".
+ *
+ * One table row per public function taking DLTensors (sdpa once per key
+ * format): build() makes a valid call (small shapes, exact-size buffers so
+ * ASan sees any out-of-bounds read), call() runs it. The valid call must give
+ * VQ_OK; then a fixed-seed loop applies one mutation to a fresh copy of the
+ * arguments: a tensor NULL, ndim +-1, one dim 0/1/-3/larger/1<<40, dtype
+ * code/bits/lanes, device kDLCUDA, non-compact strides, data NULL, or a
+ * scalar -1/0/17/99/1<<30. A mutated call may succeed (some are harmless);
+ * if it fails, the message must start with the function's name and every
+ * output must hold its pre-call bytes. */
+#include "harness.h"
+
+enum { FZ_MAXT = 10, FZ_MAXS = 4, FZ_MAXD = 6, FZ_ITERS = 2000 };
+
+/* The argument set of one call: tensor headers (own shape storage), which
+ * are NULL, and integer scalars. */
+typedef struct fz_args {
+    int n, ns;
+    DLTensor t[FZ_MAXT];
+    int64_t shape[FZ_MAXT][FZ_MAXD];
+    int64_t strides[FZ_MAXT][FZ_MAXD];
+    bool null[FZ_MAXT];
+    unsigned outputs;             /* bit i: t[i] is written by the call */
+    unsigned iters_scalars;       /* bit k: s[k] counts rounds, so 1<<30 is valid, only slow: not tried */
+    unsigned free_dims[FZ_MAXT];  /* bit d: no other tensor ties dim d, so a larger value is a lie, not an error */
+    int64_t s[FZ_MAXS];
+} fz_args;
+
+#define T(i) (a->null[i] ? NULL : &a->t[i])
+#define S(i) ((int)a->s[i])
+
+typedef struct fz_case {
+    const char *label;  /* row name (sdpa rows name their format) */
+    const char *fn;     /* the public function: the message prefix */
+    void (*build)(fz_args *a);
+    vq_status (*call)(vq_ctx *ctx, fz_args *a);
+} fz_case;
+
+/* Points the headers of `a` at its own shape/stride storage (after a copy). */
+static void fz_rebase(fz_args *a)
+{
+    for (int i = 0; i < a->n; i++) {
+        a->t[i].shape = a->shape[i];
+        if (a->t[i].strides) a->t[i].strides = a->strides[i];
+    }
+}
+
+/* Adds a compact tensor of exactly numel * elem bytes; floats ~ N(0,1),
+ * integers uniform in 0..3 (a valid code, index or position everywhere). */
+static DLTensor *fz_add(fz_args *a, bool out, DLDataType dt, int ndim, const int64_t *shape)
+{
+    const int i = a->n++;
+    DLTensor *t = &a->t[i];
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) { a->shape[i][d] = shape[d]; n *= shape[d]; }
+    *t = (DLTensor){.ndim = ndim, .shape = a->shape[i], .dtype = dt, .device = {kDLCPU, 0}};
+    t->data = malloc((size_t)n * dt.bits / 8);
+    static vq_rng rng;
+    if (i == 0) vq_rng_seed(&rng, 1234);
+    if (out) {
+        a->outputs |= 1u << i;
+        vt_poison(t);
+    } else if (dt.code == kDLFloat || dt.code == kDLBfloat) {
+        vt_fill_normal(t, &rng, 0.0, 1.0);
+    } else {
+        vt_fill_uniform_int(t, &rng, 0, 3);
+    }
+    return t;
+}
+#define IN(dt, ...) fz_add(a, false, dt, VT_DIMS(__VA_ARGS__))
+#define OUT(dt, ...) fz_add(a, true, dt, VT_DIMS(__VA_ARGS__))
+
+static void fz_free(fz_args *a)
+{
+    for (int i = 0; i < a->n; i++) free(a->t[i].data);
+}
+
+static void fz_signs(DLTensor *t)
+{
+    for (int64_t i = 0; i < vt_numel(t); i++) vt_set(t, i, (i * 7 % 3) ? 1.0 : -1.0);
+}
+static void fz_fill(DLTensor *t, double v0, double step)
+{
+    for (int64_t i = 0; i < vt_numel(t); i++) vt_set(t, i, v0 + step * (double)i);
+}
+static void fz_scalars(fz_args *a, int ns, const int64_t *s)
+{
+    a->ns = ns;
+    for (int i = 0; i < ns; i++) a->s[i] = s[i];
+}
+#define SCALARS(...) fz_scalars(a, VT_DIMS(__VA_ARGS__))
+
+/* Shapes: B=1, H=2, S=5, D=16; attention Hq=2, Hkv=1, Sq=2, Skv=5. */
+#define D 16
+
+/* ---- codecs ---- */
+static void b_bit_pack(fz_args *a) { IN(VT_U8, 2, 5); OUT(VT_U32, 2, 1); SCALARS(4); }
+static vq_status c_bit_pack(vq_ctx *c, fz_args *a) { return vq_bit_pack(c, T(0), S(0), T(1)); }
+
+static void b_bit_unpack(fz_args *a) { IN(VT_U32, 2, 1); OUT(VT_I32, 2, 5); SCALARS(4, 5); }
+static vq_status c_bit_unpack(vq_ctx *c, fz_args *a) { return vq_bit_unpack(c, T(0), S(0), a->s[1], T(1)); }
+
+static void b_hadamard(fz_args *a) { IN(VT_F32, 2, 3, D); fz_signs(IN(VT_F32, D)); OUT(VT_F32, 2, 3, D); }
+static vq_status c_hadamard(vq_ctx *c, fz_args *a) { return vq_hadamard(c, T(0), T(1), false, T(2)); }
+
+static void b_ts_quant(fz_args *a) { IN(VT_F32, 2, 5); OUT(VT_U8, 2, 5); SCALARS(3); }
+static vq_status c_ts_quant(vq_ctx *c, fz_args *a) { return vq_turboquant_scalar_quantize(c, T(0), S(0), T(1)); }
+
+static void b_ts_dequant(fz_args *a) { IN(VT_U8, 2, 5); OUT(VT_F32, 2, 5); SCALARS(3); }
+static vq_status c_ts_dequant(vq_ctx *c, fz_args *a)
+{
+    return vq_turboquant_scalar_dequantize(c, T(0), S(0), 0.5f, T(1));
+}
+
+static void b_th_quant(fz_args *a)
+{
+    IN(VT_F32, 2, 5, D); fz_signs(IN(VT_F32, D)); OUT(VT_U8, 2, 5, D); OUT(VT_F32, 2, 5); SCALARS(3);
+}
+static vq_status c_th_quant(vq_ctx *c, fz_args *a)
+{
+    return vq_turboquant_hadamard_quantize(c, T(0), T(1), S(0), T(2), T(3), NULL);
+}
+
+static void b_th_dequant(fz_args *a)
+{
+    IN(VT_U8, 2, 5, D); IN(VT_F32, 2, 5); fz_signs(IN(VT_F32, D)); OUT(VT_F32, 2, 5, D); SCALARS(3);
+}
+static vq_status c_th_dequant(vq_ctx *c, fz_args *a)
+{
+    return vq_turboquant_hadamard_dequantize(c, T(0), T(1), T(2), S(0), T(3));
+}
+
+static void b_rvq_encode(fz_args *a)
+{
+    IN(VT_F32, 2, 5, D); fz_signs(IN(VT_F32, D));
+    OUT(VT_U8, 2, 5, D); OUT(VT_F32, 2, 5); OUT(VT_U8, 2, 5, D); OUT(VT_F32, 2, 5);
+    SCALARS(3, 2);
+}
+static vq_status c_rvq_encode(vq_ctx *c, fz_args *a)
+{
+    return vq_turboquant_rvq_encode(c, T(0), T(1), S(0), S(1), T(2), T(3), T(4), T(5));
+}
+
+static void b_rvq_decode(fz_args *a)
+{
+    IN(VT_U8, 2, 5, D); IN(VT_F32, 2, 5); IN(VT_U8, 2, 5, D); IN(VT_F32, 2, 5); fz_signs(IN(VT_F32, D));
+    OUT(VT_F32, 2, 5, D); SCALARS(3, 2);
+}
+static vq_status c_rvq_decode(vq_ctx *c, fz_args *a)
+{
+    return vq_turboquant_rvq_decode(c, T(0), T(1), T(2), T(3), T(4), S(0), S(1), T(5));
+}
+
+/* Keys: g = 2 tokens per group -> 3 groups; values: g = 4 channels -> 4. */
+static void b_aff_qk(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 5, D); OUT(VT_U8, 1, 2, 5, D / 2); OUT(VT_F32, 1, 2, 3, D); OUT(VT_F32, 1, 2, 3, D);
+    SCALARS(4, 2);
+}
+static vq_status c_aff_qk(vq_ctx *c, fz_args *a)
+{
+    return vq_affine_quantize_keys(c, T(0), S(0), S(1), T(1), T(2), T(3));
+}
+static void b_aff_qv(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 5, D); OUT(VT_U8, 1, 2, 5, D); OUT(VT_F16, 1, 2, 5, 4); OUT(VT_F16, 1, 2, 5, 4);
+    SCALARS(4, 4);
+}
+static vq_status c_aff_qv(vq_ctx *c, fz_args *a)
+{
+    return vq_affine_quantize_values(c, T(0), S(0), S(1), T(1), T(2), T(3));
+}
+static void b_aff_dk(fz_args *a)
+{
+    IN(VT_U8, 1, 2, 5, D / 2); IN(VT_F32, 1, 2, 3, D); IN(VT_F32, 1, 2, 3, D); OUT(VT_F32, 1, 2, 5, D);
+    SCALARS(4, 2);
+}
+static vq_status c_aff_dk(vq_ctx *c, fz_args *a)
+{
+    return vq_affine_dequantize_keys(c, T(0), T(1), T(2), S(0), S(1), T(3));
+}
+static void b_aff_dv(fz_args *a)
+{
+    IN(VT_U8, 1, 2, 5, D); IN(VT_F16, 1, 2, 5, 4); IN(VT_F16, 1, 2, 5, 4); OUT(VT_F16, 1, 2, 5, D);
+    SCALARS(4, 4);
+}
+static vq_status c_aff_dv(vq_ctx *c, fz_args *a)
+{
+    return vq_affine_dequantize_values(c, T(0), T(1), T(2), S(0), S(1), T(3));
+}
+
+static void b_rq_encode(fz_args *a)
+{
+    IN(VT_F32, 2, 5, D); fz_signs(IN(VT_F32, D)); OUT(VT_U8, 2, 5, D / 8); OUT(VT_F32, 2, 5);
+}
+static vq_status c_rq_encode(vq_ctx *c, fz_args *a)
+{
+    return vq_rabitq_encode(c, T(0), T(1), T(2), T(3), NULL);
+}
+
+static void b_rq_hamming(fz_args *a)
+{
+    IN(VT_U8, D / 8); IN(VT_U8, 5, D / 8); IN(VT_F32, 5); IN(VT_F32, 1); OUT(VT_F32, 5);
+}
+static vq_status c_rq_hamming(vq_ctx *c, fz_args *a)
+{
+    return vq_rabitq_hamming_score(c, T(0), T(1), T(2), T(3), T(4));
+}
+
+static void b_rq_pack(fz_args *a) { IN(VT_U8, 2, D); OUT(VT_U8, 2, D / 2); }
+static vq_status c_rq_pack(vq_ctx *c, fz_args *a) { return vq_rabitq_pack_values(c, T(0), T(1)); }
+
+static void b_cb_quant(fz_args *a)
+{
+    IN(VT_F32, 2, 5); fz_fill(IN(VT_F32, 4), -1.5, 1.0); OUT(VT_U8, 2, 5);
+    a->free_dims[1] = 1;
+}
+static vq_status c_cb_quant(vq_ctx *c, fz_args *a) { return vq_codebook_quantize(c, T(0), T(1), T(2)); }
+
+static void b_lm_fit(fz_args *a)
+{
+    IN(VT_F32, 40); OUT(VT_F32, 4); SCALARS(4, 3);
+    a->iters_scalars = 1u << 1;
+    a->free_dims[0] = 1;
+}
+static vq_status c_lm_fit(vq_ctx *c, fz_args *a) { return vq_lloyd_max_fit(c, T(0), S(0), S(1), T(1)); }
+
+/* QJL: sketch m = 32 rows, one u32 word per key. */
+static void b_qjl_encode(fz_args *a) { IN(VT_F32, 2, 5, D); IN(VT_F32, 32, D); OUT(VT_U32, 2, 5, 1); }
+static vq_status c_qjl_encode(vq_ctx *c, fz_args *a) { return vq_qjl_encode(c, T(0), T(1), T(2)); }
+
+static void b_qjl_ip(fz_args *a)
+{
+    IN(VT_U32, 2, 1); IN(VT_U32, 2, 5, 1); OUT(VT_F32, 2, 5); IN(VT_F32, 2); IN(VT_F32, 2, 5);
+    SCALARS(D, 32);
+}
+static vq_status c_qjl_ip(vq_ctx *c, fz_args *a)
+{
+    const vq_qjl_inner_product_opts o = {.query_norm = T(3), .key_norm = T(4)};
+    return vq_qjl_inner_product(c, T(0), T(1), S(0), S(1), T(2), &o);
+}
+
+static void b_qjl_score(fz_args *a)
+{
+    IN(VT_F32, 2, D); IN(VT_F32, 32, D); IN(VT_U32, 2, 5, 1); IN(VT_F32, 2, 5); OUT(VT_F32, 2, 5);
+}
+static vq_status c_qjl_score(vq_ctx *c, fz_args *a)
+{
+    return vq_qjl_score(c, T(0), T(1), T(2), T(3), T(4));
+}
+
+/* VecInfer: M = 4 subspaces of 4 channels, C = 8 centroids (free: no other
+ * tensor carries C except a LUT). */
+static void fz_pq_tables(fz_args *a, bool c_free)
+{
+    IN(VT_F32, 4, 8, 4);
+    fz_fill(IN(VT_F32, D), 0.5, 0.1);
+    if (c_free) a->free_dims[a->n - 2] = 1u << 1;
+}
+static void b_vi_quant(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 5, D); fz_pq_tables(a, true); OUT(VT_U8, 1, 2, 5, 4); SCALARS(4);
+}
+static vq_status c_vi_quant(vq_ctx *c, fz_args *a)
+{
+    return vq_vecinfer_quantize(c, T(0), T(1), T(2), S(0), T(3));
+}
+static void b_vi_dequant(fz_args *a) { IN(VT_U8, 1, 2, 5, 4); fz_pq_tables(a, true); OUT(VT_F32, 1, 2, 5, D); }
+static vq_status c_vi_dequant(vq_ctx *c, fz_args *a)
+{
+    return vq_vecinfer_dequant(c, T(0), T(1), T(2), T(3));
+}
+static void b_vi_encdec(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 5, D); fz_pq_tables(a, true); OUT(VT_U8, 1, 2, 5, 4); OUT(VT_F32, 1, 2, 5, D);
+    SCALARS(4);
+}
+static vq_status c_vi_encdec(vq_ctx *c, fz_args *a)
+{
+    return vq_vecinfer_encode_decode(c, T(0), T(1), T(2), S(0), T(3), T(4));
+}
+static void b_vi_lut(fz_args *a) { IN(VT_F32, 1, 2, D); fz_pq_tables(a, false); OUT(VT_F32, 1, 2, 4, 8); }
+static vq_status c_vi_lut(vq_ctx *c, fz_args *a)
+{
+    return vq_vecinfer_query_lut(c, T(0), T(1), T(2), T(3));
+}
+static void b_vi_smooth(fz_args *a) { IN(VT_F32, 10, D); OUT(VT_F32, D); a->free_dims[0] = 1; }
+static vq_status c_vi_smooth(vq_ctx *c, fz_args *a) { return vq_vecinfer_smooth_factors(c, T(0), T(1)); }
+
+static void b_kmeans(fz_args *a) { IN(VT_F32, 20, 4); OUT(VT_F32, 3, 4); SCALARS(3, 2); a->free_dims[0] = 1; a->iters_scalars = 1u << 1; }
+static vq_status c_kmeans(vq_ctx *c, fz_args *a) { return vq_kmeans(c, T(0), S(0), S(1), 7, T(1)); }
+
+/* CommVQ: R = 2 stages of C = 4 centroids, P = 8 positions. */
+static void b_cvq_decode(fz_args *a)
+{
+    IN(VT_U8, 1, 2, 5, 2); IN(VT_F32, 2, 4, D); IN(VT_F32, 8, D / 2); IN(VT_F32, 8, D / 2); IN(VT_I32, 5);
+    OUT(VT_F32, 1, 2, 5, D); IN(VT_F32, 1, 2, 5);
+    a->free_dims[1] = 1u << 1;
+}
+static vq_status c_cvq_decode(vq_ctx *c, fz_args *a)
+{
+    const vq_comm_vq_opts o = {.rope = VQ_ROPE_INTERLEAVED, .scale = T(6)};
+    return vq_comm_vq_decode(c, T(0), T(1), T(2), T(3), T(4), T(5), &o);
+}
+static void b_cvq_train(fz_args *a) { IN(VT_F32, 20, D); OUT(VT_F32, 2, 4, D); SCALARS(2, 4, 2); a->free_dims[0] = 1; a->iters_scalars = 1u << 2; }
+static vq_status c_cvq_train(vq_ctx *c, fz_args *a)
+{
+    return vq_comm_vq_train(c, T(0), S(0), S(1), S(2), 9, T(1));
+}
+static void b_cvq_encode(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 5, D); IN(VT_F32, 2, 4, D); OUT(VT_U8, 1, 2, 5, 2);
+    a->free_dims[1] = 1u << 1;
+}
+static vq_status c_cvq_encode(vq_ctx *c, fz_args *a) { return vq_comm_vq_encode(c, T(0), T(1), T(2)); }
+
+/* ---- attention: queries t0 [1,2,2,D], values t1 [1,1,5,D], out t2, key
+ * members from t3 on; scalar s0 is the format. ---- */
+static void fz_sdpa_head(fz_args *a, vq_keys_format f)
+{
+    IN(VT_F32, 1, 2, 2, D); IN(VT_F32, 1, 1, 5, D); OUT(VT_F32, 1, 2, 2, D);
+    a->ns = 1;
+    a->s[0] = f;
+}
+static void b_sd_plain(fz_args *a) { fz_sdpa_head(a, VQ_KEYS_F16); IN(VT_F16, 1, 1, 5, D); IN(VT_F32, 1, 2, 2, 5); }
+static void b_sd_turbo(fz_args *a)
+{
+    fz_sdpa_head(a, VQ_KEYS_TURBO); IN(VT_U8, 1, 1, 5, D); IN(VT_F32, 1, 1, 5); fz_signs(IN(VT_F32, D));
+    a->ns = 2; a->s[1] = 3;
+}
+static void b_sd_rvq(fz_args *a)
+{
+    fz_sdpa_head(a, VQ_KEYS_TURBO_RVQ); IN(VT_U8, 1, 1, 5, D); IN(VT_F32, 1, 1, 5);
+    IN(VT_U32, 1, 1, 5, 1); IN(VT_F32, 1, 1, 5); fz_signs(IN(VT_F32, D));
+    a->ns = 3; a->s[1] = 3; a->s[2] = 2;
+}
+static void b_sd_affine(fz_args *a)
+{
+    fz_sdpa_head(a, VQ_KEYS_AFFINE); IN(VT_U8, 1, 1, 5, D / 2); IN(VT_F32, 1, 1, 3, D); IN(VT_F32, 1, 1, 3, D);
+    a->ns = 3; a->s[1] = 4; a->s[2] = 2;
+}
+static void b_sd_rabitq(fz_args *a)
+{
+    fz_sdpa_head(a, VQ_KEYS_RABITQ); IN(VT_U8, 1, 1, 5, D / 8); IN(VT_F32, 1, 1, 5); IN(VT_F32, 1, 1, 5);
+    fz_signs(IN(VT_F32, D));
+}
+static void b_sd_qjl(fz_args *a)
+{
+    fz_sdpa_head(a, VQ_KEYS_QJL); IN(VT_U32, 1, 1, 5, 1); IN(VT_F32, 1, 1, 5); IN(VT_F32, 32, D);
+}
+static void b_sd_pq(fz_args *a)
+{
+    fz_sdpa_head(a, VQ_KEYS_PQ); IN(VT_U8, 1, 1, 5, 4); fz_pq_tables(a, true);
+}
+static void b_sd_commvq(fz_args *a)
+{
+    fz_sdpa_head(a, VQ_KEYS_COMMVQ); IN(VT_U8, 1, 1, 5, 2); IN(VT_F32, 2, 4, D); IN(VT_F32, 8, D / 2);
+    IN(VT_F32, 8, D / 2); IN(VT_I32, 5); IN(VT_F32, 1, 1, 5);
+    a->free_dims[4] = 1u << 1;
+}
+
+/* The vq_encoded_keys of an sdpa row: members t3.. in the order built. */
+static vq_encoded_keys fz_keys(const fz_args *a)
+{
+    const vq_encoded_keys k = {.format = (vq_keys_format)a->s[0]};
+    return k;
+}
+
+static vq_status c_sd_plain(vq_ctx *c, fz_args *a)
+{
+    vq_encoded_keys k = fz_keys(a);
+    k.plain.keys = T(3);
+    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, T(4), T(2), NULL);
+}
+static vq_status c_sd_turbo(vq_ctx *c, fz_args *a)
+{
+    vq_encoded_keys k = fz_keys(a);
+    k.turbo.idx = T(3); k.turbo.scale = T(4); k.turbo.diag = T(5); k.turbo.bits = S(1);
+    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+}
+static vq_encoded_keys fz_rvq(const fz_args *a)
+{
+    vq_encoded_keys k = fz_keys(a);
+    k.rvq.idx1 = T(3); k.rvq.scale1 = T(4); k.rvq.idx2 = T(5); k.rvq.scale2 = T(6); k.rvq.diag = T(7);
+    k.rvq.b1 = S(1); k.rvq.b2 = S(2);
+    return k;
+}
+static vq_status c_sd_rvq(vq_ctx *c, fz_args *a)
+{
+    const vq_encoded_keys k = fz_rvq(a);
+    const vq_attend_opts o = {.causal = true, .num_splits = 2};
+    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), &o);
+}
+static vq_status c_rvq_attend(vq_ctx *c, fz_args *a)
+{
+    const vq_encoded_keys k = fz_rvq(a);
+    return vq_turboquant_fused_rvq_decode_attend(c, T(0), &k, T(1), 0.25f, T(2), NULL);
+}
+static vq_status c_sd_affine(vq_ctx *c, fz_args *a)
+{
+    vq_encoded_keys k = fz_keys(a);
+    k.affine.codes = T(3); k.affine.scale = T(4); k.affine.zero = T(5);
+    k.affine.bits = S(1); k.affine.group_size = S(2);
+    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+}
+static vq_status c_sd_rabitq(vq_ctx *c, fz_args *a)
+{
+    vq_encoded_keys k = fz_keys(a);
+    k.rabitq.bits = T(3); k.rabitq.mag = T(4); k.rabitq.cnst = T(5); k.rabitq.diag = T(6);
+    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+}
+static vq_status c_sd_qjl(vq_ctx *c, fz_args *a)
+{
+    vq_encoded_keys k = fz_keys(a);
+    k.qjl.bits = T(3); k.qjl.norm = T(4); k.qjl.projection = T(5);
+    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+}
+static vq_status c_sd_pq(vq_ctx *c, fz_args *a)
+{
+    vq_encoded_keys k = fz_keys(a);
+    k.pq.idx = T(3); k.pq.codebook = T(4); k.pq.smooth = T(5);
+    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+}
+static vq_status c_sd_commvq(vq_ctx *c, fz_args *a)
+{
+    vq_encoded_keys k = fz_keys(a);
+    k.commvq.idx = T(3); k.commvq.codebook = T(4); k.commvq.cos_freqs = T(5); k.commvq.sin_freqs = T(6);
+    k.commvq.positions = T(7); k.commvq.scale = T(8); k.commvq.rope = VQ_ROPE_HALF;
+    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+}
+
+/* Affine decode: q t0, k_codes/k_scale/k_zero t1..3 (g = 2 tokens),
+ * v_codes/v_scale/v_zero t4..6 (g = 2 channels), out t7. */
+static void b_aff_attend(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 2, D);
+    IN(VT_U8, 1, 1, 5, D); IN(VT_F32, 1, 1, 3, D); IN(VT_F32, 1, 1, 3, D);
+    IN(VT_U8, 1, 1, 5, D); IN(VT_F16, 1, 1, 5, D / 2); IN(VT_F16, 1, 1, 5, D / 2);
+    OUT(VT_F32, 1, 2, 2, D);
+    SCALARS(2, 0);
+}
+static vq_status c_aff_attend(vq_ctx *c, fz_args *a)
+{
+    return vq_scalar_fused_decode_attend(c, T(0), T(1), T(2), T(3), T(4), T(5), T(6), S(0), 0.25f, S(1),
+                                         T(7), NULL);
+}
+
+/* RaBitQ: q t0, q_scale/scale t1, k_bits t2, k_mag t3, k_const t4, v_idx
+ * (nibble-packed) t5, v_cents t6 (16, free), out t7, v_scale t8. */
+static void fz_rq_attend(fz_args *a, bool prefill)
+{
+    IN(VT_F32, 1, 2, 2, D);
+    if (prefill) IN(VT_F32, 1); else IN(VT_F32, 1, 2, 2);
+    IN(VT_U8, 1, 1, 5, D / 8); IN(VT_F32, 1, 1, 5); IN(VT_F32, 1, 1, 5); IN(VT_U8, 1, 1, 5, D / 2);
+    IN(VT_F32, 16); OUT(VT_F32, 1, 2, 2, D); IN(VT_F32, 1, 1, 5);
+    a->free_dims[6] = 1;
+}
+static void b_rq_attend(fz_args *a) { fz_rq_attend(a, false); }
+static void b_rq_prefill(fz_args *a) { fz_rq_attend(a, true); }
+static vq_status c_rq_attend(vq_ctx *c, fz_args *a)
+{
+    const vq_rabitq_attend_opts o = {.score = VQ_RABITQ_SCORE_EXACT, .v_scale = T(8), .num_splits = 2};
+    return vq_rabitq_fused_attend(c, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), &o);
+}
+static vq_status c_rq_prefill(vq_ctx *c, fz_args *a)
+{
+    const vq_rabitq_attend_opts o = {.v_scale = T(8)};
+    return vq_rabitq_prefill_attend(c, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), &o);
+}
+
+#define ROW(label, fn, b, c) {label, fn, b, c}
+static const fz_case fz_cases[] = {
+    ROW("vq_bit_pack", "vq_bit_pack", b_bit_pack, c_bit_pack),
+    ROW("vq_bit_unpack", "vq_bit_unpack", b_bit_unpack, c_bit_unpack),
+    ROW("vq_hadamard", "vq_hadamard", b_hadamard, c_hadamard),
+    ROW("vq_turboquant_scalar_quantize", "vq_turboquant_scalar_quantize", b_ts_quant, c_ts_quant),
+    ROW("vq_turboquant_scalar_dequantize", "vq_turboquant_scalar_dequantize", b_ts_dequant, c_ts_dequant),
+    ROW("vq_turboquant_hadamard_quantize", "vq_turboquant_hadamard_quantize", b_th_quant, c_th_quant),
+    ROW("vq_turboquant_hadamard_dequantize", "vq_turboquant_hadamard_dequantize", b_th_dequant, c_th_dequant),
+    ROW("vq_turboquant_rvq_encode", "vq_turboquant_rvq_encode", b_rvq_encode, c_rvq_encode),
+    ROW("vq_turboquant_rvq_decode", "vq_turboquant_rvq_decode", b_rvq_decode, c_rvq_decode),
+    ROW("vq_affine_quantize_keys", "vq_affine_quantize_keys", b_aff_qk, c_aff_qk),
+    ROW("vq_affine_quantize_values", "vq_affine_quantize_values", b_aff_qv, c_aff_qv),
+    ROW("vq_affine_dequantize_keys", "vq_affine_dequantize_keys", b_aff_dk, c_aff_dk),
+    ROW("vq_affine_dequantize_values", "vq_affine_dequantize_values", b_aff_dv, c_aff_dv),
+    ROW("vq_rabitq_encode", "vq_rabitq_encode", b_rq_encode, c_rq_encode),
+    ROW("vq_rabitq_hamming_score", "vq_rabitq_hamming_score", b_rq_hamming, c_rq_hamming),
+    ROW("vq_rabitq_pack_values", "vq_rabitq_pack_values", b_rq_pack, c_rq_pack),
+    ROW("vq_codebook_quantize", "vq_codebook_quantize", b_cb_quant, c_cb_quant),
+    ROW("vq_lloyd_max_fit", "vq_lloyd_max_fit", b_lm_fit, c_lm_fit),
+    ROW("vq_qjl_encode", "vq_qjl_encode", b_qjl_encode, c_qjl_encode),
+    ROW("vq_qjl_inner_product", "vq_qjl_inner_product", b_qjl_ip, c_qjl_ip),
+    ROW("vq_qjl_score", "vq_qjl_score", b_qjl_score, c_qjl_score),
+    ROW("vq_vecinfer_quantize", "vq_vecinfer_quantize", b_vi_quant, c_vi_quant),
+    ROW("vq_vecinfer_dequant", "vq_vecinfer_dequant", b_vi_dequant, c_vi_dequant),
+    ROW("vq_vecinfer_encode_decode", "vq_vecinfer_encode_decode", b_vi_encdec, c_vi_encdec),
+    ROW("vq_vecinfer_query_lut", "vq_vecinfer_query_lut", b_vi_lut, c_vi_lut),
+    ROW("vq_vecinfer_smooth_factors", "vq_vecinfer_smooth_factors", b_vi_smooth, c_vi_smooth),
+    ROW("vq_kmeans", "vq_kmeans", b_kmeans, c_kmeans),
+    ROW("vq_comm_vq_decode", "vq_comm_vq_decode", b_cvq_decode, c_cvq_decode),
+    ROW("vq_comm_vq_train", "vq_comm_vq_train", b_cvq_train, c_cvq_train),
+    ROW("vq_comm_vq_encode", "vq_comm_vq_encode", b_cvq_encode, c_cvq_encode),
+    ROW("vq_fused_sdpa/plain+mask", "vq_fused_sdpa", b_sd_plain, c_sd_plain),
+    ROW("vq_fused_sdpa/turbo", "vq_fused_sdpa", b_sd_turbo, c_sd_turbo),
+    ROW("vq_fused_sdpa/rvq", "vq_fused_sdpa", b_sd_rvq, c_sd_rvq),
+    ROW("vq_fused_sdpa/affine", "vq_fused_sdpa", b_sd_affine, c_sd_affine),
+    ROW("vq_fused_sdpa/rabitq", "vq_fused_sdpa", b_sd_rabitq, c_sd_rabitq),
+    ROW("vq_fused_sdpa/qjl", "vq_fused_sdpa", b_sd_qjl, c_sd_qjl),
+    ROW("vq_fused_sdpa/pq", "vq_fused_sdpa", b_sd_pq, c_sd_pq),
+    ROW("vq_fused_sdpa/commvq", "vq_fused_sdpa", b_sd_commvq, c_sd_commvq),
+    ROW("vq_turboquant_fused_rvq_decode_attend", "vq_turboquant_fused_rvq_decode_attend", b_sd_rvq, c_rvq_attend),
+    ROW("vq_scalar_fused_decode_attend", "vq_scalar_fused_decode_attend", b_aff_attend, c_aff_attend),
+    ROW("vq_rabitq_fused_attend", "vq_rabitq_fused_attend", b_rq_attend, c_rq_attend),
+    ROW("vq_rabitq_prefill_attend", "vq_rabitq_prefill_attend", b_rq_prefill, c_rq_prefill),
+};
+
+/* Applies one random mutation to `m` (a copy of the valid arguments) and
+ * describes it in `what`. Never makes a call that is valid yet lies about
+ * its buffers (a free dim made larger, a dtype made wider but accepted). */
+static void fz_mutate(fz_args *m, vq_rng *rng, char *what, size_t cap)
+{
+    static const int64_t scalar_values[] = {-1, 0, 17, 99, (int64_t)1 << 30};
+    const int i = (int)(vq_rng_next(rng) % (uint64_t)m->n);
+    DLTensor *t = &m->t[i];
+    const int kind = (int)(vq_rng_next(rng) % 8);
+    const int d = t->ndim > 0 ? (int)(vq_rng_next(rng) % (uint64_t)t->ndim) : 0;
+    switch (kind) {
+    case 0:
+        m->null[i] = true;
+        snprintf(what, cap, "t%d NULL", i);
+        return;
+    case 1:
+        if (t->ndim < FZ_MAXD && (vq_rng_next(rng) & 1)) {
+            m->shape[i][t->ndim++] = 1;
+        } else {
+            t->ndim--;
+        }
+        snprintf(what, cap, "t%d ndim %d", i, t->ndim);
+        return;
+    case 2: {
+        const bool free_dim = (m->free_dims[i] >> d) & 1;
+        const int64_t values[] = {0, 1, -3, t->shape[d] * 2 + 1, (int64_t)1 << 40};
+        const int v = (int)(vq_rng_next(rng) % (free_dim ? 3 : 5));
+        t->shape[d] = values[v];
+        snprintf(what, cap, "t%d dim %d = %lld", i, d, (long long)values[v]);
+        return;
+    }
+    case 3: {
+        /* Same width, odd width, half width, 64 bits, lanes 2 or 0: never an
+         * accepted wider dtype. */
+        const int v = (int)(vq_rng_next(rng) % 6);
+        if (v == 0) t->dtype.code = t->dtype.code == kDLFloat ? kDLInt : kDLFloat;
+        if (v == 1) t->dtype.bits = 12;
+        if (v == 2) t->dtype.bits = (uint8_t)(t->dtype.bits > 8 ? t->dtype.bits / 2 : 8);
+        if (v == 3) t->dtype.bits = 64;
+        if (v == 4) t->dtype.lanes = 2;
+        if (v == 5) t->dtype.lanes = 0;
+        snprintf(what, cap, "t%d dtype %d/%d/%d", i, t->dtype.code, t->dtype.bits, t->dtype.lanes);
+        return;
+    }
+    case 4:
+        t->device.device_type = kDLCUDA;
+        snprintf(what, cap, "t%d on kDLCUDA", i);
+        return;
+    case 5: {
+        int64_t s = 1;
+        for (int k = t->ndim - 1; k >= 0; k--) { m->strides[i][k] = s; s *= t->shape[k]; }
+        if (t->ndim > 0) m->strides[i][d] *= 2;
+        t->strides = m->strides[i];
+        snprintf(what, cap, "t%d stride %d doubled", i, d);
+        return;
+    }
+    case 6:
+        t->data = NULL;
+        snprintf(what, cap, "t%d data NULL", i);
+        return;
+    default:
+        if (m->ns == 0) { m->null[i] = true; snprintf(what, cap, "t%d NULL", i); return; }
+        const int k = (int)(vq_rng_next(rng) % (uint64_t)m->ns);
+        const int v = (int)(vq_rng_next(rng) % ((m->iters_scalars >> k) & 1 ? 4 : 5));
+        m->s[k] = scalar_values[v];
+        snprintf(what, cap, "scalar %d = %lld", k, (long long)scalar_values[v]);
+        return;
+    }
+}
+
+/* One row: the valid call, then FZ_ITERS mutated calls. */
+static void fz_run_case(vq_ctx *ctx, const fz_case *fc, vq_rng *rng)
+{
+    fz_args valid;
+    memset(&valid, 0, sizeof valid);
+    fc->build(&valid);
+    VT_OK(ctx, fc->call(ctx, &valid));
+
+    void *snap[FZ_MAXT] = {0};
+    int failed = 0;
+    for (int it = 0; it < FZ_ITERS; it++) {
+        for (int i = 0; i < valid.n; i++) {
+            if (!((valid.outputs >> i) & 1)) continue;
+            free(snap[i]);
+            snap[i] = vt_snapshot(&valid.t[i]);
+        }
+        fz_args m = valid;
+        fz_rebase(&m);
+        char what[96];
+        fz_mutate(&m, rng, what, sizeof what);
+        const vq_status st = fc->call(ctx, &m);
+        if (st == VQ_OK) continue;
+        failed++;
+        const char *msg = vq_ctx_last_error(ctx);
+        VT_CHECK(strncmp(msg, fc->fn, strlen(fc->fn)) == 0 && msg[strlen(fc->fn)] == ':',
+                 "%s (%s): %s, message \"%s\"", fc->label, what, vq_status_string(st), msg);
+        for (int i = 0; i < valid.n; i++) {
+            if (!((valid.outputs >> i) & 1)) continue;
+            VT_CHECK(vt_unchanged(&valid.t[i], snap[i]), "%s (%s): %s but output t%d written", fc->label,
+                     what, vq_status_string(st), i);
+        }
+    }
+    printf("  %-40s %d calls, %d rejected\n", fc->label, FZ_ITERS + 1, failed);
+    for (int i = 0; i < FZ_MAXT; i++) free(snap[i]);
+    fz_free(&valid);
+}
+
+static void test_mutated_arguments(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    vq_rng rng;
+    vq_rng_seed(&rng, 20261130);
+    for (size_t c = 0; c < sizeof fz_cases / sizeof fz_cases[0]; c++) fz_run_case(ctx, &fz_cases[c], &rng);
+    vq_ctx_free(ctx);
+}
+
+int main(void)
+{
+    VT_RUN(test_mutated_arguments);
+    return vt_finish();
+}
