@@ -15,9 +15,10 @@
  * ---------------------------------------------------------------------------
  * Tensors are DLPack `DLTensor`s (<dlpack/dlpack.h>). `strides == NULL` or
  * compact row-major strides are accepted; any other stride pattern returns
- * VQ_ERR_UNSUPPORTED. `byte_offset` is honoured. Every tensor of a call must
- * live on the context's device (kDLCPU for a CPU context, kDLCUDA with the
- * context's ordinal for a CUDA context).
+ * VQ_ERR_UNSUPPORTED. `byte_offset` is honoured; data + byte_offset must be
+ * aligned to the element size, else VQ_ERR_UNSUPPORTED. Every tensor of a
+ * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
+ * with the context's ordinal for a CUDA context).
  *
  * dtypes are written f32, f16 (IEEE binary16), bf16, u8, u16, i32, u32 (all
  * with lanes = 1). "f16/f32" means either is accepted. Outputs are allocated by

@@ -135,6 +135,12 @@ vq_status vq_check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, unsi
         }
     }
     VQ_RETURN_IF(ctx, t->data == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s': data pointer is NULL", name);
+    /* Kernels load elements through typed pointers: a misaligned one is
+     * undefined behaviour (and faults on some CPUs), so it is refused. */
+    const size_t elem = vq_dtype_size(dt);
+    VQ_RETURN_IF(ctx, ((uintptr_t)t->data + t->byte_offset) % elem != 0, VQ_ERR_UNSUPPORTED,
+                 "argument '%s': data + byte_offset (%llu) is not aligned to its %zu-byte elements", name,
+                 (unsigned long long)t->byte_offset, elem);
     return VQ_OK;
 }
 
