@@ -5,15 +5,19 @@
  * One table row per public function taking DLTensors (sdpa once per key
  * format): build() makes a valid call (small shapes, exact-size buffers so
  * ASan sees any out-of-bounds read), call() runs it. The valid call must give
- * VQ_OK; then a fixed-seed loop applies one mutation to a fresh copy of the
- * arguments: a tensor NULL, ndim +-1, one dim 0/1/-3/larger/1<<40, dtype
- * code/bits/lanes, device kDLCUDA, non-compact strides, data NULL, or a
- * scalar -1/0/17/99/1<<30. A mutated call may succeed (some are harmless);
- * if it fails, the message must start with the function's name and every
- * output must hold its pre-call bytes. */
+ * VQ_OK; then a fixed-seed loop (every ISA) applies one mutation, one call
+ * in four a second, to a fresh copy of the arguments: a tensor NULL, ndim
+ * +-1, one dim 0/1/-3/larger/1<<40, a size shared by several tensors set to
+ * 0 or 1 in all, dtype code/bits/lanes, device kDLCUDA, non-compact strides,
+ * data NULL, an input's values (0xFF/0x80 bytes, NaN, +-inf, 3e38), an input
+ * reached through a byte_offset of 1..3, or a scalar -1/0/17/99/1<<30.
+ * A mutated call may succeed (some are harmless); if it fails, the message
+ * must start with the function's name and every output must hold its
+ * pre-call bytes. Dims no other tensor ties (samples N, centroids C) are
+ * never made larger: that call is valid and lies about its buffer. */
 #include "harness.h"
 
-enum { FZ_MAXT = 10, FZ_MAXS = 4, FZ_MAXD = 6, FZ_ITERS = 2000 };
+enum { FZ_MAXT = 10, FZ_MAXS = 4, FZ_MAXD = 6, FZ_ITERS = 5000 };
 
 /* The argument set of one call: tensor headers (own shape storage), which
  * are NULL, and integer scalars. */
@@ -27,6 +31,8 @@ typedef struct fz_args {
     unsigned iters_scalars;       /* bit k: s[k] counts rounds, so 1<<30 is valid, only slow: not tried */
     unsigned free_dims[FZ_MAXT];  /* bit d: no other tensor ties dim d, so a larger value is a lie, not an error */
     int64_t s[FZ_MAXS];
+    size_t bytes[FZ_MAXT];        /* exact size of t[i].data */
+    void *owned;                  /* a mutated copy of one input's data, freed after the call */
 } fz_args;
 
 #define T(i) (a->null[i] ? NULL : &a->t[i])
@@ -57,7 +63,8 @@ static DLTensor *fz_add(fz_args *a, bool out, DLDataType dt, int ndim, const int
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) { a->shape[i][d] = shape[d]; n *= shape[d]; }
     *t = (DLTensor){.ndim = ndim, .shape = a->shape[i], .dtype = dt, .device = {kDLCPU, 0}};
-    t->data = malloc((size_t)n * dt.bits / 8);
+    a->bytes[i] = (size_t)n * dt.bits / 8;
+    t->data = malloc(a->bytes[i]);
     static vq_rng rng;
     if (i == 0) vq_rng_seed(&rng, 1234);
     if (out) {
@@ -472,37 +479,38 @@ static vq_status c_rq_prefill(vq_ctx *c, fz_args *a)
 }
 
 #define ROW(label, fn, b, c) {label, fn, b, c}
+#define FN(fn, b, c) {#fn, #fn, b, c}
 static const fz_case fz_cases[] = {
-    ROW("vq_bit_pack", "vq_bit_pack", b_bit_pack, c_bit_pack),
-    ROW("vq_bit_unpack", "vq_bit_unpack", b_bit_unpack, c_bit_unpack),
-    ROW("vq_hadamard", "vq_hadamard", b_hadamard, c_hadamard),
-    ROW("vq_turboquant_scalar_quantize", "vq_turboquant_scalar_quantize", b_ts_quant, c_ts_quant),
-    ROW("vq_turboquant_scalar_dequantize", "vq_turboquant_scalar_dequantize", b_ts_dequant, c_ts_dequant),
-    ROW("vq_turboquant_hadamard_quantize", "vq_turboquant_hadamard_quantize", b_th_quant, c_th_quant),
-    ROW("vq_turboquant_hadamard_dequantize", "vq_turboquant_hadamard_dequantize", b_th_dequant, c_th_dequant),
-    ROW("vq_turboquant_rvq_encode", "vq_turboquant_rvq_encode", b_rvq_encode, c_rvq_encode),
-    ROW("vq_turboquant_rvq_decode", "vq_turboquant_rvq_decode", b_rvq_decode, c_rvq_decode),
-    ROW("vq_affine_quantize_keys", "vq_affine_quantize_keys", b_aff_qk, c_aff_qk),
-    ROW("vq_affine_quantize_values", "vq_affine_quantize_values", b_aff_qv, c_aff_qv),
-    ROW("vq_affine_dequantize_keys", "vq_affine_dequantize_keys", b_aff_dk, c_aff_dk),
-    ROW("vq_affine_dequantize_values", "vq_affine_dequantize_values", b_aff_dv, c_aff_dv),
-    ROW("vq_rabitq_encode", "vq_rabitq_encode", b_rq_encode, c_rq_encode),
-    ROW("vq_rabitq_hamming_score", "vq_rabitq_hamming_score", b_rq_hamming, c_rq_hamming),
-    ROW("vq_rabitq_pack_values", "vq_rabitq_pack_values", b_rq_pack, c_rq_pack),
-    ROW("vq_codebook_quantize", "vq_codebook_quantize", b_cb_quant, c_cb_quant),
-    ROW("vq_lloyd_max_fit", "vq_lloyd_max_fit", b_lm_fit, c_lm_fit),
-    ROW("vq_qjl_encode", "vq_qjl_encode", b_qjl_encode, c_qjl_encode),
-    ROW("vq_qjl_inner_product", "vq_qjl_inner_product", b_qjl_ip, c_qjl_ip),
-    ROW("vq_qjl_score", "vq_qjl_score", b_qjl_score, c_qjl_score),
-    ROW("vq_vecinfer_quantize", "vq_vecinfer_quantize", b_vi_quant, c_vi_quant),
-    ROW("vq_vecinfer_dequant", "vq_vecinfer_dequant", b_vi_dequant, c_vi_dequant),
-    ROW("vq_vecinfer_encode_decode", "vq_vecinfer_encode_decode", b_vi_encdec, c_vi_encdec),
-    ROW("vq_vecinfer_query_lut", "vq_vecinfer_query_lut", b_vi_lut, c_vi_lut),
-    ROW("vq_vecinfer_smooth_factors", "vq_vecinfer_smooth_factors", b_vi_smooth, c_vi_smooth),
-    ROW("vq_kmeans", "vq_kmeans", b_kmeans, c_kmeans),
-    ROW("vq_comm_vq_decode", "vq_comm_vq_decode", b_cvq_decode, c_cvq_decode),
-    ROW("vq_comm_vq_train", "vq_comm_vq_train", b_cvq_train, c_cvq_train),
-    ROW("vq_comm_vq_encode", "vq_comm_vq_encode", b_cvq_encode, c_cvq_encode),
+    FN(vq_bit_pack, b_bit_pack, c_bit_pack),
+    FN(vq_bit_unpack, b_bit_unpack, c_bit_unpack),
+    FN(vq_hadamard, b_hadamard, c_hadamard),
+    FN(vq_turboquant_scalar_quantize, b_ts_quant, c_ts_quant),
+    FN(vq_turboquant_scalar_dequantize, b_ts_dequant, c_ts_dequant),
+    FN(vq_turboquant_hadamard_quantize, b_th_quant, c_th_quant),
+    FN(vq_turboquant_hadamard_dequantize, b_th_dequant, c_th_dequant),
+    FN(vq_turboquant_rvq_encode, b_rvq_encode, c_rvq_encode),
+    FN(vq_turboquant_rvq_decode, b_rvq_decode, c_rvq_decode),
+    FN(vq_affine_quantize_keys, b_aff_qk, c_aff_qk),
+    FN(vq_affine_quantize_values, b_aff_qv, c_aff_qv),
+    FN(vq_affine_dequantize_keys, b_aff_dk, c_aff_dk),
+    FN(vq_affine_dequantize_values, b_aff_dv, c_aff_dv),
+    FN(vq_rabitq_encode, b_rq_encode, c_rq_encode),
+    FN(vq_rabitq_hamming_score, b_rq_hamming, c_rq_hamming),
+    FN(vq_rabitq_pack_values, b_rq_pack, c_rq_pack),
+    FN(vq_codebook_quantize, b_cb_quant, c_cb_quant),
+    FN(vq_lloyd_max_fit, b_lm_fit, c_lm_fit),
+    FN(vq_qjl_encode, b_qjl_encode, c_qjl_encode),
+    FN(vq_qjl_inner_product, b_qjl_ip, c_qjl_ip),
+    FN(vq_qjl_score, b_qjl_score, c_qjl_score),
+    FN(vq_vecinfer_quantize, b_vi_quant, c_vi_quant),
+    FN(vq_vecinfer_dequant, b_vi_dequant, c_vi_dequant),
+    FN(vq_vecinfer_encode_decode, b_vi_encdec, c_vi_encdec),
+    FN(vq_vecinfer_query_lut, b_vi_lut, c_vi_lut),
+    FN(vq_vecinfer_smooth_factors, b_vi_smooth, c_vi_smooth),
+    FN(vq_kmeans, b_kmeans, c_kmeans),
+    FN(vq_comm_vq_decode, b_cvq_decode, c_cvq_decode),
+    FN(vq_comm_vq_train, b_cvq_train, c_cvq_train),
+    FN(vq_comm_vq_encode, b_cvq_encode, c_cvq_encode),
     ROW("vq_fused_sdpa/plain+mask", "vq_fused_sdpa", b_sd_plain, c_sd_plain),
     ROW("vq_fused_sdpa/turbo", "vq_fused_sdpa", b_sd_turbo, c_sd_turbo),
     ROW("vq_fused_sdpa/rvq", "vq_fused_sdpa", b_sd_rvq, c_sd_rvq),
@@ -511,21 +519,23 @@ static const fz_case fz_cases[] = {
     ROW("vq_fused_sdpa/qjl", "vq_fused_sdpa", b_sd_qjl, c_sd_qjl),
     ROW("vq_fused_sdpa/pq", "vq_fused_sdpa", b_sd_pq, c_sd_pq),
     ROW("vq_fused_sdpa/commvq", "vq_fused_sdpa", b_sd_commvq, c_sd_commvq),
-    ROW("vq_turboquant_fused_rvq_decode_attend", "vq_turboquant_fused_rvq_decode_attend", b_sd_rvq, c_rvq_attend),
-    ROW("vq_scalar_fused_decode_attend", "vq_scalar_fused_decode_attend", b_aff_attend, c_aff_attend),
-    ROW("vq_rabitq_fused_attend", "vq_rabitq_fused_attend", b_rq_attend, c_rq_attend),
-    ROW("vq_rabitq_prefill_attend", "vq_rabitq_prefill_attend", b_rq_prefill, c_rq_prefill),
+    FN(vq_turboquant_fused_rvq_decode_attend, b_sd_rvq, c_rvq_attend),
+    FN(vq_scalar_fused_decode_attend, b_aff_attend, c_aff_attend),
+    FN(vq_rabitq_fused_attend, b_rq_attend, c_rq_attend),
+    FN(vq_rabitq_prefill_attend, b_rq_prefill, c_rq_prefill),
 };
 
 /* Applies one random mutation to `m` (a copy of the valid arguments) and
  * describes it in `what`. Never makes a call that is valid yet lies about
- * its buffers (a free dim made larger, a dtype made wider but accepted). */
-static void fz_mutate(fz_args *m, vq_rng *rng, char *what, size_t cap)
+ * its buffers (a free dim made larger, a dtype made wider but accepted).
+ * allow_larger is false for a second mutation: it may not grow a dim, nor
+ * replace an input's data (the header may no longer be the valid one). */
+static void fz_mutate(fz_args *m, vq_rng *rng, bool allow_larger, char *what, size_t cap)
 {
     static const int64_t scalar_values[] = {-1, 0, 17, 99, (int64_t)1 << 30};
     const int i = (int)(vq_rng_next(rng) % (uint64_t)m->n);
     DLTensor *t = &m->t[i];
-    const int kind = (int)(vq_rng_next(rng) % 8);
+    const int kind = (int)(vq_rng_next(rng) % 11);
     const int d = t->ndim > 0 ? (int)(vq_rng_next(rng) % (uint64_t)t->ndim) : 0;
     switch (kind) {
     case 0:
@@ -543,7 +553,7 @@ static void fz_mutate(fz_args *m, vq_rng *rng, char *what, size_t cap)
     case 2: {
         const bool free_dim = (m->free_dims[i] >> d) & 1;
         const int64_t values[] = {0, 1, -3, t->shape[d] * 2 + 1, (int64_t)1 << 40};
-        const int v = (int)(vq_rng_next(rng) % (free_dim ? 3 : 5));
+        const int v = (int)(vq_rng_next(rng) % (free_dim || !allow_larger ? 3 : 5));
         t->shape[d] = values[v];
         snprintf(what, cap, "t%d dim %d = %lld", i, d, (long long)values[v]);
         return;
@@ -577,13 +587,55 @@ static void fz_mutate(fz_args *m, vq_rng *rng, char *what, size_t cap)
         t->data = NULL;
         snprintf(what, cap, "t%d data NULL", i);
         return;
+    case 7: {
+        /* A size shared by several tensors set to 0 or 1 in all of them: a
+         * consistent empty or smaller call, never a larger one. */
+        if (t->ndim == 0) break;
+        const int64_t from = t->shape[d], to = (int64_t)(vq_rng_next(rng) & 1);
+        for (int k = 0; k < m->n; k++)
+            for (int e = 0; e < m->t[k].ndim; e++)
+                if (m->shape[k][e] == from) m->shape[k][e] = to;
+        snprintf(what, cap, "every dim %lld = %lld", (long long)from, (long long)to);
+        return;
+    }
+    case 8: {
+        /* An input's values replaced (first mutation only, so the header is
+         * still the valid one): bytes 0xFF or 0x80 (index -1, 255, 65535,
+         * huge), or floats NaN, +-inf, 3e38. */
+        if (!allow_larger || ((m->outputs >> i) & 1)) break;
+        static const double fills[] = {NAN, INFINITY, -INFINITY, 3e38};
+        m->owned = malloc(m->bytes[i]);
+        t->data = m->owned;
+        const int v = (int)(vq_rng_next(rng) % 6);
+        if (v < 2 || (t->dtype.code != kDLFloat && t->dtype.code != kDLBfloat)) {
+            memset(t->data, v & 1 ? 0x80 : 0xFF, m->bytes[i]);
+            snprintf(what, cap, "t%d bytes 0x%s", i, v & 1 ? "80" : "FF");
+        } else {
+            for (int64_t e = 0; e < vt_numel(t); e++) vt_set(t, e, fills[v - 2]);
+            snprintf(what, cap, "t%d values %g", i, fills[v - 2]);
+        }
+        return;
+    }
+    case 9: {
+        /* An input copied 1..3 bytes into its buffer, reached by byte_offset:
+         * a misaligned view for wider dtypes (refused), valid for u8. */
+        if (!allow_larger || ((m->outputs >> i) & 1)) break;
+        const int off = 1 + (int)(vq_rng_next(rng) % 3);
+        m->owned = malloc(m->bytes[i] + off);
+        memcpy((char *)m->owned + off, t->data, m->bytes[i]);
+        t->data = m->owned; t->byte_offset = off;
+        snprintf(what, cap, "t%d byte_offset %d", i, off);
+        return;
+    }
     default:
+        break;
+    }
+    {
         if (m->ns == 0) { m->null[i] = true; snprintf(what, cap, "t%d NULL", i); return; }
         const int k = (int)(vq_rng_next(rng) % (uint64_t)m->ns);
         const int v = (int)(vq_rng_next(rng) % ((m->iters_scalars >> k) & 1 ? 4 : 5));
         m->s[k] = scalar_values[v];
         snprintf(what, cap, "scalar %d = %lld", k, (long long)scalar_values[v]);
-        return;
     }
 }
 
@@ -605,9 +657,17 @@ static void fz_run_case(vq_ctx *ctx, const fz_case *fc, vq_rng *rng)
         }
         fz_args m = valid;
         fz_rebase(&m);
-        char what[96];
-        fz_mutate(&m, rng, what, sizeof what);
+        /* One call in four gets a second mutation (never a larger dim, which
+         * could match the first and make a valid call over too small a buffer). */
+        char what[200];
+        fz_mutate(&m, rng, true, what, sizeof what);
+        if (vq_rng_next(rng) % 4 == 0) {
+            const size_t len = strlen(what);
+            snprintf(what + len, sizeof what - len, ", ");
+            fz_mutate(&m, rng, false, what + len + 2, sizeof what - len - 2);
+        }
         const vq_status st = fc->call(ctx, &m);
+        free(m.owned);
         if (st == VQ_OK) continue;
         failed++;
         const char *msg = vq_ctx_last_error(ctx);
@@ -624,14 +684,15 @@ static void fz_run_case(vq_ctx *ctx, const fz_case *fc, vq_rng *rng)
     fz_free(&valid);
 }
 
-static void test_mutated_arguments(void)
+static void fz_run_all(vq_ctx *ctx, const char *isa)
 {
-    vq_ctx *ctx = vt_ctx(2);
+    printf(" isa %s\n", isa);
     vq_rng rng;
     vq_rng_seed(&rng, 20261130);
     for (size_t c = 0; c < sizeof fz_cases / sizeof fz_cases[0]; c++) fz_run_case(ctx, &fz_cases[c], &rng);
-    vq_ctx_free(ctx);
 }
+
+static void test_mutated_arguments(void) { vt_for_each_isa(2, fz_run_all); }
 
 int main(void)
 {
