@@ -163,14 +163,40 @@ static void sweep_splits(vq_ctx *ctx, double bw)
     }
 }
 
-static const char usage_cuda[] = "usage: vq bench attention --backend cuda [--b1]\n"
-                                 "  --b1: batch 1 only, no split sweep (a shorter run)\n";
+static const char usage_cuda[] =
+    "usage: vq bench attention --backend cuda [--b1] [--format kivi|hamming|exact] [--skv N] [--hkv N]\n"
+    "  --b1: batch 1 only, no split sweep (a shorter run)\n"
+    "  --format, --skv, --hkv: only the rows of that format / kv length / kv head count (for profilers)\n";
+
+/* The value of option argv[i] (advancing i), or -1 when it is missing or not a positive integer. */
+static int int_arg(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) return -1;
+    char *end = NULL;
+    const long v = strtol(argv[++*i], &end, 10);
+    return *end == '\0' && v > 0 && v <= (1L << 30) ? (int)v : -1;
+}
 
 int vqb_bench_attention_cuda(int argc, char **argv)
 {
-    int quick = 0;
+    int quick = 0, only_fmt = -1, only_skv = 0, only_hkv = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--b1") == 0) quick = 1;
+        else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
+            const char *f = argv[++i];
+            only_fmt = strcmp(f, "kivi") == 0 ? FMT_AFFINE : strcmp(f, "hamming") == 0 ? FMT_RQ_HAM
+                     : strcmp(f, "exact") == 0 ? FMT_RQ_EXACT : -2;
+            if (only_fmt == -2) {
+                fprintf(stderr, "vq bench attention: unknown format '%s'\n%s", f, usage_cuda);
+                return VQ_EXIT_USAGE;
+            }
+        } else if (strcmp(argv[i], "--skv") == 0 || strcmp(argv[i], "--hkv") == 0) {
+            int *dst = argv[i][2] == 's' ? &only_skv : &only_hkv;
+            if ((*dst = int_arg(argc, argv, &i)) < 0) {
+                fprintf(stderr, "vq bench attention: %s needs a positive integer\n%s", argv[i - 1], usage_cuda);
+                return VQ_EXIT_USAGE;
+            }
+        }
         else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc && strcmp(argv[i + 1], "cuda") == 0) i++;
         else {
             fprintf(stderr, "vq bench attention: unknown option '%s' with --backend cuda\n%s", argv[i], usage_cuda);
@@ -200,6 +226,9 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                 for (int hi = 0; hi < 2; hi++) {
                     const int Skv = skvs[si], B = bs[bi], Hkv = hkvs[hi];
                     if (quick && B != 1) continue;
+                    if ((only_fmt >= 0 && f != only_fmt) || (only_skv && Skv != only_skv) ||
+                        (only_hkv && Hkv != only_hkv))
+                        continue;
                     /* bytes of one input set */
                     const double tok = (double)B * Hkv * Skv;
                     const double per_tok = f == FMT_AFFINE ? D / 4 * 2 + 2.0 * 2 * D / g + 2.0 * 2 * D / g
@@ -265,7 +294,7 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                     }
                     free(S);
                 }
-    if (!quick) sweep_splits(ctx, bw);
+    if (!quick && only_fmt < 0 && !only_skv && !only_hkv) sweep_splits(ctx, bw);
     vq_ctx_free(ctx);
     return VQ_EXIT_OK;
 }
