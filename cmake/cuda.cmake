@@ -1,8 +1,6 @@
 # CUDA backend: kernels in src/cuda/*.cu, host glue in src/cuda/*.c (plain C
-# calling the runtime API). sm_90 SASS for H100/H200 plus PTX for other cards.
-if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-  set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
-endif()
+# calling the runtime API). The target architectures are chosen in
+# CMakeLists.txt, before enable_language(CUDA).
 set(CMAKE_CUDA_STANDARD 17)
 file(GLOB VQ_CUDA_KERNEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.cu)
 file(GLOB VQ_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.c)

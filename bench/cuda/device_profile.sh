@@ -9,7 +9,7 @@
 set -u
 OUT=${OUT:-/tmp/vq_out}
 mkdir -p "$OUT"
-DLP=/usr/include; [ -f $DLP/dlpack/dlpack.h ] || DLP=$PWD/.cudawork/dlpack
+DLP=/usr/include; [ -f $DLP/dlpack/dlpack.h ] || { DLP=/tmp/vq_dlpack; mkdir -p $DLP && cp -r .cudawork/dlpack/dlpack $DLP/; }
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR="$DLP" > /tmp/cmake.log 2>&1 || { tail -30 /tmp/cmake.log; exit 1; }
 ( time ninja -C build vq ) > /tmp/build.log 2>&1 || { grep -B2 -A10 -m3 'error' /tmp/build.log; exit 1; }
 tail -3 /tmp/build.log

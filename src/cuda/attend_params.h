@@ -67,6 +67,12 @@ int vq_cu_launch_affine_decode_b2(const vq_cu_affine_params *p, void *stream, in
 int vq_cu_launch_affine_decode_b4(const vq_cu_affine_params *p, void *stream, int *occupancy);
 int vq_cu_launch_affine_decode_b8(const vq_cu_affine_params *p, void *stream, int *occupancy);
 int vq_cu_launch_rabitq_decode(const vq_cu_rabitq_params *p, void *stream, int *occupancy);
+/* The fast kernels (attend_fast*.cuh): D must be 64, 128 or 256; the affine
+ * one also needs group % 32 == 0 and one dtype for the key and value scales. */
+int vq_cu_launch_affine_fast_b2(const vq_cu_affine_params *p, void *stream, int *occupancy);
+int vq_cu_launch_affine_fast_b4(const vq_cu_affine_params *p, void *stream, int *occupancy);
+int vq_cu_launch_affine_fast_b8(const vq_cu_affine_params *p, void *stream, int *occupancy);
+int vq_cu_launch_rabitq_fast(const vq_cu_rabitq_params *p, void *stream, int *occupancy);
 /* Merges the splits of every row into out [B*Hq*Sq, D] (f16 when out_f16). */
 int vq_cu_launch_merge(const vq_cu_attend_common *c, void *out, int out_f16, void *stream);
 

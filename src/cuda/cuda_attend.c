@@ -76,6 +76,9 @@ static vq_status plan_splits(vq_ctx *ctx, int nsplit_req, int ctas_per_sm, vq_cu
     return VQ_OK;
 }
 
+/* The fast kernels are compiled for these head dims only (constant strides). */
+static bool fast_dim(int D) { return D == 64 || D == 128 || D == 256; }
+
 static vq_status finish(vq_ctx *ctx, const vq_cu_attend_common *c, DLTensor *out, int launch_err,
                         const char *what)
 {
@@ -115,9 +118,14 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
     p.v_zero = vq_data(v_zero);
     p.scale_f16 = vq_dtype_of(k_scale) == VQ_DT_F16;
     p.v_scale_f16 = vq_dtype_of(v_scale) == VQ_DT_F16;
+    /* the fast kernel folds one key group per 32-token tile and gives a lane's
+     * value channels one group: g % 32 == 0; it reads both scale dtypes as one */
+    const bool fast = fast_dim(p.c.D) && group_size % 32 == 0 && p.scale_f16 == p.v_scale_f16;
     int (*const launch)(const vq_cu_affine_params *, void *, int *) =
-        bits == 2 ? vq_cu_launch_affine_decode_b2 : bits == 4 ? vq_cu_launch_affine_decode_b4
-                                                              : vq_cu_launch_affine_decode_b8;
+        fast ? (bits == 2 ? vq_cu_launch_affine_fast_b2 : bits == 4 ? vq_cu_launch_affine_fast_b4
+                                                                    : vq_cu_launch_affine_fast_b8)
+             : (bits == 2 ? vq_cu_launch_affine_decode_b2 : bits == 4 ? vq_cu_launch_affine_decode_b4
+                                                                      : vq_cu_launch_affine_decode_b8);
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     VQ_FORWARD_IF_ERROR(plan_splits(ctx, nsg, occ, &p.c));
@@ -147,9 +155,10 @@ vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTe
     p.v_cents = vq_data(v_cents);
     p.n_cents = (int)vq_numel(v_cents);
     p.v_scale = vs ? vq_data(vs) : NULL;
+    int (*const launch)(const vq_cu_rabitq_params *, void *, int *) =
+        fast_dim(p.c.D) ? vq_cu_launch_rabitq_fast : vq_cu_launch_rabitq_decode;
     int occ = 0;
-    VQ_FORWARD_IF_ERROR(
-        vq_cuda_check(ctx, vq_cu_launch_rabitq_decode(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     VQ_FORWARD_IF_ERROR(plan_splits(ctx, opts ? opts->num_splits : 0, occ, &p.c));
-    return finish(ctx, &p.c, out, vq_cu_launch_rabitq_decode(&p, ctx->stream, NULL), "RaBitQ decode kernel launch");
+    return finish(ctx, &p.c, out, launch(&p, ctx->stream, NULL), "RaBitQ decode kernel launch");
 }

@@ -1,0 +1,198 @@
+/* attend_fast_rabitq.cu — the fast RaBitQ decode kernel (vq_rabitq_fused_attend
+ * on CUDA when D is 64, 128 or 256): 1-bit keys, codebook values.
+ *
+ * Hamming score: s = (D - 2*popcount(sign(q) ^ k_bits)) * q_scale * k_mag + k_const.
+ * Exact score:   s = (sum_j q_j sign_j) * q_scale * k_mag + k_const, with
+ *                sum_j q_j sign_j = 2 sum_{bit j set} q_j - sum_j q_j and the
+ *                first sum taken by DP4A against the 22-bit quantised query
+ *                (attend_int8q.cuh; three DP4A per 4 x 8 bits).
+ * Values: v_hat = v_cents[idx] (* v_scale[t]); the centroids sit in shared
+ * memory, where the <= 16 distinct entries of a nibble table never conflict. */
+#include "cuda/attend_fast.cuh"
+#include "cuda/attend_int8q.cuh"
+
+namespace vqcu {
+
+template <int D, int R>
+struct RabitqFastSmem {
+    float cents[256];
+    uint32_t qb[R][D / 32];     /* sign bits of the queries (Hamming) */
+    uint32_t qw[R][3][D / 4];   /* quantised queries (exact) */
+    float qstep[R], qsum[R];
+};
+
+/* Byte offset of centroid index j of a packed (4-bit) or unpacked (8-bit) value word. */
+template <int IB>
+__device__ __forceinline__ uint32_t cent_off(uint32_t w, int j)
+{
+    constexpr uint32_t m = ((1u << IB) - 1u) << 2;
+    const int sh = IB * j - 2;
+    return (sh >= 0 ? w >> sh : w << -sh) & m;
+}
+
+template <bool EXACT, bool PACKED, int D, int R>
+struct RabitqFast {
+    static constexpr int CPL = FastCpl<R>::value;
+    static constexpr int LPT = D / CPL;
+    static constexpr int NW = D / 32;                 /* words of a key row */
+    static constexpr int NX = D / 4;
+    static constexpr int IB = PACKED ? 4 : 8;         /* bits per value index */
+    static constexpr int VRB = D * IB / 8;            /* bytes of a value row */
+    static constexpr int VW = CPL * IB / 32;          /* words of a lane's value chunk: 1..8 */
+    struct KRow {
+        uint32_t w[NW];
+        float mag, kc;
+    };
+    struct VPre {
+        uint32_t w[VW];
+        float vs;
+    };
+
+    const vq_cu_rabitq_params &p;
+    RabitqFastSmem<D, R> &sm;
+    const uint8_t *kb, *vi;
+    const float *kmag, *kconst, *vscale;
+    int cidx;
+    float qsc[R]; /* q_scale * log2(e) per row */
+
+    __device__ RabitqFast(const vq_cu_rabitq_params &pp, RabitqFastSmem<D, R> &s, int b, int hkv) : p(pp), sm(s)
+    {
+        const vq_cu_attend_common &c = p.c;
+        const int64_t bh = ((int64_t)b * c.Hkv + hkv) * c.Skv;
+        kb = p.k_bits + bh * (D / 8);
+        vi = p.v_idx + bh * VRB;
+        kmag = p.k_mag + bh;
+        kconst = p.k_const ? p.k_const + bh : nullptr;
+        vscale = p.v_scale ? p.v_scale + bh : nullptr;
+        cidx = (threadIdx.x & 31) % LPT;
+    }
+
+    __device__ void prepare(float *q, const Rows<R> &rw)
+    {
+#pragma unroll
+        for (int r = 0; r < R; r++) qsc[r] = r < rw.n ? __ldg(p.q_scale + rw.out[r]) * kLog2e : 0.0f;
+        for (int i = threadIdx.x; i < 256; i += kThreads) sm.cents[i] = __ldg(p.v_cents + min(i, p.n_cents - 1));
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        if constexpr (!EXACT) {
+            for (int i = threadIdx.x; i < R * NW; i += kThreads) {
+                const int r = i / NW, w = i % NW;
+                uint32_t bits = 0;
+                for (int j = 0; j < 32; j++)
+                    if (q[r * D + 32 * w + j] >= 0.0f) bits |= 1u << j;
+                sm.qb[r][w] = bits;
+            }
+        } else {
+            /* warp w quantises rows w, w + 4, ...: the bit layout of CodeBytes<1> */
+            using CB = CodeBytes<1>;
+            for (int r = warp; r < R; r += kWarps) {
+                float amax = 0.0f, sum = 0.0f;
+                for (int d = lane; d < D; d += 32) {
+                    amax = fmaxf(amax, fabsf(q[r * D + d]));
+                    sum += q[r * D + d];
+                }
+                float inv, step;
+                q_steps(warp_max(amax), inv, step);
+                sum = warp_sum(sum);
+                for (int x = lane; x < NX; x += 32) {
+                    float v[4];
+#pragma unroll
+                    for (int b = 0; b < 4; b++) v[b] = q[r * D + CB::channel(x, b)];
+                    q_store_word(v, inv, &sm.qw[r][0][x], NX);
+                }
+                if (lane == 0) {
+                    sm.qstep[r] = step;
+                    sm.qsum[r] = sum;
+                }
+            }
+        }
+    }
+
+    __device__ void tile_setup(int, int) {}
+
+    __device__ void key_load(int t, KRow &kr) const
+    {
+        load_words<NW>(kb + (int64_t)t * (D / 8), kr.w);
+        kr.mag = __ldg(kmag + t);
+        kr.kc = kconst ? __ldg(kconst + t) * kLog2e : 0.0f;
+    }
+
+    __device__ void score(const KRow &kr, float (&s)[R]) const
+    {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float dot;
+            if constexpr (EXACT) {
+                dot = fmaf(2.0f * sm.qstep[r], q_dot<1, NW>(kr.w, &sm.qw[r][0][0]), -sm.qsum[r]);
+            } else {
+                int ham = 0;
+#pragma unroll
+                for (int i = 0; i < NW; i++) ham += __popc(sm.qb[r][i] ^ kr.w[i]);
+                dot = (float)(D - 2 * ham);
+            }
+            s[r] = fmaf(dot * qsc[r], kr.mag, kr.kc);
+        }
+    }
+
+    __device__ void value_load(int t, VPre &v) const
+    {
+        load_words<VW>(vi + (int64_t)t * VRB + cidx * (VW * 4), v.w);
+        v.vs = vscale ? __ldg(vscale + t) : 1.0f;
+    }
+
+    __device__ void value_apply(const VPre &v, const float (&p)[R], float (&acc)[R][CPL], float (&)[R]) const
+    {
+        constexpr int PW = 32 / IB; /* indices per word */
+        const char *ct = (const char *)sm.cents;
+        float x[CPL];
+#pragma unroll
+        for (int j = 0; j < CPL; j++) x[j] = *(const float *)(ct + cent_off<IB>(v.w[j / PW], j % PW));
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float a = p[r] * v.vs;
+#pragma unroll
+            for (int j = 0; j < CPL; j++) acc[r][j] = fmaf(a, x[j], acc[r][j]);
+        }
+    }
+};
+
+template <bool EXACT, bool PACKED, int D, int R>
+__global__ void __launch_bounds__(kThreads) rabitq_fast_kernel(const vq_cu_rabitq_params p)
+{
+    constexpr int kRed = kWarps * R * D * 4, kOwn = (int)sizeof(RabitqFastSmem<D, R>);
+    __shared__ FastSmem<D, R> sm;
+    /* the policy's tables, then (after the last tile) the skeleton's red_acc */
+    __shared__ __align__(16) unsigned char big[kRed > kOwn ? kRed : kOwn];
+    const int hkv = blockIdx.y / p.c.row_chunks;
+    RabitqFast<EXACT, PACKED, D, R> f(p, *(RabitqFastSmem<D, R> *)big, blockIdx.z, hkv);
+    fast_split<RabitqFast<EXACT, PACKED, D, R>, D, R>(p.c, f, sm, (float *)big);
+}
+
+template <int D, int R>
+struct RabitqFastLaunch {
+    static int run(const void *params, void *stream)
+    {
+        const vq_cu_rabitq_params &p = *(const vq_cu_rabitq_params *)params;
+        const dim3 grid = decode_grid(p.c);
+        cudaStream_t st = (cudaStream_t)stream;
+        if (p.exact && p.v_packed) rabitq_fast_kernel<true, true, D, R><<<grid, kThreads, 0, st>>>(p);
+        else if (p.exact) rabitq_fast_kernel<true, false, D, R><<<grid, kThreads, 0, st>>>(p);
+        else if (p.v_packed) rabitq_fast_kernel<false, true, D, R><<<grid, kThreads, 0, st>>>(p);
+        else rabitq_fast_kernel<false, false, D, R><<<grid, kThreads, 0, st>>>(p);
+        return (int)cudaGetLastError();
+    }
+    static int occupancy(const void *params, int *out)
+    {
+        const vq_cu_rabitq_params &p = *(const vq_cu_rabitq_params *)params;
+        if (p.exact && p.v_packed) return occupancy_of(rabitq_fast_kernel<true, true, D, R>, out);
+        if (p.exact) return occupancy_of(rabitq_fast_kernel<true, false, D, R>, out);
+        if (p.v_packed) return occupancy_of(rabitq_fast_kernel<false, true, D, R>, out);
+        return occupancy_of(rabitq_fast_kernel<false, false, D, R>, out);
+    }
+};
+
+} /* namespace vqcu */
+
+extern "C" int vq_cu_launch_rabitq_fast(const vq_cu_rabitq_params *p, void *stream, int *occupancy)
+{
+    return vqcu::dispatch_fast<vqcu::RabitqFastLaunch>(p->c.D, p->c.rows, p, stream, occupancy);
+}
