@@ -17,7 +17,7 @@ template <int D, int R>
 struct RabitqFastSmem {
     float cents[256];
     uint32_t qb[R][D / 32];     /* sign bits of the queries (Hamming) */
-    uint32_t qw[R][3][D / 4];   /* quantised queries (exact) */
+    alignas(16) uint32_t qw[R][3][D / 4]; /* quantised queries (exact; read 16 bytes at a time) */
     float qstep[R], qsum[R];
 };
 
