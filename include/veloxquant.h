@@ -566,8 +566,14 @@ typedef struct vq_attend_opts {
  * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
  * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0.
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
- * D > 256 -> VQ_ERR_UNSUPPORTED. Not yet available on a CUDA context
- * (VQ_ERR_UNSUPPORTED). */
+ * D > 256 -> VQ_ERR_UNSUPPORTED.
+ * On a CUDA context (device tensors) every key format runs, with the same
+ * semantics, on the ctx's stream without synchronising; tensors need only
+ * their element alignment. What the CPU checks by reading data cannot be
+ * checked before the launch there, so the kernels clamp instead: CommVQ
+ * positions outside [0, P) read table row 0 or P - 1 (the CPU gives
+ * VQ_ERR_INVALID_ARGUMENT), and PQ / CommVQ codes clamp as on the CPU. QJL
+ * with more than 1024 sketch rows (m) -> VQ_ERR_UNSUPPORTED there. */
 VQ_API vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                         const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
                         const vq_attend_opts *opts);
@@ -579,7 +585,8 @@ VQ_API bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t s
 /* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
  * is rotated once and scored against y_hat = scale1 c[idx1] + scale2 c[idx2]
  * directly. keys->format other than VQ_KEYS_TURBO_RVQ gives
- * VQ_ERR_INVALID_ARGUMENT; every other rule is vq_fused_sdpa's. */
+ * VQ_ERR_INVALID_ARGUMENT; every other rule is vq_fused_sdpa's, including its
+ * CUDA behaviour (runs on the ctx's stream without synchronising). */
 VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
                                                 const vq_encoded_keys *keys, const DLTensor *values,
                                                 float scale, DLTensor *out, const vq_attend_opts *opts);

@@ -5,7 +5,7 @@
  * tile (the vqk kernel table's gather + RoPE), never for the whole cache, and
  * scored by all rows of the tile with kern->qk. Codes outside [0, C) read
  * the nearest valid centroid (format_commvq.h clamps); positions are checked
- * against the tables at bind time. */
+ * against the tables at bind time (CPU ctx; a CUDA ctx clamps them). */
 #include "attention/attn_formats.h"
 #include "codecs/vqk.h"
 
@@ -77,7 +77,10 @@ vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, con
                                        batched ? (const int64_t[]){dims->B, dims->Skv} : (const int64_t[]){dims->Skv}));
     if (ts) VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, ts, "keys.commvq.scale", VQ_DTM_F32, dims, 0));
     const int64_t P = cs->shape[0];
-    const int64_t bad = vq_vqk_find_bad_code(vq_data(pos), VQ_DT_I32, vq_numel(pos), P);
+    /* The one data-dependent check; device memory cannot be read here, so a
+     * CUDA ctx clamps positions to [0, P) in the kernel instead (as
+     * vq_comm_vq_decode does on CUDA). */
+    const int64_t bad = vq_ctx_is_cuda(ctx) ? -1 : vq_vqk_find_bad_code(vq_data(pos), VQ_DT_I32, vq_numel(pos), P);
     VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT,
                  "argument 'keys.commvq.positions': element %lld is %d, outside [0, P = %lld) (the rows of "
                  "'keys.commvq.cos_freqs')",

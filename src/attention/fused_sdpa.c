@@ -4,6 +4,9 @@
 #include <math.h>
 
 #include "attention/attn_formats.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 
 typedef vq_status (*keys_binder)(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
                                  vq_attn_keys *out);
@@ -67,9 +70,13 @@ vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
                          .out = vq_data(out),
                          .out_dt = vq_dtype_of(out)};
     if (mask) VQ_FORWARD_IF_ERROR(check_mask(ctx, mask, &dm, &p));
-    /* CUDA dispatch point (vq_cuda_fused_sdpa goes here); until then a CUDA
-     * ctx is refused before any device pointer is touched. */
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA kernel for this call yet");
+    /* CUDA dispatch point: the binders above touched no tensor data (device
+     * pointers on a CUDA ctx), only shapes, dtypes and scalars. */
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_fused_sdpa(ctx, queries, keys, values, scale, mask, out, opts);
+#else
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "this build has no CUDA backend");
+#endif
     return vq_attn_run(ctx, &p);
 }
 

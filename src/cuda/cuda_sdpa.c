@@ -1,0 +1,193 @@
+/* cuda_sdpa.c — host glue of vq_fused_sdpa on a CUDA context (and so of
+ * vq_turboquant_fused_rvq_decode_attend): launch parameters from the already
+ * validated tensors, the split plan, one device scratch region (partial
+ * states, then prepared queries), three launches on the ctx's stream (query
+ * prep, attention, merge). Nothing here reads device memory. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "codecs/lloyd_max.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/sdpa_params.h"
+
+static int elt_of(const DLTensor *t)
+{
+    const vq_dtype dt = vq_dtype_of(t);
+    return dt == VQ_DT_F16 ? VQ_CU_F16 : dt == VQ_DT_BF16 ? VQ_CU_BF16 : VQ_CU_F32;
+}
+
+/* One TurboQuant stage (bits 1..8 checked by the binder). */
+static void fill_stage(const DLTensor *idx, const DLTensor *scale, int bits, int64_t D, vq_cu_sdpa_stage *st)
+{
+    st->idx = vq_data(idx);
+    st->scale = vq_data(scale);
+    st->bits = bits;
+    st->packed = vq_dtype_of(idx) == VQ_DT_U32;
+    st->ld = (int)(st->packed ? vq_ceil_div(D * bits, 32) : D);
+    memcpy(st->cents, vq_lloyd_max_centroids(bits), sizeof(float) * ((size_t)1 << bits));
+}
+
+/* The key format's fields of p (formats validated by their binders). */
+static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale, vq_cu_sdpa_params *p)
+{
+    const int64_t D = p->c.D, Skv = p->c.Skv;
+    p->fmt = (int)keys->format;
+    p->qpf = (int)D;
+    p->qmul = scale * 1.4426950408889634f;
+    switch (keys->format) {
+    case VQ_KEYS_F16:
+        p->k = vq_data(keys->plain.keys);
+        p->k_elt = elt_of(keys->plain.keys);
+        break;
+    case VQ_KEYS_TURBO:
+        p->diag = keys->turbo.diag ? vq_data(keys->turbo.diag) : NULL;
+        p->n_stages = 1;
+        fill_stage(keys->turbo.idx, keys->turbo.scale, keys->turbo.bits, D, &p->stage[0]);
+        break;
+    case VQ_KEYS_TURBO_RVQ:
+        p->diag = keys->rvq.diag ? vq_data(keys->rvq.diag) : NULL;
+        p->n_stages = 2;
+        fill_stage(keys->rvq.idx1, keys->rvq.scale1, keys->rvq.b1, D, &p->stage[0]);
+        fill_stage(keys->rvq.idx2, keys->rvq.scale2, keys->rvq.b2, D, &p->stage[1]);
+        break;
+    case VQ_KEYS_RABITQ:
+        p->diag = keys->rabitq.diag ? vq_data(keys->rabitq.diag) : NULL;
+        p->sign_bits = vq_data(keys->rabitq.bits);
+        p->mag = vq_data(keys->rabitq.mag);
+        p->cnst = keys->rabitq.cnst ? vq_data(keys->rabitq.cnst) : NULL;
+        break;
+    case VQ_KEYS_AFFINE: {
+        const DLTensor *codes = keys->affine.codes;
+        /* as the CPU binder: unpacked codes (last dim D) are read as whole bytes */
+        p->a_codes = vq_data(codes);
+        p->a_ldc = (int)vq_dim(codes, 3);
+        p->a_bits = p->a_ldc != D ? keys->affine.bits : 8;
+        p->a_g = keys->affine.group_size;
+        p->a_GK = (int)vq_ceil_div(Skv, p->a_g);
+        p->a_scale = vq_data(keys->affine.scale);
+        p->a_zero = vq_data(keys->affine.zero);
+        p->a_sz_f16 = vq_dtype_of(keys->affine.scale) == VQ_DT_F16;
+        break;
+    }
+    case VQ_KEYS_QJL: {
+        const int64_t m = vq_dim(keys->qjl.projection, 0);
+        VQ_RETURN_IF(ctx, m > VQ_CU_SDPA_MAX_QJL_M, VQ_ERR_UNSUPPORTED,
+                     "argument 'keys.qjl.projection': the CUDA backend holds at most %d sketch rows, got m = %lld",
+                     VQ_CU_SDPA_MAX_QJL_M, (long long)m);
+        p->qjl_bits = vq_data(keys->qjl.bits);
+        p->qjl_norm = vq_data(keys->qjl.norm);
+        p->qjl_S = vq_data(keys->qjl.projection);
+        p->qjl_m = (int)m;
+        p->qjl_W = (int)vq_ceil_div(m, 32);
+        p->qpf = (int)m;
+        /* as the CPU binder: scale * sqrt(pi/2) / m in double, then to float */
+        p->qmul = (float)((double)scale * sqrt(acos(-1.0) / 2.0) / (double)m) * 1.4426950408889634f;
+        break;
+    }
+    case VQ_KEYS_PQ: {
+        const DLTensor *idx = keys->pq.idx, *cb = keys->pq.codebook, *sm = keys->pq.smooth;
+        const int64_t M = vq_dim(idx, 3), C = vq_dim(cb, -2);
+        p->pq = (vq_pq_layout){(int32_t)M, (int32_t)(D / M), (int32_t)C, vq_dtype_of(idx) == VQ_DT_U8 ? 1 : 2};
+        p->pq_idx = vq_data(idx);
+        p->pq_cb = vq_data(cb);
+        p->pq_smooth = vq_data(sm);
+        p->pq_cb_hs = cb->ndim == 4 ? M * C * (D / M) : 0;
+        p->pq_sm_hs = sm->ndim == 2 ? D : 0;
+        break;
+    }
+    case VQ_KEYS_COMMVQ: {
+        const DLTensor *idx = keys->commvq.idx, *cb = keys->commvq.codebook, *pos = keys->commvq.positions;
+        p->cv = (vq_commvq_layout){(int32_t)vq_dim(idx, 3), (int32_t)vq_dim(cb, 1), (int32_t)D,
+                                   (int32_t)vq_dtype_size(vq_dtype_of(idx)),
+                                   keys->commvq.rope == VQ_ROPE_HALF ? VQ_FMT_ROPE_HALF : VQ_FMT_ROPE_INTERLEAVED};
+        p->cv_idx = vq_data(idx);
+        p->cv_cb = vq_data(cb);
+        p->cv_cos = vq_data(keys->commvq.cos_freqs);
+        p->cv_sin = vq_data(keys->commvq.sin_freqs);
+        p->cv_pos = vq_data(pos);
+        p->cv_scale = keys->commvq.scale ? vq_data(keys->commvq.scale) : NULL;
+        p->cv_pos_bs = pos->ndim == 2 ? Skv : 0;
+        p->cv_P = vq_dim(keys->commvq.cos_freqs, 0);
+        break;
+    }
+    default:
+        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'keys': unknown format %d", (int)keys->format);
+    }
+    return VQ_OK;
+}
+
+/* Splits of the kv axis: with opts->num_splits, that many (at most one per
+ * 32-token tile); else enough CTAs for one full wave at the kernel's
+ * occupancy. Each split is a whole number of tiles, none is empty. */
+static void plan_splits(const vq_ctx *ctx, int requested, int occupancy, vq_cu_attend_common *c)
+{
+    const int64_t tiles = vq_ceil_div(c->Skv, 32);
+    int64_t ns = requested;
+    if (ns <= 0) {
+        const int64_t ctas = (int64_t)c->B * c->Hkv * c->row_chunks;
+        ns = vq_ceil_div((int64_t)(occupancy > 0 ? occupancy : 1) * vq_cuda_sm_count(ctx), ctas);
+    }
+    if (ns > tiles) ns = tiles;
+    if (ns < 1) ns = 1;
+    c->split_len = (int)(32 * vq_ceil_div(tiles, ns));
+    c->nsplit = (int)vq_ceil_div(c->Skv, c->split_len);
+}
+
+vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                             const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_attend_opts *opts)
+{
+    VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
+    const int64_t B = vq_dim(queries, 0), Hq = vq_dim(queries, 1), Sq = vq_dim(queries, 2), D = vq_dim(queries, 3);
+    const int64_t Hkv = vq_dim(values, 1), Skv = vq_dim(values, 2);
+    VQ_RETURN_IF(ctx, D > 256, VQ_ERR_UNSUPPORTED, "D = %lld > 256 is not supported", (long long)D);
+    VQ_RETURN_IF(ctx, Skv > INT32_MAX - 64 || Hq / Hkv * Sq > INT32_MAX / 2 || B * Hq * Sq > INT32_MAX,
+                 VQ_ERR_UNSUPPORTED, "sequence too long for the CUDA kernels (Skv = %lld, Hq*Sq = %lld)",
+                 (long long)Skv, (long long)(Hq * Sq));
+
+    vq_cu_sdpa_params p;
+    memset(&p, 0, sizeof p);
+    vq_cu_attend_common *c = &p.c;
+    c->B = (int)B;
+    c->Hq = (int)Hq;
+    c->Sq = (int)Sq;
+    c->D = (int)D;
+    c->Hkv = (int)Hkv;
+    c->Skv = (int)Skv;
+    c->rows = (int)(Hq / Hkv * Sq);
+    c->row_chunks = (int)vq_ceil_div(c->rows, VQ_CU_ROWS_MAX);
+    VQ_RETURN_IF(ctx, Hkv * c->row_chunks > 65535 || B > 65535, VQ_ERR_UNSUPPORTED,
+                 "grid too large: Hkv * ceil(Hq/Hkv*Sq/8) = %lld, B = %lld (limit 65535 each)",
+                 (long long)(Hkv * c->row_chunks), (long long)B);
+    c->causal = opts && opts->causal;
+    c->q = vq_data(queries);
+    c->q_f16 = vq_dtype_of(queries) == VQ_DT_F16;
+    VQ_FORWARD_IF_ERROR(fill_keys(ctx, keys, scale, &p));
+    p.v = vq_data(values);
+    p.v_f16 = vq_dtype_of(values) == VQ_DT_F16;
+    if (mask) { /* shape checked by the caller: [B or 1, Hq or 1, Sq, Skv] */
+        p.mask = vq_data(mask);
+        p.mask_f16 = vq_dtype_of(mask) == VQ_DT_F16;
+        p.mask_sh = vq_dim(mask, 1) == 1 ? 0 : Sq * Skv;
+        p.mask_sb = vq_dim(mask, 0) == 1 ? 0 : vq_dim(mask, 1) * Sq * Skv;
+    }
+
+    int occ = 0;
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, vq_cu_launch_sdpa(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+    plan_splits(ctx, opts ? opts->num_splits : 0, occ, c);
+
+    const size_t nrows = (size_t)(B * Hq * Sq);
+    const size_t part = nrows * (size_t)c->nsplit * (size_t)(D + 2), qfl = nrows * (size_t)p.qpf;
+    void *scr = NULL;
+    VQ_FORWARD_IF_ERROR(vq_cuda_scratch(ctx, (part + qfl) * sizeof(float), &scr));
+    c->part_acc = scr;
+    c->part_m = c->part_acc + nrows * (size_t)c->nsplit * (size_t)D;
+    c->part_l = c->part_m + nrows * (size_t)c->nsplit;
+    p.qp = c->part_l + nrows * (size_t)c->nsplit;
+
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, vq_cu_launch_sdpa_prep(&p, ctx->stream), "sdpa query-prep kernel launch"));
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, vq_cu_launch_sdpa(&p, ctx->stream, NULL), "sdpa attention kernel launch"));
+    return vq_cuda_check(ctx, vq_cu_launch_merge(c, vq_data(out), vq_dtype_of(out) == VQ_DT_F16, ctx->stream),
+                         "split-KV merge kernel launch");
+}

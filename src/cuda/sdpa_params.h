@@ -1,0 +1,110 @@
+/* sdpa_params.h — launch parameters of the CUDA vq_fused_sdpa kernels
+ * (sdpa_kernel.cu), filled by the host glue (cuda_sdpa.c). Read by the C
+ * compiler and by nvcc. Plain data: device pointers with byte_offset applied,
+ * shapes as ints, element offsets as int64. */
+#ifndef VQ_CUDA_SDPA_PARAMS_H
+#define VQ_CUDA_SDPA_PARAMS_H
+
+#include <stdint.h>
+
+#include "cuda/attend_params.h"
+#include "formats/format_commvq.h"
+#include "formats/format_pq.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Key formats, equal to the public vq_keys_format values. */
+enum {
+    VQ_CU_SDPA_F16 = 0,
+    VQ_CU_SDPA_TURBO = 1,
+    VQ_CU_SDPA_TURBO_RVQ = 2,
+    VQ_CU_SDPA_AFFINE = 3,
+    VQ_CU_SDPA_RABITQ = 4,
+    VQ_CU_SDPA_QJL = 5,
+    VQ_CU_SDPA_PQ = 6,
+    VQ_CU_SDPA_COMMVQ = 7
+};
+
+/* Element types of float tensors. */
+enum { VQ_CU_F32 = 0, VQ_CU_F16 = 1, VQ_CU_BF16 = 2 };
+
+/* Largest QJL sketch (rows of the projection) the kernel holds in shared memory. */
+#define VQ_CU_SDPA_MAX_QJL_M 1024
+
+/* One TurboQuant stage: y += scale[tok] * cents[code(tok, c)]. */
+typedef struct vq_cu_sdpa_stage {
+    const void *idx;      /* [B,Hkv,Skv,ld]: u8 codes (ld = D) or u32 words (ld = ceil(D*bits/32)) */
+    const float *scale;   /* [B,Hkv,Skv] */
+    int ld, bits, packed;
+    float cents[256];     /* the 2^bits Lloyd-Max centroids */
+} vq_cu_sdpa_stage;
+
+typedef struct vq_cu_sdpa_params {
+    vq_cu_attend_common c;  /* shapes, causal, split plan, partial states (merge kernel) */
+    int fmt;                /* VQ_CU_SDPA_* */
+    int qpf;                /* floats per prepared query row: D, or m for QJL */
+    float *qp;              /* [B*Hq*Sq, qpf] prepared queries (scratch) */
+    float qmul;             /* what multiplies the query: scale * log2(e) (QJL: times sqrt(pi/2)/m) */
+
+    /* additive mask [Sq, Skv] rows at mask + b*mask_sb + hq*mask_sh, or NULL */
+    const void *mask;
+    int mask_f16;
+    int64_t mask_sb, mask_sh;
+
+    const void *v;          /* [B,Hkv,Skv,D] values */
+    int v_f16;
+
+    /* VQ_CU_SDPA_F16 */
+    const void *k;          /* [B,Hkv,Skv,D] */
+    int k_elt;              /* VQ_CU_F32 / F16 / BF16 */
+
+    /* TURBO (1 stage), TURBO_RVQ (2), RABITQ (0): rotated formats */
+    const float *diag;      /* [D] or NULL */
+    int n_stages;
+    vq_cu_sdpa_stage stage[2];
+    const uint8_t *sign_bits;  /* RaBitQ [B,Hkv,Skv,D/8] */
+    const float *mag, *cnst;   /* RaBitQ [B,Hkv,Skv]; cnst may be NULL */
+
+    /* AFFINE */
+    const uint8_t *a_codes;    /* [B,Hkv,Skv,ldc] */
+    const void *a_scale, *a_zero;  /* [B,Hkv,GK,D] */
+    int a_bits;                /* 2, 4 (packed) or 8 (one code per byte) */
+    int a_ldc, a_g, a_GK, a_sz_f16;
+
+    /* QJL */
+    const uint32_t *qjl_bits;  /* [B,Hkv,Skv,W] */
+    const float *qjl_norm;     /* [B,Hkv,Skv] */
+    const float *qjl_S;        /* [m, D] */
+    int qjl_m, qjl_W;
+
+    /* PQ */
+    vq_pq_layout pq;
+    const uint8_t *pq_idx;     /* [B,Hkv,Skv,M] of pq.idx_bytes */
+    const float *pq_cb;        /* [M,C,dsub] or [Hkv,M,C,dsub] */
+    const float *pq_smooth;    /* [D] or [Hkv,D] */
+    int64_t pq_cb_hs, pq_sm_hs;  /* per-head strides, 0 when shared */
+
+    /* COMMVQ */
+    vq_commvq_layout cv;
+    const uint8_t *cv_idx;     /* [B,Hkv,Skv,R] of cv.idx_bytes */
+    const float *cv_cb;        /* [R,C,D] */
+    const float *cv_cos, *cv_sin;  /* [P, D/2] */
+    const int32_t *cv_pos;     /* [Skv] or [B,Skv] */
+    const float *cv_scale;     /* [B,Hkv,Skv] or NULL */
+    int64_t cv_pos_bs;         /* Skv when positions are [B,Skv], else 0 */
+    int64_t cv_P;
+} vq_cu_sdpa_params;
+
+/* Prepares every query row into p->qp (rotation, projection, scale). */
+int vq_cu_launch_sdpa_prep(const vq_cu_sdpa_params *p, void *stream);
+/* The split-KV attention kernel. With occupancy != NULL launches nothing and
+ * stores how many CTAs fit on one SM (p needs fmt, c.D and qpf). */
+int vq_cu_launch_sdpa(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
