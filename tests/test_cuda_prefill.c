@@ -1,7 +1,7 @@
 /* test_cuda_prefill.c — vq_rabitq_prefill_attend on a CUDA ctx against the
  * same call on a CPU ctx (the f32 path, itself tested against float64 in
  * test_attention_rabitq.c), on shapes whose Sq and Skv are not multiples of the
- * kernel's tiles (128 rows, 64 tokens), GQA 1 and 4, D 40/64/128/256, f16 and
+ * kernel's tiles (256 or 128 rows, 64 tokens), GQA 1 and 4, D 40/64/128/256, f16 and
  * f32 q/out, with and without k_const (also -inf entries) and v_scale,
  * 1..16 centroids. Outputs are poisoned (NaN) before each run; fresh random
  * data each run (seed printed). VQ_TEST_QUICK=1 keeps the small cases (for

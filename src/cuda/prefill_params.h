@@ -11,7 +11,7 @@ extern "C" {
 #endif
 
 /* Query row r of kv head hkv (0 <= r < rows = G * Sq) is query head
- * hkv * G + r / Sq at position r % Sq, G = Hq / Hkv: a CTA takes 128
+ * hkv * G + r / Sq at position r % Sq, G = Hq / Hkv: a CTA takes 256 (128)
  * consecutive rows of one kv head, so with GQA it may span query heads and
  * every decoded K/V tile serves all of them. */
 typedef struct vq_cu_prefill_params {
@@ -34,8 +34,8 @@ typedef struct vq_cu_prefill_params {
 
 /* Largest head dimension the kernel takes (D is padded to 64, 128 or 256). */
 #define VQ_CU_PREFILL_MAX_D 256
-/* Query rows per CTA. */
-#define VQ_CU_PREFILL_ROWS 128
+/* Most query rows per CTA (256 for D <= 128, 128 for larger D). */
+#define VQ_CU_PREFILL_ROWS 256
 
 /* Enqueues the kernel on `stream`; returns a cudaError_t as int. */
 int vq_cu_launch_rabitq_prefill(const vq_cu_prefill_params *p, void *stream);
