@@ -651,8 +651,19 @@ VQ_API vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DL
  * s = (q . (sign * k_mag)) * scale + k_const (exact dots), every query row
  * over all Skv (no causal mask). K and V are decoded inside the tile loop and
  * never materialised. opts may carry v_scale; score/causal must be left at
- * their defaults (EXACT is implied). Not yet available on a CUDA context
- * (VQ_ERR_UNSUPPORTED). */
+ * their defaults (EXACT is implied).
+ * On a CUDA context (tensor cores, sm_80+ build; scale is read on the device;
+ * runs on the ctx's stream without synchronising; opts->num_splits ignored):
+ * q is rounded to f16 (exact for f16 q), the signs are exact, the scores and
+ * the softmax are f32, and the probabilities (times v_scale) and the
+ * centroids (divided by max|v_cents|, restored at the end) are rounded to f16
+ * for the P.V product (f32 accumulation). Against the f32 CPU path:
+ * |out - ref| <= max|v| (2^-10 + 2.2 dS + Skv 2^-24 + ~1e-5) per row, with
+ * dS = scale * max k_mag * sum_j |q_j - f16(q_j)| (0 for f16 q), plus the f16
+ * rounding of out. |v_scale| must stay within the f16 range (< 65504).
+ * D % 8 == 0 and D <= 256 as on the CPU (D is padded to 64/128/256 inside);
+ * tensors whose data (with byte_offset) is not 16-byte aligned give
+ * VQ_ERR_UNSUPPORTED. */
 VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
                                    const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                    const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,

@@ -42,8 +42,9 @@ static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
 #ifdef VQ_WITH_CUDA
     if (vq_ctx_is_cuda(ctx) && !prefill)
         return vq_cuda_rabitq_fused_attend(ctx, q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
+    if (vq_ctx_is_cuda(ctx))
+        return vq_cuda_rabitq_prefill_attend(ctx, q, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
 #endif
-    /* CUDA dispatch point of vq_cuda_rabitq_prefill_attend (not written yet). */
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA kernel for this call yet");
     const vq_attn_problem p = {.dims = dm,
                                .q = vq_data(q),

@@ -42,6 +42,10 @@ vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTe
                                       const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                       const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
                                       const vq_rabitq_attend_opts *opts);
+vq_status vq_cuda_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
+                                        const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                        const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                        const vq_rabitq_attend_opts *opts);
 /* vq_fused_sdpa (and vq_turboquant_fused_rvq_decode_attend through it), after
  * the CPU-side validation and format binding (cuda_sdpa.c, sdpa_kernel.cu). */
 vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,

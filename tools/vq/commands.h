@@ -22,4 +22,7 @@ int vq_cmd_bench_codecs(int argc, char **argv);
 /* vq bench attention: fused attention over compressed caches (bench_attention*.c). */
 int vq_cmd_bench_attention(int argc, char **argv);
 
+/* vq bench prefill --backend cuda: RaBitQ prefill attention on the GPU (bench_prefill_cuda.c). */
+int vq_cmd_bench_prefill(int argc, char **argv);
+
 #endif

@@ -15,6 +15,7 @@ static const char usage_text[] =
     "  bench codecs [options]  encode/decode throughput, optimized vs scalar, 1 vs all threads\n"
     "  bench attention [options]  attention over every cache format: fused vs dequantize-then-attend\n"
     "                     vs uncompressed, GB/s against the measured memory bandwidth\n"
+    "  bench prefill --backend cuda  RaBitQ prefill attention on the GPU: time and TFLOP/s\n"
     "  help, --help       print this help\n"
     "\n"
     "Each command takes --help.\n"
@@ -48,12 +49,13 @@ static int cmd_version(int argc, char **argv)
 static int cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "vq bench: which benchmark? (codecs, attention)\n");
+        fprintf(stderr, "vq bench: which benchmark? (codecs, attention, prefill)\n");
         return VQ_EXIT_USAGE;
     }
     if (strcmp(argv[1], "codecs") == 0) return vq_cmd_bench_codecs(argc - 1, argv + 1);
     if (strcmp(argv[1], "attention") == 0) return vq_cmd_bench_attention(argc - 1, argv + 1);
-    fprintf(stderr, "vq bench: unknown benchmark '%s' (codecs, attention)\n", argv[1]);
+    if (strcmp(argv[1], "prefill") == 0) return vq_cmd_bench_prefill(argc - 1, argv + 1);
+    fprintf(stderr, "vq bench: unknown benchmark '%s' (codecs, attention, prefill)\n", argv[1]);
     return VQ_EXIT_USAGE;
 }
 
