@@ -16,6 +16,15 @@ int main(void)
 static vq_rng rng;
 static vq_ctx *ctx;
 
+/* The fast decode kernels load tiles two ways (VQ_CUDA_DECODE_STAGED); every
+ * case runs with both. */
+static const char *load_mode = "staged";
+static void set_load_mode(int staged)
+{
+    load_mode = staged ? "staged" : "direct";
+    setenv("VQ_CUDA_DECODE_STAGED", staged ? "1" : "0", 1);
+}
+
 /* ---- float64 attention over decoded keys/values ----
  * khat [B,Hkv,Skv,D], vhat [B,Hkv,Skv,D], logits(b,hq,sq,t) computed by the
  * caller into s; here softmax + weighted sum for one row. */
@@ -122,8 +131,8 @@ static void run_affine(affine_case tc)
     ct_download(dout, out);
     const double err = vt_rel_l2(out, ref);
     VT_CHECK(ct_count_nan(out) == 0 && err < vt_tol(out),
-             "affine B%d Hq%d Hkv%d Sq%d Skv%d D%d bits%d g%d%s%s%s: rel err %.3g, %lld unwritten", B, Hq, Hkv, Sq,
-             Skv, D, tc.bits, g, tc.f16_scales ? " f16-scales" : "", tc.causal ? " causal" : "",
+             "affine (%s) B%d Hq%d Hkv%d Sq%d Skv%d D%d bits%d g%d%s%s%s: rel err %.3g, %lld unwritten", load_mode,
+             B, Hq, Hkv, Sq, Skv, D, tc.bits, g, tc.f16_scales ? " f16-scales" : "", tc.causal ? " causal" : "",
              tc.packed ? " packed" : " u8", err, (long long)ct_count_nan(out));
     ct_free(dq); ct_free(dkc); ct_free(dks); ct_free(dkz); ct_free(dvc); ct_free(dvs); ct_free(dvz); ct_free(dout);
     vt_free(q); vt_free(kcod); vt_free(vcod); vt_free(ks); vt_free(kz); vt_free(vs); vt_free(vz); vt_free(out);
@@ -146,7 +155,10 @@ static void test_affine_decode(void)
         {1, 32, 32, 1, 8192, 128, 2, 128, true, false, false, true, 0},
         {3, 12, 4, 1, 1000, 128, 4, 64, true, false, false, true, 32},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_affine(cases[i]);
+    for (int staged = 0; staged < 2; staged++) {
+        set_load_mode(staged);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_affine(cases[i]);
+    }
 }
 
 typedef struct rabitq_case {
@@ -224,7 +236,8 @@ static void run_rabitq(rabitq_case tc)
     ct_download(dout, out);
     const double err = vt_rel_l2(out, ref);
     VT_CHECK(ct_count_nan(out) == 0 && err < vt_tol(out),
-             "rabitq B%d Hq%d Hkv%d Sq%d Skv%d D%d %s %s%s%s%s: rel err %.3g, %lld unwritten", B, Hq, Hkv, Sq, Skv, D,
+             "rabitq (%s) B%d Hq%d Hkv%d Sq%d Skv%d D%d %s %s%s%s%s: rel err %.3g, %lld unwritten", load_mode, B, Hq,
+             Hkv, Sq, Skv, D,
              tc.exact ? "exact" : "hamming", tc.packed ? "packed" : "u8", tc.with_const ? " const" : "",
              tc.with_vscale ? " vscale" : "", tc.causal ? " causal" : "", err, (long long)ct_count_nan(out));
     ct_free(dq); ct_free(dqs); ct_free(dkb); ct_free(dkm); ct_free(dkc); ct_free(dvs); ct_free(dvi); ct_free(dce);
@@ -247,7 +260,10 @@ static void test_rabitq_decode(void)
         {1, 32, 8, 1, 32768, 128, true, true, false, false, false, true, true, 16, 0},
         {1, 32, 32, 1, 8192, 128, false, true, false, false, false, false, false, 16, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_rabitq(cases[i]);
+    for (int staged = 0; staged < 2; staged++) {
+        set_load_mode(staged);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_rabitq(cases[i]);
+    }
 }
 
 /* What this backend refuses, and CUDA errors mapped to statuses. */

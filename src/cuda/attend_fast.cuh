@@ -17,7 +17,19 @@
  *            (CPL = 32 for one row, fewer for more rows: registers), loads them
  *            with one 4-16 byte load, and adds p * v_hat.
  * Partial states (m, l, acc) of the split go to global scratch in the log2
- * domain; attend_merge.cu combines the splits (bench/NOTES.md, v5). */
+ * domain; attend_merge.cu combines the splits (bench/NOTES.md, v5).
+ *
+ * Loads, two ways (a template flag; vq_cu_decode_staged() picks):
+ *   direct: each lane loads what it needs of the tile from global memory
+ *           into registers, so a warp has one tile in flight;
+ *   staged: each warp copies its next kStages - 1 tiles into shared memory
+ *           with cp.async (16-byte chunks, whole per-token streams of the
+ *           tile) while it computes the current one, so a warp keeps several
+ *           tiles in flight without spending registers on them — what the
+ *           kernels with few resident warps (GQA: 8 per SM) need.
+ * A format describes its per-token streams (keys, magnitudes, values, value
+ * scales) as segments; the loads read a TileView of them, which points into
+ * global memory (direct) or into the warp's stage (staged). */
 #ifndef VQ_CUDA_ATTEND_FAST_CUH
 #define VQ_CUDA_ATTEND_FAST_CUH
 
@@ -41,19 +53,73 @@ struct FastSmem {
     float red_m[kWarps][R], red_l[kWarps][R];
 };
 
+/* Stages per warp when staged. */
+constexpr int kStages = 3;
+
+/* Where the tile's token 0 is in each of a format's NSEG per-token streams. */
+template <int NSEG>
+struct TileView {
+    const uint8_t *p[NSEG];
+};
+
+/* A load of T from global memory through the read-only path, or from shared. */
+template <class T, bool GLOBAL>
+__device__ __forceinline__ T ld(const void *p)
+{
+    if constexpr (GLOBAL) return __ldg((const T *)p);
+    else return *(const T *)p;
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* Bytes of shared memory a stream of `cap` bytes per token takes in a stage:
+ * 32 tokens plus up to 15 bytes of alignment slack. */
+__host__ __device__ constexpr int stage_slot(int cap) { return (32 * cap + 16 + 15) / 16 * 16; }
+
+/* All lanes: copies the 32 tokens [t0, t0 + 32) of a stream (bpt bytes per
+ * token, `ntok` tokens from `ptr`) into dst in 16-byte chunks aligned in
+ * global memory, zero-filling what lies past the stream's end. Returns where
+ * token t0 starts in dst. Bytes before ptr that the aligned first chunk
+ * reads belong to the same tensor (its base is 16-byte aligned). */
+__device__ __forceinline__ int stage_stream(uint8_t *dst, const uint8_t *ptr, int bpt, int t0, int ntok, int lane)
+{
+    const uint8_t *start = ptr + (int64_t)t0 * bpt, *end = ptr + (int64_t)ntok * bpt;
+    const int shift = (int)((uintptr_t)start & 15);
+    const uint8_t *a0 = start - shift;
+    const int nchunks = (shift + 32 * bpt + 15) >> 4;
+    for (int i = lane; i < nchunks; i += 32) {
+        const uint8_t *src = a0 + 16 * i;
+        const int64_t rem = end - src;
+        const int nb = rem >= 16 ? 16 : rem > 0 ? (int)rem : 0;
+        cp_async16(dst + 16 * i, nb > 0 ? src : ptr, nb);
+    }
+    return shift;
+}
+
 /* The decode body over a format policy Fmt with:
  *   CPL                            value channels per lane (FastCpl<R>)
  *   KRow, VPre                     a token's key row, a lane's value chunk
+ *   NSEG, cap(s)                   its per-token streams and their largest bytes per token
+ *   seg_ptr(s), seg_bpt(s), ntok   stream s of this (batch, kv head) (nullptr: absent),
+ *                                  its bytes per token, its tokens (Skv)
  *   prepare(q_smem, rows)          once per CTA, q in shared memory (f32)
  *   tile_setup(warp, t0)           per tile, after its loads were issued
- *   key_load(t, KRow&), score(KRow, s[R])   log2-domain scores of token t
- *   value_load(t, VPre&)           the lane's chunk (channels cidx*CPL..) of token t
+ *   key_load<G>(view, j, KRow&), score(KRow, s[R])   log2-domain scores of token t0 + j
+ *                                  (G: the view points to global memory)
+ *   value_load<G>(view, j, VPre&)  the lane's chunk (channels cidx*CPL..) of token t0 + j
  *   value_apply(VPre, p[R], acc, accz)
  *                                  acc[r][j] += p[r] * v_hat(t, cidx*CPL + j); a term
  *                                  common to the lane's CPL channels may go to accz[r] */
-template <class Fmt, int D, int R>
+template <class Fmt, int D, int R, bool STAGED>
 __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fmt, FastSmem<D, R> &sm,
-                                           float *red_acc)
+                                           float *red_acc, uint8_t *stage)
 {
     constexpr int CPL = Fmt::CPL;
     constexpr int LPT = D / CPL;    /* lanes per token in the value phase */
@@ -93,14 +159,61 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
     }
     const int slot = lane / LPT; /* the token of the step this lane serves */
 
-    for (int t0 = t_begin + 32 * warp; t0 < t_end; t0 += 32 * kWarps) {
+    constexpr int NSEG = Fmt::NSEG;
+    constexpr int SB = Fmt::stage_bytes(); /* one stage */
+    /* the view of tile t0: into global memory, or into its stage */
+    auto view_of = [&](int t0) {
+        TileView<NSEG> v;
+        int off = 0;
+#pragma unroll
+        for (int sg = 0; sg < NSEG; sg++) {
+            const uint8_t *ptr = fmt.seg_ptr(sg);
+            const int bpt = fmt.seg_bpt(sg);
+            if constexpr (STAGED) {
+                const uint8_t *buf = stage + (warp * kStages + (t0 - t_begin) / (32 * kWarps) % kStages) * SB;
+                v.p[sg] = ptr ? buf + off + (int)((uintptr_t)(ptr + (int64_t)t0 * bpt) & 15) : nullptr;
+            } else {
+                v.p[sg] = ptr ? ptr + (int64_t)t0 * bpt : nullptr;
+            }
+            off += stage_slot(Fmt::cap(sg));
+        }
+        return v;
+    };
+    /* staged: issue tile t0's copies (an empty group past the split, so the
+     * group count stays in step) */
+    auto issue = [&](int t0) {
+        if constexpr (STAGED) {
+            if (t0 < t_end) {
+                uint8_t *buf = stage + (warp * kStages + (t0 - t_begin) / (32 * kWarps) % kStages) * SB;
+                int off = 0;
+#pragma unroll
+                for (int sg = 0; sg < NSEG; sg++) {
+                    const uint8_t *ptr = fmt.seg_ptr(sg);
+                    if (ptr) stage_stream(buf + off, ptr, fmt.seg_bpt(sg), t0, fmt.ntok, lane);
+                    off += stage_slot(Fmt::cap(sg));
+                }
+            }
+            cp_async_commit();
+        }
+    };
+    const int t_first = t_begin + 32 * warp;
+#pragma unroll
+    for (int k = 0; k < kStages - 1; k++) issue(t_first + k * 32 * kWarps);
+
+    for (int t0 = t_first; t0 < t_end; t0 += 32 * kWarps) {
         /* tokens past t_end load their valid neighbour and get p = 0 */
         const int last = t_end - 1, t = t0 + lane;
+        if constexpr (STAGED) {
+            issue(t0 + (kStages - 1) * 32 * kWarps);
+            cp_async_wait<kStages - 1>();
+            __syncwarp(); /* every lane's copies of this tile have landed */
+        }
+        const TileView<NSEG> view = view_of(t0);
         typename Fmt::KRow kr;
-        fmt.key_load(min(t, last), kr);
+        fmt.template key_load<!STAGED>(view, min(t, last) - t0, kr);
         typename Fmt::VPre vp[VB];
 #pragma unroll
-        for (int k = 0; k < VB; k++) fmt.value_load(min(t0 + slot + k * TPS, last), vp[k]);
+        for (int k = 0; k < VB; k++) fmt.template value_load<!STAGED>(view, min(t0 + slot + k * TPS, last) - t0, vp[k]);
         fmt.tile_setup(warp, t0);
 
         float s[R];
@@ -127,7 +240,8 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
         for (int b0 = 0; b0 < NSTEP; b0 += VB) {
             if (b0 > 0) {
 #pragma unroll
-                for (int k = 0; k < VB; k++) fmt.value_load(min(t0 + slot + (b0 + k) * TPS, last), vp[k]);
+                for (int k = 0; k < VB; k++)
+                    fmt.template value_load<!STAGED>(view, min(t0 + slot + (b0 + k) * TPS, last) - t0, vp[k]);
             }
 #pragma unroll
             for (int k = 0; k < VB; k++) {
@@ -137,8 +251,9 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
                 fmt.value_apply(vp[k], p, acc, accz);
             }
         }
-        __syncwarp();
+        __syncwarp(); /* staged: the stage is free for the copy issued next */
     }
+    if constexpr (STAGED) cp_async_wait<0>(); /* no copy may land after the CTA ends */
     /* lanes serving different tokens hold partial sums of the same channels */
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -189,22 +304,34 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
     }
 }
 
-/* Loads the n bytes (4, 8, 16 or 32; n-aligned) at p into w[]. */
-template <int NWORDS>
+/* Loads the 4*NWORDS bytes at p (aligned to min(16, 4*NWORDS)) into w[]. */
+template <int NWORDS, bool G>
 __device__ __forceinline__ void load_words(const uint8_t *p, uint32_t (&w)[NWORDS])
 {
     if constexpr (NWORDS == 1) {
-        w[0] = __ldg((const uint32_t *)p);
+        w[0] = ld<uint32_t, G>(p);
     } else if constexpr (NWORDS == 2) {
-        const uint2 v = __ldg((const uint2 *)p);
+        const uint2 v = ld<uint2, G>(p);
         w[0] = v.x; w[1] = v.y;
     } else {
 #pragma unroll
         for (int i = 0; i < NWORDS / 4; i++) {
-            const uint4 v = __ldg((const uint4 *)p + i);
+            const uint4 v = ld<uint4, G>(p + 16 * i);
             w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
         }
     }
+}
+
+/* Shared memory a staged instance may use in all (Hopper and Ampere allow
+ * 227 / 163 KB per CTA with opt-in); larger instances load directly. */
+constexpr int kStageSmemMax = 160 * 1024;
+
+/* Lets `kernel` take `dyn` bytes of dynamic shared memory (past the 48 KB
+ * default); a cudaError_t. */
+template <class K>
+inline int allow_dyn(K kernel, int dyn)
+{
+    return (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
 }
 
 /* Instances (D, R) of a fast kernel, chosen at run time: D must be 64, 128 or

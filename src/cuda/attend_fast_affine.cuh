@@ -17,11 +17,12 @@
 
 namespace vqcu {
 
-template <bool F16>
+/* Element i of a f16 (F16) or f32 array, through the read-only path when G. */
+template <bool F16, bool G = true>
 __device__ __forceinline__ float ld_scale(const void *p, int64_t i)
 {
-    if constexpr (F16) return __half2float(__ldg((const __half *)p + i));
-    else return __ldg((const float *)p + i);
+    if constexpr (F16) return __half2float(ld<__half, G>((const __half *)p + i));
+    else return ld<float, G>((const float *)p + i);
 }
 
 template <int BITS, bool F16S, int D, int R>
@@ -41,11 +42,19 @@ struct AffineFast {
         uint32_t w[VW];
         float s, z;
     };
+    /* per-token streams: key codes, value codes, value scales, value zeros */
+    static constexpr int NSEG = 4;
+    static constexpr int ES = F16S ? 2 : 4;   /* bytes of a scale */
+    __host__ __device__ static constexpr int cap(int s) { return s < 2 ? RB : D / 32 * ES; }
+    __host__ __device__ static constexpr int stage_bytes()
+    {
+        return stage_slot(cap(0)) + stage_slot(cap(1)) + stage_slot(cap(2)) + stage_slot(cap(3));
+    }
 
     const uint8_t *kc, *vc;
     const void *ks, *kz, *vs, *vz;
     int64_t ks_base, vs_base;   /* element offsets of this (b, kv head) */
-    int g, GV, vgrp, cidx;
+    int g, GV, vgrp, cidx, ntok;
     uint32_t *qw;               /* [kWarps][R][3][NX] quantised q*ks of the warp's group */
     const float *q;             /* [R][D] q * qmul (shared) */
     int cur_grp;
@@ -68,7 +77,15 @@ struct AffineFast {
         vgrp = cidx * CPL / g;
         cur_grp = -1;
         qmul = p.qmul;
+        ntok = c.Skv;
     }
+
+    __device__ const uint8_t *seg_ptr(int s) const
+    {
+        return s == 0 ? kc : s == 1 ? vc
+             : (const uint8_t *)(s == 2 ? vs : vz) + vs_base * ES;
+    }
+    __device__ int seg_bpt(int s) const { return s < 2 ? RB : GV * ES; }
 
     __device__ void prepare(float *qs, const Rows<R> &)
     {
@@ -120,7 +137,11 @@ struct AffineFast {
         __syncwarp();
     }
 
-    __device__ void key_load(int t, KRow &kr) const { load_words<NW>(kc + (int64_t)t * RB, kr.w); }
+    template <bool G>
+    __device__ void key_load(const TileView<NSEG> &v, int j, KRow &kr) const
+    {
+        load_words<NW, G>(v.p[0] + j * RB, kr.w);
+    }
 
     __device__ void score(const KRow &kr, float (&s)[R]) const
     {
@@ -130,14 +151,15 @@ struct AffineFast {
             s[r] = fmaf(qstep[r], q_dot<BITS, NW>(kr.w, qw + ((warp * R + r) * 3) * NX), qbias[r]);
     }
 
-    __device__ void value_load(int t, VPre &v) const
+    template <bool G>
+    __device__ void value_load(const TileView<NSEG> &tv, int j, VPre &v) const
     {
-        const uint8_t *p = vc + (int64_t)t * RB + cidx * VCB;
-        if constexpr (VCB == 2) v.w[0] = __ldg((const uint16_t *)p);
-        else load_words<VW>(p, v.w);
-        const int64_t si = vs_base + (int64_t)t * GV + vgrp;
-        v.s = ld_scale<F16S>(vs, si);
-        v.z = ld_scale<F16S>(vz, si);
+        const uint8_t *p = tv.p[1] + j * RB + cidx * VCB;
+        if constexpr (VCB == 2) v.w[0] = ld<uint16_t, G>(p);
+        else load_words<VW, G>(p, v.w);
+        const int si = j * GV + vgrp;
+        v.s = ld_scale<F16S, G>(tv.p[2], si);
+        v.z = ld_scale<F16S, G>(tv.p[3], si);
     }
 
     /* p*(code*s + z) = (p*s*2^B)*(1 + code/2^B) + p*(z - s*2^B) */
@@ -157,34 +179,50 @@ struct AffineFast {
     }
 };
 
-template <int BITS, bool F16S, int D, int R>
+template <int BITS, bool F16S, int D, int R, bool STAGED>
 __global__ void __launch_bounds__(kThreads) affine_fast_kernel(const vq_cu_affine_params p)
 {
+    using F = AffineFast<BITS, F16S, D, R>;
     __shared__ FastSmem<D, R> sm;
     __shared__ __align__(16) float big[kWarps * R * D]; /* the warps' quantised queries, then red_acc */
+    extern __shared__ __align__(16) uint8_t stage[]; /* kWarps * kStages * stage_bytes() when STAGED */
     const int hkv = blockIdx.y / p.c.row_chunks;
-    AffineFast<BITS, F16S, D, R> f(p, (uint32_t *)big, blockIdx.z, hkv);
-    fast_split<AffineFast<BITS, F16S, D, R>, D, R>(p.c, f, sm, big);
+    F f(p, (uint32_t *)big, blockIdx.z, hkv);
+    fast_split<F, D, R, STAGED>(p.c, f, sm, big, stage);
+}
+
+/* The instance for p, staged or direct. */
+template <int BITS, bool F16S, int D, int R>
+inline int affine_fast_go(const vq_cu_affine_params &p, void *stream, int *occupancy)
+{
+    constexpr int dyn = kWarps * kStages * AffineFast<BITS, F16S, D, R>::stage_bytes();
+    constexpr bool can = dyn + (int)sizeof(FastSmem<D, R>) + kWarps * R * D * 4 <= kStageSmemMax;
+    if (can && p.c.staged) {
+        auto k = affine_fast_kernel<BITS, F16S, D, R, can>;
+        const int e = allow_dyn(k, dyn);
+        if (e) return e;
+        if (occupancy) return occupancy_of(k, occupancy, dyn);
+        k<<<decode_grid(p.c), kThreads, dyn, (cudaStream_t)stream>>>(p);
+    } else {
+        auto k = affine_fast_kernel<BITS, F16S, D, R, false>;
+        if (occupancy) return occupancy_of(k, occupancy);
+        k<<<decode_grid(p.c), kThreads, 0, (cudaStream_t)stream>>>(p);
+    }
+    return (int)cudaGetLastError();
 }
 
 template <int BITS>
 struct AffineFastBits {
     template <int D, int R>
     struct L {
-        static int run(const void *params, void *stream)
+        static int go(const void *params, void *stream, int *occupancy)
         {
             const vq_cu_affine_params &p = *(const vq_cu_affine_params *)params;
-            const dim3 grid = decode_grid(p.c);
-            if (p.scale_f16) affine_fast_kernel<BITS, true, D, R><<<grid, kThreads, 0, (cudaStream_t)stream>>>(p);
-            else affine_fast_kernel<BITS, false, D, R><<<grid, kThreads, 0, (cudaStream_t)stream>>>(p);
-            return (int)cudaGetLastError();
+            return p.scale_f16 ? affine_fast_go<BITS, true, D, R>(p, stream, occupancy)
+                               : affine_fast_go<BITS, false, D, R>(p, stream, occupancy);
         }
-        static int occupancy(const void *params, int *out)
-        {
-            const vq_cu_affine_params &p = *(const vq_cu_affine_params *)params;
-            return p.scale_f16 ? occupancy_of(affine_fast_kernel<BITS, true, D, R>, out)
-                               : occupancy_of(affine_fast_kernel<BITS, false, D, R>, out);
-        }
+        static int run(const void *params, void *stream) { return go(params, stream, nullptr); }
+        static int occupancy(const void *params, int *out) { return go(params, nullptr, out); }
     };
 };
 

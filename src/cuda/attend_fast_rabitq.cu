@@ -48,11 +48,20 @@ struct RabitqFast {
         float vs;
     };
 
+    /* per-token streams: key bits, magnitude, constant, value indices, value scale */
+    static constexpr int NSEG = 5;
+    static constexpr int KRB = D / 8;
+    __host__ __device__ static constexpr int cap(int s) { return s == 0 ? KRB : s == 3 ? VRB : 4; }
+    __host__ __device__ static constexpr int stage_bytes()
+    {
+        return stage_slot(cap(0)) + stage_slot(cap(1)) + stage_slot(cap(2)) + stage_slot(cap(3)) + stage_slot(cap(4));
+    }
+
     const vq_cu_rabitq_params &p;
     RabitqFastSmem<D, R> &sm;
     const uint8_t *kb, *vi;
     const float *kmag, *kconst, *vscale;
-    int cidx;
+    int cidx, ntok;
     float qsc[R]; /* q_scale * log2(e) per row */
 
     __device__ RabitqFast(const vq_cu_rabitq_params &pp, RabitqFastSmem<D, R> &s, int b, int hkv) : p(pp), sm(s)
@@ -65,7 +74,15 @@ struct RabitqFast {
         kconst = p.k_const ? p.k_const + bh : nullptr;
         vscale = p.v_scale ? p.v_scale + bh : nullptr;
         cidx = (threadIdx.x & 31) % LPT;
+        ntok = c.Skv;
     }
+
+    __device__ const uint8_t *seg_ptr(int s) const
+    {
+        return s == 0 ? kb : s == 1 ? (const uint8_t *)kmag : s == 2 ? (const uint8_t *)kconst
+             : s == 3 ? vi : (const uint8_t *)vscale;
+    }
+    __device__ static int seg_bpt(int s) { return cap(s); }
 
     __device__ void prepare(float *q, const Rows<R> &rw)
     {
@@ -109,11 +126,12 @@ struct RabitqFast {
 
     __device__ void tile_setup(int, int) {}
 
-    __device__ void key_load(int t, KRow &kr) const
+    template <bool G>
+    __device__ void key_load(const TileView<NSEG> &v, int j, KRow &kr) const
     {
-        load_words<NW>(kb + (int64_t)t * (D / 8), kr.w);
-        kr.mag = __ldg(kmag + t);
-        kr.kc = kconst ? __ldg(kconst + t) * kLog2e : 0.0f;
+        load_words<NW, G>(v.p[0] + j * KRB, kr.w);
+        kr.mag = ld<float, G>(v.p[1] + 4 * j);
+        kr.kc = v.p[2] ? ld<float, G>(v.p[2] + 4 * j) * kLog2e : 0.0f;
     }
 
     __device__ void score(const KRow &kr, float (&s)[R]) const
@@ -133,10 +151,11 @@ struct RabitqFast {
         }
     }
 
-    __device__ void value_load(int t, VPre &v) const
+    template <bool G>
+    __device__ void value_load(const TileView<NSEG> &tv, int j, VPre &v) const
     {
-        load_words<VW>(vi + (int64_t)t * VRB + cidx * (VW * 4), v.w);
-        v.vs = vscale ? __ldg(vscale + t) : 1.0f;
+        load_words<VW, G>(tv.p[3] + j * VRB + cidx * (VW * 4), v.w);
+        v.vs = tv.p[4] ? ld<float, G>(tv.p[4] + 4 * j) : 1.0f;
     }
 
     __device__ void value_apply(const VPre &v, const float (&p)[R], float (&acc)[R][CPL], float (&)[R]) const
@@ -155,39 +174,53 @@ struct RabitqFast {
     }
 };
 
-template <bool EXACT, bool PACKED, int D, int R>
+template <bool EXACT, bool PACKED, int D, int R, bool STAGED>
 __global__ void __launch_bounds__(kThreads) rabitq_fast_kernel(const vq_cu_rabitq_params p)
 {
+    using F = RabitqFast<EXACT, PACKED, D, R>;
     constexpr int kRed = kWarps * R * D * 4, kOwn = (int)sizeof(RabitqFastSmem<D, R>);
     __shared__ FastSmem<D, R> sm;
     /* the policy's tables, then (after the last tile) the skeleton's red_acc */
     __shared__ __align__(16) unsigned char big[kRed > kOwn ? kRed : kOwn];
+    extern __shared__ __align__(16) uint8_t stage[]; /* kWarps * kStages * stage_bytes() when STAGED */
     const int hkv = blockIdx.y / p.c.row_chunks;
-    RabitqFast<EXACT, PACKED, D, R> f(p, *(RabitqFastSmem<D, R> *)big, blockIdx.z, hkv);
-    fast_split<RabitqFast<EXACT, PACKED, D, R>, D, R>(p.c, f, sm, (float *)big);
+    F f(p, *(RabitqFastSmem<D, R> *)big, blockIdx.z, hkv);
+    fast_split<F, D, R, STAGED>(p.c, f, sm, (float *)big, stage);
+}
+
+/* The instance for p, staged or direct. */
+template <bool EXACT, bool PACKED, int D, int R>
+inline int rabitq_fast_go(const vq_cu_rabitq_params &p, void *stream, int *occupancy)
+{
+    constexpr int dyn = kWarps * kStages * RabitqFast<EXACT, PACKED, D, R>::stage_bytes();
+    constexpr int kRed = kWarps * R * D * 4, kOwn = (int)sizeof(RabitqFastSmem<D, R>);
+    constexpr bool can = dyn + (int)sizeof(FastSmem<D, R>) + (kRed > kOwn ? kRed : kOwn) <= kStageSmemMax;
+    if (can && p.c.staged) {
+        auto k = rabitq_fast_kernel<EXACT, PACKED, D, R, can>;
+        const int e = allow_dyn(k, dyn);
+        if (e) return e;
+        if (occupancy) return occupancy_of(k, occupancy, dyn);
+        k<<<decode_grid(p.c), kThreads, dyn, (cudaStream_t)stream>>>(p);
+    } else {
+        auto k = rabitq_fast_kernel<EXACT, PACKED, D, R, false>;
+        if (occupancy) return occupancy_of(k, occupancy);
+        k<<<decode_grid(p.c), kThreads, 0, (cudaStream_t)stream>>>(p);
+    }
+    return (int)cudaGetLastError();
 }
 
 template <int D, int R>
 struct RabitqFastLaunch {
-    static int run(const void *params, void *stream)
+    static int go(const void *params, void *stream, int *occupancy)
     {
         const vq_cu_rabitq_params &p = *(const vq_cu_rabitq_params *)params;
-        const dim3 grid = decode_grid(p.c);
-        cudaStream_t st = (cudaStream_t)stream;
-        if (p.exact && p.v_packed) rabitq_fast_kernel<true, true, D, R><<<grid, kThreads, 0, st>>>(p);
-        else if (p.exact) rabitq_fast_kernel<true, false, D, R><<<grid, kThreads, 0, st>>>(p);
-        else if (p.v_packed) rabitq_fast_kernel<false, true, D, R><<<grid, kThreads, 0, st>>>(p);
-        else rabitq_fast_kernel<false, false, D, R><<<grid, kThreads, 0, st>>>(p);
-        return (int)cudaGetLastError();
+        if (p.exact && p.v_packed) return rabitq_fast_go<true, true, D, R>(p, stream, occupancy);
+        if (p.exact) return rabitq_fast_go<true, false, D, R>(p, stream, occupancy);
+        if (p.v_packed) return rabitq_fast_go<false, true, D, R>(p, stream, occupancy);
+        return rabitq_fast_go<false, false, D, R>(p, stream, occupancy);
     }
-    static int occupancy(const void *params, int *out)
-    {
-        const vq_cu_rabitq_params &p = *(const vq_cu_rabitq_params *)params;
-        if (p.exact && p.v_packed) return occupancy_of(rabitq_fast_kernel<true, true, D, R>, out);
-        if (p.exact) return occupancy_of(rabitq_fast_kernel<true, false, D, R>, out);
-        if (p.v_packed) return occupancy_of(rabitq_fast_kernel<false, true, D, R>, out);
-        return occupancy_of(rabitq_fast_kernel<false, false, D, R>, out);
-    }
+    static int run(const void *params, void *stream) { return go(params, stream, nullptr); }
+    static int occupancy(const void *params, int *out) { return go(params, nullptr, out); }
 };
 
 } /* namespace vqcu */

@@ -23,6 +23,7 @@ typedef struct vq_cu_attend_common {
     int nsplit;        /* splits of the kv axis */
     int split_len;     /* tokens per split, a multiple of 32 */
     int causal;        /* row with position sq sees kv <= Skv - Sq + sq */
+    int staged;        /* fast kernels: stage tiles in shared memory with cp.async */
     const void *q;     /* [B,Hq,Sq,D] */
     int q_f16;         /* 1: f16, 0: f32 */
     float *part_m;     /* [B*Hq*Sq, nsplit] running max (log2 domain) */

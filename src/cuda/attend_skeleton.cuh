@@ -321,11 +321,12 @@ inline int dispatch_dmax_r(int D, int rows, const void *params, void *stream, in
     return (int)cudaErrorInvalidValue;
 }
 
-/* CTAs of `kernel` resident per SM at kThreads threads. */
+/* CTAs of `kernel` resident per SM at kThreads threads and `dyn` bytes of
+ * dynamic shared memory. */
 template <class K>
-inline int occupancy_of(K kernel, int *out)
+inline int occupancy_of(K kernel, int *out, int dyn = 0)
 {
-    return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, kernel, kThreads, 0);
+    return (int)cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, kernel, kThreads, (size_t)dyn);
 }
 
 inline dim3 decode_grid(const vq_cu_attend_common &c)

@@ -2,6 +2,8 @@
  * the (already validated) DLTensors, the split-KV plan, device scratch for the
  * partial states, the launches. */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda/attend_params.h"
 #include "cuda/cuda_backend.h"
@@ -18,6 +20,14 @@ static vq_status check_backend_limits(vq_ctx *ctx, int64_t D, const DLTensor *co
         VQ_RETURN_IF(ctx, !aligned16(ts[i]), VQ_ERR_UNSUPPORTED,
                      "the CUDA backend needs 16-byte aligned tensors (argument %d is not)", i);
     return VQ_OK;
+}
+
+/* VQ_CUDA_DECODE_STAGED=0 makes the fast decode kernels load straight into
+ * registers instead of staging tiles in shared memory (header: environment). */
+static int decode_staged(void)
+{
+    const char *e = getenv("VQ_CUDA_DECODE_STAGED");
+    return e == NULL || strcmp(e, "0") != 0;
 }
 
 /* Fills the shapes of c. */
@@ -38,6 +48,7 @@ static vq_status plan_shape(vq_ctx *ctx, const DLTensor *q, int64_t Hkv, int64_t
                  "grid too large: Hkv * ceil(Hq/Hkv*Sq/8) = %lld, B = %d (limit 65535 each)",
                  (long long)c->Hkv * c->row_chunks, c->B);
     c->causal = causal;
+    c->staged = decode_staged();
     c->q = vq_data(q);
     c->q_f16 = vq_dtype_of(q) == VQ_DT_F16;
     return VQ_OK;

@@ -214,8 +214,9 @@ int vqb_bench_attention_cuda(int argc, char **argv)
     const double bw = copy_bw();
     printf("device: %s, %d SMs, L2 %d MB; copy bandwidth (read+write) %.0f GB/s\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, bw / 1e9);
-    printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
-           "%copy");
+    printf("us, GB/s and %%copy: tiles staged in shared memory (the default); last column: direct loads\n");
+    printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s %9s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
+           "%copy", "direct us");
     const int skvs[] = {4096, 32768, 131072}, bs[] = {1, 8}, hkvs[] = {32, 8};
     const int D = 128, Hq = 32, g = 32;
     cudaEvent_t e0, e1;
@@ -257,34 +258,42 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                             dnew(&S[s].a[3], F32, 16, 0, 0, 0, 2);
                         }
                     }
-                    float ts[30];
-                    vq_status st = VQ_OK;
-                    for (int it = 0; it < 35 && st == VQ_OK; it++) {
-                        set *x = &S[it % nset];
-                        cudaEventRecord(e0, 0);
-                        if (f == FMT_AFFINE) {
-                            vq_scalar_attend_opts o = {.bits = 2};
-                            st = vq_scalar_fused_decode_attend(ctx, &x->q.t, &x->a[0].t, &x->a[1].t, &x->a[2].t,
-                                                                    &x->a[3].t, &x->a[4].t, &x->a[5].t, g,
-                                                                    0.0883883f, 0, &x->out.t, &o);
-                        } else {
-                            vq_rabitq_attend_opts o = {.score = f == FMT_RQ_EXACT ? VQ_RABITQ_SCORE_EXACT
-                                                                                  : VQ_RABITQ_SCORE_HAMMING};
-                            st = vq_rabitq_fused_attend(ctx, &x->q.t, &x->qs.t, &x->a[0].t, &x->a[1].t, NULL,
-                                                             &x->a[2].t, &x->a[3].t, &x->out.t, &o);
+                    /* both load paths of the fast kernels, in one run (VQ_CUDA_DECODE_STAGED) */
+                    double sec_mode[2];
+                    for (int mode = 0; mode < 2; mode++) {
+                        setenv("VQ_CUDA_DECODE_STAGED", mode ? "0" : "1", 1);
+                        float ts[30];
+                        vq_status st = VQ_OK;
+                        for (int it = 0; it < 35 && st == VQ_OK; it++) {
+                            set *x = &S[it % nset];
+                            cudaEventRecord(e0, 0);
+                            if (f == FMT_AFFINE) {
+                                vq_scalar_attend_opts o = {.bits = 2};
+                                st = vq_scalar_fused_decode_attend(ctx, &x->q.t, &x->a[0].t, &x->a[1].t, &x->a[2].t,
+                                                                   &x->a[3].t, &x->a[4].t, &x->a[5].t, g, 0.0883883f,
+                                                                   0, &x->out.t, &o);
+                            } else {
+                                vq_rabitq_attend_opts o = {.score = f == FMT_RQ_EXACT ? VQ_RABITQ_SCORE_EXACT
+                                                                                      : VQ_RABITQ_SCORE_HAMMING};
+                                st = vq_rabitq_fused_attend(ctx, &x->q.t, &x->qs.t, &x->a[0].t, &x->a[1].t, NULL,
+                                                            &x->a[2].t, &x->a[3].t, &x->out.t, &o);
+                            }
+                            cudaEventRecord(e1, 0);
+                            cudaEventSynchronize(e1);
+                            if (it >= 5) cudaEventElapsedTime(&ts[it - 5], e0, e1);
                         }
-                        cudaEventRecord(e1, 0);
-                        cudaEventSynchronize(e1);
-                        if (it >= 5) cudaEventElapsedTime(&ts[it - 5], e0, e1);
+                        if (st != VQ_OK) {
+                            fprintf(stderr, "vq bench attention: %s: %s\n", vq_status_string(st),
+                                    vq_ctx_last_error(ctx));
+                            return VQ_EXIT_FAILURE;
+                        }
+                        qsort(ts, 30, sizeof ts[0], cmp_f);
+                        sec_mode[mode] = ts[15] * 1e-3;
                     }
-                    if (st != VQ_OK) {
-                        fprintf(stderr, "vq bench attention: %s: %s\n", vq_status_string(st), vq_ctx_last_error(ctx));
-                        return VQ_EXIT_FAILURE;
-                    }
-                    qsort(ts, 30, sizeof ts[0], cmp_f);
-                    const double sec = ts[15] * 1e-3;
-                    printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%%\n", fmt_name[f], B, Hq, Hkv, Skv,
-                           bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw);
+                    unsetenv("VQ_CUDA_DECODE_STAGED");
+                    const double sec = sec_mode[0];
+                    printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%% %9.1f\n", fmt_name[f], B, Hq, Hkv, Skv,
+                           bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw, sec_mode[1] * 1e6);
                     fflush(stdout);
                     for (int s = 0; s < nset; s++) {
                         cudaFree(S[s].q.t.data); cudaFree(S[s].out.t.data);
