@@ -98,7 +98,9 @@ typedef struct sdpa_case {
     bool rvq_entry; /* through vq_turboquant_fused_rvq_decode_attend */
 } sdpa_case;
 
-static const char *fmt_name[] = {"F16", "TURBO", "TURBO_RVQ", "AFFINE", "RABITQ", "QJL", "PQ", "COMMVQ"};
+/* indexed by vq_keys_format (VQ_KEYS_F16 = 1 .. VQ_KEYS_COMMVQ = 8) */
+static const char *fmt_name[] = {"(none)", "F16", "TURBO", "TURBO_RVQ", "AFFINE", "RABITQ", "QJL", "PQ", "COMMVQ"};
+_Static_assert(sizeof fmt_name / sizeof fmt_name[0] == VQ_KEYS_COMMVQ + 1, "one name per key format");
 
 /* A TurboQuant stage: codes u8 (any byte: the high bits must be masked) or a
  * packed u32 stream of random words. Returns the bound on |scale * cent|. */
@@ -399,7 +401,7 @@ static void test_formats(void)
         {0, 2, 2, 2, 9, 64, 64, false, false, true, 4, 10, 5, false},
         {0, 1, 4, 1, 1, 5000, 128, false, false, false, 0, 11, 0, false},
     };
-    for (int fmt = 0; fmt <= VQ_KEYS_COMMVQ; fmt++) {
+    for (int fmt = VQ_KEYS_F16; fmt <= VQ_KEYS_COMMVQ; fmt++) {
         const bool pow2 = fmt == VQ_KEYS_TURBO || fmt == VQ_KEYS_TURBO_RVQ || fmt == VQ_KEYS_RABITQ;
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             sdpa_case tc = shapes[i];

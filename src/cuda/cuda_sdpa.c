@@ -28,6 +28,15 @@ static void fill_stage(const DLTensor *idx, const DLTensor *scale, int bits, int
     memcpy(st->cents, vq_lloyd_max_centroids(bits), sizeof(float) * ((size_t)1 << bits));
 }
 
+/* p->fmt is keys->format itself: the kernel's format constants must be the
+ * public values (an off-by-one here once sent plain keys down the TurboQuant
+ * decoder, which read the NULL code pointer). */
+_Static_assert(VQ_CU_SDPA_F16 == (int)VQ_KEYS_F16 && VQ_CU_SDPA_TURBO == (int)VQ_KEYS_TURBO &&
+                   VQ_CU_SDPA_TURBO_RVQ == (int)VQ_KEYS_TURBO_RVQ && VQ_CU_SDPA_AFFINE == (int)VQ_KEYS_AFFINE &&
+                   VQ_CU_SDPA_RABITQ == (int)VQ_KEYS_RABITQ && VQ_CU_SDPA_QJL == (int)VQ_KEYS_QJL &&
+                   VQ_CU_SDPA_PQ == (int)VQ_KEYS_PQ && VQ_CU_SDPA_COMMVQ == (int)VQ_KEYS_COMMVQ,
+               "VQ_CU_SDPA_* must equal vq_keys_format");
+
 /* The key format's fields of p (formats validated by their binders). */
 static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale, vq_cu_sdpa_params *p)
 {

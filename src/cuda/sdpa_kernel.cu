@@ -126,13 +126,14 @@ __device__ __forceinline__ float key_elem(const vq_cu_sdpa_params &p, const floa
         const int elt = p.a_sz_f16 ? VQ_CU_F16 : VQ_CU_F32;
         return fmaf((float)code, load_elt(p.a_scale, elt, off), load_elt(p.a_zero, elt, off));
     }
-    default: { /* VQ_CU_SDPA_PQ */
+    case VQ_CU_SDPA_PQ: {
         const vq_pq_layout L = p.pq;
         const int m = c / L.dsub;
         const uint32_t code = vq_pq_code(&L, p.pq_idx + tok * L.M * L.idx_bytes, m);
         const float *cb = p.pq_cb + hkv * p.pq_cb_hs + ((int64_t)m * L.C + code) * L.dsub;
         return cb[c % L.dsub] * p.pq_smooth[hkv * p.pq_sm_hs + c];
     }
+    default: return 0.0f; /* COMMVQ decodes by pairs, QJL is scored from its signs: never here */
     }
 }
 

@@ -15,16 +15,19 @@
 extern "C" {
 #endif
 
-/* Key formats, equal to the public vq_keys_format values. */
+/* Key formats. The values equal the public vq_keys_format's (VQ_KEYS_F16 = 1
+ * ... VQ_KEYS_COMMVQ = 8; 0 is no format), because the host glue stores
+ * keys->format in vq_cu_sdpa_params.fmt unchanged; cuda_sdpa.c asserts the
+ * equality at compile time (this header cannot include veloxquant.h). */
 enum {
-    VQ_CU_SDPA_F16 = 0,
-    VQ_CU_SDPA_TURBO = 1,
-    VQ_CU_SDPA_TURBO_RVQ = 2,
-    VQ_CU_SDPA_AFFINE = 3,
-    VQ_CU_SDPA_RABITQ = 4,
-    VQ_CU_SDPA_QJL = 5,
-    VQ_CU_SDPA_PQ = 6,
-    VQ_CU_SDPA_COMMVQ = 7
+    VQ_CU_SDPA_F16 = 1,
+    VQ_CU_SDPA_TURBO = 2,
+    VQ_CU_SDPA_TURBO_RVQ = 3,
+    VQ_CU_SDPA_AFFINE = 4,
+    VQ_CU_SDPA_RABITQ = 5,
+    VQ_CU_SDPA_QJL = 6,
+    VQ_CU_SDPA_PQ = 7,
+    VQ_CU_SDPA_COMMVQ = 8
 };
 
 /* Element types of float tensors. */
