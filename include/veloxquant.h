@@ -130,10 +130,10 @@ typedef struct vq_ctx vq_ctx;
  * AVX-512 on x86; NEON on ARM). The environment variable VQ_ISA =
  * scalar|avx2|avx512|neon caps it, for testing every path on one machine;
  * asking for an ISA the CPU lacks falls back to the best one it has.
- * On a CUDA context, VQ_CUDA_DECODE_STAGED=0 makes the fast decode kernels
+ * On a CUDA context, VQ_CUDA_DECODE_STAGED=1 makes the fast decode kernels
  * (vq_scalar_fused_decode_attend, vq_rabitq_fused_attend at D = 64/128/256)
- * load tiles straight into registers instead of staging them in shared
- * memory; both give the same results (for benchmarking).
+ * stage tiles in shared memory (cp.async) instead of loading them straight
+ * into registers; both give the same results (for benchmarking).
  * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend or thread count),
  * VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
 VQ_API vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out);

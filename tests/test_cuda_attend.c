@@ -18,7 +18,7 @@ static vq_ctx *ctx;
 
 /* The fast decode kernels load tiles two ways (VQ_CUDA_DECODE_STAGED); every
  * case runs with both. */
-static const char *load_mode = "staged";
+static const char *load_mode = "direct";
 static void set_load_mode(int staged)
 {
     load_mode = staged ? "staged" : "direct";

@@ -4,8 +4,9 @@
 # stall reasons, instruction mix, occupancy, and the source lines that stall.
 # Builds only the vq tool. Run from the repository root on the device:
 #   OUT=/some/dir bash bench/cuda/device_profile.sh [format:hkv ...]
-# (default: kivi:32 kivi:8 hamming:32 exact:8). DLPack headers: the system's,
-# else .cudawork/dlpack (carried by the caller).
+# (default: kivi:32 kivi:8 hamming:32 exact:8). VQ_CUDA_DECODE_STAGED=0|1
+# picks the fast kernels' load path (the benchmark then times only that one).
+# DLPack headers: the system's, else .cudawork/dlpack (carried by the caller).
 set -u
 OUT=${OUT:-/tmp/vq_out}
 mkdir -p "$OUT"
@@ -17,7 +18,7 @@ shapes=${*:-kivi:32 kivi:8 hamming:32 exact:8}
 for s in $shapes; do
   f=${s%%:*}; h=${s##*:}
   ./build/tools/vq bench attention --backend cuda --b1 --format "$f" --skv 131072 --hkv "$h"
-  ncu --set full --import-source yes -k regex:decode_kernel --launch-skip 8 --launch-count 1 \
+  ncu --set full --import-source yes -k regex:"decode_kernel|fast_kernel" --launch-skip 8 --launch-count 1 \
       -o "/tmp/prof_${f}_$h" ./build/tools/vq bench attention --backend cuda --b1 --format "$f" \
       --skv 131072 --hkv "$h" > "/tmp/ncu_${f}_$h.log" 2>&1
   ncu --import "/tmp/prof_${f}_$h.ncu-rep" --page details --section SpeedOfLight --section WarpStateStats \

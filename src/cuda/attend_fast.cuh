@@ -19,14 +19,18 @@
  * Partial states (m, l, acc) of the split go to global scratch in the log2
  * domain; attend_merge.cu combines the splits (bench/NOTES.md, v5).
  *
- * Loads, two ways (a template flag; vq_cu_decode_staged() picks):
- *   direct: each lane loads what it needs of the tile from global memory
- *           into registers, so a warp has one tile in flight;
+ * Loads, two ways (a template flag; VQ_CUDA_DECODE_STAGED picks, see
+ * cuda_attend.c):
+ *   direct (default): each lane loads what it needs of the tile from global
+ *           memory into registers, so a warp has one tile in flight;
  *   staged: each warp copies its next kStages - 1 tiles into shared memory
  *           with cp.async (16-byte chunks, whole per-token streams of the
  *           tile) while it computes the current one, so a warp keeps several
- *           tiles in flight without spending registers on them — what the
- *           kernels with few resident warps (GQA: 8 per SM) need.
+ *           tiles in flight without spending registers on them. Measured on
+ *           the H200 it is 5-25 % slower except for the lowest-occupancy
+ *           case (RaBitQ with GQA, 8 warps per SM), where it is 19 % faster:
+ *           these kernels are bound by issue, not by memory latency
+ *           (bench/NOTES.md, v6).
  * A format describes its per-token streams (keys, magnitudes, values, value
  * scales) as segments; the loads read a TileView of them, which points into
  * global memory (direct) or into the warp's stage (staged). */

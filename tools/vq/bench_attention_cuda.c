@@ -214,9 +214,13 @@ int vqb_bench_attention_cuda(int argc, char **argv)
     const double bw = copy_bw();
     printf("device: %s, %d SMs, L2 %d MB; copy bandwidth (read+write) %.0f GB/s\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, bw / 1e9);
-    printf("us, GB/s and %%copy: tiles staged in shared memory (the default); last column: direct loads\n");
+    const char *env_mode = getenv("VQ_CUDA_DECODE_STAGED");
+    if (env_mode)
+        printf("VQ_CUDA_DECODE_STAGED=%s: that load path only\n", env_mode);
+    else
+        printf("us, GB/s and %%copy: direct loads (the default); last column: tiles staged in shared memory\n");
     printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s %9s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
-           "%copy", "direct us");
+           "%copy", "staged us");
     const int skvs[] = {4096, 32768, 131072}, bs[] = {1, 8}, hkvs[] = {32, 8};
     const int D = 128, Hq = 32, g = 32;
     cudaEvent_t e0, e1;
@@ -258,10 +262,15 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                             dnew(&S[s].a[3], F32, 16, 0, 0, 0, 2);
                         }
                     }
-                    /* both load paths of the fast kernels, in one run (VQ_CUDA_DECODE_STAGED) */
-                    double sec_mode[2];
+                    /* both load paths of the fast kernels, in one run (VQ_CUDA_DECODE_STAGED),
+                     * unless the caller fixed one (for a profiler) */
+                    double sec_mode[2] = {0, 0};
                     for (int mode = 0; mode < 2; mode++) {
-                        setenv("VQ_CUDA_DECODE_STAGED", mode ? "0" : "1", 1);
+                        if (env_mode) {
+                            if (mode == 1) break;
+                        } else {
+                            setenv("VQ_CUDA_DECODE_STAGED", mode ? "1" : "0", 1);
+                        }
                         float ts[30];
                         vq_status st = VQ_OK;
                         for (int it = 0; it < 35 && st == VQ_OK; it++) {
@@ -290,10 +299,11 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                         qsort(ts, 30, sizeof ts[0], cmp_f);
                         sec_mode[mode] = ts[15] * 1e-3;
                     }
-                    unsetenv("VQ_CUDA_DECODE_STAGED");
+                    if (!env_mode) unsetenv("VQ_CUDA_DECODE_STAGED");
                     const double sec = sec_mode[0];
                     printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%% %9.1f\n", fmt_name[f], B, Hq, Hkv, Skv,
-                           bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw, sec_mode[1] * 1e6);
+                           bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw,
+                           env_mode ? 0.0 : sec_mode[1] * 1e6);
                     fflush(stdout);
                     for (int s = 0; s < nset; s++) {
                         cudaFree(S[s].q.t.data); cudaFree(S[s].out.t.data);
