@@ -89,10 +89,11 @@ __host__ __device__ constexpr int stage_slot(int cap) { return (32 * cap + 16 + 
 
 /* All lanes: copies the 32 tokens [t0, t0 + 32) of a stream (bpt bytes per
  * token, `ntok` tokens from `ptr`) into dst in 16-byte chunks aligned in
- * global memory, zero-filling what lies past the stream's end. Returns where
- * token t0 starts in dst. Bytes before ptr that the aligned first chunk
- * reads belong to the same tensor (its base is 16-byte aligned). */
-__device__ __forceinline__ int stage_stream(uint8_t *dst, const uint8_t *ptr, int bpt, int t0, int ntok, int lane)
+ * global memory, zero-filling what lies past the stream's end; token t0
+ * lands at dst + (address of token t0 & 15), which view_of recomputes. Bytes
+ * before ptr that the aligned first chunk reads belong to the same tensor (its
+ * base is 16-byte aligned). */
+__device__ __forceinline__ void stage_stream(uint8_t *dst, const uint8_t *ptr, int bpt, int t0, int ntok, int lane)
 {
     const uint8_t *start = ptr + (int64_t)t0 * bpt, *end = ptr + (int64_t)ntok * bpt;
     const int shift = (int)((uintptr_t)start & 15);
@@ -104,7 +105,6 @@ __device__ __forceinline__ int stage_stream(uint8_t *dst, const uint8_t *ptr, in
         const int nb = rem >= 16 ? 16 : rem > 0 ? (int)rem : 0;
         cp_async16(dst + 16 * i, nb > 0 ? src : ptr, nb);
     }
-    return shift;
 }
 
 /* The decode body over a format policy Fmt with:
