@@ -47,6 +47,18 @@ struct FastCpl {
     static constexpr int value = R == 1 ? 32 : R <= 4 ? 16 : 8;
 };
 
+/* CTAs per SM the register allocation must allow (__launch_bounds__). Only
+ * the lean four-row instance (RaBitQ Hamming with nibble values: 128
+ * registers without spilling, 16 warps per SM instead of 12) is capped:
+ * measured on the H200 it gains 1.37x at B = 1, Hkv 8, 128K; capping the
+ * other four-row instances at 168 registers won 10-20 % at B = 8 but lost
+ * 26-33 % at B = 1 (spills, more splits), so they are left alone
+ * (bench/NOTES.md, v7). */
+template <int R, bool LEAN = false>
+struct FastMinCtas {
+    static constexpr int value = R == 4 && LEAN ? 4 : 0; /* 0: none (the compiler's own choice) */
+};
+
 /* Shared memory of the fast skeleton. The format's own shared memory (its
  * constructor gets it) may alias red_acc: the skeleton writes red_acc only
  * after the last tile and a barrier. */

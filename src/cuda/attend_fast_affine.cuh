@@ -180,7 +180,7 @@ struct AffineFast {
 };
 
 template <int BITS, bool F16S, int D, int R, bool STAGED>
-__global__ void __launch_bounds__(kThreads) affine_fast_kernel(const vq_cu_affine_params p)
+__global__ void __launch_bounds__(kThreads, FastMinCtas<R>::value) affine_fast_kernel(const vq_cu_affine_params p)
 {
     using F = AffineFast<BITS, F16S, D, R>;
     __shared__ FastSmem<D, R> sm;

@@ -175,7 +175,7 @@ struct RabitqFast {
 };
 
 template <bool EXACT, bool PACKED, int D, int R, bool STAGED>
-__global__ void __launch_bounds__(kThreads) rabitq_fast_kernel(const vq_cu_rabitq_params p)
+__global__ void __launch_bounds__(kThreads, FastMinCtas<R, PACKED && !EXACT>::value) rabitq_fast_kernel(const vq_cu_rabitq_params p)
 {
     using F = RabitqFast<EXACT, PACKED, D, R>;
     constexpr int kRed = kWarps * R * D * 4, kOwn = (int)sizeof(RabitqFastSmem<D, R>);
