@@ -219,8 +219,8 @@ struct AffineLaunchBits {
     extern "C" int vq_cu_launch_affine_decode_b##BITS(const vq_cu_affine_params *p, void *stream,      \
                                                       int *occupancy)                                   \
     {                                                                                                   \
-        return vqcu::dispatch_dmax_r<vqcu::AffineLaunchBits<BITS>::L>(p->c.D, p->c.rows, p, stream,    \
-                                                                      occupancy);                       \
+        return vqcu::dispatch_instance<vqcu::AffineLaunchBits<BITS>::L>(vqcu::decode_dmax(p->c.D),     \
+                                                                        p->c.rows, p, stream, occupancy); \
     }
 
 #endif

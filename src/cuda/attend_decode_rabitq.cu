@@ -180,5 +180,5 @@ struct RabitqLaunch {
 
 extern "C" int vq_cu_launch_rabitq_decode(const vq_cu_rabitq_params *p, void *stream, int *occupancy)
 {
-    return vqcu::dispatch_dmax_r<vqcu::RabitqLaunch>(p->c.D, p->c.rows, p, stream, occupancy);
+    return vqcu::dispatch_instance<vqcu::RabitqLaunch>(vqcu::decode_dmax(p->c.D), p->c.rows, p, stream, occupancy);
 }

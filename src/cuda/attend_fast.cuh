@@ -298,26 +298,7 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
     }
     __syncthreads();
 
-    for (int i = threadIdx.x; i < R * D; i += kThreads) {
-        const int r = i / D, d = i % D;
-        if (r >= rw.n) continue;
-        float M = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < kWarps; w++) M = fmaxf(M, sm.red_m[w][r]);
-        float a = 0.0f, l = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kWarps; w++) {
-            const float f = M == -INFINITY ? 0.0f : exp2f(sm.red_m[w][r] - M);
-            a += f * red_acc[(w * R + r) * D + d];
-            l += f * sm.red_l[w][r];
-        }
-        const int64_t slot_i = rw.out[r] * c.nsplit + split;
-        c.part_acc[slot_i * D + d] = a;
-        if (d == 0) {
-            c.part_m[slot_i] = M;
-            c.part_l[slot_i] = l;
-        }
-    }
+    store_split_state<R>(c, rw, split, sm.red_m, sm.red_l, red_acc, D);
 }
 
 /* Loads the 4*NWORDS bytes at p (aligned to min(16, 4*NWORDS)) into w[]. */
@@ -350,22 +331,6 @@ inline int allow_dyn(K kernel, int dyn)
     return (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn);
 }
 
-/* Instances (D, R) of a fast kernel, chosen at run time: D must be 64, 128 or
- * 256 (the caller checks vq_cu_fast_decode_shape). */
-template <template <int, int> class Launch>
-inline int dispatch_fast(int D, int rows, const void *params, void *stream, int *occupancy)
-{
-    const int n = rows < VQ_CU_ROWS_MAX ? rows : VQ_CU_ROWS_MAX;
-    const int R = n <= 1 ? 1 : n <= 4 ? 4 : 8;
-#define VQ_CU_CASE(DD, RR)                                                                                  \
-    if (D == DD && R == RR)                                                                                 \
-        return occupancy ? Launch<DD, RR>::occupancy(params, occupancy) : Launch<DD, RR>::run(params, stream);
-    VQ_CU_CASE(64, 1) VQ_CU_CASE(64, 4) VQ_CU_CASE(64, 8)
-    VQ_CU_CASE(128, 1) VQ_CU_CASE(128, 4) VQ_CU_CASE(128, 8)
-    VQ_CU_CASE(256, 1) VQ_CU_CASE(256, 4) VQ_CU_CASE(256, 8)
-#undef VQ_CU_CASE
-    return (int)cudaErrorInvalidValue;
-}
 
 } /* namespace vqcu */
 

@@ -232,7 +232,7 @@ struct AffineFastBits {
     extern "C" int vq_cu_launch_affine_fast_b##BITS(const vq_cu_affine_params *p, void *stream,        \
                                                     int *occupancy)                                     \
     {                                                                                                   \
-        return vqcu::dispatch_fast<vqcu::AffineFastBits<BITS>::L>(p->c.D, p->c.rows, p, stream,        \
+        return vqcu::dispatch_instance<vqcu::AffineFastBits<BITS>::L>(p->c.D, p->c.rows, p, stream,     \
                                                                   occupancy);                           \
     }
 

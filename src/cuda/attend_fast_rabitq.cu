@@ -227,5 +227,5 @@ struct RabitqFastLaunch {
 
 extern "C" int vq_cu_launch_rabitq_fast(const vq_cu_rabitq_params *p, void *stream, int *occupancy)
 {
-    return vqcu::dispatch_fast<vqcu::RabitqFastLaunch>(p->c.D, p->c.rows, p, stream, occupancy);
+    return vqcu::dispatch_instance<vqcu::RabitqFastLaunch>(p->c.D, p->c.rows, p, stream, occupancy);
 }

@@ -142,6 +142,38 @@ struct SkelSmem {
     float red_m[kWarps][R], red_l[kWarps][R];
 };
 
+/* After a split's last tile, behind a barrier: combines the kWarps warps'
+ * online-softmax states of each row (red_m, red_l [kWarps][R] and red_acc
+ * [kWarps][R][stride] in shared memory) and writes the split's partial state
+ * (m, l, acc[D]) to global scratch for the merge kernel. Shared by both decode
+ * skeletons. */
+template <int R>
+__device__ __forceinline__ void store_split_state(const vq_cu_attend_common &c, const Rows<R> &rw, int split,
+                                                  const float (*red_m)[R], const float (*red_l)[R],
+                                                  const float *red_acc, int stride)
+{
+    for (int i = threadIdx.x; i < R * c.D; i += kThreads) {
+        const int r = i / c.D, d = i % c.D;
+        if (r >= rw.n) continue;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < kWarps; w++) M = fmaxf(M, red_m[w][r]);
+        float a = 0.0f, l = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; w++) {
+            const float f = M == -INFINITY ? 0.0f : exp2f(red_m[w][r] - M);
+            a += f * red_acc[(w * R + r) * stride + d];
+            l += f * red_l[w][r];
+        }
+        const int64_t slot_i = rw.out[r] * c.nsplit + split;
+        c.part_acc[slot_i * c.D + d] = a;
+        if (d == 0) {
+            c.part_m[slot_i] = M;
+            c.part_l[slot_i] = l;
+        }
+    }
+}
+
 /* The decode body. Fmt provides the types KRow (a key row) and VPre (one
  * token's value chunk and scales) and:
  *   prepare(q_smem, rows)              once per CTA, after q is in shared memory
@@ -278,41 +310,26 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
     }
     __syncthreads();
 
-    for (int i = threadIdx.x; i < R * c.D; i += kThreads) {
-        const int r = i / c.D, d = i % c.D;
-        if (r >= rw.n) continue;
-        float M = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < kWarps; w++) M = fmaxf(M, sm.red_m[w][r]);
-        float a = 0.0f, l = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kWarps; w++) {
-            const float f = M == -INFINITY ? 0.0f : exp2f(sm.red_m[w][r] - M);
-            a += f * red_acc[(w * R + r) * DMAX + d];
-            l += f * sm.red_l[w][r];
-        }
-        const int64_t slot_i = rw.out[r] * c.nsplit + split;
-        c.part_acc[slot_i * c.D + d] = a;
-        if (d == 0) {
-            c.part_m[slot_i] = M;
-            c.part_l[slot_i] = l;
-        }
-    }
+    store_split_state<R>(c, rw, split, sm.red_m, sm.red_l, red_acc, DMAX);
 }
 
-/* Picks the kernel instance for (DMAX, R) at run time and launches it, or,
+/* The instance width for head dim D in the general kernels. */
+inline int decode_dmax(int D) { return D <= 64 ? 64 : D <= 128 ? 128 : 256; }
+
+/* Picks the kernel instance for (width, R) at run time and launches it, or,
  * with occupancy != NULL, stores how many of its CTAs fit on one SM instead
- * (cudaOccupancyMaxActiveBlocksPerMultiprocessor; the split plan uses it). */
+ * (cudaOccupancyMaxActiveBlocksPerMultiprocessor; the split plan uses it).
+ * width is 64, 128 or 256: decode_dmax(D) for the general kernels, D itself
+ * for the fast ones. */
 template <template <int, int> class Launch>
-inline int dispatch_dmax_r(int D, int rows, const void *params, void *stream, int *occupancy)
+inline int dispatch_instance(int width, int rows, const void *params, void *stream, int *occupancy)
 {
     const int n = rows < VQ_CU_ROWS_MAX ? rows : VQ_CU_ROWS_MAX;
     /* R = 2 and 3 rows run in the R = 4 instance: fewer instances to compile,
      * and the padding rows cost arithmetic only, no extra bytes */
     const int R = n <= 1 ? 1 : n <= 4 ? 4 : 8;
-    const int dmax = D <= 64 ? 64 : D <= 128 ? 128 : 256;
 #define VQ_CU_CASE(DM, RR)                                                                                  \
-    if (dmax == DM && R == RR)                                                                              \
+    if (width == DM && R == RR)                                                                             \
         return occupancy ? Launch<DM, RR>::occupancy(params, occupancy) : Launch<DM, RR>::run(params, stream);
     VQ_CU_CASE(64, 1) VQ_CU_CASE(64, 4) VQ_CU_CASE(64, 8)
     VQ_CU_CASE(128, 1) VQ_CU_CASE(128, 4) VQ_CU_CASE(128, 8)
