@@ -8,18 +8,14 @@
 #include "cuda/attend_params.h"
 #include "cuda/cuda_backend.h"
 
-static bool aligned16(const DLTensor *t) { return t == NULL || ((uintptr_t)vq_data(t) & 15) == 0; }
-
 /* Checks what this backend needs beyond the public contract. */
-static vq_status check_backend_limits(vq_ctx *ctx, int64_t D, const DLTensor *const *ts, int n)
+static vq_status check_backend_limits(vq_ctx *ctx, int64_t D, const DLTensor *const *ts,
+                                      const char *const *names, int n)
 {
     VQ_RETURN_IF(ctx, D % 8 != 0, VQ_ERR_UNSUPPORTED, "the CUDA backend needs D %% 8 == 0, got D = %lld",
                  (long long)D);
     VQ_RETURN_IF(ctx, D > 256, VQ_ERR_UNSUPPORTED, "D = %lld > 256 is not supported", (long long)D);
-    for (int i = 0; i < n; i++)
-        VQ_RETURN_IF(ctx, !aligned16(ts[i]), VQ_ERR_UNSUPPORTED,
-                     "the CUDA backend needs 16-byte aligned tensors (argument %d is not)", i);
-    return VQ_OK;
+    return vq_cuda_check_aligned16(ctx, ts, names, n);
 }
 
 /* VQ_CUDA_DECODE_STAGED=1 makes the fast decode kernels stage tiles in shared
@@ -108,7 +104,8 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t D = vq_dim(q, 3);
     const DLTensor *ts[] = {q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, out};
-    VQ_FORWARD_IF_ERROR(check_backend_limits(ctx, D, ts, 8));
+    static const char *const names[] = {"q", "k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero", "out"};
+    VQ_FORWARD_IF_ERROR(check_backend_limits(ctx, D, ts, names, 8));
     /* code width from the codes' last dimension: D = one code per byte (the
      * 8-bit packed layout), D*bits/8 = packed */
     const int64_t last = vq_dim(k_codes, 3);
@@ -153,7 +150,9 @@ vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTe
     const int64_t D = vq_dim(q, 3);
     const DLTensor *vs = opts ? opts->v_scale : NULL;
     const DLTensor *ts[] = {q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, vs};
-    VQ_FORWARD_IF_ERROR(check_backend_limits(ctx, D, ts, 9));
+    static const char *const names[] = {"q",     "q_scale", "k_bits", "k_mag",        "k_const",
+                                        "v_idx", "v_cents", "out",    "opts->v_scale"};
+    VQ_FORWARD_IF_ERROR(check_backend_limits(ctx, D, ts, names, 9));
 
     vq_cu_rabitq_params p = {0};
     VQ_FORWARD_IF_ERROR(plan_shape(ctx, q, vq_dim(k_bits, 1), vq_dim(k_bits, 2), opts && opts->causal, &p.c));

@@ -30,6 +30,10 @@ vq_status vq_cuda_check(vq_ctx *ctx, int err, const char *what);
 vq_status vq_cuda_scratch(vq_ctx *ctx, size_t bytes, void **out);
 /* Multiprocessors of the ctx's device. */
 int vq_cuda_sm_count(const vq_ctx *ctx);
+/* VQ_ERR_UNSUPPORTED naming the first of the n tensors (NULL ones skipped)
+ * whose data, byte_offset included, is not 16-byte aligned: the kernels that
+ * load 16 bytes at a time need it. */
+vq_status vq_cuda_check_aligned16(vq_ctx *ctx, const DLTensor *const *ts, const char *const *names, int n);
 
 /* ---- kernels (same arguments as the public functions) ---- */
 

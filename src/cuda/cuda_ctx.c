@@ -3,6 +3,8 @@
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
+#include <stdint.h>
+
 #include "cuda/cuda_backend.h"
 
 /* What a CUDA ctx owns (ctx->cuda). */
@@ -91,6 +93,14 @@ vq_status vq_cuda_scratch(vq_ctx *ctx, size_t bytes, void **out)
 }
 
 int vq_cuda_sm_count(const vq_ctx *ctx) { return ((const vq_cuda_state *)ctx->cuda)->sm_count; }
+
+vq_status vq_cuda_check_aligned16(vq_ctx *ctx, const DLTensor *const *ts, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        VQ_RETURN_IF(ctx, ts[i] != NULL && ((uintptr_t)vq_data(ts[i]) & 15) != 0, VQ_ERR_UNSUPPORTED,
+                     "the CUDA backend needs 16-byte aligned tensors ('%s' is not)", names[i]);
+    return VQ_OK;
+}
 
 vq_status vq_cuda_synchronize(vq_ctx *ctx)
 {

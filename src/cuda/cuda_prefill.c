@@ -8,8 +8,6 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/prefill_params.h"
 
-static bool aligned16(const DLTensor *t) { return t == NULL || ((uintptr_t)vq_data(t) & 15) == 0; }
-
 vq_status vq_cuda_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
                                         const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                         const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
@@ -24,9 +22,7 @@ vq_status vq_cuda_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DL
     const DLTensor *ts[] = {q, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, vs};
     static const char *const names[] = {"q", "scale", "k_bits", "k_mag", "k_const",
                                         "v_idx", "v_cents", "out", "opts->v_scale"};
-    for (int i = 0; i < 9; i++)
-        VQ_RETURN_IF(ctx, !aligned16(ts[i]), VQ_ERR_UNSUPPORTED,
-                     "the CUDA backend needs 16-byte aligned tensors ('%s' is not)", names[i]);
+    VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, ts, names, 9));
 
     vq_cu_prefill_params p = {0};
     const int64_t B = vq_dim(q, 0), Hq = vq_dim(q, 1), Sq = vq_dim(q, 2);
