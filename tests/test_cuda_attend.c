@@ -2,14 +2,8 @@
  * RaBitQ) against float64 references written as plain loops, on awkward and
  * large shapes, GQA ratios 1..8, causal and not, f16 and f32. Outputs are
  * poisoned (NaN) before each run; fresh random data each run (seed printed). */
-#ifndef VQ_TEST_HAVE_CUDA
-#include <stdio.h>
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
-#else
+#include "skip_without_cuda.h"
+#ifdef VQ_TEST_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #include "cuda_test_util.h"
 

@@ -21,13 +21,8 @@
 
 #include "harness.h"
 
-#ifndef VQ_TEST_HAVE_CUDA
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
-#else
+#include "skip_without_cuda.h"
+#ifdef VQ_TEST_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 static vq_rng rng;

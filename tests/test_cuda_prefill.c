@@ -6,14 +6,8 @@
  * 1..16 centroids. Outputs are poisoned (NaN) before each run; fresh random
  * data each run (seed printed). VQ_TEST_QUICK=1 keeps the small cases (for
  * compute-sanitizer). */
-#ifndef VQ_TEST_HAVE_CUDA
-#include <stdio.h>
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
-#else
+#include "skip_without_cuda.h"
+#ifdef VQ_TEST_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #include "cuda_test_util.h"
 

@@ -22,14 +22,8 @@
  * element or code shifts outputs by O(0.1), far above this bound.
  *
  * VQ_TEST_QUICK=1 (compute-sanitizer) keeps the small cases only. */
-#ifndef VQ_TEST_HAVE_CUDA
-#include <stdio.h>
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
-#else
+#include "skip_without_cuda.h"
+#ifdef VQ_TEST_HAVE_CUDA
 #include <float.h>
 
 #include "codecs/lloyd_max.h"
