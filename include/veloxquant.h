@@ -138,8 +138,9 @@ typedef struct vq_ctx vq_ctx;
  * (vq_scalar_fused_decode_attend, vq_rabitq_fused_attend at D = 64/128/256)
  * stage tiles in shared memory (cp.async) instead of loading them straight
  * into registers; both give the same results (for benchmarking).
- * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend or thread count),
- * VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
+ * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend, thread count or
+ * device ordinal), VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY,
+ * VQ_ERR_DEVICE. *out is NULL on failure, and vq_last_error() says why. */
 VQ_API vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out);
 
 /* Frees a context and joins its threads. NULL is a no-op. */
@@ -148,6 +149,14 @@ VQ_API void vq_ctx_free(vq_ctx *ctx);
 /* The sentence describing the last failure on this context ("" if none).
  * Valid until the next call on the context. NULL ctx gives a static string. */
 VQ_API const char *vq_ctx_last_error(const vq_ctx *ctx);
+
+/* The sentence describing the last failure of any call on the calling thread
+ * (thread-local, like errno: meaningful right after a call that failed, not
+ * cleared by calls that succeed; "" before any failure). This is where
+ * vq_ctx_create, which has no context to hold a message, explains itself:
+ * "vq_ctx_create: cuda:0: no CUDA device is visible". Valid until the
+ * thread's next failing call. */
+VQ_API const char *vq_last_error(void);
 
 /* The backend of the context. */
 VQ_API vq_backend vq_ctx_backend(const vq_ctx *ctx);

@@ -85,8 +85,17 @@ vq_status vq_enter(vq_ctx *ctx, const char *fn);
         if (vq_enter_status_ != VQ_OK) return vq_enter_status_; \
     } while (0)
 
-/* Records "fn: <message>" on the ctx and returns `status`. */
+/* Records "fn: <message>" on the ctx and in the calling thread's last error
+ * (vq_last_error) and returns `status`. ctx NULL: the thread's only. */
 vq_status vq_fail(vq_ctx *ctx, vq_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Records "fn: <message>" in the calling thread's last error only (calls that
+ * have no context yet: vq_ctx_create); returns `status`. */
+vq_status vq_fail_thread(vq_status status, const char *fn, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
