@@ -2,8 +2,9 @@
 #   make        installs what is missing (Debian/Ubuntu), builds (Release, with
 #               the CUDA backend when nvcc is found) and runs `vq demo`
 #   make test   the whole test suite: ctest on the Release build (includes the
-#               install test), then ctest on an ASan+UBSan build (CPU only),
-#               once per ISA pass in SANITIZE_ISAS
+#               install test), the Python package's pytest suite (pip install .
+#               into build-pyenv/, .ci/python_test.sh), then ctest on an
+#               ASan+UBSan build (CPU only), once per ISA pass in SANITIZE_ISAS
 # The real build system is CMake; this file only strings the steps together.
 
 BUILD         ?= build
@@ -23,7 +24,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps build demo test test-release test-sanitize install clean
+.PHONY: all deps build demo test test-release test-python test-sanitize install clean
 
 all: demo
 
@@ -37,10 +38,14 @@ build: deps
 demo: build
 	$(VQ) demo
 
-test: test-release test-sanitize
+test: test-release test-python test-sanitize
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The Python package: pip install . into build-pyenv/, then pytest python/tests.
+test-python: deps
+	sh .ci/python_test.sh
 
 # RelWithDebInfo so that sanitizer reports carry file:line.
 test-sanitize: deps
@@ -62,4 +67,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) build-py build-pyenv
