@@ -15,7 +15,11 @@
  * ---------------------------------------------------------------------------
  * Tensors are DLPack `DLTensor`s (<dlpack/dlpack.h>). `strides == NULL` or
  * compact row-major strides are accepted; any other stride pattern returns
- * VQ_ERR_UNSUPPORTED. `byte_offset` is honoured; data + byte_offset must be
+ * VQ_ERR_UNSUPPORTED — except for the attention entry points (section 4),
+ * whose tensors may be strided views on a CPU context: any non-negative
+ * strides on every axis but the last, which must be contiguous (stride 1);
+ * an axis of size 1 may have any stride; outputs must not overlap
+ * themselves. On a CUDA context they must still be compact. `byte_offset` is honoured; data + byte_offset must be
  * aligned to the element size, else VQ_ERR_UNSUPPORTED. Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
  * with the context's ordinal for a CUDA context).
@@ -134,8 +138,9 @@ typedef struct vq_ctx vq_ctx;
  * (vq_scalar_fused_decode_attend, vq_rabitq_fused_attend at D = 64/128/256)
  * stage tiles in shared memory (cp.async) instead of loading them straight
  * into registers; both give the same results (for benchmarking).
- * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend or thread count),
- * VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
+ * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend, thread count or
+ * device ordinal), VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY,
+ * VQ_ERR_DEVICE. *out is NULL on failure, and vq_last_error() says why. */
 VQ_API vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out);
 
 /* Frees a context and joins its threads. NULL is a no-op. */
@@ -144,6 +149,14 @@ VQ_API void vq_ctx_free(vq_ctx *ctx);
 /* The sentence describing the last failure on this context ("" if none).
  * Valid until the next call on the context. NULL ctx gives a static string. */
 VQ_API const char *vq_ctx_last_error(const vq_ctx *ctx);
+
+/* The sentence describing the last failure of any call on the calling thread
+ * (thread-local, like errno: meaningful right after a call that failed, not
+ * cleared by calls that succeed; "" before any failure). This is where
+ * vq_ctx_create, which has no context to hold a message, explains itself:
+ * "vq_ctx_create: cuda:0: no CUDA device is visible". Valid until the
+ * thread's next failing call. */
+VQ_API const char *vq_last_error(void);
 
 /* The backend of the context. */
 VQ_API vq_backend vq_ctx_backend(const vq_ctx *ctx);
@@ -554,6 +567,52 @@ typedef struct vq_encoded_keys {
                                       positions outside [0, P) give VQ_ERR_INVALID_ARGUMENT */
 } vq_encoded_keys;
 
+/* Value formats understood by vq_fused_sdpa. */
+typedef enum vq_values_format {
+    VQ_VALUES_PLAIN = 1,    /* plain values (f16 or f32): the uncompressed path */
+    VQ_VALUES_AFFINE = 2,   /* KIVI per-token group affine codes */
+    VQ_VALUES_CODEBOOK = 3, /* scalar codebook indices (RaBitQ caches' 4-bit Lloyd-Max nibbles) */
+    VQ_VALUES_TURBO = 4     /* TurboQuant Hadamard scalar codes */
+} vq_values_format;
+
+/* A compressed value cache: `format` plus the tensors of that format (only
+ * the member named by `format` is read; zero-initialise the rest). Leading
+ * shapes are [B, Hkv, Skv], as the keys'. Any key format combines with any
+ * value format in one vq_fused_sdpa call. */
+typedef struct vq_encoded_values {
+    vq_values_format format;
+    struct {
+        const DLTensor *values;  /* [B,Hkv,Skv,D] f16/f32 */
+    } plain;
+    struct {
+        const DLTensor *codes;  /* [B,Hkv,Skv,D] u8 (one code per byte), or [B,Hkv,Skv,D*bits/8] packed */
+        const DLTensor *scale;  /* [B,Hkv,Skv,ceil(D/g)] f32/f16 */
+        const DLTensor *zero;   /* same shape and dtype as scale */
+        int bits;               /* 2, 4 or 8 (the packing of codes; 8 = one per byte) */
+        int group_size;         /* g, channels per group */
+    } affine;                   /* v_hat[t,c] = code * scale[t,c/g] + zero[t,c/g] (vq_affine_quantize_values) */
+    struct {
+        const DLTensor *idx;    /* [B,Hkv,Skv,D] u8, or nibble-packed [B,Hkv,Skv,D/2] u8 */
+        const DLTensor *cents;  /* [n_cents] f32, 1..256 (<= 16 when packed) */
+        const DLTensor *scale;  /* [B,Hkv,Skv] f32 per-token scale, or NULL */
+    } codebook;                 /* v_hat[t,c] = cents[min(idx, n_cents - 1)] * scale[t] */
+    struct {
+        const DLTensor *idx;    /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,ceil(D*bits/32)] u32 packed */
+        const DLTensor *scale;  /* [B,Hkv,Skv] f32 */
+        const DLTensor *diag;   /* [D] f32 ±1 used at encode time, or NULL (ones) */
+        int bits;               /* 1..8 */
+    } turbo;                    /* v_hat = rot^-1(scale * c_bits[idx]) (vq_turboquant_hadamard_dequantize);
+                                   D a power of two; accumulated in the rotated basis and rotated back
+                                   once per output row */
+} vq_encoded_values;
+
+/* The vq_encoded_values of plain values v (a convenience for the common case). */
+static inline vq_encoded_values vq_plain_values(const DLTensor *v)
+{
+    vq_encoded_values e = {VQ_VALUES_PLAIN, {v}, {0, 0, 0, 0, 0}, {0, 0, 0}, {0, 0, 0, 0}};
+    return e;
+}
+
 /* Options shared by the attention kernels (all beyond the seed). */
 typedef struct vq_attend_opts {
     /* Sq > 1: query i sees kv positions <= Skv - Sq + i (the new tokens are
@@ -561,14 +620,25 @@ typedef struct vq_attend_opts {
     bool causal;
     /* Parallel splits of the kv axis per (batch, kv head); 0 = automatic. */
     int num_splits;
+    /* Optional output [B,Hq,Sq] f32: per query row, the natural-log
+     * log-sum-exp of its scaled and masked scores over the tokens it sees,
+     * log(sum_t exp(s_t)); -inf for a row that sees no token. With it, the
+     * outputs of attention over disjoint token sets merge exactly
+     * (vq_attention_merge). NULL = not computed. */
+    DLTensor *lse_out;
 } vq_attend_opts;
 
-/* out = softmax(scale * q . k_hat^T + mask) v, keys decoded in registers and
- * never written to memory; softmax accumulates in f32.
+/* out = softmax(scale * q . k_hat^T + mask) v_hat, keys and values decoded
+ * in registers and never written to memory; softmax accumulates in f32.
  * queries [B,Hq,Sq,D] f16/f32 (raw, unrotated: rotations are applied to the
- * query inside), keys per vq_encoded_keys, values [B,Hkv,Skv,D] f16/f32,
+ * query inside), keys per vq_encoded_keys, values per vq_encoded_values
+ * (vq_plain_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
  * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
  * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0.
+ * Every tensor with a [B, H, S] leading shape (queries, out, mask, the key
+ * and value tensors, opts->lse_out) may be a strided view: any non-negative
+ * strides on all axes but the last, which is contiguous (a capacity buffer's
+ * first Skv tokens, a framework slice); outputs must not overlap themselves.
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
  * D > 256 -> VQ_ERR_UNSUPPORTED.
  * On a CUDA context (device tensors) every key format runs, with the same
@@ -579,8 +649,23 @@ typedef struct vq_attend_opts {
  * VQ_ERR_INVALID_ARGUMENT), and PQ / CommVQ codes clamp as on the CPU. QJL
  * with more than 1024 sketch rows (m) -> VQ_ERR_UNSUPPORTED there. */
 VQ_API vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                        const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                        const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                         const vq_attend_opts *opts);
+
+/* Merges two attention results over disjoint token sets of the same queries
+ * (FlashInfer's merge_state): out_a/out_b [B,H,S,D] f16/f32 with their
+ * log-sum-exps lse_a/lse_b [B,H,S] f32 (from opts->lse_out) ->
+ * out = (e^(lse_a - m) out_a + e^(lse_b - m) out_b) / (e^(lse_a - m) + e^(lse_b - m)),
+ * lse_out = m + log(e^(lse_a - m) + e^(lse_b - m)), m = max(lse_a, lse_b):
+ * exactly the attention over the union (in f32, then rounded to out's dtype).
+ * A side with lse -inf contributes nothing; both -inf give out 0, lse -inf.
+ * out may be the same tensor as out_a or out_b, lse_out the same as lse_a or
+ * lse_b, or NULL. Strided views are accepted as in vq_fused_sdpa.
+ * Errors: shapes/dtypes disagree -> VQ_ERR_INVALID_ARGUMENT; NaN lse gives
+ * NaN rows. On a CUDA context: runs on the ctx's stream. */
+VQ_API vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a,
+                                    const DLTensor *out_b, const DLTensor *lse_b, DLTensor *out,
+                                    DLTensor *lse_out);
 
 /* True iff vq_fused_sdpa handles this shape: head_dim % 32 == 0 and
  * head_dim <= 256 (the seed's rule), all sizes positive. */
@@ -601,6 +686,7 @@ typedef struct vq_scalar_attend_opts {
     /* Code width when codes are bit-packed along D (2, 4 or 8); 0 = detect from
      * the codes' last dimension (D: one code per byte; D*bits/8: packed). */
     int bits;
+    DLTensor *lse_out;  /* as vq_attend_opts.lse_out */
 } vq_scalar_attend_opts;
 
 /* Attention over a KIVI group-affine cache (the seed's scalar_fused_decode_attend).
@@ -630,6 +716,7 @@ typedef struct vq_rabitq_attend_opts {
     const DLTensor *v_scale;   /* [B,Hkv,Skv] f32 per-token value scale, or NULL */
     bool causal;               /* as vq_attend_opts.causal */
     int num_splits;            /* as vq_attend_opts.num_splits */
+    DLTensor *lse_out;         /* as vq_attend_opts.lse_out (decode only; prefill: NULL) */
 } vq_rabitq_attend_opts;
 
 /* Attention over 1-bit keys and codebook values (the seed's rabitq_fused_attend).
