@@ -589,42 +589,86 @@ static int encoded_keys_arg(args *A, PyObject *fmt_o, PyObject *tens, PyObject *
     return 0;
 }
 
-/* fused_sdpa(ctx, q, fmt, ktens, kints, values, scale, mask, out, causal, num_splits) */
-WRAP(fused_sdpa) {
-    BEGIN(11, "fused_sdpa"); T(1, "queries", q);
-    vq_encoded_keys keys;
-    if (encoded_keys_arg(&A, a[2], a[3], a[4], &keys)) goto fail;
-    T(5, "values", v); F(6, "scale", sc); TO(7, "mask", mask); T(8, "out", out); B(9, "causal", causal);
-    I(10, "num_splits", ns);
-    vq_attend_opts o = {.causal = causal, .num_splits = ns};
-    CALL(vq_fused_sdpa(ctx, q, &keys, v, sc, mask, out, &o)); DONE;
+/* vq_encoded_values from (format, tensors tuple, ints tuple), in the order of
+ * the Python value classes (veloxquant/_keys.py). */
+static int encoded_values_arg(args *A, PyObject *fmt_o, PyObject *tens, PyObject *ints, vq_encoded_values *v)
+{
+    int fmt;
+    DLTensor *t[4] = {0};
+    int iv[2] = {0};
+    memset(v, 0, sizeof *v);
+    if (int_arg(fmt_o, "values.format", &fmt)) return -1;
+    if (!PyTuple_Check(tens) || PyTuple_GET_SIZE(tens) > 4 || !PyTuple_Check(ints) || PyTuple_GET_SIZE(ints) > 2) {
+        PyErr_SetString(invalid_argument_class(), "argument 'values': expected (format, tensors, ints) tuples");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tens); i++)
+        if (tensor_arg(A, PyTuple_GET_ITEM(tens, i), "values", 1, &t[i])) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ints); i++)
+        if (int_arg(PyTuple_GET_ITEM(ints, i), "values", &iv[i])) return -1;
+    v->format = (vq_values_format)fmt;
+    switch (fmt) {
+    case VQ_VALUES_PLAIN: v->plain.values = t[0]; break;
+    case VQ_VALUES_AFFINE:
+        v->affine.codes = t[0]; v->affine.scale = t[1]; v->affine.zero = t[2];
+        v->affine.bits = iv[0]; v->affine.group_size = iv[1];
+        break;
+    case VQ_VALUES_CODEBOOK: v->codebook.idx = t[0]; v->codebook.cents = t[1]; v->codebook.scale = t[2]; break;
+    case VQ_VALUES_TURBO:
+        v->turbo.idx = t[0]; v->turbo.scale = t[1]; v->turbo.diag = t[2]; v->turbo.bits = iv[0];
+        break;
+    default: break; /* the library names the bad format */
+    }
+    return 0;
 }
-/* turboquant_fused_rvq_decode_attend(ctx, q, fmt, ktens, kints, values, scale, out, causal, num_splits) */
+
+/* fused_sdpa(ctx, q, kfmt, ktens, kints, vfmt, vtens, vints, scale, mask, out, causal, num_splits, lse_out) */
+WRAP(fused_sdpa) {
+    BEGIN(14, "fused_sdpa"); T(1, "queries", q);
+    vq_encoded_keys keys;
+    vq_encoded_values values;
+    if (encoded_keys_arg(&A, a[2], a[3], a[4], &keys) || encoded_values_arg(&A, a[5], a[6], a[7], &values))
+        goto fail;
+    F(8, "scale", sc); TO(9, "mask", mask); T(10, "out", out); B(11, "causal", causal);
+    I(12, "num_splits", ns); TO(13, "lse_out", lse);
+    vq_attend_opts o = {.causal = causal, .num_splits = ns, .lse_out = lse};
+    CALL(vq_fused_sdpa(ctx, q, &keys, &values, sc, mask, out, &o)); DONE;
+}
+/* turboquant_fused_rvq_decode_attend(ctx, q, fmt, ktens, kints, values, scale, out, causal, num_splits,
+ *                                    lse_out) */
 WRAP(turboquant_fused_rvq_decode_attend) {
-    BEGIN(10, "turboquant_fused_rvq_decode_attend"); T(1, "queries", q);
+    BEGIN(11, "turboquant_fused_rvq_decode_attend"); T(1, "queries", q);
     vq_encoded_keys keys;
     if (encoded_keys_arg(&A, a[2], a[3], a[4], &keys)) goto fail;
     T(5, "values", v); F(6, "scale", sc); T(7, "out", out); B(8, "causal", causal); I(9, "num_splits", ns);
-    vq_attend_opts o = {.causal = causal, .num_splits = ns};
+    TO(10, "lse_out", lse);
+    vq_attend_opts o = {.causal = causal, .num_splits = ns, .lse_out = lse};
     CALL(vq_turboquant_fused_rvq_decode_attend(ctx, q, &keys, v, sc, out, &o)); DONE;
 }
+/* attention_merge(ctx, out_a, lse_a, out_b, lse_b, out, lse_out) */
+WRAP(attention_merge) {
+    BEGIN(7, "attention_merge"); T(1, "out_a", oa); T(2, "lse_a", la); T(3, "out_b", ob); T(4, "lse_b", lb);
+    T(5, "out", out); TO(6, "lse_out", lo);
+    CALL(vq_attention_merge(ctx, oa, la, ob, lb, out, lo)); DONE;
+}
 /* scalar_fused_decode_attend(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
- *                            scale, nsg, out, causal, bits) */
+ *                            scale, nsg, out, causal, bits, lse_out) */
 WRAP(scalar_fused_decode_attend) {
-    BEGIN(14, "scalar_fused_decode_attend"); T(1, "q", q); T(2, "k_codes", kc); T(3, "k_scale", ks);
+    BEGIN(15, "scalar_fused_decode_attend"); T(1, "q", q); T(2, "k_codes", kc); T(3, "k_scale", ks);
     T(4, "k_zero", kz); T(5, "v_codes", vc); T(6, "v_scale", vs); T(7, "v_zero", vz); I(8, "group_size", g);
     F(9, "scale", sc); I(10, "nsg", nsg); T(11, "out", out); B(12, "causal", causal); I(13, "bits", bits);
-    vq_scalar_attend_opts o = {.causal = causal, .bits = bits};
+    TO(14, "lse_out", lse);
+    vq_scalar_attend_opts o = {.causal = causal, .bits = bits, .lse_out = lse};
     CALL(vq_scalar_fused_decode_attend(ctx, q, kc, ks, kz, vc, vs, vz, g, sc, nsg, out, &o)); DONE;
 }
 static PyObject *rabitq_attend(PyObject *const *a, Py_ssize_t n, int prefill)
 {
-    BEGIN(13, "rabitq_fused_attend"); T(1, "q", q); T(2, prefill ? "scale" : "q_scale", qs);
+    BEGIN(14, "rabitq_fused_attend"); T(1, "q", q); T(2, prefill ? "scale" : "q_scale", qs);
     T(3, "k_bits", kb); T(4, "k_mag", km); TO(5, "k_const", kc); T(6, "v_idx", vi); T(7, "v_cents", vcents);
     T(8, "out", out); I(9, "score", score); TO(10, "v_scale", vscale); B(11, "causal", causal);
-    I(12, "num_splits", ns);
+    I(12, "num_splits", ns); TO(13, "lse_out", lse);
     vq_rabitq_attend_opts o = {.score = (vq_rabitq_score)score, .v_scale = vscale, .causal = causal,
-                               .num_splits = ns};
+                               .num_splits = ns, .lse_out = lse};
     if (prefill) {
         CALL(vq_rabitq_prefill_attend(ctx, q, qs, kb, km, kc, vi, vcents, out, &o));
     } else {
@@ -633,7 +677,7 @@ static PyObject *rabitq_attend(PyObject *const *a, Py_ssize_t n, int prefill)
     DONE;
 }
 /* rabitq_fused_attend(ctx, q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, score, v_scale,
- *                     causal, num_splits) */
+ *                     causal, num_splits, lse_out) */
 WRAP(rabitq_fused_attend) { return rabitq_attend(a, n, 0); }
 /* rabitq_prefill_attend: the same arguments with scale in q_scale's place */
 WRAP(rabitq_prefill_attend) { return rabitq_attend(a, n, 1); }
@@ -661,7 +705,7 @@ static PyMethodDef methods[] = {
     FC(vecinfer_quantize), FC(vecinfer_dequant), FC(vecinfer_encode_decode), FC(vecinfer_query_lut),
     FC(vecinfer_smooth_factors), FC(kmeans),
     FC(comm_vq_decode), FC(comm_vq_train), FC(comm_vq_encode),
-    FC(fused_sdpa), FC(turboquant_fused_rvq_decode_attend), FC(scalar_fused_decode_attend),
+    FC(fused_sdpa), FC(turboquant_fused_rvq_decode_attend), FC(attention_merge), FC(scalar_fused_decode_attend),
     FC(rabitq_fused_attend), FC(rabitq_prefill_attend),
     {NULL, NULL, 0, NULL}};
 

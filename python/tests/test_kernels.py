@@ -481,3 +481,75 @@ def test_numpy_and_torch_agree(rng):
     b = vq.affine_quantize_keys(torch.from_numpy(k), 2, 32, packed=True)
     for x, y in zip(a, b):
         assert np.array_equal(x, y.numpy())
+
+
+# ---- value formats, log-sum-exp, merge, strided views ------------------------------------
+
+def _values_for(fmt, fw, rng, v):
+    """(encoded values, their decoded f64 stand-in)."""
+    B, H, S, D = v.shape
+    if fmt == "plain":
+        return fw(v), v.astype(np.float64)
+    if fmt == "affine":
+        c, s, z = vq.affine_quantize_values(fw(v), 4, 16, packed=True)
+        return vq.AffineValues(c, s, z, 4, 16), np_(vq.affine_dequantize_values(c, s, z, 4, 16, head_dim=D))
+    if fmt == "codebook":
+        cents, _ = vq.lloyd_max_codebook(4)
+        scale = (np.linalg.norm(v, axis=-1) / math.sqrt(D)).astype(np.float32)
+        idx = vq.codebook_quantize(fw((v / scale[..., None]).astype(np.float32)), fw(cents))
+        packed = vq.rabitq_pack_values(idx)
+        return vq.CodebookValues(packed, fw(cents), fw(scale)), cents[np_(idx)] * scale[..., None].astype(np.float64)
+    if fmt == "turbo":
+        diag = vq.random_signs(11, D)
+        idx, sc = vq.turboquant_hadamard_quantize(fw(v), 4, diag=fw(diag))
+        return vq.TurboValues(idx, sc, 4, fw(diag)), np_(vq.turboquant_hadamard_dequantize(idx, sc, 4,
+                                                                                           diag=fw(diag)))
+    raise AssertionError(fmt)
+
+
+@pytest.mark.parametrize("vfmt", ["affine", "codebook", "turbo"])
+@pytest.mark.parametrize("kfmt", ["plain", "affine", "turbo"])
+def test_fused_sdpa_value_formats(fw, rng, kfmt, vfmt):
+    B, Hq, Hkv, Skv, Sq, D = 1, 6, 2, 45, 2, 64
+    k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    q = rng.standard_normal((B, Hq, Sq, D)).astype(np.float32)
+    keys, k_hat = _keys_for(kfmt, fw, rng, k)
+    vals, v_hat = _values_for(vfmt, fw, rng, v)
+    out = vq.fused_sdpa(fw(q), keys, vals, 0.125, causal=True)
+    want = ref.attention(q, k_hat, v_hat, 0.125, causal=True)
+    assert np.abs(np_(out) - want).max() < 2e-5 * np.abs(v_hat).max() * max(1, np.abs(k_hat).max())
+
+
+def test_lse_and_attention_merge(fw, rng):
+    B, H, Skv, D = 1, 2, 60, 32
+    k = rng.standard_normal((B, H, Skv, D)).astype(np.float32)
+    v = rng.standard_normal((B, H, Skv, D)).astype(np.float32)
+    q = rng.standard_normal((B, H, 1, D)).astype(np.float32)
+    lse = fw.empty_poisoned((B, H, 1), np.float32)
+    full = vq.fused_sdpa(fw(q), fw(k), fw(v), 0.2, lse_out=lse)
+    s = 0.2 * np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64))
+    want_lse = np.log(np.exp(s - s.max(-1, keepdims=True)).sum(-1)) + s.max(-1)
+    assert np.abs(np_(lse) - want_lse).max() < 1e-5 * max(1, np.abs(want_lse).max())
+    # two halves merged give the whole
+    la, lb = fw.empty_poisoned((B, H, 1), np.float32), fw.empty_poisoned((B, H, 1), np.float32)
+    a = vq.fused_sdpa(fw(q), fw(k[:, :, :25]), fw(v[:, :, :25]), 0.2, lse_out=la)
+    b = vq.fused_sdpa(fw(q), fw(k[:, :, 25:]), fw(v[:, :, 25:]), 0.2, lse_out=lb)
+    lm = fw.empty_poisoned((B, H, 1), np.float32)
+    m = vq.attention_merge(a, la, b, lb, lse_out=lm)
+    assert np.abs(np_(m) - np_(full)).max() < 1e-5 * np.abs(v).max()
+    assert np.abs(np_(lm) - np_(lse)).max() < 1e-5 * max(1, np.abs(want_lse).max())
+
+
+def test_attention_takes_views_with_outer_strides(rng):
+    # a transformers-style [B, S, H, D] buffer seen as [B, H, S, D] without a copy
+    torch = pytest.importorskip("torch")
+    B, H, S, D = 1, 4, 10, 64
+    qkv = torch.from_numpy(rng.standard_normal((B, S, 3 * H, D)).astype(np.float32))
+    q, k, v = (qkv[:, :, i * H:(i + 1) * H].transpose(1, 2) for i in range(3))
+    assert not q.is_contiguous()
+    out = torch.empty(B, S, H, D).transpose(1, 2)
+    r = vq.fused_sdpa(q, k, v, 0.125, causal=True, out=out)
+    assert r is out
+    want = ref.attention(q.numpy(), k.numpy(), v.numpy(), 0.125, causal=True)
+    assert np.abs(out.numpy() - want).max() < 2e-5 * 4

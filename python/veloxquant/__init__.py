@@ -12,7 +12,7 @@ from ._errors import (VeloxQuantError, InvalidArgumentError, UnsupportedError, B
                       MetalUnavailableError, OutOfMemoryError, DeviceError, FileIOError, CorruptDataError)
 from ._runtime import set_num_threads, get_num_threads, isa
 from ._keys import (PlainKeys, TurboKeys, EncodedVector, TurboRVQKeys, AffineKeys, RaBitQKeys, QJLKeys, PQKeys,
-                    CommVQKeys)
+                    CommVQKeys, PlainValues, AffineValues, CodebookValues, TurboValues)
 from ._kernels import *  # noqa: F401,F403  (the seed's functions and the rest of the C API)
 from ._kernels import __all__ as _kernel_names
 
@@ -23,5 +23,5 @@ __all__ = [
     "MetalUnavailableError", "OutOfMemoryError", "DeviceError", "FileIOError", "CorruptDataError",
     "set_num_threads", "get_num_threads", "isa",
     "PlainKeys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "AffineKeys", "RaBitQKeys", "QJLKeys", "PQKeys",
-    "CommVQKeys",
+    "CommVQKeys", "PlainValues", "AffineValues", "CodebookValues", "TurboValues",
 ] + list(_kernel_names)

@@ -20,7 +20,7 @@ D head dimension; dtypes f16, f32, u8, u16, i32, u32.
 
 from . import _vq
 from ._errors import InvalidArgumentError
-from ._keys import PlainKeys, EncodedVector, choice as _code, rope_code
+from ._keys import PlainKeys, PlainValues, EncodedVector, choice as _code, rope_code
 from ._runtime import adapter, CPU, CUDA
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "rabitq_hamming_score", "rabitq_fused_attend", "rabitq_pack_values", "rabitq_encode",
     "rabitq_prefill_attend", "scalar_fused_decode_attend", "comm_vq_decode",
     "turboquant_scalar_quantize", "turboquant_scalar_dequantize", "turboquant_hadamard_quantize",
-    "turboquant_fused_rvq_decode_attend", "fused_sdpa", "supports_shape", "turboquant_bit_pack",
+    "turboquant_fused_rvq_decode_attend", "fused_sdpa", "supports_shape", "attention_merge", "turboquant_bit_pack",
     "turboquant_bit_unpack", "qjl_encode", "qjl_inner_product", "backend_available", "cuda_available",
     # the rest of the C API
     "hadamard", "turboquant_hadamard_dequantize", "turboquant_rvq_encode", "turboquant_rvq_decode",
@@ -300,7 +300,7 @@ def rabitq_pack_values(v_idx, *, out=None):
 
 
 def rabitq_fused_attend(q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, *, score="hamming", v_scale=None,
-                        causal=False, num_splits=0, out=None):
+                        causal=False, num_splits=0, lse_out=None, out=None):
     """Attention over 1-bit keys and codebook values in one pass.
 
     q [B,Hq,Sq,D] f16/f32 pre-rotated, q_scale [B,Hq,Sq] f32 (fold 1/sqrt(D) in),
@@ -312,7 +312,7 @@ def rabitq_fused_attend(q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, *, s
     ad = adapter(q)
     out = _new(out, ad, _shape(q, "q"), ad.dtype(q), q)
     _vq.rabitq_fused_attend(ad.ctx(q), q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out,
-                            _code(_RABITQ_SCORE, score, "score"), v_scale, causal, num_splits)
+                            _code(_RABITQ_SCORE, score, "score"), v_scale, causal, num_splits, lse_out)
     return out
 
 
@@ -327,14 +327,14 @@ def rabitq_prefill_attend(q, scale, k_bits, k_mag, k_const, v_idx, v_cents, *, v
         scale = ad.asarray([float(scale)], "float32", q)
     out = _new(out, ad, _shape(q, "q"), ad.dtype(q), q)
     _vq.rabitq_prefill_attend(ad.ctx(q), q, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, 0, v_scale,
-                              False, 0)
+                              False, 0, None)
     return out
 
 
 # ---- group-affine attention --------------------------------------------------------
 
 def scalar_fused_decode_attend(q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, scale, nsg=4,
-                               *, bits=0, causal=False, out=None):
+                               *, bits=0, causal=False, lse_out=None, out=None):
     """Attention straight over a KIVI group-affine cache.
 
     q [B,Hq,Sq,D] f16/f32, k_codes/v_codes [B,Hkv,Skv,D] u8 (or bit-packed
@@ -346,32 +346,50 @@ def scalar_fused_decode_attend(q, k_codes, k_scale, k_zero, v_codes, v_scale, v_
     ad = adapter(q)
     out = _new(out, ad, _shape(q, "q"), ad.dtype(q), q)
     _vq.scalar_fused_decode_attend(ad.ctx(q), q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
-                                   scale, nsg, out, causal, bits)
+                                   scale, nsg, out, causal, bits, lse_out)
     return out
 
 
 # ---- fused SDPA over every key format ---------------------------------------------------
 
-def fused_sdpa(queries, encoded_keys, values, scale, mask=None, *, causal=False, num_splits=0, out=None):
-    """Fused dequantize + scaled dot-product attention over any key format.
+def fused_sdpa(queries, encoded_keys, values, scale, mask=None, *, causal=False, num_splits=0, lse_out=None,
+               out=None):
+    """Fused dequantize + scaled dot-product attention over any key and value format.
 
     queries [B,Hq,Sq,D] f16/f32 (raw: rotations are applied inside),
     encoded_keys one of PlainKeys, TurboKeys, EncodedVector, AffineKeys,
     RaBitQKeys, QJLKeys, PQKeys, CommVQKeys (a plain array means PlainKeys),
-    values [B,Hkv,Skv,D] f16/f32, mask [B|1, Hq|1, Sq, Skv] f32/f16 additive or
+    values [B,Hkv,Skv,D] f16/f32 or one of PlainValues, AffineValues,
+    CodebookValues, TurboValues; mask [B|1, Hq|1, Sq, Skv] f32/f16 additive or
     None. GQA when Hq % Hkv == 0; ``causal`` for Sq > 1 (the queries are the
-    last Sq positions). Returns [B,Hq,Sq,D] in the queries' dtype. D % 8 == 0,
-    D <= 256."""
+    last Sq positions); ``lse_out`` [B,Hq,Sq] f32 receives each row's
+    log-sum-exp (for ``attention_merge``). Returns [B,Hq,Sq,D] in the queries'
+    dtype. D % 8 == 0, D <= 256. Tensors may be views with outer strides (the
+    last axis contiguous)."""
     keys = encoded_keys if hasattr(encoded_keys, "_vq_args") else PlainKeys(encoded_keys)
-    fmt, kt, ki = keys._vq_args()
+    vals = values if hasattr(values, "_vq_args") else PlainValues(values)
+    kf, kt, ki = keys._vq_args()
+    vf, vt, vi = vals._vq_args()
     ad = adapter(queries)
     out = _new(out, ad, _shape(queries, "queries"), ad.dtype(queries), queries)
-    _vq.fused_sdpa(ad.ctx(queries), queries, fmt, kt, ki, values, scale, mask, out, causal, num_splits)
+    _vq.fused_sdpa(ad.ctx(queries), queries, kf, kt, ki, vf, vt, vi, scale, mask, out, causal, num_splits, lse_out)
+    return out
+
+
+def attention_merge(out_a, lse_a, out_b, lse_b, *, out=None, lse_out=None):
+    """Exact merge of two attention results over disjoint token sets of the same
+    queries (FlashInfer's merge_state): out_a/out_b [B,H,S,D] f16/f32 with their
+    log-sum-exps lse_a/lse_b [B,H,S] f32 (``lse_out=`` of the attention calls).
+    Returns the attention over the union; ``out`` may be out_a (in place),
+    ``lse_out`` receives the merged log-sum-exp."""
+    ad = adapter(out_a)
+    out = _new(out, ad, _shape(out_a, "out_a"), ad.dtype(out_a), out_a)
+    _vq.attention_merge(ad.ctx(out_a), out_a, lse_a, out_b, lse_b, out, lse_out)
     return out
 
 
 def turboquant_fused_rvq_decode_attend(queries, encoded_keys, values, scale, *, causal=False, num_splits=0,
-                                       out=None):
+                                       lse_out=None, out=None):
     """Two-stage RVQ decode + attention in one pass: ``fused_sdpa`` specialised
     to an :class:`EncodedVector` key cache (no mask). Returns [B,Hq,Sq,D]."""
     if not isinstance(encoded_keys, EncodedVector):
@@ -381,7 +399,7 @@ def turboquant_fused_rvq_decode_attend(queries, encoded_keys, values, scale, *, 
     ad = adapter(queries)
     out = _new(out, ad, _shape(queries, "queries"), ad.dtype(queries), queries)
     _vq.turboquant_fused_rvq_decode_attend(ad.ctx(queries), queries, fmt, kt, ki, values, scale, out, causal,
-                                           num_splits)
+                                           num_splits, lse_out)
     return out
 
 

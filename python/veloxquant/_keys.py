@@ -1,12 +1,13 @@
-"""Encoded key caches: one class per key format of ``fused_sdpa`` (the seed's
-``EncodedVector`` and its siblings). Each holds the arrays of one format with
+"""Encoded key and value caches: one class per key format and per value format
+of ``fused_sdpa`` (the seed's ``EncodedVector`` and its siblings). Each holds the arrays of one format with
 the shapes of ``vq_encoded_keys`` in include/veloxquant.h (leading dimensions
 [B, Hkv, Skv]); nothing is copied. ``_vq_args()`` gives the (format, tensors,
 ints) triple that the extension module turns into a ``vq_encoded_keys``.
 """
 
 __all__ = ["PlainKeys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "AffineKeys", "RaBitQKeys",
-           "QJLKeys", "PQKeys", "CommVQKeys", "ROPE_LAYOUTS"]
+           "QJLKeys", "PQKeys", "CommVQKeys", "PlainValues", "AffineValues", "CodebookValues", "TurboValues",
+           "ROPE_LAYOUTS"]
 
 from ._errors import InvalidArgumentError
 
@@ -165,3 +166,63 @@ class CommVQKeys(_Keys):
     def _vq_args(self):
         return 8, (self.idx, self.codebook, self.cos_freqs, self.sin_freqs, self.positions, self.scale), \
             (rope_code(self.rope),)
+
+
+# ---- values (vq_encoded_values) ---------------------------------------------------------
+
+class PlainValues(_Keys):
+    """Uncompressed values [B,Hkv,Skv,D] f16/f32 (VQ_VALUES_PLAIN)."""
+
+    __slots__ = ("values",)
+    format = 1
+
+    def __init__(self, values):
+        self.values = values
+
+    def _vq_args(self):
+        return 1, (self.values,), ()
+
+
+class AffineValues(_Keys):
+    """KIVI per-token group-affine values (VQ_VALUES_AFFINE): codes
+    [B,Hkv,Skv,D] u8 or bit-packed [.., D*bits/8], scale/zero
+    [B,Hkv,Skv,ceil(D/g)] f32/f16, bits 2/4/8, group_size g channels."""
+
+    __slots__ = ("codes", "scale", "zero", "bits", "group_size")
+    format = 2
+
+    def __init__(self, codes, scale, zero, bits, group_size):
+        self.codes, self.scale, self.zero = codes, scale, zero
+        self.bits, self.group_size = int(bits), int(group_size)
+
+    def _vq_args(self):
+        return 2, (self.codes, self.scale, self.zero), (self.bits, self.group_size)
+
+
+class CodebookValues(_Keys):
+    """Scalar-codebook values (VQ_VALUES_CODEBOOK): idx [B,Hkv,Skv,D] u8 or
+    nibble-packed [.., D/2], cents [n] f32, scale [B,Hkv,Skv] f32 or None;
+    v_hat = cents[idx] * scale."""
+
+    __slots__ = ("idx", "cents", "scale")
+    format = 3
+
+    def __init__(self, idx, cents, scale=None):
+        self.idx, self.cents, self.scale = idx, cents, scale
+
+    def _vq_args(self):
+        return 3, (self.idx, self.cents, self.scale), ()
+
+
+class TurboValues(_Keys):
+    """TurboQuant Hadamard values (VQ_VALUES_TURBO): idx [B,Hkv,Skv,D] u8 (or u32
+    packed), scale [B,Hkv,Skv] f32, diag [D] f32 or None, bits 1..8."""
+
+    __slots__ = ("idx", "scale", "bits", "diag")
+    format = 4
+
+    def __init__(self, idx, scale, bits, diag=None):
+        self.idx, self.scale, self.bits, self.diag = idx, scale, int(bits), diag
+
+    def _vq_args(self):
+        return 4, (self.idx, self.scale, self.diag), (self.bits,)
