@@ -19,7 +19,6 @@ need_cmd pkg-config pkgconf
 [ -f /usr/include/dlpack/dlpack.h ] || [ -f /usr/local/include/dlpack/dlpack.h ] || missing="$missing libdlpack-dev"
 # gcc only recommends the C library headers, and recommends are not installed below.
 [ -f /usr/include/stdio.h ] || missing="$missing libc6-dev"
-<<<<<<< HEAD
 # The Python package (make test-python): an interpreter, venv + pip, and the
 # headers the extension module compiles against.
 need_cmd python3 python3
@@ -29,7 +28,7 @@ if command -v python3 >/dev/null 2>&1; then
         || missing="$missing python3-dev"
 else
     missing="$missing python3-venv python3-pip python3-dev"
-=======
+fi
 # The fuzz targets need clang with libFuzzer and the sanitizer runtimes
 # (Debian: libclang-rt-dev; on older releases they come with clang itself).
 fuzzer_links() {  # true when clang links a libFuzzer + ASan + UBSan program
@@ -44,7 +43,6 @@ fuzzer_links() {  # true when clang links a libFuzzer + ASan + UBSan program
 need_cmd clang clang
 if command -v clang >/dev/null 2>&1 && ! fuzzer_links; then
     missing="$missing libclang-rt-dev"
->>>>>>> main
 fi
 # nvcc compiles host code with g++.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
