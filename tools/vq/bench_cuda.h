@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "commands.h"
+#include "report.h"
 #include "veloxquant.h"
 
 #define CK(x)                                                                                    \
@@ -42,7 +43,8 @@ size_t vqb_cu_dbytes(const DLTensor *t);
 /* Device-to-device copy bandwidth (bytes read + written per second). */
 double vqb_cu_copy_bw(void);
 /* vq_fused_sdpa over every key format (f16 values) and the f16 control at the
- * decode shapes of the table, filtered like it (0: all). */
-void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int only_hkv);
+ * decode shapes of the table, filtered like it (0: all); --json rows to rep
+ * when it is not NULL. */
+void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int only_hkv, vqr *rep);
 
 #endif

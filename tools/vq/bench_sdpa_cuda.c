@@ -117,10 +117,10 @@ static void release(kset *x)
         if (x->tt[i].t.data) cudaFree(x->tt[i].t.data);
 }
 
-void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int only_hkv)
+void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int only_hkv, vqr *rep)
 {
-    printf("\nvq_fused_sdpa, f16 values (Hq %d, D %d, Sq 1); MB = keys + values\n", Hq, D);
-    printf("%-18s %2s %4s %7s %9s %9s %8s %7s\n", "keys", "B", "Hkv", "Skv", "MB", "us", "GB/s", "%copy");
+    if (!rep) printf("\nvq_fused_sdpa, f16 values (Hq %d, D %d, Sq 1); MB = keys + values\n", Hq, D);
+    if (!rep) printf("%-18s %2s %4s %7s %9s %9s %8s %7s\n", "keys", "B", "Hkv", "Skv", "MB", "us", "GB/s", "%copy");
     const int skvs[] = {4096, 32768, 131072}, bs[] = {1, 8}, hkvs[] = {32, 8};
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
@@ -146,7 +146,8 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                     for (int it = 0; it < 23 && st == VQ_OK; it++) {
                         kset *x = &S[it % nset];
                         CK(cudaEventRecord(e0, 0));
-                        st = vq_fused_sdpa(ctx, &x->q.t, &x->k, &x->v.t, 0.0883883f, NULL, &x->out.t, NULL);
+                        const vq_encoded_values ev = vq_plain_values(&x->v.t);
+                        st = vq_fused_sdpa(ctx, &x->q.t, &x->k, &ev, 0.0883883f, NULL, &x->out.t, NULL);
                         CK(cudaEventRecord(e1, 0));
                         CK(cudaEventSynchronize(e1));
                         if (it >= 3) CK(cudaEventElapsedTime(&ts[it - 3], e0, e1));
@@ -158,9 +159,24 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                     }
                     qsort(ts, 20, sizeof ts[0], vqb_cu_cmp_f);
                     const double sec = 0.5 * (ts[9] + ts[10]) * 1e-3;
-                    printf("%-18s %2d %4d %7d %9.1f %9.1f %8.0f %6.1f%%\n", kname[f], B, Hkv, Skv, bytes / 1e6,
-                           sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw);
-                    fflush(stdout);
+                    if (rep) {
+                        vqr_row(rep);
+                        vqr_str(rep, "format", "fused_sdpa, f16 values");
+                        vqr_str(rep, "keys", kname[f]);
+                        vqr_int(rep, "b", B, NULL);
+                        vqr_int(rep, "hq", Hq, NULL);
+                        vqr_int(rep, "hkv", Hkv, NULL);
+                        vqr_int(rep, "skv", Skv, "tokens");
+                        vqr_int(rep, "d", D, NULL);
+                        vqr_num(rep, "bytes", bytes, "B");
+                        vqr_num(rep, "time", sec * 1e6, "us");
+                        vqr_num(rep, "bandwidth", bytes / sec / 1e9, "GB/s");
+                        vqr_num(rep, "copy_fraction", bytes / sec / bw, NULL);
+                    } else {
+                        printf("%-18s %2d %4d %7d %9.1f %9.1f %8.0f %6.1f%%\n", kname[f], B, Hkv, Skv, bytes / 1e6,
+                               sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw);
+                        fflush(stdout);
+                    }
                     for (int s = 0; s < nset; s++) release(&S[s]);
                     free(S);
                 }
