@@ -2,9 +2,10 @@
 #   make        installs what is missing (Debian/Ubuntu), builds (Release, with
 #               the CUDA backend when nvcc is found) and runs `vq demo`
 #   make test   the whole test suite: ctest on the Release build (includes the
-#               install test), then ctest on an ASan+UBSan build (CPU only),
-#               once per ISA pass in SANITIZE_ISAS, then every libFuzzer
-#               target for FUZZ_SECONDS each (clang)
+#               install test), the Python package's pytest suite (pip install .
+#               into build-pyenv/, .ci/python_test.sh), then ctest on an
+#               ASan+UBSan build (CPU only), once per ISA pass in SANITIZE_ISAS,
+#               then every libFuzzer target for FUZZ_SECONDS each (clang)
 # The real build system is CMake; this file only strings the steps together.
 
 BUILD         ?= build
@@ -26,7 +27,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps build demo test test-release test-sanitize test-fuzz install clean
+.PHONY: all deps build demo test test-release test-python test-sanitize test-fuzz install clean
 
 all: demo
 
@@ -40,10 +41,14 @@ build: deps
 demo: build
 	$(VQ) demo
 
-test: test-release test-sanitize test-fuzz
+test: test-release test-python test-sanitize test-fuzz
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The Python package: pip install . into build-pyenv/, then pytest python/tests.
+test-python: deps
+	sh .ci/python_test.sh
 
 # RelWithDebInfo so that sanitizer reports carry file:line.
 test-sanitize: deps
@@ -70,4 +75,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD) build-py build-pyenv
