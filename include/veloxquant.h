@@ -9,6 +9,8 @@
  *      KIVI affine, RaBitQ, QJL, VecInfer product VQ, CommVQ, k-means.
  *   4. Attention: fused SDPA over every key format, the specialised decode
  *      kernels (affine, RaBitQ, RVQ) and RaBitQ prefill.
+ *   6. Calibration: VecInfer, CommVQ and value tables fitted on samples.
+ *   7. Persistence: calibrations (and caches) saved and loaded, validated.
  *
  * ---------------------------------------------------------------------------
  * Conventions that hold for every function
@@ -760,6 +762,133 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
                                    const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                    const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
                                    const vq_rabitq_attend_opts *opts);
+
+/* =========================================================================
+ * 6. Calibration: tables fitted on a model's keys and values
+ *
+ * Methods such as VecInfer (product VQ), CommVQ and codebook values need
+ * tables fitted on sample keys and values. A vq_calibration holds them for
+ * every layer (and kv head where the method wants it); pass it to
+ * vq_cache_config.calibration, read its tables with vq_calibration_get_table, or
+ * save it (section 7). It is host memory, independent of any ctx, immutable
+ * once fitted or loaded, and may be shared by any number of caches and
+ * threads.
+ * ========================================================================= */
+
+typedef struct vq_calibration vq_calibration;
+
+/* What vq_calibration_fit fits. Zero-initialise, set what you need; a
+ * method whose count is 0 is not fitted. */
+typedef struct vq_calibration_config {
+    /* VecInfer product VQ: M subspaces (D % M == 0) of C centroids each,
+     * fitted on the smoothed keys k / s, with smooth factors s per kv head
+     * (vq_vecinfer_smooth_factors). 0 = no PQ tables. */
+    int pq_subspaces;
+    int pq_centroids;      /* C in 1..65536; 0 = 256 */
+    bool pq_shared;        /* one codebook [M,C,D/M] and smooth [D] for all kv
+                              heads, fitted on their pooled keys, instead of one
+                              per kv head ([Hkv,M,C,D/M], [Hkv,D]) */
+    /* CommVQ additive codebook [R,C,D] per layer (vq_comm_vq_train) on the
+     * pooled keys of all kv heads, as given (pass pre-RoPE keys: CommVQ
+     * applies RoPE at decode). 0 = none. */
+    int commvq_stages;     /* R in 0..64 */
+    int commvq_centroids;  /* C in 1..65536; 0 = 256 */
+    /* Lloyd-Max value codebook per layer (vq_lloyd_max_fit) of this many
+     * centroids (1..256; 16 for 4-bit nibbles), fitted on every element of
+     * the values normalised per token by their RMS, v / (||v||_2 / sqrt(D))
+     * (tokens with ||v|| = 0 are skipped): the normalisation under which the
+     * default table is Lloyd-Max N(0,1). 0 = none (values may be NULL). */
+    int value_centroids;
+    int iters;             /* k-means / Lloyd rounds, 1..1000; 0 = 25 */
+    /* Tokens per fit, taken evenly spaced (token i * n / max_samples) from the
+     * N (per head) or Hkv * N (pooled) available; 0 = 16384. A fit with
+     * fewer tokens than centroids gives VQ_ERR_INVALID_ARGUMENT. */
+    int64_t max_samples;
+    uint64_t seed;         /* k-means++ seeds: fit (layer, head, subspace)
+                              draws its own seed from this one */
+    /* Called after each layer (from the calling thread), e.g. for progress
+     * on stderr; NULL for none. */
+    void (*progress)(void *user, int layers_done, int n_layers);
+    void *progress_user;
+} vq_calibration_config;
+
+/* Fits a calibration on a CPU ctx: keys and values [L, Hkv, N, D] f16/f32
+ * (host, compact), L layers of N sample tokens per kv head. values may be
+ * NULL when cfg->value_centroids is 0. The result is deterministic: the same
+ * inputs, config and seed give bit-identical tables for a given CPU
+ * instruction set (VQ_ISA) whatever the thread count. Runs on the ctx's
+ * thread pool; time and memory are dominated by k-means, O(samples * C * D *
+ * iters) per layer for each method. *out is freed with vq_calibration_free.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, shapes, counts out of range, D not
+ * divisible by M, fewer samples than centroids, non-finite samples),
+ * VQ_ERR_UNSUPPORTED (a CUDA ctx), VQ_ERR_OUT_OF_MEMORY. *out is NULL on
+ * failure. */
+VQ_API vq_status vq_calibration_fit(vq_ctx *ctx, const vq_calibration_config *cfg, const DLTensor *keys,
+                                    const DLTensor *values, vq_calibration **out);
+
+/* Frees a calibration. NULL is a no-op. A cache created with it keeps its
+ * own copy of the tables, so it may be freed while caches live. */
+VQ_API void vq_calibration_free(vq_calibration *cal);
+
+/* What a calibration holds: its dimensions and the config it was fitted with
+ * (defaults resolved, progress NULL). */
+typedef struct vq_calibration_info {
+    int n_layers, n_kv_heads, head_dim;
+    int64_t n_samples;           /* N, sample tokens per kv head it was fitted on */
+    vq_calibration_config config;
+} vq_calibration_info;
+
+/* Errors: VQ_ERR_INVALID_ARGUMENT (cal or out NULL). */
+VQ_API vq_status vq_calibration_get_info(vq_ctx *ctx, const vq_calibration *cal, vq_calibration_info *out);
+
+typedef enum vq_calibration_table {
+    VQ_CAL_PQ_SMOOTH = 1,       /* [Hkv, D] f32 > 0, or [D] when pq_shared */
+    VQ_CAL_PQ_CODEBOOK = 2,     /* [Hkv, M, C, D/M] f32, or [M, C, D/M] when pq_shared */
+    VQ_CAL_COMMVQ_CODEBOOK = 3, /* [R, C, D] f32 */
+    VQ_CAL_VALUE_CENTROIDS = 4  /* [n] f32 ascending */
+} vq_calibration_table;
+
+/* A view of one layer's table: fills *out (a host f32 DLTensor, compact,
+ * shape as listed above) pointing into the calibration, valid until
+ * vq_calibration_free; do not write through it. The shapes match what
+ * vq_vecinfer_quantize / vq_fused_sdpa (pq), vq_comm_vq_encode (commvq) and
+ * vq_codebook_quantize (values) take.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer outside [0, L), a table
+ * that was not fitted, an unknown `which`). */
+VQ_API vq_status vq_calibration_get_table(vq_ctx *ctx, const vq_calibration *cal, int layer,
+                                          vq_calibration_table which, DLTensor *out);
+
+/* =========================================================================
+ * 7. Persistence: calibrations saved and loaded
+ *
+ * The file format is docs/FILE_FORMAT.md: a versioned header, sections with
+ * a CRC-32C each, little-endian on every platform. A load validates every
+ * size and count against the data's size and sane limits before allocating,
+ * and every checksum and table value before trusting it: a truncated,
+ * corrupted or hostile input gives VQ_ERR_CORRUPT_DATA (a file written by
+ * a newer format version: VQ_ERR_UNSUPPORTED), with a message, never a
+ * crash or an over-read. A load gives back bit-identical tables.
+ * Saving to a path is atomic: the bytes go to a temporary file next to it
+ * (path + ".XXXXXX", mode 0644), are flushed to disk, then renamed over
+ * path, so a crash mid-save never leaves a damaged file under that name.
+ * ========================================================================= */
+
+/* Serialises into buf[0..cap): *size_out = the bytes the file takes. buf
+ * NULL (cap 0) only computes *size_out. Errors: VQ_ERR_INVALID_ARGUMENT
+ * (cal or size_out NULL; cap smaller than the size, with the size in
+ * *size_out and nothing written). */
+VQ_API vq_status vq_calibration_save_buffer(vq_ctx *ctx, const vq_calibration *cal, void *buf, size_t cap,
+                                            size_t *size_out);
+/* Saves to a file, atomically. Errors: VQ_ERR_INVALID_ARGUMENT, VQ_ERR_IO
+ * (with errno's text), VQ_ERR_OUT_OF_MEMORY. */
+VQ_API vq_status vq_calibration_save(vq_ctx *ctx, const vq_calibration *cal, const char *path);
+/* Loads from size bytes at buf (not kept). Errors: VQ_ERR_INVALID_ARGUMENT
+ * (NULLs), VQ_ERR_CORRUPT_DATA, VQ_ERR_UNSUPPORTED, VQ_ERR_OUT_OF_MEMORY.
+ * *out is NULL on failure. */
+VQ_API vq_status vq_calibration_load_buffer(vq_ctx *ctx, const void *buf, size_t size, vq_calibration **out);
+/* Loads a file (read whole; at most 2^36 bytes). Errors: those of
+ * vq_calibration_load_buffer, VQ_ERR_IO. */
+VQ_API vq_status vq_calibration_load(vq_ctx *ctx, const char *path, vq_calibration **out);
 
 #ifdef __cplusplus
 }
