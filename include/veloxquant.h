@@ -645,8 +645,10 @@ typedef struct vq_attend_opts {
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
  * D > 256 -> VQ_ERR_UNSUPPORTED.
  * On a CUDA context (device tensors) every key format runs, with the same
- * semantics, on the ctx's stream without synchronising; tensors need only
- * their element alignment. What the CPU checks by reading data cannot be
+ * semantics, on the ctx's stream without synchronising; values, plain keys,
+ * TurboQuant codes and affine codes/scales/zeros whose data (with
+ * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED there (the
+ * other tensors need only their element alignment). What the CPU checks by reading data cannot be
  * checked before the launch there, so the kernels clamp instead: CommVQ
  * positions outside [0, P) read table row 0 or P - 1 (the CPU gives
  * VQ_ERR_INVALID_ARGUMENT), and PQ / CommVQ codes clamp as on the CPU. QJL
