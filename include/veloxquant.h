@@ -21,8 +21,9 @@
  * whose tensors may be strided views on a CPU context: any non-negative
  * strides on every axis but the last, which must be contiguous (stride 1);
  * an axis of size 1 may have any stride; outputs must not overlap
- * themselves. On a CUDA context they must still be compact. `byte_offset` is honoured; data + byte_offset must be
- * aligned to the element size, else VQ_ERR_UNSUPPORTED. Every tensor of a
+ * themselves. On a CUDA context they must still be compact. `byte_offset`
+ * is honoured; data + byte_offset must be aligned to the element size, else
+ * VQ_ERR_UNSUPPORTED. Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
  * with the context's ordinal for a CUDA context).
  *
