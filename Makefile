@@ -1,5 +1,6 @@
 # veloxquant — the two commands of the README:
-#   make        installs what is missing (Debian/Ubuntu), builds (Release, with
+#   make        installs what is missing (Debian/Ubuntu; the SmolLM2 model into
+#               models/ by tools/fetch_model.sh), builds (Release, with
 #               the CUDA backend when nvcc is found) and runs `vq demo`
 #   make test   the whole test suite: ctest on the Release build (includes the
 #               install test), then ctest on an ASan+UBSan build (CPU only),
@@ -23,12 +24,17 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps build demo test test-release test-sanitize install clean
+.PHONY: all deps model build demo test test-release test-sanitize install clean
 
 all: demo
 
 deps:
 	@sh .ci/deps.sh
+	@sh tools/fetch_model.sh
+
+# the model of the model runtime's tests and README (skipped when present)
+model:
+	@sh tools/fetch_model.sh
 
 build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAGS) $(CMAKE_FLAGS)
