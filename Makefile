@@ -4,7 +4,8 @@
 #               the CUDA backend when nvcc is found) and runs `vq demo`
 #   make test   the whole test suite: ctest on the Release build (includes the
 #               install test), then ctest on an ASan+UBSan build (CPU only),
-#               once per ISA pass in SANITIZE_ISAS
+#               once per ISA pass in SANITIZE_ISAS, then every libFuzzer
+#               target for FUZZ_SECONDS each (clang)
 # The real build system is CMake; this file only strings the steps together.
 
 BUILD         ?= build
@@ -12,6 +13,8 @@ SANITIZE_BUILD ?= build-sanitize
 JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
 # VQ_ISA values for the sanitizer passes: "best" leaves VQ_ISA unset.
 SANITIZE_ISAS ?= best scalar
+FUZZ_BUILD    ?= build-fuzz
+FUZZ_SECONDS  ?= 60
 CMAKE_FLAGS   ?=
 
 # nvcc on PATH, else the usual toolkit location; empty when there is none.
@@ -24,7 +27,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps model build demo test test-release test-sanitize install clean
+.PHONY: all deps model build demo test test-release test-sanitize test-fuzz install clean
 
 all: demo
 
@@ -43,7 +46,7 @@ build: deps
 demo: build
 	$(VQ) demo
 
-test: test-release test-sanitize
+test: test-release test-sanitize test-fuzz
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -62,10 +65,15 @@ test-sanitize: deps
 	    fi; \
 	done
 
+# The fuzz targets (tests/fuzz/): built with clang, each run FUZZ_SECONDS over
+# its committed seed corpus; a crash fails.
+test-fuzz: deps
+	JOBS=$(JOBS) sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 # PREFIX=/some/where make install
 PREFIX ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)

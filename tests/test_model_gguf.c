@@ -1,6 +1,6 @@
 /* test_model_gguf.c — the GGUF reader and the model loader on bad input:
  * every truncation, corrupted fields, wrong tensors, and seeded random
- * mutations through the libFuzzer entry point (tests/fuzz_gguf.c). Each
+ * mutations through the libFuzzer entry point (tests/fuzz/fuzz_gguf.c). Each
  * failure must be a clean error naming the problem. */
 #define _GNU_SOURCE
 #include <string.h>
@@ -197,11 +197,19 @@ static void test_fuzz_mutations(void)
     VT_CHECK(1, "survived");
 }
 
-int main(void)
+/* `test_model_gguf --write-seed FILE` writes the valid tiny model (the
+ * fuzz_gguf seed in tests/fuzz/corpus/fuzz_gguf/). */
+int main(int argc, char **argv)
 {
     tiny_model m;
     tiny_build(&m, 1, false, 7);
     g_file = tiny_gguf(&m);
+    if (argc == 3 && strcmp(argv[1], "--write-seed") == 0) {
+        FILE *f = fopen(argv[2], "wb");
+        const bool ok = f != NULL && fwrite(g_file.p, 1, g_file.n, f) == g_file.n;
+        if (f != NULL) fclose(f);
+        return ok ? 0 : 1;
+    }
     g_data_end = g_file.n;
     {
         /* the end of the last tensor's bytes: the file minus the final padding */

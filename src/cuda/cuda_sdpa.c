@@ -144,9 +144,13 @@ static void plan_splits(const vq_ctx *ctx, int requested, int occupancy, vq_cu_a
 }
 
 vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                             const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
-                             const vq_attend_opts *opts)
+                             const vq_encoded_values *encoded_values, float scale, const DLTensor *mask,
+                             DLTensor *out, const vq_attend_opts *opts)
 {
+    VQ_RETURN_IF(ctx, encoded_values->format != VQ_VALUES_PLAIN, VQ_ERR_UNSUPPORTED,
+                 "argument 'values': format %d on a CUDA context is not supported yet (VQ_VALUES_PLAIN is)",
+                 (int)encoded_values->format);
+    const DLTensor *values = encoded_values->plain.values;
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t B = vq_dim(queries, 0), Hq = vq_dim(queries, 1), Sq = vq_dim(queries, 2), D = vq_dim(queries, 3);
     const int64_t Hkv = vq_dim(values, 1), Skv = vq_dim(values, 2);

@@ -106,8 +106,10 @@ static void read_scalar(cursor *c, uint32_t t, vqm_gguf_kv *kv)
     default: kv->i64 = (int64_t)raw; break;
     }
     if (t == VQM_GGUF_F32 || t == VQM_GGUF_F64) {
-        kv->i64 = (int64_t)kv->f64;
-        kv->u64 = kv->f64 >= 0 ? (uint64_t)kv->i64 : 0;
+        /* integer views only where the value fits (NaN, inf and huge values give 0) */
+        const bool fits = kv->f64 > -9.2e18 && kv->f64 < 9.2e18;
+        kv->i64 = fits ? (int64_t)kv->f64 : 0;
+        kv->u64 = fits && kv->f64 >= 0 ? (uint64_t)kv->i64 : 0;
     } else if (t == VQM_GGUF_U8 || t == VQM_GGUF_U16 || t == VQM_GGUF_U32 || t == VQM_GGUF_U64 ||
                t == VQM_GGUF_BOOL) {
         kv->u64 = raw;

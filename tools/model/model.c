@@ -110,9 +110,9 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
     c.hidden_dim = (int)v[2];
     c.n_heads = (int)v[3];
     const vqm_gguf_kv *kvh = arch_kv(g, arch, "attention.head_count_kv");
-    c.n_kv_heads = is_scalar(kvh) ? (int)kvh->i64 : c.n_heads;
+    c.n_kv_heads = is_scalar(kvh) && kvh->i64 >= 0 && kvh->i64 <= (1 << 20) ? (int)kvh->i64 : c.n_heads;
     const vqm_gguf_kv *kl = arch_kv(g, arch, "attention.key_length");
-    c.head_dim = is_scalar(kl) ? (int)kl->i64 : c.dim / c.n_heads;
+    c.head_dim = is_scalar(kl) && kl->i64 >= 0 && kl->i64 <= 4096 ? (int)kl->i64 : c.dim / c.n_heads;
     if (c.n_kv_heads < 1 || c.n_heads % c.n_kv_heads != 0 || c.head_dim < 2 || c.head_dim % 2 != 0 ||
         c.head_dim > 256 || c.dim % 32 != 0 || c.hidden_dim % 32 != 0 || (c.n_heads * c.head_dim) % 32 != 0)
         return vqm_fail(err, VQ_ERR_UNSUPPORTED,
@@ -120,13 +120,13 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
                     "heads, an even head dim <= 256, dims multiples of 32",
                     c.n_heads, c.n_kv_heads, c.head_dim, c.dim, c.hidden_dim);
     const vqm_gguf_kv *ctxl = arch_kv(g, arch, "context_length");
-    c.context_length = is_scalar(ctxl) && ctxl->i64 > 0 ? (int)ctxl->i64 : 2048;
+    c.context_length = is_scalar(ctxl) && ctxl->i64 > 0 && ctxl->i64 <= (1 << 30) ? (int)ctxl->i64 : 2048;
     const vqm_gguf_kv *rb = arch_kv(g, arch, "rope.freq_base");
-    c.rope_base = is_scalar(rb) && rb->f64 > 0 ? (float)rb->f64 : 10000.0f;
+    c.rope_base = is_scalar(rb) && rb->f64 > 0 && rb->f64 < 1e30 ? (float)rb->f64 : 10000.0f;
     const vqm_gguf_kv *eps = arch_kv(g, arch, "attention.layer_norm_rms_epsilon");
-    c.norm_eps = is_scalar(eps) && eps->f64 > 0 ? (float)eps->f64 : 1e-5f;
+    c.norm_eps = is_scalar(eps) && eps->f64 > 0 && eps->f64 < 1 ? (float)eps->f64 : 1e-5f;
     const vqm_gguf_kv *rd = arch_kv(g, arch, "rope.dimension_count");
-    c.rope_dim = is_scalar(rd) ? (int)rd->i64 : c.head_dim;
+    c.rope_dim = is_scalar(rd) && rd->i64 >= 0 && rd->i64 <= 4096 ? (int)rd->i64 : c.head_dim;
     if (c.rope_dim < 2 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
         return vqm_fail(err, VQ_ERR_UNSUPPORTED, "model: rope.dimension_count %d must be even and <= head dim %d",
                     c.rope_dim, c.head_dim);

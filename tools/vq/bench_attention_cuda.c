@@ -12,13 +12,17 @@
 
 #include "bench_attention.h"
 #include "commands.h"
+#include "progress.h"
+#include "report.h"
 
 #ifndef VQ_TOOL_CUDA
-int vqb_bench_attention_cuda(int argc, char **argv)
+int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
 {
+    (void)a;
     (void)argc;
     (void)argv;
-    fprintf(stderr, "vq bench attention: --backend cuda needs a build with the CUDA backend\n");
+    fprintf(stderr, "vq bench attention: --backend cuda needs a build with the CUDA backend "
+                    "(make CUDA=1, or cmake -DVQ_CUDA=ON)\n");
     return VQ_EXIT_FAILURE;
 }
 #else
@@ -128,12 +132,12 @@ typedef struct set {
 
 /* RaBitQ at Skv = 128K, B = 1: time against the number of kv splits (0 =
  * the library's choice), to check the grid heuristic. */
-static void sweep_splits(vq_ctx *ctx, double bw)
+static void sweep_splits(vq_ctx *ctx, double bw, vqr *rep)
 {
     const int D = 128, Hq = 32, Skv = 131072, splits[] = {0, 8, 16, 33, 66, 132, 264};
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0); cudaEventCreate(&e1);
-    printf("split sweep (rabitq exact, B 1, Skv %d)\n%4s %6s %9s %7s\n", Skv, "Hkv", "splits", "us", "%copy");
+    if (!rep) printf("split sweep (rabitq exact, B 1, Skv %d)\n%4s %6s %9s %7s\n", Skv, "Hkv", "splits", "us", "%copy");
     for (int hk = 0; hk < 2; hk++) {
         const int Hkv = hk ? 8 : 32;
         dten q, qs, kb, km, vi, ce, out;
@@ -156,75 +160,59 @@ static void sweep_splits(vq_ctx *ctx, double bw)
                 if (it >= 3) cudaEventElapsedTime(&ts[it - 3], e0, e1);
             }
             qsort(ts, 20, sizeof ts[0], cmp_f);
-            printf("%4d %6d %9.1f %6.1f%%\n", Hkv, splits[si], ts[10] * 1e3, 100.0 * bytes / (ts[10] * 1e-3) / bw);
+            if (rep) {
+                vqr_row(rep);
+                vqr_str(rep, "format", "rabitq exact, split sweep");
+                vqr_int(rep, "b", 1, NULL);
+                vqr_int(rep, "hq", Hq, NULL);
+                vqr_int(rep, "hkv", Hkv, NULL);
+                vqr_int(rep, "skv", Skv, "tokens");
+                vqr_int(rep, "d", D, NULL);
+                vqr_int(rep, "splits", splits[si], NULL);
+                vqr_num(rep, "bytes", bytes, "B");
+                vqr_num(rep, "time", ts[10] * 1e3, "us");
+                vqr_num(rep, "copy_fraction", bytes / (ts[10] * 1e-3) / bw, NULL);
+            } else {
+                printf("%4d %6d %9.1f %6.1f%%\n", Hkv, splits[si], ts[10] * 1e3,
+                       100.0 * bytes / (ts[10] * 1e-3) / bw);
+            }
         }
         cudaFree(q.t.data); cudaFree(out.t.data); cudaFree(qs.t.data); cudaFree(kb.t.data);
         cudaFree(km.t.data); cudaFree(vi.t.data); cudaFree(ce.t.data);
     }
 }
 
-static const char usage_cuda[] =
-    "usage: vq bench attention --backend cuda [--b1] [--format kivi|hamming|exact] [--skv N] [--hkv N]\n"
-    "  --b1: batch 1 only, no split sweep (a shorter run)\n"
-    "  --format, --skv, --hkv: only the rows of that format / kv length / kv head count (for profilers)\n";
-
-/* The value of option argv[i] (advancing i), or -1 when it is missing or not a positive integer. */
-static int int_arg(int argc, char **argv, int *i)
+int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
 {
-    if (*i + 1 >= argc) return -1;
-    char *end = NULL;
-    const long v = strtol(argv[++*i], &end, 10);
-    return *end == '\0' && v > 0 && v <= (1L << 30) ? (int)v : -1;
-}
-
-int vqb_bench_attention_cuda(int argc, char **argv)
-{
-    int quick = 0, only_fmt = -1, only_skv = 0, only_hkv = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--b1") == 0) quick = 1;
-        else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
-            const char *f = argv[++i];
-            only_fmt = strcmp(f, "kivi") == 0 ? FMT_AFFINE : strcmp(f, "hamming") == 0 ? FMT_RQ_HAM
-                     : strcmp(f, "exact") == 0 ? FMT_RQ_EXACT : -2;
-            if (only_fmt == -2) {
-                fprintf(stderr, "vq bench attention: unknown format '%s'\n%s", f, usage_cuda);
-                return VQ_EXIT_USAGE;
-            }
-        } else if (strcmp(argv[i], "--skv") == 0 || strcmp(argv[i], "--hkv") == 0) {
-            int *dst = argv[i][2] == 's' ? &only_skv : &only_hkv;
-            if ((*dst = int_arg(argc, argv, &i)) < 0) {
-                fprintf(stderr, "vq bench attention: %s needs a positive integer\n%s", argv[i - 1], usage_cuda);
-                return VQ_EXIT_USAGE;
-            }
-        }
-        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc && strcmp(argv[i + 1], "cuda") == 0) i++;
-        else {
-            fprintf(stderr, "vq bench attention: unknown option '%s' with --backend cuda\n%s", argv[i], usage_cuda);
-            return VQ_EXIT_USAGE;
-        }
-    }
+    const int quick = a->b1, only_fmt = a->format - 1; /* -1 = all */
+    const int only_skv = (int)a->skv, only_hkv = (int)a->hkv;
     vq_ctx_config cfg = {.backend = VQ_BACKEND_CUDA};
     vq_ctx *ctx = NULL;
     if (vq_ctx_create(&cfg, &ctx) != VQ_OK) {
-        fprintf(stderr, "vq bench attention: no CUDA device\n");
+        fprintf(stderr, "vq bench attention: %s\n", vq_last_error());
         return VQ_EXIT_FAILURE;
     }
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     const double bw = copy_bw();
-    printf("device: %s, %d SMs, L2 %d MB; copy bandwidth (read+write) %.0f GB/s\n", prop.name,
+    vqr *rep = vqr_begin("bench attention", argc, argv, ctx, a->json);
+    vqr_info_num(rep, "copy_bandwidth", bw / 1e9, "GB/s");
+    if (!rep) printf("device: %s, %d SMs, L2 %d MB; copy bandwidth (read+write) %.0f GB/s\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, bw / 1e9);
     const char *env_mode = getenv("VQ_CUDA_DECODE_STAGED");
-    if (env_mode)
+    if (rep) vqr_info_str(rep, "VQ_CUDA_DECODE_STAGED", env_mode ? env_mode : "");
+    else if (env_mode)
         printf("VQ_CUDA_DECODE_STAGED=%s: that load path only\n", env_mode);
     else
         printf("us, GB/s and %%copy: direct loads (the default); last column: tiles staged in shared memory\n");
-    printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s %9s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
+    if (!rep) printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s %9s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
            "%copy", "staged us");
     const int skvs[] = {4096, 32768, 131072}, bs[] = {1, 8}, hkvs[] = {32, 8};
     const int D = 128, Hq = 32, g = 32;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0); cudaEventCreate(&e1);
+    vqp p;
+    vqp_begin(&p, "bench attention", 0);
     for (int f = 0; f < 3; f++)
         for (int si = 0; si < 3; si++)
             for (int bi = 0; bi < 2; bi++)
@@ -234,6 +222,7 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                     if ((only_fmt >= 0 && f != only_fmt) || (only_skv && Skv != only_skv) ||
                         (only_hkv && Hkv != only_hkv))
                         continue;
+                    vqp_step(&p, "%s B %d Hkv %d Skv %d", fmt_name[f], B, Hkv, Skv);
                     /* bytes of one input set */
                     const double tok = (double)B * Hkv * Skv;
                     const double per_tok = f == FMT_AFFINE ? D / 4 * 2 + 2.0 * 2 * D / g + 2.0 * 2 * D / g
@@ -301,10 +290,26 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                     }
                     if (!env_mode) unsetenv("VQ_CUDA_DECODE_STAGED");
                     const double sec = sec_mode[0];
-                    printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%% %9.1f\n", fmt_name[f], B, Hq, Hkv, Skv,
-                           bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw,
-                           env_mode ? 0.0 : sec_mode[1] * 1e6);
-                    fflush(stdout);
+                    vqp_clear(&p);
+                    if (rep) {
+                        vqr_row(rep);
+                        vqr_str(rep, "format", fmt_name[f]);
+                        vqr_int(rep, "b", B, NULL);
+                        vqr_int(rep, "hq", Hq, NULL);
+                        vqr_int(rep, "hkv", Hkv, NULL);
+                        vqr_int(rep, "skv", Skv, "tokens");
+                        vqr_int(rep, "d", D, NULL);
+                        vqr_num(rep, "bytes", bytes, "B");
+                        vqr_num(rep, "time", sec * 1e6, "us");
+                        vqr_num(rep, "bandwidth", bytes / sec / 1e9, "GB/s");
+                        vqr_num(rep, "copy_fraction", bytes / sec / bw, NULL);
+                        vqr_num(rep, "time_staged", env_mode ? NAN : sec_mode[1] * 1e6, "us");
+                    } else {
+                        printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%% %9.1f\n", fmt_name[f], B, Hq, Hkv,
+                               Skv, bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw,
+                               env_mode ? 0.0 : sec_mode[1] * 1e6);
+                        fflush(stdout);
+                    }
                     for (int s = 0; s < nset; s++) {
                         cudaFree(S[s].q.t.data); cudaFree(S[s].out.t.data);
                         if (S[s].qs.t.data) cudaFree(S[s].qs.t.data);
@@ -313,7 +318,9 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                     }
                     free(S);
                 }
-    if (!quick && only_fmt < 0 && !only_skv && !only_hkv) sweep_splits(ctx, bw);
+    vqp_end(&p);
+    if (!quick && only_fmt < 0 && !only_skv && !only_hkv) sweep_splits(ctx, bw, rep);
+    vqr_end(rep);
     vq_ctx_free(ctx);
     return VQ_EXIT_OK;
 }
