@@ -19,6 +19,16 @@ need_cmd pkg-config pkgconf
 [ -f /usr/include/dlpack/dlpack.h ] || [ -f /usr/local/include/dlpack/dlpack.h ] || missing="$missing libdlpack-dev"
 # gcc only recommends the C library headers, and recommends are not installed below.
 [ -f /usr/include/stdio.h ] || missing="$missing libc6-dev"
+# The Python package (make test-python): an interpreter, venv + pip, and the
+# headers the extension module compiles against.
+need_cmd python3 python3
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv python3-pip"
+    python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+        || missing="$missing python3-dev"
+else
+    missing="$missing python3-venv python3-pip python3-dev"
+fi
 # The fuzz targets need clang with libFuzzer and the sanitizer runtimes
 # (Debian: libclang-rt-dev; on older releases they come with clang itself).
 fuzzer_links() {  # true when clang links a libFuzzer + ASan + UBSan program

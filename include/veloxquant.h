@@ -22,8 +22,9 @@
  * whose tensors may be strided views on a CPU context: any non-negative
  * strides on every axis but the last, which must be contiguous (stride 1);
  * an axis of size 1 may have any stride; outputs must not overlap
- * themselves. On a CUDA context they must still be compact. `byte_offset` is honoured; data + byte_offset must be
- * aligned to the element size, else VQ_ERR_UNSUPPORTED. Every tensor of a
+ * themselves. On a CUDA context they must still be compact. `byte_offset`
+ * is honoured; data + byte_offset must be aligned to the element size, else
+ * VQ_ERR_UNSUPPORTED. Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
  * with the context's ordinal for a CUDA context).
  *
@@ -645,8 +646,10 @@ typedef struct vq_attend_opts {
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
  * D > 256 -> VQ_ERR_UNSUPPORTED.
  * On a CUDA context (device tensors) every key format runs, with the same
- * semantics, on the ctx's stream without synchronising; tensors need only
- * their element alignment. What the CPU checks by reading data cannot be
+ * semantics, on the ctx's stream without synchronising; values, plain keys,
+ * TurboQuant codes and affine codes/scales/zeros whose data (with
+ * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED there (the
+ * other tensors need only their element alignment). What the CPU checks by reading data cannot be
  * checked before the launch there, so the kernels clamp instead: CommVQ
  * positions outside [0, P) read table row 0 or P - 1 (the CPU gives
  * VQ_ERR_INVALID_ARGUMENT), and PQ / CommVQ codes clamp as on the CPU. QJL

@@ -26,34 +26,24 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
     return VQ_EXIT_FAILURE;
 }
 #else
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
 
-#define CK(x)                                                                         \
-    do {                                                                              \
-        cudaError_t e_ = (x);                                                         \
-        if (e_ != cudaSuccess) {                                                      \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); \
-            exit(VQ_EXIT_FAILURE);                                                    \
-        }                                                                             \
-    } while (0)
+#include "bench_cuda.h"
 
-static int cmp_f(const void *a, const void *b)
+int vqb_cu_cmp_f(const void *a, const void *b)
 {
     const float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
 }
 
-/* A device tensor with random bytes (fresh data; never zeros). */
-typedef struct dten {
-    DLTensor t;
-    int64_t shape[4];
-} dten;
 
 static unsigned long long lcg = 88172645463325252ull;
-static void fill_random(void *d, size_t bytes, int kind)
+void vqb_cu_fill_random(void *d, size_t bytes, int kind)
 {
+    /* past 64 MB (more than the L2) the first 64 MB repeat: filling gigabytes on the host is slow */
+    const size_t full = bytes, chunk = (size_t)64 << 20;
+    if (bytes > chunk) bytes = chunk;
     /* kind 0: random bytes; 1: f16 values in [0.05, 0.3); 2: f32 N-ish(0,1); 3: f32 in [0.5, 1) */
     unsigned char *h = malloc(bytes);
     for (size_t i = 0; i < bytes; i += 8) {
@@ -73,9 +63,11 @@ static void fill_random(void *d, size_t bytes, int kind)
         }
     CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     free(h);
+    for (size_t off = bytes; off < full; off += bytes)
+        CK(cudaMemcpy((char *)d + off, d, full - off < bytes ? full - off : bytes, cudaMemcpyDeviceToDevice));
 }
 
-static DLTensor *dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, int64_t d, int kind)
+DLTensor *vqb_cu_dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, int64_t d, int kind)
 {
     memset(x, 0, sizeof *x);
     x->shape[0] = a; x->shape[1] = b; x->shape[2] = c; x->shape[3] = d;
@@ -88,20 +80,19 @@ static DLTensor *dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, i
     size_t n = (size_t)(dt.bits / 8);
     for (int i = 0; i < nd; i++) n *= (size_t)x->shape[i];
     CK(cudaMalloc(&x->t.data, n));
-    fill_random(x->t.data, n, kind);
+    vqb_cu_fill_random(x->t.data, n, kind);
     return &x->t;
 }
-static size_t dbytes(const DLTensor *t)
+size_t vqb_cu_dbytes(const DLTensor *t)
 {
     size_t n = t->dtype.bits / 8;
     for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
     return n;
 }
 
-static const DLDataType F32 = {kDLFloat, 32, 1}, F16 = {kDLFloat, 16, 1}, U8 = {kDLUInt, 8, 1};
 
 /* Device-to-device copy bandwidth (bytes read + written per second). */
-static double copy_bw(void)
+double vqb_cu_copy_bw(void)
 {
     const size_t n = (size_t)2 << 30;
     void *a, *b;
@@ -118,7 +109,7 @@ static double copy_bw(void)
         cudaEventSynchronize(e1);
         if (i >= 3) cudaEventElapsedTime(&ts[i - 3], e0, e1);
     }
-    qsort(ts, 20, sizeof ts[0], cmp_f);
+    qsort(ts, 20, sizeof ts[0], vqb_cu_cmp_f);
     cudaFree(a); cudaFree(b);
     return 2.0 * n / (ts[10] * 1e-3);
 }
@@ -141,13 +132,13 @@ static void sweep_splits(vq_ctx *ctx, double bw, vqr *rep)
     for (int hk = 0; hk < 2; hk++) {
         const int Hkv = hk ? 8 : 32;
         dten q, qs, kb, km, vi, ce, out;
-        dnew(&q, F16, 1, Hq, 1, D, 1);
-        dnew(&out, F16, 1, Hq, 1, D, 0);
-        dnew(&qs, F32, 1, Hq, 1, 0, 3);
-        dnew(&kb, U8, 1, Hkv, Skv, D / 8, 0);
-        dnew(&km, F32, 1, Hkv, Skv, 0, 3);
-        dnew(&vi, U8, 1, Hkv, Skv, D / 2, 0);
-        dnew(&ce, F32, 16, 0, 0, 0, 2);
+        vqb_cu_dnew(&q, F16, 1, Hq, 1, D, 1);
+        vqb_cu_dnew(&out, F16, 1, Hq, 1, D, 0);
+        vqb_cu_dnew(&qs, F32, 1, Hq, 1, 0, 3);
+        vqb_cu_dnew(&kb, U8, 1, Hkv, Skv, D / 8, 0);
+        vqb_cu_dnew(&km, F32, 1, Hkv, Skv, 0, 3);
+        vqb_cu_dnew(&vi, U8, 1, Hkv, Skv, D / 2, 0);
+        vqb_cu_dnew(&ce, F32, 16, 0, 0, 0, 2);
         const double bytes = (double)Hkv * Skv * (D / 8 + 4 + D / 2);
         for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
             vq_rabitq_attend_opts o = {.score = VQ_RABITQ_SCORE_EXACT, .num_splits = splits[si]};
@@ -159,7 +150,7 @@ static void sweep_splits(vq_ctx *ctx, double bw, vqr *rep)
                 cudaEventSynchronize(e1);
                 if (it >= 3) cudaEventElapsedTime(&ts[it - 3], e0, e1);
             }
-            qsort(ts, 20, sizeof ts[0], cmp_f);
+            qsort(ts, 20, sizeof ts[0], vqb_cu_cmp_f);
             if (rep) {
                 vqr_row(rep);
                 vqr_str(rep, "format", "rabitq exact, split sweep");
@@ -194,7 +185,7 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
     }
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    const double bw = copy_bw();
+    const double bw = vqb_cu_copy_bw();
     vqr *rep = vqr_begin("bench attention", argc, argv, ctx, a->json);
     vqr_info_num(rep, "copy_bandwidth", bw / 1e9, "GB/s");
     if (!rep) printf("device: %s, %d SMs, L2 %d MB; copy bandwidth (read+write) %.0f GB/s\n", prop.name,
@@ -233,22 +224,22 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                     if (nset > 64) nset = 64;
                     set *S = calloc((size_t)nset, sizeof *S);
                     for (int s = 0; s < nset; s++) {
-                        dnew(&S[s].q, F16, B, Hq, 1, D, 0);
-                        fill_random(S[s].q.t.data, dbytes(&S[s].q.t), 1);
-                        dnew(&S[s].out, F16, B, Hq, 1, D, 0);
+                        vqb_cu_dnew(&S[s].q, F16, B, Hq, 1, D, 0);
+                        vqb_cu_fill_random(S[s].q.t.data, vqb_cu_dbytes(&S[s].q.t), 1);
+                        vqb_cu_dnew(&S[s].out, F16, B, Hq, 1, D, 0);
                         if (f == FMT_AFFINE) {
-                            dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 4, 0);
-                            dnew(&S[s].a[1], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
-                            dnew(&S[s].a[2], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
-                            dnew(&S[s].a[3], U8, B, Hkv, Skv, D / 4, 0);
-                            dnew(&S[s].a[4], F16, B, Hkv, Skv, D / g, 1);
-                            dnew(&S[s].a[5], F16, B, Hkv, Skv, D / g, 1);
+                            vqb_cu_dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 4, 0);
+                            vqb_cu_dnew(&S[s].a[1], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
+                            vqb_cu_dnew(&S[s].a[2], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
+                            vqb_cu_dnew(&S[s].a[3], U8, B, Hkv, Skv, D / 4, 0);
+                            vqb_cu_dnew(&S[s].a[4], F16, B, Hkv, Skv, D / g, 1);
+                            vqb_cu_dnew(&S[s].a[5], F16, B, Hkv, Skv, D / g, 1);
                         } else {
-                            dnew(&S[s].qs, F32, B, Hq, 1, 0, 3);
-                            dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 8, 0);
-                            dnew(&S[s].a[1], F32, B, Hkv, Skv, 0, 3);
-                            dnew(&S[s].a[2], U8, B, Hkv, Skv, D / 2, 0);
-                            dnew(&S[s].a[3], F32, 16, 0, 0, 0, 2);
+                            vqb_cu_dnew(&S[s].qs, F32, B, Hq, 1, 0, 3);
+                            vqb_cu_dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 8, 0);
+                            vqb_cu_dnew(&S[s].a[1], F32, B, Hkv, Skv, 0, 3);
+                            vqb_cu_dnew(&S[s].a[2], U8, B, Hkv, Skv, D / 2, 0);
+                            vqb_cu_dnew(&S[s].a[3], F32, 16, 0, 0, 0, 2);
                         }
                     }
                     /* both load paths of the fast kernels, in one run (VQ_CUDA_DECODE_STAGED),
@@ -285,7 +276,7 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                                     vq_ctx_last_error(ctx));
                             return VQ_EXIT_FAILURE;
                         }
-                        qsort(ts, 30, sizeof ts[0], cmp_f);
+                        qsort(ts, 30, sizeof ts[0], vqb_cu_cmp_f);
                         sec_mode[mode] = ts[15] * 1e-3;
                     }
                     if (!env_mode) unsetenv("VQ_CUDA_DECODE_STAGED");
@@ -320,6 +311,7 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                 }
     vqp_end(&p);
     if (!quick && only_fmt < 0 && !only_skv && !only_hkv) sweep_splits(ctx, bw, rep);
+    if (only_fmt < 0) vqb_bench_sdpa_cuda(ctx, bw, quick, only_skv, only_hkv, rep);
     vqr_end(rep);
     vq_ctx_free(ctx);
     return VQ_EXIT_OK;
