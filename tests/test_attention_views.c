@@ -7,7 +7,8 @@
  *   - every value format of vq_encoded_values (with several key formats)
  *     against the float64 reference over the library's own dequantized values;
  *   - the skeleton's segmented kv axis (pages + a residual of another kind)
- *     equals one call over the contiguous cache. */
+ *     equals one call over the contiguous cache;
+ *   - a caller's workspace (vq_ctx_set_workspace) is used and never grown. */
 #include <string.h>
 
 #include "attention/attn_formats.h"
@@ -640,11 +641,57 @@ static void test_segments_on(vq_ctx *ctx, const char *isa)
 
 static void test_segments(void) { vt_for_each_isa(2, test_segments_on); }
 
+/* ---- a caller-provided workspace ---- */
+
+static void test_workspace(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    vq_rng rng;
+    vq_rng_seed(&rng, 21);
+    DLTensor *q = vt_new(VT_F32, VT_DIMS(1, 8, 1, 128)), *k = vt_new(VT_F16, VT_DIMS(1, 2, 300, 128));
+    DLTensor *v = vt_new(VT_F16, VT_DIMS(1, 2, 300, 128)), *out = vt_new(VT_F32, VT_DIMS(1, 8, 1, 128));
+    vt_fill_normal(q, &rng, 0.0, 1.0);
+    vt_fill_normal(k, &rng, 0.0, 1.0);
+    vt_fill_normal(v, &rng, 0.0, 1.0);
+    const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain.keys = k};
+    VT_OK(ctx, vq_fused_sdpa(ctx, q, &ek, VT_PLAIN(v), 0.125f, NULL, out, NULL));
+    const size_t peak = vq_ctx_workspace_peak(ctx);
+    VT_CHECK(peak > 0, "a call through the skeleton asked for no scratch");
+    DLTensor *ref = vt_like(out, VT_F32);
+    memcpy(ref->data, out->data, vt_bytes(out));
+    /* too small: out of memory, the output untouched, the needed size named */
+    void *small = aligned_alloc(64, 64);
+    VT_OK(ctx, vq_ctx_set_workspace(ctx, small, 64));
+    vt_poison(out);
+    void *snap = vt_snapshot(out);
+    VT_FAILS(ctx, VQ_ERR_OUT_OF_MEMORY, "vq_ctx_set_workspace", vq_fused_sdpa(ctx, q, &ek, VT_PLAIN(v), 0.125f, NULL, out, NULL));
+    VT_CHECK(vt_unchanged(out, snap), "a call without enough workspace wrote its output");
+    /* the peak size: the same result, and the workspace is what was used */
+    void *mem = aligned_alloc(64, (peak + 63) & ~(size_t)63);
+    VT_OK(ctx, vq_ctx_set_workspace(ctx, mem, peak));
+    VT_OK(ctx, vq_fused_sdpa(ctx, q, &ek, VT_PLAIN(v), 0.125f, NULL, out, NULL));
+    VT_CHECK(memcmp(out->data, ref->data, vt_bytes(out)) == 0, "the workspace changed the result");
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "64-byte aligned", vq_ctx_set_workspace(ctx, (char *)mem + 8, 100));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'mem' is NULL", vq_ctx_set_workspace(ctx, NULL, 100));
+    VT_OK(ctx, vq_ctx_set_workspace(ctx, NULL, 0)); /* back to the ctx's own scratch */
+    VT_OK(ctx, vq_fused_sdpa(ctx, q, &ek, VT_PLAIN(v), 0.125f, NULL, out, NULL));
+    vq_ctx_free(ctx); /* frees none of the caller's memory */
+    free(small);
+    free(mem);
+    free(snap);
+    vt_free(q);
+    vt_free(k);
+    vt_free(v);
+    vt_free(out);
+    vt_free(ref);
+}
+
 int main(void)
 {
     VT_RUN(test_views);
     VT_RUN(test_lse_merge);
     VT_RUN(test_value_formats);
     VT_RUN(test_segments);
+    VT_RUN(test_workspace);
     return vt_finish();
 }
