@@ -2,8 +2,10 @@
 #   make        installs what is missing (Debian/Ubuntu), builds (Release, with
 #               the CUDA backend when nvcc is found) and runs `vq demo`
 #   make test   the whole test suite: ctest on the Release build (includes the
-#               install test), then ctest on an ASan+UBSan build (CPU only),
-#               once per ISA pass in SANITIZE_ISAS
+#               install test), the Python package's pytest suite (pip install .
+#               into build-pyenv/, .ci/python_test.sh), then ctest on an
+#               ASan+UBSan build (CPU only), once per ISA pass in SANITIZE_ISAS,
+#               then every libFuzzer target for FUZZ_SECONDS each (clang)
 # The real build system is CMake; this file only strings the steps together.
 
 BUILD         ?= build
@@ -11,6 +13,8 @@ SANITIZE_BUILD ?= build-sanitize
 JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
 # VQ_ISA values for the sanitizer passes: "best" leaves VQ_ISA unset.
 SANITIZE_ISAS ?= best scalar
+FUZZ_BUILD    ?= build-fuzz
+FUZZ_SECONDS  ?= 60
 CMAKE_FLAGS   ?=
 
 # nvcc on PATH, else the usual toolkit location; empty when there is none.
@@ -23,7 +27,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps build demo test test-release test-sanitize install clean
+.PHONY: all deps build demo test test-release test-python test-sanitize test-fuzz install clean
 
 all: demo
 
@@ -37,10 +41,14 @@ build: deps
 demo: build
 	$(VQ) demo
 
-test: test-release test-sanitize
+test: test-release test-python test-sanitize test-fuzz
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The Python package: pip install . into build-pyenv/, then pytest python/tests.
+test-python: deps
+	sh .ci/python_test.sh
 
 # RelWithDebInfo so that sanitizer reports carry file:line.
 test-sanitize: deps
@@ -56,10 +64,15 @@ test-sanitize: deps
 	    fi; \
 	done
 
+# The fuzz targets (tests/fuzz/): built with clang, each run FUZZ_SECONDS over
+# its committed seed corpus; a crash fails.
+test-fuzz: deps
+	JOBS=$(JOBS) sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 # PREFIX=/some/where make install
 PREFIX ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD) build-py build-pyenv

@@ -9,13 +9,19 @@
  *      KIVI affine, RaBitQ, QJL, VecInfer product VQ, CommVQ, k-means.
  *   4. Attention: fused SDPA over every key format, the specialised decode
  *      kernels (affine, RaBitQ, RVQ) and RaBitQ prefill.
+ *   6. Calibration: VecInfer, CommVQ and value tables fitted on samples.
+ *   7. Persistence: calibrations (and caches) saved and loaded, validated.
  *
  * ---------------------------------------------------------------------------
  * Conventions that hold for every function
  * ---------------------------------------------------------------------------
  * Tensors are DLPack `DLTensor`s (<dlpack/dlpack.h>). `strides == NULL` or
  * compact row-major strides are accepted; any other stride pattern returns
- * VQ_ERR_UNSUPPORTED. `byte_offset` is honoured; data + byte_offset must be
+ * VQ_ERR_UNSUPPORTED — except for the attention entry points (section 4),
+ * whose tensors may be strided views on a CPU context: any non-negative
+ * strides on every axis but the last, which must be contiguous (stride 1);
+ * an axis of size 1 may have any stride; outputs must not overlap
+ * themselves. On a CUDA context they must still be compact. `byte_offset` is honoured; data + byte_offset must be
  * aligned to the element size, else VQ_ERR_UNSUPPORTED. Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
  * with the context's ordinal for a CUDA context).
@@ -134,8 +140,9 @@ typedef struct vq_ctx vq_ctx;
  * (vq_scalar_fused_decode_attend, vq_rabitq_fused_attend at D = 64/128/256)
  * stage tiles in shared memory (cp.async) instead of loading them straight
  * into registers; both give the same results (for benchmarking).
- * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend or thread count),
- * VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
+ * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend, thread count or
+ * device ordinal), VQ_ERR_BACKEND_UNAVAILABLE, VQ_ERR_OUT_OF_MEMORY,
+ * VQ_ERR_DEVICE. *out is NULL on failure, and vq_last_error() says why. */
 VQ_API vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out);
 
 /* Frees a context and joins its threads. NULL is a no-op. */
@@ -144,6 +151,14 @@ VQ_API void vq_ctx_free(vq_ctx *ctx);
 /* The sentence describing the last failure on this context ("" if none).
  * Valid until the next call on the context. NULL ctx gives a static string. */
 VQ_API const char *vq_ctx_last_error(const vq_ctx *ctx);
+
+/* The sentence describing the last failure of any call on the calling thread
+ * (thread-local, like errno: meaningful right after a call that failed, not
+ * cleared by calls that succeed; "" before any failure). This is where
+ * vq_ctx_create, which has no context to hold a message, explains itself:
+ * "vq_ctx_create: cuda:0: no CUDA device is visible". Valid until the
+ * thread's next failing call. */
+VQ_API const char *vq_last_error(void);
 
 /* The backend of the context. */
 VQ_API vq_backend vq_ctx_backend(const vq_ctx *ctx);
@@ -554,6 +569,52 @@ typedef struct vq_encoded_keys {
                                       positions outside [0, P) give VQ_ERR_INVALID_ARGUMENT */
 } vq_encoded_keys;
 
+/* Value formats understood by vq_fused_sdpa. */
+typedef enum vq_values_format {
+    VQ_VALUES_PLAIN = 1,    /* plain values (f16 or f32): the uncompressed path */
+    VQ_VALUES_AFFINE = 2,   /* KIVI per-token group affine codes */
+    VQ_VALUES_CODEBOOK = 3, /* scalar codebook indices (RaBitQ caches' 4-bit Lloyd-Max nibbles) */
+    VQ_VALUES_TURBO = 4     /* TurboQuant Hadamard scalar codes */
+} vq_values_format;
+
+/* A compressed value cache: `format` plus the tensors of that format (only
+ * the member named by `format` is read; zero-initialise the rest). Leading
+ * shapes are [B, Hkv, Skv], as the keys'. Any key format combines with any
+ * value format in one vq_fused_sdpa call. */
+typedef struct vq_encoded_values {
+    vq_values_format format;
+    struct {
+        const DLTensor *values;  /* [B,Hkv,Skv,D] f16/f32 */
+    } plain;
+    struct {
+        const DLTensor *codes;  /* [B,Hkv,Skv,D] u8 (one code per byte), or [B,Hkv,Skv,D*bits/8] packed */
+        const DLTensor *scale;  /* [B,Hkv,Skv,ceil(D/g)] f32/f16 */
+        const DLTensor *zero;   /* same shape and dtype as scale */
+        int bits;               /* 2, 4 or 8 (the packing of codes; 8 = one per byte) */
+        int group_size;         /* g, channels per group */
+    } affine;                   /* v_hat[t,c] = code * scale[t,c/g] + zero[t,c/g] (vq_affine_quantize_values) */
+    struct {
+        const DLTensor *idx;    /* [B,Hkv,Skv,D] u8, or nibble-packed [B,Hkv,Skv,D/2] u8 */
+        const DLTensor *cents;  /* [n_cents] f32, 1..256 (<= 16 when packed) */
+        const DLTensor *scale;  /* [B,Hkv,Skv] f32 per-token scale, or NULL */
+    } codebook;                 /* v_hat[t,c] = cents[min(idx, n_cents - 1)] * scale[t] */
+    struct {
+        const DLTensor *idx;    /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,ceil(D*bits/32)] u32 packed */
+        const DLTensor *scale;  /* [B,Hkv,Skv] f32 */
+        const DLTensor *diag;   /* [D] f32 ±1 used at encode time, or NULL (ones) */
+        int bits;               /* 1..8 */
+    } turbo;                    /* v_hat = rot^-1(scale * c_bits[idx]) (vq_turboquant_hadamard_dequantize);
+                                   D a power of two; accumulated in the rotated basis and rotated back
+                                   once per output row */
+} vq_encoded_values;
+
+/* The vq_encoded_values of plain values v (a convenience for the common case). */
+static inline vq_encoded_values vq_plain_values(const DLTensor *v)
+{
+    vq_encoded_values e = {VQ_VALUES_PLAIN, {v}, {0, 0, 0, 0, 0}, {0, 0, 0}, {0, 0, 0, 0}};
+    return e;
+}
+
 /* Options shared by the attention kernels (all beyond the seed). */
 typedef struct vq_attend_opts {
     /* Sq > 1: query i sees kv positions <= Skv - Sq + i (the new tokens are
@@ -561,26 +622,54 @@ typedef struct vq_attend_opts {
     bool causal;
     /* Parallel splits of the kv axis per (batch, kv head); 0 = automatic. */
     int num_splits;
+    /* Optional output [B,Hq,Sq] f32: per query row, the natural-log
+     * log-sum-exp of its scaled and masked scores over the tokens it sees,
+     * log(sum_t exp(s_t)); -inf for a row that sees no token. With it, the
+     * outputs of attention over disjoint token sets merge exactly
+     * (vq_attention_merge). NULL = not computed. */
+    DLTensor *lse_out;
 } vq_attend_opts;
 
-/* out = softmax(scale * q . k_hat^T + mask) v, keys decoded in registers and
- * never written to memory; softmax accumulates in f32.
+/* out = softmax(scale * q . k_hat^T + mask) v_hat, keys and values decoded
+ * in registers and never written to memory; softmax accumulates in f32.
  * queries [B,Hq,Sq,D] f16/f32 (raw, unrotated: rotations are applied to the
- * query inside), keys per vq_encoded_keys, values [B,Hkv,Skv,D] f16/f32,
+ * query inside), keys per vq_encoded_keys, values per vq_encoded_values
+ * (vq_plain_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
  * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
  * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0.
+ * Every tensor with a [B, H, S] leading shape (queries, out, mask, the key
+ * and value tensors, opts->lse_out) may be a strided view: any non-negative
+ * strides on all axes but the last, which is contiguous (a capacity buffer's
+ * first Skv tokens, a framework slice); outputs must not overlap themselves.
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
  * D > 256 -> VQ_ERR_UNSUPPORTED.
  * On a CUDA context (device tensors) every key format runs, with the same
- * semantics, on the ctx's stream without synchronising; tensors need only
- * their element alignment. What the CPU checks by reading data cannot be
+ * semantics, on the ctx's stream without synchronising; values, plain keys,
+ * TurboQuant codes and affine codes/scales/zeros whose data (with
+ * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED there (the
+ * other tensors need only their element alignment). What the CPU checks by reading data cannot be
  * checked before the launch there, so the kernels clamp instead: CommVQ
  * positions outside [0, P) read table row 0 or P - 1 (the CPU gives
  * VQ_ERR_INVALID_ARGUMENT), and PQ / CommVQ codes clamp as on the CPU. QJL
  * with more than 1024 sketch rows (m) -> VQ_ERR_UNSUPPORTED there. */
 VQ_API vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                        const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                        const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                         const vq_attend_opts *opts);
+
+/* Merges two attention results over disjoint token sets of the same queries
+ * (FlashInfer's merge_state): out_a/out_b [B,H,S,D] f16/f32 with their
+ * log-sum-exps lse_a/lse_b [B,H,S] f32 (from opts->lse_out) ->
+ * out = (e^(lse_a - m) out_a + e^(lse_b - m) out_b) / (e^(lse_a - m) + e^(lse_b - m)),
+ * lse_out = m + log(e^(lse_a - m) + e^(lse_b - m)), m = max(lse_a, lse_b):
+ * exactly the attention over the union (in f32, then rounded to out's dtype).
+ * A side with lse -inf contributes nothing; both -inf give out 0, lse -inf.
+ * out may be the same tensor as out_a or out_b, lse_out the same as lse_a or
+ * lse_b, or NULL. Strided views are accepted as in vq_fused_sdpa.
+ * Errors: shapes/dtypes disagree -> VQ_ERR_INVALID_ARGUMENT; NaN lse gives
+ * NaN rows. On a CUDA context: runs on the ctx's stream. */
+VQ_API vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a,
+                                    const DLTensor *out_b, const DLTensor *lse_b, DLTensor *out,
+                                    DLTensor *lse_out);
 
 /* True iff vq_fused_sdpa handles this shape: head_dim % 32 == 0 and
  * head_dim <= 256 (the seed's rule), all sizes positive. */
@@ -634,6 +723,7 @@ typedef struct vq_scalar_attend_opts {
     /* Code width when codes are bit-packed along D (2, 4 or 8); 0 = detect from
      * the codes' last dimension (D: one code per byte; D*bits/8: packed). */
     int bits;
+    DLTensor *lse_out;  /* as vq_attend_opts.lse_out */
     /* Key-score arithmetic on the CPU (see vq_key_scores); 0 = AUTO. INT8 on a
      * layout the integer kernels do not take runs F32 (the same as AUTO).
      * Values outside the enum give VQ_ERR_INVALID_ARGUMENT. */
@@ -667,6 +757,7 @@ typedef struct vq_rabitq_attend_opts {
     const DLTensor *v_scale;   /* [B,Hkv,Skv] f32 per-token value scale, or NULL */
     bool causal;               /* as vq_attend_opts.causal */
     int num_splits;            /* as vq_attend_opts.num_splits */
+    DLTensor *lse_out;         /* as vq_attend_opts.lse_out (decode only; prefill: NULL) */
 } vq_rabitq_attend_opts;
 
 /* Attention over 1-bit keys and codebook values (the seed's rabitq_fused_attend).
@@ -709,6 +800,133 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
                                    const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                    const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
                                    const vq_rabitq_attend_opts *opts);
+
+/* =========================================================================
+ * 6. Calibration: tables fitted on a model's keys and values
+ *
+ * Methods such as VecInfer (product VQ), CommVQ and codebook values need
+ * tables fitted on sample keys and values. A vq_calibration holds them for
+ * every layer (and kv head where the method wants it); pass it to
+ * vq_cache_config.calibration, read its tables with vq_calibration_get_table, or
+ * save it (section 7). It is host memory, independent of any ctx, immutable
+ * once fitted or loaded, and may be shared by any number of caches and
+ * threads.
+ * ========================================================================= */
+
+typedef struct vq_calibration vq_calibration;
+
+/* What vq_calibration_fit fits. Zero-initialise, set what you need; a
+ * method whose count is 0 is not fitted. */
+typedef struct vq_calibration_config {
+    /* VecInfer product VQ: M subspaces (D % M == 0) of C centroids each,
+     * fitted on the smoothed keys k / s, with smooth factors s per kv head
+     * (vq_vecinfer_smooth_factors). 0 = no PQ tables. */
+    int pq_subspaces;
+    int pq_centroids;      /* C in 1..65536; 0 = 256 */
+    bool pq_shared;        /* one codebook [M,C,D/M] and smooth [D] for all kv
+                              heads, fitted on their pooled keys, instead of one
+                              per kv head ([Hkv,M,C,D/M], [Hkv,D]) */
+    /* CommVQ additive codebook [R,C,D] per layer (vq_comm_vq_train) on the
+     * pooled keys of all kv heads, as given (pass pre-RoPE keys: CommVQ
+     * applies RoPE at decode). 0 = none. */
+    int commvq_stages;     /* R in 0..64 */
+    int commvq_centroids;  /* C in 1..65536; 0 = 256 */
+    /* Lloyd-Max value codebook per layer (vq_lloyd_max_fit) of this many
+     * centroids (1..256; 16 for 4-bit nibbles), fitted on every element of
+     * the values normalised per token by their RMS, v / (||v||_2 / sqrt(D))
+     * (tokens with ||v|| = 0 are skipped): the normalisation under which the
+     * default table is Lloyd-Max N(0,1). 0 = none (values may be NULL). */
+    int value_centroids;
+    int iters;             /* k-means / Lloyd rounds, 1..1000; 0 = 25 */
+    /* Tokens per fit, taken evenly spaced (token i * n / max_samples) from the
+     * N (per head) or Hkv * N (pooled) available; 0 = 16384. A fit with
+     * fewer tokens than centroids gives VQ_ERR_INVALID_ARGUMENT. */
+    int64_t max_samples;
+    uint64_t seed;         /* k-means++ seeds: fit (layer, head, subspace)
+                              draws its own seed from this one */
+    /* Called after each layer (from the calling thread), e.g. for progress
+     * on stderr; NULL for none. */
+    void (*progress)(void *user, int layers_done, int n_layers);
+    void *progress_user;
+} vq_calibration_config;
+
+/* Fits a calibration on a CPU ctx: keys and values [L, Hkv, N, D] f16/f32
+ * (host, compact), L layers of N sample tokens per kv head. values may be
+ * NULL when cfg->value_centroids is 0. The result is deterministic: the same
+ * inputs, config and seed give bit-identical tables for a given CPU
+ * instruction set (VQ_ISA) whatever the thread count. Runs on the ctx's
+ * thread pool; time and memory are dominated by k-means, O(samples * C * D *
+ * iters) per layer for each method. *out is freed with vq_calibration_free.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, shapes, counts out of range, D not
+ * divisible by M, fewer samples than centroids, non-finite samples),
+ * VQ_ERR_UNSUPPORTED (a CUDA ctx), VQ_ERR_OUT_OF_MEMORY. *out is NULL on
+ * failure. */
+VQ_API vq_status vq_calibration_fit(vq_ctx *ctx, const vq_calibration_config *cfg, const DLTensor *keys,
+                                    const DLTensor *values, vq_calibration **out);
+
+/* Frees a calibration. NULL is a no-op. A cache created with it keeps its
+ * own copy of the tables, so it may be freed while caches live. */
+VQ_API void vq_calibration_free(vq_calibration *cal);
+
+/* What a calibration holds: its dimensions and the config it was fitted with
+ * (defaults resolved, progress NULL). */
+typedef struct vq_calibration_info {
+    int n_layers, n_kv_heads, head_dim;
+    int64_t n_samples;           /* N, sample tokens per kv head it was fitted on */
+    vq_calibration_config config;
+} vq_calibration_info;
+
+/* Errors: VQ_ERR_INVALID_ARGUMENT (cal or out NULL). */
+VQ_API vq_status vq_calibration_get_info(vq_ctx *ctx, const vq_calibration *cal, vq_calibration_info *out);
+
+typedef enum vq_calibration_table {
+    VQ_CAL_PQ_SMOOTH = 1,       /* [Hkv, D] f32 > 0, or [D] when pq_shared */
+    VQ_CAL_PQ_CODEBOOK = 2,     /* [Hkv, M, C, D/M] f32, or [M, C, D/M] when pq_shared */
+    VQ_CAL_COMMVQ_CODEBOOK = 3, /* [R, C, D] f32 */
+    VQ_CAL_VALUE_CENTROIDS = 4  /* [n] f32 ascending */
+} vq_calibration_table;
+
+/* A view of one layer's table: fills *out (a host f32 DLTensor, compact,
+ * shape as listed above) pointing into the calibration, valid until
+ * vq_calibration_free; do not write through it. The shapes match what
+ * vq_vecinfer_quantize / vq_fused_sdpa (pq), vq_comm_vq_encode (commvq) and
+ * vq_codebook_quantize (values) take.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer outside [0, L), a table
+ * that was not fitted, an unknown `which`). */
+VQ_API vq_status vq_calibration_get_table(vq_ctx *ctx, const vq_calibration *cal, int layer,
+                                          vq_calibration_table which, DLTensor *out);
+
+/* =========================================================================
+ * 7. Persistence: calibrations saved and loaded
+ *
+ * The file format is docs/FILE_FORMAT.md: a versioned header, sections with
+ * a CRC-32C each, little-endian on every platform. A load validates every
+ * size and count against the data's size and sane limits before allocating,
+ * and every checksum and table value before trusting it: a truncated,
+ * corrupted or hostile input gives VQ_ERR_CORRUPT_DATA (a file written by
+ * a newer format version: VQ_ERR_UNSUPPORTED), with a message, never a
+ * crash or an over-read. A load gives back bit-identical tables.
+ * Saving to a path is atomic: the bytes go to a temporary file next to it
+ * (path + ".XXXXXX", mode 0644), are flushed to disk, then renamed over
+ * path, so a crash mid-save never leaves a damaged file under that name.
+ * ========================================================================= */
+
+/* Serialises into buf[0..cap): *size_out = the bytes the file takes. buf
+ * NULL (cap 0) only computes *size_out. Errors: VQ_ERR_INVALID_ARGUMENT
+ * (cal or size_out NULL; cap smaller than the size, with the size in
+ * *size_out and nothing written). */
+VQ_API vq_status vq_calibration_save_buffer(vq_ctx *ctx, const vq_calibration *cal, void *buf, size_t cap,
+                                            size_t *size_out);
+/* Saves to a file, atomically. Errors: VQ_ERR_INVALID_ARGUMENT, VQ_ERR_IO
+ * (with errno's text), VQ_ERR_OUT_OF_MEMORY. */
+VQ_API vq_status vq_calibration_save(vq_ctx *ctx, const vq_calibration *cal, const char *path);
+/* Loads from size bytes at buf (not kept). Errors: VQ_ERR_INVALID_ARGUMENT
+ * (NULLs), VQ_ERR_CORRUPT_DATA, VQ_ERR_UNSUPPORTED, VQ_ERR_OUT_OF_MEMORY.
+ * *out is NULL on failure. */
+VQ_API vq_status vq_calibration_load_buffer(vq_ctx *ctx, const void *buf, size_t size, vq_calibration **out);
+/* Loads a file (read whole; at most 2^36 bytes). Errors: those of
+ * vq_calibration_load_buffer, VQ_ERR_IO. */
+VQ_API vq_status vq_calibration_load(vq_ctx *ctx, const char *path, vq_calibration **out);
 
 #ifdef __cplusplus
 }

@@ -380,13 +380,13 @@ static vq_status c_sd_plain(vq_ctx *c, fz_args *a)
 {
     vq_encoded_keys k = fz_keys(a);
     k.plain.keys = T(3);
-    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, T(4), T(2), NULL);
+    return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, T(4), T(2), NULL);
 }
 static vq_status c_sd_turbo(vq_ctx *c, fz_args *a)
 {
     vq_encoded_keys k = fz_keys(a);
     k.turbo.idx = T(3); k.turbo.scale = T(4); k.turbo.diag = T(5); k.turbo.bits = S(1);
-    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+    return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), NULL);
 }
 static vq_encoded_keys fz_rvq(const fz_args *a)
 {
@@ -399,7 +399,7 @@ static vq_status c_sd_rvq(vq_ctx *c, fz_args *a)
 {
     const vq_encoded_keys k = fz_rvq(a);
     const vq_attend_opts o = {.causal = true, .num_splits = 2};
-    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), &o);
+    return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), &o);
 }
 static vq_status c_rvq_attend(vq_ctx *c, fz_args *a)
 {
@@ -411,32 +411,32 @@ static vq_status c_sd_affine(vq_ctx *c, fz_args *a)
     vq_encoded_keys k = fz_keys(a);
     k.affine.codes = T(3); k.affine.scale = T(4); k.affine.zero = T(5);
     k.affine.bits = S(1); k.affine.group_size = S(2);
-    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+    return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), NULL);
 }
 static vq_status c_sd_rabitq(vq_ctx *c, fz_args *a)
 {
     vq_encoded_keys k = fz_keys(a);
     k.rabitq.bits = T(3); k.rabitq.mag = T(4); k.rabitq.cnst = T(5); k.rabitq.diag = T(6);
-    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+    return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), NULL);
 }
 static vq_status c_sd_qjl(vq_ctx *c, fz_args *a)
 {
     vq_encoded_keys k = fz_keys(a);
     k.qjl.bits = T(3); k.qjl.norm = T(4); k.qjl.projection = T(5);
-    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+    return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), NULL);
 }
 static vq_status c_sd_pq(vq_ctx *c, fz_args *a)
 {
     vq_encoded_keys k = fz_keys(a);
     k.pq.idx = T(3); k.pq.codebook = T(4); k.pq.smooth = T(5);
-    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+    return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), NULL);
 }
 static vq_status c_sd_commvq(vq_ctx *c, fz_args *a)
 {
     vq_encoded_keys k = fz_keys(a);
     k.commvq.idx = T(3); k.commvq.codebook = T(4); k.commvq.cos_freqs = T(5); k.commvq.sin_freqs = T(6);
     k.commvq.positions = T(7); k.commvq.scale = T(8); k.commvq.rope = VQ_ROPE_HALF;
-    return vq_fused_sdpa(c, T(0), &k, T(1), 0.25f, NULL, T(2), NULL);
+    return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), NULL);
 }
 
 /* Affine decode: q t0, k_codes/k_scale/k_zero t1..3 (g = 2 tokens),
@@ -576,11 +576,20 @@ static void fz_mutate(fz_args *m, vq_rng *rng, bool allow_larger, char *what, si
         snprintf(what, cap, "t%d on kDLCUDA", i);
         return;
     case 5: {
+        /* Strides that stay inside the buffer (the attention entry points
+         * take strided views, so a larger outer stride would be a valid call
+         * that lies about its buffer): the last axis doubled (never
+         * contiguous: refused everywhere), axis d's stride 0 (a broadcast:
+         * valid for an input view, an overlapping output) or negative. */
+        if (t->ndim == 0) break;
         int64_t s = 1;
         for (int k = t->ndim - 1; k >= 0; k--) { m->strides[i][k] = s; s *= t->shape[k]; }
-        if (t->ndim > 0) m->strides[i][d] *= 2;
+        const int v = (int)(vq_rng_next(rng) % 3);
+        if (v == 0) m->strides[i][t->ndim - 1] *= 2;
+        if (v == 1) m->strides[i][d] = 0;
+        if (v == 2) m->strides[i][d] = -m->strides[i][d];
         t->strides = m->strides[i];
-        snprintf(what, cap, "t%d stride %d doubled", i, d);
+        snprintf(what, cap, "t%d stride %s", i, v == 0 ? "last doubled" : v == 1 ? "d = 0" : "d negated");
         return;
     }
     case 6:

@@ -402,7 +402,7 @@ static void check_isa(vq_ctx *ctx, const char *isa)
     const fcase *c = p->c;
     DLTensor *out = vt_new(dt_of(c->ot), VT_DIMS(c->B, c->Hq, c->Sq, c->D));
     const vq_attend_opts opts = {.causal = c->causal, .num_splits = c->splits};
-    VT_OK(ctx, vq_fused_sdpa(ctx, p->q, &p->bk.ek, p->v, p->scale, p->mask, out, &opts));
+    VT_OK(ctx, vq_fused_sdpa(ctx, p->q, &p->bk.ek, VT_PLAIN(p->v), p->scale, p->mask, out, &opts));
     report(isa, "vq_fused_sdpa", out);
     if (p->rvq_entry && !p->mask) {
         vt_poison(out);
@@ -612,7 +612,7 @@ static void small_free(small *s)
 }
 
 #define SDPA_FAILS(ctx, s, ek, status, needle) \
-    VT_FAILS(ctx, status, needle, vq_fused_sdpa(ctx, (s).q, &(ek), (s).v, 0.125f, NULL, (s).out, NULL))
+    VT_FAILS(ctx, status, needle, vq_fused_sdpa(ctx, (s).q, &(ek), VT_PLAIN((s).v), 0.125f, NULL, (s).out, NULL))
 
 static void test_turbo_errors(void)
 {
@@ -650,7 +650,7 @@ static void test_turbo_errors(void)
     ek.turbo.diag = diag_bad;
     SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.turbo.diag");
     ek.turbo.diag = NULL;
-    VT_OK(ctx, vq_fused_sdpa(ctx, s.q, &ek, s.v, 0.125f, NULL, s.out, NULL)); /* the valid baseline */
+    VT_OK(ctx, vq_fused_sdpa(ctx, s.q, &ek, VT_PLAIN(s.v), 0.125f, NULL, s.out, NULL)); /* the valid baseline */
     vt_poison(s.out);
     free(s.snap);
     s.snap = vt_snapshot(s.out);

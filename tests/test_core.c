@@ -35,6 +35,49 @@ static void test_ctx_lifecycle(void)
     }
 }
 
+/* vq_ctx_create has no context to hold a message: vq_last_error, the
+ * thread's last failure, says why, naming the field and the device. */
+static bool has(const char *haystack, const char *needle) { return strstr(haystack, needle) != NULL; }
+
+static void *other_thread(void *arg)
+{
+    *(int *)arg = vq_last_error()[0] == '\0';
+    return NULL;
+}
+
+static void test_ctx_create_messages(void)
+{
+    vq_ctx *ctx = NULL;
+    VT_CHECK(vq_ctx_create(NULL, NULL) == VQ_ERR_INVALID_ARGUMENT && has(vq_last_error(), "vq_ctx_create: out is NULL"),
+             "NULL out: '%s'", vq_last_error());
+    vq_ctx_config bad = {.backend = (vq_backend)7};
+    VT_CHECK(vq_ctx_create(&bad, &ctx) == VQ_ERR_INVALID_ARGUMENT && has(vq_last_error(), "cfg->backend is 7"),
+             "bad backend: '%s'", vq_last_error());
+    vq_ctx_config threads = {.num_threads = 5000};
+    VT_CHECK(vq_ctx_create(&threads, &ctx) == VQ_ERR_INVALID_ARGUMENT && has(vq_last_error(), "cfg->num_threads is 5000"),
+             "threads: '%s'", vq_last_error());
+    vq_ctx_config dev = {.backend = VQ_BACKEND_CUDA, .device = -2};
+    VT_CHECK(vq_ctx_create(&dev, &ctx) == VQ_ERR_INVALID_ARGUMENT && has(vq_last_error(), "cfg->device is -2"),
+             "device: '%s'", vq_last_error());
+    if (!vq_backend_available(VQ_BACKEND_CUDA)) {
+        vq_ctx_config cuda = {.backend = VQ_BACKEND_CUDA, .device = 1};
+        VT_CHECK(vq_ctx_create(&cuda, &ctx) == VQ_ERR_BACKEND_UNAVAILABLE && has(vq_last_error(), "cuda:1"),
+                 "unavailable: '%s'", vq_last_error());
+    }
+    /* a later success leaves the message (like errno); a failing call on a
+     * ctx puts its message in both places */
+    const char *before = vq_last_error();
+    VT_CHECK(vq_ctx_create(NULL, &ctx) == VQ_OK && strcmp(vq_last_error(), before) == 0, "success keeps it");
+    VT_CHECK(vq_ctx_synchronize(NULL) == VQ_ERR_INVALID_ARGUMENT && has(vq_last_error(), "ctx is NULL"),
+             "NULL ctx: '%s'", vq_last_error());
+    /* thread-local: a fresh thread has no message */
+    pthread_t t;
+    int empty = 0;
+    VT_CHECK(pthread_create(&t, NULL, other_thread, &empty) == 0 && pthread_join(t, NULL) == 0, "thread");
+    VT_CHECK(empty, "another thread's message is its own");
+    vq_ctx_free(ctx);
+}
+
 static void test_isa_override(void)
 {
     setenv("VQ_ISA", "scalar", 1);
@@ -262,6 +305,7 @@ int main(void)
 {
     VT_RUN(test_status_strings);
     VT_RUN(test_ctx_lifecycle);
+    VT_RUN(test_ctx_create_messages);
     VT_RUN(test_isa_override);
     VT_RUN(test_half_roundtrip);
     VT_RUN(test_bf16);

@@ -329,7 +329,7 @@ static void run_case(sdpa_case tc)
     DLTensor *ref = take(&pl, vt_new(tc.f16_out ? VT_F16 : VT_F32, VT_DIMS(B, Hq, Sq, D)));
     DLTensor *got = take(&pl, vt_new(tc.f16_out ? VT_F16 : VT_F32, VT_DIMS(B, Hq, Sq, D)));
     if (tc.rvq_entry) VT_OK(cpu, vq_turboquant_fused_rvq_decode_attend(cpu, q, &hk, v, scale, ref, &opts));
-    else VT_OK(cpu, vq_fused_sdpa(cpu, q, &hk, v, scale, mask, ref, &opts));
+    else VT_OK(cpu, vq_fused_sdpa(cpu, q, &hk, VT_PLAIN(v), scale, mask, ref, &opts));
 
     const vq_encoded_keys dk = device_keys(&pl, &hk);
     DLTensor *dout = (DLTensor *)dev(&pl, got);
@@ -337,7 +337,7 @@ static void run_case(sdpa_case tc)
     if (tc.rvq_entry)
         VT_OK(ctx, vq_turboquant_fused_rvq_decode_attend(ctx, dev(&pl, q), &dk, dev(&pl, v), scale, dout, &opts));
     else
-        VT_OK(ctx, vq_fused_sdpa(ctx, dev(&pl, q), &dk, dev(&pl, v), scale, dev(&pl, mask), dout, &opts));
+        VT_OK(ctx, vq_fused_sdpa(ctx, dev(&pl, q), &dk, VT_PLAIN(dev(&pl, v)), scale, dev(&pl, mask), dout, &opts));
     VT_OK(ctx, vq_ctx_synchronize(ctx));
     ct_download(dout, got);
 
@@ -435,14 +435,14 @@ static void test_commvq_clamp(void)
     const vq_encoded_keys dk = device_keys(&pl, &hk); /* uploads the out-of-range positions */
     const vq_attend_opts opts = {.causal = true};
     DLTensor *ref = take(&pl, vt_new(VT_F32, VT_DIMS(1, 4, 2, 64))), *got = take(&pl, vt_new(VT_F32, VT_DIMS(1, 4, 2, 64)));
-    VT_FAILS(cpu, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.positions", vq_fused_sdpa(cpu, q, &hk, v, 0.125f, NULL, ref, &opts));
+    VT_FAILS(cpu, VQ_ERR_INVALID_ARGUMENT, "keys.commvq.positions", vq_fused_sdpa(cpu, q, &hk, VT_PLAIN(v), 0.125f, NULL, ref, &opts));
     DLTensor *dout = (DLTensor *)dev(&pl, got);
     ct_poison(dout);
-    VT_OK(ctx, vq_fused_sdpa(ctx, dev(&pl, q), &dk, dev(&pl, v), 0.125f, NULL, dout, &opts));
+    VT_OK(ctx, vq_fused_sdpa(ctx, dev(&pl, q), &dk, VT_PLAIN(dev(&pl, v)), 0.125f, NULL, dout, &opts));
     ct_download(dout, got);
     vt_set(pos, 3, (double)(P - 1));
     vt_set(pos, 17, 0);
-    VT_OK(cpu, vq_fused_sdpa(cpu, q, &hk, v, 0.125f, NULL, ref, &opts));
+    VT_OK(cpu, vq_fused_sdpa(cpu, q, &hk, VT_PLAIN(v), 0.125f, NULL, ref, &opts));
     double maxerr = 0;
     for (int64_t i = 0; i < vt_numel(got); i++) maxerr = fmax(maxerr, fabs(vt_get(got, i) - vt_get(ref, i)));
     VT_CHECK(ct_count_nan(got) == 0 && maxerr < 1e-4, "commvq clamped positions: max err %.3g", maxerr);
@@ -471,10 +471,10 @@ static void test_errors(void)
     vq_encoded_keys dk = device_keys(&pl, &big);
     DLTensor *dout = (DLTensor *)dev(&pl, out);
     ct_poison(dout);
-    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "sketch rows", vq_fused_sdpa(ctx, dev(&pl, q), &dk, dev(&pl, v), 0.1f, NULL, dout, NULL));
+    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "sketch rows", vq_fused_sdpa(ctx, dev(&pl, q), &dk, VT_PLAIN(dev(&pl, v)), 0.1f, NULL, dout, NULL));
     /* host tensors on a CUDA ctx */
     dk = device_keys(&pl, &hk);
-    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "device", vq_fused_sdpa(ctx, q, &dk, dev(&pl, v), 0.1f, NULL, dout, NULL));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "device", vq_fused_sdpa(ctx, q, &dk, VT_PLAIN(dev(&pl, v)), 0.1f, NULL, dout, NULL));
     ct_download(dout, out);
     VT_CHECK(ct_count_nan(out) == vt_numel(out), "a refused call wrote its output");
     pool_free(&pl);
@@ -485,7 +485,7 @@ static void test_errors(void)
     DLTensor *dq2 = ct_upload(q2), *dk2 = ct_upload(k2), *do2 = ct_upload(o2);
     vq_encoded_keys pk = {.format = VQ_KEYS_F16};
     pk.plain.keys = dk2;
-    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "256", vq_fused_sdpa(ctx, dq2, &pk, dk2, 0.1f, NULL, do2, NULL));
+    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "256", vq_fused_sdpa(ctx, dq2, &pk, VT_PLAIN(dk2), 0.1f, NULL, do2, NULL));
     ct_free(dq2); ct_free(dk2); ct_free(do2);
     vt_free(q2); vt_free(k2); vt_free(o2);
 }

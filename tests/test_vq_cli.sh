@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_vq_cli.sh — the `vq` command line: help, version, demo and bench on
-# tiny inputs, and exit status 2 with a message for every kind of bad argument.
+# tiny inputs, --json reports, progress lines, and exit status 2 with a
+# message naming the option and value for every kind of bad argument.
 # Usage: test_vq_cli.sh <path to vq>. Exit 0 pass, 1 fail.
 set -u
 vq=${1:?usage: test_vq_cli.sh <path to vq>}
@@ -23,38 +24,101 @@ expect() {
     fi
 }
 
+# expect_json <vq arguments...>: exit 0 and stdout is one valid report of the
+# common schema (python3's json module checks it, when python3 is present).
+expect_json() {
+    "$vq" "$@" >"$tmp/json" 2>"$tmp/err"
+    status=$?
+    if [ "$status" -ne 0 ]; then
+        echo "FAIL: vq $* exited $status"; cat "$tmp/err"; failures=$((failures + 1)); return
+    fi
+    if command -v python3 >/dev/null 2>&1; then
+        if ! python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("schema", "tool", "version", "commit", "date", "command", "args", "machine", "backend", "isa",
+          "threads", "info", "units", "rows"):
+    assert k in d, "missing " + k
+assert d["schema"] == "vq-report/1" and d["tool"] == "vq"
+assert isinstance(d["rows"], list) and len(d["rows"]) > 0, "no rows"
+assert d["commit"] and isinstance(d["machine"], dict) and "cpu" in d["machine"]
+fields = set(d["info"]) | {k for r in d["rows"] for k in r}
+for k in d["units"]: assert k in fields, "unit of an absent field " + k
+' "$tmp/json"; then
+            echo "FAIL: vq $* --json is not a valid report"; cat "$tmp/json"; failures=$((failures + 1)); return
+        fi
+    elif ! grep -q '"schema": "vq-report/1"' "$tmp/json"; then
+        echo "FAIL: vq $* --json lacks the schema"; failures=$((failures + 1)); return
+    fi
+    echo "ok   vq $* (JSON report)"
+}
+
+# Help: every command and group, on stdout, exit 0.
 expect 0 "usage: vq" --help
 expect 0 "usage: vq" help
+expect 0 "usage: vq version" version --help
+expect 0 "usage: vq demo" demo --help
+expect 0 "usage: vq bench <what>" bench --help
+expect 0 "usage: vq bench attention" bench attention --help
+expect 0 "usage: vq bench codecs" bench codecs --help
+expect 0 "usage: vq bench prefill" bench prefill --help
+expect 0 "usage: vq bench attention" bench attention --bogus --help
+# No command, unknown commands and sub-commands: exit 2 with a hint.
 expect 2 "usage: vq"
 expect 2 "unknown command 'frobnicate'" frobnicate
+expect 2 "did you mean 'bench'" bnch
+expect 2 "try 'vq --help'" frobnicate
+expect 2 "usage: vq bench" bench
+expect 2 "unknown sub-command 'nope'" bench nope
+expect 2 "did you mean 'attention'" bench atention
 expect 0 "veloxquant 0\." version
+expect 0 "veloxquant 0\." --version
 expect 2 "unexpected argument 'x'" version x
+# Unknown options, with the closest known one.
+expect 2 "unknown option '--bogus'" demo --bogus
+expect 2 "did you mean --seq" demo --sq 3
+expect 2 "unknown option '-x'" bench codecs -x
+expect 2 "try 'vq bench attention --help'" bench attention --bogus
+# Values: the option and the bad value named; both spellings; size suffixes.
+expect 2 "--seq: bad value '0'" demo --seq 0
+expect 2 "--seq: bad value '12q'" demo --seq=12q
+expect 2 "--queries needs a value" demo --queries
+expect 2 "--json takes no value" demo --json=1
+expect 2 "--dim must be a power of two" demo --dim 48
+expect 2 "--max-skv: bad value '10x'" bench attention --max-skv 10x
+expect 2 "--repeats: bad value '5000'" bench attention --repeats 5000
+expect 2 "--repeats: bad value '2.5'" bench attention --repeats=2.5
+expect 2 "no decode Skv" bench attention --max-skv 100 --no-prefill
+expect 2 "--backend: bad value 'gpu'" bench attention --backend gpu
+expect 2 "apply to --backend cuda only" bench attention --b1
+expect 2 "needs --backend cuda" bench prefill
+expect 2 "--sizes: bad value '7'" bench codecs --sizes 7
+expect 2 "not a multiple of 8" bench codecs --sizes 1k,100
 
-# demo and bench codecs on a tiny cache (the full runs take seconds to minutes).
+# demo and bench on tiny inputs (the full runs take seconds to minutes).
 small="--heads 2 --seq 64 --dim 32 --calib 256"
 # shellcheck disable=SC2086  # $small is a list of arguments
 expect 0 "KIVI 4-bit keys" demo $small --queries 4
-expect 0 "usage: vq demo" demo --help
-expect 2 "unknown option '--bogus'" demo --bogus
-expect 2 "--seq expects an integer" demo --seq 0
-expect 2 "--queries needs a value" demo --queries
-expect 2 "--dim must be a power of two" demo --dim 48
-expect 2 "which benchmark" bench
-expect 2 "unknown benchmark 'nope'" bench nope
-expect 0 "usage: vq bench attention" bench attention --help
-expect 2 "usage: vq bench attention" bench attention --bogus
-expect 0 "usage: vq bench codecs" bench codecs --help
-expect 2 "--sizes expects" bench codecs --sizes 7
-expect 2 "unknown option '-x'" bench codecs -x
+# shellcheck disable=SC2086
+expect_json demo $small --queries=4 --json
 tiny="--sizes 64 --dim 32 --calib 256 --min-time 0"
 # shellcheck disable=SC2086
 expect 0 "KIVI 2-bit keys" bench codecs $tiny
 # shellcheck disable=SC2086
-expect 0 '"benchmark": "codecs"' bench codecs $tiny --json
-if command -v python3 >/dev/null 2>&1; then
-    if python3 -m json.tool "$tmp/out" >/dev/null; then echo "ok   bench codecs --json is valid JSON"
-    else echo "FAIL: bench codecs --json is not valid JSON"; failures=$((failures + 1)); fi
-fi
+expect_json bench codecs $tiny --json
+# 1k is 1024: the 512-token decode rows run, the 2K ones do not.
+att="--max-skv 1k --hkv 8 --repeats 1 --no-prefill --only kivi --threads 1"
+# shellcheck disable=SC2086
+expect 0 "kivi" bench attention $att
+if grep -q " 2048 " "$tmp/out"; then echo "FAIL: --max-skv 1k ran Skv 2048"; failures=$((failures + 1)); fi
+# shellcheck disable=SC2086
+expect_json bench attention $att --json
+expect_json version --json
+# Progress goes to stderr, a line per step when it is not a terminal.
+# shellcheck disable=SC2086
+"$vq" bench attention $att >"$tmp/out" 2>"$tmp/err"
+if grep -q "\[1/" "$tmp/err" && ! grep -q "\[1/" "$tmp/out"; then echo "ok   progress lines on stderr"
+else echo "FAIL: no progress lines on stderr"; cat "$tmp/err"; failures=$((failures + 1)); fi
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "vq command line: all passed"

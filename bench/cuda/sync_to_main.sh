@@ -7,5 +7,6 @@ cd "$(dirname "$0")/../.."
 dst=/work/main/.cudawork
 rm -rf "$dst" && mkdir -p "$dst"
 git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$dst/"
+mkdir -p "$dst/dlpack_include" && cp -r /usr/include/dlpack "$dst/dlpack_include/"
 git log -1 --format='commit %H (worktree, plus uncommitted changes)' > "$dst/COMMIT"
 du -sh "$dst"

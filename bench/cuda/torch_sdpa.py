@@ -2,9 +2,10 @@
 on the device machine: f16 decode through torch.nn.functional.
 scaled_dot_product_attention (Sq = 1), the same after dequantizing a 2-bit
 KIVI cache with torch ops (dequantize-then-SDPA), and bf16 prefill SDPA
-(Sq = Skv = 4096) for the prefill target. Median of CUDA-event timings,
+(Sq = Skv = 4096) for the prefill target. --decode: the f16 decode rows only. Median of CUDA-event timings,
 rotating over enough input copies to overflow the L2."""
 import math
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +48,7 @@ def dequant_2bit(codes, scale, zero, g, axis_tokens):
 
 
 def main():
+    decode_only = "--decode" in sys.argv[1:]
     dev = "cuda"
     torch.manual_seed(0)
     print("torch", torch.__version__, torch.cuda.get_device_name(0))
@@ -73,7 +75,7 @@ def main():
                       flush=True)
                 del sets
                 # dequantize-then-SDPA on a 2-bit KIVI cache (g = 32, f16 scales)
-                if B == 1:
+                if B == 1 and not decode_only:
                     cb = B * hkv * skv * (D // 4) * 2 + B * hkv * skv * 2 * 2 * (D // g) * 2
                     sets = []
                     for _ in range(nsets(cb)):
@@ -95,6 +97,8 @@ def main():
                     print(f"{'dequant(kivi2)+f16 sdpa':28s} {B:2d} {Hq:3d} {hkv:4d} {skv:7d} {t * 1e6:9.1f} "
                           f"{cb / t / 1e9:7.0f}", flush=True)
                     del sets
+    if decode_only:
+        return
     # prefill: bf16 flash SDPA, Sq = Skv = 4096, Hq = 32, D = 128
     for hkv in (32, 8):
         q = torch.randn(1, 32, 4096, D, dtype=torch.bfloat16, device=dev)

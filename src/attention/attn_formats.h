@@ -13,7 +13,21 @@
 vq_status vq_attn_check_common(vq_ctx *ctx, const DLTensor *q, const char *q_name, const DLTensor *cache,
                                const char *cache_name, const DLTensor *out, vq_attn_dims *dims);
 
-/* A [B,Hkv,Skv] (or with a trailing per-token axis `last`, when last > 0)
+/* lse [B,Hq,Sq] f32 (an output view), or NULL: its view (base NULL when
+ * absent). */
+vq_status vq_attn_check_lse(vq_ctx *ctx, const DLTensor *lse, const char *name, const vq_attn_dims *dims,
+                            vq_attn_view *view);
+
+/* What a CUDA context cannot take yet: any of the n tensors (NULL entries
+ * skipped) that is not compact -> VQ_ERR_UNSUPPORTED naming it. */
+vq_status vq_attn_require_compact(vq_ctx *ctx, const DLTensor *const *tensors, const char *const *names, int n);
+
+/* A problem over validated q/out [B,Hq,Sq,D] and an lse view; the caller
+ * fills keys, values, causal, splits, mask. */
+void vq_attn_problem_init(vq_attn_problem *p, const vq_attn_dims *dims, const DLTensor *q, const DLTensor *out,
+                          const vq_attn_view *lse);
+
+/* A [B,Hkv,Skv] (or with a trailing per-token axis `last`, when last != 0; -1 = any size)
  * tensor of dtype mask: checks its shape against dims. */
 vq_status vq_attn_check_per_token(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtypes,
                                   const vq_attn_dims *dims, int64_t last);
@@ -79,10 +93,17 @@ vq_status vq_attn_bind_keys_pq(vq_ctx *ctx, const vq_encoded_keys *keys, const v
 vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
                                    vq_attn_keys *out);
 
+/* Any vq_encoded_keys / vq_encoded_values: validates the member named by
+ * its format against dims (writing nothing) and binds it. */
+vq_status vq_attn_bind_keys(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                            vq_attn_keys *out);
+vq_status vq_attn_bind_values(vq_ctx *ctx, const vq_encoded_values *values, const vq_attn_dims *dims,
+                              vq_attn_values *out);
+
 /* vq_fused_sdpa after VQ_ENTER (so entry points built on it report their own
- * name): validate, bind keys->format and plain values, run. */
+ * name): validate, bind keys->format and values->format, run. */
 vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                             const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                              const vq_attend_opts *opts);
 
 /* Value formats. values [B,Hkv,Skv,D] f16/f32. */
@@ -93,6 +114,11 @@ vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const c
 vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                      const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
                                      vq_attn_values *out);
+
+/* TurboQuant values (values->turbo): accumulated in the rotated basis,
+ * rotated back by the ops' finish(). */
+vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values, const vq_attn_dims *dims,
+                                    vq_attn_values *out);
 
 /* Codebook values: idx [B,Hkv,Skv,D] u8 or nibble-packed [B,Hkv,Skv,D/2]
  * (packed_only: only the latter), cents [n_cents] f32 (1..256; packed needs

@@ -10,11 +10,11 @@
 #include "attention/attn_formats.h"
 
 typedef struct affine_keys {
-    const uint8_t *codes;        /* [B,Hkv,Skv,ldc] */
-    const void *scale, *zero;    /* [B,Hkv,GK,D] f32/f16 */
+    vq_attn_view codes;          /* [B,Hkv,Skv,*] rows of D codes */
+    vq_attn_view scale, zero;    /* [B,Hkv,GK,D] f32/f16 */
     vq_dtype sz_dt;
     int bits;                    /* 2, 4 (packed) or 8 (one code per byte) */
-    int64_t ldc, g, GK, Hkv, Skv, D;
+    int64_t g, D;
     float softmax_scale;
     bool int8;                   /* integer scores (affine_q8 / affine_qk8) */
 } affine_keys;
@@ -36,17 +36,17 @@ static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
 
 /* Row `grp` of scale/zero of one (b, hk) as f32: in place when f32, else
  * converted into buf [2][D]. */
-static void group_rows(const affine_keys *k, const vq_attn_thread *th, int64_t bh, int64_t grp, float *buf,
-                       const float **sc, const float **ze)
+static void group_rows(const affine_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, int64_t grp,
+                       float *buf, const float **sc, const float **ze)
 {
-    const int64_t off = (bh * k->GK + grp) * k->D;
+    const void *s = vq_attn_at(&k->scale, blk->b, blk->hk, grp), *z = vq_attn_at(&k->zero, blk->b, blk->hk, grp);
     if (k->sz_dt == VQ_DT_F32) {
-        *sc = (const float *)k->scale + off;
-        *ze = (const float *)k->zero + off;
+        *sc = s;
+        *ze = z;
         return;
     }
-    th->kern->cvt_f16(k->D, (const uint16_t *)k->scale + off, buf);
-    th->kern->cvt_f16(k->D, (const uint16_t *)k->zero + off, buf + k->D);
+    th->kern->cvt_f16(k->D, s, buf);
+    th->kern->cvt_f16(k->D, z, buf + k->D);
     *sc = buf;
     *ze = buf + k->D;
 }
@@ -57,27 +57,25 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
                   float *s)
 {
     const affine_keys *k = desc;
-    const int64_t bh = blk->b * k->Hkv + blk->hk;
+    const int64_t ldc = k->codes.st;
     const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
     for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {
         const int64_t grp = t / k->g;
         int64_t end = (grp + 1) * k->g;
         if (end > blk->t0 + blk->n) end = blk->t0 + blk->n;
         const float *sc, *ze;
-        group_rows(k, th, bh, grp, th->extra, &sc, &ze);
-        const uint8_t *codes = k->codes + (bh * k->Skv + t) * k->ldc;
+        group_rows(k, th, blk, grp, th->extra, &sc, &ze);
+        const uint8_t *codes = vq_attn_at(&k->codes, blk->b, blk->hk, t);
         if (k->int8) {
             int8_t *xq = (int8_t *)(th->extra + xq_offset(k->D));
             float *dz = th->extra + dz_offset(k->D);
             th->kern->affine_q8(R, k->D, k->bits, qp, k->D, sc, ze, xq, dz);
-            th->kern->affine_qk8(R, (int)(end - t), k->D, k->bits, codes, k->ldc, xq, dz, s + (t - blk->t0),
-                                 VQ_ATTN_BN);
+            th->kern->affine_qk8(R, (int)(end - t), k->D, k->bits, codes, ldc, xq, dz, s + (t - blk->t0), VQ_ATTN_BN);
         } else if (direct)
-            th->kern->affine_qk(R, (int)(end - t), k->D, k->bits, codes, k->ldc, sc, ze, qp, k->D, s + (t - blk->t0),
+            th->kern->affine_qk(R, (int)(end - t), k->D, k->bits, codes, ldc, sc, ze, qp, k->D, s + (t - blk->t0),
                                 VQ_ATTN_BN);
         else
-            th->kern->affine_k_tile((int)(end - t), k->D, k->bits, codes, k->ldc, sc, ze,
-                                    th->tile + (t - blk->t0) * k->D);
+            th->kern->affine_k_tile((int)(end - t), k->D, k->bits, codes, ldc, sc, ze, th->tile + (t - blk->t0) * k->D);
         t = end;
     }
     if (!direct && !k->int8) th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
@@ -88,7 +86,7 @@ static const vq_attn_key_ops affine_ops = {prep_q, score};
 vq_status vq_attn_affine_layout(vq_ctx *ctx, const DLTensor *codes, const char *name, const vq_attn_dims *dims,
                                 int bits, int *layout_bits)
 {
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, codes, name, VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, codes, name, VQ_DTM_U8, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, codes, name, 4, (const int64_t[]){dims->B, dims->Hkv, dims->Skv, -1}));
     const int64_t last = codes->shape[3], D = dims->D;
     if (bits == 0) {
@@ -114,13 +112,13 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
     VQ_RETURN_IF(ctx, g < 1, VQ_ERR_INVALID_ARGUMENT, "group_size must be >= 1, got %lld", (long long)g);
     const int64_t GK = vq_ceil_div(dims->Skv, g);
     const int64_t want[4] = {dims->B, dims->Hkv, GK, dims->D};
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, scale, "k_scale", VQ_DTM_F16_F32, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, scale, "k_scale", VQ_DTM_F16_F32, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, scale, "k_scale", 4, want));
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, zero, "k_zero", VQ_DTM(vq_dtype_of(scale)), 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, zero, "k_zero", VQ_DTM(vq_dtype_of(scale)), 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, zero, "k_zero", 4, want));
     affine_keys *d = (affine_keys *)(void *)out->storage.bytes;
-    *d = (affine_keys){vq_data(codes), vq_data(scale), vq_data(zero), vq_dtype_of(scale), lb, codes->shape[3], g, GK,
-                       dims->Hkv, dims->Skv, dims->D, softmax_scale, false};
+    *d = (affine_keys){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_dtype_of(scale), lb,
+                       g, dims->D, softmax_scale, false};
     out->ops = &affine_ops;
     out->desc = d;
     out->qp_floats = dims->D;

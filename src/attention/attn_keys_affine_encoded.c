@@ -17,7 +17,7 @@ vq_status vq_attn_bind_keys_affine_encoded(vq_ctx *ctx, const vq_encoded_keys *k
                  "keys.affine.bits must be in 1..8, got %d", bits);
     VQ_RETURN_IF(ctx, g < 1, VQ_ERR_INVALID_ARGUMENT, "keys.affine.group_size must be >= 1, got %lld",
                  (long long)g);
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, codes, "keys.affine.codes", VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, codes, "keys.affine.codes", VQ_DTM_U8, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, codes, "keys.affine.codes", 4,
                                        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, -1}));
     /* one code per byte reads whole bytes: the same kernel as 8-bit packing */
@@ -29,9 +29,9 @@ vq_status vq_attn_bind_keys_affine_encoded(vq_ctx *ctx, const vq_encoded_keys *k
                  "D*bits/8 with bits 2 or 4 (bit-packed; keys.affine.bits = %d)",
                  (long long)last, (long long)D, bits);
     const int64_t want[4] = {dims->B, dims->Hkv, vq_ceil_div(dims->Skv, g), D};
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, sc, "keys.affine.scale", VQ_DTM_F16_F32, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, sc, "keys.affine.scale", VQ_DTM_F16_F32, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, sc, "keys.affine.scale", 4, want));
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, ze, "keys.affine.zero", VQ_DTM(vq_dtype_of(sc)), 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, ze, "keys.affine.zero", VQ_DTM(vq_dtype_of(sc)), 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, ze, "keys.affine.zero", 4, want));
     return vq_attn_bind_keys_affine(ctx, codes, sc, ze, packed ? bits : 8, g, dims, scale, out);
 }

@@ -13,13 +13,13 @@ typedef struct commvq_keys {
     vq_commvq_layout L;
     void (*decode)(const vq_commvq_layout *L, const void *codes, const float *codebook, float scale,
                    const float *cos_row, const float *sin_row, float *out);
-    const uint8_t *idx;          /* [B,Hkv,Skv,R] of L.idx_bytes each */
+    vq_attn_view idx;            /* [B,Hkv,Skv,R] of L.idx_bytes each */
     const float *codebook;       /* [R,C,D] */
     const float *cos, *sin;      /* [P, D/2] */
     const int32_t *positions;    /* [Skv] or [B,Skv] */
-    const float *tok_scale;      /* [B,Hkv,Skv] or NULL */
-    int64_t pos_batch_stride;    /* Skv when positions are [B,Skv], else 0 */
-    int64_t Hkv, Skv, D;
+    vq_attn_view tok_scale;      /* [B,Hkv,Skv], base NULL when absent */
+    int64_t pos_batch_stride;    /* elements between batch rows of positions ([B,Skv]), else 0 */
+    int64_t D;
     float scale;                 /* softmax scale */
 } commvq_keys;
 _Static_assert(sizeof(commvq_keys) <= sizeof(vq_attn_desc_storage), "commvq_keys too big");
@@ -37,12 +37,13 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
                   float *s)
 {
     const commvq_keys *k = desc;
-    const int64_t tok = (blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0, half = k->D / 2;
+    const int64_t half = k->D / 2;
     const int32_t *pos = k->positions + blk->b * k->pos_batch_stride + blk->t0;
+    const uint8_t *idx = vq_attn_at(&k->idx, blk->b, blk->hk, blk->t0);
+    const float *ts = k->tok_scale.base ? vq_attn_at(&k->tok_scale, blk->b, blk->hk, blk->t0) : NULL;
     for (int j = 0; j < blk->n; j++) {
         const int64_t p = pos[j];
-        k->decode(&k->L, k->idx + (tok + j) * k->L.R * k->L.idx_bytes, k->codebook,
-                  k->tok_scale ? k->tok_scale[tok + j] : 1.0f, k->cos + p * half, k->sin + p * half,
+        k->decode(&k->L, idx + j * k->idx.st, k->codebook, ts ? ts[j] : 1.0f, k->cos + p * half, k->sin + p * half,
                   th->tile + j * k->D);
     }
     th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
@@ -59,7 +60,7 @@ vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, con
     VQ_RETURN_IF(ctx, keys->commvq.rope != VQ_ROPE_HALF && keys->commvq.rope != VQ_ROPE_INTERLEAVED,
                  VQ_ERR_INVALID_ARGUMENT, "keys.commvq.rope must be VQ_ROPE_HALF or VQ_ROPE_INTERLEAVED, got %d",
                  (int)keys->commvq.rope);
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, idx, "keys.commvq.idx", VQ_DTM_U8 | VQ_DTM_U16 | VQ_DTM_I32, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, idx, "keys.commvq.idx", VQ_DTM_U8 | VQ_DTM_U16 | VQ_DTM_I32, 4, 4));
     VQ_FORWARD_IF_ERROR(
         vq_check_shape(ctx, idx, "keys.commvq.idx", 4, (const int64_t[]){dims->B, dims->Hkv, dims->Skv, -1}));
     const int64_t R = idx->shape[3];
@@ -71,7 +72,7 @@ vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, con
     VQ_FORWARD_IF_ERROR(vq_check_dim(ctx, cs, "keys.commvq.cos_freqs", 1, D / 2, "D/2"));
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, sn, "keys.commvq.sin_freqs", VQ_DTM_F32, 2, 2));
     VQ_FORWARD_IF_ERROR(vq_check_same_leading(ctx, sn, "keys.commvq.sin_freqs", cs, "keys.commvq.cos_freqs", 2));
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, pos, "keys.commvq.positions", VQ_DTM_I32, 1, 2));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, pos, "keys.commvq.positions", VQ_DTM_I32, 1, 2));
     const bool batched = pos->ndim == 2;
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, pos, "keys.commvq.positions", (int)pos->ndim,
                                        batched ? (const int64_t[]){dims->B, dims->Skv} : (const int64_t[]){dims->Skv}));
@@ -80,25 +81,27 @@ vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, con
     /* The one data-dependent check; device memory cannot be read here, so a
      * CUDA ctx clamps positions to [0, P) in the kernel instead (as
      * vq_comm_vq_decode does on CUDA). */
-    const int64_t bad = vq_ctx_is_cuda(ctx) ? -1 : vq_vqk_find_bad_code(vq_data(pos), VQ_DT_I32, vq_numel(pos), P);
-    VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT,
-                 "argument 'keys.commvq.positions': element %lld is %d, outside [0, P = %lld) (the rows of "
-                 "'keys.commvq.cos_freqs')",
-                 (long long)bad, bad >= 0 ? ((const int32_t *)vq_data(pos))[bad] : 0, (long long)P);
+    const int64_t rows = batched ? dims->B : 1, row_stride = batched ? vq_stride(pos, 0) : 0;
+    for (int64_t b = 0; b < rows && !vq_ctx_is_cuda(ctx); b++) {
+        const int32_t *row = (const int32_t *)vq_data(pos) + b * row_stride;
+        const int64_t bad = vq_vqk_find_bad_code(row, VQ_DT_I32, dims->Skv, P);
+        VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'keys.commvq.positions': element %lld is %d, outside [0, P = %lld) (the rows of "
+                     "'keys.commvq.cos_freqs')",
+                     (long long)(b * dims->Skv + bad), bad >= 0 ? row[bad] : 0, (long long)P);
+    }
 
     commvq_keys *d = (commvq_keys *)(void *)out->storage.bytes;
     *d = (commvq_keys){.L = {(int32_t)R, (int32_t)cb->shape[1], (int32_t)D, (int32_t)vq_dtype_size(vq_dtype_of(idx)),
                              keys->commvq.rope == VQ_ROPE_HALF ? VQ_FMT_ROPE_HALF : VQ_FMT_ROPE_INTERLEAVED},
                        .decode = vq_vqk_kernels_for(ctx->isa)->commvq_decode,
-                       .idx = vq_data(idx),
+                       .idx = vq_attn_view_of(idx),
                        .codebook = vq_data(cb),
                        .cos = vq_data(cs),
                        .sin = vq_data(sn),
                        .positions = vq_data(pos),
-                       .tok_scale = ts ? vq_data(ts) : NULL,
-                       .pos_batch_stride = batched ? dims->Skv : 0,
-                       .Hkv = dims->Hkv,
-                       .Skv = dims->Skv,
+                       .tok_scale = ts ? vq_attn_view_of(ts) : (vq_attn_view){0},
+                       .pos_batch_stride = batched ? vq_stride(pos, 0) : 0,
                        .D = D,
                        .scale = scale};
     out->ops = &commvq_ops;

@@ -3,9 +3,9 @@
 #include "attention/attn_formats.h"
 
 typedef struct plain_keys {
-    const char *k;        /* [B,Hkv,Skv,D] */
+    vq_attn_view k;       /* [B,Hkv,Skv,D] */
     vq_attn_elt elt;
-    int64_t esz, Hkv, Skv, D;
+    int64_t esz, Skv, D;
     float scale;
 } plain_keys;
 _Static_assert(sizeof(plain_keys) <= sizeof(vq_attn_desc_storage), "plain_keys too big");
@@ -23,10 +23,11 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
                   float *s)
 {
     const plain_keys *k = desc;
-    const char *kb = k->k + ((blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0) * k->D * k->esz;
-    const int64_t row = k->D * k->esz, left = k->Skv - blk->t0 - blk->n;
-    vq_attn_prefetch(kb + blk->n * row, (left < VQ_ATTN_BN ? left : VQ_ATTN_BN) * row);
-    th->kern->qk[k->elt](R, blk->n, k->D, qp, k->D, kb, k->D, s, VQ_ATTN_BN);
+    const char *kb = vq_attn_at(&k->k, blk->b, blk->hk, blk->t0);
+    const int64_t left = k->Skv - blk->t0 - blk->n;
+    if (k->k.st == k->D * k->esz) /* contiguous rows: the next block is one stream */
+        vq_attn_prefetch(kb + blk->n * k->k.st, (left < VQ_ATTN_BN ? left : VQ_ATTN_BN) * k->k.st);
+    th->kern->qk[k->elt](R, blk->n, k->D, qp, k->D, kb, k->k.st / k->esz, s, VQ_ATTN_BN);
 }
 
 static const vq_attn_key_ops plain_ops = {prep_q, score};
@@ -35,12 +36,12 @@ vq_status vq_attn_bind_keys_plain(vq_ctx *ctx, const vq_encoded_keys *keys, cons
                                   float scale, vq_attn_keys *out)
 {
     const DLTensor *kt = keys->plain.keys;
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, kt, "keys.plain.keys", VQ_DTM_FLOAT, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, kt, "keys.plain.keys", VQ_DTM_FLOAT, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, kt, "keys.plain.keys", 4,
                                        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, dims->D}));
     plain_keys *d = (plain_keys *)(void *)out->storage.bytes;
-    *d = (plain_keys){vq_data(kt), vq_attn_elt_of(kt), (int64_t)vq_dtype_size(vq_dtype_of(kt)), dims->Hkv,
-                      dims->Skv, dims->D, scale};
+    *d = (plain_keys){vq_attn_view_of(kt), vq_attn_elt_of(kt), (int64_t)vq_dtype_size(vq_dtype_of(kt)), dims->Skv,
+                      dims->D, scale};
     out->ops = &plain_ops;
     out->desc = d;
     out->qp_floats = dims->D;

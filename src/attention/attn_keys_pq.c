@@ -20,7 +20,7 @@
 typedef struct pq_keys {
     vq_pq_layout L;
     const vq_attn_kernels *kern;
-    const uint8_t *idx;        /* [B,Hkv,Skv,M] of L.idx_bytes each */
+    vq_attn_view idx;          /* [B,Hkv,Skv,M] of L.idx_bytes each */
     const float *codebook;     /* [M,C,dsub] or [Hkv,M,C,dsub] */
     const float *smooth;       /* [D] or [Hkv,D] */
     int64_t cb_head_stride;    /* floats per head of codebook, 0 when shared */
@@ -63,18 +63,18 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
                   float *s)
 {
     const pq_keys *k = desc;
-    const int64_t tok = (blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0, M = k->L.M;
-    const uint8_t *codes = k->idx + tok * M * k->L.idx_bytes;
+    const int64_t ld = k->idx.st;
+    const uint8_t *codes = vq_attn_at(&k->idx, blk->b, blk->hk, blk->t0);
     if (k->lut) {
-        const int64_t qpf = M * k->L.C;
+        const int64_t qpf = (int64_t)k->L.M * k->L.C;
         for (int j = 0; j < blk->n; j++)
             for (int r = 0; r < R; r++)
-                s[r * VQ_ATTN_BN + j] = vq_pq_score(&k->L, codes + j * M * k->L.idx_bytes, qp + r * qpf);
+                s[r * VQ_ATTN_BN + j] = vq_pq_score(&k->L, codes + j * ld, qp + r * qpf);
         return;
     }
     const float *cb = k->codebook + blk->hk * k->cb_head_stride, *sm = k->smooth + blk->hk * k->sm_head_stride;
     for (int j = 0; j < blk->n; j++)
-        vq_pq_decode_token(&k->L, codes + j * M * k->L.idx_bytes, cb, sm, th->tile + j * k->D);
+        vq_pq_decode_token(&k->L, codes + j * ld, cb, sm, th->tile + j * k->D);
     th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
 }
 
@@ -85,7 +85,7 @@ vq_status vq_attn_bind_keys_pq(vq_ctx *ctx, const vq_encoded_keys *keys, const v
 {
     const DLTensor *idx = keys->pq.idx, *cb = keys->pq.codebook, *sm = keys->pq.smooth;
     const int64_t D = dims->D, Hkv = dims->Hkv;
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, idx, "keys.pq.idx", VQ_DTM_U8 | VQ_DTM_U16, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, idx, "keys.pq.idx", VQ_DTM_U8 | VQ_DTM_U16, 4, 4));
     VQ_FORWARD_IF_ERROR(
         vq_check_shape(ctx, idx, "keys.pq.idx", 4, (const int64_t[]){dims->B, Hkv, dims->Skv, -1}));
     const int64_t M = idx->shape[3];
@@ -109,7 +109,7 @@ vq_status vq_attn_bind_keys_pq(vq_ctx *ctx, const vq_encoded_keys *keys, const v
     pq_keys *d = (pq_keys *)(void *)out->storage.bytes;
     *d = (pq_keys){.L = {(int32_t)M, (int32_t)(D / M), (int32_t)C, vq_dtype_of(idx) == VQ_DT_U8 ? 1 : 2},
                    .kern = vq_attn_kernels_for(ctx->isa),
-                   .idx = vq_data(idx),
+                   .idx = vq_attn_view_of(idx),
                    .codebook = vq_data(cb),
                    .smooth = vq_data(sm),
                    .cb_head_stride = cb_heads ? M * C * (D / M) : 0,

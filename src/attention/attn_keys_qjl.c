@@ -13,11 +13,11 @@
 #include "codecs/qjl_kernels.h"
 
 typedef struct qjl_keys {
-    const uint8_t *bits;     /* [B,Hkv,Skv,W] u32 words, read as bytes */
-    const float *norm;       /* [B,Hkv,Skv] */
+    vq_attn_view bits;       /* [B,Hkv,Skv,W] u32 words, read as bytes */
+    vq_attn_view norm;       /* [B,Hkv,Skv] */
     const float *S;          /* [m, D] */
     void (*project)(const float *S, int64_t m, int64_t d, const float *x, int64_t n, float *out);
-    int64_t m, width, Hkv, Skv, D;  /* width = 32 * W bits per sketch row */
+    int64_t m, width, D;  /* width = 32 * W bits per sketch row */
     float mul;                      /* scale * sqrt(pi/2) / m */
 } qjl_keys;
 _Static_assert(sizeof(qjl_keys) <= sizeof(vq_attn_desc_storage), "qjl_keys too big");
@@ -37,8 +37,12 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
                   float *s)
 {
     const qjl_keys *k = desc;
-    const int64_t tok = (blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0;
-    th->kern->sign_tile(blk->n, k->width, k->bits + tok * (k->width / 8), k->norm + tok, th->extra);
+    const uint8_t *bits = vq_attn_at(&k->bits, blk->b, blk->hk, blk->t0);
+    const float *norm = vq_attn_at(&k->norm, blk->b, blk->hk, blk->t0);
+    if (k->bits.st == k->width / 8) th->kern->sign_tile(blk->n, k->width, bits, norm, th->extra);
+    else /* strided token rows */
+        for (int j = 0; j < blk->n; j++)
+            th->kern->sign_tile(1, k->width, bits + j * k->bits.st, norm + j, th->extra + j * k->width);
     th->kern->qk[VQ_ATTN_F32](R, blk->n, k->width, qp, k->width, th->extra, k->width, s, VQ_ATTN_BN);
 }
 
@@ -54,14 +58,12 @@ vq_status vq_attn_bind_keys_qjl(vq_ctx *ctx, const vq_encoded_keys *keys, const 
     VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, keys->qjl.bits, "keys.qjl.bits", VQ_DTM_U32, dims, W));
     VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, keys->qjl.norm, "keys.qjl.norm", VQ_DTM_F32, dims, 0));
     qjl_keys *d = (qjl_keys *)(void *)out->storage.bytes;
-    *d = (qjl_keys){vq_data(keys->qjl.bits),
-                    vq_data(keys->qjl.norm),
+    *d = (qjl_keys){vq_attn_view_of(keys->qjl.bits),
+                    vq_attn_view_of(keys->qjl.norm),
                     vq_data(S),
                     vq_qjl_kernels_for(ctx->isa)->project,
                     m,
                     32 * W,
-                    dims->Hkv,
-                    dims->Skv,
                     dims->D,
                     (float)((double)scale * sqrt(acos(-1.0) / 2.0) / (double)m)};
     out->ops = &qjl_ops;

@@ -8,12 +8,12 @@
 #include "attention/attn_formats.h"
 
 typedef struct rabitq_keys {
-    const uint8_t *bits;      /* [B,Hkv,Skv,D/8] */
-    const float *mag, *cnst;  /* [B,Hkv,Skv]; cnst may be NULL */
-    const float *q_scale_t;   /* [B,Hq,Sq] or NULL */
-    const float *q_scale_one; /* used when q_scale_t is NULL */
+    vq_attn_view bits;        /* [B,Hkv,Skv,D/8] */
+    vq_attn_view mag, cnst;   /* [B,Hkv,Skv]; cnst.base NULL when absent */
+    vq_attn_view q_scale_t;   /* [B,Hq,Sq], base NULL when absent */
+    const float *q_scale_one; /* used when q_scale_t is absent */
     bool exact;
-    int64_t Hkv, Skv, D, qp_floats;
+    int64_t Hq, Sq, D, qp_floats;
 } rabitq_keys;
 _Static_assert(sizeof(rabitq_keys) <= sizeof(vq_attn_desc_storage), "rabitq_keys too big");
 
@@ -22,7 +22,10 @@ _Static_assert(sizeof(rabitq_keys) <= sizeof(vq_attn_desc_storage), "rabitq_keys
 static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
 {
     const rabitq_keys *k = desc;
-    const float qs = k->q_scale_t ? k->q_scale_t[row] : *k->q_scale_one;
+    /* row = (b*Hq + h)*Sq + i */
+    const float qs = k->q_scale_t.base ? *(const float *)vq_attn_at(&k->q_scale_t, row / (k->Hq * k->Sq),
+                                                                   row / k->Sq % k->Hq, row % k->Sq)
+                                       : *k->q_scale_one;
     if (k->exact) {
         for (int64_t c = 0; c < k->D; c++) qp[c] = q[c] * qs;
         return;
@@ -38,10 +41,15 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
                   float *s)
 {
     const rabitq_keys *k = desc;
-    const int64_t tok = (blk->b * k->Hkv + blk->hk) * k->Skv + blk->t0, nb = k->D / 8;
-    const float *mag = k->mag + tok, *cn = k->cnst ? k->cnst + tok : NULL;
+    const int64_t nb = k->D / 8;
+    const uint8_t *bits = vq_attn_at(&k->bits, blk->b, blk->hk, blk->t0);
+    const float *mag = vq_attn_at(&k->mag, blk->b, blk->hk, blk->t0);
+    const float *cn = k->cnst.base ? vq_attn_at(&k->cnst, blk->b, blk->hk, blk->t0) : NULL;
+    const bool rows = k->bits.st == nb;  /* token rows contiguous */
     if (k->exact) {
-        th->kern->sign_tile(blk->n, k->D, k->bits + tok * nb, mag, th->tile);
+        if (rows) th->kern->sign_tile(blk->n, k->D, bits, mag, th->tile);
+        else
+            for (int j = 0; j < blk->n; j++) th->kern->sign_tile(1, k->D, bits + j * k->bits.st, mag + j, th->tile + j * k->D);
         th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
         if (cn)
             for (int r = 0; r < R; r++)
@@ -50,7 +58,10 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     }
     int32_t *ham = (int32_t *)th->extra;
     const int64_t ldq = k->qp_floats * (int64_t)sizeof(float);
-    th->kern->hamming(R, blk->n, nb, (const uint8_t *)(qp + 1), ldq, k->bits + tok * nb, ham, VQ_ATTN_BN);
+    if (rows) th->kern->hamming(R, blk->n, nb, (const uint8_t *)(qp + 1), ldq, bits, ham, VQ_ATTN_BN);
+    else
+        for (int j = 0; j < blk->n; j++)
+            th->kern->hamming(R, 1, nb, (const uint8_t *)(qp + 1), ldq, bits + j * k->bits.st, ham + j, VQ_ATTN_BN);
     for (int r = 0; r < R; r++) {
         const float qs = qp[r * k->qp_floats];
         for (int j = 0; j < blk->n; j++)
@@ -70,8 +81,15 @@ vq_status vq_attn_bind_keys_rabitq(vq_ctx *ctx, const DLTensor *bits, const DLTe
     if (cnst) VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, cnst, "k_const", VQ_DTM_F32, dims, 0));
     rabitq_keys *d = (rabitq_keys *)(void *)out->storage.bytes;
     const int64_t qpf = exact ? dims->D : 1 + (dims->D / 8 + 3) / 4;
-    *d = (rabitq_keys){vq_data(bits), vq_data(mag), cnst ? vq_data(cnst) : NULL,
-                       q_scale_t ? vq_data(q_scale_t) : NULL, q_scale_one, exact, dims->Hkv, dims->Skv, dims->D,
+    *d = (rabitq_keys){vq_attn_view_of(bits),
+                       vq_attn_view_of(mag),
+                       cnst ? vq_attn_view_of(cnst) : (vq_attn_view){0},
+                       q_scale_t ? vq_attn_view_of(q_scale_t) : (vq_attn_view){0},
+                       q_scale_one,
+                       exact,
+                       dims->Hq,
+                       dims->Sq,
+                       dims->D,
                        qpf};
     out->ops = &rabitq_ops;
     out->desc = d;

@@ -2,13 +2,18 @@
  * loop, online softmax, causal/mask, kv splits over threads and their merge.
  *
  * Work decomposition. The rows of one kv head are all its query heads times
- * all Sq queries: R_total = (Hq/Hkv) * Sq rows, contiguous in q and out
- * (row r of kv head hk in batch b is global row (b*Hkv + hk)*R_total + r).
- * They are cut into row tiles of at most VQ_ATTN_MAX_ROWS; a unit is
- * (b, hk, row tile), and each unit's kv axis is cut into S splits. A task is
- * (unit, split): it prepares its rows once, then streams its blocks, so every
- * decoded block is used by all rows of the tile. With S > 1 the tasks leave
- * partial states {m, d, o} that a second pass merges. */
+ * all Sq queries: R_total = (Hq/Hkv) * Sq rows (row r of kv head hk in batch
+ * b is query head hk*G + r/Sq, query r%Sq, global row (b*Hkv + hk)*R_total +
+ * r = (b*Hq + h)*Sq + i). They are cut into row tiles of at most
+ * VQ_ATTN_MAX_ROWS; a unit is (b, hk, row tile), and each unit's kv axis is
+ * cut into S splits. A task is (unit, split): it prepares its rows once per
+ * segment kind, then streams its blocks, so every decoded block is used by
+ * all rows of the tile. With S > 1 the tasks leave partial states {m, d, o}
+ * that a second pass merges.
+ *
+ * The kv axis of a batch row is a list of segments (attn_skeleton.h); a plain
+ * call is one segment per row. Blocks never straddle segments, so a split is
+ * a run of blocks over a run of segments (pages). */
 #include <math.h>
 #include <string.h>
 
@@ -17,10 +22,15 @@
 typedef struct plan {
     const vq_attn_problem *p;
     const vq_attn_kernels *kern;
+    vq_attn_kind kinds[VQ_ATTN_MAX_KINDS];
+    int n_kinds;
+    const vq_attn_value_ops *finish_ops;  /* whose finish() every row gets, or NULL */
+    const void *finish_desc;
     int64_t G, R_total, RT, n_rt, units, S;
-    int64_t stride;    /* floats of per-thread scratch */
-    float *threads;    /* num_threads * stride */
-    float *partials;   /* units * S * RT * (D + 2), when S > 1 */
+    int64_t kq;         /* floats per prepared row of any kind; kind k's rows start at k * RT * kq */
+    int64_t stride;     /* floats of per-thread scratch */
+    float *threads;     /* num_threads * stride */
+    float *partials;    /* units * S * RT * (D + 2), when S > 1 */
 } plan;
 
 /* Per-thread scratch regions, each 64-byte aligned. */
@@ -31,10 +41,15 @@ typedef struct thread_mem {
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
 static int64_t thread_layout(const plan *pl, float *base, thread_mem *tm)
 {
     const vq_attn_problem *p = pl->p;
     const int64_t D = p->dims.D, RT = pl->RT;
+    int64_t extra_floats = 0;
+    for (int k = 0; k < pl->n_kinds; k++)
+        extra_floats = max64(extra_floats, max64(pl->kinds[k].keys->thread_floats, pl->kinds[k].values->thread_floats));
     int64_t off = 0;
 #define VQ_TAKE(ptr, n)                          \
     do {                                         \
@@ -44,71 +59,138 @@ static int64_t thread_layout(const plan *pl, float *base, thread_mem *tm)
     float *qrow = NULL, *qp = NULL, *s = NULL, *o = NULL, *m = NULL, *d = NULL, *alpha = NULL, *tile = NULL,
           *extra = NULL;
     VQ_TAKE(qrow, D);
-    VQ_TAKE(qp, RT * p->keys->qp_floats);
+    VQ_TAKE(qp, pl->n_kinds * RT * pl->kq);
     VQ_TAKE(s, RT * VQ_ATTN_BN);
     VQ_TAKE(o, RT * D);
     VQ_TAKE(m, RT);
     VQ_TAKE(d, RT);
     VQ_TAKE(alpha, RT);
     VQ_TAKE(tile, VQ_ATTN_BN * D);
-    VQ_TAKE(extra, p->keys->thread_floats > p->values->thread_floats ? p->keys->thread_floats
-                                                                        : p->values->thread_floats);
+    VQ_TAKE(extra, extra_floats);
 #undef VQ_TAKE
     if (tm) *tm = (thread_mem){qrow, qp, s, o, m, d, alpha, {pl->kern, tile, extra}};
     return off;
 }
 
-/* Row rr (index within its kv head): its first invisible token (causal). */
-static int64_t row_limit(const vq_attn_problem *p, int64_t rr)
+/* Tokens of batch row b. */
+static int64_t row_skv(const vq_attn_problem *p, int64_t b) { return p->segs ? p->skv[b] : p->dims.Skv; }
+
+/* Segment i of batch row b (a plain call has one per row). */
+static vq_attn_segment segment(const vq_attn_problem *p, int64_t b, int64_t i)
 {
-    const int64_t Sq = p->dims.Sq, Skv = p->dims.Skv;
+    if (p->segs) return p->segs[p->seg_off[b] + i];
+    return (vq_attn_segment){p->keys, p->values, b, p->dims.Skv, 0};
+}
+
+static int64_t n_segments(const vq_attn_problem *p, int64_t b)
+{
+    return p->segs ? p->seg_off[b + 1] - p->seg_off[b] : 1;
+}
+
+/* Row rr (index within its kv head) of batch row b: its first invisible
+ * token (causal). */
+static int64_t row_limit(const vq_attn_problem *p, int64_t b, int64_t rr)
+{
+    const int64_t Sq = p->dims.Sq, Skv = row_skv(p, b);
     if (!p->causal) return Skv;
     const int64_t lim = Skv - Sq + rr % Sq + 1;
     return lim < 0 ? 0 : (lim > Skv ? Skv : lim);
 }
 
 /* Rows [r0, r0 + R): the first token no row of the tile may see. */
-static int64_t tile_limit(const vq_attn_problem *p, int64_t r0, int64_t R)
+static int64_t tile_limit(const vq_attn_problem *p, int64_t b, int64_t r0, int64_t R)
 {
     const int64_t Sq = p->dims.Sq;
-    if (!p->causal) return p->dims.Skv;
+    if (!p->causal) return row_skv(p, b);
     /* the largest query index i among the rows; a tile that wraps past Sq - 1 has them all */
     const int64_t last = r0 % Sq + R - 1;
-    return row_limit(p, last >= Sq ? Sq - 1 : last);
+    return row_limit(p, b, last >= Sq ? Sq - 1 : last);
 }
 
-/* Adds the mask and applies the causal limit to s [R][BN] of one block. */
+/* Blocks of batch row b below token T. */
+static int64_t count_blocks(const vq_attn_problem *p, int64_t b, int64_t T)
+{
+    int64_t nb = 0, t = 0;
+    for (int64_t i = 0, ns = n_segments(p, b); i < ns && t < T; i++) {
+        const int64_t n = segment(p, b, i).n, seen = T - t < n ? T - t : n;
+        nb += (seen + VQ_ATTN_BN - 1) / VQ_ATTN_BN;
+        t += n;
+    }
+    return nb;
+}
+
+/* Adds the mask and applies the causal limit to s [R][BN] of one block at
+ * global token t0 of batch row b. */
 static void mask_block(const plan *pl, int64_t b, int64_t hk, int64_t r0, int R, int64_t t0, int n, float *s)
 {
     const vq_attn_problem *p = pl->p;
-    const int64_t Sq = p->dims.Sq, Skv = p->dims.Skv;
+    const int64_t Sq = p->dims.Sq;
     for (int r = 0; r < R; r++) {
         float *row = s + (int64_t)r * VQ_ATTN_BN;
         const int64_t rr = r0 + r;
         if (p->mask) {
             const int64_t h = hk * pl->G + rr / Sq, i = rr % Sq;
-            const int64_t base = b * p->mask_sb + h * p->mask_sh + i * Skv + t0;
+            const int64_t base = b * p->mask_sb + h * p->mask_sh + i * p->mask_si + t0;
             for (int j = 0; j < n; j++) row[j] += vq_load_f(p->mask, p->mask_dt, base + j);
         }
-        const int64_t lim = row_limit(p, rr) - t0;
+        const int64_t lim = row_limit(p, b, rr) - t0;
         for (int j = lim < 0 ? 0 : (int)(lim < n ? lim : n); j < n; j++) row[j] = -INFINITY;
     }
 }
 
-/* Writes o / d of one row to global output row `grow` (0 when d == 0). */
-static void store_row(const vq_attn_problem *p, int64_t grow, const float *o, float d, float *tmp)
+/* Writes row rr of kv head hk in batch b: out = B^-1(o) / d (0 when d == 0),
+ * lse = m + log d (-inf when d == 0). */
+static void store_row(const plan *pl, int64_t b, int64_t hk, int64_t rr, float *o, float m, float d, float *tmp)
 {
-    const int64_t D = p->dims.D;
+    const vq_attn_problem *p = pl->p;
+    const int64_t D = p->dims.D, h = hk * pl->G + rr / p->dims.Sq, i = rr % p->dims.Sq;
+    if (pl->finish_ops && d > 0.0f) pl->finish_ops->finish(pl->finish_desc, o);
     const float inv = d > 0.0f ? 1.0f / d : 0.0f;
     for (int64_t c = 0; c < D; c++) tmp[c] = o[c] * inv;
-    vq_row_from_f32(tmp, D, p->out_dt, (char *)p->out + grow * D * (int64_t)vq_dtype_size(p->out_dt));
+    vq_row_from_f32(tmp, D, p->out_dt, (void *)vq_attn_at(&p->out, b, h, i));
+    if (p->lse.base) *(float *)vq_attn_at(&p->lse, b, h, i) = d > 0.0f ? m + logf(d) : -INFINITY;
+}
+
+/* Runs blocks [blo, bhi) of batch row b (counted over its segments, below
+ * token T) for the tile's R rows. */
+static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk, int64_t r0, int R, int64_t T,
+                          int64_t blo, int64_t bhi)
+{
+    const vq_attn_problem *p = pl->p;
+    const int64_t D = p->dims.D;
+    int64_t blk_i = 0, t = 0;
+    for (int64_t si = 0, ns = n_segments(p, b); si < ns && t < T && blk_i < bhi; si++) {
+        const vq_attn_segment sg = segment(p, b, si);
+        const int64_t seen = T - t < sg.n ? T - t : sg.n, nb = (seen + VQ_ATTN_BN - 1) / VQ_ATTN_BN;
+        if (blk_i + nb <= blo) {
+            blk_i += nb;
+            t += sg.n;
+            continue;
+        }
+        const float *qp = tm->qp + (int64_t)sg.kind * pl->RT * pl->kq;
+        for (int64_t k = blo > blk_i ? blo - blk_i : 0; k < nb && blk_i + k < bhi; k++) {
+            const int64_t lt0 = k * VQ_ATTN_BN;
+            const vq_attn_block blk = {sg.b, hk, lt0, (int)(seen - lt0 < VQ_ATTN_BN ? seen - lt0 : VQ_ATTN_BN)};
+            sg.keys->ops->score(sg.keys->desc, &tm->th, &blk, qp, R, tm->s);
+            mask_block(pl, b, hk, r0, R, t + lt0, blk.n, tm->s);
+            pl->kern->softmax(R, blk.n, tm->s, VQ_ATTN_BN, tm->m, tm->d, tm->alpha);
+            for (int r = 0; r < R; r++) {
+                if (tm->alpha[r] == 1.0f) continue;
+                float *o = tm->o + r * D;
+                for (int64_t c = 0; c < D; c++) o[c] *= tm->alpha[r];
+            }
+            sg.values->ops->accumulate(sg.values->desc, &tm->th, &blk, tm->s, R, tm->o);
+        }
+        blk_i += nb;
+        t += sg.n;
+    }
 }
 
 static void run_task(void *arg, int64_t task, int thread)
 {
     const plan *pl = arg;
     const vq_attn_problem *p = pl->p;
-    const int64_t D = p->dims.D, Hkv = p->dims.Hkv, qpf = p->keys->qp_floats;
+    const int64_t D = p->dims.D, Hkv = p->dims.Hkv;
     const int64_t u = task / pl->S, sp = task % pl->S;
     const int64_t rt = u % pl->n_rt, hk = (u / pl->n_rt) % Hkv, b = u / (pl->n_rt * Hkv);
     const int64_t r0 = rt * pl->RT;
@@ -117,34 +199,23 @@ static void run_task(void *arg, int64_t task, int thread)
     thread_mem tm;
     thread_layout(pl, pl->threads + (int64_t)thread * pl->stride, &tm);
 
-    const size_t qsz = vq_dtype_size(p->q_dt);
     for (int r = 0; r < R; r++) {
-        vq_row_to_f32((const char *)p->q + (grow0 + r) * D * (int64_t)qsz, p->q_dt, D, tm.qrow);
-        p->keys->ops->prep_q(p->keys->desc, tm.qrow, grow0 + r, tm.qp + r * qpf);
+        const int64_t rr = r0 + r, h = hk * pl->G + rr / p->dims.Sq, i = rr % p->dims.Sq;
+        vq_row_to_f32(vq_attn_at(&p->q, b, h, i), p->q_dt, D, tm.qrow);
+        for (int k = 0; k < pl->n_kinds; k++) {
+            const vq_attn_keys *kk = pl->kinds[k].keys;
+            kk->ops->prep_q(kk->desc, tm.qrow, grow0 + r, tm.qp + (int64_t)k * pl->RT * pl->kq + r * kk->qp_floats);
+        }
         tm.m[r] = -INFINITY;
         tm.d[r] = 0.0f;
     }
     memset(tm.o, 0, sizeof(float) * (size_t)(R * D));
 
-    const int64_t T = tile_limit(p, r0, R);
-    const int64_t nb = (T + VQ_ATTN_BN - 1) / VQ_ATTN_BN;
-    const int64_t blo = sp * nb / pl->S, bhi = (sp + 1) * nb / pl->S;
-    for (int64_t blk_i = blo; blk_i < bhi; blk_i++) {
-        const int64_t t0 = blk_i * VQ_ATTN_BN;
-        const vq_attn_block blk = {b, hk, t0, (int)(T - t0 < VQ_ATTN_BN ? T - t0 : VQ_ATTN_BN)};
-        p->keys->ops->score(p->keys->desc, &tm.th, &blk, tm.qp, R, tm.s);
-        mask_block(pl, b, hk, r0, R, t0, blk.n, tm.s);
-        pl->kern->softmax(R, blk.n, tm.s, VQ_ATTN_BN, tm.m, tm.d, tm.alpha);
-        for (int r = 0; r < R; r++) {
-            if (tm.alpha[r] == 1.0f) continue;
-            float *o = tm.o + r * D;
-            for (int64_t c = 0; c < D; c++) o[c] *= tm.alpha[r];
-        }
-        p->values->ops->accumulate(p->values->desc, &tm.th, &blk, tm.s, R, tm.o);
-    }
+    const int64_t T = tile_limit(p, b, r0, R), nb = count_blocks(p, b, T);
+    stream_blocks(pl, &tm, b, hk, r0, R, T, sp * nb / pl->S, (sp + 1) * nb / pl->S);
 
     if (pl->S == 1) {
-        for (int r = 0; r < R; r++) store_row(p, grow0 + r, tm.o + r * D, tm.d[r], tm.qrow);
+        for (int r = 0; r < R; r++) store_row(pl, b, hk, r0 + r, tm.o + r * D, tm.m[r], tm.d[r], tm.qrow);
         return;
     }
     float *part = pl->partials + (u * pl->S + sp) * pl->RT * (D + 2);
@@ -190,7 +261,8 @@ static void merge_unit(void *arg, int64_t u, int thread)
             const vq_attn_state part = {st[0], st[1], st + 2};
             vq_attn_state_merge(&acc, &part, D);
         }
-        store_row(p, (b * Hkv + hk) * pl->R_total + r0 + r, acc.o, acc.d, tm.qrow);
+        if (acc.m == -INFINITY) memset(acc.o, 0, sizeof(float) * (size_t)D);
+        store_row(pl, b, hk, r0 + r, acc.o, acc.m, acc.d, tm.qrow);
     }
 }
 
@@ -214,9 +286,41 @@ static int64_t choose_splits(int64_t requested, int64_t units, int threads, int6
     return S < 1 ? 1 : S;
 }
 
+/* The kinds of a problem (a plain call: one), their prepared-row size, and
+ * the one finish() they share. */
+static void plan_kinds(plan *pl)
+{
+    const vq_attn_problem *p = pl->p;
+    if (p->segs) {
+        pl->n_kinds = p->n_kinds;
+        for (int k = 0; k < p->n_kinds; k++) pl->kinds[k] = p->kinds[k];
+    } else {
+        pl->n_kinds = 1;
+        pl->kinds[0] = (vq_attn_kind){p->keys, p->values};
+    }
+    pl->kq = 0;
+    for (int k = 0; k < pl->n_kinds; k++) {
+        pl->kq = max64(pl->kq, pl->kinds[k].keys->qp_floats);
+        if (pl->kinds[k].values->ops->finish) {
+            pl->finish_ops = pl->kinds[k].values->ops;
+            pl->finish_desc = pl->kinds[k].values->desc;
+        }
+    }
+}
+
+/* Largest block count of any batch row (for the split choice). */
+static int64_t max_blocks(const vq_attn_problem *p)
+{
+    if (!p->segs) return (p->dims.Skv + VQ_ATTN_BN - 1) / VQ_ATTN_BN;
+    int64_t nb = 1;
+    for (int64_t b = 0; b < p->dims.B; b++) nb = max64(nb, count_blocks(p, b, p->skv[b]));
+    return nb;
+}
+
 vq_status vq_attn_run(vq_ctx *ctx, const vq_attn_problem *p)
 {
     plan pl = {.p = p, .kern = vq_attn_kernels_for(ctx->isa)};
+    plan_kinds(&pl);
     const vq_attn_dims *dm = &p->dims;
     pl.G = dm->Hq / dm->Hkv;
     pl.R_total = pl.G * dm->Sq;
@@ -224,8 +328,7 @@ vq_status vq_attn_run(vq_ctx *ctx, const vq_attn_problem *p)
     pl.n_rt = (pl.R_total + pl.RT - 1) / pl.RT;
     pl.units = dm->B * dm->Hkv * pl.n_rt;
     const int threads = vq_ctx_num_threads(ctx);
-    pl.S = choose_splits(p->num_splits, pl.units, threads, (dm->Skv + VQ_ATTN_BN - 1) / VQ_ATTN_BN,
-                         pl.RT * (dm->D + 2));
+    pl.S = choose_splits(p->num_splits, pl.units, threads, max_blocks(p), pl.RT * (dm->D + 2));
     pl.stride = thread_layout(&pl, NULL, NULL);
     const int64_t part_floats = pl.S > 1 ? pl.units * pl.S * pl.RT * (dm->D + 2) : 0;
     const int64_t total = pl.stride * threads + part_floats;
@@ -238,4 +341,11 @@ vq_status vq_attn_run(vq_ctx *ctx, const vq_attn_problem *p)
     vq_parallel_for(ctx, pl.units * pl.S, run_task, &pl);
     if (pl.S > 1) vq_parallel_for(ctx, pl.units, merge_unit, &pl);
     return VQ_OK;
+}
+
+vq_attn_view vq_attn_view_of(const DLTensor *t)
+{
+    const int64_t esz = (int64_t)vq_dtype_size(vq_dtype_of(t));
+    return (vq_attn_view){(const char *)vq_data(t), vq_stride(t, 0) * esz, vq_stride(t, 1) * esz,
+                          vq_stride(t, 2) * esz};
 }

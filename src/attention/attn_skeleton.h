@@ -53,6 +53,24 @@
 /* Query rows per tile: bounds per-thread scratch; large Sq is tiled. */
 #define VQ_ATTN_MAX_ROWS 64
 
+/* Where the rows of a [B, H, S, ...] or [B, H, S] tensor are: the byte
+ * strides of its three leading axes (vq_check_tensor_view lets them be any
+ * non-negative values; the last axis is contiguous). For a per-token tensor
+ * [B, H, S] st is the element size. */
+typedef struct vq_attn_view {
+    const char *base;
+    int64_t sb, sh, st;
+} vq_attn_view;
+
+/* The view of a validated tensor of rank >= 3 (its first three axes). */
+vq_attn_view vq_attn_view_of(const DLTensor *t);
+
+/* Address of row (b, h, t). */
+static inline const void *vq_attn_at(const vq_attn_view *v, int64_t b, int64_t h, int64_t t)
+{
+    return v->base + b * v->sb + h * v->sh + t * v->st;
+}
+
 /* The sizes of one attention call. */
 typedef struct vq_attn_dims {
     int64_t B, Hq, Hkv, Sq, Skv, D;
@@ -83,9 +101,14 @@ typedef struct vq_attn_key_ops {
 } vq_attn_key_ops;
 
 typedef struct vq_attn_value_ops {
-    /* p [R][VQ_ATTN_BN], o [R][D]: o[r][c] += sum_{j<n} p[r][j] * v_hat[t0+j][c]. */
+    /* p [R][VQ_ATTN_BN], o [R][D]: o[r][c] += sum_{j<n} p[r][j] * B(v_hat[t0+j])[c]
+     * for a linear map B of the format (the identity for most). */
     void (*accumulate)(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
                        int R, float *o);
+    /* NULL, or o [D] <- B^-1(o) once per row before the output is written:
+     * values stored in a rotated basis are accumulated there and rotated back
+     * once (attention is linear in the values). */
+    void (*finish)(const void *desc, float *o);
 } vq_attn_value_ops;
 
 /* Storage big enough for any format's descriptor, so binders need no malloc. */
@@ -109,22 +132,55 @@ typedef struct vq_attn_values {
     vq_attn_desc_storage storage;
 } vq_attn_values;
 
+/* A run of tokens of one batch row with its own bound keys and values (a
+ * page of a cache, a residual window). Segment tokens are addressed as batch
+ * row `b`, tokens [0, n) of its own bindings. Bindings of one `kind` must
+ * prepare queries alike (same format and parameters: only data differ), so
+ * a row is prepared once per kind: kinds[kind] holds the bindings used for
+ * that (and for sizing per-thread scratch). */
+typedef struct vq_attn_segment {
+    const vq_attn_keys *keys;
+    const vq_attn_values *values;
+    int64_t b, n;
+    int kind;
+} vq_attn_segment;
+
+/* At most this many kinds of segments in one problem. */
+#define VQ_ATTN_MAX_KINDS 4
+
+typedef struct vq_attn_kind {
+    const vq_attn_keys *keys;
+    const vq_attn_values *values;
+} vq_attn_kind;
+
 /* One attention call, validated. */
 typedef struct vq_attn_problem {
     vq_attn_dims dims;
-    const void *q;  /* [B,Hq,Sq,D] */
+    vq_attn_view q;  /* [B,Hq,Sq,D] */
     vq_dtype q_dt;
     const vq_attn_keys *keys;
     const vq_attn_values *values;
-    /* additive mask [Sq, Skv] rows at mask + b*mask_sb + h*mask_sh (elements),
-     * or NULL; strides 0 broadcast */
+    /* additive mask: element (b, h, i, t) at mask + b*mask_sb + h*mask_sh +
+     * i*mask_si + t (elements), or NULL; strides 0 broadcast */
     const void *mask;
     vq_dtype mask_dt;
-    int64_t mask_sb, mask_sh;
+    int64_t mask_sb, mask_sh, mask_si;
     bool causal;       /* query i sees tokens <= Skv - Sq + i */
     int num_splits;    /* kv splits per (b, kv head, row tile); 0 = automatic */
-    void *out;         /* [B,Hq,Sq,D] */
+    vq_attn_view out;  /* [B,Hq,Sq,D] */
     vq_dtype out_dt;
+    vq_attn_view lse;  /* [B,Hq,Sq] f32 log-sum-exp per row, or base NULL */
+    /* Segmented kv axis (the cache), or segs NULL: then keys/values cover
+     * tokens [0, Skv) of every batch row. With segs, batch row b's kv axis is
+     * segs[seg_off[b] .. seg_off[b+1]) in order, skv[b] tokens in all (sum of
+     * their n; dims.Skv is the largest), keys/values are ignored, kinds[k]
+     * prepare queries for segments of kind k, and mask must be NULL. Every
+     * kind's values must share one `finish` (or none). */
+    const vq_attn_segment *segs;
+    const int64_t *seg_off;  /* [B + 1] */
+    const int64_t *skv;      /* [B] */
+    vq_attn_kind kinds[VQ_ATTN_MAX_KINDS];
+    int n_kinds;
 } vq_attn_problem;
 
 /* Runs a validated problem on the CPU. The only failure is

@@ -4,11 +4,11 @@
 #include "attention/attn_formats.h"
 
 typedef struct affine_values {
-    const uint8_t *codes;       /* [B,Hkv,Skv,ldc] */
-    const void *scale, *zero;   /* [B,Hkv,Skv,GV] f32/f16 */
+    vq_attn_view codes;         /* [B,Hkv,Skv,*] rows of D codes */
+    vq_attn_view scale, zero;   /* [B,Hkv,Skv,GV] f32/f16 */
     vq_dtype sz_dt;
     int bits;
-    int64_t ldc, g, GV, Hkv, Skv, D;
+    int64_t g, GV, D;
 } affine_values;
 _Static_assert(sizeof(affine_values) <= sizeof(vq_attn_desc_storage), "affine_values too big");
 
@@ -17,27 +17,36 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
                        int R, float *o)
 {
     const affine_values *v = desc;
-    const int64_t tok = (blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0, GV = v->GV, nz = blk->n * GV;
+    const int64_t GV = v->GV, nz = blk->n * GV, esz = v->sz_dt == VQ_DT_F32 ? 4 : 2;
+    const void *s0 = vq_attn_at(&v->scale, blk->b, blk->hk, blk->t0), *z0 = vq_attn_at(&v->zero, blk->b, blk->hk, blk->t0);
     const float *vs, *vz;
-    if (v->sz_dt == VQ_DT_F32) {
-        vs = (const float *)v->scale + tok * GV;
-        vz = (const float *)v->zero + tok * GV;
-    } else {
-        th->kern->cvt_f16(nz, (const uint16_t *)v->scale + tok * GV, th->extra);
-        th->kern->cvt_f16(nz, (const uint16_t *)v->zero + tok * GV, th->extra + nz);
+    if (v->sz_dt == VQ_DT_F32 && v->scale.st == GV * esz && v->zero.st == GV * esz) {
+        vs = s0;
+        vz = z0;
+    } else if (v->scale.st == GV * esz && v->zero.st == GV * esz) {
+        th->kern->cvt_f16(nz, s0, th->extra);
+        th->kern->cvt_f16(nz, z0, th->extra + nz);
+        vs = th->extra;
+        vz = th->extra + nz;
+    } else { /* strided token rows: gathered (and converted) row by row */
+        for (int j = 0; j < blk->n; j++) {
+            vq_row_to_f32((const char *)s0 + j * v->scale.st, v->sz_dt, GV, th->extra + j * GV);
+            vq_row_to_f32((const char *)z0 + j * v->zero.st, v->sz_dt, GV, th->extra + nz + j * GV);
+        }
         vs = th->extra;
         vz = th->extra + nz;
     }
-    const uint8_t *codes = v->codes + tok * v->ldc;
+    const uint8_t *codes = vq_attn_at(&v->codes, blk->b, blk->hk, blk->t0);
+    const int64_t ldc = v->codes.st;
     if (R > VQ_ATTN_DIRECT_ROWS || v->g % 8 != 0) {
-        th->kern->affine_v_tile(blk->n, v->D, v->bits, codes, v->ldc, vs, vz, GV, v->g, th->tile);
+        th->kern->affine_v_tile(blk->n, v->D, v->bits, codes, ldc, vs, vz, GV, v->g, th->tile);
         th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
         return;
     }
-    th->kern->affine_pv(R, blk->n, v->D, v->bits, codes, v->ldc, vs, vz, GV, v->g, p, VQ_ATTN_BN, o, v->D);
+    th->kern->affine_pv(R, blk->n, v->D, v->bits, codes, ldc, vs, vz, GV, v->g, p, VQ_ATTN_BN, o, v->D);
 }
 
-static const vq_attn_value_ops affine_ops = {accumulate};
+static const vq_attn_value_ops affine_ops = {accumulate, NULL};
 
 vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                      const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
@@ -50,8 +59,8 @@ vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const D
     VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, scale, "v_scale", VQ_DTM_F16_F32, dims, GV));
     VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, zero, "v_zero", VQ_DTM(vq_dtype_of(scale)), dims, GV));
     affine_values *d = (affine_values *)(void *)out->storage.bytes;
-    *d = (affine_values){vq_data(codes), vq_data(scale), vq_data(zero), vq_dtype_of(scale), lb, codes->shape[3],
-                         g, GV, dims->Hkv, dims->Skv, dims->D};
+    *d = (affine_values){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_dtype_of(scale),
+                         lb, g, GV, dims->D};
     out->ops = &affine_ops;
     out->desc = d;
     out->thread_floats = 2 * VQ_ATTN_BN * GV;

@@ -4,11 +4,11 @@
 #include "attention/attn_formats.h"
 
 typedef struct codebook_values {
-    const uint8_t *idx;    /* [B,Hkv,Skv,D] or [B,Hkv,Skv,D/2] */
-    const float *vscale;   /* [B,Hkv,Skv] or NULL */
+    vq_attn_view idx;      /* [B,Hkv,Skv,D] or [B,Hkv,Skv,D/2] */
+    vq_attn_view vscale;   /* [B,Hkv,Skv], base NULL when absent */
     bool packed;
     int n_cents;
-    int64_t Hkv, Skv, D;
+    int64_t D;
     const float *cents;    /* [n_cents]; kernels clamp indices to n_cents - 1 */
 } codebook_values;
 _Static_assert(sizeof(codebook_values) <= sizeof(vq_attn_desc_storage), "codebook_values too big");
@@ -18,11 +18,17 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
                        int R, float *o)
 {
     const codebook_values *v = desc;
-    const int64_t tok = (blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0;
-    const uint8_t *idx = v->idx + tok * (v->packed ? v->D / 2 : v->D);
-    const float *vscale = v->vscale ? v->vscale + tok : NULL;
-    if (R > VQ_ATTN_DIRECT_ROWS) {
-        th->kern->codebook_tile(blk->n, v->D, v->packed, idx, v->cents, v->n_cents, vscale, th->tile);
+    const int64_t row = v->packed ? v->D / 2 : v->D;
+    const uint8_t *idx = vq_attn_at(&v->idx, blk->b, blk->hk, blk->t0);
+    const float *vscale = v->vscale.base ? vq_attn_at(&v->vscale, blk->b, blk->hk, blk->t0) : NULL;
+    if (R > VQ_ATTN_DIRECT_ROWS || v->idx.st != row) {
+        if (v->idx.st == row) {
+            th->kern->codebook_tile(blk->n, v->D, v->packed, idx, v->cents, v->n_cents, vscale, th->tile);
+        } else { /* strided token rows: decoded one by one */
+            for (int j = 0; j < blk->n; j++)
+                th->kern->codebook_tile(1, v->D, v->packed, idx + j * v->idx.st, v->cents, v->n_cents,
+                                        vscale ? vscale + j : NULL, th->tile + j * v->D);
+        }
         th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
         return;
     }
@@ -36,14 +42,14 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     th->kern->codebook_pv(R, blk->n, v->D, v->packed, idx, v->cents, v->n_cents, w, VQ_ATTN_BN, o, v->D);
 }
 
-static const vq_attn_value_ops codebook_ops = {accumulate};
+static const vq_attn_value_ops codebook_ops = {accumulate, NULL};
 
 vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const DLTensor *cents,
                                        const DLTensor *vscale, bool packed_only, const vq_attn_dims *dims,
                                        vq_attn_values *out)
 {
     const int64_t D = dims->D;
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, idx, "v_idx", VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, idx, "v_idx", VQ_DTM_U8, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, idx, "v_idx", 4, (const int64_t[]){dims->B, dims->Hkv, dims->Skv, -1}));
     const bool packed = idx->shape[3] == D / 2;
     VQ_RETURN_IF(ctx, !packed && (packed_only || idx->shape[3] != D), VQ_ERR_INVALID_ARGUMENT,
@@ -57,12 +63,10 @@ vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const D
                  "argument 'v_cents': %lld centroids, but nibble-packed v_idx holds at most 16", (long long)nc);
     if (vscale) VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, vscale, "v_scale", VQ_DTM_F32, dims, 0));
     codebook_values *d = (codebook_values *)(void *)out->storage.bytes;
-    d->idx = vq_data(idx);
-    d->vscale = vscale ? vq_data(vscale) : NULL;
+    d->idx = vq_attn_view_of(idx);
+    d->vscale = vscale ? vq_attn_view_of(vscale) : (vq_attn_view){0};
     d->packed = packed;
     d->n_cents = (int)nc;
-    d->Hkv = dims->Hkv;
-    d->Skv = dims->Skv;
     d->D = D;
     d->cents = vq_data(cents);
     out->ops = &codebook_ops;

@@ -3,9 +3,9 @@
 #include "attention/attn_formats.h"
 
 typedef struct plain_values {
-    const char *v;  /* [B,Hkv,Skv,D] */
+    vq_attn_view v;  /* [B,Hkv,Skv,D] */
     vq_attn_elt elt;
-    int64_t esz, Hkv, Skv, D;
+    int64_t esz, Skv, D;
 } plain_values;
 _Static_assert(sizeof(plain_values) <= sizeof(vq_attn_desc_storage), "plain_values too big");
 
@@ -14,23 +14,24 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
                        int R, float *o)
 {
     const plain_values *v = desc;
-    const char *vb = v->v + ((blk->b * v->Hkv + blk->hk) * v->Skv + blk->t0) * v->D * v->esz;
-    const int64_t row = v->D * v->esz, left = v->Skv - blk->t0 - blk->n;
-    vq_attn_prefetch(vb + blk->n * row, (left < VQ_ATTN_BN ? left : VQ_ATTN_BN) * row);
-    th->kern->pv[v->elt](R, blk->n, v->D, p, VQ_ATTN_BN, vb, v->D, o, v->D);
+    const char *vb = vq_attn_at(&v->v, blk->b, blk->hk, blk->t0);
+    const int64_t left = v->Skv - blk->t0 - blk->n;
+    if (v->v.st == v->D * v->esz) /* contiguous rows: the next block is one stream */
+        vq_attn_prefetch(vb + blk->n * v->v.st, (left < VQ_ATTN_BN ? left : VQ_ATTN_BN) * v->v.st);
+    th->kern->pv[v->elt](R, blk->n, v->D, p, VQ_ATTN_BN, vb, v->v.st / v->esz, o, v->D);
 }
 
-static const vq_attn_value_ops plain_ops = {accumulate};
+static const vq_attn_value_ops plain_ops = {accumulate, NULL};
 
 vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const char *name,
                                     const vq_attn_dims *dims, vq_attn_values *out)
 {
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, values, name, VQ_DTM_F16_F32, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, values, name, VQ_DTM_F16_F32, 4, 4));
     VQ_FORWARD_IF_ERROR(
         vq_check_shape(ctx, values, name, 4, (const int64_t[]){dims->B, dims->Hkv, dims->Skv, dims->D}));
     plain_values *d = (plain_values *)(void *)out->storage.bytes;
-    *d = (plain_values){vq_data(values), vq_attn_elt_of(values), (int64_t)vq_dtype_size(vq_dtype_of(values)),
-                        dims->Hkv, dims->Skv, dims->D};
+    *d = (plain_values){vq_attn_view_of(values), vq_attn_elt_of(values),
+                        (int64_t)vq_dtype_size(vq_dtype_of(values)), dims->Skv, dims->D};
     out->ops = &plain_ops;
     out->desc = d;
     out->thread_floats = 0;

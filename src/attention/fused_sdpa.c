@@ -1,6 +1,7 @@
-/* fused_sdpa.c — vq_fused_sdpa: validate, bind the key format and the plain
- * values, run the skeleton. One line per key format in `binders`. The body is
- * vq_attn_fused_sdpa, shared with vq_turboquant_fused_rvq_decode_attend. */
+/* fused_sdpa.c — vq_fused_sdpa: validate, bind the key format and the value
+ * format, run the skeleton. One line per key format in `binders`; value
+ * formats bind in attn_values_encoded.c. The body is vq_attn_fused_sdpa,
+ * shared with vq_turboquant_fused_rvq_decode_attend. */
 #include <math.h>
 
 #include "attention/attn_formats.h"
@@ -22,10 +23,21 @@ static const keys_binder binders[] = {
     [VQ_KEYS_COMMVQ] = vq_attn_bind_keys_commvq,
 };
 
-/* mask [B or 1, Hq or 1, Sq, Skv] f32/f16 -> its batch and head strides (0 = broadcast) */
+vq_status vq_attn_bind_keys(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+                            vq_attn_keys *out)
+{
+    VQ_RETURN_IF(ctx, keys == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'keys' is NULL");
+    const int fmt = (int)keys->format;
+    VQ_RETURN_IF(ctx, fmt < 0 || fmt >= (int)(sizeof binders / sizeof binders[0]) || binders[fmt] == NULL,
+                 VQ_ERR_INVALID_ARGUMENT, "argument 'keys': unknown format %d (expected VQ_KEYS_F16..VQ_KEYS_COMMVQ)",
+                 fmt);
+    return binders[fmt](ctx, keys, dims, scale, out);
+}
+
+/* mask [B or 1, Hq or 1, Sq, Skv] f32/f16 (a view) -> its strides (0 = broadcast) */
 static vq_status check_mask(vq_ctx *ctx, const DLTensor *mask, const vq_attn_dims *dm, vq_attn_problem *p)
 {
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, mask, "mask", VQ_DTM_F16_F32, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, mask, "mask", VQ_DTM_F16_F32, 4, 4));
     const int64_t mb = mask->shape[0], mh = mask->shape[1];
     if ((mb != 1 && mb != dm->B) || (mh != 1 && mh != dm->Hq) || mask->shape[2] != dm->Sq ||
         mask->shape[3] != dm->Skv) {
@@ -37,43 +49,112 @@ static vq_status check_mask(vq_ctx *ctx, const DLTensor *mask, const vq_attn_dim
     }
     p->mask = vq_data(mask);
     p->mask_dt = vq_dtype_of(mask);
-    p->mask_sh = mh == 1 ? 0 : dm->Sq * dm->Skv;
-    p->mask_sb = mb == 1 ? 0 : mh * dm->Sq * dm->Skv;
+    p->mask_sb = vq_stride(mask, 0);
+    p->mask_sh = vq_stride(mask, 1);
+    p->mask_si = vq_stride(mask, 2);
     return VQ_OK;
 }
 
+/* The first [B,Hkv,Skv,...] tensor of a value format: the one whose leading
+ * shape vq_attn_check_common reads. */
+static const DLTensor *values_lead(const vq_encoded_values *v)
+{
+    switch (v->format) {
+    case VQ_VALUES_PLAIN: return v->plain.values;
+    case VQ_VALUES_AFFINE: return v->affine.codes;
+    case VQ_VALUES_CODEBOOK: return v->codebook.idx;
+    case VQ_VALUES_TURBO: return v->turbo.idx;
+    default: return NULL;
+    }
+}
+
+#ifdef VQ_WITH_CUDA
+/* The CUDA kernels read compact tensors only (for now): every tensor of the
+ * call must be (only the members of the two formats in use are read). */
+static vq_status cuda_compact(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *k,
+                              const vq_encoded_values *v, const DLTensor *mask, const DLTensor *out)
+{
+    const DLTensor *t[12] = {queries, out, mask};
+    const char *n[12] = {"queries", "out", "mask"};
+    int c = 3;
+#define VQ_ADD(tensor, name) (t[c] = (tensor), n[c++] = (name))
+    switch (k->format) {
+    case VQ_KEYS_F16: VQ_ADD(k->plain.keys, "keys.plain.keys"); break;
+    case VQ_KEYS_TURBO: VQ_ADD(k->turbo.idx, "keys.turbo.idx"), VQ_ADD(k->turbo.scale, "keys.turbo.scale"); break;
+    case VQ_KEYS_TURBO_RVQ:
+        VQ_ADD(k->rvq.idx1, "keys.rvq.idx1"), VQ_ADD(k->rvq.scale1, "keys.rvq.scale1");
+        VQ_ADD(k->rvq.idx2, "keys.rvq.idx2"), VQ_ADD(k->rvq.scale2, "keys.rvq.scale2");
+        break;
+    case VQ_KEYS_AFFINE:
+        VQ_ADD(k->affine.codes, "keys.affine.codes"), VQ_ADD(k->affine.scale, "keys.affine.scale");
+        VQ_ADD(k->affine.zero, "keys.affine.zero");
+        break;
+    case VQ_KEYS_RABITQ:
+        VQ_ADD(k->rabitq.bits, "keys.rabitq.bits"), VQ_ADD(k->rabitq.mag, "keys.rabitq.mag");
+        VQ_ADD(k->rabitq.cnst, "keys.rabitq.cnst");
+        break;
+    case VQ_KEYS_QJL: VQ_ADD(k->qjl.bits, "keys.qjl.bits"), VQ_ADD(k->qjl.norm, "keys.qjl.norm"); break;
+    case VQ_KEYS_PQ: VQ_ADD(k->pq.idx, "keys.pq.idx"); break;
+    case VQ_KEYS_COMMVQ:
+        VQ_ADD(k->commvq.idx, "keys.commvq.idx"), VQ_ADD(k->commvq.positions, "keys.commvq.positions");
+        VQ_ADD(k->commvq.scale, "keys.commvq.scale");
+        break;
+    }
+    switch (v->format) {
+    case VQ_VALUES_PLAIN: VQ_ADD(v->plain.values, "values.plain.values"); break;
+    case VQ_VALUES_AFFINE:
+        VQ_ADD(v->affine.codes, "values.affine.codes"), VQ_ADD(v->affine.scale, "values.affine.scale");
+        VQ_ADD(v->affine.zero, "values.affine.zero");
+        break;
+    case VQ_VALUES_CODEBOOK:
+        VQ_ADD(v->codebook.idx, "values.codebook.idx"), VQ_ADD(v->codebook.scale, "values.codebook.scale");
+        break;
+    case VQ_VALUES_TURBO: VQ_ADD(v->turbo.idx, "values.turbo.idx"), VQ_ADD(v->turbo.scale, "values.turbo.scale"); break;
+    }
+#undef VQ_ADD
+    return vq_attn_require_compact(ctx, t, n, c);
+}
+#endif
+
 vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                             const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                              const vq_attend_opts *opts)
 {
-    VQ_RETURN_IF(ctx, keys == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'keys' is NULL");
-    const int fmt = (int)keys->format;
-    VQ_RETURN_IF(ctx, fmt < 0 || fmt >= (int)(sizeof binders / sizeof binders[0]) || binders[fmt] == NULL,
-                 VQ_ERR_INVALID_ARGUMENT, "argument 'keys': unknown or unsupported format %d", fmt);
+    VQ_RETURN_IF(ctx, values == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'values' is NULL");
+    const DLTensor *lead = values_lead(values);
+    VQ_RETURN_IF(ctx, lead == NULL && values->format >= VQ_VALUES_PLAIN && values->format <= VQ_VALUES_TURBO,
+                 VQ_ERR_INVALID_ARGUMENT, "argument 'values': the tensors of format %d are NULL", (int)values->format);
+    VQ_RETURN_IF(ctx, lead == NULL, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'values': unknown format %d (expected VQ_VALUES_PLAIN..VQ_VALUES_TURBO)",
+                 (int)values->format);
     vq_attn_dims dm;
-    VQ_FORWARD_IF_ERROR(vq_attn_check_common(ctx, queries, "queries", values, "values", out, &dm));
+    VQ_FORWARD_IF_ERROR(vq_attn_check_common(ctx, queries, "queries", lead, "values", out, &dm));
     VQ_RETURN_IF(ctx, !isfinite(scale), VQ_ERR_INVALID_ARGUMENT, "argument 'scale' must be finite, got %g",
                  (double)scale);
     VQ_RETURN_IF(ctx, opts && opts->num_splits < 0, VQ_ERR_INVALID_ARGUMENT,
                  "opts->num_splits must be >= 0, got %d", opts->num_splits);
+    vq_attn_view lse;
+    VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dm, &lse));
     vq_attn_keys kb;
     vq_attn_values vb;
-    VQ_FORWARD_IF_ERROR(binders[fmt](ctx, keys, &dm, scale, &kb));
-    VQ_FORWARD_IF_ERROR(vq_attn_bind_values_plain(ctx, values, "values", &dm, &vb));
-    vq_attn_problem p = {.dims = dm,
-                         .q = vq_data(queries),
-                         .q_dt = vq_dtype_of(queries),
-                         .keys = &kb,
-                         .values = &vb,
-                         .causal = opts ? opts->causal : false,
-                         .num_splits = opts ? opts->num_splits : 0,
-                         .out = vq_data(out),
-                         .out_dt = vq_dtype_of(out)};
+    VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(ctx, keys, &dm, scale, &kb));
+    VQ_FORWARD_IF_ERROR(vq_attn_bind_values(ctx, values, &dm, &vb));
+    vq_attn_problem p;
+    vq_attn_problem_init(&p, &dm, queries, out, &lse);
+    p.keys = &kb;
+    p.values = &vb;
+    p.causal = opts ? opts->causal : false;
+    p.num_splits = opts ? opts->num_splits : 0;
     if (mask) VQ_FORWARD_IF_ERROR(check_mask(ctx, mask, &dm, &p));
     /* CUDA dispatch point: the binders above touched no tensor data (device
      * pointers on a CUDA ctx), only shapes, dtypes and scalars. */
 #ifdef VQ_WITH_CUDA
-    if (vq_ctx_is_cuda(ctx)) return vq_cuda_fused_sdpa(ctx, queries, keys, values, scale, mask, out, opts);
+    if (vq_ctx_is_cuda(ctx)) {
+        VQ_FORWARD_IF_ERROR(cuda_compact(ctx, queries, keys, values, mask, out));
+        VQ_RETURN_IF(ctx, lse.base != NULL, VQ_ERR_UNSUPPORTED,
+                     "opts->lse_out is not supported on a CUDA context yet");
+        return vq_cuda_fused_sdpa(ctx, queries, keys, values, scale, mask, out, opts);
+    }
 #else
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "this build has no CUDA backend");
 #endif
@@ -81,7 +162,7 @@ vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
 }
 
 vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                        const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
+                        const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                         const vq_attend_opts *opts)
 {
     VQ_ENTER(ctx);

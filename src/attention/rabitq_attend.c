@@ -29,7 +29,7 @@ static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
         VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, scale, "scale", VQ_DTM_F32, 1, 1));
         VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, scale, "scale", 1, (const int64_t[]){1}));
     } else {
-        VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, q_scale, "q_scale", VQ_DTM_F32, 3, 3));
+        VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, q_scale, "q_scale", VQ_DTM_F32, 3, 3));
         VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, q_scale, "q_scale", 3, (const int64_t[]){dm.B, dm.Hq, dm.Sq}));
     }
     const bool exact = prefill || (opts && opts->score == VQ_RABITQ_SCORE_EXACT);
@@ -39,22 +39,26 @@ static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
                                                  prefill ? vq_data(scale) : NULL, &dm, &kb));
     VQ_FORWARD_IF_ERROR(
         vq_attn_bind_values_codebook(ctx, v_idx, v_cents, opts ? opts->v_scale : NULL, prefill, &dm, &vb));
+    vq_attn_view lse;
+    VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dm, &lse));
 #ifdef VQ_WITH_CUDA
-    if (vq_ctx_is_cuda(ctx) && !prefill)
-        return vq_cuda_rabitq_fused_attend(ctx, q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
-    if (vq_ctx_is_cuda(ctx))
+    if (vq_ctx_is_cuda(ctx)) {
+        VQ_FORWARD_IF_ERROR(vq_attn_require_compact(
+            ctx, (const DLTensor *[]){q, q_scale, k_bits, k_mag, k_const, v_idx, opts ? opts->v_scale : NULL, out},
+            (const char *[]){"q", "q_scale", "k_bits", "k_mag", "k_const", "v_idx", "opts->v_scale", "out"}, 8));
+        VQ_RETURN_IF(ctx, lse.base != NULL, VQ_ERR_UNSUPPORTED, "opts->lse_out is not supported on a CUDA context yet");
+        if (!prefill)
+            return vq_cuda_rabitq_fused_attend(ctx, q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
         return vq_cuda_rabitq_prefill_attend(ctx, q, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
+    }
 #endif
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "no CUDA kernel for this call yet");
-    const vq_attn_problem p = {.dims = dm,
-                               .q = vq_data(q),
-                               .q_dt = vq_dtype_of(q),
-                               .keys = &kb,
-                               .values = &vb,
-                               .causal = opts && opts->causal,
-                               .num_splits = opts ? opts->num_splits : 0,
-                               .out = vq_data(out),
-                               .out_dt = vq_dtype_of(out)};
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "this build has no CUDA backend");
+    vq_attn_problem p;
+    vq_attn_problem_init(&p, &dm, q, out, &lse);
+    p.keys = &kb;
+    p.values = &vb;
+    p.causal = opts && opts->causal;
+    p.num_splits = opts ? opts->num_splits : 0;
     return vq_attn_run(ctx, &p);
 }
 
@@ -73,8 +77,10 @@ vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTenso
                                    const vq_rabitq_attend_opts *opts)
 {
     VQ_ENTER(ctx);
-    VQ_RETURN_IF(ctx, opts && (opts->score != VQ_RABITQ_SCORE_HAMMING || opts->causal), VQ_ERR_INVALID_ARGUMENT,
-                 "opts->score and opts->causal must keep their defaults (prefill is exact and not causal)");
+    VQ_RETURN_IF(ctx, opts && (opts->score != VQ_RABITQ_SCORE_HAMMING || opts->causal || opts->lse_out),
+                 VQ_ERR_INVALID_ARGUMENT,
+                 "opts->score, opts->causal and opts->lse_out must keep their defaults (prefill is exact, not causal, "
+                 "and gives no log-sum-exp)");
     VQ_RETURN_IF(ctx, scale == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'scale' is NULL");
     return attend(ctx, q, NULL, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
 }

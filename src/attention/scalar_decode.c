@@ -32,19 +32,23 @@ vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DL
                  "argument 'v_codes': last dim %lld differs from the %lld of 'k_codes' (one code layout)",
                  (long long)v_codes->shape[3], (long long)k_codes->shape[3]);
     if (ks != VQ_KEY_SCORES_F32) vq_attn_affine_keys_use_int8(&kb); /* false: the layout stays on F32 */
-    const vq_attn_problem p = {.dims = dm,
-                               .q = vq_data(q),
-                               .q_dt = vq_dtype_of(q),
-                               .keys = &kb,
-                               .values = &vb,
-                               .causal = opts ? opts->causal : false,
-                               .num_splits = nsg,
-                               .out = vq_data(out),
-                               .out_dt = vq_dtype_of(out)};
+    vq_attn_view lse;
+    VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dm, &lse));
+    vq_attn_problem p;
+    vq_attn_problem_init(&p, &dm, q, out, &lse);
+    p.keys = &kb;
+    p.values = &vb;
+    p.causal = opts ? opts->causal : false;
+    p.num_splits = nsg;
 #ifdef VQ_WITH_CUDA
-    if (vq_ctx_is_cuda(ctx))
+    if (vq_ctx_is_cuda(ctx)) {
+        VQ_FORWARD_IF_ERROR(vq_attn_require_compact(
+            ctx, (const DLTensor *[]){q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, out},
+            (const char *[]){"q", "k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero", "out"}, 8));
+        VQ_RETURN_IF(ctx, lse.base != NULL, VQ_ERR_UNSUPPORTED, "opts->lse_out is not supported on a CUDA context yet");
         return vq_cuda_scalar_fused_decode_attend(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero,
                                                   group_size, scale, nsg, out, opts);
+    }
 #endif
     return vq_attn_run(ctx, &p);
 }

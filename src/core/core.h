@@ -89,8 +89,17 @@ vq_status vq_enter(vq_ctx *ctx, const char *fn);
         if (vq_enter_status_ != VQ_OK) return vq_enter_status_; \
     } while (0)
 
-/* Records "fn: <message>" on the ctx and returns `status`. */
+/* Records "fn: <message>" on the ctx and in the calling thread's last error
+ * (vq_last_error) and returns `status`. ctx NULL: the thread's only. */
 vq_status vq_fail(vq_ctx *ctx, vq_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Records "fn: <message>" in the calling thread's last error only (calls that
+ * have no context yet: vq_ctx_create); returns `status`. */
+vq_status vq_fail_thread(vq_status status, const char *fn, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -129,6 +138,19 @@ int64_t vq_prod(const DLTensor *t, int begin, int end);
  * argument's name as the header spells it. */
 vq_status vq_check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtype_mask,
                           int min_ndim, int max_ndim);
+/* As vq_check_tensor, but strides on every axis but the last are free
+ * (non-negative; the last axis contiguous): the attention entry points'
+ * tensors, which may be views of capacity buffers or framework slices. Read
+ * them through vq_stride(). */
+vq_status vq_check_tensor_view(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtype_mask,
+                               int min_ndim, int max_ndim);
+/* An output view: no two elements may share memory. */
+vq_status vq_check_no_overlap(vq_ctx *ctx, const DLTensor *t, const char *name);
+/* Stride of `axis` in elements (compact when t->strides is NULL; 0 for an
+ * axis of size 1, so that a size-1 axis broadcasts). */
+int64_t vq_stride(const DLTensor *t, int axis);
+/* True when t's strides are NULL or compact row-major. */
+bool vq_tensor_is_compact(const DLTensor *t);
 /* Exact rank and shape; expected[i] < 0 matches any size. */
 vq_status vq_check_shape(vq_ctx *ctx, const DLTensor *t, const char *name, int ndim, const int64_t *expected);
 /* One axis (negative from the end) must equal `expected`. `what` names the

@@ -28,21 +28,36 @@ static int online_cores(void)
     return n < 1 ? 1 : (n > 1024 ? 1024 : (int)n);
 }
 
-/* Messages for ctx creation go nowhere (there is no ctx yet), so the checks
- * here only return status codes; the header documents each one. */
+/* There is no ctx to hold a message yet: failures are described in the
+ * calling thread's last error (vq_last_error). */
 vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out)
 {
-    if (out == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    static const char fn[] = "vq_ctx_create";
+    if (out == NULL) return vq_fail_thread(VQ_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     *out = NULL;
     vq_ctx_config c = {0};
     if (cfg != NULL) c = *cfg;
     if (c.backend == 0) c.backend = VQ_BACKEND_CPU;
-    if (c.backend != VQ_BACKEND_CPU && c.backend != VQ_BACKEND_CUDA) return VQ_ERR_INVALID_ARGUMENT;
-    if (c.num_threads < 0 || c.num_threads > 1024 || c.device < 0) return VQ_ERR_INVALID_ARGUMENT;
-    if (!vq_backend_available(c.backend)) return VQ_ERR_BACKEND_UNAVAILABLE;
+    if (c.backend != VQ_BACKEND_CPU && c.backend != VQ_BACKEND_CUDA)
+        return vq_fail_thread(VQ_ERR_INVALID_ARGUMENT, fn, "cfg->backend is %d, expected VQ_BACKEND_CPU (1) or "
+                              "VQ_BACKEND_CUDA (2)", (int)c.backend);
+    if (c.num_threads < 0 || c.num_threads > 1024)
+        return vq_fail_thread(VQ_ERR_INVALID_ARGUMENT, fn, "cfg->num_threads is %d, expected 0 (all cores) to 1024",
+                              c.num_threads);
+    if (c.device < 0)
+        return vq_fail_thread(VQ_ERR_INVALID_ARGUMENT, fn, "cfg->device is %d, expected >= 0", c.device);
+    if (!vq_backend_available(c.backend)) {
+#ifdef VQ_WITH_CUDA
+        return vq_fail_thread(VQ_ERR_BACKEND_UNAVAILABLE, fn, "cuda:%d: no CUDA device is visible (driver missing, "
+                              "no GPU, or CUDA_VISIBLE_DEVICES hides them)", c.device);
+#else
+        return vq_fail_thread(VQ_ERR_BACKEND_UNAVAILABLE, fn, "cuda:%d: this library was built without the CUDA "
+                              "backend (build with -DVQ_CUDA=ON or make CUDA=1)", c.device);
+#endif
+    }
 
     vq_ctx *ctx = calloc(1, sizeof *ctx);
-    if (ctx == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    if (ctx == NULL) return vq_fail_thread(VQ_ERR_OUT_OF_MEMORY, fn, "out of memory for the context");
     ctx->backend = c.backend;
     ctx->device = c.device;
     ctx->stream = c.stream;
@@ -51,13 +66,18 @@ vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out)
     ctx->pool = vq_threadpool_create(ctx->num_threads);
     if (ctx->pool == NULL) {
         free(ctx);
-        return VQ_ERR_OUT_OF_MEMORY;
+        return vq_fail_thread(VQ_ERR_OUT_OF_MEMORY, fn, "could not start %d worker threads", c.num_threads);
     }
     ctx->num_threads = vq_threadpool_size(ctx->pool);
 #ifdef VQ_WITH_CUDA
     if (ctx->backend == VQ_BACKEND_CUDA) {
+        /* vq_cuda_ctx_init describes CUDA runtime failures on ctx (and so in
+         * the thread's last error); the rest is described here. */
+        ctx->fn = fn;
         const vq_status s = vq_cuda_ctx_init(ctx);
         if (s != VQ_OK) {
+            if (ctx->last_error[0] == '\0')
+                vq_fail_thread(s, fn, "cuda:%d: could not be initialised (%s)", c.device, vq_status_string(s));
             vq_ctx_free(ctx);
             return s;
         }

@@ -1,4 +1,6 @@
-/* status.c — status names, the per-ctx last-error message, the version. */
+/* status.c — status names, the per-ctx and per-thread last-error messages,
+ * the version. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,23 +29,40 @@ const char *vq_status_string(vq_status status)
     return "VQ_ERR_UNKNOWN";
 }
 
+/* The message of the last failure on this thread (vq_last_error). */
+static _Thread_local char thread_error[1024];
+_Static_assert(sizeof thread_error == sizeof ((vq_ctx *)0)->last_error, "one message size");
+
 vq_status vq_enter(vq_ctx *ctx, const char *fn)
 {
-    if (ctx == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    if (ctx == NULL) return vq_fail_thread(VQ_ERR_INVALID_ARGUMENT, fn, "ctx is NULL");
     ctx->fn = fn;
     ctx->last_error[0] = '\0';
     return VQ_OK;
 }
 
+static void vformat(char *buf, size_t size, const char *fn, const char *fmt, va_list ap)
+{
+    const int n = snprintf(buf, size, "%s: ", fn ? fn : "veloxquant");
+    if (n < 0 || (size_t)n >= size) return;
+    vsnprintf(buf + n, size - (size_t)n, fmt, ap);
+}
+
 vq_status vq_fail(vq_ctx *ctx, vq_status status, const char *fmt, ...)
 {
-    if (ctx == NULL) return status;
-    const char *fn = ctx->fn ? ctx->fn : "veloxquant";
-    int n = snprintf(ctx->last_error, sizeof ctx->last_error, "%s: ", fn);
-    if (n < 0 || (size_t)n >= sizeof ctx->last_error) return status;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->last_error + n, sizeof ctx->last_error - (size_t)n, fmt, ap);
+    vformat(thread_error, sizeof thread_error, ctx ? ctx->fn : NULL, fmt, ap);
+    va_end(ap);
+    if (ctx != NULL) memcpy(ctx->last_error, thread_error, sizeof ctx->last_error);
+    return status;
+}
+
+vq_status vq_fail_thread(vq_status status, const char *fn, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vformat(thread_error, sizeof thread_error, fn, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -53,3 +72,5 @@ const char *vq_ctx_last_error(const vq_ctx *ctx)
     if (ctx == NULL) return "vq_ctx_last_error: ctx is NULL";
     return ctx->last_error;
 }
+
+const char *vq_last_error(void) { return thread_error; }

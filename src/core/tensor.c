@@ -81,8 +81,92 @@ int64_t vq_prod(const DLTensor *t, int begin, int end)
     return n;
 }
 
-vq_status vq_check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtype_mask, int min_ndim,
-                          int max_ndim)
+/* Strides of a strided ("view") tensor: the last axis contiguous, the others
+ * any non-negative value; the farthest element must stay addressable. */
+static vq_status check_view_strides(vq_ctx *ctx, const DLTensor *t, const char *name)
+{
+    const int last = t->ndim - 1;
+    VQ_RETURN_IF(ctx, t->shape[last] != 1 && t->strides[last] != 1, VQ_ERR_UNSUPPORTED,
+                 "argument '%s': the last axis has stride %lld, expected 1 (the innermost axis must be contiguous)",
+                 name, (long long)t->strides[last]);
+    int64_t span = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 1) continue;
+        VQ_RETURN_IF(ctx, t->strides[i] < 0, VQ_ERR_UNSUPPORTED,
+                     "argument '%s': axis %d has stride %lld; negative strides are not supported", name, i,
+                     (long long)t->strides[i]);
+        VQ_RETURN_IF(ctx, t->strides[i] > 0 && (t->shape[i] - 1) > (INT64_MAX / 8 - span) / t->strides[i],
+                     VQ_ERR_INVALID_ARGUMENT, "argument '%s': its strides address more than 2^60 elements", name);
+        span += (t->shape[i] - 1) * t->strides[i];
+    }
+    return VQ_OK;
+}
+
+/* Compact row-major strides (NULL strides are compact). */
+static vq_status check_compact_strides(vq_ctx *ctx, const DLTensor *t, const char *name)
+{
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != expect) {
+            return vq_fail(ctx, VQ_ERR_UNSUPPORTED,
+                           "argument '%s': axis %d has stride %lld, expected %lld (only compact row-major "
+                           "tensors are supported here)",
+                           name, i, (long long)t->strides[i], (long long)expect);
+        }
+        expect *= t->shape[i];
+    }
+    return VQ_OK;
+}
+
+bool vq_tensor_is_compact(const DLTensor *t)
+{
+    if (t->strides == NULL) return true;
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != expect) return false;
+        expect *= t->shape[i];
+    }
+    return true;
+}
+
+int64_t vq_stride(const DLTensor *t, int axis)
+{
+    if (t->shape[axis] == 1) return 0;
+    if (t->strides != NULL) return t->strides[axis];
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i > axis; i--) s *= t->shape[i];
+    return s;
+}
+
+vq_status vq_check_no_overlap(vq_ctx *ctx, const DLTensor *t, const char *name)
+{
+    if (t->strides == NULL) return VQ_OK;
+    /* Sort the axes of size > 1 by stride; each must step past everything the
+     * smaller ones span (the usual non-overlap condition, exact for strides
+     * that nest, conservative otherwise). */
+    int axes[8], n = 0;
+    for (int i = 0; i < t->ndim && n < 8; i++)
+        if (t->shape[i] > 1) axes[n++] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t->strides[axes[j]] < t->strides[axes[j - 1]]; j--) {
+            const int tmp = axes[j];
+            axes[j] = axes[j - 1];
+            axes[j - 1] = tmp;
+        }
+    int64_t span = 1;
+    for (int i = 0; i < n; i++) {
+        const int a = axes[i];
+        VQ_RETURN_IF(ctx, t->strides[a] < span, VQ_ERR_INVALID_ARGUMENT,
+                     "argument '%s': axis %d has stride %lld, so its elements overlap (an output needs stride >= "
+                     "%lld there)",
+                     name, a, (long long)t->strides[a], (long long)span);
+        span = t->strides[a] * t->shape[a];
+    }
+    return VQ_OK;
+}
+
+static vq_status check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtype_mask, int min_ndim,
+                              int max_ndim, bool view)
 {
     VQ_RETURN_IF(ctx, t == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s' is NULL", name);
     if (t->ndim < min_ndim || t->ndim > max_ndim || t->ndim < 1) {
@@ -122,18 +206,8 @@ vq_status vq_check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, unsi
                        name, (int)t->device.device_type, (int)t->device.device_id, want_device,
                        want_device == kDLCUDA ? ctx->device : 0);
     }
-    if (t->strides != NULL) {
-        int64_t expect = 1;
-        for (int i = t->ndim - 1; i >= 0; i--) {
-            if (t->shape[i] != 1 && t->strides[i] != expect) {
-                return vq_fail(ctx, VQ_ERR_UNSUPPORTED,
-                               "argument '%s': axis %d has stride %lld, expected %lld (only compact row-major "
-                               "tensors are supported)",
-                               name, i, (long long)t->strides[i], (long long)expect);
-            }
-            expect *= t->shape[i];
-        }
-    }
+    if (t->strides != NULL)
+        VQ_FORWARD_IF_ERROR(view ? check_view_strides(ctx, t, name) : check_compact_strides(ctx, t, name));
     VQ_RETURN_IF(ctx, t->data == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s': data pointer is NULL", name);
     /* Kernels load elements through typed pointers: a misaligned one is
      * undefined behaviour (and faults on some CPUs), so it is refused. */
@@ -142,6 +216,18 @@ vq_status vq_check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, unsi
                  "argument '%s': data + byte_offset (%llu) is not aligned to its %zu-byte elements", name,
                  (unsigned long long)t->byte_offset, elem);
     return VQ_OK;
+}
+
+vq_status vq_check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtype_mask, int min_ndim,
+                          int max_ndim)
+{
+    return check_tensor(ctx, t, name, dtype_mask, min_ndim, max_ndim, false);
+}
+
+vq_status vq_check_tensor_view(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtype_mask, int min_ndim,
+                               int max_ndim)
+{
+    return check_tensor(ctx, t, name, dtype_mask, min_ndim, max_ndim, true);
 }
 
 vq_status vq_check_shape(vq_ctx *ctx, const DLTensor *t, const char *name, int ndim, const int64_t *expected)

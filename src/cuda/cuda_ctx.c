@@ -36,11 +36,13 @@ vq_status vq_cuda_ctx_init(vq_ctx *ctx)
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         (void)cudaGetLastError();
-        return VQ_ERR_BACKEND_UNAVAILABLE;
+        return vq_fail(ctx, VQ_ERR_BACKEND_UNAVAILABLE, "cuda:%d: no CUDA device is visible", ctx->device);
     }
-    if (ctx->device >= n) return VQ_ERR_INVALID_ARGUMENT;
+    if (ctx->device >= n)
+        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "cfg->device is %d (cuda:%d), but %d device(s) are visible",
+                       ctx->device, ctx->device, n);
     vq_cuda_state *st = calloc(1, sizeof *st);
-    if (st == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    if (st == NULL) return vq_fail(ctx, VQ_ERR_OUT_OF_MEMORY, "out of memory for the CUDA state of cuda:%d", ctx->device);
     ctx->cuda = st;
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     VQ_FORWARD_IF_ERROR(vq_cuda_check(

@@ -2,7 +2,8 @@
  * vq_turboquant_fused_rvq_decode_attend): launch parameters from the already
  * validated tensors, the split plan, one device scratch region (partial
  * states, then prepared queries), three launches on the ctx's stream (query
- * prep, attention, merge). Nothing here reads device memory. */
+ * prep, the key format's decode-skeleton instance, merge). Nothing here
+ * reads device memory. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -126,6 +127,21 @@ static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale
     return VQ_OK;
 }
 
+/* The decode-skeleton instances of key format fmt (fill_keys accepted it). */
+static vq_cu_sdpa_launcher launcher_of(int fmt)
+{
+    switch (fmt) {
+    case VQ_CU_SDPA_F16: return vq_cu_launch_sdpa_plain;
+    case VQ_CU_SDPA_TURBO:
+    case VQ_CU_SDPA_TURBO_RVQ: return vq_cu_launch_sdpa_turbo;
+    case VQ_CU_SDPA_AFFINE: return vq_cu_launch_sdpa_affine;
+    case VQ_CU_SDPA_RABITQ: return vq_cu_launch_sdpa_rabitq;
+    case VQ_CU_SDPA_QJL: return vq_cu_launch_sdpa_qjl;
+    case VQ_CU_SDPA_PQ: return vq_cu_launch_sdpa_pq;
+    default: return vq_cu_launch_sdpa_commvq;
+    }
+}
+
 /* Splits of the kv axis: with opts->num_splits, that many (at most one per
  * 32-token tile); else enough CTAs for one full wave at the kernel's
  * occupancy. Each split is a whole number of tiles, none is empty. */
@@ -144,9 +160,13 @@ static void plan_splits(const vq_ctx *ctx, int requested, int occupancy, vq_cu_a
 }
 
 vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                             const DLTensor *values, float scale, const DLTensor *mask, DLTensor *out,
-                             const vq_attend_opts *opts)
+                             const vq_encoded_values *encoded_values, float scale, const DLTensor *mask,
+                             DLTensor *out, const vq_attend_opts *opts)
 {
+    VQ_RETURN_IF(ctx, encoded_values->format != VQ_VALUES_PLAIN, VQ_ERR_UNSUPPORTED,
+                 "argument 'values': format %d on a CUDA context is not supported yet (VQ_VALUES_PLAIN is)",
+                 (int)encoded_values->format);
+    const DLTensor *values = encoded_values->plain.values;
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t B = vq_dim(queries, 0), Hq = vq_dim(queries, 1), Sq = vq_dim(queries, 2), D = vq_dim(queries, 3);
     const int64_t Hkv = vq_dim(values, 1), Skv = vq_dim(values, 2);
@@ -169,6 +189,18 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
     VQ_RETURN_IF(ctx, Hkv * c->row_chunks > 65535 || B > 65535, VQ_ERR_UNSUPPORTED,
                  "grid too large: Hkv * ceil(Hq/Hkv*Sq/8) = %lld, B = %lld (limit 65535 each)",
                  (long long)(Hkv * c->row_chunks), (long long)B);
+    /* the skeleton reads these 8 or 16 bytes at a time */
+    const DLTensor *vec[] = {values, keys->format == VQ_KEYS_F16 ? keys->plain.keys : NULL,
+                             keys->format == VQ_KEYS_TURBO ? keys->turbo.idx : NULL,
+                             keys->format == VQ_KEYS_TURBO_RVQ ? keys->rvq.idx1 : NULL,
+                             keys->format == VQ_KEYS_TURBO_RVQ ? keys->rvq.idx2 : NULL,
+                             keys->format == VQ_KEYS_AFFINE ? keys->affine.codes : NULL,
+                             keys->format == VQ_KEYS_AFFINE ? keys->affine.scale : NULL,
+                             keys->format == VQ_KEYS_AFFINE ? keys->affine.zero : NULL};
+    static const char *const vec_names[] = {"values", "keys.plain.keys", "keys.turbo.idx", "keys.rvq.idx1",
+                                            "keys.rvq.idx2", "keys.affine.codes", "keys.affine.scale",
+                                            "keys.affine.zero"};
+    VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, vec, vec_names, 8));
     c->causal = opts && opts->causal;
     c->q = vq_data(queries);
     c->q_f16 = vq_dtype_of(queries) == VQ_DT_F16;
@@ -182,8 +214,9 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
         p.mask_sb = vq_dim(mask, 0) == 1 ? 0 : vq_dim(mask, 1) * Sq * Skv;
     }
 
+    const vq_cu_sdpa_launcher launch = launcher_of(p.fmt);
     int occ = 0;
-    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, vq_cu_launch_sdpa(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     plan_splits(ctx, opts ? opts->num_splits : 0, occ, c);
 
     const size_t nrows = (size_t)(B * Hq * Sq);
@@ -196,7 +229,7 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
     p.qp = c->part_l + nrows * (size_t)c->nsplit;
 
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, vq_cu_launch_sdpa_prep(&p, ctx->stream), "sdpa query-prep kernel launch"));
-    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, vq_cu_launch_sdpa(&p, ctx->stream, NULL), "sdpa attention kernel launch"));
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, ctx->stream, NULL), "sdpa attention kernel launch"));
     return vq_cuda_check(ctx, vq_cu_launch_merge(c, vq_data(out), vq_dtype_of(out) == VQ_DT_F16, ctx->stream),
                          "split-KV merge kernel launch");
 }

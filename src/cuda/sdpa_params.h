@@ -1,5 +1,5 @@
 /* sdpa_params.h — launch parameters of the CUDA vq_fused_sdpa kernels
- * (sdpa_kernel.cu), filled by the host glue (cuda_sdpa.c). Read by the C
+ * (sdpa_prep.cu, kv_sdpa_*.cu), filled by the host glue (cuda_sdpa.c). Read by the C
  * compiler and by nvcc. Plain data: device pointers with byte_offset applied,
  * shapes as ints, element offsets as int64. */
 #ifndef VQ_CUDA_SDPA_PARAMS_H
@@ -102,9 +102,18 @@ typedef struct vq_cu_sdpa_params {
 
 /* Prepares every query row into p->qp (rotation, projection, scale). */
 int vq_cu_launch_sdpa_prep(const vq_cu_sdpa_params *p, void *stream);
-/* The split-KV attention kernel. With occupancy != NULL launches nothing and
- * stores how many CTAs fit on one SM (p needs fmt, c.D and qpf). */
-int vq_cu_launch_sdpa(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+/* The decode skeleton (kv_decode.cuh) instances of one key format, every
+ * value format, width and row count (kv_sdpa_<format>.cu). With occupancy !=
+ * NULL they launch nothing and store how many CTAs fit on one SM (p needs
+ * the formats' fields, c.D, c.rows and qpf). */
+typedef int (*vq_cu_sdpa_launcher)(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_plain(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_turbo(const vq_cu_sdpa_params *p, void *stream, int *occupancy);   /* TURBO and TURBO_RVQ */
+int vq_cu_launch_sdpa_affine(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_rabitq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_qjl(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_pq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_commvq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 
 #ifdef __cplusplus
 }

@@ -9,61 +9,89 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "bench_attention.h"
 #include "bench_attention_cases.h"
 #include "commands.h"
-
-static const char usage_text[] =
-    "usage: vq bench attention [--max-skv N] [--min-skv N] [--hkv N] [--repeats N] [--threads N]\n"
-    "                          [--prefill-s N] [--prefill-heads N] [--no-prefill] [--no-decode] [--only NAME]\n"
-    "                          [--json] [--backend cpu|cuda]\n"
-    "  decode: B=1 Hq=32 D=128, Hkv in {32, 8} (--hkv picks one), Skv in {512, 2K, 8K, 32K, 64K} within\n"
-    "  [--min-skv, --max-skv]; median of --repeats (default 5) calls after one warm-up.\n"
-    "  prefill: Sq = Skv = --prefill-s (default 4096), Hq = Hkv = --prefill-heads (default 4).\n"
-    "  --only NAME times only the cases whose format contains NAME (plus f16 for the ratio).\n"
-    "  Times are wall-clock medians; cpu-ms is the process CPU time per call divided by the\n"
-    "  threads, which stays meaningful when other work shares the cores; %bwcpu compares the\n"
-    "  kernel's bytes per CPU-second with the read loop's.\n"
-    "  --backend cuda: the GPU decode benchmark instead (its own options: --b1).\n";
+#include "progress.h"
+#include "report.h"
 
 typedef struct bench_args {
-    int64_t max_skv, min_skv, prefill_s;
-    int hkv, repeats, threads, prefill_heads;
-    bool json, prefill, decode;
+    int64_t max_skv, min_skv, prefill_s, hkv, repeats, threads, prefill_heads;
+    bool json, no_prefill, no_decode;
+    int backend;                /* index in backends[]: 0 cpu, 1 cuda */
     const char *only;
+    vqb_cuda_args cuda;
 } bench_args;
 
+/* The decode kv lengths and head counts of the CPU run. */
+static const int64_t decode_sizes[] = {512, 2048, 8192, 32768, 65536};
+static const int64_t decode_hkvs[] = {32, 8};
+
+static const char *const backends[] = {"cpu", "cuda", NULL};
+static const char *const cuda_formats[] = {"all", "kivi", "hamming", "exact", NULL};
+
+/* Every option of both backends: one table, so one --help and one parser. */
 static int parse(int argc, char **argv, bench_args *a)
 {
-    *a = (bench_args){.max_skv = 65536, .min_skv = 1, .prefill_s = 4096, .repeats = 5, .prefill_heads = 4,
-                      .prefill = true, .decode = true};
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        const bool has = i + 1 < argc;
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) return -1;
-        if (strcmp(o, "--json") == 0) a->json = true;
-        else if (strcmp(o, "--no-prefill") == 0) a->prefill = false;
-        else if (strcmp(o, "--no-decode") == 0) a->decode = false;
-        else if (has && strcmp(o, "--max-skv") == 0) a->max_skv = atoll(argv[++i]);
-        else if (has && strcmp(o, "--min-skv") == 0) a->min_skv = atoll(argv[++i]);
-        else if (has && strcmp(o, "--hkv") == 0) a->hkv = atoi(argv[++i]);
-        else if (has && strcmp(o, "--repeats") == 0) a->repeats = atoi(argv[++i]);
-        else if (has && strcmp(o, "--threads") == 0) a->threads = atoi(argv[++i]);
-        else if (has && strcmp(o, "--prefill-s") == 0) a->prefill_s = atoll(argv[++i]);
-        else if (has && strcmp(o, "--prefill-heads") == 0) a->prefill_heads = atoi(argv[++i]);
-        else if (has && strcmp(o, "--only") == 0) a->only = argv[++i];
-        else if (has && strcmp(o, "--backend") == 0 && strcmp(argv[i + 1], "cpu") == 0) i++;
-        else {
-            fprintf(stderr, "vq bench attention: unknown or incomplete option '%s'\n", o);
-            return VQ_EXIT_USAGE;
-        }
+    *a = (bench_args){.max_skv = 65536, .min_skv = 1, .prefill_s = 4096, .repeats = 5, .prefill_heads = 4};
+    const vqa_opt opts[] = {
+        {"backend", VQA_CHOICE, &a->backend, .choices = backends, .help = "cpu: the CPU kernels; cuda: the GPU ones"},
+        {"max-skv", VQA_SIZE, &a->max_skv, 1, 1 << 30, "N", "cpu: largest Skv of {512, 2K, 8K, 32K, 64K} to run"},
+        {"min-skv", VQA_SIZE, &a->min_skv, 1, 1 << 30, "N", "cpu: smallest Skv to run"},
+        {"hkv", VQA_INT, &a->hkv, 0, 32, "N", "only this KV head count (cpu: a divisor of 32; cuda: 8 or 32), 0 = both"},
+        {"repeats", VQA_INT, &a->repeats, 1, 1000, "N", "cpu: timed calls per case, median kept (prefill: at most 3)"},
+        {"threads", VQA_INT, &a->threads, 0, 1024, "N", "cpu: threads, 0 = all cores"},
+        {"prefill-s", VQA_SIZE, &a->prefill_s, 1, 1 << 20, "N", "cpu: prefill Sq = Skv"},
+        {"prefill-heads", VQA_INT, &a->prefill_heads, 1, 256, "N", "cpu: prefill Hq = Hkv"},
+        {"no-prefill", VQA_FLAG, &a->no_prefill, .help = "cpu: skip the prefill rows"},
+        {"no-decode", VQA_FLAG, &a->no_decode, .help = "cpu: skip the decode rows"},
+        {"only", VQA_STRING, &a->only, 0, 0, "NAME", "cpu: only the formats whose name contains NAME (and f16)"},
+        {"b1", VQA_FLAG, &a->cuda.b1, .help = "cuda: batch 1 only, no split sweep (a shorter run)"},
+        {"format", VQA_CHOICE, &a->cuda.format, .choices = cuda_formats, .help = "cuda: only this format's rows"},
+        {"skv", VQA_SIZE, &a->cuda.skv, 0, 1 << 30, "N", "cuda: only this Skv (4K, 32K or 128K), 0 = all"},
+        VQA_JSON_OPT(&a->json),
+    };
+    const vqa_cmd cmd = {
+        "bench attention",
+        "decode (and prefill) attention over every cache format: fused vs dequantize-then-SDPA vs f16",
+        opts, VQA_COUNT(opts),
+        "cpu decode: B=1 Hq=32 D=128, Hkv in {32, 8}, Skv in {512, 2K, 8K, 32K, 64K} within\n"
+        "[--min-skv, --max-skv]; median of --repeats calls after one warm-up. cpu prefill: Sq = Skv =\n"
+        "--prefill-s, Hq = Hkv = --prefill-heads, median of min(--repeats, 3) calls.\n"
+        "Times are wall-clock medians; cpu-ms is the process CPU time per call divided by the threads,\n"
+        "which stays meaningful when other work shares the cores; %bwcpu compares the kernel's bytes per\n"
+        "CPU-second with the read loop's.\n"
+        "cuda: KIVI 2-bit and RaBitQ decode at Hq=32 D=128, B in {1, 8}, Hkv in {32, 8}, Skv in {4K, 32K,\n"
+        "128K}, CUDA-event medians, against the device's copy bandwidth; then a kv-split sweep.\n"};
+    const int rc = vqa_parse(&cmd, argc, argv);
+    if (rc != VQA_RUN) return rc;
+    const bool cuda = a->backend == 1;
+    if (!cuda && (a->cuda.b1 || a->cuda.format != 0 || a->cuda.skv != 0))
+        return vqa_usage_error(&cmd, "--b1, --format and --skv apply to --backend cuda only");
+    if (cuda && (a->max_skv != 65536 || a->min_skv != 1 || a->repeats != 5 || a->threads != 0 ||
+                 a->prefill_s != 4096 || a->prefill_heads != 4 || a->no_prefill || a->no_decode || a->only))
+        return vqa_usage_error(&cmd, "--backend cuda takes only --b1, --format, --skv, --hkv and --json");
+    if (cuda && a->hkv != 0 && a->hkv != 8 && a->hkv != 32)
+        return vqa_usage_error(&cmd, "--hkv with --backend cuda must be 8 or 32, got %lld", (long long)a->hkv);
+    if (cuda && a->cuda.skv != 0 && a->cuda.skv != 4096 && a->cuda.skv != 32768 && a->cuda.skv != 131072)
+        return vqa_usage_error(&cmd, "--skv must be 4K, 32K or 128K, got %lld", (long long)a->cuda.skv);
+    if (!cuda && a->hkv != 0 && 32 % a->hkv != 0)
+        return vqa_usage_error(&cmd, "--hkv must divide Hq = 32, got %lld", (long long)a->hkv);
+    if (!cuda && !a->no_decode) {
+        int n = 0;
+        for (size_t s = 0; s < VQA_COUNT(decode_sizes); s++)
+            n += decode_sizes[s] >= a->min_skv && decode_sizes[s] <= a->max_skv;
+        if (n == 0)
+            return vqa_usage_error(&cmd, "no decode Skv of {512, 2K, 8K, 32K, 64K} lies in [--min-skv %lld, --max-skv "
+                                   "%lld] (use --no-decode to skip decode)", (long long)a->min_skv,
+                                   (long long)a->max_skv);
     }
-    if (a->repeats < 1 || a->threads < 0 || a->max_skv < 1 || a->prefill_s < 1 || a->prefill_heads < 1 ||
-        (a->hkv != 0 && (a->hkv < 1 || 32 % a->hkv != 0))) {
-        fprintf(stderr, "vq bench attention: bad option value\n");
-        return VQ_EXIT_USAGE;
-    }
-    return 0;
+    if (a->no_decode && (a->no_prefill || cuda))
+        return vqa_usage_error(&cmd, "--no-decode%s leaves nothing to run", cuda ? "" : " with --no-prefill");
+    a->cuda.hkv = a->hkv;
+    a->cuda.json = a->json;
+    return VQA_RUN;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -74,26 +102,30 @@ static int cmp_double(const void *a, const void *b)
 
 /* Median wall seconds of `repeats` calls after one warm-up (< 0 on failure);
  * *cpu = median process CPU seconds per call. */
-static double time_case(vqb_case *c, vq_ctx *ctx, int repeats, double *cpu)
+static double time_case(vqb_case *c, vq_ctx *ctx, int64_t repeats, double *cpu)
 {
-    double t[64], u[64];
-    if (repeats > 64) repeats = 64;
-    if (c->run(c, ctx) != VQ_OK) return -1.0;
-    for (int r = 0; r < repeats; r++) {
+    double *t = calloc((size_t)repeats * 2, sizeof *t), *u = t + repeats;
+    if (t == NULL) return -1.0;
+    double med = -1.0;
+    if (c->run(c, ctx) != VQ_OK) goto done;
+    for (int64_t r = 0; r < repeats; r++) {
         const double t0 = vqb_now(), c0 = vqb_cpu_now();
-        if (c->run(c, ctx) != VQ_OK) return -1.0;
+        if (c->run(c, ctx) != VQ_OK) goto done;
         t[r] = vqb_now() - t0;
         u[r] = vqb_cpu_now() - c0;
     }
     qsort(t, (size_t)repeats, sizeof t[0], cmp_double);
     qsort(u, (size_t)repeats, sizeof u[0], cmp_double);
     *cpu = u[repeats / 2];
-    return t[repeats / 2];
+    med = t[repeats / 2];
+done:
+    free(t);
+    return med;
 }
 
 typedef struct result {
     const char *name, *kind;  /* kind: fused, dequant+sdpa, sdpa, prefill */
-    int64_t hkv, sq, skv;
+    int64_t hq, hkv, sq, skv, d;
     double sec, cpu, bytes, gflop;  /* cpu: process CPU seconds per call / threads; gflop per call */
     double vs_deq, vs_f16;    /* speed-ups (time of baseline / time), 0 = n/a */
 } result;
@@ -115,21 +147,31 @@ static void print_table(const result *r, int n, double bw, double bw_cpu)
     }
 }
 
-static void print_json(const result *r, int n, double bw, double bw_cpu, const char *isa, int threads)
+static void report_rows(vqr *rep, const result *r, int n, double bw, double bw_cpu)
 {
-    printf("{\n  \"read_bandwidth_gbs\": %.3f,\n  \"read_bandwidth_per_cpu_gbs\": %.3f,\n  \"isa\": \"%s\",\n"
-           "  \"threads\": %d,\n  \"results\": [\n",
-           bw, bw_cpu, isa, threads);
+    vqr_info_num(rep, "read_bandwidth", bw, "GB/s");
+    vqr_info_num(rep, "read_bandwidth_per_cpu", bw_cpu, "GB/s");
     for (int i = 0; i < n; i++) {
         const double gbs = r[i].bytes / r[i].sec / 1e9;
-        printf("    {\"format\": \"%s\", \"kind\": \"%s\", \"B\": 1, \"Hq\": %d, \"Hkv\": %lld, \"Sq\": %lld, "
-               "\"Skv\": %lld, \"D\": 128, \"ms\": %.4f, \"cpu_ms\": %.4f, \"bytes\": %.0f, \"gbs\": %.3f, \"bw_fraction\": %.4f, \"bw_fraction_cpu\": %.4f, "
-               "\"speedup_vs_dequant\": %.4f, \"speedup_vs_f16\": %.4f, \"gflops\": %.3f}%s\n",
-               r[i].name, r[i].kind, r[i].kind[0] == 'p' ? (int)r[i].hkv : 32, (long long)r[i].hkv,
-               (long long)r[i].sq, (long long)r[i].skv, r[i].sec * 1e3, r[i].cpu * 1e3, r[i].bytes, gbs, gbs / bw, r[i].bytes / r[i].cpu / 1e9 / bw_cpu, r[i].vs_deq,
-               r[i].vs_f16, r[i].gflop > 0 ? r[i].gflop / r[i].sec : 0.0, i + 1 < n ? "," : "");
+        vqr_row(rep);
+        vqr_str(rep, "format", r[i].name);
+        vqr_str(rep, "kind", r[i].kind);
+        vqr_int(rep, "b", 1, NULL);
+        vqr_int(rep, "hq", r[i].hq, NULL);
+        vqr_int(rep, "hkv", r[i].hkv, NULL);
+        vqr_int(rep, "sq", r[i].sq, "tokens");
+        vqr_int(rep, "skv", r[i].skv, "tokens");
+        vqr_int(rep, "d", r[i].d, NULL);
+        vqr_num(rep, "time", r[i].sec * 1e3, "ms");
+        vqr_num(rep, "cpu_time", r[i].cpu * 1e3, "ms");
+        vqr_num(rep, "bytes", r[i].bytes, "B");
+        vqr_num(rep, "bandwidth", gbs, "GB/s");
+        vqr_num(rep, "bw_fraction", gbs / bw, NULL);
+        vqr_num(rep, "bw_fraction_cpu", r[i].bytes / r[i].cpu / 1e9 / bw_cpu, NULL);
+        vqr_num(rep, "speedup_vs_dequant", r[i].vs_deq > 0 ? r[i].vs_deq : NAN, NULL);
+        vqr_num(rep, "speedup_vs_f16", r[i].vs_f16 > 0 ? r[i].vs_f16 : NAN, NULL);
+        vqr_num(rep, "compute", r[i].gflop > 0 ? r[i].gflop / r[i].sec : NAN, "GFLOP/s");
     }
-    printf("  ]\n}\n");
 }
 
 /* Runs every decode format at one (Hkv, Skv) and appends results. */
@@ -162,7 +204,8 @@ static int bench_decode(vq_ctx *ctx, const bench_args *a, int64_t hkv, int64_t s
     for (int i = 0; i < nc && status == VQ_EXIT_OK; i++) {
         if (sec[i] == 0.0) continue;
         result *r = &out[(*n)++];
-        *r = (result){cases[i].name, cases[i].kind, hkv, 1, skv, sec[i], cpu[i], (double)cases[i].bytes, 0, 0, 0};
+        *r = (result){cases[i].name, cases[i].kind, sh.Hq, hkv, 1, skv, sh.D, sec[i], cpu[i], (double)cases[i].bytes,
+                      0, 0, 0};
         for (int j = 0; j < nc; j++)
             if (j != i && sec[j] > 0 && strcmp(cases[j].name, cases[i].name) == 0 &&
                 strcmp(cases[j].kind, "dequant+sdpa") == 0)
@@ -182,7 +225,7 @@ static int bench_prefill(vq_ctx *ctx, const bench_args *a, result *out, int *n)
         fprintf(stderr, "vq bench attention: out of memory for prefill\n");
         return VQ_EXIT_FAILURE;
     }
-    const int repeats = a->repeats < 3 ? a->repeats : 3;
+    const int64_t repeats = a->repeats < 3 ? a->repeats : 3;  /* documented in --help */
     double sec[VQB_MAX_CASES], cpu[VQB_MAX_CASES];
     for (int i = 0; i < nc; i++) {
         sec[i] = time_case(&cases[i], ctx, repeats, &cpu[i]);
@@ -196,7 +239,7 @@ static int bench_prefill(vq_ctx *ctx, const bench_args *a, result *out, int *n)
     /* the two matrix products: 2 * 2 * H * Sq * Skv * D flops */
     const double gflop = 4e-9 * (double)sh.Hq * (double)sh.Sq * (double)sh.Skv * (double)sh.D;
     for (int i = 0; i < nc; i++) {
-        out[(*n)++] = (result){cases[i].name, cases[i].kind, sh.Hkv, sh.Sq, sh.Skv, sec[i], cpu[i],
+        out[(*n)++] = (result){cases[i].name, cases[i].kind, sh.Hq, sh.Hkv, sh.Sq, sh.Skv, sh.D, sec[i], cpu[i],
                                (double)cases[i].bytes, gflop, i > 0 ? sec[0] / sec[i] : 0, 0};
     }
     vqb_free_cases(cases, nc);
@@ -205,48 +248,64 @@ static int bench_prefill(vq_ctx *ctx, const bench_args *a, result *out, int *n)
 
 int vq_cmd_bench_attention(int argc, char **argv)
 {
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--backend") == 0 && strcmp(argv[i + 1], "cuda") == 0)
-            return vqb_bench_attention_cuda(argc, argv);
     bench_args a;
     const int pr = parse(argc, argv, &a);
-    if (pr < 0) {
-        fputs(usage_text, stdout);
-        return VQ_EXIT_OK;
-    }
-    if (pr != 0) {
-        fputs(usage_text, stderr);
-        return pr;
-    }
+    if (pr != VQA_RUN) return pr;
+    if (a.backend == 1) return vqb_bench_attention_cuda(&a.cuda, argc, argv);
     vq_ctx *ctx = NULL;
-    const vq_ctx_config cfg = {.backend = VQ_BACKEND_CPU, .num_threads = a.threads};
+    const vq_ctx_config cfg = {.backend = VQ_BACKEND_CPU, .num_threads = (int)a.threads};
     if (vq_ctx_create(&cfg, &ctx) != VQ_OK) {
-        fprintf(stderr, "vq bench attention: cannot create a CPU context\n");
+        fprintf(stderr, "vq bench attention: %s\n", vq_last_error());
         return VQ_EXIT_FAILURE;
     }
     const int threads = vq_ctx_num_threads(ctx);
+    /* the steps: the bandwidth loop, each (Hkv, Skv) of decode, prefill */
+    enum { MAX_ROWS = 512 };
+    int64_t hkv_list[3];
+    int n_hkv = 0;
+    if (a.hkv) hkv_list[n_hkv++] = a.hkv;
+    else for (int h = 0; h < VQA_COUNT(decode_hkvs); h++) hkv_list[n_hkv++] = decode_hkvs[h];
+    int n_sizes = 0;
+    for (int s = 0; s < VQA_COUNT(decode_sizes); s++)
+        n_sizes += decode_sizes[s] <= a.max_skv && decode_sizes[s] >= a.min_skv;
+    vqp p;
+    vqp_begin(&p, "bench attention", 1 + (a.no_decode ? 0 : n_hkv * n_sizes) + !a.no_prefill);
+    vqp_step(&p, "read bandwidth (1 GiB streaming sum)");
     double bw_cpu = 0.0;
     const double bw = vqb_read_bandwidth(threads, (size_t)1 << 30, &bw_cpu);
-    if (!a.json)
+    vqp_clear(&p);
+    if (!a.json) {
         printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s wall, %.2f GB/s by CPU time "
                "(bytes / (CPU seconds / threads)); kernels: %s\n",
                threads, bw, bw_cpu, vq_ctx_isa(ctx));
-    static const int64_t sizes[] = {512, 2048, 8192, 32768, 65536};
-    static const int64_t hkvs[] = {32, 8};
-    result res[256];
-    int n = 0, status = VQ_EXIT_OK;
-    for (size_t h = 0; a.decode && h < 2 && status == VQ_EXIT_OK; h++) {
-        if (a.hkv && a.hkv != hkvs[h]) continue;
-        for (size_t s = 0; s < 5 && status == VQ_EXIT_OK; s++)
-            if (sizes[s] <= a.max_skv && sizes[s] >= a.min_skv)
-                status = bench_decode(ctx, &a, a.hkv ? a.hkv : hkvs[h], sizes[s], res, &n);
+        fflush(stdout);
     }
-    if (a.hkv && a.hkv != 32 && a.hkv != 8 && a.decode)
-        for (size_t s = 0; s < 5 && status == VQ_EXIT_OK; s++)
-            if (sizes[s] <= a.max_skv && sizes[s] >= a.min_skv) status = bench_decode(ctx, &a, a.hkv, sizes[s], res, &n);
-    if (a.prefill && status == VQ_EXIT_OK) status = bench_prefill(ctx, &a, res, &n);
-    if (a.json) print_json(res, n, bw, bw_cpu, vq_ctx_isa(ctx), threads);
-    else print_table(res, n, bw, bw_cpu);
+    result *res = calloc(MAX_ROWS, sizeof *res);
+    if (res == NULL) {
+        fprintf(stderr, "vq bench attention: out of memory\n");
+        vq_ctx_free(ctx);
+        return VQ_EXIT_FAILURE;
+    }
+    int n = 0, status = VQ_EXIT_OK;
+    for (int h = 0; !a.no_decode && h < n_hkv && status == VQ_EXIT_OK; h++)
+        for (int s = 0; s < VQA_COUNT(decode_sizes) && status == VQ_EXIT_OK; s++) {
+            if (decode_sizes[s] > a.max_skv || decode_sizes[s] < a.min_skv) continue;
+            vqp_step(&p, "decode Hkv %lld Skv %lld", (long long)hkv_list[h], (long long)decode_sizes[s]);
+            status = bench_decode(ctx, &a, hkv_list[h], decode_sizes[s], res, &n);
+        }
+    if (!a.no_prefill && status == VQ_EXIT_OK) {
+        vqp_step(&p, "prefill Sq = Skv = %lld", (long long)a.prefill_s);
+        status = bench_prefill(ctx, &a, res, &n);
+    }
+    vqp_end(&p);
+    if (a.json) {
+        vqr *rep = vqr_begin("bench attention", argc, argv, ctx, true);
+        report_rows(rep, res, n, bw, bw_cpu);
+        vqr_end(rep);
+    } else {
+        print_table(res, n, bw, bw_cpu);
+    }
+    free(res);
     vq_ctx_free(ctx);
     return status;
 }

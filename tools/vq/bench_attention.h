@@ -31,8 +31,19 @@ void vqb_fill(vqb_tensor *x, uint64_t seed);
 /* Calls fn(arg, i) for i in [0, n) over `threads` pthreads (blocks of i). */
 void vqb_parallel(int threads, int64_t n, void (*fn)(void *arg, int64_t lo, int64_t hi), void *arg);
 
+/* The options of `vq bench attention --backend cuda` (parsed with the CPU
+ * ones in bench_attention.c). */
+typedef struct vqb_cuda_args {
+    bool b1;         /* batch 1 only, no split sweep */
+    bool json;
+    int format;      /* 0 all, 1 kivi, 2 rabitq hamming, 3 rabitq exact */
+    int64_t skv;     /* only this Skv; 0 = all */
+    int64_t hkv;     /* only this Hkv; 0 = all */
+} vqb_cuda_args;
+
 /* `vq bench attention --backend cuda` (bench_attention_cuda.c): the GPU
- * decode benchmark; an error message when built without CUDA. */
-int vqb_bench_attention_cuda(int argc, char **argv);
+ * decode benchmark; an error message when built without CUDA. argc/argv
+ * are recorded in the JSON report. */
+int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv);
 
 #endif

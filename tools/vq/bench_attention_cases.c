@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench_attention_cases.h"
+#include "tool.h"
 
 enum { KIVI_BITS = 2, KIVI_G = 32, N_CENTS = 16 };
 
@@ -38,7 +39,7 @@ void vqb_set_floats(vqb_tensor *x, float v)
 vq_status vqb_sdpa(vqb_data *d, const DLTensor *k, const DLTensor *v, vq_ctx *ctx)
 {
     const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain.keys = k};
-    return vq_fused_sdpa(ctx, &d->q.t, &ek, v, 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, NULL);
+    return vq_fused_sdpa(ctx, &d->q.t, &ek, VQ_TOOL_PLAIN(v), 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, NULL);
 }
 
 static vq_status run_f16(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c->data->k16.t, &c->data->v16.t, ctx); }

@@ -12,44 +12,38 @@
 
 #include "bench_attention.h"
 #include "commands.h"
+#include "progress.h"
+#include "report.h"
 
 #ifndef VQ_TOOL_CUDA
-int vqb_bench_attention_cuda(int argc, char **argv)
+int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
 {
+    (void)a;
     (void)argc;
     (void)argv;
-    fprintf(stderr, "vq bench attention: --backend cuda needs a build with the CUDA backend\n");
+    fprintf(stderr, "vq bench attention: --backend cuda needs a build with the CUDA backend "
+                    "(make CUDA=1, or cmake -DVQ_CUDA=ON)\n");
     return VQ_EXIT_FAILURE;
 }
 #else
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
 
-#define CK(x)                                                                         \
-    do {                                                                              \
-        cudaError_t e_ = (x);                                                         \
-        if (e_ != cudaSuccess) {                                                      \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); \
-            exit(VQ_EXIT_FAILURE);                                                    \
-        }                                                                             \
-    } while (0)
+#include "bench_cuda.h"
 
-static int cmp_f(const void *a, const void *b)
+int vqb_cu_cmp_f(const void *a, const void *b)
 {
     const float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
 }
 
-/* A device tensor with random bytes (fresh data; never zeros). */
-typedef struct dten {
-    DLTensor t;
-    int64_t shape[4];
-} dten;
 
 static unsigned long long lcg = 88172645463325252ull;
-static void fill_random(void *d, size_t bytes, int kind)
+void vqb_cu_fill_random(void *d, size_t bytes, int kind)
 {
+    /* past 64 MB (more than the L2) the first 64 MB repeat: filling gigabytes on the host is slow */
+    const size_t full = bytes, chunk = (size_t)64 << 20;
+    if (bytes > chunk) bytes = chunk;
     /* kind 0: random bytes; 1: f16 values in [0.05, 0.3); 2: f32 N-ish(0,1); 3: f32 in [0.5, 1) */
     unsigned char *h = malloc(bytes);
     for (size_t i = 0; i < bytes; i += 8) {
@@ -69,9 +63,11 @@ static void fill_random(void *d, size_t bytes, int kind)
         }
     CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     free(h);
+    for (size_t off = bytes; off < full; off += bytes)
+        CK(cudaMemcpy((char *)d + off, d, full - off < bytes ? full - off : bytes, cudaMemcpyDeviceToDevice));
 }
 
-static DLTensor *dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, int64_t d, int kind)
+DLTensor *vqb_cu_dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, int64_t d, int kind)
 {
     memset(x, 0, sizeof *x);
     x->shape[0] = a; x->shape[1] = b; x->shape[2] = c; x->shape[3] = d;
@@ -84,20 +80,19 @@ static DLTensor *dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, i
     size_t n = (size_t)(dt.bits / 8);
     for (int i = 0; i < nd; i++) n *= (size_t)x->shape[i];
     CK(cudaMalloc(&x->t.data, n));
-    fill_random(x->t.data, n, kind);
+    vqb_cu_fill_random(x->t.data, n, kind);
     return &x->t;
 }
-static size_t dbytes(const DLTensor *t)
+size_t vqb_cu_dbytes(const DLTensor *t)
 {
     size_t n = t->dtype.bits / 8;
     for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
     return n;
 }
 
-static const DLDataType F32 = {kDLFloat, 32, 1}, F16 = {kDLFloat, 16, 1}, U8 = {kDLUInt, 8, 1};
 
 /* Device-to-device copy bandwidth (bytes read + written per second). */
-static double copy_bw(void)
+double vqb_cu_copy_bw(void)
 {
     const size_t n = (size_t)2 << 30;
     void *a, *b;
@@ -114,7 +109,7 @@ static double copy_bw(void)
         cudaEventSynchronize(e1);
         if (i >= 3) cudaEventElapsedTime(&ts[i - 3], e0, e1);
     }
-    qsort(ts, 20, sizeof ts[0], cmp_f);
+    qsort(ts, 20, sizeof ts[0], vqb_cu_cmp_f);
     cudaFree(a); cudaFree(b);
     return 2.0 * n / (ts[10] * 1e-3);
 }
@@ -128,22 +123,22 @@ typedef struct set {
 
 /* RaBitQ at Skv = 128K, B = 1: time against the number of kv splits (0 =
  * the library's choice), to check the grid heuristic. */
-static void sweep_splits(vq_ctx *ctx, double bw)
+static void sweep_splits(vq_ctx *ctx, double bw, vqr *rep)
 {
     const int D = 128, Hq = 32, Skv = 131072, splits[] = {0, 8, 16, 33, 66, 132, 264};
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0); cudaEventCreate(&e1);
-    printf("split sweep (rabitq exact, B 1, Skv %d)\n%4s %6s %9s %7s\n", Skv, "Hkv", "splits", "us", "%copy");
+    if (!rep) printf("split sweep (rabitq exact, B 1, Skv %d)\n%4s %6s %9s %7s\n", Skv, "Hkv", "splits", "us", "%copy");
     for (int hk = 0; hk < 2; hk++) {
         const int Hkv = hk ? 8 : 32;
         dten q, qs, kb, km, vi, ce, out;
-        dnew(&q, F16, 1, Hq, 1, D, 1);
-        dnew(&out, F16, 1, Hq, 1, D, 0);
-        dnew(&qs, F32, 1, Hq, 1, 0, 3);
-        dnew(&kb, U8, 1, Hkv, Skv, D / 8, 0);
-        dnew(&km, F32, 1, Hkv, Skv, 0, 3);
-        dnew(&vi, U8, 1, Hkv, Skv, D / 2, 0);
-        dnew(&ce, F32, 16, 0, 0, 0, 2);
+        vqb_cu_dnew(&q, F16, 1, Hq, 1, D, 1);
+        vqb_cu_dnew(&out, F16, 1, Hq, 1, D, 0);
+        vqb_cu_dnew(&qs, F32, 1, Hq, 1, 0, 3);
+        vqb_cu_dnew(&kb, U8, 1, Hkv, Skv, D / 8, 0);
+        vqb_cu_dnew(&km, F32, 1, Hkv, Skv, 0, 3);
+        vqb_cu_dnew(&vi, U8, 1, Hkv, Skv, D / 2, 0);
+        vqb_cu_dnew(&ce, F32, 16, 0, 0, 0, 2);
         const double bytes = (double)Hkv * Skv * (D / 8 + 4 + D / 2);
         for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
             vq_rabitq_attend_opts o = {.score = VQ_RABITQ_SCORE_EXACT, .num_splits = splits[si]};
@@ -155,76 +150,60 @@ static void sweep_splits(vq_ctx *ctx, double bw)
                 cudaEventSynchronize(e1);
                 if (it >= 3) cudaEventElapsedTime(&ts[it - 3], e0, e1);
             }
-            qsort(ts, 20, sizeof ts[0], cmp_f);
-            printf("%4d %6d %9.1f %6.1f%%\n", Hkv, splits[si], ts[10] * 1e3, 100.0 * bytes / (ts[10] * 1e-3) / bw);
+            qsort(ts, 20, sizeof ts[0], vqb_cu_cmp_f);
+            if (rep) {
+                vqr_row(rep);
+                vqr_str(rep, "format", "rabitq exact, split sweep");
+                vqr_int(rep, "b", 1, NULL);
+                vqr_int(rep, "hq", Hq, NULL);
+                vqr_int(rep, "hkv", Hkv, NULL);
+                vqr_int(rep, "skv", Skv, "tokens");
+                vqr_int(rep, "d", D, NULL);
+                vqr_int(rep, "splits", splits[si], NULL);
+                vqr_num(rep, "bytes", bytes, "B");
+                vqr_num(rep, "time", ts[10] * 1e3, "us");
+                vqr_num(rep, "copy_fraction", bytes / (ts[10] * 1e-3) / bw, NULL);
+            } else {
+                printf("%4d %6d %9.1f %6.1f%%\n", Hkv, splits[si], ts[10] * 1e3,
+                       100.0 * bytes / (ts[10] * 1e-3) / bw);
+            }
         }
         cudaFree(q.t.data); cudaFree(out.t.data); cudaFree(qs.t.data); cudaFree(kb.t.data);
         cudaFree(km.t.data); cudaFree(vi.t.data); cudaFree(ce.t.data);
     }
 }
 
-static const char usage_cuda[] =
-    "usage: vq bench attention --backend cuda [--b1] [--format kivi|hamming|exact] [--skv N] [--hkv N]\n"
-    "  --b1: batch 1 only, no split sweep (a shorter run)\n"
-    "  --format, --skv, --hkv: only the rows of that format / kv length / kv head count (for profilers)\n";
-
-/* The value of option argv[i] (advancing i), or -1 when it is missing or not a positive integer. */
-static int int_arg(int argc, char **argv, int *i)
+int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
 {
-    if (*i + 1 >= argc) return -1;
-    char *end = NULL;
-    const long v = strtol(argv[++*i], &end, 10);
-    return *end == '\0' && v > 0 && v <= (1L << 30) ? (int)v : -1;
-}
-
-int vqb_bench_attention_cuda(int argc, char **argv)
-{
-    int quick = 0, only_fmt = -1, only_skv = 0, only_hkv = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--b1") == 0) quick = 1;
-        else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
-            const char *f = argv[++i];
-            only_fmt = strcmp(f, "kivi") == 0 ? FMT_AFFINE : strcmp(f, "hamming") == 0 ? FMT_RQ_HAM
-                     : strcmp(f, "exact") == 0 ? FMT_RQ_EXACT : -2;
-            if (only_fmt == -2) {
-                fprintf(stderr, "vq bench attention: unknown format '%s'\n%s", f, usage_cuda);
-                return VQ_EXIT_USAGE;
-            }
-        } else if (strcmp(argv[i], "--skv") == 0 || strcmp(argv[i], "--hkv") == 0) {
-            int *dst = argv[i][2] == 's' ? &only_skv : &only_hkv;
-            if ((*dst = int_arg(argc, argv, &i)) < 0) {
-                fprintf(stderr, "vq bench attention: %s needs a positive integer\n%s", argv[i - 1], usage_cuda);
-                return VQ_EXIT_USAGE;
-            }
-        }
-        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc && strcmp(argv[i + 1], "cuda") == 0) i++;
-        else {
-            fprintf(stderr, "vq bench attention: unknown option '%s' with --backend cuda\n%s", argv[i], usage_cuda);
-            return VQ_EXIT_USAGE;
-        }
-    }
+    const int quick = a->b1, only_fmt = a->format - 1; /* -1 = all */
+    const int only_skv = (int)a->skv, only_hkv = (int)a->hkv;
     vq_ctx_config cfg = {.backend = VQ_BACKEND_CUDA};
     vq_ctx *ctx = NULL;
     if (vq_ctx_create(&cfg, &ctx) != VQ_OK) {
-        fprintf(stderr, "vq bench attention: no CUDA device\n");
+        fprintf(stderr, "vq bench attention: %s\n", vq_last_error());
         return VQ_EXIT_FAILURE;
     }
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    const double bw = copy_bw();
-    printf("device: %s, %d SMs, L2 %d MB; copy bandwidth (read+write) %.0f GB/s\n", prop.name,
+    const double bw = vqb_cu_copy_bw();
+    vqr *rep = vqr_begin("bench attention", argc, argv, ctx, a->json);
+    vqr_info_num(rep, "copy_bandwidth", bw / 1e9, "GB/s");
+    if (!rep) printf("device: %s, %d SMs, L2 %d MB; copy bandwidth (read+write) %.0f GB/s\n", prop.name,
            prop.multiProcessorCount, prop.l2CacheSize >> 20, bw / 1e9);
     const char *env_mode = getenv("VQ_CUDA_DECODE_STAGED");
-    if (env_mode)
+    if (rep) vqr_info_str(rep, "VQ_CUDA_DECODE_STAGED", env_mode ? env_mode : "");
+    else if (env_mode)
         printf("VQ_CUDA_DECODE_STAGED=%s: that load path only\n", env_mode);
     else
         printf("us, GB/s and %%copy: direct loads (the default); last column: tiles staged in shared memory\n");
-    printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s %9s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
+    if (!rep) printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s %9s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
            "%copy", "staged us");
     const int skvs[] = {4096, 32768, 131072}, bs[] = {1, 8}, hkvs[] = {32, 8};
     const int D = 128, Hq = 32, g = 32;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0); cudaEventCreate(&e1);
+    vqp p;
+    vqp_begin(&p, "bench attention", 0);
     for (int f = 0; f < 3; f++)
         for (int si = 0; si < 3; si++)
             for (int bi = 0; bi < 2; bi++)
@@ -234,6 +213,7 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                     if ((only_fmt >= 0 && f != only_fmt) || (only_skv && Skv != only_skv) ||
                         (only_hkv && Hkv != only_hkv))
                         continue;
+                    vqp_step(&p, "%s B %d Hkv %d Skv %d", fmt_name[f], B, Hkv, Skv);
                     /* bytes of one input set */
                     const double tok = (double)B * Hkv * Skv;
                     const double per_tok = f == FMT_AFFINE ? D / 4 * 2 + 2.0 * 2 * D / g + 2.0 * 2 * D / g
@@ -244,22 +224,22 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                     if (nset > 64) nset = 64;
                     set *S = calloc((size_t)nset, sizeof *S);
                     for (int s = 0; s < nset; s++) {
-                        dnew(&S[s].q, F16, B, Hq, 1, D, 0);
-                        fill_random(S[s].q.t.data, dbytes(&S[s].q.t), 1);
-                        dnew(&S[s].out, F16, B, Hq, 1, D, 0);
+                        vqb_cu_dnew(&S[s].q, F16, B, Hq, 1, D, 0);
+                        vqb_cu_fill_random(S[s].q.t.data, vqb_cu_dbytes(&S[s].q.t), 1);
+                        vqb_cu_dnew(&S[s].out, F16, B, Hq, 1, D, 0);
                         if (f == FMT_AFFINE) {
-                            dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 4, 0);
-                            dnew(&S[s].a[1], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
-                            dnew(&S[s].a[2], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
-                            dnew(&S[s].a[3], U8, B, Hkv, Skv, D / 4, 0);
-                            dnew(&S[s].a[4], F16, B, Hkv, Skv, D / g, 1);
-                            dnew(&S[s].a[5], F16, B, Hkv, Skv, D / g, 1);
+                            vqb_cu_dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 4, 0);
+                            vqb_cu_dnew(&S[s].a[1], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
+                            vqb_cu_dnew(&S[s].a[2], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
+                            vqb_cu_dnew(&S[s].a[3], U8, B, Hkv, Skv, D / 4, 0);
+                            vqb_cu_dnew(&S[s].a[4], F16, B, Hkv, Skv, D / g, 1);
+                            vqb_cu_dnew(&S[s].a[5], F16, B, Hkv, Skv, D / g, 1);
                         } else {
-                            dnew(&S[s].qs, F32, B, Hq, 1, 0, 3);
-                            dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 8, 0);
-                            dnew(&S[s].a[1], F32, B, Hkv, Skv, 0, 3);
-                            dnew(&S[s].a[2], U8, B, Hkv, Skv, D / 2, 0);
-                            dnew(&S[s].a[3], F32, 16, 0, 0, 0, 2);
+                            vqb_cu_dnew(&S[s].qs, F32, B, Hq, 1, 0, 3);
+                            vqb_cu_dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 8, 0);
+                            vqb_cu_dnew(&S[s].a[1], F32, B, Hkv, Skv, 0, 3);
+                            vqb_cu_dnew(&S[s].a[2], U8, B, Hkv, Skv, D / 2, 0);
+                            vqb_cu_dnew(&S[s].a[3], F32, 16, 0, 0, 0, 2);
                         }
                     }
                     /* both load paths of the fast kernels, in one run (VQ_CUDA_DECODE_STAGED),
@@ -296,15 +276,31 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                                     vq_ctx_last_error(ctx));
                             return VQ_EXIT_FAILURE;
                         }
-                        qsort(ts, 30, sizeof ts[0], cmp_f);
+                        qsort(ts, 30, sizeof ts[0], vqb_cu_cmp_f);
                         sec_mode[mode] = ts[15] * 1e-3;
                     }
                     if (!env_mode) unsetenv("VQ_CUDA_DECODE_STAGED");
                     const double sec = sec_mode[0];
-                    printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%% %9.1f\n", fmt_name[f], B, Hq, Hkv, Skv,
-                           bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw,
-                           env_mode ? 0.0 : sec_mode[1] * 1e6);
-                    fflush(stdout);
+                    vqp_clear(&p);
+                    if (rep) {
+                        vqr_row(rep);
+                        vqr_str(rep, "format", fmt_name[f]);
+                        vqr_int(rep, "b", B, NULL);
+                        vqr_int(rep, "hq", Hq, NULL);
+                        vqr_int(rep, "hkv", Hkv, NULL);
+                        vqr_int(rep, "skv", Skv, "tokens");
+                        vqr_int(rep, "d", D, NULL);
+                        vqr_num(rep, "bytes", bytes, "B");
+                        vqr_num(rep, "time", sec * 1e6, "us");
+                        vqr_num(rep, "bandwidth", bytes / sec / 1e9, "GB/s");
+                        vqr_num(rep, "copy_fraction", bytes / sec / bw, NULL);
+                        vqr_num(rep, "time_staged", env_mode ? NAN : sec_mode[1] * 1e6, "us");
+                    } else {
+                        printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%% %9.1f\n", fmt_name[f], B, Hq, Hkv,
+                               Skv, bytes / 1e6, sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw,
+                               env_mode ? 0.0 : sec_mode[1] * 1e6);
+                        fflush(stdout);
+                    }
                     for (int s = 0; s < nset; s++) {
                         cudaFree(S[s].q.t.data); cudaFree(S[s].out.t.data);
                         if (S[s].qs.t.data) cudaFree(S[s].qs.t.data);
@@ -313,7 +309,10 @@ int vqb_bench_attention_cuda(int argc, char **argv)
                     }
                     free(S);
                 }
-    if (!quick && only_fmt < 0 && !only_skv && !only_hkv) sweep_splits(ctx, bw);
+    vqp_end(&p);
+    if (!quick && only_fmt < 0 && !only_skv && !only_hkv) sweep_splits(ctx, bw, rep);
+    if (only_fmt < 0) vqb_bench_sdpa_cuda(ctx, bw, quick, only_skv, only_hkv, rep);
+    vqr_end(rep);
     vq_ctx_free(ctx);
     return VQ_EXIT_OK;
 }

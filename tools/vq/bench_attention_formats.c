@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench_attention_cases.h"
+#include "tool.h"
 
 enum { FMT_TURBO, FMT_RVQ, FMT_AFFINE, FMT_RABITQ, FMT_QJL, FMT_PQ, FMT_COMMVQ, FMT_COUNT };
 enum { TURBO_BITS = 4, RVQ_B1 = 2, RVQ_B2 = 2, QJL_M = 256, PQ_M = 32, PQ_C = 256, CVQ_R = 2, CVQ_C = 256 };
@@ -34,7 +35,7 @@ static vq_status run_fused(vqb_case *c, vq_ctx *ctx)
 {
     vqb_format *f = c->arg;
     vqb_data *d = f->d;
-    return vq_fused_sdpa(ctx, &d->q.t, &f->ek, &d->v16.t, 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, NULL);
+    return vq_fused_sdpa(ctx, &d->q.t, &f->ek, VQ_TOOL_PLAIN(&d->v16.t), 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, NULL);
 }
 
 static vq_status run_decoded(vqb_case *c, vq_ctx *ctx)

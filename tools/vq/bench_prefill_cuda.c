@@ -7,26 +7,54 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "commands.h"
+#include "report.h"
 #include "veloxquant.h"
 
-#ifndef VQ_TOOL_CUDA
+typedef struct prefill_args {
+    int64_t sq, skv, d;
+    int backend;  /* 0 cpu (refused), 1 cuda */
+    bool json;
+} prefill_args;
+
+static int run_prefill(const prefill_args *a, int argc, char **argv);
+
 int vq_cmd_bench_prefill(int argc, char **argv)
 {
+    static const char *const backends[] = {"cpu", "cuda", NULL};
+    prefill_args a = {.sq = 4096, .skv = 4096, .d = 128};
+    const vqa_opt opts[] = {
+        {"backend", VQA_CHOICE, &a.backend, .choices = backends, .help = "must be cuda (the CPU prefill rows are in "
+                                                                          "'vq bench attention')"},
+        {"sq", VQA_SIZE, &a.sq, 1, 1 << 20, "N", "query rows"},
+        {"skv", VQA_SIZE, &a.skv, 1, 1 << 20, "N", "kv length"},
+        {"d", VQA_INT, &a.d, 8, 256, "D", "head dimension, a multiple of 8"},
+        VQA_JSON_OPT(&a.json),
+    };
+    const vqa_cmd cmd = {"bench prefill", "RaBitQ prefill attention (vq_rabitq_prefill_attend) on the GPU: time "
+                                          "and TFLOP/s at B 1, Hq 32, Hkv 32 and 8",
+                         opts, VQA_COUNT(opts)};
+    const int rc = vqa_parse(&cmd, argc, argv);
+    if (rc != VQA_RUN) return rc;
+    if (a.backend != 1) return vqa_usage_error(&cmd, "needs --backend cuda");
+    if (a.d % 8 != 0) return vqa_usage_error(&cmd, "--d must be a multiple of 8, got %lld", (long long)a.d);
+    return run_prefill(&a, argc, argv);
+}
+
+#ifndef VQ_TOOL_CUDA
+static int run_prefill(const prefill_args *a, int argc, char **argv)
+{
+    (void)a;
     (void)argc;
     (void)argv;
-    fprintf(stderr, "vq bench prefill: needs a build with the CUDA backend (--backend cuda)\n");
+    fprintf(stderr, "vq bench prefill: needs a build with the CUDA backend (make CUDA=1, or cmake -DVQ_CUDA=ON)\n");
     return VQ_EXIT_FAILURE;
 }
 #else
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
-
-static const char usage_prefill[] =
-    "usage: vq bench prefill --backend cuda [--sq N] [--skv N] [--d D]\n"
-    "  RaBitQ prefill attention (vq_rabitq_prefill_attend) on the GPU, B 1, Hq 32,\n"
-    "  Hkv 32 and 8; defaults Sq = Skv = 4096, D = 128.\n";
 
 #define PCK(x)                                                                                   \
     do {                                                                                         \
@@ -86,38 +114,20 @@ static int cmp_f(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int vq_cmd_bench_prefill(int argc, char **argv)
+static int run_prefill(const prefill_args *a, int argc, char **argv)
 {
-    int Sq = 4096, Skv = 4096, D = 128, cuda = 0;
-    for (int i = 1; i < argc; i++) {
-        const bool has = i + 1 < argc;
-        if (strcmp(argv[i], "--help") == 0) {
-            fputs(usage_prefill, stdout);
-            return VQ_EXIT_OK;
-        } else if (has && strcmp(argv[i], "--backend") == 0) cuda = strcmp(argv[++i], "cuda") == 0;
-        else if (has && strcmp(argv[i], "--sq") == 0) Sq = atoi(argv[++i]);
-        else if (has && strcmp(argv[i], "--skv") == 0) Skv = atoi(argv[++i]);
-        else if (has && strcmp(argv[i], "--d") == 0) D = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "vq bench prefill: unknown option '%s'\n%s", argv[i], usage_prefill);
-            return VQ_EXIT_USAGE;
-        }
-    }
-    if (!cuda || Sq < 1 || Skv < 1 || D < 8 || D % 8 || D > 256) {
-        fprintf(stderr, "vq bench prefill: needs --backend cuda, Sq, Skv >= 1 and D %% 8 == 0, D <= 256\n%s",
-                usage_prefill);
-        return VQ_EXIT_USAGE;
-    }
+    const int Sq = (int)a->sq, Skv = (int)a->skv, D = (int)a->d;
     vq_ctx_config cfg = {.backend = VQ_BACKEND_CUDA};
     vq_ctx *ctx = NULL;
     if (vq_ctx_create(&cfg, &ctx) != VQ_OK) {
-        fprintf(stderr, "vq bench prefill: no CUDA device\n");
+        fprintf(stderr, "vq bench prefill: %s\n", vq_last_error());
         return VQ_EXIT_FAILURE;
     }
     struct cudaDeviceProp prop;
     PCK(cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-    printf("%3s %4s %6s %6s %4s %-16s %9s %9s\n", "Hq", "Hkv", "Sq", "Skv", "D", "extras", "us", "TFLOP/s");
+    vqr *rep = vqr_begin("bench prefill", argc, argv, ctx, a->json);
+    if (!rep) printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    if (!rep) printf("%3s %4s %6s %6s %4s %-16s %9s %9s\n", "Hq", "Hkv", "Sq", "Skv", "D", "extras", "us", "TFLOP/s");
     const DLDataType F32 = {kDLFloat, 32, 1}, F16 = {kDLFloat, 16, 1}, U8 = {kDLUInt, 8, 1};
     const int Hq = 32, hkvs[] = {32, 8};
     cudaEvent_t e0, e1;
@@ -157,8 +167,20 @@ int vq_cmd_bench_prefill(int argc, char **argv)
             qsort(ts, 30, sizeof ts[0], cmp_f);
             const double us = 0.5 * (ts[14] + ts[15]) * 1e3;
             const double flops = 4.0 * Sq * Skv * (double)D * Hq;
-            printf("%3d %4d %6d %6d %4d %-16s %9.1f %9.1f\n", Hq, Hkv, Sq, Skv, D,
-                   extra ? "k_const+v_scale" : "-", us, flops / (us * 1e-6) / 1e12);
+            if (rep) {
+                vqr_row(rep);
+                vqr_int(rep, "hq", Hq, NULL);
+                vqr_int(rep, "hkv", Hkv, NULL);
+                vqr_int(rep, "sq", Sq, "tokens");
+                vqr_int(rep, "skv", Skv, "tokens");
+                vqr_int(rep, "d", D, NULL);
+                vqr_str(rep, "extras", extra ? "k_const+v_scale" : "");
+                vqr_num(rep, "time", us, "us");
+                vqr_num(rep, "compute", flops / (us * 1e-6) / 1e12, "TFLOP/s");
+            } else {
+                printf("%3d %4d %6d %6d %4d %-16s %9.1f %9.1f\n", Hq, Hkv, Sq, Skv, D,
+                       extra ? "k_const+v_scale" : "-", us, flops / (us * 1e-6) / 1e12);
+            }
         }
         cudaFree(q.t.data); cudaFree(out.t.data); cudaFree(sc.t.data); cudaFree(kb.t.data);
         cudaFree(km.t.data); cudaFree(kc.t.data); cudaFree(vs.t.data); cudaFree(vi.t.data); cudaFree(ce.t.data);
@@ -166,6 +188,7 @@ int vq_cmd_bench_prefill(int argc, char **argv)
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
+    if (rc == VQ_EXIT_OK) vqr_end(rep);
     vq_ctx_free(ctx);
     return rc;
 }

@@ -9,42 +9,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "cases.h"
 #include "commands.h"
+#include "progress.h"
+#include "report.h"
 #include "tool.h"
 
-static const char demo_usage[] =
-    "usage: vq demo [--heads H] [--seq S] [--dim D] [--queries Q] [--calib N] [--seed N] [--threads T]\n"
-    "  defaults: H=8 S=1024 D=128 (power of two, 32..256) Q=32 queries per head, N=2048 calibration\n"
-    "  rows (codebook training; >= 256), seed 1, all threads\n";
-
 typedef struct demo_opts {
-    long heads, seq, dim, queries, calib, seed, threads;
+    int64_t heads, seq, dim, queries, calib, seed, threads;
+    bool json;
 } demo_opts;
 
-/* Parses argv into o; returns -1 to go on, else the exit status. */
+/* Parses argv into o; returns VQA_RUN to go on, else the exit status. */
 static int parse(int argc, char **argv, demo_opts *o)
 {
     *o = (demo_opts){.heads = 8, .seq = 1024, .dim = 128, .queries = 32, .calib = 2048, .seed = 1, .threads = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        long *dst = !strcmp(a, "--heads") ? &o->heads : !strcmp(a, "--seq") ? &o->seq
-                  : !strcmp(a, "--dim") ? &o->dim : !strcmp(a, "--queries") ? &o->queries
-                  : !strcmp(a, "--calib") ? &o->calib : !strcmp(a, "--seed") ? &o->seed : !strcmp(a, "--threads") ? &o->threads : NULL;
-        const long hi = dst == &o->seq || dst == &o->calib ? 1 << 20 : dst == &o->seed ? 1L << 30 : 1024;
-        const long lo = dst == &o->dim ? 32 : dst == &o->threads ? 0 : dst == &o->calib ? 256 : 1;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(demo_usage, stdout);
-            return VQ_EXIT_OK;
-        }
-        if (dst == NULL) return tool_bad_option("demo", a, demo_usage);
-        if (!tool_int_arg("demo", argc, argv, &i, lo, hi, dst)) return VQ_EXIT_USAGE;
-    }
-    if ((o->dim & (o->dim - 1)) != 0 || o->dim > 256) {
-        fprintf(stderr, "vq demo: --dim must be a power of two in 32..256, got %ld\n%s", o->dim, demo_usage);
-        return VQ_EXIT_USAGE;
-    }
-    return -1;
+    const vqa_opt opts[] = {
+        {"heads", VQA_INT, &o->heads, 1, 1024, "H", "KV heads"},
+        {"seq", VQA_SIZE, &o->seq, 1, 1 << 20, "S", "tokens per head"},
+        {"dim", VQA_INT, &o->dim, 32, 256, "D", "head dimension, a power of two"},
+        {"queries", VQA_INT, &o->queries, 1, 1024, "Q", "random queries per head"},
+        {"calib", VQA_SIZE, &o->calib, 256, 1 << 20, "N", "calibration rows that train the codebooks"},
+        {"seed", VQA_INT, &o->seed, 0, 1 << 30, "N", "seed of the synthetic data"},
+        {"threads", VQA_INT, &o->threads, 0, 1024, "T", "CPU threads, 0 = all cores"},
+        VQA_JSON_OPT(&o->json),
+    };
+    const vqa_cmd cmd = {"demo", "compress a synthetic KV cache with every codec: bits per element and errors", opts,
+                         VQA_COUNT(opts)};
+    const int rc = vqa_parse(&cmd, argc, argv);
+    if (rc != VQA_RUN) return rc;
+    if ((o->dim & (o->dim - 1)) != 0)
+        return vqa_usage_error(&cmd, "--dim must be a power of two in [32, 256], got %lld", (long long)o->dim);
+    return VQA_RUN;
 }
 
 /* out[h, i, t] = q[h, i] . k[h, t] in float64: q [1,H,Nq,D], k [1,H,S,D]. */
@@ -114,25 +111,52 @@ typedef struct demo_truth {
     int64_t n_logits, n_out;
 } demo_truth;
 
-static void print_header(const char *what, const char *cols)
+/* Where the results go: the table on stdout, or rows of the JSON report. */
+typedef struct demo_out {
+    vqr *r;   /* NULL: the table */
+    vqp *p;   /* progress, erased before a table row */
+} demo_out;
+
+static void print_header(const demo_out *d, const char *what, const char *cols)
 {
-    printf("\n%-22s %8s %9s %9s %s\n", what, "bits/elt", "+shared", "shared", cols);
+    vqp_clear(d->p);
+    if (!d->r) printf("\n%-22s %8s %9s %9s %s\n", what, "bits/elt", "+shared", "shared", cols);
 }
 
-/* Bits per element, with the shared tables amortised over this cache too, and their size. */
-static void print_cost(const codec_case *c, const DLTensor *x)
+/* Starts a codec's row: bits per element, with the shared tables amortised
+ * over this cache too, and their size. */
+static void print_cost(const demo_out *d, const char *role, const codec_case *c, const DLTensor *x)
 {
     const double bits = case_bits(c, x);
     const size_t shared = case_shared_bytes(c);
+    const double with_shared = bits + 8.0 * (double)shared / (double)tool_numel(x);
+    if (d->r) {
+        vqr_row(d->r);
+        vqr_str(d->r, "role", role);
+        vqr_str(d->r, "codec", c->name);
+        vqr_num(d->r, "bits_per_element", bits, "bit");
+        vqr_num(d->r, "bits_per_element_with_shared", with_shared, "bit");
+        vqr_int(d->r, "shared_bytes", (int64_t)shared, "B");
+        return;
+    }
+    vqp_clear(d->p);
     char kib[32] = "-";
     if (shared) snprintf(kib, sizeof kib, "%.1f KiB", (double)shared / 1024);
-    printf("%-22s %8.3f %9.3f %9s", c->name, bits, bits + 8.0 * (double)shared / (double)tool_numel(x), kib);
+    printf("%-22s %8.3f %9.3f %9s", c->name, bits, with_shared, kib);
 }
 
-static void print_num(double v, int defined)
+/* A dimensionless metric of the row (undefined: '-' or null). */
+static void print_num(const demo_out *d, const char *key, double v, int defined)
 {
-    if (defined) printf(" %10.3g", v);
+    if (d->r) vqr_num(d->r, key, defined ? v : NAN, NULL);
+    else if (defined) printf(" %10.3g", v);
     else printf(" %10s", "-");
+}
+
+static void print_layout(const demo_out *d, const codec_case *c)
+{
+    if (d->r) vqr_str(d->r, "layout", c->detail);
+    else printf("  %s\n", c->detail);
 }
 
 /* vq_fused_sdpa over the codec's compressed keys and the exact values, as
@@ -143,7 +167,7 @@ static double *fused_attention(const codec_case *c, vq_ctx *ctx, const case_inpu
     vq_encoded_keys ek;
     c->bind(c, keys, &ek);
     DLTensor *o = tool_tensor(TOOL_F32, TOOL_DIMS(1, case_h(keys), tr->queries->shape[2], case_d(keys)));
-    tool_check(ctx, vq_fused_sdpa(ctx, tr->queries, &ek, values->x, (float)tr->scale, NULL, o, NULL),
+    tool_check(ctx, vq_fused_sdpa(ctx, tr->queries, &ek, VQ_TOOL_PLAIN(values->x), (float)tr->scale, NULL, o, NULL),
                "vq_fused_sdpa");
     double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
     for (int64_t i = 0; i < tr->n_out; i++) out[i] = tool_f32(o)[i];
@@ -154,8 +178,8 @@ static double *fused_attention(const codec_case *c, vq_ctx *ctx, const case_inpu
 /* One key codec: its estimated logits vs the truth, and the attention output
  * with exact values. Returns 1 when vq_fused_sdpa disagrees with the float64
  * attention over the same estimated logits, else 0. */
-static int demo_keys(codec_case *c, vq_ctx *ctx, const case_input *keys, const case_input *values,
-                      const demo_truth *tr)
+static int demo_keys(const demo_out *d, codec_case *c, vq_ctx *ctx, const case_input *keys,
+                     const case_input *values, const demo_truth *tr)
 {
     c->setup(c, ctx, keys);
     tool_check(ctx, c->encode(c, ctx, keys), c->name);
@@ -176,23 +200,26 @@ static int demo_keys(codec_case *c, vq_ctx *ctx, const case_input *keys, const c
     }
     double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
     attend(est, values->x, tr->queries->shape[2], tr->scale, out);
-    print_cost(c, keys->x);
-    print_num(c->x_hat ? rel_mse(c->x_hat, keys->x) : 0, c->x_hat != NULL);
-    print_num(rel_err(est, tr->logits, tr->n_logits), 1);
-    printf(" %6.3f", num / den);
-    print_num(rel_err(out, tr->out, tr->n_out), 1);
+    print_cost(d, "keys", c, keys->x);
+    print_num(d, "key_rel_mse", c->x_hat ? rel_mse(c->x_hat, keys->x) : 0, c->x_hat != NULL);
+    print_num(d, "qk_rel_rms", rel_err(est, tr->logits, tr->n_logits), 1);
+    if (d->r) vqr_num(d->r, "slope", num / den, NULL);
+    else printf(" %6.3f", num / den);
+    print_num(d, "attn_err", rel_err(out, tr->out, tr->n_out), 1);
     double agree = 0;
     if (c->bind) {
         double *fused = fused_attention(c, ctx, keys, values, tr);
-        print_num(rel_err(fused, tr->out, tr->n_out), 1);
+        print_num(d, "fused_attn_err", rel_err(fused, tr->out, tr->n_out), 1);
         agree = rel_err(fused, out, tr->n_out);
         free(fused);
     } else {
-        print_num(0, 0);
+        print_num(d, "fused_attn_err", 0, 0);
     }
-    printf("  %s\n", c->detail);
+    print_layout(d, c);
     /* The fused kernel must compute what the float64 path does with the same logits. */
-    if (agree > 1e-3) printf("  ^ ERROR: vq_fused_sdpa differs from the float64 attention by %.2g\n", agree);
+    if (agree > 1e-3)
+        fprintf(d->r ? stderr : stdout, "  ^ ERROR: %s: vq_fused_sdpa differs from the float64 attention by %.2g\n",
+                c->name, agree);
     free(est);
     free(out);
     case_release(c);
@@ -200,17 +227,18 @@ static int demo_keys(codec_case *c, vq_ctx *ctx, const case_input *keys, const c
 }
 
 /* One value codec: reconstruction error and the attention output with exact keys. */
-static void demo_values(codec_case *c, vq_ctx *ctx, const case_input *values, const demo_truth *tr)
+static void demo_values(const demo_out *d, codec_case *c, vq_ctx *ctx, const case_input *values,
+                        const demo_truth *tr)
 {
     c->setup(c, ctx, values);
     tool_check(ctx, c->encode(c, ctx, values), c->name);
     tool_check(ctx, c->decode(c, ctx, values), c->name);
     double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
     attend(tr->logits, c->x_hat, tr->queries->shape[2], tr->scale, out);
-    print_cost(c, values->x);
-    print_num(rel_mse(c->x_hat, values->x), 1);
-    print_num(rel_err(out, tr->out, tr->n_out), 1);
-    printf("  %s\n", c->detail);
+    print_cost(d, "values", c, values->x);
+    print_num(d, "value_rel_mse", rel_mse(c->x_hat, values->x), 1);
+    print_num(d, "attn_err", rel_err(out, tr->out, tr->n_out), 1);
+    print_layout(d, c);
     free(out);
     case_release(c);
 }
@@ -219,7 +247,7 @@ int vq_cmd_demo(int argc, char **argv)
 {
     demo_opts o;
     const int rc = parse(argc, argv, &o);
-    if (rc >= 0) return rc;
+    if (rc != VQA_RUN) return rc;
     const double t0 = tool_now();
     vq_ctx *ctx = tool_ctx((int)o.threads, NULL);
     enum { OUTLIERS = 4 };
@@ -238,30 +266,52 @@ int vq_cmd_demo(int argc, char **argv)
     dots(tr.queries, keys->x, tr.logits);
     attend(tr.logits, values->x, o.queries, tr.scale, tr.out);
 
-    printf("vq demo: KV cache B=1 H=%ld S=%ld D=%ld; CPU kernels %s, %d threads\n", o.heads, o.seq, o.dim,
-           vq_ctx_isa(ctx), vq_ctx_num_threads(ctx));
-    printf("keys: N(0,1) with %d outlier channels (mean +-10, sd 4), RoPE applied; values: N(0,1);\n"
-           "%ld N(0,1) queries per head; attention scale 1/sqrt(D); codebooks trained on %d other rows.\n",
-           OUTLIERS, o.queries, (int)o.calib);
-    printf("bits/elt: every code, scale, zero, norm and magnitude stored per token, over H*S*D elements.\n"
-           "shared: tables stored once per layer (sign diagonals, projections, codebooks); +shared\n"
-           "amortises them over this one cache only.\n");
-    int disagreements = 0;
-    print_header("Keys", "key relMSE  q.k relRMS  slope   attn err      fused  layout");
+    vqp p;
+    const demo_out d = {vqr_begin("demo", argc, argv, ctx, o.json), &p};
+    vqr_info_num(d.r, "heads", (double)o.heads, NULL);
+    vqr_info_num(d.r, "seq", (double)o.seq, "tokens");
+    vqr_info_num(d.r, "dim", (double)o.dim, NULL);
+    vqr_info_num(d.r, "queries", (double)o.queries, NULL);
+    vqr_info_num(d.r, "seed", (double)o.seed, NULL);
+    if (!d.r) {
+        printf("vq demo: KV cache B=1 H=%lld S=%lld D=%lld; CPU kernels %s, %d threads\n", (long long)o.heads,
+               (long long)o.seq, (long long)o.dim, vq_ctx_isa(ctx), vq_ctx_num_threads(ctx));
+        printf("keys: N(0,1) with %d outlier channels (mean +-10, sd 4), RoPE applied; values: N(0,1);\n"
+               "%lld N(0,1) queries per head; attention scale 1/sqrt(D); codebooks trained on %d other rows.\n",
+               OUTLIERS, (long long)o.queries, (int)o.calib);
+        printf("bits/elt: every code, scale, zero, norm and magnitude stored per token, over H*S*D elements.\n"
+               "shared: tables stored once per layer (sign diagonals, projections, codebooks); +shared\n"
+               "amortises them over this one cache only.\n");
+    }
+    int disagreements = 0, n_steps = 0;
+    for (int i = 0; i < case_count(); i++) n_steps += !!(case_template(i)->roles & CASE_KEYS) +
+                                                     !!(case_template(i)->roles & CASE_VALUES);
+    vqp_begin(&p, "demo", n_steps);
+    print_header(&d, "Keys", "key relMSE  q.k relRMS  slope   attn err      fused  layout");
     for (int i = 0; i < case_count(); i++) {
         codec_case c = *case_template(i);
-        if (c.roles & CASE_KEYS) disagreements += demo_keys(&c, ctx, keys, values, &tr);
+        if (!(c.roles & CASE_KEYS)) continue;
+        vqp_step(&p, "keys: %s", c.name);
+        disagreements += demo_keys(&d, &c, ctx, keys, values, &tr);
     }
-    print_header("Values", "relMSE      attn err  layout");
+    print_header(&d, "Values", "relMSE      attn err  layout");
     for (int i = 0; i < case_count(); i++) {
         codec_case c = *case_template(i);
-        if (c.roles & CASE_VALUES) demo_values(&c, ctx, values, &tr);
+        if (!(c.roles & CASE_VALUES)) continue;
+        vqp_step(&p, "values: %s", c.name);
+        demo_values(&d, &c, ctx, values, &tr);
     }
-    printf("\nkey relMSE = sum|k_hat - k|^2 / sum|k|^2; q.k relRMS = RMS(est - true) / RMS(true);\n"
-           "slope = least-squares slope of estimated vs true q.k (1 = unbiased scale); attn err =\n"
-           "|out_hat - out| / |out| of softmax attention (float64 here) with the other side exact;\n"
-           "fused = the same error of vq_fused_sdpa run on the compressed keys. (%.1f s)\n",
-           tool_now() - t0);
+    vqp_end(&p);
+    if (d.r) {
+        vqr_info_num(d.r, "seconds", tool_now() - t0, "s");
+        vqr_end(d.r);
+    } else {
+        printf("\nkey relMSE = sum|k_hat - k|^2 / sum|k|^2; q.k relRMS = RMS(est - true) / RMS(true);\n"
+               "slope = least-squares slope of estimated vs true q.k (1 = unbiased scale); attn err =\n"
+               "|out_hat - out| / |out| of softmax attention (float64 here) with the other side exact;\n"
+               "fused = the same error of vq_fused_sdpa run on the compressed keys. (%.1f s)\n",
+               tool_now() - t0);
+    }
     free(tr.logits);
     free(tr.out);
     tool_tensor_free(tr.queries);

@@ -1,72 +1,73 @@
-/* main.c — the `vq` command: entry point and sub-command dispatch.
- * Exit status: 0 ok, 1 failure, 2 bad arguments (see commands.h). */
+/* main.c — the `vq` command: entry point and the command tables.
+ * Exit status: 0 ok, 1 failure, 2 bad arguments (see commands.h).
+ * A new command: a function in its own file, declared in commands.h, one row
+ * in a table below; it parses its options with vqa_parse (args.h) and
+ * reports --json through report.h. */
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "commands.h"
+#include "report.h"
 #include "veloxquant.h"
-
-static const char usage_text[] =
-    "usage: vq <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  version            print the library version, CPU kernel set, threads and CUDA availability\n"
-    "  demo [options]     compress a synthetic KV cache with every codec; table of bits and errors\n"
-    "  bench codecs [options]  encode/decode throughput, optimized vs scalar, 1 vs all threads\n"
-    "  bench attention [options]  attention over every cache format: fused vs dequantize-then-attend\n"
-    "                     vs uncompressed, GB/s against the measured memory bandwidth\n"
-    "  bench prefill --backend cuda  RaBitQ prefill attention on the GPU: time and TFLOP/s\n"
-    "  help, --help       print this help\n"
-    "\n"
-    "Each command takes --help.\n"
-    "Environment: VQ_ISA=scalar|avx2|avx512|neon caps the CPU kernel set.\n";
-
-static int usage(FILE *f)
-{
-    fputs(usage_text, f);
-    return f == stdout ? VQ_EXIT_OK : VQ_EXIT_USAGE;
-}
 
 static int cmd_version(int argc, char **argv)
 {
-    if (argc > 1) {
-        fprintf(stderr, "vq version: unexpected argument '%s'\n", argv[1]);
-        return VQ_EXIT_USAGE;
-    }
+    bool json = false;
+    const vqa_opt opts[] = {VQA_JSON_OPT(&json)};
+    const vqa_cmd cmd = {"version", "the library version, CPU kernel set, threads and CUDA availability", opts,
+                         VQA_COUNT(opts)};
+    const int rc = vqa_parse(&cmd, argc, argv);
+    if (rc != VQA_RUN) return rc;
     vq_ctx *ctx = NULL;
     const vq_status s = vq_ctx_create(NULL, &ctx);
     if (s != VQ_OK) {
-        fprintf(stderr, "vq version: vq_ctx_create failed: %s\n", vq_status_string(s));
+        fprintf(stderr, "vq version: vq_ctx_create failed: %s: %s\n", vq_status_string(s), vq_last_error());
         return VQ_EXIT_FAILURE;
     }
-    printf("veloxquant %s, CPU kernels: %s, %d threads, CUDA: %s\n", vq_version_string(), vq_ctx_isa(ctx),
-           vq_ctx_num_threads(ctx), vq_backend_available(VQ_BACKEND_CUDA) ? "available" : "not available");
+    const bool cuda = vq_backend_available(VQ_BACKEND_CUDA);
+    if (json) {
+        vqr *r = vqr_begin("version", argc, argv, ctx, true);
+        vqr_row(r);
+        vqr_str(r, "library_version", vq_version_string());
+        vqr_bool(r, "cuda_available", cuda);
+        vqr_end(r);
+    } else {
+        printf("veloxquant %s, CPU kernels: %s, %d threads, CUDA: %s\n", vq_version_string(), vq_ctx_isa(ctx),
+               vq_ctx_num_threads(ctx), cuda ? "available" : "not available");
+    }
     vq_ctx_free(ctx);
     return VQ_EXIT_OK;
 }
 
-/* vq bench <what> [options] */
+static const vqa_sub bench_subs[] = {
+    {"codecs", vq_cmd_bench_codecs, "encode/decode throughput, optimized vs scalar, 1 vs all threads"},
+    {"attention", vq_cmd_bench_attention,
+     "attention over every cache format: fused vs dequantize-then-attend vs f16, GB/s vs memory bandwidth"},
+    {"prefill", vq_cmd_bench_prefill, "RaBitQ prefill attention on the GPU (--backend cuda): time and TFLOP/s"},
+};
+
 static int cmd_bench(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "vq bench: which benchmark? (codecs, attention, prefill)\n");
-        return VQ_EXIT_USAGE;
-    }
-    if (strcmp(argv[1], "codecs") == 0) return vq_cmd_bench_codecs(argc - 1, argv + 1);
-    if (strcmp(argv[1], "attention") == 0) return vq_cmd_bench_attention(argc - 1, argv + 1);
-    if (strcmp(argv[1], "prefill") == 0) return vq_cmd_bench_prefill(argc - 1, argv + 1);
-    fprintf(stderr, "vq bench: unknown benchmark '%s' (codecs, attention, prefill)\n", argv[1]);
-    return VQ_EXIT_USAGE;
+    const vqa_group g = {"bench", "benchmarks; each prints a table, or one JSON report with --json", bench_subs,
+                         VQA_COUNT(bench_subs), NULL};
+    return vqa_dispatch(&g, argc, argv);
 }
+
+static const vqa_sub commands[] = {
+    {"version", cmd_version, "library version, CPU kernel set, threads and CUDA availability"},
+    {"demo", vq_cmd_demo, "compress a synthetic KV cache with every codec; table of bits and errors"},
+    {"bench", cmd_bench, "benchmarks: codecs, attention, prefill (vq bench --help)"},
+};
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) return usage(stderr);
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return usage(stdout);
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc - 1, argv + 1);
-    if (strcmp(cmd, "demo") == 0) return vq_cmd_demo(argc - 1, argv + 1);
-    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
-    fprintf(stderr, "vq: unknown command '%s' (try 'vq --help')\n", cmd);
-    return VQ_EXIT_USAGE;
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) return cmd_version(argc - 1, argv + 1);
+    const vqa_group top = {"", "veloxquant: KV-cache compression and attention on compressed bytes", commands,
+                           VQA_COUNT(commands),
+                           "Options are --name value or --name=value; sizes take k/K, M, G (x 1024): 64K = 65536.\n"
+                           "Every command takes --json (one schema, see the README) and --help.\n"
+                           "Environment: VQ_ISA=scalar|avx2|avx512|neon caps the CPU kernel set;\n"
+                           "VQ_PROGRESS=0 silences the progress lines on stderr.\n"};
+    return vqa_dispatch(&top, argc, argv);
 }

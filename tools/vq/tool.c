@@ -1,7 +1,6 @@
 /* tool.c — helpers shared by the vq commands (see tool.h). */
 #include "tool.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +83,7 @@ vq_ctx *tool_ctx(int threads, const char *isa)
         unsetenv("VQ_ISA");
     }
     if (s != VQ_OK) {
-        fprintf(stderr, "vq: vq_ctx_create failed: %s\n", vq_status_string(s));
+        fprintf(stderr, "vq: %s (%s)\n", vq_last_error(), vq_status_string(s));
         exit(VQ_EXIT_FAILURE);
     }
     return ctx;
@@ -102,29 +101,4 @@ double tool_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-int tool_int_arg(const char *cmd, int argc, char **argv, int *i, long lo, long hi, long *out)
-{
-    const char *opt = argv[*i];
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "vq %s: option %s needs a value\n", cmd, opt);
-        return 0;
-    }
-    const char *val = argv[++*i];
-    char *end = NULL;
-    errno = 0;
-    const long v = strtol(val, &end, 10);
-    if (errno != 0 || end == val || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "vq %s: %s expects an integer in [%ld, %ld], got '%s'\n", cmd, opt, lo, hi, val);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-int tool_bad_option(const char *cmd, const char *arg, const char *usage)
-{
-    fprintf(stderr, "vq %s: unknown option '%s'\n%s", cmd, arg, usage);
-    return VQ_EXIT_USAGE;
 }

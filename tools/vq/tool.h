@@ -1,5 +1,6 @@
 /* tool.h — helpers shared by the vq commands: host DLTensors, checked
- * library calls, seeded fills, timing and option parsing. Public API only.
+ * library calls, seeded fills and timing. Public API only; options are
+ * parsed by args.h.
  *
  * The tool is a process, not a library: on an allocation failure or a failed
  * library call these helpers print the reason and exit(VQ_EXIT_FAILURE),
@@ -15,6 +16,9 @@
 extern const DLDataType TOOL_F32, TOOL_F16, TOOL_U8, TOOL_U16, TOOL_U32, TOOL_I32;
 
 /* Shape literal: tool_tensor(TOOL_F32, TOOL_DIMS(1, 8, 1024, 128)). */
+/* Plain values v (a DLTensor *) as the vq_encoded_values vq_fused_sdpa takes. */
+#define VQ_TOOL_PLAIN(v) (&(vq_encoded_values){.format = VQ_VALUES_PLAIN, .plain = {(v)}})
+
 #define TOOL_DIMS(...) \
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
 
@@ -40,11 +44,5 @@ void tool_fill_normal(DLTensor *x, vq_rng *rng);
 
 /* Monotonic wall clock, seconds. */
 double tool_now(void);
-
-/* Parses argv[*i + 1] as an integer in [lo, hi] for option argv[*i] of
- * command `cmd`, advancing *i. Prints why and returns 0 on failure. */
-int tool_int_arg(const char *cmd, int argc, char **argv, int *i, long lo, long hi, long *out);
-/* The "unknown option" message plus the command's usage line; returns VQ_EXIT_USAGE. */
-int tool_bad_option(const char *cmd, const char *arg, const char *usage);
 
 #endif

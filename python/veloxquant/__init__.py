@@ -1,0 +1,27 @@
+"""veloxquant: compressed KV caches and attention directly over the compressed
+bytes, for NumPy, PyTorch (CPU and CUDA) and Hugging Face transformers.
+
+The kernel functions keep the names, argument order and defaults of the
+original MLX package (``veloxquant_mlx.metal``; the ``_metal`` suffix dropped)
+and take any array with ``__dlpack__``. ``KVCache`` is the paged,
+multi-sequence compressed cache of the C library; ``veloxquant.hf`` plugs it
+into ``transformers``. See README.md ("Python") for the name table.
+"""
+
+from ._errors import (VeloxQuantError, InvalidArgumentError, UnsupportedError, BackendUnavailableError,
+                      MetalUnavailableError, OutOfMemoryError, DeviceError, FileIOError, CorruptDataError)
+from ._runtime import set_num_threads, get_num_threads, isa
+from ._keys import (PlainKeys, TurboKeys, EncodedVector, TurboRVQKeys, AffineKeys, RaBitQKeys, QJLKeys, PQKeys,
+                    CommVQKeys, PlainValues, AffineValues, CodebookValues, TurboValues)
+from ._kernels import *  # noqa: F401,F403  (the seed's functions and the rest of the C API)
+from ._kernels import __all__ as _kernel_names
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "VeloxQuantError", "InvalidArgumentError", "UnsupportedError", "BackendUnavailableError",
+    "MetalUnavailableError", "OutOfMemoryError", "DeviceError", "FileIOError", "CorruptDataError",
+    "set_num_threads", "get_num_threads", "isa",
+    "PlainKeys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "AffineKeys", "RaBitQKeys", "QJLKeys", "PQKeys",
+    "CommVQKeys", "PlainValues", "AffineValues", "CodebookValues", "TurboValues",
+] + list(_kernel_names)

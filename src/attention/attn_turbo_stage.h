@@ -1,0 +1,39 @@
+/* attn_turbo_stage.h — one stage of TurboQuant codes as the attention
+ * formats read it: the rotated-basis keys (turbo, rvq) and TurboQuant values.
+ * Internal. */
+#ifndef VQ_ATTN_TURBO_STAGE_H
+#define VQ_ATTN_TURBO_STAGE_H
+
+#include "attention/attn_formats.h"
+
+typedef struct vq_attn_turbo_stage {
+    vq_attn_view idx;    /* [B,Hkv,Skv,ld]: u8 codes (ld = D) or u32 words (ld = ceil(D*bits/32)) */
+    vq_attn_view scale;  /* [B,Hkv,Skv] f32 */
+    const float *cents;  /* the 2^bits Lloyd-Max centroids */
+    int64_t ld;
+    int bits;
+    bool packed;
+} vq_attn_turbo_stage;
+
+/* Validates one stage — bits 1..8, idx [B,Hkv,Skv,D] u8 or
+ * [B,Hkv,Skv,ceil(D*bits/32)] u32, scale [B,Hkv,Skv] f32, all views; names
+ * "<fmt>.<idx_name>" etc. — and binds it to *st. */
+vq_status vq_attn_turbo_check_stage(vq_ctx *ctx, const char *fmt, const char *idx_name, const DLTensor *idx,
+                                    const char *scale_name, const DLTensor *scale, const char *bits_name, int bits,
+                                    const vq_attn_dims *dims, vq_attn_turbo_stage *st);
+
+/* Codes of token t of kv head hk in batch b as kern->codebook_tile reads
+ * them (*nibbles: two per byte, low nibble first; else one per byte), masked
+ * to the stage's bits: in place when the stored row already is such a layout,
+ * else unpacked into scratch [D]. */
+const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t,
+                                         int64_t D, uint8_t *scratch, bool *nibbles);
+
+/* Token t's scale. */
+static inline const float *vq_attn_turbo_stage_scale(const vq_attn_turbo_stage *st, int64_t b, int64_t hk,
+                                                     int64_t t)
+{
+    return (const float *)vq_attn_at(&st->scale, b, hk, t);
+}
+
+#endif

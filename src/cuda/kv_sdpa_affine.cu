@@ -1,0 +1,10 @@
+/* kv_sdpa_affine.cu — vq_fused_sdpa instances for KIVI affine keys (f16 or
+ * f32 scales). */
+#include "cuda/kv_keys.cuh"
+
+extern "C" int vq_cu_launch_sdpa_affine(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
+{
+    using namespace vqkv;
+    if (p->a_sz_f16) return kv_dispatch<AffineKeys<true>::P>(p, stream, occupancy);
+    return kv_dispatch<AffineKeys<false>::P>(p, stream, occupancy);
+}

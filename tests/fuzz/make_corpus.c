@@ -1,0 +1,116 @@
+/* make_corpus.c — writes the seed corpus of the fuzz targets (valid files
+ * of every shape the loaders accept), committed under tests/fuzz/corpus/.
+ *   fuzz_make_corpus <corpus dir>   (creates <dir>/<target>/seed-*)
+ * Deterministic: the same library writes the same bytes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "npy.h"
+#include "veloxquant.h"
+
+static void die(vq_ctx *ctx, const char *what)
+{
+    fprintf(stderr, "make_corpus: %s: %s\n", what, ctx ? vq_ctx_last_error(ctx) : "");
+    exit(1);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) die(NULL, path);
+}
+
+static void cal_seed(vq_ctx *ctx, const char *dir, int idx, int L, int H, int N, int D,
+                     const vq_calibration_config *cfg)
+{
+    const size_t n = (size_t)L * H * N * D;
+    float *k = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
+    vq_rng rng;
+    vq_rng_seed(&rng, 100 + (uint64_t)idx);
+    for (size_t i = 0; i < n; i++) {
+        k[i] = (float)vq_rng_normal(&rng) * ((i % (size_t)D) == 3 ? 5.0f : 1.0f);
+        v[i] = (float)vq_rng_normal(&rng);
+    }
+    int64_t shape[4] = {L, H, N, D};
+    DLTensor kt = {.data = k, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 32, 1}, .shape = shape};
+    DLTensor vt = kt;
+    vt.data = v;
+    vq_calibration *cal;
+    if (vq_calibration_fit(ctx, cfg, &kt, &vt, &cal) != VQ_OK) die(ctx, "fit");
+    char path[512];
+    snprintf(path, sizeof path, "%s/fuzz_calibration/seed-%d.vqcal", dir, idx);
+    if (vq_calibration_save(ctx, cal, path) != VQ_OK) die(ctx, "save");
+    vq_calibration_free(cal);
+    free(k);
+    free(v);
+}
+
+static void npy_seed(const char *dir, int idx, int elem, int ndim, const int64_t *shape)
+{
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) numel *= shape[i];
+    uint8_t *data = calloc((size_t)(numel ? numel : 1), (size_t)elem);
+    for (int64_t i = 0; i < numel * elem; i++) data[i] = (uint8_t)(i * 37 + 11);
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/fuzz_npy/seed-%d.npy", dir, idx);
+    if (vq_npy_save(path, elem, ndim, shape, data, err, sizeof err) != 0) die(NULL, err);
+    free(data);
+}
+
+/* A version 2.0 / 3.0 header, as NumPy writes for large headers. */
+static void npy_v2_seed(const char *dir, int idx, int major)
+{
+    const char *h = "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }";
+    uint8_t buf[256];
+    size_t hl = strlen(h), n = 12;
+    const size_t total = (12 + hl + 1 + 63) / 64 * 64;
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (uint8_t)major;
+    buf[7] = 0;
+    memcpy(buf + 12, h, hl);
+    n += hl;
+    while (n + 1 < total) buf[n++] = ' ';
+    buf[n++] = '\n';
+    const uint32_t len = (uint32_t)(n - 12);
+    for (int i = 0; i < 4; i++) buf[8 + i] = (uint8_t)(len >> (8 * i));
+    for (int i = 0; i < 12; i++) buf[n++] = (uint8_t)i;
+    char path[512];
+    snprintf(path, sizeof path, "%s/fuzz_npy/seed-%d.npy", dir, idx);
+    write_file(path, buf, n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: fuzz_make_corpus <corpus dir>\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    char path[512];
+    snprintf(path, sizeof path, "%s/fuzz_calibration", dir);
+    mkdir(dir, 0755);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/fuzz_npy", dir);
+    mkdir(path, 0755);
+    vq_ctx *ctx;
+    if (vq_ctx_create(&(vq_ctx_config){.num_threads = 1}, &ctx) != VQ_OK) die(NULL, "ctx");
+    cal_seed(ctx, dir, 0, 1, 1, 8, 8, &(vq_calibration_config){.value_centroids = 4, .iters = 2});
+    cal_seed(ctx, dir, 1, 2, 2, 16, 8,
+             &(vq_calibration_config){.pq_subspaces = 2, .pq_centroids = 4, .iters = 2, .seed = 1});
+    cal_seed(ctx, dir, 2, 1, 2, 16, 8,
+             &(vq_calibration_config){.pq_subspaces = 4, .pq_centroids = 3, .pq_shared = true, .commvq_stages = 2,
+                                      .commvq_centroids = 2, .value_centroids = 3, .iters = 2, .seed = 2});
+    cal_seed(ctx, dir, 3, 3, 1, 8, 4,
+             &(vq_calibration_config){.commvq_stages = 1, .commvq_centroids = 2, .iters = 1, .seed = 3});
+    npy_seed(dir, 0, 4, 4, (const int64_t[]){1, 2, 3, 8});
+    npy_seed(dir, 1, 2, 4, (const int64_t[]){2, 1, 4, 8});
+    npy_seed(dir, 2, 4, 1, (const int64_t[]){5});
+    npy_seed(dir, 3, 2, 0, NULL);
+    npy_seed(dir, 4, 4, 2, (const int64_t[]){0, 3});
+    npy_v2_seed(dir, 5, 2);
+    npy_v2_seed(dir, 6, 3);
+    vq_ctx_free(ctx);
+    return 0;
+}
