@@ -82,6 +82,12 @@ typedef struct vq_attn_kernels {
     /* s[r*lds + j] = dz[2r] * (sum_c xq[r*D + pos(c)] * code(j, c)) + dz[2r + 1], codes as affine_qk. */
     void (*affine_qk8)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                        const float *dz, float *s, int64_t lds);
+    /* RaBitQ Hamming scores straight from the bits, D = 8 * nbytes:
+     * s[r*lds + j] = (float)(D - 2 ham(r, j)) * qs[r*ldqs] * mag[j] + (cnst ? cnst[j] : 0),
+     * ham as hamming(). NULL where an ISA has no fused kernel: the format then
+     * runs hamming() and the formula itself (the same floats up to FMA rounding). */
+    void (*hamming_score)(int R, int n, int64_t D, const uint8_t *qb, int64_t ldq, const float *qs, int64_t ldqs,
+                          const uint8_t *kb, const float *mag, const float *cnst, float *s, int64_t lds);
 } vq_attn_kernels;
 
 /* Where channel c of a quantised query row sits (affine_q8): grouped by the
