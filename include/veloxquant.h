@@ -21,8 +21,9 @@
  * whose tensors may be strided views on a CPU context: any non-negative
  * strides on every axis but the last, which must be contiguous (stride 1);
  * an axis of size 1 may have any stride; outputs must not overlap
- * themselves. On a CUDA context they must still be compact. `byte_offset` is honoured; data + byte_offset must be
- * aligned to the element size, else VQ_ERR_UNSUPPORTED. Every tensor of a
+ * themselves. On a CUDA context they must still be compact. `byte_offset`
+ * is honoured; data + byte_offset must be aligned to the element size, else
+ * VQ_ERR_UNSUPPORTED. Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
  * with the context's ordinal for a CUDA context).
  *
@@ -171,6 +172,27 @@ VQ_API int vq_ctx_num_threads(const vq_ctx *ctx);
 
 /* Waits for all work enqueued on the context (CUDA); returns at once on CPU. */
 VQ_API vq_status vq_ctx_synchronize(vq_ctx *ctx);
+
+/* Memory on the hot path. CPU kernels take their temporary memory from the
+ * context's scratch: one block, grown when a call needs more and then kept,
+ * so after a first (warm-up) call of each shape no kernel allocates — the
+ * attention entry points, every codec's encode/decode and vq_attention_merge.
+ * The exceptions allocate per call: the trainers (vq_kmeans,
+ * vq_comm_vq_train, vq_lloyd_max_fit, vq_vecinfer_smooth_factors) and the
+ * vq_cache and vq_calibration functions that add pages or tables.
+ * vq_ctx_set_workspace hands the context caller-owned memory instead: mem
+ * (64-byte aligned) of `bytes` becomes the scratch, the context never
+ * allocates scratch again, and a call that needs more fails with
+ * VQ_ERR_OUT_OF_MEMORY before writing anything, naming the size it needed.
+ * mem NULL, bytes 0 returns to the context's own growing scratch. The memory
+ * must outlive its use by the context; the context never frees it.
+ * vq_ctx_workspace_peak: the most scratch any call on this context asked for
+ * so far (run the calls once, then size the workspace with it). Both concern
+ * host memory; a CUDA context keeps its own device scratch, grown once and
+ * reused. Errors: VQ_ERR_INVALID_ARGUMENT (NULL ctx, mem misaligned, mem NULL
+ * with bytes > 0). */
+VQ_API vq_status vq_ctx_set_workspace(vq_ctx *ctx, void *mem, size_t bytes);
+VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
 
 /* =========================================================================
  * 2. Utilities

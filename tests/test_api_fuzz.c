@@ -439,6 +439,55 @@ static vq_status c_sd_commvq(vq_ctx *c, fz_args *a)
     return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), NULL);
 }
 
+/* Encoded values: q t0, plain f16 keys t1, out t2, the value format's members
+ * from t3, lse_out last; s0 bits, s1 group size. */
+static void fz_values_head(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 2, D); IN(VT_F16, 1, 1, 5, D); OUT(VT_F32, 1, 2, 2, D);
+}
+static void b_sv_affine(fz_args *a)
+{
+    fz_values_head(a); IN(VT_U8, 1, 1, 5, D / 2); IN(VT_F32, 1, 1, 5, D / 4); IN(VT_F32, 1, 1, 5, D / 4);
+    OUT(VT_F32, 1, 2, 2); SCALARS(4, 4);
+}
+static vq_status c_sv_affine(vq_ctx *c, fz_args *a)
+{
+    const vq_encoded_keys k = {.format = VQ_KEYS_F16, .plain.keys = T(1)};
+    const vq_encoded_values v = {.format = VQ_VALUES_AFFINE, .affine = {T(3), T(4), T(5), S(0), S(1)}};
+    const vq_attend_opts o = {.causal = true, .lse_out = T(6)};
+    return vq_fused_sdpa(c, T(0), &k, &v, 0.25f, NULL, T(2), &o);
+}
+static void b_sv_codebook(fz_args *a)
+{
+    fz_values_head(a); IN(VT_U8, 1, 1, 5, D / 2); IN(VT_F32, 16); IN(VT_F32, 1, 1, 5); OUT(VT_F32, 1, 2, 2);
+}
+static vq_status c_sv_codebook(vq_ctx *c, fz_args *a)
+{
+    const vq_encoded_keys k = {.format = VQ_KEYS_F16, .plain.keys = T(1)};
+    const vq_encoded_values v = {.format = VQ_VALUES_CODEBOOK, .codebook = {T(3), T(4), T(5)}};
+    const vq_attend_opts o = {.lse_out = T(6)};
+    return vq_fused_sdpa(c, T(0), &k, &v, 0.25f, NULL, T(2), &o);
+}
+static void b_sv_turbo(fz_args *a)
+{
+    fz_values_head(a); IN(VT_U8, 1, 1, 5, D); IN(VT_F32, 1, 1, 5); fz_signs(IN(VT_F32, D)); OUT(VT_F32, 1, 2, 2);
+    SCALARS(3);
+}
+static vq_status c_sv_turbo(vq_ctx *c, fz_args *a)
+{
+    const vq_encoded_keys k = {.format = VQ_KEYS_F16, .plain.keys = T(1)};
+    const vq_encoded_values v = {.format = VQ_VALUES_TURBO, .turbo = {T(3), T(4), T(5), S(0)}};
+    const vq_attend_opts o = {.lse_out = T(6)};
+    return vq_fused_sdpa(c, T(0), &k, &v, 0.25f, NULL, T(2), &o);
+}
+/* Merge: out_a t0, lse_a t1, out_b t2 (f16), lse_b t3, out t4, lse_out t5. */
+static void b_merge(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 3, D); IN(VT_F32, 1, 2, 3); IN(VT_F16, 1, 2, 3, D); IN(VT_F32, 1, 2, 3);
+    OUT(VT_F32, 1, 2, 3, D); OUT(VT_F32, 1, 2, 3);
+}
+static vq_status c_merge(vq_ctx *c, fz_args *a) { return vq_attention_merge(c, T(0), T(1), T(2), T(3), T(4), T(5)); }
+
 /* Affine decode: q t0, k_codes/k_scale/k_zero t1..3 (g = 2 tokens),
  * v_codes/v_scale/v_zero t4..6 (g = 2 channels), out t7. */
 static void b_aff_attend(fz_args *a)
@@ -519,6 +568,10 @@ static const fz_case fz_cases[] = {
     ROW("vq_fused_sdpa/qjl", "vq_fused_sdpa", b_sd_qjl, c_sd_qjl),
     ROW("vq_fused_sdpa/pq", "vq_fused_sdpa", b_sd_pq, c_sd_pq),
     ROW("vq_fused_sdpa/commvq", "vq_fused_sdpa", b_sd_commvq, c_sd_commvq),
+    ROW("vq_fused_sdpa/values affine+lse", "vq_fused_sdpa", b_sv_affine, c_sv_affine),
+    ROW("vq_fused_sdpa/values codebook", "vq_fused_sdpa", b_sv_codebook, c_sv_codebook),
+    ROW("vq_fused_sdpa/values turbo", "vq_fused_sdpa", b_sv_turbo, c_sv_turbo),
+    FN(vq_attention_merge, b_merge, c_merge),
     FN(vq_turboquant_fused_rvq_decode_attend, b_sd_rvq, c_rvq_attend),
     FN(vq_scalar_fused_decode_attend, b_aff_attend, c_aff_attend),
     FN(vq_rabitq_fused_attend, b_rq_attend, c_rq_attend),
