@@ -584,10 +584,26 @@ static vq_status c_ca_attend(vq_ctx *c, fz_args *a)
     return s;
 }
 
+/* Calibration: keys, values [L=1, Hkv=2, N=5, D]; scalars = PQ subspaces,
+ * PQ centroids, value centroids, iters. A fitted calibration is freed at
+ * once (the call has no tensor output). */
+static void b_cal_fit(fz_args *a) { IN(VT_F32, 1, 2, 5, D); IN(VT_F16, 1, 2, 5, D); SCALARS(4, 2, 2, 2); }
+static vq_status c_cal_fit(vq_ctx *c, fz_args *a)
+{
+    const vq_calibration_config cfg = {.pq_subspaces = S(0), .pq_centroids = S(1), .value_centroids = S(2),
+                                       .iters = S(3), .seed = 3};
+    vq_calibration *cal = NULL;
+    const vq_status st = vq_calibration_fit(c, &cfg, T(0), T(1), &cal);
+    if ((st == VQ_OK) != (cal != NULL)) return VQ_ERR_DEVICE;  /* a status no row expects */
+    vq_calibration_free(cal);
+    return st;
+}
+
 #define ROW(label, fn, b, c) {label, fn, b, c}
 #define FN(fn, b, c) {#fn, #fn, b, c}
 static const fz_case fz_cases[] = {
     FN(vq_bit_pack, b_bit_pack, c_bit_pack),
+    FN(vq_calibration_fit, b_cal_fit, c_cal_fit),
     FN(vq_bit_unpack, b_bit_unpack, c_bit_unpack),
     FN(vq_hadamard, b_hadamard, c_hadamard),
     FN(vq_turboquant_scalar_quantize, b_ts_quant, c_ts_quant),

@@ -140,5 +140,16 @@ head -c 1000 "$ex/keys.npy" >"$tmp/short.npy"
 expect 1 "the file has" cache-eval --keys "$tmp/short.npy" --values "$ex/values.npy" --queries "$ex/queries.npy"
 expect 1 "shapes disagree" cache-eval --keys "$ex/keys.npy" --values "$ex/queries.npy" --queries "$ex/queries.npy"
 
+# calibrate: fit on the example set, write a file, and its errors
+expect 0 "usage: vq calibrate" calibrate --help
+expect 2 "nothing to fit" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal"
+expect 2 "needs --values" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --value-centroids 4
+expect 0 "wrote" calibrate --keys "$ex/keys.npy" --values "$ex/values.npy" -o "$tmp/c.vqcal" --pq-subspaces 16 \
+    --pq-centroids 16 --value-centroids 16 --iters 3 --threads 1
+if [ "$(head -c 7 "$tmp/c.vqcal")" = "VQCALIB" ]; then echo "ok   calibrate wrote a calibration file"
+else echo "FAIL: no calibration file"; failures=$((failures + 1)); fi
+expect 1 "pq_subspaces" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --pq-subspaces 5
+expect_json calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --commvq-stages 1 --commvq-centroids 8 --iters 2 --json
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "vq command line: all passed"
