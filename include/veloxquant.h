@@ -707,6 +707,39 @@ VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTens
                                                 const vq_encoded_keys *keys, const DLTensor *values,
                                                 float scale, DLTensor *out, const vq_attend_opts *opts);
 
+/* How the CPU affine decode kernel computes q . k_hat.
+ *
+ * VQ_KEY_SCORES_INT8 (what VQ_KEY_SCORES_AUTO picks for 2- and 4-bit codes
+ * with D * bits % 256 == 0, e.g. D = 128 or 256 at 2 bits, D = 64..256 at 4
+ * bits; other layouts run F32): per query row and per key group met in a
+ * block of 32 tokens, x = (scale * q) * k_scale[group] (f32) is quantised
+ * once to int8, xq_c = rint(x_c / step) with step = max_c |x_c| / 127, and
+ * every token of the group is scored with exact integer dots (AVX-512 VNNI
+ * vpdpbusd, AVX2 vpmaddubsw/vpmaddwd, NEON sdot or smull; all ISAs give the
+ * same integers):  s = step * sum_c xq_c code_c + sum_c (scale * q_c) k_zero_c.
+ * Error bound. |x_c - step * xq_c| <= step / 2 for every c (round to nearest,
+ * |x_c| / step <= 127 so no clamping), hence, against the same sum in exact
+ * arithmetic,
+ *   |s_int8 - s| <= (step / 2) * sum_c code_c = max_c |x_c| / 254 * sum_c code_c,
+ * plus the f32 rounding of the two products and the zero term (a few ulp of
+ * their magnitudes). Relative to the largest score term, max|x| * max code
+ * * D, that is at most 1/254 (0.4%); rounding errors of random sign make
+ * the typical error about sqrt(D) times smaller. The softmax then moves each
+ * probability by at most a factor exp(2 eps), eps the largest score error of
+ * the row, so each output channel moves by at most (exp(2 eps) - 1) times the
+ * largest |v_hat - out| of that channel. tests/test_attention_int8.c checks the
+ * score bound per score on every ISA, and checks the outputs against a
+ * float64 reference that rounds the query the same way.
+ * VQ_KEY_SCORES_F32: the float path, q . k_hat in f32 (relative error ~1e-6),
+ * codes expanded to floats in registers; slower (bench/results/cpu.md).
+ * CUDA contexts ignore this field: their DP4A path splits the query into
+ * three int8 planes (22 bits), error ~2^-21 of max|x| per unit of code. */
+typedef enum vq_key_scores {
+    VQ_KEY_SCORES_AUTO = 0,
+    VQ_KEY_SCORES_F32 = 1,
+    VQ_KEY_SCORES_INT8 = 2
+} vq_key_scores;
+
 /* Options of the affine decode kernel. */
 typedef struct vq_scalar_attend_opts {
     bool causal;  /* as vq_attend_opts.causal */
@@ -714,6 +747,10 @@ typedef struct vq_scalar_attend_opts {
      * the codes' last dimension (D: one code per byte; D*bits/8: packed). */
     int bits;
     DLTensor *lse_out;  /* as vq_attend_opts.lse_out */
+    /* Key-score arithmetic on the CPU (see vq_key_scores); 0 = AUTO. INT8 on a
+     * layout the integer kernels do not take runs F32 (the same as AUTO).
+     * Values outside the enum give VQ_ERR_INVALID_ARGUMENT. */
+    vq_key_scores key_scores;
 } vq_scalar_attend_opts;
 
 /* Attention over a KIVI group-affine cache (the seed's scalar_fused_decode_attend).
