@@ -1090,9 +1090,11 @@ VQ_API int64_t vq_cache_seq_length(const vq_cache *cache, int64_t seq_id, int la
  * Tokens are rounded to f16, written to the residual window and encoded into
  * pages as groups complete (see the section head).
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of range, n_seq < 1,
- * unknown or repeated id, shapes/dtypes/devices), VQ_ERR_UNSUPPORTED (f32 on
- * CUDA), VQ_ERR_OUT_OF_MEMORY (a fixed pool is full, or growing it failed):
- * in every case no sequence changes. */
+ * unknown or repeated id, shapes/dtypes/devices, positions out of range),
+ * VQ_ERR_UNSUPPORTED (f32 on CUDA; data not aligned to its element size or
+ * a last axis that is not contiguous, as for the attention entry points),
+ * VQ_ERR_OUT_OF_MEMORY (a fixed pool is full, or growing it failed): in
+ * every case no sequence changes. */
 VQ_API vq_status vq_cache_append(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
                                  const DLTensor *k, const DLTensor *v, const DLTensor *positions);
 
