@@ -52,6 +52,27 @@
  *
  * Rounding is round-half-to-even; nearest-centroid ties go to the lower index.
  *
+ * Non-finite inputs (NaN, +inf, -inf), attention (every entry point of
+ * section 4, every CPU instruction set alike; the CUDA kernels follow the
+ * same rule, see tests/test_cuda_nonfinite.c). A row is one query row:
+ *   - a query row holding a NaN or ±inf element gives a row of NaN;
+ *   - a score (scale * q.k_hat, plus the mask entry and any additive key
+ *     term) that is NaN or +inf makes its row NaN: NaN or ±inf in keys, key
+ *     scales, zeros, magnitudes, norms, codebooks or projections reach the
+ *     scores they take part in, and a NaN or +inf mask entry does the same;
+ *   - a score of -inf, from the mask or from the data, excludes its token;
+ *     a row whose every score is -inf gives 0 (and lse -inf);
+ *   - values are data: a NaN or ±inf in column c of the decoded value of a
+ *     token makes column c (and no other column) of every row that can see
+ *     the token non-finite (NaN or ±inf). A token excluded by the mask is
+ *     still read, with weight 0 (0 * NaN is NaN); tokens past a row's causal
+ *     limit are never read;
+ *   - lse_out is NaN for a NaN row.
+ * Codecs (section 3): non-finite inputs never crash or read out of bounds,
+ * and codes stay in their range; the codes, scales and norms computed from
+ * a group or row holding a non-finite element are otherwise unspecified.
+ * Trainers reject non-finite samples where stated.
+ *
  * Errors: every function returns a vq_status. On failure no output byte is
  * written, nothing aborts, and vq_ctx_last_error() names the argument and the
  * expected vs actual value. Functions keep no pointer to their arguments after
@@ -659,7 +680,8 @@ typedef struct vq_attend_opts {
  * query inside), keys per vq_encoded_keys, values per vq_encoded_values
  * (vq_plain_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
  * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
- * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0.
+ * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0; NaN and
+ * ±inf inputs follow the rule of the conventions (top of this header).
  * Every tensor with a [B, H, S] leading shape (queries, out, mask, the key
  * and value tensors, opts->lse_out) may be a strided view: any non-negative
  * strides on all axes but the last, which is contiguous (a capacity buffer's
@@ -707,6 +729,39 @@ VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTens
                                                 const vq_encoded_keys *keys, const DLTensor *values,
                                                 float scale, DLTensor *out, const vq_attend_opts *opts);
 
+/* How the CPU affine decode kernel computes q . k_hat.
+ *
+ * VQ_KEY_SCORES_INT8 (what VQ_KEY_SCORES_AUTO picks for 2- and 4-bit codes
+ * with D * bits % 256 == 0, e.g. D = 128 or 256 at 2 bits, D = 64..256 at 4
+ * bits; other layouts run F32): per query row and per key group met in a
+ * block of 32 tokens, x = (scale * q) * k_scale[group] (f32) is quantised
+ * once to int8, xq_c = rint(x_c / step) with step = max_c |x_c| / 127, and
+ * every token of the group is scored with exact integer dots (AVX-512 VNNI
+ * vpdpbusd, AVX2 vpmaddubsw/vpmaddwd, NEON sdot or smull; all ISAs give the
+ * same integers):  s = step * sum_c xq_c code_c + sum_c (scale * q_c) k_zero_c.
+ * Error bound. |x_c - step * xq_c| <= step / 2 for every c (round to nearest,
+ * |x_c| / step <= 127 so no clamping), hence, against the same sum in exact
+ * arithmetic,
+ *   |s_int8 - s| <= (step / 2) * sum_c code_c = max_c |x_c| / 254 * sum_c code_c,
+ * plus the f32 rounding of the two products and the zero term (a few ulp of
+ * their magnitudes). Relative to the largest score term, max|x| * max code
+ * * D, that is at most 1/254 (0.4%); rounding errors of random sign make
+ * the typical error about sqrt(D) times smaller. The softmax then moves each
+ * probability by at most a factor exp(2 eps), eps the largest score error of
+ * the row, so each output channel moves by at most (exp(2 eps) - 1) times the
+ * largest |v_hat - out| of that channel. tests/test_attention_int8.c checks the
+ * score bound per score on every ISA, and checks the outputs against a
+ * float64 reference that rounds the query the same way.
+ * VQ_KEY_SCORES_F32: the float path, q . k_hat in f32 (relative error ~1e-6),
+ * codes expanded to floats in registers; slower (bench/results/cpu.md).
+ * CUDA contexts ignore this field: their DP4A path splits the query into
+ * three int8 planes (22 bits), error ~2^-21 of max|x| per unit of code. */
+typedef enum vq_key_scores {
+    VQ_KEY_SCORES_AUTO = 0,
+    VQ_KEY_SCORES_F32 = 1,
+    VQ_KEY_SCORES_INT8 = 2
+} vq_key_scores;
+
 /* Options of the affine decode kernel. */
 typedef struct vq_scalar_attend_opts {
     bool causal;  /* as vq_attend_opts.causal */
@@ -714,6 +769,10 @@ typedef struct vq_scalar_attend_opts {
      * the codes' last dimension (D: one code per byte; D*bits/8: packed). */
     int bits;
     DLTensor *lse_out;  /* as vq_attend_opts.lse_out */
+    /* Key-score arithmetic on the CPU (see vq_key_scores); 0 = AUTO. INT8 on a
+     * layout the integer kernels do not take runs F32 (the same as AUTO).
+     * Values outside the enum give VQ_ERR_INVALID_ARGUMENT. */
+    vq_key_scores key_scores;
 } vq_scalar_attend_opts;
 
 /* Attention over a KIVI group-affine cache (the seed's scalar_fused_decode_attend).
@@ -1031,9 +1090,11 @@ VQ_API int64_t vq_cache_seq_length(const vq_cache *cache, int64_t seq_id, int la
  * Tokens are rounded to f16, written to the residual window and encoded into
  * pages as groups complete (see the section head).
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of range, n_seq < 1,
- * unknown or repeated id, shapes/dtypes/devices), VQ_ERR_UNSUPPORTED (f32 on
- * CUDA), VQ_ERR_OUT_OF_MEMORY (a fixed pool is full, or growing it failed):
- * in every case no sequence changes. */
+ * unknown or repeated id, shapes/dtypes/devices, positions out of range),
+ * VQ_ERR_UNSUPPORTED (f32 on CUDA; data not aligned to its element size or
+ * a last axis that is not contiguous, as for the attention entry points),
+ * VQ_ERR_OUT_OF_MEMORY (a fixed pool is full, or growing it failed): in
+ * every case no sequence changes. */
 VQ_API vq_status vq_cache_append(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
                                  const DLTensor *k, const DLTensor *v, const DLTensor *positions);
 

@@ -54,6 +54,10 @@ typedef enum vq_isa {
 vq_isa vq_cpu_best_isa(void);           /* what this CPU (and build) can run */
 vq_isa vq_cpu_select_isa(void);         /* best, capped by the VQ_ISA environment variable */
 const char *vq_isa_name(vq_isa isa);
+/* AVX512_VNNI (vpdpbusd) on this CPU, built with AVX-512 and the OS saving
+ * zmm state: an extension within VQ_ISA_AVX512 whose kernels are swapped in
+ * where present (never on CPUs without it). */
+bool vq_cpu_has_avx512_vnni(void);
 /* True when a kernel table for `want` may be installed on a ctx running `have`
  * (x86 ISAs are ordered scalar < avx2 < avx512; NEON stands alone). */
 bool vq_isa_includes(vq_isa have, vq_isa want);
