@@ -6,7 +6,7 @@
 # format) and PyTorch's f16 SDPA in the same call. Logs under $OUT.
 # Run from the tree's root (the .cudawork copy made by sync_to_main.sh):
 #   OUT=/some/dir bash bench/cuda/device_kv.sh [quick]
-# quick: B = 1 benchmark rows only, sanitizers on test_cuda_sdpa only.
+# quick: B = 1 benchmark rows only.
 set -u
 OUT=${OUT:-/tmp/vq_out}
 MODE=${1:-full}
@@ -23,11 +23,11 @@ for t in $TESTS; do
   echo "== $t"; timeout 200 build/tests/$t > "$L/$t.log" 2>&1; rc=$?
   grep -E "FAIL|passed|failed|seed|worst" "$L/$t.log" | head -12; echo "rc=$rc"; [ $rc = 0 ] || tail -5 "$L/$t.log"
 done
-SAN_TESTS=$TESTS; [ "$MODE" = quick ] && SAN_TESTS=test_cuda_sdpa
+SAN_TESTS=$TESTS
 for tool in memcheck racecheck initcheck; do
   for t in $SAN_TESTS; do
     [ $t = test_cuda_codecs ] && continue
-    VQ_TEST_QUICK=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 build/tests/$t > "$L/san_${tool}_$t.log" 2>&1
+    VQ_TEST_QUICK=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 build/tests/$t > "$L/san_${tool}_$t.log" 2>&1
     echo "$tool $t rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAIL" "$L/san_${tool}_$t.log" | head -3; grep -m2 -A6 "^========= [A-Z]" "$L/san_${tool}_$t.log" | head -16
   done
 done

@@ -105,19 +105,6 @@ struct PlainKeys {
 /* ---- VQ_KEYS_TURBO (NST = 1) and VQ_KEYS_TURBO_RVQ (NST = 2): y_hat =
  * sum_st scale_st[t] * cents_st[code_st]; q . y_hat = sum_st scale_st (q . cents_st[codes]) ---- */
 
-/* The 8 codes of channels c .. c+8 of one stage row: u8 codes masked to
- * `bits`, or bits [c*bits, (c+8)*bits) of the u32 stream (up to 3 words). */
-__device__ __forceinline__ uint64_t turbo_codes8(const vq_cu_sdpa_stage &st, int64_t tok, int c)
-{
-    if (!st.packed) return __ldg((const unsigned long long *)((const uint8_t *)st.idx + tok * st.ld + c));
-    const uint32_t *w = (const uint32_t *)st.idx + tok * st.ld;
-    const int bit = c * st.bits, wi = bit >> 5, off = bit & 31;
-    const uint32_t w0 = __ldg(w + wi), w1 = wi + 1 < st.ld ? __ldg(w + wi + 1) : 0u;
-    uint64_t v = ((uint64_t)w1 << 32 | w0) >> off;
-    if (off != 0 && off + 8 * st.bits > 64) v |= (uint64_t)__ldg(w + wi + 2) << (64 - off);
-    return v;
-}
-
 template <int NST>
 struct TurboKeys {
     template <int W, int R>
@@ -149,7 +136,7 @@ struct TurboKeys {
 #pragma unroll
                 for (int c = 0; c < W; c += 8) {
                     if (c >= D) break;
-                    const uint64_t v = turbo_codes8(sg, tok, c);
+                    const uint64_t v = stage_codes8(sg, tok, c);
                     float kf[8];
 #pragma unroll
                     for (int j = 0; j < 8; j++) kf[j] = cents[st][(uint32_t)(v >> (j * step)) & mask];
@@ -199,10 +186,7 @@ struct AffineKeys {
 #pragma unroll
             for (int c = 0; c < W; c += 8) {
                 if (c >= D) break;
-                uint64_t v; /* 8 codes of `bits` each (bits 8: the one-code-per-byte layout) */
-                if (bits == 2) v = __ldg((const uint16_t *)(row + c / 4));
-                else if (bits == 4) v = __ldg((const uint32_t *)(row + c / 2));
-                else v = __ldg((const unsigned long long *)(row + c));
+                const uint64_t v = codes8(row, c, bits); /* bits 8: the one-code-per-byte layout */
                 float sc[8], zr[8], kf[8];
                 load8(p.a_scale, g0 + c, sc);
                 load8(p.a_zero, g0 + c, zr);
@@ -363,28 +347,44 @@ struct CommvqKeys {
     };
 };
 
-/* The launcher of a key policy over every value format, width and row count. */
-template <template <int, int> class KP>
+/* The launcher of a key policy over the value formats of one set: VSET 0 =
+ * plain f16 / f32 values, 1 = the encoded ones (affine, codebook, turbo), so
+ * that each set of instances is its own translation unit (kv_sdpa_*.cu). */
+template <template <int, int> class KP, int VSET>
 struct KvLaunch {
     template <int W, int R>
     struct L {
         static int go(const void *params, void *stream, int *occupancy)
         {
             const vq_cu_sdpa_params &p = *(const vq_cu_sdpa_params *)params;
-            if (p.v_f16) return kv_go<KP, PlainValues<true>::template P, W, R>(p, stream, occupancy);
-            return kv_go<KP, PlainValues<false>::template P, W, R>(p, stream, occupancy);
+            if constexpr (VSET == 0) {
+                if (p.v_f16) return kv_go<KP, PlainValues<true>::template P, W, R>(p, stream, occupancy);
+                return kv_go<KP, PlainValues<false>::template P, W, R>(p, stream, occupancy);
+            } else {
+                if (p.v_fmt == VQ_CU_V_AFFINE) return kv_go<KP, AffineValues::template P, W, R>(p, stream, occupancy);
+                if (p.v_fmt == VQ_CU_V_CODEBOOK)
+                    return kv_go<KP, CodebookValues::template P, W, R>(p, stream, occupancy);
+                return kv_go<KP, TurboValues::template P, W, R>(p, stream, occupancy);
+            }
         }
         static int run(const void *params, void *stream) { return go(params, stream, nullptr); }
         static int occupancy(const void *params, int *out) { return go(params, nullptr, out); }
     };
 };
 
-template <template <int, int> class KP>
+template <template <int, int> class KP, int VSET>
 inline int kv_dispatch(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
 {
-    return dispatch_instance<KvLaunch<KP>::template L>(decode_dmax(p->c.D), p->c.rows, p, stream, occupancy);
+    return dispatch_instance<KvLaunch<KP, VSET>::template L>(decode_dmax(p->c.D), p->c.rows, p, stream, occupancy);
 }
 
+/* The instance files: kv_sdpa_<keys>.cu holds a key format's launcher
+ * over plain values (VQ_KV_VSET 0); kv_sdpa_<keys>_enc.cu defines
+ * VQ_KV_VSET 1 and VQ_KV_NAME (the _enc suffix) and includes it. */
+#ifndef VQ_KV_VSET
+#define VQ_KV_VSET 0
+#define VQ_KV_NAME(n) n
+#endif
 } /* namespace vqkv */
 
 #endif
