@@ -67,14 +67,14 @@ __device__ __forceinline__ void row_sums(const float *qs, int qw, int n, float *
     }
 }
 
-/* ---- VQ_KEYS_F16: plain keys, f32 (ELT 0), f16 (1) or bf16 (2) ---- */
-template <int ELT>
+/* ---- VQ_KEYS_F16: plain keys, f32, f16 or bf16 (run-time, warp-uniform:
+ * one instance instead of three) ---- */
 struct PlainKeys {
     template <int W, int R>
     struct P {
         const uint8_t *k;
-        int D;
-        __device__ P(const vq_cu_sdpa_params &p, int, int) : k((const uint8_t *)p.k), D(p.c.D) {}
+        int D, elt;
+        __device__ P(const vq_cu_sdpa_params &p, int, int) : k((const uint8_t *)p.k), D(p.c.D), elt(p.k_elt) {}
         __device__ void prepare(float *, int, const Rows<R> &) {}
         __device__ void score(int64_t tok, int, const float *qs, int qw, float (&s)[R]) const
         {
@@ -85,13 +85,15 @@ struct PlainKeys {
             for (int c = 0; c < W; c += 8) {
                 if (c >= D) break;
                 float kf[8];
-                if constexpr (ELT == VQ_CU_F32) {
+                if (elt == VQ_CU_F32) {
                     const float4 *row = (const float4 *)(k + (tok * D + c) * 4);
                     const float4 a = __ldg(row), b = __ldg(row + 1);
                     kf[0] = a.x; kf[1] = a.y; kf[2] = a.z; kf[3] = a.w;
                     kf[4] = b.x; kf[5] = b.y; kf[6] = b.z; kf[7] = b.w;
                 } else {
-                    unpack8<ELT == VQ_CU_F16>(__ldg((const uint4 *)(k + (tok * D + c) * 2)), kf);
+                    const uint4 v = __ldg((const uint4 *)(k + (tok * D + c) * 2));
+                    if (elt == VQ_CU_F16) unpack8<true>(v, kf);
+                    else unpack8<false>(v, kf);
                 }
                 if ((c / 8) % 2) dot8(qs, qw, c, kf, s1);
                 else dot8(qs, qw, c, kf, s0);
@@ -102,11 +104,11 @@ struct PlainKeys {
     };
 };
 
-/* ---- VQ_KEYS_TURBO (NST = 1) and VQ_KEYS_TURBO_RVQ (NST = 2): y_hat =
+/* ---- VQ_KEYS_TURBO (1 stage) and VQ_KEYS_TURBO_RVQ (2; p.n_stages at run time): y_hat =
  * sum_st scale_st[t] * cents_st[code_st]; q . y_hat = sum_st scale_st (q . cents_st[codes]) ---- */
 
-template <int NST>
 struct TurboKeys {
+    static constexpr int NST = 2; /* at most; p.n_stages (1 or 2) at run time */
     template <int W, int R>
     struct P {
         const vq_cu_sdpa_params &p;
@@ -119,13 +121,15 @@ struct TurboKeys {
         }
         __device__ void prepare(float *, int, const Rows<R> &)
         {
-            for (int i = threadIdx.x; i < NST * 256; i += kThreads) cents[i / 256][i % 256] = p.stage[i / 256].cents[i % 256];
+            for (int i = threadIdx.x; i < NST * 256; i += kThreads)
+                cents[i / 256][i % 256] = i / 256 < p.n_stages ? p.stage[i / 256].cents[i % 256] : 0.0f;
         }
         __device__ void score(int64_t tok, int, const float *qs, int qw, float (&s)[R]) const
         {
             zero(s);
 #pragma unroll
             for (int st = 0; st < NST; st++) {
+                if (st >= p.n_stages) break;
                 const vq_cu_sdpa_stage &sg = p.stage[st];
                 const int bits = sg.bits;
                 const uint32_t mask = (1u << bits) - 1u;
@@ -151,8 +155,8 @@ struct TurboKeys {
     };
 };
 
-/* ---- VQ_KEYS_AFFINE: k_hat[t,c] = code * scale[t/g, c] + zero[t/g, c] ---- */
-template <bool F16S>
+/* ---- VQ_KEYS_AFFINE: k_hat[t,c] = code * scale[t/g, c] + zero[t/g, c];
+ * f16 or f32 scales (run-time, warp-uniform) ---- */
 struct AffineKeys {
     template <int W, int R>
     struct P {
@@ -164,9 +168,9 @@ struct AffineKeys {
             sz_base = ((int64_t)b * pp.c.Hkv + hkv) * pp.a_GK * D;
         }
         __device__ void prepare(float *, int, const Rows<R> &) {}
-        __device__ static void load8(const void *base, int64_t i, float (&f)[8])
+        __device__ void load8(const void *base, int64_t i, float (&f)[8]) const
         {
-            if constexpr (F16S) {
+            if (p.a_sz_f16) {
                 unpack8<true>(__ldg((const uint4 *)((const __half *)base + i)), f);
             } else {
                 const float4 a = __ldg((const float4 *)((const float *)base + i)), b = __ldg((const float4 *)((const float *)base + i) + 1);
@@ -372,10 +376,24 @@ struct KvLaunch {
     };
 };
 
+/* Picks the instance for (D, rows): widths 128 and 256 only (D <= 64 runs in
+ * the 128 instance: half its value lanes idle, but a third fewer kernels to
+ * compile), rows 1, 4 (2..4) or 8 (5..8). With occupancy != NULL stores how
+ * many CTAs fit on one SM instead of launching. */
 template <template <int, int> class KP, int VSET>
 inline int kv_dispatch(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
 {
-    return dispatch_instance<KvLaunch<KP, VSET>::template L>(decode_dmax(p->c.D), p->c.rows, p, stream, occupancy);
+    const int n = p->c.rows < VQ_CU_ROWS_MAX ? p->c.rows : VQ_CU_ROWS_MAX;
+    const int R = n <= 1 ? 1 : n <= 4 ? 4 : 8;
+    const bool wide = p->c.D > 128;
+#define VQ_KV_CASE(WW, RR)                                                                  \
+    if ((WW == 256) == wide && R == RR)                                                     \
+        return occupancy ? KvLaunch<KP, VSET>::template L<WW, RR>::occupancy(p, occupancy) \
+                         : KvLaunch<KP, VSET>::template L<WW, RR>::run(p, stream);
+    VQ_KV_CASE(128, 1) VQ_KV_CASE(128, 4) VQ_KV_CASE(128, 8)
+    VQ_KV_CASE(256, 1) VQ_KV_CASE(256, 4) VQ_KV_CASE(256, 8)
+#undef VQ_KV_CASE
+    return (int)cudaErrorInvalidValue;
 }
 
 /* The instance files: kv_sdpa_<keys>.cu holds a key format's launcher
