@@ -1,6 +1,11 @@
 # veloxquant — the two commands of the README:
-#   make        installs what is missing (Debian/Ubuntu), builds (Release, with
-#               the CUDA backend when nvcc is found) and runs `vq demo`
+#   make        installs what is missing (Debian/Ubuntu; the SmolLM2 model into
+#               models/ by tools/fetch_model.sh), builds (Release) and
+#               runs `vq demo`. The CUDA backend is built when a GPU is visible
+#               (nvidia-smi) and nvcc is found, for that GPU; else CPU-only.
+#               CUDA=1 builds it regardless (for the visible GPU, or for sm_90
+#               + compute_80 PTX without one), CUDA=0 never;
+#               CUDA_ARCH=90-real (CMake's list syntax) picks the targets.
 #   make test   the whole test suite: ctest on the Release build (includes the
 #               install test), the Python package's pytest suite (pip install .
 #               into build-pyenv/, .ci/python_test.sh), then ctest on an
@@ -16,27 +21,48 @@ SANITIZE_ISAS ?= best scalar
 FUZZ_BUILD    ?= build-fuzz
 FUZZ_SECONDS  ?= 60
 CMAKE_FLAGS   ?=
+CUDA          ?= auto
+CUDA_ARCH     ?=
 
 # nvcc on PATH, else the usual toolkit location; empty when there is none.
 NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
-ifneq ($(NVCC),)
-CUDA_FLAGS := -DVQ_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC)
-else
+ifeq ($(CUDA),1)
+CUDA_FLAGS := -DVQ_CUDA=ON
+else ifeq ($(CUDA),0)
 CUDA_FLAGS := -DVQ_CUDA=OFF
+else ifeq ($(CUDA),auto)
+CUDA_FLAGS := -DVQ_CUDA=AUTO
+else
+$(error CUDA is '$(CUDA)', expected 1, 0 or auto)
+endif
+ifneq ($(NVCC),)
+ifneq ($(CUDA),0)
+CUDA_FLAGS += -DCMAKE_CUDA_COMPILER=$(NVCC)
+endif
+endif
+ifneq ($(CUDA_ARCH),)
+CUDA_FLAGS += -DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH)
 endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps build demo test test-release test-python test-sanitize test-fuzz install clean
+.PHONY: all deps model build demo test test-release test-python test-sanitize test-fuzz install clean
 
 all: demo
 
 deps:
 	@sh .ci/deps.sh
+	@sh tools/fetch_model.sh
+
+# the model of the model runtime's tests and README (skipped when present)
+model:
+	@sh tools/fetch_model.sh
 
 build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAGS) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
+	@grep -q '^VQ_WITH_CUDA_BUILT:INTERNAL=ON' $(BUILD)/CMakeCache.txt || \
+	    echo "veloxquant: built CPU-only (no usable GPU, or CUDA=0); 'make CUDA=1' also builds the CUDA backend (needs nvcc)"
 
 demo: build
 	$(VQ) demo

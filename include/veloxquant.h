@@ -9,6 +9,7 @@
  *      KIVI affine, RaBitQ, QJL, VecInfer product VQ, CommVQ, k-means.
  *   4. Attention: fused SDPA over every key format, the specialised decode
  *      kernels (affine, RaBitQ, RVQ) and RaBitQ prefill.
+ *   5. The KV cache: every method behind one paged, multi-sequence cache.
  *   6. Calibration: VecInfer, CommVQ and value tables fitted on samples.
  *   7. Persistence: calibrations (and caches) saved and loaded, validated.
  *
@@ -22,8 +23,9 @@
  * strides on every axis but the last, which must be contiguous (stride 1);
  * an axis of size 1 may have any stride; outputs must not overlap
  * themselves. On a CUDA context they must still be compact (vq_attention_merge
- * there takes strided views too). `byte_offset` is honoured; data + byte_offset must be
- * aligned to the element size, else VQ_ERR_UNSUPPORTED. Every tensor of a
+ * there takes strided views too). `byte_offset` is honoured; data +
+ * byte_offset must be aligned to the element size, else VQ_ERR_UNSUPPORTED.
+ * Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
  * with the context's ordinal for a CUDA context).
  *
@@ -172,6 +174,27 @@ VQ_API int vq_ctx_num_threads(const vq_ctx *ctx);
 
 /* Waits for all work enqueued on the context (CUDA); returns at once on CPU. */
 VQ_API vq_status vq_ctx_synchronize(vq_ctx *ctx);
+
+/* Memory on the hot path. CPU kernels take their temporary memory from the
+ * context's scratch: one block, grown when a call needs more and then kept,
+ * so after a first (warm-up) call of each shape no kernel allocates — the
+ * attention entry points, every codec's encode/decode and vq_attention_merge.
+ * The exceptions allocate per call: the trainers (vq_kmeans,
+ * vq_comm_vq_train, vq_lloyd_max_fit, vq_vecinfer_smooth_factors) and the
+ * vq_cache and vq_calibration functions that add pages or tables.
+ * vq_ctx_set_workspace hands the context caller-owned memory instead: mem
+ * (64-byte aligned) of `bytes` becomes the scratch, the context never
+ * allocates scratch again, and a call that needs more fails with
+ * VQ_ERR_OUT_OF_MEMORY before writing anything, naming the size it needed.
+ * mem NULL, bytes 0 returns to the context's own growing scratch. The memory
+ * must outlive its use by the context; the context never frees it.
+ * vq_ctx_workspace_peak: the most scratch any call on this context asked for
+ * so far (run the calls once, then size the workspace with it). Both concern
+ * host memory; a CUDA context keeps its own device scratch, grown once and
+ * reused. Errors: VQ_ERR_INVALID_ARGUMENT (NULL ctx, mem misaligned, mem NULL
+ * with bytes > 0). */
+VQ_API vq_status vq_ctx_set_workspace(vq_ctx *ctx, void *mem, size_t bytes);
+VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
 
 /* =========================================================================
  * 2. Utilities
@@ -685,6 +708,39 @@ VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTens
                                                 const vq_encoded_keys *keys, const DLTensor *values,
                                                 float scale, DLTensor *out, const vq_attend_opts *opts);
 
+/* How the CPU affine decode kernel computes q . k_hat.
+ *
+ * VQ_KEY_SCORES_INT8 (what VQ_KEY_SCORES_AUTO picks for 2- and 4-bit codes
+ * with D * bits % 256 == 0, e.g. D = 128 or 256 at 2 bits, D = 64..256 at 4
+ * bits; other layouts run F32): per query row and per key group met in a
+ * block of 32 tokens, x = (scale * q) * k_scale[group] (f32) is quantised
+ * once to int8, xq_c = rint(x_c / step) with step = max_c |x_c| / 127, and
+ * every token of the group is scored with exact integer dots (AVX-512 VNNI
+ * vpdpbusd, AVX2 vpmaddubsw/vpmaddwd, NEON sdot or smull; all ISAs give the
+ * same integers):  s = step * sum_c xq_c code_c + sum_c (scale * q_c) k_zero_c.
+ * Error bound. |x_c - step * xq_c| <= step / 2 for every c (round to nearest,
+ * |x_c| / step <= 127 so no clamping), hence, against the same sum in exact
+ * arithmetic,
+ *   |s_int8 - s| <= (step / 2) * sum_c code_c = max_c |x_c| / 254 * sum_c code_c,
+ * plus the f32 rounding of the two products and the zero term (a few ulp of
+ * their magnitudes). Relative to the largest score term, max|x| * max code
+ * * D, that is at most 1/254 (0.4%); rounding errors of random sign make
+ * the typical error about sqrt(D) times smaller. The softmax then moves each
+ * probability by at most a factor exp(2 eps), eps the largest score error of
+ * the row, so each output channel moves by at most (exp(2 eps) - 1) times the
+ * largest |v_hat - out| of that channel. tests/test_attention_int8.c checks the
+ * score bound per score on every ISA, and checks the outputs against a
+ * float64 reference that rounds the query the same way.
+ * VQ_KEY_SCORES_F32: the float path, q . k_hat in f32 (relative error ~1e-6),
+ * codes expanded to floats in registers; slower (bench/results/cpu.md).
+ * CUDA contexts ignore this field: their DP4A path splits the query into
+ * three int8 planes (22 bits), error ~2^-21 of max|x| per unit of code. */
+typedef enum vq_key_scores {
+    VQ_KEY_SCORES_AUTO = 0,
+    VQ_KEY_SCORES_F32 = 1,
+    VQ_KEY_SCORES_INT8 = 2
+} vq_key_scores;
+
 /* Options of the affine decode kernel. */
 typedef struct vq_scalar_attend_opts {
     bool causal;  /* as vq_attend_opts.causal */
@@ -692,6 +748,10 @@ typedef struct vq_scalar_attend_opts {
      * the codes' last dimension (D: one code per byte; D*bits/8: packed). */
     int bits;
     DLTensor *lse_out;  /* as vq_attend_opts.lse_out */
+    /* Key-score arithmetic on the CPU (see vq_key_scores); 0 = AUTO. INT8 on a
+     * layout the integer kernels do not take runs F32 (the same as AUTO).
+     * Values outside the enum give VQ_ERR_INVALID_ARGUMENT. */
+    vq_key_scores key_scores;
 } vq_scalar_attend_opts;
 
 /* Attention over a KIVI group-affine cache (the seed's scalar_fused_decode_attend).
@@ -764,6 +824,306 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
                                    const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                                    const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
                                    const vq_rabitq_attend_opts *opts);
+
+/* =========================================================================
+ * 5. The KV cache: every method behind one paged, multi-sequence cache
+ *
+ * A vq_cache holds the keys and values of every layer of a model for many
+ * sequences at once (continuous batching), each compressed with the key and
+ * value method chosen for its layer, and answers one attention call per layer
+ * per step for a batch of sequences of different lengths.
+ *
+ * Storage. Each layer has a pool of pages of P tokens (page_size). A page
+ * holds every stream of the layer's formats (codes, scales, norms, ...) for
+ * P tokens of all Hkv heads; each stream is stored page-major,
+ * [page][Hkv][P][bytes per token], in chunks of pages that are allocated once
+ * and never move. Every sequence owns a page table per layer. Tokens
+ * [0, n_enc) of a sequence are encoded in its pages; tokens [n_enc, n) are
+ * its residual window, kept in f16. Every append of a layer of n tokens sets
+ *     n_enc = max(n_enc, f(n)),   f(n) = max(0, floor((n - R) / g) * g),
+ * g the layer's key group (KIVI: group_size tokens; 1 for every other key
+ * method) and R = residual_tokens. So a KIVI layer keeps the tokens of a
+ * group not yet complete in f16 and encodes a group the moment it fills, and
+ * R > 0 keeps the newest R tokens of any method in f16 (except CommVQ layers,
+ * whose keys arrive before RoPE: they encode every token at once and ignore
+ * R). Attention covers the pages and the residual window and merges them
+ * exactly (the online-softmax state), so a query always sees every token.
+ * Because n_enc depends only on n (truncation aside), appending tokens one by
+ * one or all at once gives the same cache, bit for bit.
+ *
+ * Precision. Appended keys and values are rounded to f16 first; the codecs
+ * encode the f16 values (so the residual window and the pages agree).
+ *
+ * Devices. A cache lives on the device of the ctx it was created with: on a
+ * CUDA ctx its pools, tables and residual windows are device memory, the
+ * codecs run on the device and attention runs the CUDA kernels, all on the
+ * ctx's stream, without synchronising. Every call on a cache must pass that
+ * same ctx, and must not run concurrently with another call on the cache.
+ *
+ * Errors. Every mutating call validates everything first and then commits:
+ * a call that fails (any status) leaves every sequence as it was (the pools
+ * may keep chunks they grew). Messages name the argument and the expected vs
+ * actual value, as everywhere in the library.
+ *
+ * Allocation. vq_cache_create allocates the pools (capacity_pages per
+ * layer), the tables and the page tables. Afterwards vq_cache_append and
+ * vq_cache_attend allocate only (a) when a growing pool is full (a chunk of
+ * grow_pages pages), (b) when a call needs more staging or scratch than any
+ * call before it (kept for the next calls). A decode loop at steady state
+ * allocates nothing. vq_cache_seq_add allocates the sequence's residual
+ * windows; vq_cache_seq_fork also copies.
+ * ========================================================================= */
+
+/* How keys are stored. */
+typedef enum vq_key_method {
+    VQ_KEY_F16 = 1,       /* uncompressed f16 (the reference) */
+    VQ_KEY_KIVI = 2,      /* KIVI per-channel group affine over group_size tokens, bits 2/4/8, f16 scale/zero */
+    VQ_KEY_TURBO = 3,     /* TurboQuant Hadamard + Lloyd-Max, bits 1..8 (bit-packed), norm_correct option */
+    VQ_KEY_TURBO_RVQ = 4, /* TurboQuant residual: bits (stage 1) + bits2 (stage 2) */
+    VQ_KEY_RABITQ = 5,    /* 1-bit signs of rot(k) + f32 magnitude; rabitq_score Hamming or exact */
+    VQ_KEY_QJL = 6,       /* QJL sign sketch of qjl_sketch rows + the key's norm */
+    VQ_KEY_PQ = 7,        /* VecInfer product VQ: codebook (+ smooth) passed in */
+    VQ_KEY_COMMVQ = 8     /* CommVQ additive codes: codebook + RoPE tables passed in; keys appended
+                             before RoPE, with positions */
+} vq_key_method;
+
+/* How values are stored. */
+typedef enum vq_value_method {
+    VQ_VALUE_F16 = 1,      /* uncompressed f16 */
+    VQ_VALUE_KIVI = 2,     /* KIVI per-token affine over groups of group_size channels, bits 2/4, f16 scale/zero */
+    VQ_VALUE_CODEBOOK = 3, /* 4-bit codebook nibbles of v / s, s = ||v||_2 / sqrt(D) per token (f32) */
+    VQ_VALUE_TURBO = 4     /* TurboQuant Hadamard + Lloyd-Max, bits 1..8 (bit-packed) */
+} vq_value_method;
+
+/* Key method of one layer. Zero-initialise and set what the method reads;
+ * fields a method does not read are ignored. */
+typedef struct vq_key_config {
+    vq_key_method method;
+    int bits;                 /* KIVI 2/4/8; TURBO 1..8; TURBO_RVQ stage-1 bits 1..8 */
+    int bits2;                /* TURBO_RVQ stage-2 bits 1..8 */
+    int group_size;           /* KIVI: tokens per channel group g; divides page_size; 0 = 32 */
+    bool norm_correct;        /* TURBO: norm-corrected scale (vq_turboquant_opts) */
+    vq_rabitq_score rabitq_score; /* RABITQ: Hamming (seed) or exact scoring */
+    vq_rabitq_mag rabitq_mag;     /* RABITQ: magnitude estimator */
+    int qjl_sketch;           /* QJL: sketch rows m, 1..1024 (0 = 2*D) */
+    uint64_t seed;            /* TURBO/RVQ/RABITQ random signs, QJL projection; 0 = a fixed default.
+                                 Layer l uses seed + l, so layers are independent. */
+    const DLTensor *codebook; /* PQ [M,C,D/M] or [Hkv,M,C,D/M] f32 (C <= 65536);
+                                 CommVQ [R,C,D] f32 (C <= 65536). Host memory; copied at create. */
+    const DLTensor *smooth;   /* PQ [D] or [Hkv,D] f32 > 0, or NULL (ones); host; copied */
+    const DLTensor *cos_freqs, *sin_freqs; /* CommVQ [Pmax, D/2] f32 (positions < Pmax); host; copied */
+    vq_rope_layout rope;      /* CommVQ pairing */
+} vq_key_config;
+
+/* Value method of one layer (as vq_key_config). */
+typedef struct vq_value_config {
+    vq_value_method method;
+    int bits;                 /* KIVI 2/4; TURBO 1..8; CODEBOOK 4 (0 = 4) */
+    int group_size;           /* KIVI: channels per group, divides D; 0 = 32 (or D if smaller) */
+    const DLTensor *centroids;/* CODEBOOK: [n <= 16] f32 ascending, host, copied; NULL = the Lloyd-Max
+                                 N(0,1) 4-bit table (vq_lloyd_max_codebook(4)) */
+    uint64_t seed;            /* TURBO random signs (0 = a fixed default; layer l uses seed + l) */
+} vq_value_config;
+
+typedef struct vq_cache_layer_config {
+    vq_key_config keys;
+    vq_value_config values;
+} vq_cache_layer_config;
+
+/* Description of a cache. Zero-initialise and set what you need. */
+typedef struct vq_cache_config {
+    int n_layers;             /* >= 1 */
+    int n_kv_heads;           /* Hkv >= 1 */
+    int n_q_heads;            /* Hq, a multiple of Hkv */
+    int head_dim;             /* D: a multiple of 8, <= 256; TURBO/RVQ/RABITQ/TURBO values need a power
+                                 of two, RABITQ D >= 8, CODEBOOK values D even */
+    int page_size;            /* P tokens per page: a multiple of 32 and of every KIVI key group; 0 = 256 */
+    int64_t capacity_pages;   /* pages per layer allocated at create (>= 1; 0 = 64) */
+    int64_t grow_pages;       /* pages added when a pool is full; 0 = fixed capacity */
+    int max_sequences;        /* live sequences at most (>= 1; 0 = 256) */
+    int residual_tokens;      /* R >= 0: newest tokens of every sequence kept in f16 (see above) */
+    /* Methods: either a preset name (vq_cache_preset) used for every layer, or
+     * explicit configs, layers[n_layers], which override preset when non-NULL.
+     * A preset that needs tables (vq_cache_preset_info.needs_tables) cannot be
+     * named here: fill a layer config with vq_cache_preset_layer_config, set its
+     * tables and pass it in layers. NULL preset and NULL layers = "f16". */
+    const char *preset;
+    const vq_cache_layer_config *layers;
+    const int *f16_layers;    /* layer indices stored as F16/F16 whatever the method (e.g. first and
+                                 last), or NULL; each in [0, n_layers) */
+    int n_f16_layers;
+    /* Fitted tables (section 6), or NULL. A layer whose method needs a table
+     * its config leaves NULL takes layer l's from here: PQ keys the codebook
+     * and smooth factors, CommVQ keys the codebook, CODEBOOK values the
+     * centroids (at most 16). They are copied: the calibration may be freed
+     * after vq_cache_create. */
+    const struct vq_calibration *calibration;
+} vq_cache_config;
+
+/* The cache (opaque). */
+typedef struct vq_cache vq_cache;
+
+/* ---- Presets ---- */
+
+/* A preset: a named key + value method for all layers. */
+typedef struct vq_cache_preset_info {
+    const char *name;         /* "f16", "kivi2", ... */
+    const char *description;  /* one line: the methods and their parameters */
+    double key_bits, value_bits; /* stored bits per element, all-in (codes + scales/norms), in the pages,
+                                    at head_dim = 128 (the residual window is not counted) */
+    bool needs_tables;        /* PQ / CommVQ: codebooks must be passed in (layers[].keys.codebook) */
+} vq_cache_preset_info;
+
+/* Number of presets, and preset i (0 <= i < count; NULL otherwise). The
+ * returned struct is static. */
+VQ_API int vq_cache_preset_count(void);
+VQ_API const vq_cache_preset_info *vq_cache_preset(int i);
+
+/* Fills *out with the layer config of preset `name` at head_dim (which picks
+ * D-dependent parameters: QJL sketch 2*D, PQ subspaces D/4, KIVI value group
+ * min(32, D)). Table pointers are left NULL.
+ * Errors (no ctx, so no message): VQ_ERR_INVALID_ARGUMENT (name or out
+ * NULL, unknown name, head_dim < 8 or not a multiple of 8); *out is then
+ * unchanged. */
+VQ_API vq_status vq_cache_preset_layer_config(const char *name, int head_dim, vq_cache_layer_config *out);
+
+/* ---- Lifetime ---- */
+
+/* Creates a cache on ctx's device (see the section head). The config and its
+ * tensors are copied; nothing is kept after return. The cache must be used
+ * with this ctx only, and freed before the ctx.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (ctx, cfg or out NULL; a size out of range;
+ * an unknown method or preset; bits, group sizes or head_dim outside what a
+ * method takes; a table with the wrong shape/dtype/device (tables are host
+ * memory), with the argument named, e.g. "cfg->layers[3].keys.codebook"),
+ * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, a method the CUDA cache does
+ * not run yet: see vq_cache_attend), VQ_ERR_OUT_OF_MEMORY. *out is NULL on
+ * failure. */
+VQ_API vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out);
+
+/* Frees the cache and all its memory (waits for its queued device work on a
+ * CUDA ctx). NULL is a no-op. */
+VQ_API void vq_cache_free(vq_cache *cache);
+
+/* The ctx a cache was created with. */
+VQ_API vq_ctx *vq_cache_ctx(const vq_cache *cache);
+
+/* The resolved method of `layer` (f16_layers and defaults applied; table
+ * pointers NULL). Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of
+ * range). */
+VQ_API vq_status vq_cache_get_layer_config(const vq_cache *cache, int layer, vq_cache_layer_config *out);
+
+/* ---- Sequences ----
+ * A sequence id is an int64 >= 0, unique over the cache's lifetime (never
+ * reused after remove). Every layer of a sequence has its own length; a
+ * model appends layer by layer, so lengths differ during a step. */
+
+/* Adds an empty sequence; *seq_id_out receives its id.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs; max_sequences live already),
+ * VQ_ERR_OUT_OF_MEMORY. */
+VQ_API vq_status vq_cache_seq_add(vq_cache *cache, int64_t *seq_id_out);
+
+/* Removes a sequence: its pages return to the pools (a page shared with a
+ * fork stays with the fork). Errors: VQ_ERR_INVALID_ARGUMENT (unknown id). */
+VQ_API vq_status vq_cache_seq_remove(vq_cache *cache, int64_t seq_id);
+
+/* Keeps the first n_tokens tokens of every layer of the sequence (a layer
+ * with fewer tokens is left as it is), for speculative-decoding rollback.
+ * Pages past the new end return to the pool.
+ * Per layer, with n_enc its encoded tokens and f(n) the n_enc that n
+ * tokens would have (section head): when f(n_tokens) == n_enc, or
+ * n_tokens <= n_enc with n_tokens a multiple of g, the result is bit for bit
+ * the cache that never saw the cut tokens (also after later appends). This
+ * always holds for R = 0 and g = 1 (every key method but KIVI), and for
+ * rollbacks that stay inside the residual window. Otherwise a cut below
+ * n_enc keeps the kept tokens encoded (n_enc becomes n_tokens rounded down
+ * to g) where the other cache would hold some in f16, until the window
+ * passes them; and a KIVI layer cut inside an encoded group (its other f16
+ * tokens are gone) is refused with VQ_ERR_UNSUPPORTED, changing nothing.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (unknown id, n_tokens < 0),
+ * VQ_ERR_UNSUPPORTED (as above). */
+VQ_API vq_status vq_cache_seq_truncate(vq_cache *cache, int64_t seq_id, int64_t n_tokens);
+
+/* Forks a sequence: the new sequence *dst_seq_id_out holds the same tokens of
+ * every layer. Pages are shared copy-on-write (reference counted; a shared
+ * page is copied the first time either sequence writes into it, which only
+ * the partly filled last page ever is); the f16 residual windows are copied.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (unknown id, NULL, max_sequences live),
+ * VQ_ERR_OUT_OF_MEMORY. */
+VQ_API vq_status vq_cache_seq_fork(vq_cache *cache, int64_t src_seq_id, int64_t *dst_seq_id_out);
+
+/* Tokens of `layer` of a sequence; -1 for an unknown id, a layer out of
+ * range or a NULL cache. */
+VQ_API int64_t vq_cache_seq_length(const vq_cache *cache, int64_t seq_id, int layer);
+
+/* ---- Append ---- */
+
+/* Appends n tokens of one layer to each of n_seq sequences:
+ * seq_ids [n_seq] host array of distinct live ids; k, v [n_seq, Hkv, n, D]
+ * f16/f32 (same dtype; on a CUDA ctx f16 only) on the ctx's device, any
+ * non-negative strides on the first three dims, the last contiguous;
+ * positions [n_seq, n] i32 on the ctx's device (compact), or NULL = each
+ * sequence's current length + i. Positions are read by CommVQ layers only
+ * (the RoPE row of each key, in [0, Pmax): checked on the CPU, clamped on
+ * CUDA) and ignored otherwise. Keys of CommVQ layers are pre-RoPE.
+ * Tokens are rounded to f16, written to the residual window and encoded into
+ * pages as groups complete (see the section head).
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of range, n_seq < 1,
+ * unknown or repeated id, shapes/dtypes/devices, positions out of range),
+ * VQ_ERR_UNSUPPORTED (f32 on CUDA; data not aligned to its element size or
+ * a last axis that is not contiguous, as for the attention entry points),
+ * VQ_ERR_OUT_OF_MEMORY (a fixed pool is full, or growing it failed): in
+ * every case no sequence changes. */
+VQ_API vq_status vq_cache_append(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
+                                 const DLTensor *k, const DLTensor *v, const DLTensor *positions);
+
+/* ---- Attention ---- */
+
+typedef struct vq_cache_attend_opts {
+    float scale;        /* softmax scale > 0; 0 = 1/sqrt(D) */
+    bool causal;        /* Sq > 1: query i of a sequence of n tokens sees its tokens < n - Sq + i + 1
+                           (the Sq queries are its last Sq tokens) */
+    DLTensor *lse_out;  /* [n_seq, Hq, Sq] f32 natural-log log-sum-exp of each row's scaled scores
+                           (-inf for a row that sees no token), or NULL */
+} vq_cache_attend_opts;
+
+/* Attention of each sequence's queries over all its cached tokens of
+ * `layer` (pages and residual window, merged exactly):
+ * seq_ids [n_seq] host array of live ids (repeats allowed), q [n_seq, Hq,
+ * Sq, D] f16/f32 raw (unrotated, post-RoPE), out [n_seq, Hq, Sq, D] f16/f32
+ * (not overlapping q), outer strides as in vq_cache_append. opts NULL =
+ * defaults. Query head h reads kv head h / (Hq / Hkv); each kv head's pages
+ * are read once per call for all its query heads and rows. A sequence with
+ * no token gives rows of 0 (lse -inf).
+ * Decode (Sq = 1) and prefill (Sq > 1, causal or not) go through the same
+ * call; the pages and the window are splits of the split-KV attention
+ * skeleton, so one call covers every sequence of the batch.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer, unknown id, shapes, dtypes,
+ * scale not finite or < 0), VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED
+ * (on a CUDA ctx: a combination its kernels do not run yet, named in the
+ * message). Nothing but out and lse_out is written. */
+VQ_API vq_status vq_cache_attend(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
+                                 const DLTensor *q, DLTensor *out, const vq_cache_attend_opts *opts);
+
+/* ---- Accounting ---- */
+
+typedef struct vq_cache_memory_report {
+    int64_t code_bytes;      /* key and value codes of the tokens in pages */
+    int64_t param_bytes;     /* their scales, zeros, norms, magnitudes, positions */
+    int64_t residual_bytes;  /* f16 keys and values of the residual windows' tokens */
+    int64_t table_bytes;     /* per-layer tables (signs, projections, codebooks, RoPE tables) */
+    int64_t slack_bytes;     /* everything else allocated: free pages, unfilled page tails, unused
+                                residual capacity, page tables */
+    int64_t total_bytes;     /* the sum of the five above */
+    int64_t tokens;          /* sum over sequences and layers of cached tokens */
+    int64_t sequences;       /* live sequences */
+    double bits_per_element; /* (code + param + residual) * 8 / (tokens * Hkv * D * 2); 0 with no token */
+    double key_bits_per_element, value_bits_per_element; /* the same for keys and values alone */
+} vq_cache_memory_report;
+
+/* Memory of the cache now. Pages shared by forks count once.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs). */
+VQ_API vq_status vq_cache_memory(const vq_cache *cache, vq_cache_memory_report *out);
 
 /* =========================================================================
  * 6. Calibration: tables fitted on a model's keys and values

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "harness.h"
+
 typedef struct ref_dims {
     int64_t B, Hq, Hkv, Sq, Skv, D;
 } ref_dims;
@@ -48,6 +50,25 @@ static inline void ref_attention(const ref_dims *d, ref_score_fn score, const vo
                         o[c] += s[t] / sum * vhat[((b * d->Hkv + hk) * d->Skv + t) * d->D + c];
             }
     free(s);
+}
+
+/* The score of plain keys: scale * q[b,h,i] . k[b,hk,t] (any dtypes, read as
+ * doubles through the harness). */
+typedef struct ref_plain_arg {
+    const DLTensor *q, *k; /* [B,Hq,Sq,D], [B,Hkv,Skv,D] compact */
+    ref_dims d;
+    double scale;
+} ref_plain_arg;
+
+static inline double ref_plain_score(const void *varg, int64_t b, int64_t h, int64_t i, int64_t t)
+{
+    const ref_plain_arg *a = varg;
+    const int64_t D = a->d.D, hk = h / (a->d.Hq / a->d.Hkv);
+    double acc = 0.0;
+    for (int64_t c = 0; c < D; c++)
+        acc += vt_get(a->q, ((b * a->d.Hq + h) * a->d.Sq + i) * D + c) *
+               vt_get(a->k, ((b * a->d.Hkv + hk) * a->d.Skv + t) * D + c);
+    return acc * a->scale;
 }
 
 #endif

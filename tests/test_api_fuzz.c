@@ -439,6 +439,55 @@ static vq_status c_sd_commvq(vq_ctx *c, fz_args *a)
     return vq_fused_sdpa(c, T(0), &k, VT_PLAIN(T(1)), 0.25f, NULL, T(2), NULL);
 }
 
+/* Encoded values: q t0, plain f16 keys t1, out t2, the value format's members
+ * from t3, lse_out last; s0 bits, s1 group size. */
+static void fz_values_head(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 2, D); IN(VT_F16, 1, 1, 5, D); OUT(VT_F32, 1, 2, 2, D);
+}
+static void b_sv_affine(fz_args *a)
+{
+    fz_values_head(a); IN(VT_U8, 1, 1, 5, D / 2); IN(VT_F32, 1, 1, 5, D / 4); IN(VT_F32, 1, 1, 5, D / 4);
+    OUT(VT_F32, 1, 2, 2); SCALARS(4, 4);
+}
+static vq_status c_sv_affine(vq_ctx *c, fz_args *a)
+{
+    const vq_encoded_keys k = {.format = VQ_KEYS_F16, .plain.keys = T(1)};
+    const vq_encoded_values v = {.format = VQ_VALUES_AFFINE, .affine = {T(3), T(4), T(5), S(0), S(1)}};
+    const vq_attend_opts o = {.causal = true, .lse_out = T(6)};
+    return vq_fused_sdpa(c, T(0), &k, &v, 0.25f, NULL, T(2), &o);
+}
+static void b_sv_codebook(fz_args *a)
+{
+    fz_values_head(a); IN(VT_U8, 1, 1, 5, D / 2); IN(VT_F32, 16); IN(VT_F32, 1, 1, 5); OUT(VT_F32, 1, 2, 2);
+}
+static vq_status c_sv_codebook(vq_ctx *c, fz_args *a)
+{
+    const vq_encoded_keys k = {.format = VQ_KEYS_F16, .plain.keys = T(1)};
+    const vq_encoded_values v = {.format = VQ_VALUES_CODEBOOK, .codebook = {T(3), T(4), T(5)}};
+    const vq_attend_opts o = {.lse_out = T(6)};
+    return vq_fused_sdpa(c, T(0), &k, &v, 0.25f, NULL, T(2), &o);
+}
+static void b_sv_turbo(fz_args *a)
+{
+    fz_values_head(a); IN(VT_U8, 1, 1, 5, D); IN(VT_F32, 1, 1, 5); fz_signs(IN(VT_F32, D)); OUT(VT_F32, 1, 2, 2);
+    SCALARS(3);
+}
+static vq_status c_sv_turbo(vq_ctx *c, fz_args *a)
+{
+    const vq_encoded_keys k = {.format = VQ_KEYS_F16, .plain.keys = T(1)};
+    const vq_encoded_values v = {.format = VQ_VALUES_TURBO, .turbo = {T(3), T(4), T(5), S(0)}};
+    const vq_attend_opts o = {.lse_out = T(6)};
+    return vq_fused_sdpa(c, T(0), &k, &v, 0.25f, NULL, T(2), &o);
+}
+/* Merge: out_a t0, lse_a t1, out_b t2 (f16), lse_b t3, out t4, lse_out t5. */
+static void b_merge(fz_args *a)
+{
+    IN(VT_F32, 1, 2, 3, D); IN(VT_F32, 1, 2, 3); IN(VT_F16, 1, 2, 3, D); IN(VT_F32, 1, 2, 3);
+    OUT(VT_F32, 1, 2, 3, D); OUT(VT_F32, 1, 2, 3);
+}
+static vq_status c_merge(vq_ctx *c, fz_args *a) { return vq_attention_merge(c, T(0), T(1), T(2), T(3), T(4), T(5)); }
+
 /* Affine decode: q t0, k_codes/k_scale/k_zero t1..3 (g = 2 tokens),
  * v_codes/v_scale/v_zero t4..6 (g = 2 channels), out t7. */
 static void b_aff_attend(fz_args *a)
@@ -478,10 +527,83 @@ static vq_status c_rq_prefill(vq_ctx *c, fz_args *a)
     return vq_rabitq_prefill_attend(c, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), &o);
 }
 
+/* ---- the KV cache: a fresh cache per call (1 layer, Hkv 1, Hq 2, pages of
+ * 32, two sequences); s0 = layer, s1 = n_seq. kind 0: KIVI 2-bit keys (g 8)
+ * and values with a window of 3; kind 1: CommVQ keys (R 2, C 4, P 8). A
+ * failed append must leave both sequences empty. ---- */
+static vq_cache *fz_cache(vq_ctx *c, int kind, int64_t *ids, bool tokens)
+{
+    static float cb[2 * 4 * D], cs[8 * D / 2], sn[8 * D / 2];
+    static int64_t cb_shape[3] = {2, 4, D}, rope_shape[2] = {8, D / 2};
+    for (int i = 0; i < 2 * 4 * D; i++) cb[i] = (float)((i * 7) % 5) * 0.25f - 0.5f;
+    for (int i = 0; i < 8 * D / 2; i++) cs[i] = 1.0f, sn[i] = 0.0f;
+    static DLTensor tcb, tcs, tsn;
+    tcb = (DLTensor){.data = cb, .device = {kDLCPU, 0}, .ndim = 3, .dtype = {kDLFloat, 32, 1}, .shape = cb_shape};
+    tcs = (DLTensor){.data = cs, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = rope_shape};
+    tsn = tcs;
+    tsn.data = sn;
+    const vq_cache_layer_config lc[2] = {
+        {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 8}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 8}},
+        {{.method = VQ_KEY_COMMVQ, .codebook = &tcb, .cos_freqs = &tcs, .sin_freqs = &tsn}, {.method = VQ_VALUE_F16}}};
+    const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = 1, .n_q_heads = 2, .head_dim = D, .page_size = 32,
+                                 .capacity_pages = 2, .residual_tokens = kind ? 0 : 3, .layers = &lc[kind]};
+    vq_cache *cache = NULL;
+    if (vq_cache_create(c, &cfg, &cache) != VQ_OK) return NULL;
+    for (int i = 0; i < 2; i++) (void)vq_cache_seq_add(cache, &ids[i]);
+    if (tokens) {
+        DLTensor *k = vt_new(VT_F32, VT_DIMS(2, 1, 5, D)), *v = vt_like(k, VT_F32);
+        vt_fill_uniform_int(k, &(vq_rng){{1, 2, 3, 4}}, -2, 2);
+        vt_fill_uniform_int(v, &(vq_rng){{5, 6, 7, 8}}, -2, 2);
+        (void)vq_cache_append(cache, 0, 2, ids, k, v, NULL);
+        vt_free(k), vt_free(v);
+    }
+    return cache;
+}
+static void b_ca_append(fz_args *a) { IN(VT_F32, 2, 1, 3, D); IN(VT_F32, 2, 1, 3, D); IN(VT_I32, 2, 3); SCALARS(0, 2); }
+static vq_status fz_append(vq_ctx *c, fz_args *a, int kind)
+{
+    int64_t ids[2] = {-1, -1};
+    vq_cache *cache = fz_cache(c, kind, ids, false);
+    const vq_status s = vq_cache_append(cache, S(0), S(1), ids, T(0), T(1), T(2));
+    if (s != VQ_OK)
+        VT_CHECK(vq_cache_seq_length(cache, ids[0], 0) == 0 && vq_cache_seq_length(cache, ids[1], 0) == 0,
+                 "a failed vq_cache_append changed a sequence");
+    vq_cache_free(cache);
+    return s;
+}
+static vq_status c_ca_append(vq_ctx *c, fz_args *a) { return fz_append(c, a, 0); }
+static vq_status c_ca_append_cvq(vq_ctx *c, fz_args *a) { return fz_append(c, a, 1); }
+static void b_ca_attend(fz_args *a) { IN(VT_F32, 2, 2, 2, D); OUT(VT_F32, 2, 2, 2, D); OUT(VT_F32, 2, 2, 2); SCALARS(0, 2); }
+static vq_status c_ca_attend(vq_ctx *c, fz_args *a)
+{
+    int64_t ids[2] = {-1, -1};
+    vq_cache *cache = fz_cache(c, 0, ids, true);
+    const vq_cache_attend_opts o = {.causal = true, .lse_out = T(2)};
+    const vq_status s = vq_cache_attend(cache, S(0), S(1), ids, T(0), T(1), &o);
+    vq_cache_free(cache);
+    return s;
+}
+
+/* Calibration: keys, values [L=1, Hkv=2, N=5, D]; scalars = PQ subspaces,
+ * PQ centroids, value centroids, iters. A fitted calibration is freed at
+ * once (the call has no tensor output). */
+static void b_cal_fit(fz_args *a) { IN(VT_F32, 1, 2, 5, D); IN(VT_F16, 1, 2, 5, D); SCALARS(4, 2, 2, 2); }
+static vq_status c_cal_fit(vq_ctx *c, fz_args *a)
+{
+    const vq_calibration_config cfg = {.pq_subspaces = S(0), .pq_centroids = S(1), .value_centroids = S(2),
+                                       .iters = S(3), .seed = 3};
+    vq_calibration *cal = NULL;
+    const vq_status st = vq_calibration_fit(c, &cfg, T(0), T(1), &cal);
+    if ((st == VQ_OK) != (cal != NULL)) return VQ_ERR_DEVICE;  /* a status no row expects */
+    vq_calibration_free(cal);
+    return st;
+}
+
 #define ROW(label, fn, b, c) {label, fn, b, c}
 #define FN(fn, b, c) {#fn, #fn, b, c}
 static const fz_case fz_cases[] = {
     FN(vq_bit_pack, b_bit_pack, c_bit_pack),
+    FN(vq_calibration_fit, b_cal_fit, c_cal_fit),
     FN(vq_bit_unpack, b_bit_unpack, c_bit_unpack),
     FN(vq_hadamard, b_hadamard, c_hadamard),
     FN(vq_turboquant_scalar_quantize, b_ts_quant, c_ts_quant),
@@ -519,10 +641,17 @@ static const fz_case fz_cases[] = {
     ROW("vq_fused_sdpa/qjl", "vq_fused_sdpa", b_sd_qjl, c_sd_qjl),
     ROW("vq_fused_sdpa/pq", "vq_fused_sdpa", b_sd_pq, c_sd_pq),
     ROW("vq_fused_sdpa/commvq", "vq_fused_sdpa", b_sd_commvq, c_sd_commvq),
+    ROW("vq_fused_sdpa/values affine+lse", "vq_fused_sdpa", b_sv_affine, c_sv_affine),
+    ROW("vq_fused_sdpa/values codebook", "vq_fused_sdpa", b_sv_codebook, c_sv_codebook),
+    ROW("vq_fused_sdpa/values turbo", "vq_fused_sdpa", b_sv_turbo, c_sv_turbo),
+    FN(vq_attention_merge, b_merge, c_merge),
     FN(vq_turboquant_fused_rvq_decode_attend, b_sd_rvq, c_rvq_attend),
     FN(vq_scalar_fused_decode_attend, b_aff_attend, c_aff_attend),
     FN(vq_rabitq_fused_attend, b_rq_attend, c_rq_attend),
     FN(vq_rabitq_prefill_attend, b_rq_prefill, c_rq_prefill),
+    ROW("vq_cache_append/kivi", "vq_cache_append", b_ca_append, c_ca_append),
+    ROW("vq_cache_append/commvq", "vq_cache_append", b_ca_append, c_ca_append_cvq),
+    FN(vq_cache_attend, b_ca_attend, c_ca_attend),
 };
 
 /* Applies one random mutation to `m` (a copy of the valid arguments) and

@@ -1,7 +1,12 @@
 /* test_attention_affine.c — vq_scalar_fused_decode_attend (KIVI group-affine
  * cache: one code per byte, 2/4-bit packed, f32/f16 scales) against the
  * float64 reference, every ISA, awkward shapes, groups not dividing Skv or D,
- * GQA 1/3/4/8, causal, splits; and its error paths. */
+ * GQA 1/3/4/8, causal, splits; and its error paths. Every case runs with both
+ * key-score paths: F32 against the exact reference; INT8 (the default where
+ * the layout allows) against a reference that rounds the query to int8 the
+ * way the header states (so the integer kernels must match it to f32
+ * accuracy), and against the exact reference within the header's bound. */
+#include "attention/attn_kernels.h"
 #include "attention_ref.h"
 #include "harness.h"
 
@@ -93,22 +98,109 @@ static double kivi_score(const void *arg, int64_t b, int64_t h, int64_t i, int64
     return acc * (double)(float)kv->scale;
 }
 
-static void run_case(vq_ctx *ctx, const char *isa, const affine_case *k, vq_rng *rng)
+/* The integer path's query row (b, h, i) against key group grp, rounded
+ * with the f32 operations the header states: xq [D] in channel order, the
+ * step, and the per-score bound's factor step / 2. */
+static void kivi_q8(const kivi *kv, int64_t b, int64_t h, int64_t i, int64_t grp, float *qp, int32_t *xq, float *step)
+{
+    const ref_dims *d = &kv->d;
+    const int64_t hk = h / (d->Hq / d->Hkv), GK = (d->Skv + kv->g - 1) / kv->g;
+    float x[256], amax = 0.0f;
+    for (int64_t c = 0; c < d->D; c++) {
+        qp[c] = (float)vt_get(kv->q, ((b * d->Hq + h) * d->Sq + i) * d->D + c) * (float)kv->scale;
+        x[c] = qp[c] * (float)vt_get(kv->k_scale, ((b * d->Hkv + hk) * GK + grp) * d->D + c);
+        amax = fabsf(x[c]) > amax ? fabsf(x[c]) : amax;
+    }
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int64_t c = 0; c < d->D; c++) xq[c] = (int32_t)lrintf(x[c] * inv);
+    *step = amax / 127.0f;
+}
+
+/* score of the int8 path: step * (xq . code) + qp . zero, in float64 */
+static double kivi_score_q8(const void *arg, int64_t b, int64_t h, int64_t i, int64_t t)
+{
+    const kivi *kv = arg;
+    const ref_dims *d = &kv->d;
+    const int64_t hk = h / (d->Hq / d->Hkv), GK = (d->Skv + kv->g - 1) / kv->g, grp = t / kv->g;
+    float qp[256], step;
+    int32_t xq[256];
+    kivi_q8(kv, b, h, i, grp, qp, xq, &step);
+    int64_t dot = 0;
+    double qz = 0.0;
+    for (int64_t c = 0; c < d->D; c++) {
+        const int64_t x = ((b * d->Hkv + hk) * d->Skv + t) * d->D + c;
+        dot += (int64_t)xq[c] * kv->kc[x];
+        qz += (double)qp[c] * vt_get(kv->k_zero, ((b * d->Hkv + hk) * GK + grp) * d->D + c);
+    }
+    return (double)step * (double)dot + qz;
+}
+
+/* The header's bound on the int8 path's outputs against the exact ones: per
+ * row, eps = max over visible tokens of step/2 * sum_c code_c (plus f32
+ * slack), and |out_c - ref_c| <= (exp(2 eps) - 1) * max_t |v_hat[t][c] - ref_c|.
+ * Returns the largest ratio |out - ref| / bound over the output (<= 1 holds). */
+static double q8_bound_ratio(const kivi *kv, bool causal, const DLTensor *out, const double *ref)
+{
+    const ref_dims *d = &kv->d;
+    double worst = 0.0;
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t h = 0; h < d->Hq; h++)
+            for (int64_t i = 0; i < d->Sq; i++) {
+                const int64_t hk = h / (d->Hq / d->Hkv), lim = causal ? d->Skv - d->Sq + i + 1 : d->Skv;
+                const int64_t row = (b * d->Hq + h) * d->Sq + i;
+                double eps = 0.0;
+                for (int64_t t = 0; t < lim; t++) {
+                    float qp[256], step;
+                    int32_t xq[256];
+                    kivi_q8(kv, b, h, i, t / kv->g, qp, xq, &step);
+                    double codes = 0.0, mag = 0.0;
+                    for (int64_t c = 0; c < d->D; c++) {
+                        const int64_t x = ((b * d->Hkv + hk) * d->Skv + t) * d->D + c;
+                        codes += kv->kc[x];
+                        mag += fabs((double)qp[c] * kv->khat[x]);
+                    }
+                    const double e = step / 2.0 * codes + 1e-5 * (mag + step * 127.0 * codes);
+                    eps = e > eps ? e : eps;
+                }
+                for (int64_t c = 0; c < d->D; c++) {
+                    double spread = 0.0;
+                    for (int64_t t = 0; t < lim; t++) {
+                        const double dv = fabs(kv->vhat[((b * d->Hkv + hk) * d->Skv + t) * d->D + c] - ref[row * d->D + c]);
+                        spread = dv > spread ? dv : spread;
+                    }
+                    const double bound = expm1(2.0 * eps) * spread + 1e-5 * (fabs(ref[row * d->D + c]) + spread);
+                    const double err = fabs(vt_get(out, row * d->D + c) - ref[row * d->D + c]);
+                    if (bound > 0 && err / bound > worst) worst = err / bound;
+                    if (bound == 0 && err > 0) worst = INFINITY;
+                }
+            }
+    return worst;
+}
+
+static void run_case(vq_ctx *ctx, const char *isa, const affine_case *k, vq_key_scores ks, vq_rng *rng)
 {
     kivi kv;
     kivi_make(&kv, k, rng);
     const ref_dims *d = &kv.d;
+    const bool int8 = ks != VQ_KEY_SCORES_F32 && vq_attn_q8_supported(k->bits, d->D);
     DLTensor *out = vt_new(VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
-    ref_attention(d, kivi_score, &kv, kv.vhat, NULL, 0, 0, k->causal, ref);
+    ref_attention(d, int8 ? kivi_score_q8 : kivi_score, &kv, kv.vhat, NULL, 0, 0, k->causal, ref);
     /* bits = 0 lets the layout be detected; 8 must be said when D*8/8 == D anyway */
-    const vq_scalar_attend_opts opts = {.causal = k->causal, .bits = k->bits == 8 ? 0 : k->bits};
+    const vq_scalar_attend_opts opts = {.causal = k->causal, .bits = k->bits == 8 ? 0 : k->bits, .key_scores = ks};
     VT_OK(ctx, vq_scalar_fused_decode_attend(ctx, kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale,
                                              kv.v_zero, k->g, (float)kv.scale, k->nsg, out, &opts));
     const double err = vt_rel_l2(out, ref);
-    VT_CHECK(err <= vt_tol(out), "%s bits %d g %d Hq%lld Hkv%lld Sq%lld Skv%lld D%lld causal %d nsg %d: rel err %.3g",
-             isa, k->bits, k->g, (long long)d->Hq, (long long)d->Hkv, (long long)d->Sq, (long long)d->Skv,
+    VT_CHECK(err <= vt_tol(out),
+             "%s scores %d bits %d g %d Hq%lld Hkv%lld Sq%lld Skv%lld D%lld causal %d nsg %d: rel err %.3g", isa,
+             (int)ks, k->bits, k->g, (long long)d->Hq, (long long)d->Hkv, (long long)d->Sq, (long long)d->Skv,
              (long long)d->D, k->causal, k->nsg, err);
+    if (int8) {
+        ref_attention(d, kivi_score, &kv, kv.vhat, NULL, 0, 0, k->causal, ref);
+        const double ratio = q8_bound_ratio(&kv, k->causal, out, ref);
+        VT_CHECK(ratio <= 1.0, "%s int8 bits %d D%lld Skv%lld: error / header bound = %.3g", isa, k->bits,
+                 (long long)d->D, (long long)d->Skv, ratio);
+    }
     VT_CHECK(vt_count_poisoned(out) == 0, "%s: unwritten output", isa);
     free(ref);
     vt_free(out);
@@ -131,10 +223,25 @@ static void cases_on(vq_ctx *ctx, const char *isa)
         {1, 2, 2, 2, 97, 64, 8, 12, false, true, 0},
         {1, 4, 1, 1, 200, 256, 4, 16, true, false, 2},
         {1, 2, 1, 1, 70, 128, 2, 16, false, false, 0},
+        /* layouts of the integer scores (2-bit D 128/256, 4-bit D 64..256): tails of 16 tokens, 5 and 8 rows */
+        {1, 8, 2, 1, 77, 64, 4, 32, false, false, 0},
+        {1, 4, 1, 3, 100, 256, 2, 32, true, true, 0},
+        {2, 12, 4, 2, 65, 128, 4, 16, false, true, 2},
+        {1, 5, 1, 1, 33, 128, 2, 64, false, false, 0},
+        {1, 16, 2, 1, 50, 192, 4, 32, false, false, 0},
+        /* direct p.V: groups of 24 (not whole 16-lane registers) and a 64-column strip inside a group of 128 */
+        {1, 3, 1, 1, 45, 128, 4, 24, true, false, 0},
+        {1, 2, 1, 1, 40, 256, 2, 128, false, false, 0},
     };
+    static const vq_key_scores paths[] = {VQ_KEY_SCORES_F32, VQ_KEY_SCORES_AUTO, VQ_KEY_SCORES_INT8};
     vq_rng rng;
     vq_rng_seed(&rng, 1234);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_case(ctx, isa, &cases[c], &rng);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+            /* AUTO is INT8 wherever the layout allows: once (first cases) is enough to see it */
+            if (paths[p] == VQ_KEY_SCORES_AUTO && c > 3) continue;
+            run_case(ctx, isa, &cases[c], paths[p], &rng);
+        }
 }
 
 static void test_affine_decode(void) { vt_for_each_isa(2, cases_on); }
@@ -160,6 +267,9 @@ static void test_affine_errors(void)
     const vq_scalar_attend_opts b3 = {.bits = 3};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "bits",
              CALL(kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale, kv.v_zero, 32, 0, &b3));
+    const vq_scalar_attend_opts ks9 = {.key_scores = (vq_key_scores)9};
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "key_scores",
+             CALL(kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale, kv.v_zero, 32, 0, &ks9));
     const vq_scalar_attend_opts b4 = {.bits = 4};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "k_codes",
              CALL(kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale, kv.v_zero, 32, 0, &b4));

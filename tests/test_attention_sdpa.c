@@ -12,23 +12,6 @@ typedef struct sdpa_case {
     int num_splits;
 } sdpa_case;
 
-typedef struct plain_arg {
-    const DLTensor *q, *k;
-    ref_dims d;
-    double scale;
-} plain_arg;
-
-static double plain_score(const void *varg, int64_t b, int64_t h, int64_t i, int64_t t)
-{
-    const plain_arg *a = varg;
-    const int64_t D = a->d.D, hk = h / (a->d.Hq / a->d.Hkv);
-    double acc = 0.0;
-    for (int64_t c = 0; c < D; c++)
-        acc += vt_get(a->q, ((b * a->d.Hq + h) * a->d.Sq + i) * D + c) *
-               vt_get(a->k, ((b * a->d.Hkv + hk) * a->d.Skv + t) * D + c);
-    return acc * a->scale;
-}
-
 static void run_case(vq_ctx *ctx, const char *isa, const sdpa_case *k, vq_rng *rng)
 {
     const ref_dims d = {k->B, k->Hq, k->Hkv, k->Sq, k->Skv, k->D};
@@ -61,8 +44,8 @@ static void run_case(vq_ctx *ctx, const char *isa, const sdpa_case *k, vq_rng *r
     for (int64_t x = 0; x < nv; x++) vh[x] = vt_get(v, x);
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
     const double scale = 1.0 / sqrt((double)d.D);
-    const plain_arg arg = {q, keys, d, (double)(float)scale};
-    ref_attention(&d, plain_score, &arg, vh, mref, msb, msh, k->causal, ref);
+    const ref_plain_arg arg = {q, keys, d, (double)(float)scale};
+    ref_attention(&d, ref_plain_score, &arg, vh, mref, msb, msh, k->causal, ref);
 
     const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain.keys = keys};
     const vq_attend_opts opts = {.causal = k->causal, .num_splits = k->num_splits};

@@ -120,5 +120,36 @@ expect_json version --json
 if grep -q "\[1/" "$tmp/err" && ! grep -q "\[1/" "$tmp/out"; then echo "ok   progress lines on stderr"
 else echo "FAIL: no progress lines on stderr"; cat "$tmp/err"; failures=$((failures + 1)); fi
 
+# cache-eval on the committed example set (one layer, four methods), its
+# --json and --plot, and its argument and input errors.
+ex="$(dirname "$0")/../data/kv_example"
+ce="--keys $ex/keys.npy --values $ex/values.npy --queries $ex/queries.npy --repeats 1 --threads 1"
+expect 0 "usage: vq cache-eval" cache-eval --help
+expect 2 "are required" cache-eval --keys "$ex/keys.npy"
+# shellcheck disable=SC2086
+expect 2 "unknown method 'kivi3'" cache-eval $ce --methods f16,kivi3
+# shellcheck disable=SC2086
+expect 2 "unknown method 'kivi2+kivi4'" cache-eval $ce --methods kivi2+kivi4
+# shellcheck disable=SC2086
+expect 0 "turbo3+v-turbo3" cache-eval $ce --methods f16,kivi2,v-kivi4,turbo3+v-turbo3,qjl --plot "$tmp/plot.png"
+if [ "$(head -c 8 "$tmp/plot.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then echo "ok   --plot wrote a PNG"
+else echo "FAIL: --plot did not write a PNG"; failures=$((failures + 1)); fi
+# shellcheck disable=SC2086
+expect_json cache-eval $ce --methods pq,v-codebook4 --layers 1 --json
+head -c 1000 "$ex/keys.npy" >"$tmp/short.npy"
+expect 1 "the file has" cache-eval --keys "$tmp/short.npy" --values "$ex/values.npy" --queries "$ex/queries.npy"
+expect 1 "shapes disagree" cache-eval --keys "$ex/keys.npy" --values "$ex/queries.npy" --queries "$ex/queries.npy"
+
+# calibrate: fit on the example set, write a file, and its errors
+expect 0 "usage: vq calibrate" calibrate --help
+expect 2 "nothing to fit" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal"
+expect 2 "needs --values" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --value-centroids 4
+expect 0 "wrote" calibrate --keys "$ex/keys.npy" --values "$ex/values.npy" -o "$tmp/c.vqcal" --pq-subspaces 16 \
+    --pq-centroids 16 --value-centroids 16 --iters 3 --threads 1
+if [ "$(head -c 7 "$tmp/c.vqcal")" = "VQCALIB" ]; then echo "ok   calibrate wrote a calibration file"
+else echo "FAIL: no calibration file"; failures=$((failures + 1)); fi
+expect 1 "pq_subspaces" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --pq-subspaces 5
+expect_json calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --commvq-stages 1 --commvq-centroids 8 --iters 2 --json
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "vq command line: all passed"

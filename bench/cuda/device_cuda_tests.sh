@@ -9,7 +9,7 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/tests.log") 2>&1
 date -u; cat COMMIT 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 DLP=/usr/include; [ -f $DLP/dlpack/dlpack.h ] || { DLP=/tmp/vq_dlpack; mkdir -p $DLP && cp -r .cudawork/dlpack/dlpack $DLP/; }
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR="$DLP" > /tmp/cmake.log 2>&1 || { tail -30 /tmp/cmake.log; exit 1; }
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_CUDA=ON -DDLPACK_INCLUDE_DIR="$DLP" > /tmp/cmake.log 2>&1 || { tail -30 /tmp/cmake.log; exit 1; }
 ( time ninja -C build vq test_cuda_attend test_cuda_sdpa test_cuda_prefill test_cuda_codecs ) > /tmp/build.log 2>&1 || { grep -B2 -A12 -m3 'error' /tmp/build.log; exit 1; }
 tail -3 /tmp/build.log
 for t in attend sdpa prefill codecs; do

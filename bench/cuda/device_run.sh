@@ -17,7 +17,7 @@ echo "CPU: $(lscpu | grep 'Model name' | sed 's/ \+/ /g')"
 echo "AVX-512 flags: $(grep -o 'avx512[a-z_]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 
 DLP=/usr/include; [ -f /usr/include/dlpack/dlpack.h ] || { DLP=/tmp/vq_dlpack; mkdir -p $DLP && cp -r bench/cuda/dlpack_include/dlpack $DLP/; }
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR="$DLP" > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_CUDA=ON -DDLPACK_INCLUDE_DIR="$DLP" > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
 ( time ninja -C build ) > "$OUT/build.log" 2>&1 || { grep -B2 -A10 -m3 'error' "$OUT/build.log"; exit 1; }
 tail -3 "$OUT/build.log"
 ./build/tools/vq version

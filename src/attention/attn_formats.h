@@ -59,6 +59,12 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
                                    int bits, int64_t g, const vq_attn_dims *dims, float softmax_scale,
                                    vq_attn_keys *out);
 
+/* Switches bound KIVI keys (vq_attn_bind_keys_affine) to integer scores: the
+ * query quantised to int8 once per key group and block, exact integer dots
+ * (kern->affine_q8 / affine_qk8). Returns false, changing nothing, where the
+ * kernels do not apply (bits 8, or D * bits % 256 != 0). */
+bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
+
 /* RaBitQ 1-bit keys: bits [B,Hkv,Skv,D/8] u8, mag and cnst (nullable)
  * [B,Hkv,Skv] f32. Hamming: s = (D - 2 ham(sign q, bits)) * q_scale * mag + cnst;
  * exact: s = (q . sign) * q_scale * mag + cnst. q_scale per row comes from

@@ -16,13 +16,21 @@ static void build_tables(void)
             vq_attn_kernels_init_avx2(k);
             vq_attn_kernels_init_avx2_decode(k);
             vq_attn_kernels_init_avx2_direct(k);
+            vq_attn_kernels_init_avx2_int8(k);
         }
 #endif
 #ifdef VQ_HAVE_AVX512
-        if (vq_isa_includes((vq_isa)i, VQ_ISA_AVX512)) vq_attn_kernels_init_avx512(k);
+        if (vq_isa_includes((vq_isa)i, VQ_ISA_AVX512)) {
+            vq_attn_kernels_init_avx512(k);
+            vq_attn_kernels_init_avx512_values(k);
+            if (vq_cpu_has_avx512_vnni()) vq_attn_kernels_init_avx512_vnni(k);
+        }
 #endif
 #ifdef VQ_HAVE_NEON
-        if (vq_isa_includes((vq_isa)i, VQ_ISA_NEON)) vq_attn_kernels_init_neon(k);
+        if (vq_isa_includes((vq_isa)i, VQ_ISA_NEON)) {
+            vq_attn_kernels_init_neon(k);
+            vq_attn_kernels_init_neon_int8(k);
+        }
 #endif
     }
 }

@@ -65,7 +65,43 @@ typedef struct vq_attn_kernels {
                         const float *w, int64_t ldw, float *o, int64_t ldo);
     /* dst[i] = f16 src[i] as f32, i < n. */
     void (*cvt_f16)(int64_t n, const uint16_t *src, float *dst);
+
+    /* Integer key scores for 2/4-bit affine keys (attn_keys_affine.c; the
+     * error bound is in veloxquant.h at vq_scalar_attend_opts). Both need
+     * bits 2 or 4 and D * bits % 256 == 0 (whole 32-byte chunks of codes).
+     * affine_q8 quantises R query rows against one key group, once per group:
+     *   x_c = q[r*ldq + c] * scale[c] (f32), amax = max_c |x_c|,
+     *   xq[r*D + vq_attn_q8_pos(c, bits, D)] = rint(x_c * (127 / amax)),
+     *   dz[2r] = amax / 127 (the step), dz[2r + 1] = sum_c q[r*ldq + c] * zero[c].
+     * All ISAs compute xq and dz[2r] with these exact f32 operations, so the
+     * integer dots below are bit-identical across ISAs. amax = 0 gives xq = 0
+     * and step 0; a non-finite x_c or zero term gives step NaN (the group's
+     * scores become NaN, as with the float path). */
+    void (*affine_q8)(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale, const float *zero,
+                      int8_t *xq, float *dz);
+    /* s[r*lds + j] = dz[2r] * (sum_c xq[r*D + pos(c)] * code(j, c)) + dz[2r + 1], codes as affine_qk. */
+    void (*affine_qk8)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+                       const float *dz, float *s, int64_t lds);
+    /* RaBitQ Hamming scores straight from the bits, D = 8 * nbytes:
+     * s[r*lds + j] = (float)(D - 2 ham(r, j)) * qs[r*ldqs] * mag[j] + (cnst ? cnst[j] : 0),
+     * ham as hamming(). NULL where an ISA has no fused kernel: the format then
+     * runs hamming() and the formula itself (the same floats up to FMA rounding). */
+    void (*hamming_score)(int R, int n, int64_t D, const uint8_t *qb, int64_t ldq, const float *qs, int64_t ldqs,
+                          const uint8_t *kb, const float *mag, const float *cnst, float *s, int64_t lds);
 } vq_attn_kernels;
+
+/* Where channel c of a quantised query row sits (affine_q8): grouped by the
+ * shift that extracts it from a code byte. With K = 8 / bits codes per byte,
+ * plane m = c % K holds the channels of shift m * bits in byte order, so that
+ * one shift-and-mask of a run of code bytes lines up with a run of plane m. */
+static inline int64_t vq_attn_q8_pos(int64_t c, int bits, int64_t D)
+{
+    const int64_t K = 8 / bits;
+    return (c % K) * (D / K) + c / K;
+}
+
+/* Whether the integer key-score kernels take codes of this width and D. */
+static inline bool vq_attn_q8_supported(int bits, int64_t D) { return (bits == 2 || bits == 4) && D * bits % 256 == 0; }
 
 /* Rows up to which formats take the direct paths rather than a decoded tile:
  * beyond it, decoding a block once and reusing it from L1 is cheaper. */
@@ -79,8 +115,12 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx2(vq_attn_kernels *k);        /* dots, p.V, softmax */
 void vq_attn_kernels_init_avx2_decode(vq_attn_kernels *k); /* block decoders */
 void vq_attn_kernels_init_avx2_direct(vq_attn_kernels *k); /* direct decode paths */
+void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k);  /* integer key scores */
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
+void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, after the AVX2 fillers */
+void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k); /* only where the CPU has AVX512_VNNI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
+void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);
 
 /* An ISA file writes element-generic static inline qk_any(e, ...) and
  * pv_any(e, ...) with the signatures of qk[]/pv[] plus a leading vq_attn_elt;

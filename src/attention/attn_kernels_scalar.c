@@ -152,6 +152,45 @@ static void codebook_pv_scalar(int R, int n, int64_t D, bool packed, const uint8
                 o[r * ldo + c] += w[r * ldw + j] * cents[vq_attn_cb_index(idx, packed, D, j, c, n_cents)];
 }
 
+/* The reference of the integer key scores (see attn_kernels.h): q rows
+ * against one key group -> int8 planes xq [R][D] and dz [R][2]. */
+static void affine_q8_scalar(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
+                             const float *zero, int8_t *xq, float *dz)
+{
+    for (int r = 0; r < R; r++) {
+        const float *qr = q + r * ldq;
+        float amax = 0.0f, qz = 0.0f;
+        bool finite = true;
+        for (int64_t c = 0; c < D; c++) {
+            const float x = qr[c] * scale[c], a = fabsf(x);
+            finite = finite && isfinite(x);
+            amax = a > amax ? a : amax;
+            qz += qr[c] * zero[c];
+        }
+        finite = finite && isfinite(qz);
+        const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int64_t c = 0; c < D; c++) {
+            const float x = qr[c] * scale[c];
+            xq[r * D + vq_attn_q8_pos(c, bits, D)] = (int8_t)(finite ? lrintf(x * inv) : 0);
+        }
+        dz[2 * r] = finite ? amax / 127.0f : NAN;
+        dz[2 * r + 1] = qz;
+    }
+}
+
+/* s [R][lds] = step * (xq . codes) + qz, the dots in exact integers */
+static void affine_qk8_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+                              const float *dz, float *s, int64_t lds)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++) {
+            int32_t acc = 0;
+            for (int64_t c = 0; c < D; c++)
+                acc += xq[r * D + vq_attn_q8_pos(c, bits, D)] * (int32_t)vq_attn_code(codes + j * ldc, bits, c);
+            s[r * lds + j] = dz[2 * r] * (float)acc + dz[2 * r + 1];
+        }
+}
+
 static void cvt_f16_scalar(int64_t n, const uint16_t *src, float *dst)
 {
     for (int64_t i = 0; i < n; i++) dst[i] = vq_half_to_float(src[i]);
@@ -170,4 +209,6 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->affine_pv = affine_pv_scalar;
     k->codebook_pv = codebook_pv_scalar;
     k->cvt_f16 = cvt_f16_scalar;
+    k->affine_q8 = affine_q8_scalar;
+    k->affine_qk8 = affine_qk8_scalar;
 }

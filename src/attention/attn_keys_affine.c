@@ -1,7 +1,12 @@
 /* attn_keys_affine.c — KIVI group-affine keys (per channel over groups of g
  * tokens): k_hat[t,c] = code[t,c] * scale[t/g,c] + zero[t/g,c]. A block is
  * decoded group segment by group segment into the thread's f32 tile, then
- * scored by all rows at once (kern->qk). */
+ * scored by all rows at once (kern->qk); few rows score straight from the
+ * codes (kern->affine_qk). With integer scores (vq_attn_affine_keys_use_int8)
+ * each segment instead quantises the rows' q * scale once to int8 planes and
+ * scores every token with exact integer dots (kern->affine_q8 / affine_qk8):
+ * q . k_hat = q . (code * scale) + q . zero = step * (xq . code) + q . zero
+ * up to the rounding of xq, whose bound veloxquant.h states. */
 #include "attention/attn_formats.h"
 
 typedef struct affine_keys {
@@ -11,7 +16,14 @@ typedef struct affine_keys {
     int bits;                    /* 2, 4 (packed) or 8 (one code per byte) */
     int64_t g, D;
     float softmax_scale;
+    bool int8;                   /* integer scores (affine_q8 / affine_qk8) */
 } affine_keys;
+
+/* Thread scratch: f16 -> f32 group rows [2][D], then for integer scores the
+ * quantised rows (int8 [VQ_ATTN_MAX_ROWS][D]) and their steps and zero terms
+ * ([VQ_ATTN_MAX_ROWS][2]). */
+static int64_t xq_offset(int64_t D) { return 2 * D; }
+static int64_t dz_offset(int64_t D) { return 2 * D + VQ_ATTN_MAX_ROWS * D / 4; }
 _Static_assert(sizeof(affine_keys) <= sizeof(vq_attn_desc_storage), "affine_keys too big");
 
 /* q [D] -> qp [D] = softmax_scale * q */
@@ -54,14 +66,19 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
         const float *sc, *ze;
         group_rows(k, th, blk, grp, th->extra, &sc, &ze);
         const uint8_t *codes = vq_attn_at(&k->codes, blk->b, blk->hk, t);
-        if (direct)
+        if (k->int8) {
+            int8_t *xq = (int8_t *)(th->extra + xq_offset(k->D));
+            float *dz = th->extra + dz_offset(k->D);
+            th->kern->affine_q8(R, k->D, k->bits, qp, k->D, sc, ze, xq, dz);
+            th->kern->affine_qk8(R, (int)(end - t), k->D, k->bits, codes, ldc, xq, dz, s + (t - blk->t0), VQ_ATTN_BN);
+        } else if (direct)
             th->kern->affine_qk(R, (int)(end - t), k->D, k->bits, codes, ldc, sc, ze, qp, k->D, s + (t - blk->t0),
                                 VQ_ATTN_BN);
         else
             th->kern->affine_k_tile((int)(end - t), k->D, k->bits, codes, ldc, sc, ze, th->tile + (t - blk->t0) * k->D);
         t = end;
     }
-    if (!direct) th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
+    if (!direct && !k->int8) th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
 }
 
 static const vq_attn_key_ops affine_ops = {prep_q, score};
@@ -101,10 +118,19 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, zero, "k_zero", 4, want));
     affine_keys *d = (affine_keys *)(void *)out->storage.bytes;
     *d = (affine_keys){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_dtype_of(scale), lb,
-                       g, dims->D, softmax_scale};
+                       g, dims->D, softmax_scale, false};
     out->ops = &affine_ops;
     out->desc = d;
     out->qp_floats = dims->D;
     out->thread_floats = 2 * dims->D;
     return VQ_OK;
+}
+
+bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys)
+{
+    affine_keys *d = (affine_keys *)(void *)keys->storage.bytes;
+    if (keys->ops != &affine_ops || !vq_attn_q8_supported(d->bits, d->D)) return false;
+    d->int8 = true;
+    keys->thread_floats = dz_offset(d->D) + 2 * VQ_ATTN_MAX_ROWS;
+    return true;
 }

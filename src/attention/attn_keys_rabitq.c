@@ -58,6 +58,11 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     }
     int32_t *ham = (int32_t *)th->extra;
     const int64_t ldq = k->qp_floats * (int64_t)sizeof(float);
+    if (rows && th->kern->hamming_score) {
+        th->kern->hamming_score(R, blk->n, k->D, (const uint8_t *)(qp + 1), ldq, qp, k->qp_floats, bits, mag, cn, s,
+                                VQ_ATTN_BN);
+        return;
+    }
     if (rows) th->kern->hamming(R, blk->n, nb, (const uint8_t *)(qp + 1), ldq, bits, ham, VQ_ATTN_BN);
     else
         for (int j = 0; j < blk->n; j++)

@@ -334,8 +334,8 @@ vq_status vq_attn_run(vq_ctx *ctx, const vq_attn_problem *p)
     const int64_t total = pl.stride * threads + part_floats;
     VQ_RETURN_IF(ctx, total > INT64_MAX / 8, VQ_ERR_OUT_OF_MEMORY, "scratch size overflows");
     float *mem = vq_ctx_scratch(ctx, sizeof(float) * (size_t)total);
-    VQ_RETURN_IF(ctx, mem == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %lld bytes of attention scratch",
-                 (long long)(sizeof(float) * (size_t)total));
+    VQ_RETURN_IF(ctx, mem == NULL, VQ_ERR_OUT_OF_MEMORY, "attention needs %lld bytes of scratch: %s",
+                 (long long)(sizeof(float) * (size_t)total), vq_ctx_scratch_why(ctx));
     pl.threads = mem;
     pl.partials = pl.S > 1 ? mem + pl.stride * threads : NULL;
     vq_parallel_for(ctx, pl.units * pl.S, run_task, &pl);

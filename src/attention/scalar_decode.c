@@ -20,6 +20,10 @@ vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DL
                  (double)scale);
     VQ_RETURN_IF(ctx, nsg < 0 || nsg > 32, VQ_ERR_INVALID_ARGUMENT, "nsg must be in 0..32, got %d", nsg);
     const int bits = opts ? opts->bits : 0;
+    const vq_key_scores ks = opts ? opts->key_scores : VQ_KEY_SCORES_AUTO;
+    VQ_RETURN_IF(ctx, ks != VQ_KEY_SCORES_AUTO && ks != VQ_KEY_SCORES_F32 && ks != VQ_KEY_SCORES_INT8,
+                 VQ_ERR_INVALID_ARGUMENT, "opts->key_scores must be VQ_KEY_SCORES_AUTO, _F32 or _INT8, got %d",
+                 (int)ks);
     vq_attn_keys kb;
     vq_attn_values vb;
     VQ_FORWARD_IF_ERROR(vq_attn_bind_keys_affine(ctx, k_codes, k_scale, k_zero, bits, group_size, &dm, scale, &kb));
@@ -27,6 +31,7 @@ vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DL
     VQ_RETURN_IF(ctx, v_codes->shape[3] != k_codes->shape[3], VQ_ERR_INVALID_ARGUMENT,
                  "argument 'v_codes': last dim %lld differs from the %lld of 'k_codes' (one code layout)",
                  (long long)v_codes->shape[3], (long long)k_codes->shape[3]);
+    if (ks != VQ_KEY_SCORES_F32) vq_attn_affine_keys_use_int8(&kb); /* false: the layout stays on F32 */
     vq_attn_view lse;
     VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dm, &lse));
     vq_attn_problem p;

@@ -54,6 +54,10 @@ typedef enum vq_isa {
 vq_isa vq_cpu_best_isa(void);           /* what this CPU (and build) can run */
 vq_isa vq_cpu_select_isa(void);         /* best, capped by the VQ_ISA environment variable */
 const char *vq_isa_name(vq_isa isa);
+/* AVX512_VNNI (vpdpbusd) on this CPU, built with AVX-512 and the OS saving
+ * zmm state: an extension within VQ_ISA_AVX512 whose kernels are swapped in
+ * where present (never on CPUs without it). */
+bool vq_cpu_has_avx512_vnni(void);
 /* True when a kernel table for `want` may be installed on a ctx running `have`
  * (x86 ISAs are ordered scalar < avx2 < avx512; NEON stands alone). */
 bool vq_isa_includes(vq_isa have, vq_isa want);
@@ -70,8 +74,10 @@ struct vq_ctx {
     vq_isa isa;
     int num_threads;
     vq_threadpool *pool;
-    void *scratch;         /* grown by vq_ctx_scratch, freed with the ctx */
+    void *scratch;         /* grown by vq_ctx_scratch, freed with the ctx (unless external) */
     size_t scratch_size;
+    bool scratch_external; /* scratch is the caller's workspace (vq_ctx_set_workspace): never grown or freed */
+    size_t scratch_peak;   /* the most any call asked of vq_ctx_scratch */
     const char *fn;        /* public function being run, for messages */
     char last_error[1024];
 };
@@ -115,9 +121,13 @@ vq_status vq_fail_thread(vq_status status, const char *fn, const char *fmt, ...)
 static inline bool vq_ctx_is_cuda(const vq_ctx *ctx) { return ctx->backend == VQ_BACKEND_CUDA; }
 
 /* Scratch memory owned by the ctx: at least `bytes`, 64-byte aligned, kept and
- * reused across calls (grown when too small). NULL on out-of-memory. Only the
- * innermost kernel of a call may use it. */
+ * reused across calls (grown when too small, unless it is the caller's
+ * workspace). NULL on out-of-memory or a workspace too small: callers report
+ * VQ_ERR_OUT_OF_MEMORY with vq_ctx_scratch_why(). Only the innermost kernel of
+ * a call may use it. */
 void *vq_ctx_scratch(vq_ctx *ctx, size_t bytes);
+/* Why vq_ctx_scratch(ctx, bytes) gave NULL, for the message. */
+const char *vq_ctx_scratch_why(const vq_ctx *ctx);
 
 /* ---- tensors ---- */
 

@@ -1,4 +1,5 @@
 /* ctx.c — context lifetime, backend availability, scratch memory. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -94,7 +95,7 @@ void vq_ctx_free(vq_ctx *ctx)
     if (ctx->cuda != NULL) vq_cuda_ctx_release(ctx);
 #endif
     vq_threadpool_free(ctx->pool);
-    free(ctx->scratch);
+    if (!ctx->scratch_external) free(ctx->scratch);
     free(ctx);
 }
 
@@ -113,7 +114,9 @@ vq_status vq_ctx_synchronize(vq_ctx *ctx)
 
 void *vq_ctx_scratch(vq_ctx *ctx, size_t bytes)
 {
+    if (bytes > ctx->scratch_peak) ctx->scratch_peak = bytes;
     if (bytes <= ctx->scratch_size) return ctx->scratch;
+    if (ctx->scratch_external) return NULL;
     const size_t rounded = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, rounded);
     if (p == NULL) return NULL;
@@ -122,3 +125,26 @@ void *vq_ctx_scratch(vq_ctx *ctx, size_t bytes)
     ctx->scratch_size = rounded;
     return p;
 }
+
+const char *vq_ctx_scratch_why(const vq_ctx *ctx)
+{
+    return ctx->scratch_external ? "the workspace given to vq_ctx_set_workspace is too small (vq_ctx_workspace_peak "
+                                   "tells what the calls so far needed)"
+                                 : "the allocation failed";
+}
+
+vq_status vq_ctx_set_workspace(vq_ctx *ctx, void *mem, size_t bytes)
+{
+    VQ_ENTER(ctx);
+    VQ_RETURN_IF(ctx, mem == NULL && bytes != 0, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'mem' is NULL but 'bytes' is %zu (NULL, 0 returns to the ctx's own scratch)", bytes);
+    VQ_RETURN_IF(ctx, ((uintptr_t)mem % 64) != 0, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'mem' must be 64-byte aligned, got an address %% 64 = %u", (unsigned)((uintptr_t)mem % 64));
+    if (!ctx->scratch_external) free(ctx->scratch);
+    ctx->scratch = mem;
+    ctx->scratch_size = mem ? bytes : 0;
+    ctx->scratch_external = mem != NULL;
+    return VQ_OK;
+}
+
+size_t vq_ctx_workspace_peak(const vq_ctx *ctx) { return ctx ? ctx->scratch_peak : 0; }

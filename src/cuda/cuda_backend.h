@@ -40,6 +40,17 @@ vq_status vq_cuda_check_aligned16(vq_ctx *ctx, const DLTensor *const *ts, const 
 struct vq_cu_attend_common;
 vq_status vq_cuda_merge_splits(vq_ctx *ctx, const struct vq_cu_attend_common *c, DLTensor *out, DLTensor *lse);
 
+/* Device memory that outlives a call (cuda_mem.c, for the KV cache).
+ * vq_cuda_free waits for the device (cudaFree) and ignores errors;
+ * vq_cuda_copy2d copies device to device on the ctx's stream (cudaMemcpy2DAsync
+ * pitches); vq_cuda_upload copies host to device and returns when done. */
+vq_status vq_cuda_malloc(vq_ctx *ctx, size_t bytes, void **out);
+void vq_cuda_free(vq_ctx *ctx, void *p);
+vq_status vq_cuda_copy2d(vq_ctx *ctx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height);
+vq_status vq_cuda_upload(vq_ctx *ctx, void *dst, const void *src, size_t bytes);
+vq_status vq_cuda_zero(vq_ctx *ctx, void *dst, size_t bytes);  /* cudaMemsetAsync on the ctx's stream */
+
 /* ---- kernels (same arguments as the public functions) ---- */
 
 vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,

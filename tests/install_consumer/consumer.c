@@ -107,7 +107,8 @@ int main(void)
     printf("consumer: veloxquant %s, CPU kernels %s: fused vs dequantized attention rel err %.2e\n",
            vq_version_string(), vq_ctx_isa(ctx), err);
     vq_ctx_free(ctx);
-    const int ok = err < 1e-4 && s == VQ_ERR_INVALID_ARGUMENT;
+    /* the default int8 key scores (vq_key_scores) keep it within ~1%; float key scores within 1e-4 */
+    const int ok = err < 5e-2 && s == VQ_ERR_INVALID_ARGUMENT;
     printf("consumer: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

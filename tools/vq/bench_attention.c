@@ -210,7 +210,7 @@ static int bench_decode(vq_ctx *ctx, const bench_args *a, int64_t hkv, int64_t s
             if (j != i && sec[j] > 0 && strcmp(cases[j].name, cases[i].name) == 0 &&
                 strcmp(cases[j].kind, "dequant+sdpa") == 0)
                 r->vs_deq = sec[j] / sec[i];
-        if (strcmp(cases[i].kind, "fused") == 0 && f16 > 0) r->vs_f16 = f16 / sec[i];
+        if (strncmp(cases[i].kind, "fused", 5) == 0 && f16 > 0) r->vs_f16 = f16 / sec[i];
     }
     vqb_free_cases(cases, nc);
     return status;

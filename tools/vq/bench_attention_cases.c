@@ -4,6 +4,7 @@
  * threaded table decode here: ±mag signs and a codebook gather) and then run
  * the library's uncompressed SDPA over f32. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,12 +45,38 @@ vq_status vqb_sdpa(vqb_data *d, const DLTensor *k, const DLTensor *v, vq_ctx *ct
 static vq_status run_f16(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c->data->k16.t, &c->data->v16.t, ctx); }
 static vq_status run_f32(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c->data->k32.t, &c->data->v32.t, ctx); }
 
-static vq_status run_kivi(vqb_case *c, vq_ctx *ctx)
+static vq_status kivi_with(vqb_data *d, vq_ctx *ctx, vq_key_scores ks)
 {
-    vqb_data *d = c->data;
-    const vq_scalar_attend_opts o = {.bits = KIVI_BITS};
+    const vq_scalar_attend_opts o = {.bits = KIVI_BITS, .key_scores = ks};
     return vq_scalar_fused_decode_attend(ctx, &d->q.t, &d->kc.t, &d->ks.t, &d->kz.t, &d->vc.t, &d->vs.t, &d->vz.t,
                                          KIVI_G, 1.0f / sqrtf((float)d->sh.D), 0, &d->out.t, &o);
+}
+
+static vq_status run_kivi(vqb_case *c, vq_ctx *ctx) { return kivi_with(c->data, ctx, VQ_KEY_SCORES_AUTO); }
+/* the same kernels with float key scores: what the integer scores save */
+static vq_status run_kivi_f32k(vqb_case *c, vq_ctx *ctx) { return kivi_with(c->data, ctx, VQ_KEY_SCORES_F32); }
+
+/* The kernels before issue 14: float key scores on a ctx capped at AVX2
+ * (AVX-512 CPUs then ran the AVX2 decode kernels), same thread count. */
+static vq_ctx *old_ctx(vqb_data *d)
+{
+    if (d->old_ctx) return d->old_ctx;
+    const char *saved = getenv("VQ_ISA");
+    char keep[32] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    setenv("VQ_ISA", "avx2", 1);
+    const vq_ctx_config cfg = {.backend = VQ_BACKEND_CPU, .num_threads = d->threads};
+    if (vq_ctx_create(&cfg, &d->old_ctx) != VQ_OK) d->old_ctx = NULL;
+    if (saved) setenv("VQ_ISA", keep, 1);
+    else unsetenv("VQ_ISA");
+    return d->old_ctx;
+}
+
+static vq_status run_kivi_old(vqb_case *c, vq_ctx *ctx)
+{
+    (void)ctx;
+    vq_ctx *o = old_ctx(c->data);
+    return o ? kivi_with(c->data, o, VQ_KEY_SCORES_F32) : VQ_ERR_OUT_OF_MEMORY;
 }
 
 static vq_status run_kivi_deq(vqb_case *c, vq_ctx *ctx)
@@ -65,6 +92,13 @@ static vq_status run_rabitq(vqb_case *c, vq_ctx *ctx)
     vqb_data *d = c->data;
     return vq_rabitq_fused_attend(ctx, &d->q.t, &d->q_scale.t, &d->kbits.t, &d->kmag.t, NULL, &d->vnib.t,
                                   &d->cents.t, &d->out.t, NULL);
+}
+
+static vq_status run_rabitq_old(vqb_case *c, vq_ctx *ctx)
+{
+    (void)ctx;
+    vq_ctx *o = old_ctx(c->data);
+    return o ? run_rabitq(c, o) : VQ_ERR_OUT_OF_MEMORY;
 }
 
 void vqb_decode_signs(void *arg, int64_t lo, int64_t hi)
@@ -113,6 +147,7 @@ static vq_status run_rabitq_prefill(vqb_case *c, vq_ctx *ctx)
 static void free_data(vqb_data *d)
 {
     for (int i = 0; i < d->n_all; i++) vqb_release(d->all[i]);
+    vq_ctx_free(d->old_ctx);
     free(d->formats);
     free(d);
 }
@@ -163,8 +198,11 @@ bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, in
     cases[(*n)++] = (vqb_case){"f16", "sdpa", vqb_bytes(&d->k16) + vqb_bytes(&d->v16), run_f16, d, NULL};
     cases[(*n)++] = (vqb_case){"f32", "sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused", kivi, run_kivi, d, NULL};
+    cases[(*n)++] = (vqb_case){"kivi-2b", "fused-f32k", kivi, run_kivi_f32k, d, NULL};
+    cases[(*n)++] = (vqb_case){"kivi-2b", "fused-old", kivi, run_kivi_old, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "dequant+sdpa", kivi, run_kivi_deq, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused", rabitq, run_rabitq, d, NULL};
+    cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused-old", rabitq, run_rabitq_old, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "dequant+sdpa", rabitq, run_rabitq_deq, d, NULL};
     if (!vqb_add_format_cases(d, cases, n)) {
         vqb_free_cases(cases, *n);

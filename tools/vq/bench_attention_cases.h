@@ -5,7 +5,7 @@
 
 #include "bench_attention.h"
 
-#define VQB_MAX_CASES 24
+#define VQB_MAX_CASES 32
 
 typedef struct vqb_shape {
     int64_t B, Hq, Hkv, Sq, Skv, D;
@@ -21,6 +21,7 @@ typedef struct vqb_data {
     vqb_tensor kc, ks, kz, vc, vs, vz;    /* KIVI 2-bit packed, f16 scales, g = 32 */
     vqb_tensor kbits, kmag, vnib, cents;  /* RaBitQ 1-bit keys, 4-bit packed values */
     struct vqb_formats *formats;          /* vq_fused_sdpa key formats (bench_attention_formats.c) */
+    vq_ctx *old_ctx;                      /* the "fused-old" cases' ctx (capped at AVX2), made on first use */
     vqb_tensor *all[64];
     int n_all;
 } vqb_data;
@@ -43,8 +44,10 @@ typedef struct vqb_case {
     void *arg;          /* the case's own state, if any */
 } vqb_case;
 
-/* Decode (Sq = 1): f16 and f32 SDPA, KIVI 2-bit fused and dequantize-then-SDPA,
- * RaBitQ 1-bit/4-bit fused and dequantize-then-SDPA. False on out-of-memory. */
+/* Decode (Sq = 1): f16 and f32 SDPA, KIVI 2-bit fused (default, "fused-f32k"
+ * = float key scores, "fused-old" = the kernels before issue 14: float key
+ * scores on a ctx capped at AVX2) and dequantize-then-SDPA, RaBitQ 1-bit/4-bit
+ * fused, fused-old and dequantize-then-SDPA. False on out-of-memory. */
 bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, int *n);
 /* Prefill (Sq = Skv): f32 blocked SDPA, then RaBitQ prefill. */
 bool vqb_make_prefill_cases(const vqb_shape *sh, vqb_case *cases, int *n);

@@ -40,10 +40,18 @@ static void kivi_bind(const codec_case *c, const case_input *in, vq_encoded_keys
                                         .bits = c->bits, .group_size = KIVI_GROUP}};
 }
 
+/* Values: per-token groups of channels, the layout vq_encoded_values.affine reads. */
+static void kivi_bind_values(const codec_case *c, const case_input *in, vq_encoded_values *out)
+{
+    *out = (vq_encoded_values){.format = VQ_VALUES_AFFINE,
+                               .affine = {.codes = c->cache[0], .scale = c->cache[1], .zero = c->cache[2],
+                                          .bits = c->bits, .group_size = KIVI_GROUP}};
+}
+
 #define KIVI_CASE(bits_, role_, what_, detail_)                                                   \
     {.name = "KIVI " #bits_ "-bit " what_, .detail = detail_, .roles = role_, .bits = bits_, .variant = role_, \
      .setup = kivi_setup, .encode = kivi_encode, .decode = kivi_decode, .encode_in_library = 1, .decode_in_library = 1, \
-     .bind = role_ == CASE_KEYS ? kivi_bind : NULL}
+     .bind = role_ == CASE_KEYS ? kivi_bind : NULL, .bind_values = role_ == CASE_VALUES ? kivi_bind_values : NULL}
 
 const codec_case CASE_KIVI2_KEYS = KIVI_CASE(2, CASE_KEYS, "keys", "per-channel g=32 tokens, f16 scale+zero");
 const codec_case CASE_KIVI4_KEYS = KIVI_CASE(4, CASE_KEYS, "keys", "per-channel g=32 tokens, f16 scale+zero");

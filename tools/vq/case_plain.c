@@ -29,8 +29,14 @@ static void f16_bind(const codec_case *c, const case_input *in, vq_encoded_keys 
     *out = (vq_encoded_keys){.format = VQ_KEYS_F16, .plain = {.keys = c->cache[0]}};
 }
 
+static void f16_bind_values(const codec_case *c, const case_input *in, vq_encoded_values *out)
+{
+    *out = vq_plain_values(c->cache[0]);
+}
+
 const codec_case CASE_F16_KEYS = {.name = "f16", .detail = "uncompressed reference", .roles = CASE_KEYS,
                                   .setup = f16_setup, .encode = f16_encode, .decode = f16_decode,
                                   .bind = f16_bind};
 const codec_case CASE_F16_VALUES = {.name = "f16", .detail = "uncompressed reference", .roles = CASE_VALUES,
-                                    .setup = f16_setup, .encode = f16_encode, .decode = f16_decode};
+                                    .setup = f16_setup, .encode = f16_encode, .decode = f16_decode,
+                                    .bind_values = f16_bind_values};

@@ -88,7 +88,13 @@ static vq_status codebook_decode(codec_case *c, vq_ctx *ctx, const case_input *i
     return VQ_OK;
 }
 
+static void codebook_bind_values(const codec_case *c, const case_input *in, vq_encoded_values *out)
+{
+    *out = (vq_encoded_values){.format = VQ_VALUES_CODEBOOK,
+                               .codebook = {.idx = c->cache[0], .cents = c->shared[0], .scale = NULL}};
+}
+
 const codec_case CASE_CODEBOOK4_VALUES = {
     .name = "Codebook 4-bit", .detail = "16 Lloyd-Max centroids fitted, nibbles", .roles = CASE_VALUES,
     .bits = 4, .setup = codebook_setup, .encode = codebook_encode, .decode = codebook_decode,
-    .encode_in_library = 1, .decode_in_library = 0};
+    .encode_in_library = 1, .decode_in_library = 0, .bind_values = codebook_bind_values};

@@ -48,10 +48,17 @@ static void turbo_bind(const codec_case *c, const case_input *in, vq_encoded_key
                                        .bits = c->bits}};
 }
 
+static void turbo_bind_values(const codec_case *c, const case_input *in, vq_encoded_values *out)
+{
+    *out = (vq_encoded_values){.format = VQ_VALUES_TURBO,
+                               .turbo = {.idx = c->cache[0], .scale = c->cache[1], .diag = c->shared[0],
+                                         .bits = c->bits}};
+}
+
 #define TURBO_CASE(name_, bits_, nc_, detail_)                                                      \
     {.name = name_, .detail = detail_, .roles = CASE_KEYS | CASE_VALUES, .bits = bits_, .variant = nc_, \
      .setup = turbo_setup, .encode = turbo_encode, .decode = turbo_decode, .encode_in_library = 1,  \
-     .decode_in_library = 1, .bind = turbo_bind}
+     .decode_in_library = 1, .bind = turbo_bind, .bind_values = turbo_bind_values}
 
 const codec_case CASE_TURBO2 = TURBO_CASE("TurboQuant 2-bit", 2, 0, "Hadamard + Lloyd-Max, f32 scale");
 const codec_case CASE_TURBO3 = TURBO_CASE("TurboQuant 3-bit", 3, 0, "Hadamard + Lloyd-Max, f32 scale");

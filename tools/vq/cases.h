@@ -50,6 +50,8 @@ struct codec_case {
     /* Describes the encoded cache to vq_fused_sdpa (key formats only; NULL for
      * value-only cases). The description points at c's and in's tensors. */
     void (*bind)(const codec_case *c, const case_input *in, vq_encoded_keys *out);
+    /* The same for value formats (NULL for key-only cases). */
+    void (*bind_values)(const codec_case *c, const case_input *in, vq_encoded_values *out);
 
     /* Owned tensors, filled by setup (NULL-terminated where shorter): */
     DLTensor *cache[CASE_MAX_TENSORS];  /* the compressed cache: what bits/element counts */

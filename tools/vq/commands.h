@@ -25,4 +25,10 @@ int vq_cmd_bench_attention(int argc, char **argv);
 /* vq bench prefill --backend cuda: RaBitQ prefill attention on the GPU (bench_prefill_cuda.c). */
 int vq_cmd_bench_prefill(int argc, char **argv);
 
+/* vq cache-eval: every cache method graded on .npy keys/values/queries (cache_eval.c). */
+int vq_cmd_cache_eval(int argc, char **argv);
+
+/* vq calibrate: fit a vq_calibration on .npy keys/values and save it (calibrate.c). */
+int vq_cmd_calibrate(int argc, char **argv);
+
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "attn_ref.h"
 #include "cases.h"
 #include "commands.h"
 #include "progress.h"
@@ -42,52 +43,6 @@ static int parse(int argc, char **argv, demo_opts *o)
     if ((o->dim & (o->dim - 1)) != 0)
         return vqa_usage_error(&cmd, "--dim must be a power of two in [32, 256], got %lld", (long long)o->dim);
     return VQA_RUN;
-}
-
-/* out[h, i, t] = q[h, i] . k[h, t] in float64: q [1,H,Nq,D], k [1,H,S,D]. */
-static void dots(const DLTensor *q, const DLTensor *k, double *out)
-{
-    const int64_t h = q->shape[1], nq = q->shape[2], d = q->shape[3], s = k->shape[2];
-    for (int64_t hh = 0; hh < h; hh++)
-        for (int64_t i = 0; i < nq; i++)
-            for (int64_t t = 0; t < s; t++) {
-                const float *qr = tool_f32(q) + (hh * nq + i) * d, *kr = tool_f32(k) + (hh * s + t) * d;
-                double acc = 0;
-                for (int64_t j = 0; j < d; j++) acc += (double)qr[j] * kr[j];
-                out[(hh * nq + i) * s + t] = acc;
-            }
-}
-
-/* out [H, Nq, D] = softmax_t(scale * logits[h, i, t]) v[h, t] in float64. */
-static void attend(const double *logits, const DLTensor *v, int64_t nq, double scale, double *out)
-{
-    const int64_t h = v->shape[1], s = v->shape[2], d = v->shape[3];
-    double *p = tool_calloc((size_t)s, sizeof *p);
-    for (int64_t hh = 0; hh < h; hh++)
-        for (int64_t i = 0; i < nq; i++) {
-            const double *l = logits + (hh * nq + i) * s;
-            double mx = -INFINITY, sum = 0;
-            for (int64_t t = 0; t < s; t++) mx = fmax(mx, scale * l[t]);
-            for (int64_t t = 0; t < s; t++) sum += p[t] = exp(scale * l[t] - mx);
-            double *o = out + (hh * nq + i) * d;
-            for (int64_t j = 0; j < d; j++) o[j] = 0;
-            for (int64_t t = 0; t < s; t++) {
-                const float *vr = tool_f32(v) + (hh * s + t) * d;
-                for (int64_t j = 0; j < d; j++) o[j] += p[t] / sum * vr[j];
-            }
-        }
-    free(p);
-}
-
-/* ||a - b||_2 / ||b||_2 over n doubles. */
-static double rel_err(const double *a, const double *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += b[i] * b[i];
-    }
-    return sqrt(num / den);
 }
 
 /* Relative MSE of x_hat against x: sum |x_hat - x|^2 / sum |x|^2. */
@@ -191,7 +146,7 @@ static int demo_keys(const demo_out *d, codec_case *c, vq_ctx *ctx, const case_i
         for (int64_t i = 0; i < tr->n_logits; i++) est[i] = tool_f32(s)[i];
         tool_tensor_free(s);
     } else {
-        dots(tr->queries, c->x_hat, est);
+        ref_dots(tr->queries, c->x_hat, est);
     }
     double num = 0, den = 0;
     for (int64_t i = 0; i < tr->n_logits; i++) {
@@ -199,18 +154,18 @@ static int demo_keys(const demo_out *d, codec_case *c, vq_ctx *ctx, const case_i
         den += tr->logits[i] * tr->logits[i];
     }
     double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
-    attend(est, values->x, tr->queries->shape[2], tr->scale, out);
+    ref_attend(est, values->x, tr->queries->shape[2], tr->scale, out);
     print_cost(d, "keys", c, keys->x);
     print_num(d, "key_rel_mse", c->x_hat ? rel_mse(c->x_hat, keys->x) : 0, c->x_hat != NULL);
-    print_num(d, "qk_rel_rms", rel_err(est, tr->logits, tr->n_logits), 1);
+    print_num(d, "qk_rel_rms", ref_rel_err(est, tr->logits, tr->n_logits), 1);
     if (d->r) vqr_num(d->r, "slope", num / den, NULL);
     else printf(" %6.3f", num / den);
-    print_num(d, "attn_err", rel_err(out, tr->out, tr->n_out), 1);
+    print_num(d, "attn_err", ref_rel_err(out, tr->out, tr->n_out), 1);
     double agree = 0;
     if (c->bind) {
         double *fused = fused_attention(c, ctx, keys, values, tr);
-        print_num(d, "fused_attn_err", rel_err(fused, tr->out, tr->n_out), 1);
-        agree = rel_err(fused, out, tr->n_out);
+        print_num(d, "fused_attn_err", ref_rel_err(fused, tr->out, tr->n_out), 1);
+        agree = ref_rel_err(fused, out, tr->n_out);
         free(fused);
     } else {
         print_num(d, "fused_attn_err", 0, 0);
@@ -234,10 +189,10 @@ static void demo_values(const demo_out *d, codec_case *c, vq_ctx *ctx, const cas
     tool_check(ctx, c->encode(c, ctx, values), c->name);
     tool_check(ctx, c->decode(c, ctx, values), c->name);
     double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
-    attend(tr->logits, c->x_hat, tr->queries->shape[2], tr->scale, out);
+    ref_attend(tr->logits, c->x_hat, tr->queries->shape[2], tr->scale, out);
     print_cost(d, "values", c, values->x);
     print_num(d, "value_rel_mse", rel_mse(c->x_hat, values->x), 1);
-    print_num(d, "attn_err", rel_err(out, tr->out, tr->n_out), 1);
+    print_num(d, "attn_err", ref_rel_err(out, tr->out, tr->n_out), 1);
     print_layout(d, c);
     free(out);
     case_release(c);
@@ -263,8 +218,8 @@ int vq_cmd_demo(int argc, char **argv)
     tr.n_out = o.heads * o.queries * o.dim;
     tr.logits = tool_calloc((size_t)tr.n_logits, sizeof *tr.logits);
     tr.out = tool_calloc((size_t)tr.n_out, sizeof *tr.out);
-    dots(tr.queries, keys->x, tr.logits);
-    attend(tr.logits, values->x, o.queries, tr.scale, tr.out);
+    ref_dots(tr.queries, keys->x, tr.logits);
+    ref_attend(tr.logits, values->x, o.queries, tr.scale, tr.out);
 
     vqp p;
     const demo_out d = {vqr_begin("demo", argc, argv, ctx, o.json), &p};

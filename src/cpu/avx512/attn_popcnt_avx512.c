@@ -2,8 +2,11 @@
  * VPOPCNTDQ and sign tiles from mask registers. The other entries keep the
  * AVX2 versions (the table is filled AVX2-first). */
 #include <immintrin.h>
+#include <string.h>
 
 #include "attention/attn_kernels.h"
+
+#define VQ_INLINE16 static inline __attribute__((always_inline))
 
 /* qb [R][ldq], kb [n][nbytes] -> ham [R][ldh]; 64 bytes per step, masked tail */
 static void hamming_avx512(int R, int n, int64_t nbytes, const uint8_t *qb, int64_t ldq, const uint8_t *kb,
@@ -43,8 +46,79 @@ static void sign_tile_avx512(int n, int64_t D, const uint8_t *bits, const float 
     }
 }
 
+/* RaBitQ Hamming scores for code rows of W = D/64 in {1, 2, 4} qwords (see
+ * attn_kernels.h): 16 tokens per step, their rows loaded once (2W registers,
+ * 8/W tokens each) and XORed with each query row repeated across the lanes;
+ * the qword popcounts of a token are summed by W/2-level even/odd adds, and
+ * the 16 distances go to the score formula as one vector. */
+VQ_INLINE16 void ham16(int W, int R, int n, const uint8_t *qb, int64_t ldq, const float *qs, int64_t ldqs,
+                       const uint8_t *kb, const float *mag, const float *cnst, float *s, int64_t lds, float Df)
+{
+    __m512i k[8];
+    const int tpz = 8 / W; /* tokens per register */
+    for (int i = 0; i < 2 * W; i++) {
+        const int left = (n - i * tpz) * W; /* valid qwords of this register */
+        const __mmask8 m = left >= 8 ? 0xff : left <= 0 ? 0 : (__mmask8)((1u << left) - 1u);
+        k[i] = _mm512_maskz_loadu_epi64(m, kb + (int64_t)i * 64);
+    }
+    const __mmask16 valid = (__mmask16)((1u << n) - 1u);
+    const __m512 mg = _mm512_maskz_loadu_ps(valid, mag);
+    const __m512 cn = cnst ? _mm512_maskz_loadu_ps(valid, cnst) : _mm512_setzero_ps();
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    for (int r = 0; r < R; r++) {
+        const uint8_t *q = qb + r * ldq;
+        long long q8;
+        memcpy(&q8, q, 8);
+        const __m512i qv = W == 1   ? _mm512_set1_epi64(q8)
+                           : W == 2 ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q))
+                                    : _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q));
+        __m512i p[8];
+        for (int i = 0; i < 2 * W; i++) p[i] = _mm512_popcnt_epi64(_mm512_xor_si512(k[i], qv));
+        for (int w = W; w > 1; w /= 2) /* sum adjacent qwords: 2w registers -> w */
+            for (int i = 0; i < w; i++)
+                p[i] = _mm512_add_epi64(_mm512_permutex2var_epi64(p[2 * i], even, p[2 * i + 1]),
+                                        _mm512_permutex2var_epi64(p[2 * i], odd, p[2 * i + 1]));
+        const __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(p[0])),
+                                             _mm512_cvtepi64_epi32(p[1]), 1);
+        const __m512 d = _mm512_sub_ps(_mm512_set1_ps(Df), _mm512_cvtepi32_ps(_mm512_add_epi32(h, h)));
+        const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(qs[r * ldqs])), mg), cn);
+        _mm512_mask_storeu_ps(s + r * lds, valid, v);
+    }
+}
+
+static void hamming_score_avx512(int R, int n, int64_t D, const uint8_t *qb, int64_t ldq, const float *qs,
+                                 int64_t ldqs, const uint8_t *kb, const float *mag, const float *cnst, float *s,
+                                 int64_t lds)
+{
+    const int W = (int)(D / 64);
+    if (D % 64 != 0 || (W != 1 && W != 2 && W != 4)) { /* other widths: distances, then the formula */
+        int32_t ham[16];
+        for (int j0 = 0; j0 < n; j0 += 16) {
+            const int nb = n - j0 < 16 ? n - j0 : 16;
+            for (int r = 0; r < R; r++) {
+                hamming_avx512(1, nb, D / 8, qb + r * ldq, ldq, kb + (int64_t)j0 * (D / 8), ham, 16);
+                for (int j = 0; j < nb; j++)
+                    s[r * lds + j0 + j] =
+                        (float)(D - 2 * ham[j]) * qs[r * ldqs] * mag[j0 + j] + (cnst ? cnst[j0 + j] : 0.0f);
+            }
+        }
+        return;
+    }
+    for (int j = 0; j < n; j += 16) {
+        const int nb = n - j < 16 ? n - j : 16;
+        const uint8_t *kj = kb + (int64_t)j * (D / 8);
+        const float *cj = cnst ? cnst + j : NULL;
+        switch (W) {
+        case 1: ham16(1, R, nb, qb, ldq, qs, ldqs, kj, mag + j, cj, s + j, lds, (float)D); break;
+        case 2: ham16(2, R, nb, qb, ldq, qs, ldqs, kj, mag + j, cj, s + j, lds, (float)D); break;
+        default: ham16(4, R, nb, qb, ldq, qs, ldqs, kj, mag + j, cj, s + j, lds, (float)D); break;
+        }
+    }
+}
+
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k)
 {
+    k->hamming_score = hamming_score_avx512;
     k->hamming = hamming_avx512;
     k->sign_tile = sign_tile_avx512;
 }

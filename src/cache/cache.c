@@ -1,0 +1,237 @@
+/* cache.c — vq_cache_create / vq_cache_free: the config is validated and
+ * resolved into one vq_cache_layer per layer (streams, tables, the first
+ * chunk of pages), and the sequence slots are allocated. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache_internal.h"
+
+static bool is_f16_layer(const vq_cache_config *cfg, int l)
+{
+    for (int i = 0; i < cfg->n_f16_layers; i++)
+        if (cfg->f16_layers[i] == l) return true;
+    return false;
+}
+
+static vq_status check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
+{
+    VQ_RETURN_IF(ctx, cfg->n_layers < 1 || cfg->n_layers > 65536, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->n_layers': expected 1..65536, got %d", cfg->n_layers);
+    VQ_RETURN_IF(ctx, cfg->n_kv_heads < 1 || cfg->n_kv_heads > 4096, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->n_kv_heads': expected 1..4096, got %d", cfg->n_kv_heads);
+    VQ_RETURN_IF(ctx, cfg->n_q_heads < 1 || cfg->n_q_heads % cfg->n_kv_heads != 0 || cfg->n_q_heads > 65536,
+                 VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->n_q_heads': expected a multiple of n_kv_heads = %d, got %d",
+                 cfg->n_kv_heads, cfg->n_q_heads);
+    VQ_RETURN_IF(ctx, cfg->head_dim < 8 || cfg->head_dim % 8 != 0, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->head_dim': expected a multiple of 8, got %d", cfg->head_dim);
+    VQ_RETURN_IF(ctx, cfg->head_dim > 256, VQ_ERR_UNSUPPORTED,
+                 "argument 'cfg->head_dim': %d > 256 is not supported by the attention kernels", cfg->head_dim);
+    VQ_RETURN_IF(ctx, cfg->page_size < 0 || cfg->page_size % 32 != 0 || cfg->page_size > 65536,
+                 VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->page_size': expected a multiple of 32 up to 65536, got %d",
+                 cfg->page_size);
+    VQ_RETURN_IF(ctx, cfg->capacity_pages < 0 || cfg->capacity_pages > INT32_MAX, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->capacity_pages': expected 0..2^31-1, got %lld", (long long)cfg->capacity_pages);
+    VQ_RETURN_IF(ctx, cfg->grow_pages < 0 || cfg->grow_pages > INT32_MAX, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->grow_pages': expected 0..2^31-1, got %lld", (long long)cfg->grow_pages);
+    VQ_RETURN_IF(ctx, cfg->max_sequences < 0 || cfg->max_sequences > (1 << 20), VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->max_sequences': expected 0..2^20, got %d", cfg->max_sequences);
+    VQ_RETURN_IF(ctx, cfg->residual_tokens < 0 || cfg->residual_tokens > 65536, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->residual_tokens': expected 0..65536, got %d", cfg->residual_tokens);
+    VQ_RETURN_IF(ctx, cfg->n_f16_layers < 0 || (cfg->n_f16_layers > 0 && cfg->f16_layers == NULL),
+                 VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->f16_layers': NULL with n_f16_layers = %d",
+                 cfg->n_f16_layers);
+    for (int i = 0; i < cfg->n_f16_layers; i++)
+        VQ_RETURN_IF(ctx, cfg->f16_layers[i] < 0 || cfg->f16_layers[i] >= cfg->n_layers, VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->f16_layers[%d]': layer %d outside [0, %d)", i, cfg->f16_layers[i],
+                     cfg->n_layers);
+    return VQ_OK;
+}
+
+static vq_status user_layer_base(vq_ctx *ctx, const vq_cache_config *cfg, int l, vq_cache_layer_config *out);
+
+/* Tables the layer's methods need and its config leaves NULL, taken from the
+ * calibration (views into it, valid while create runs). */
+static vq_status from_calibration(vq_ctx *ctx, const vq_cache_config *cfg, int l, vq_cache_layer_config *lc,
+                                  DLTensor *views)
+{
+    const vq_calibration *cal = cfg->calibration;
+    if (cal == NULL) return VQ_OK;
+    vq_key_config *k = &lc->keys;
+    if (k->method == VQ_KEY_PQ && k->codebook == NULL) {
+        VQ_FORWARD_IF_ERROR(
+            vq_cache_forward(ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_PQ_CODEBOOK, &views[0]), "vq_cache_create"));
+        k->codebook = &views[0];
+        if (k->smooth == NULL) {
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(
+                ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_PQ_SMOOTH, &views[1]), "vq_cache_create"));
+            k->smooth = &views[1];
+        }
+    }
+    if (k->method == VQ_KEY_COMMVQ && k->codebook == NULL) {
+        VQ_FORWARD_IF_ERROR(vq_cache_forward(
+            ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_COMMVQ_CODEBOOK, &views[0]), "vq_cache_create"));
+        k->codebook = &views[0];
+    }
+    if (lc->values.method == VQ_VALUE_CODEBOOK && lc->values.centroids == NULL) {
+        VQ_FORWARD_IF_ERROR(vq_cache_forward(
+            ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_VALUE_CENTROIDS, &views[2]), "vq_cache_create"));
+        lc->values.centroids = &views[2];
+    }
+    return VQ_OK;
+}
+
+/* The user's config of layer l (preset or layers[l]), before defaults. */
+static vq_status user_layer(vq_ctx *ctx, const vq_cache_config *cfg, int l, vq_cache_layer_config *out,
+                            DLTensor *views)
+{
+    VQ_FORWARD_IF_ERROR(user_layer_base(ctx, cfg, l, out));
+    return from_calibration(ctx, cfg, l, out, views);
+}
+
+static vq_status user_layer_base(vq_ctx *ctx, const vq_cache_config *cfg, int l, vq_cache_layer_config *out)
+{
+    if (is_f16_layer(cfg, l)) {
+        *out = (vq_cache_layer_config){{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
+        return VQ_OK;
+    }
+    if (cfg->layers) {
+        *out = cfg->layers[l];
+        return VQ_OK;
+    }
+    const char *name = cfg->preset ? cfg->preset : "f16";
+    const vq_cache_preset_info *p = vq_cache_preset_find(name, out, cfg->head_dim);
+    if (p == NULL) {
+        char names[256];
+        vq_cache_preset_names(names, sizeof names);
+        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->preset': unknown preset '%s' (presets: %s)",
+                       name, names);
+    }
+    VQ_RETURN_IF(ctx, p->needs_tables && cfg->calibration == NULL, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->preset': '%s' needs codebooks: pass cfg->calibration, or fill a layer with "
+                 "vq_cache_preset_layer_config, set keys.codebook and pass cfg->layers",
+                 name);
+    return VQ_OK;
+}
+
+/* What the CUDA cache runs (see the header): everything the public codecs
+ * encode on the device. */
+static vq_status check_cuda_layer(vq_ctx *ctx, const vq_cache_layer *L, int l)
+{
+    VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_QJL, VQ_ERR_UNSUPPORTED,
+                 "layer %d: QJL keys are not supported by the CUDA cache yet (the key norms have no device encoder)",
+                 l);
+    VQ_RETURN_IF(ctx, L->cfg.values.method == VQ_VALUE_CODEBOOK, VQ_ERR_UNSUPPORTED,
+                 "layer %d: CODEBOOK values are not supported by the CUDA cache yet (the per-token scale has no "
+                 "device encoder)",
+                 l);
+    return VQ_OK;
+}
+
+static vq_status build(vq_cache *c, const vq_cache_config *cfg)
+{
+    vq_ctx *ctx = c->ctx;
+    c->layers = calloc((size_t)c->L, sizeof *c->layers);
+    c->seqs = calloc((size_t)c->max_seqs, sizeof *c->seqs);
+    VQ_RETURN_IF(ctx, c->layers == NULL || c->seqs == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");
+    for (int i = 0; i < c->max_seqs; i++) c->seqs[i].id = -1;
+    for (int l = 0; l < c->L; l++) {
+        char name[48];
+        snprintf(name, sizeof name, cfg->layers && !is_f16_layer(cfg, l) ? "cfg->layers[%d]" : "layer %d", l);
+        vq_cache_layer_config user;
+        DLTensor views[3];
+        VQ_FORWARD_IF_ERROR(user_layer(ctx, cfg, l, &user, views));
+        vq_cache_layer *L = &c->layers[l];
+        VQ_FORWARD_IF_ERROR(vq_cache_layout_layer(c, &user, name, L));
+        if (c->cuda) VQ_FORWARD_IF_ERROR(check_cuda_layer(ctx, L, l));
+    }
+    for (int l = 0; l < c->L; l++) {
+        vq_cache_layer_config user;
+        DLTensor views[3];
+        VQ_FORWARD_IF_ERROR(user_layer(ctx, cfg, l, &user, views));
+        vq_cache_layer *L = &c->layers[l];
+        VQ_FORWARD_IF_ERROR(vq_cache_build_tables(c, &user, "", l, L));
+        /* the tables are copied: keep no pointer to the caller's tensors */
+        L->cfg.keys.codebook = L->cfg.keys.smooth = L->cfg.keys.cos_freqs = L->cfg.keys.sin_freqs = NULL;
+        L->cfg.values.centroids = NULL;
+        VQ_FORWARD_IF_ERROR(vq_cache_pool_reserve(c, l, 0));
+    }
+    return VQ_OK;
+}
+
+vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out)
+{
+    VQ_ENTER(ctx);
+    VQ_RETURN_IF(ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    VQ_RETURN_IF(ctx, cfg == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'cfg' is NULL");
+    VQ_FORWARD_IF_ERROR(check_sizes(ctx, cfg));
+    vq_cache *c = calloc(1, sizeof *c);
+    VQ_RETURN_IF(ctx, c == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");
+    *c = (vq_cache){.ctx = ctx,
+                    .cuda = vq_ctx_is_cuda(ctx),
+                    .L = cfg->n_layers,
+                    .Hkv = cfg->n_kv_heads,
+                    .Hq = cfg->n_q_heads,
+                    .D = cfg->head_dim,
+                    .P = cfg->page_size ? cfg->page_size : 256,
+                    .capacity_pages = cfg->capacity_pages ? cfg->capacity_pages : 64,
+                    .grow_pages = cfg->grow_pages,
+                    .max_seqs = cfg->max_sequences ? cfg->max_sequences : 256,
+                    .R = cfg->residual_tokens};
+#ifndef VQ_WITH_CUDA
+    if (c->cuda) {
+        free(c);
+        return vq_fail(ctx, VQ_ERR_UNSUPPORTED, "this build has no CUDA backend");
+    }
+#endif
+    const vq_status s = build(c, cfg);
+    if (s != VQ_OK) {
+        /* keep the message of the failure, not of the clean-up */
+        vq_cache_free(c);
+        return s;
+    }
+    *out = c;
+    return VQ_OK;
+}
+
+void vq_cache_free(vq_cache *c)
+{
+    if (c == NULL) return;
+    for (int i = 0; c->seqs && i < c->max_seqs; i++) {
+        vq_cache_seq *q = &c->seqs[i];
+        for (int l = 0; q->layers && l < c->L; l++) {
+            vq_cache_mem_free(c, q->layers[l].res);
+            free(q->layers[l].pages);
+        }
+        free(q->layers);
+    }
+    for (int l = 0; c->layers && l < c->L; l++) {
+        vq_cache_layer *L = &c->layers[l];
+        for (int k = 0; k < L->n_chunks; k++) vq_cache_mem_free(c, L->chunks[k].base);
+        free(L->chunks);
+        free(L->bindings);
+        free(L->refcount);
+        free(L->free_list);
+        vq_cache_free_tables(c, L);
+    }
+    vq_cache_mem_free(c, c->stage.p);
+    free(c->host[0].p);
+    free(c->host[1].p);
+    free(c->layers);
+    free(c->seqs);
+    free(c);
+}
+
+vq_ctx *vq_cache_ctx(const vq_cache *c) { return c ? c->ctx : NULL; }
+
+vq_status vq_cache_get_layer_config(const vq_cache *c, int layer, vq_cache_layer_config *out)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    VQ_ENTER(c->ctx);
+    VQ_RETURN_IF(c->ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    VQ_RETURN_IF(c->ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'layer': %d outside [0, %d)", layer, c->L);
+    *out = c->layers[layer].cfg;
+    return VQ_OK;
+}

@@ -1,0 +1,287 @@
+/* cache_append.c — vq_cache_append: validate, plan, reserve, gather into
+ * staging, encode, and only then commit (pages, residual windows, lengths),
+ * so that a failure before the commit changes no sequence.
+ *
+ * Per sequence, with n0 tokens of which e0 encoded, appending m gives n1 =
+ * n0 + m tokens of which e1 = max(e0, f(n1)) encoded. Tokens [e0, e1) are
+ * gathered (from the old window, then from the input) into one staging
+ * block [Hkv][sum T][D] f16 for all sequences and encoded by one codec call
+ * per stream; tokens [e1, n1) form the new window (old window rows that stay
+ * are staged too, so no copy overlaps its source). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache_tensor.h"
+
+typedef struct seq_plan {
+    vq_cache_seq_layer *sl;
+    int64_t n0, e0, n1, e1;
+    int64_t t_off;       /* first staging column of its encoded tokens */
+    int64_t m_off, m;    /* staged rows of the old window that stay (tokens [e1, n0)) */
+    int64_t new_pages;   /* pages to take (incl. one copy-on-write) */
+    bool cow;            /* its partly filled last page is shared: copy before writing */
+} seq_plan;
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* Rows [j0, j0 + count) of head h of sequence i of the input -> dst rows of D
+ * f16 (pitch D). f32 input (CPU only) is rounded here. */
+static vq_status put_rows(vq_cache *c, uint16_t *dst, const vq_cache_tensor *x, int64_t i, int64_t h, int64_t j0,
+                          int64_t count)
+{
+    if (count <= 0) return VQ_OK;
+    const int64_t D = c->D;
+    const char *src = vq_cache_at(x, i, h, j0);
+    if (x->dt == VQ_DT_F16)
+        return vq_cache_mem_copy2d(c, dst, (size_t)D * 2, src, (size_t)(x->stride[2] * 2), (size_t)D * 2,
+                                   (size_t)count);
+    const vq_row_kernels *rk = vq_row_kernels_for(c->ctx->isa);
+    for (int64_t r = 0; r < count; r++)
+        rk->from_f32((const float *)(src + r * x->stride[2] * 4), D, VQ_DT_F16, dst + r * D);
+    return VQ_OK;
+}
+
+/* Window rows [r0, r0 + count) of every head of one of the two halves
+ * (0 keys, 1 values) -> dst [Hkv][dst_rows][D] at column col. */
+static vq_status get_window(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, int half,
+                            int64_t r0, int64_t count, uint16_t *dst, int64_t dst_rows, int64_t col)
+{
+    if (count <= 0) return VQ_OK;
+    const int64_t D = c->D, row = D * 2;
+    const char *src = (const char *)sl->res + ((int64_t)half * c->Hkv * L->res_cap + r0) * row;
+    return vq_cache_mem_copy2d(c, dst + col * D, (size_t)(dst_rows * row), src, (size_t)(L->res_cap * row),
+                               (size_t)(count * row), (size_t)c->Hkv);
+}
+
+static vq_status check_ids(vq_cache *c, int n_seq, const int64_t *ids, seq_plan *plans, int layer)
+{
+    vq_ctx *ctx = c->ctx;
+    for (int i = 0; i < n_seq; i++) {
+        vq_cache_seq *q = vq_cache_find_seq(c, ids[i]);
+        VQ_RETURN_IF(ctx, q == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld", i,
+                     (long long)ids[i]);
+        for (int j = 0; j < i; j++)
+            VQ_RETURN_IF(ctx, ids[j] == ids[i], VQ_ERR_INVALID_ARGUMENT,
+                         "argument 'seq_ids': id %lld appears twice (%d and %d)", (long long)ids[i], j, i);
+        plans[i].sl = &q->layers[layer];
+    }
+    return VQ_OK;
+}
+
+/* CommVQ positions of the encoded tokens -> the k_pos staging stream [sum T]
+ * i32 (all tokens are encoded at once: T = m). Checks them on the CPU. */
+static vq_status stage_positions(vq_cache *c, const vq_cache_layer *L, int n_seq, const seq_plan *plans, int64_t m,
+                                 const DLTensor *positions, int32_t *dst, int32_t *host_tmp)
+{
+    vq_ctx *ctx = c->ctx;
+    const int64_t Pmax = L->tables[VQ_CT_COS].shape[0];
+    if (positions && c->cuda)
+        return vq_cache_mem_copy2d(c, dst, (size_t)m * 4, vq_data(positions), (size_t)m * 4, (size_t)m * 4,
+                                   (size_t)n_seq);
+    int32_t *out = c->cuda ? host_tmp : dst;
+    for (int i = 0; i < n_seq; i++)
+        for (int64_t j = 0; j < m; j++) {
+            const int64_t p = positions ? ((const int32_t *)vq_data(positions))[i * m + j] : plans[i].n0 + j;
+            VQ_RETURN_IF(ctx, p < 0 || p >= Pmax, VQ_ERR_INVALID_ARGUMENT,
+                         "argument 'positions': position %lld of sequence %d is outside [0, %lld) (the RoPE table)",
+                         (long long)p, i, (long long)Pmax);
+            out[i * m + j] = (int32_t)p;
+        }
+    return c->cuda ? vq_cache_mem_upload(c, dst, host_tmp, (size_t)(n_seq * m) * 4) : VQ_OK;
+}
+
+/* Scatters tokens [e0, e1) of one sequence from the staging streams into its
+ * pages (taken or copied beforehand). */
+static vq_status scatter(vq_cache *c, const vq_cache_layer *L, const seq_plan *pl, unsigned char *const *stage,
+                         int64_t sumT)
+{
+    const int64_t P = c->P;
+    for (int64_t pi = pl->e0 / P; pi * P < pl->e1; pi++) {
+        const int64_t a = pl->e0 > pi * P ? pl->e0 : pi * P, b = pl->e1 < (pi + 1) * P ? pl->e1 : (pi + 1) * P;
+        for (int s = 0; s < L->n_streams; s++) {
+            const vq_cache_stream *st = &L->streams[s];
+            const int64_t gs = P / st->rows, rb = st->last * (int64_t)vq_dtype_size(st->dtype);
+            const int64_t prow = (a - pi * P) / gs, srow = (pl->t_off + a - pl->e0) / gs, count = (b - a) / gs;
+            unsigned char *dst = vq_cache_page_stream(L, pl->sl->pages[pi], s) + prow * rb;
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, dst, (size_t)(st->rows * rb), stage[s] + srow * rb,
+                                                    (size_t)(sumT / gs * rb), (size_t)(count * rb),
+                                                    st->per_head ? (size_t)c->Hkv : 1));
+        }
+    }
+    return VQ_OK;
+}
+
+/* The commit of one sequence: pages, scatter, new window, counters. */
+static vq_status commit(vq_cache *c, int l, seq_plan *pl, unsigned char *const *stage, int64_t sumT,
+                        const uint16_t *const *moved, int64_t sumM, const vq_cache_tensor *kv, int i)
+{
+    vq_cache_layer *L = &c->layers[l];
+    vq_cache_seq_layer *sl = pl->sl;
+    const int64_t P = c->P, D = c->D;
+    if (pl->cow) {
+        const int32_t old = sl->pages[sl->n_pages - 1], fresh = vq_cache_pool_take(L);
+        VQ_FORWARD_IF_ERROR(vq_cache_pool_copy_page(c, l, fresh, old));
+        vq_cache_pool_release(L, old);
+        sl->pages[sl->n_pages - 1] = fresh;
+    }
+    const int64_t want = vq_ceil_div(pl->e1, P);
+    while (sl->n_pages < want) sl->pages[sl->n_pages++] = vq_cache_pool_take(L);
+    if (pl->e1 > pl->e0) VQ_FORWARD_IF_ERROR(scatter(c, L, pl, stage, sumT));
+    if (L->res_cap > 0) {
+        const int64_t row = D * 2, first_new = pl->e1 > pl->n0 ? pl->e1 : pl->n0;
+        for (int half = 0; half < 2; half++) {
+            uint16_t *res = (uint16_t *)sl->res + (int64_t)half * c->Hkv * L->res_cap * D;
+            if (pl->m > 0)
+                VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, res, (size_t)(L->res_cap * row), moved[half] + pl->m_off * D,
+                                                        (size_t)(sumM * row), (size_t)(pl->m * row), (size_t)c->Hkv));
+            for (int64_t h = 0; h < c->Hkv; h++)
+                VQ_FORWARD_IF_ERROR(put_rows(c, res + (h * L->res_cap + first_new - pl->e1) * D, &kv[half], i, h,
+                                             first_new - pl->n0, pl->n1 - first_new));
+        }
+    }
+    sl->n = pl->n1;
+    sl->n_enc = pl->e1;
+    return VQ_OK;
+}
+
+static vq_status plan_all(vq_cache *c, int l, int n_seq, seq_plan *plans, int64_t m, int64_t *sumT, int64_t *sumM,
+                          int64_t *pages)
+{
+    vq_ctx *ctx = c->ctx;
+    const vq_cache_layer *L = &c->layers[l];
+    *sumT = *sumM = *pages = 0;
+    for (int i = 0; i < n_seq; i++) {
+        seq_plan *pl = &plans[i];
+        vq_cache_seq_layer *sl = pl->sl;
+        pl->n0 = sl->n;
+        pl->e0 = sl->n_enc;
+        VQ_RETURN_IF(ctx, pl->n0 > ((int64_t)1 << 40) - m, VQ_ERR_INVALID_ARGUMENT, "sequence %d is too long", i);
+        pl->n1 = pl->n0 + m;
+        const int64_t f = vq_cache_target_enc(c, L, pl->n1);
+        pl->e1 = f > pl->e0 ? f : pl->e0;
+        pl->t_off = *sumT;
+        *sumT += pl->e1 - pl->e0;
+        pl->m = pl->n0 > pl->e1 ? pl->n0 - pl->e1 : 0;
+        pl->m_off = *sumM;
+        *sumM += pl->m;
+        const int64_t need = vq_ceil_div(pl->e1, c->P);
+        pl->cow = pl->e1 > pl->e0 && pl->e0 % c->P != 0 && L->refcount[sl->pages[sl->n_pages - 1]] > 1;
+        pl->new_pages = need - sl->n_pages + (pl->cow ? 1 : 0);
+        *pages += pl->new_pages;
+        if (need > sl->cap_pages) { /* growing a page table is invisible: done before the commit */
+            int64_t cap = sl->cap_pages * 2;
+            if (cap < need) cap = need;
+            int32_t *p = realloc(sl->pages, sizeof *p * (size_t)cap);
+            VQ_RETURN_IF(ctx, p == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot grow a page table");
+            sl->pages = p;
+            sl->cap_pages = cap;
+        }
+    }
+    return VQ_OK;
+}
+
+vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *k,
+                          const DLTensor *v, const DLTensor *positions)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    vq_ctx *ctx = c->ctx;
+    VQ_ENTER(ctx);
+    VQ_RETURN_IF(ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT, "argument 'layer': %d outside [0, %d)",
+                 layer, c->L);
+    VQ_RETURN_IF(ctx, n_seq < 1 || n_seq > c->max_seqs, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'n_seq': expected 1..%d, got %d", c->max_seqs, n_seq);
+    VQ_RETURN_IF(ctx, seq_ids == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids' is NULL");
+    vq_cache_tensor kv[2];
+    const unsigned dts = c->cuda ? VQ_DTM_F16 : VQ_DTM_F16_F32;
+    VQ_FORWARD_IF_ERROR(vq_cache_check_tensor(c, k, "k", dts, 4, (const int64_t[]){n_seq, c->Hkv, -1, c->D}, &kv[0]));
+    const int64_t m = kv[0].shape[2];
+    VQ_FORWARD_IF_ERROR(vq_cache_check_tensor(c, v, "v", VQ_DTM(kv[0].dt), 4, (const int64_t[]){n_seq, c->Hkv, m, c->D},
+                                              &kv[1]));
+    vq_cache_layer *L = &c->layers[layer];
+    const bool commvq = L->cfg.keys.method == VQ_KEY_COMMVQ;
+    if (positions) {
+        vq_cache_tensor pt;
+        VQ_FORWARD_IF_ERROR(
+            vq_cache_check_tensor(c, positions, "positions", VQ_DTM_I32, 2, (const int64_t[]){n_seq, m}, &pt));
+        VQ_RETURN_IF(ctx, !vq_tensor_is_compact(positions), VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'positions' must be compact (row-major)");
+    }
+
+    /* host scratch: the plans, then CommVQ positions for an upload */
+    const size_t plan_bytes = align256(sizeof(seq_plan) * (size_t)n_seq);
+    unsigned char *hs = vq_cache_host_scratch(c, 0, plan_bytes + (commvq ? (size_t)(n_seq * m) * 4 : 0));
+    if (hs == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    seq_plan *plans = (seq_plan *)(void *)hs;
+    memset(plans, 0, sizeof *plans * (size_t)n_seq);
+    VQ_FORWARD_IF_ERROR(check_ids(c, n_seq, seq_ids, plans, layer));
+    int64_t sumT, sumM, pages;
+    VQ_FORWARD_IF_ERROR(plan_all(c, layer, n_seq, plans, m, &sumT, &sumM, &pages));
+    VQ_FORWARD_IF_ERROR(vq_cache_pool_reserve(c, layer, pages));
+
+    /* staging on the device: Ek, Ev, the streams, moved window rows (K, V), encode scratch */
+    const int64_t Hkv = c->Hkv, D = c->D;
+    const size_t ekv = align256((size_t)(Hkv * sumT * D * 2)), mv = align256((size_t)(Hkv * sumM * D * 2));
+    size_t off[VQ_CACHE_MAX_STREAMS], total = 2 * ekv + 2 * mv;
+    for (int s = 0; s < L->n_streams; s++) {
+        const vq_cache_stream *st = &L->streams[s];
+        off[s] = total;
+        total += align256((size_t)(st->page_bytes * sumT / c->P));
+    }
+    const size_t scratch_off = total;
+    total += vq_cache_encode_scratch(c, L, sumT);
+    unsigned char *stage = vq_cache_stage(c, total);
+    if (stage == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    uint16_t *E[2] = {(uint16_t *)(void *)stage, (uint16_t *)(void *)(stage + ekv)};
+    uint16_t *M[2] = {(uint16_t *)(void *)(stage + 2 * ekv), (uint16_t *)(void *)(stage + 2 * ekv + mv)};
+    unsigned char *sp[VQ_CACHE_MAX_STREAMS];
+    for (int s = 0; s < L->n_streams; s++) sp[s] = stage + off[s];
+
+    /* gather */
+    for (int i = 0; i < n_seq; i++) {
+        const seq_plan *pl = &plans[i];
+        const int64_t from_win = (pl->e1 < pl->n0 ? pl->e1 : pl->n0) - pl->e0;
+        for (int half = 0; half < 2; half++) {
+            VQ_FORWARD_IF_ERROR(get_window(c, L, pl->sl, half, 0, from_win, E[half], sumT, pl->t_off));
+            if (pl->e1 > pl->n0)
+                for (int64_t h = 0; h < Hkv; h++)
+                    VQ_FORWARD_IF_ERROR(put_rows(c, E[half] + (h * sumT + pl->t_off + pl->n0 - pl->e0) * D, &kv[half],
+                                                 i, h, 0, pl->e1 - pl->n0));
+            VQ_FORWARD_IF_ERROR(get_window(c, L, pl->sl, half, pl->e1 - pl->e0, pl->m, M[half], sumM, pl->m_off));
+        }
+    }
+    /* encode */
+    if (sumT > 0) {
+        int n_key = 0;
+        DLTensor views[VQ_CACHE_MAX_STREAMS], *outs[VQ_CACHE_MAX_STREAMS];
+        int64_t shapes[VQ_CACHE_MAX_STREAMS][4];
+        for (int s = 0; s < L->n_streams; s++) {
+            const vq_cache_stream *st = &L->streams[s];
+            const int64_t rows = sumT / (c->P / st->rows);
+            int64_t *sh = shapes[s];
+            if (st->ndim == 2) {
+                sh[0] = rows;
+                vq_cache_view(c, &views[s], sh, 1, st->dtype, sp[s]);
+            } else {
+                sh[0] = 1, sh[1] = Hkv, sh[2] = rows, sh[3] = st->last;
+                vq_cache_view(c, &views[s], sh, st->ndim, st->dtype, sp[s]);
+            }
+            outs[s] = &views[s];
+            n_key += st->is_key;
+        }
+        if (commvq)
+            VQ_FORWARD_IF_ERROR(stage_positions(c, L, n_seq, plans, m, positions, (int32_t *)(void *)sp[1],
+                                                (int32_t *)(void *)(hs + plan_bytes)));
+        int64_t esh[4] = {1, Hkv, sumT, D};
+        DLTensor ek, ev;
+        vq_cache_view(c, &ek, esh, 4, VQ_DT_F16, E[0]);
+        vq_cache_view(c, &ev, esh, 4, VQ_DT_F16, E[1]);
+        /* the codecs enter the ctx under their own names */
+        VQ_FORWARD_IF_ERROR(vq_cache_forward(
+            ctx, vq_cache_encode(c, L, &ek, &ev, outs, n_key, stage + scratch_off, sumT), "vq_cache_append"));
+    }
+    /* commit: nothing above changed a sequence */
+    const uint16_t *moved[2] = {M[0], M[1]};
+    for (int i = 0; i < n_seq; i++)
+        VQ_FORWARD_IF_ERROR(commit(c, layer, &plans[i], sp, sumT, moved, sumM, kv, i));
+    return VQ_OK;
+}

@@ -1,0 +1,263 @@
+/* cache_attend.c — vq_cache_attend: every sequence of the batch is one batch
+ * row of one skeleton problem whose kv axis is a list of segments — its
+ * pages (batch row b of the binding of the chunk holding the page) and its
+ * residual window — so one call runs all pages of all sequences as splits of
+ * the split-KV skeleton and merges them exactly.
+ *
+ * Page bindings are made once per chunk and kept (valid while the softmax
+ * scale and Sq stay the same), so a decode step validates nothing per page.
+ * The window of each sequence is bound per call (a plain f16 view; cheap). */
+#include <math.h>
+#include <string.h>
+
+#include "cache/cache_internal.h"
+#ifdef VQ_WITH_CUDA
+#include "cache/cache_cuda.h"
+#endif
+
+/* A stream of a chunk as a tensor: [N,Hkv,rows,last], [N,Hkv,rows] or [N,rows]. */
+static void stream_view(const vq_cache *c, const vq_cache_layer *L, const vq_cache_chunk *ch, int s, DLTensor *t,
+                        int64_t *shape)
+{
+    const vq_cache_stream *st = &L->streams[s];
+    shape[0] = ch->n_pages;
+    if (st->ndim == 2) {
+        shape[1] = st->rows;
+    } else {
+        shape[1] = c->Hkv, shape[2] = st->rows, shape[3] = st->last;
+    }
+    vq_cache_view(c, t, shape, st->ndim, st->dtype, ch->base + ch->n_pages * st->page_off);
+}
+
+void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb,
+                       vq_encoded_keys *ek_out, vq_encoded_values *ev_out)
+{
+    const vq_key_config *kc = &L->cfg.keys;
+    vq_encoded_keys ek = {0};
+    int nk = 0; /* key streams: values follow */
+    switch (kc->method) {
+    case VQ_KEY_F16: ek = (vq_encoded_keys){.format = VQ_KEYS_F16, .plain = {&sv[0]}}, nk = 1; break;
+    case VQ_KEY_KIVI:
+        ek.format = VQ_KEYS_AFFINE;
+        ek.affine.codes = &sv[0], ek.affine.scale = &sv[1], ek.affine.zero = &sv[2];
+        ek.affine.bits = kc->bits, ek.affine.group_size = kc->group_size, nk = 3;
+        break;
+    case VQ_KEY_TURBO:
+        ek.format = VQ_KEYS_TURBO;
+        ek.turbo.idx = &sv[0], ek.turbo.scale = &sv[1], ek.turbo.diag = &tb[VQ_CT_KDIAG], ek.turbo.bits = kc->bits;
+        nk = 2;
+        break;
+    case VQ_KEY_TURBO_RVQ:
+        ek.format = VQ_KEYS_TURBO_RVQ;
+        ek.rvq.idx1 = &sv[0], ek.rvq.scale1 = &sv[1], ek.rvq.idx2 = &sv[2], ek.rvq.scale2 = &sv[3];
+        ek.rvq.diag = &tb[VQ_CT_KDIAG], ek.rvq.b1 = kc->bits, ek.rvq.b2 = kc->bits2, nk = 4;
+        break;
+    case VQ_KEY_RABITQ:
+        ek.format = VQ_KEYS_RABITQ;
+        ek.rabitq.bits = &sv[0], ek.rabitq.mag = &sv[1], ek.rabitq.diag = &tb[VQ_CT_KDIAG], nk = 2;
+        break;
+    case VQ_KEY_QJL:
+        ek.format = VQ_KEYS_QJL;
+        ek.qjl.bits = &sv[0], ek.qjl.norm = &sv[1], ek.qjl.projection = &tb[VQ_CT_QJL_PROJ], nk = 2;
+        break;
+    case VQ_KEY_PQ:
+        ek.format = VQ_KEYS_PQ;
+        ek.pq.idx = &sv[0], ek.pq.codebook = &tb[VQ_CT_CODEBOOK], ek.pq.smooth = &tb[VQ_CT_SMOOTH], nk = 1;
+        break;
+    case VQ_KEY_COMMVQ:
+        ek.format = VQ_KEYS_COMMVQ;
+        ek.commvq.idx = &sv[0], ek.commvq.positions = &sv[1], ek.commvq.codebook = &tb[VQ_CT_CODEBOOK];
+        ek.commvq.cos_freqs = &tb[VQ_CT_COS], ek.commvq.sin_freqs = &tb[VQ_CT_SIN], ek.commvq.rope = kc->rope;
+        nk = 2;
+        break;
+    }
+    const vq_value_config *vc = &L->cfg.values;
+    vq_encoded_values ev = {0};
+    switch (vc->method) {
+    case VQ_VALUE_F16: ev = vq_plain_values(&sv[nk]); break;
+    case VQ_VALUE_KIVI:
+        ev.format = VQ_VALUES_AFFINE;
+        ev.affine.codes = &sv[nk], ev.affine.scale = &sv[nk + 1], ev.affine.zero = &sv[nk + 2];
+        ev.affine.bits = vc->bits, ev.affine.group_size = vc->group_size;
+        break;
+    case VQ_VALUE_CODEBOOK:
+        ev.format = VQ_VALUES_CODEBOOK;
+        ev.codebook.idx = &sv[nk], ev.codebook.scale = &sv[nk + 1], ev.codebook.cents = &tb[VQ_CT_VCENTS];
+        break;
+    case VQ_VALUE_TURBO:
+        ev.format = VQ_VALUES_TURBO;
+        ev.turbo.idx = &sv[nk], ev.turbo.scale = &sv[nk + 1], ev.turbo.diag = &tb[VQ_CT_VDIAG];
+        ev.turbo.bits = vc->bits;
+        break;
+    }
+    (void)c;
+    *ek_out = ek;
+    *ev_out = ev;
+}
+
+void vq_cache_table_tensors(const vq_cache *c, const vq_cache_layer *L, DLTensor *tb, int64_t (*shapes)[4])
+{
+    for (int t = 0; t < VQ_CT_COUNT; t++) {
+        const vq_cache_table *tab = &L->tables[t];
+        if (tab->host == NULL) continue;
+        memcpy(shapes[t], tab->shape, sizeof(int64_t) * (size_t)tab->ndim);
+        vq_cache_view(c, &tb[t], shapes[t], tab->ndim, VQ_DT_F32, tab->dev);
+    }
+}
+
+/* Binds the keys and values of chunk k of layer L for (scale, Sq). */
+static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, int64_t Sq)
+{
+    vq_ctx *ctx = c->ctx;
+    const vq_cache_chunk *ch = &L->chunks[k];
+    vq_cache_binding *bd = &L->bindings[k];
+    DLTensor sv[VQ_CACHE_MAX_STREAMS], tb[VQ_CT_COUNT];
+    int64_t ss[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
+    for (int s = 0; s < L->n_streams; s++) stream_view(c, L, ch, s, &sv[s], ss[s]);
+    vq_cache_table_tensors(c, L, tb, ts);
+    const vq_attn_dims dims = {ch->n_pages, c->Hq, c->Hkv, Sq, c->P, c->D};
+    const vq_key_config *kc = &L->cfg.keys;
+    vq_encoded_keys ek;
+    vq_encoded_values ev;
+    vq_cache_describe(c, L, sv, tb, &ek, &ev);
+    if (kc->method == VQ_KEY_RABITQ && kc->rabitq_score == VQ_RABITQ_SCORE_HAMMING) {
+        VQ_FORWARD_IF_ERROR(vq_cache_bind_hamming(ctx, &sv[0], &sv[1], L->tables[VQ_CT_KDIAG].host, scale, &dims,
+                                                  &bd->hamming, &bd->inner, &bd->keys));
+    } else {
+        /* QJL's norm stream holds ||k|| / sqrt(D) (cache_encode.c) */
+        const float ks = kc->method == VQ_KEY_QJL ? scale * sqrtf((float)c->D) : scale;
+        VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(ctx, &ek, &dims, ks, &bd->keys));
+    }
+    VQ_FORWARD_IF_ERROR(vq_attn_bind_values(ctx, &ev, &dims, &bd->values));
+    bd->valid = true;
+    bd->scale = scale;
+    bd->Sq = Sq;
+    return VQ_OK;
+}
+
+/* The window of one sequence, bound per call. */
+typedef struct window_binding {
+    vq_attn_keys keys;
+    vq_attn_values values;
+    vq_cache_rotated_values rotated;
+} window_binding;
+
+static vq_status bind_window(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, float scale,
+                             int64_t Sq, window_binding *w)
+{
+    int64_t shape[4] = {1, c->Hkv, L->res_cap, c->D};
+    DLTensor k, v;
+    vq_cache_view(c, &k, shape, 4, VQ_DT_F16, sl->res);
+    vq_cache_view(c, &v, shape, 4, VQ_DT_F16, (uint16_t *)sl->res + (int64_t)c->Hkv * L->res_cap * c->D);
+    const vq_attn_dims dims = {1, c->Hq, c->Hkv, Sq, L->res_cap, c->D};
+    const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain = {&k}};
+    VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(c->ctx, &ek, &dims, scale, &w->keys));
+    if (L->cfg.values.method == VQ_VALUE_TURBO) {
+        vq_cache_bind_rotated_values(c->ctx, &v, L->tables[VQ_CT_VDIAG].host, &w->rotated, &w->values);
+        return VQ_OK;
+    }
+    return vq_attn_bind_values_plain(c->ctx, &v, "window", &dims, &w->values);
+}
+
+static vq_status check_io(vq_cache *c, int n_seq, const DLTensor *q, const DLTensor *out,
+                          const vq_cache_attend_opts *opts, int64_t *Sq, vq_attn_view *lse)
+{
+    vq_ctx *ctx = c->ctx;
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, q, "q", VQ_DTM_F16_F32, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, q, "q", 4, (const int64_t[]){n_seq, c->Hq, -1, c->D}));
+    *Sq = q->shape[2];
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, out, "out", VQ_DTM_F16_F32, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, out, "out", 4, (const int64_t[]){n_seq, c->Hq, *Sq, c->D}));
+    VQ_FORWARD_IF_ERROR(vq_check_no_overlap(ctx, out, "out"));
+    const vq_attn_dims dims = {n_seq, c->Hq, c->Hkv, *Sq, 1, c->D};
+    VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dims, lse));
+    VQ_RETURN_IF(ctx, opts && (!isfinite(opts->scale) || opts->scale < 0), VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'opts->scale': expected a finite value >= 0 (0 = 1/sqrt(D)), got %g", (double)opts->scale);
+    return VQ_OK;
+}
+
+static vq_status attend_cpu(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const DLTensor *q,
+                            DLTensor *out, const vq_attn_view *lse, float scale, bool causal, int64_t Sq)
+{
+    vq_ctx *ctx = c->ctx;
+    vq_cache_layer *L = &c->layers[layer];
+    for (int k = 0; k < L->n_chunks; k++) {
+        const vq_cache_binding *bd = &L->bindings[k];
+        if (!bd->valid || bd->scale != scale || bd->Sq != Sq) VQ_FORWARD_IF_ERROR(bind_chunk(c, L, k, scale, Sq));
+    }
+    int64_t n_segs = 0;
+    for (int i = 0; i < n_seq; i++) n_segs += sls[i]->n_pages + 1;
+    const size_t wb = sizeof(window_binding) * (size_t)(L->res_cap > 0 ? n_seq : 0);
+    const size_t sb = sizeof(vq_attn_segment) * (size_t)n_segs, ob = sizeof(int64_t) * (size_t)(2 * n_seq + 1);
+    unsigned char *hs = vq_cache_host_scratch(c, 0, wb + sb + ob + 128);
+    if (hs == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    window_binding *wins = (window_binding *)(void *)hs;
+    vq_attn_segment *segs = (vq_attn_segment *)(void *)(hs + ((wb + 63) & ~(size_t)63));
+    int64_t *seg_off = (int64_t *)(void *)((unsigned char *)segs + ((sb + 63) & ~(size_t)63));
+    int64_t *skv = seg_off + n_seq + 1;
+    int64_t ns = 0, max_skv = 0;
+    for (int i = 0; i < n_seq; i++) {
+        const vq_cache_seq_layer *sl = sls[i];
+        seg_off[i] = ns;
+        for (int64_t pi = 0; pi < sl->n_pages; pi++) {
+            int64_t idx;
+            const int ci = vq_cache_chunk_index(L, sl->pages[pi], &idx);
+            const int64_t left = sl->n_enc - pi * c->P;
+            segs[ns++] = (vq_attn_segment){&L->bindings[ci].keys, &L->bindings[ci].values, idx,
+                                           left < c->P ? left : c->P, 0};
+        }
+        if (L->res_cap > 0) {
+            VQ_FORWARD_IF_ERROR(bind_window(c, L, sl, scale, Sq, &wins[i]));
+            if (sl->n > sl->n_enc) segs[ns++] = (vq_attn_segment){&wins[i].keys, &wins[i].values, 0, sl->n - sl->n_enc, 1};
+        }
+        skv[i] = sl->n;
+        if (sl->n > max_skv) max_skv = sl->n;
+    }
+    seg_off[n_seq] = ns;
+    const vq_attn_dims dims = {n_seq, c->Hq, c->Hkv, Sq, max_skv, c->D};
+    vq_attn_problem p;
+    vq_attn_problem_init(&p, &dims, q, out, lse);
+    p.causal = causal;
+    p.segs = segs;
+    p.seg_off = seg_off;
+    p.skv = skv;
+    p.kinds[0] = (vq_attn_kind){&L->bindings[0].keys, &L->bindings[0].values};
+    p.n_kinds = 1;
+    if (L->res_cap > 0) {
+        p.kinds[1] = (vq_attn_kind){&wins[0].keys, &wins[0].values};
+        p.n_kinds = 2;
+    }
+    p.keys = p.kinds[0].keys;
+    p.values = p.kinds[0].values;
+    return vq_attn_run(ctx, &p);
+}
+
+vq_status vq_cache_attend(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
+                          DLTensor *out, const vq_cache_attend_opts *opts)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    vq_ctx *ctx = c->ctx;
+    VQ_ENTER(ctx);
+    VQ_RETURN_IF(ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT, "argument 'layer': %d outside [0, %d)",
+                 layer, c->L);
+    VQ_RETURN_IF(ctx, n_seq < 1 || n_seq > (1 << 20), VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'n_seq': expected 1..2^20, got %d", n_seq);
+    VQ_RETURN_IF(ctx, seq_ids == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids' is NULL");
+    int64_t Sq;
+    vq_attn_view lse;
+    VQ_FORWARD_IF_ERROR(check_io(c, n_seq, q, out, opts, &Sq, &lse));
+    vq_cache_seq_layer **sls = vq_cache_host_scratch(c, 1, sizeof *sls * (size_t)n_seq);
+    if (sls == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < n_seq; i++) {
+        vq_cache_seq *s = vq_cache_find_seq(c, seq_ids[i]);
+        VQ_RETURN_IF(ctx, s == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld", i,
+                     (long long)seq_ids[i]);
+        sls[i] = &s->layers[layer];
+    }
+    const float scale = opts && opts->scale > 0 ? opts->scale : 1.0f / sqrtf((float)c->D);
+    const bool causal = opts && opts->causal;
+#ifdef VQ_WITH_CUDA
+    if (c->cuda) return vq_cache_attend_cuda(c, layer, n_seq, sls, q, out, opts ? opts->lse_out : NULL, scale, causal, Sq);
+#endif
+    return attend_cpu(c, layer, n_seq, sls, q, out, &lse, scale, causal, Sq);
+}

@@ -1,0 +1,233 @@
+/* cache_internal.h — the state of a vq_cache (include/veloxquant.h section
+ * 5), all of it in the structs below so that persistence can walk it.
+ * Internal.
+ *
+ * Layout of one layer's pool. A layer stores its formats as "streams" (key
+ * codes, key scales, value codes, ...; cache_layout.c lists them per method).
+ * Pages are numbered 0, 1, ... per layer and live in chunks allocated once
+ * and never moved: chunk 0 holds capacity_pages pages, every later chunk
+ * grow_pages. Inside a chunk of N pages each stream is one compact array
+ *     stream s:  [N][Hkv][rows_s][last_s]   of dtype_s   (per_head streams)
+ *                [N][rows_s][last_s]                      (shared by the heads)
+ * at byte offset N * stream_off_s from the chunk base (stream_off_s = sum of
+ * the earlier streams' page_bytes), so page i of the chunk is batch row i of a
+ * [N, Hkv, rows, last] tensor and one attention binding covers a whole chunk.
+ * rows_s is P for per-token streams and P / g for KIVI key scale/zero.
+ *
+ * Tokens of a sequence's layer: [0, n_enc) encoded, token t in page
+ * pages[t / P] at row t % P (row (t % P) / g of group streams); [n_enc, n)
+ * in the residual window, token t at row t - n_enc of res [2][Hkv][res_cap][D]
+ * f16 (keys, then values).
+ *
+ * On a CUDA ctx every chunk, residual window and device table is device
+ * memory (cudaMalloc); the host keeps the page tables and all counters. */
+#ifndef VQ_CACHE_INTERNAL_H
+#define VQ_CACHE_INTERNAL_H
+
+#include "attention/attn_skeleton.h"
+#include "cache/cache_formats.h"
+#include "core/core.h"
+
+#define VQ_CACHE_MAX_STREAMS 8
+#define VQ_CACHE_MAX_TABLES 6
+
+/* What a stream's bytes are, for the memory report. */
+typedef enum vq_cache_part { VQ_CACHE_PART_CODE = 0, VQ_CACHE_PART_PARAM = 1 } vq_cache_part;
+
+typedef struct vq_cache_stream {
+    const char *name;   /* "k_codes", "k_scale", ..., for messages and persistence */
+    vq_dtype dtype;     /* element type */
+    int64_t rows;       /* rows per head per page: P, or P / g */
+    int64_t last;       /* elements per row (1 for a per-token scalar) */
+    int ndim;           /* rank of the chunk view: 4 [N,Hkv,rows,last], 3 [N,Hkv,rows] (last = 1),
+                           2 [N,rows] (shared by the heads, last = 1) */
+    bool per_head;      /* ndim > 2 */
+    bool is_key;        /* key or value stream (accounting) */
+    vq_cache_part part; /* codes or parameters (accounting) */
+    int64_t page_bytes; /* bytes per page: (per_head ? Hkv : 1) * rows * last * size, a multiple of 16 */
+    int64_t page_off;   /* sum of page_bytes of the streams before it */
+} vq_cache_stream;
+
+/* A table owned by a layer: f32 (or i32) host array, mirrored on the device
+ * on a CUDA ctx. Shape as the codec expects it. */
+typedef struct vq_cache_table {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    float *host;        /* numel floats */
+    void *dev;          /* CUDA: device copy; CPU: == host */
+} vq_cache_table;
+
+/* Indices into vq_cache_layer.tables. */
+enum {
+    VQ_CT_KDIAG = 0,   /* [D] ±1: TURBO / RVQ / RABITQ keys */
+    VQ_CT_QJL_PROJ,    /* [m, D] QJL projection */
+    VQ_CT_CODEBOOK,    /* PQ [M,C,D/M] or [Hkv,M,C,D/M]; CommVQ [R,C,D] */
+    VQ_CT_SMOOTH,      /* PQ [D] or [Hkv,D] */
+    VQ_CT_COS, VQ_CT_SIN, /* CommVQ [Pmax, D/2] */
+    VQ_CT_VDIAG,       /* [D] ±1: TURBO values */
+    VQ_CT_VCENTS,      /* [n <= 16] CODEBOOK value centroids */
+    VQ_CT_COUNT
+};
+
+typedef struct vq_cache_chunk {
+    unsigned char *base; /* n_pages * layer page bytes; host or device */
+    int64_t first_page;  /* global page index of its page 0 */
+    int64_t n_pages;
+} vq_cache_chunk;
+
+/* Cached attention bindings of one chunk (CPU): valid while (scale, Sq)
+ * equal what they were bound for. Descriptors point into the struct itself,
+ * so moving one (growing the array) invalidates it. */
+typedef struct vq_cache_binding {
+    bool valid;
+    float scale;
+    int64_t Sq;
+    vq_attn_keys keys;
+    vq_attn_values values;
+    vq_attn_keys inner;               /* RaBitQ Hamming: the wrapped binding */
+    vq_cache_hamming_keys hamming;
+} vq_cache_binding;
+
+typedef struct vq_cache_layer {
+    vq_cache_layer_config cfg;  /* resolved; tensor pointers NULL (tables below) */
+    int64_t g;                  /* key group: KIVI group_size, else 1 */
+    int64_t res_cap;            /* residual window capacity in tokens: R + g - 1, 0 for CommVQ and
+                                   when R = 0 and g = 1 */
+    int n_streams;
+    vq_cache_stream streams[VQ_CACHE_MAX_STREAMS];
+    int64_t page_bytes;         /* all streams of one page */
+    vq_cache_table tables[VQ_CT_COUNT];  /* host == NULL: not used by this layer */
+    /* pool */
+    vq_cache_chunk *chunks;
+    int n_chunks, cap_chunks;
+    int64_t n_pages;            /* pages in all chunks */
+    int32_t *refcount;          /* [n_pages]: sequences whose page table holds the page; 0 = free */
+    int32_t *free_list;         /* [n_pages] stack of free pages, n_free on top */
+    int64_t n_free;
+    vq_cache_binding *bindings; /* [n_chunks] (CPU) */
+} vq_cache_layer;
+
+typedef struct vq_cache_seq_layer {
+    int64_t n;          /* tokens */
+    int64_t n_enc;      /* tokens in pages, a multiple of g; n - n_enc <= res_cap */
+    int64_t n_pages;    /* ceil(n_enc / P) entries of pages[] in use */
+    int64_t cap_pages;  /* entries allocated */
+    int32_t *pages;     /* page table */
+    void *res;          /* [2][Hkv][res_cap][D] f16, or NULL when res_cap == 0 */
+} vq_cache_seq_layer;
+
+typedef struct vq_cache_seq {
+    int64_t id;         /* -1: free slot */
+    vq_cache_seq_layer *layers;  /* [n_layers] */
+} vq_cache_seq;
+
+/* Host or device scratch grown on demand and kept (staging of appends). */
+typedef struct vq_cache_buf {
+    void *p;
+    size_t size;
+} vq_cache_buf;
+
+struct vq_cache {
+    vq_ctx *ctx;
+    bool cuda;
+    int L, Hkv, Hq, D;
+    int64_t P;
+    int64_t capacity_pages, grow_pages;
+    int max_seqs;
+    int R;
+    int64_t next_id;
+    vq_cache_layer *layers;  /* [L] */
+    vq_cache_seq *seqs;      /* [max_seqs] slots */
+    int n_live;
+    vq_cache_buf stage;      /* append staging, on the cache's device */
+    vq_cache_buf host[2];    /* per-call host scratch, kept: [0] plans / segment lists, [1] the
+                                sequence list of an attend */
+};
+
+/* ---- cache_presets.c ---- */
+
+/* The preset called name (NULL if none); fills *out (when not NULL) as
+ * vq_cache_preset_layer_config does. */
+const vq_cache_preset_info *vq_cache_preset_find(const char *name, vq_cache_layer_config *out, int head_dim);
+/* "f16, kivi2, ..." into buf. */
+void vq_cache_preset_names(char *buf, size_t cap);
+
+/* ---- cache_layout.c: methods -> streams and tables ---- */
+
+/* Validates layer config `lc` (named `name` in messages) for the cache's
+ * sizes and fills L's cfg, g, res_cap and streams (no memory yet). */
+vq_status vq_cache_layout_layer(vq_cache *c, const vq_cache_layer_config *lc, const char *name, vq_cache_layer *L);
+/* Builds L's tables (host, then device copies) from the user's config. */
+vq_status vq_cache_build_tables(vq_cache *c, const vq_cache_layer_config *user, const char *name, int l,
+                                vq_cache_layer *L);
+void vq_cache_free_tables(vq_cache *c, vq_cache_layer *L);
+
+/* ---- cache_mem.c: memory on the cache's device ---- */
+
+void *vq_cache_mem_alloc(vq_cache *c, size_t bytes);          /* NULL on failure (message set) */
+void vq_cache_mem_free(vq_cache *c, void *p);
+/* height rows of width bytes, from src (pitch spitch) to dst (pitch dpitch), both on the device. */
+vq_status vq_cache_mem_copy2d(vq_cache *c, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                              size_t height);
+vq_status vq_cache_mem_upload(vq_cache *c, void *dst, const void *src, size_t bytes);
+vq_status vq_cache_mem_zero(vq_cache *c, void *dst, size_t bytes);
+/* A staging area of >= bytes on the device (host on CPU), kept. NULL on failure. */
+void *vq_cache_stage(vq_cache *c, size_t bytes);
+/* Host scratch buffer `which` (0 or 1) of >= bytes, kept (never device
+ * memory). Growing it moves it. NULL on failure. */
+void *vq_cache_host_scratch(vq_cache *c, int which, size_t bytes);
+
+/* ---- cache_pool.c ---- */
+
+/* The chunk index of `page` and the page's index in that chunk. */
+int vq_cache_chunk_index(const vq_cache_layer *L, int64_t page, int64_t *idx);
+/* Address of stream s of page `page` of layer L (row 0, head 0). */
+unsigned char *vq_cache_page_stream(const vq_cache_layer *L, int64_t page, int s);
+/* Makes sure n more pages can be taken (grows the pool if allowed). */
+vq_status vq_cache_pool_reserve(vq_cache *c, int l, int64_t n);
+int32_t vq_cache_pool_take(vq_cache_layer *L);        /* after reserve; refcount 1 */
+void vq_cache_pool_release(vq_cache_layer *L, int32_t page);
+/* Copies every stream of page src to page dst (copy-on-write). */
+vq_status vq_cache_pool_copy_page(vq_cache *c, int l, int32_t dst, int32_t src);
+
+/* ---- cache_seq.c ---- */
+
+vq_cache_seq *vq_cache_find_seq(const vq_cache *c, int64_t id);
+/* n_enc for n tokens of layer l before truncation: max(0, floor((n - R) / g) * g). */
+int64_t vq_cache_target_enc(const vq_cache *c, const vq_cache_layer *L, int64_t n);
+
+/* ---- cache_encode.c ---- */
+
+/* Encodes T tokens (T a multiple of L->g) of k, v [1,Hkv,T,D] f16 compact
+ * staging tensors into outs[s] = compact staging views of the layer's
+ * streams over T tokens ([1,Hkv,T*rows_s/P,last_s], [1,Hkv,T*rows_s/P] or
+ * [T] for shared streams; the values' streams start at outs + n_key_streams).
+ * CommVQ positions (its k_pos stream) are filled by the caller. scratch holds
+ * vq_cache_encode_scratch bytes. */
+vq_status vq_cache_encode(vq_cache *c, vq_cache_layer *L, const DLTensor *k, const DLTensor *v,
+                          DLTensor *const *outs, int n_key_streams, unsigned char *scratch, int64_t T);
+size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64_t T);
+
+/* ---- cache_attend.c ---- */
+
+/* The layer's formats over stream tensors sv[] (one per stream, any leading
+ * [B, Hkv, Skv] the caller chose) and table tensors tb[VQ_CT_COUNT]. The
+ * QJL norm stream holds ||k|| / sqrt(D): multiply the softmax scale by
+ * sqrt(D). RaBitQ is described as VQ_KEYS_RABITQ (the exact score). */
+void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb,
+                       vq_encoded_keys *ek, vq_encoded_values *ev);
+/* Tensors over the layer's (device) tables, shapes held in shapes[]. */
+void vq_cache_table_tensors(const vq_cache *c, const vq_cache_layer *L, DLTensor *tb, int64_t (*shapes)[4]);
+
+/* ---- helpers ---- */
+
+/* After a public function called inside a cache entry point failed with s:
+ * the message becomes "<fn>: <its message>" (so it names the cache call
+ * first) and s is returned. */
+vq_status vq_cache_forward(vq_ctx *ctx, vq_status s, const char *fn);
+
+/* A tensor header over device/host memory p (compact, the cache's device). */
+void vq_cache_view(const vq_cache *c, DLTensor *t, int64_t *shape, int ndim, vq_dtype dt, void *p);
+
+#endif /* VQ_CACHE_INTERNAL_H */

@@ -1,0 +1,178 @@
+/* cache_seq.c — sequences: add, remove, truncate, fork, length. A sequence
+ * is a slot with a page table and a residual window per layer; forks share
+ * pages (reference counts in the pool) and copy the windows. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache_internal.h"
+
+vq_cache_seq *vq_cache_find_seq(const vq_cache *c, int64_t id)
+{
+    if (id < 0) return NULL;
+    for (int i = 0; i < c->max_seqs; i++)
+        if (c->seqs[i].id == id) return &c->seqs[i];
+    return NULL;
+}
+
+int64_t vq_cache_target_enc(const vq_cache *c, const vq_cache_layer *L, int64_t n)
+{
+    if (L->res_cap == 0) return n;
+    const int64_t e = (n - c->R) / L->g * L->g;
+    return n - c->R < 0 ? 0 : e;
+}
+
+static size_t res_bytes(const vq_cache *c, const vq_cache_layer *L)
+{
+    return (size_t)(2 * (int64_t)c->Hkv * L->res_cap * c->D * 2);
+}
+
+static void free_seq(vq_cache *c, vq_cache_seq *q)
+{
+    for (int l = 0; q->layers && l < c->L; l++) {
+        vq_cache_seq_layer *sl = &q->layers[l];
+        for (int64_t i = 0; i < sl->n_pages; i++) vq_cache_pool_release(&c->layers[l], sl->pages[i]);
+        vq_cache_mem_free(c, sl->res);
+        free(sl->pages);
+    }
+    free(q->layers);
+    q->layers = NULL;
+    q->id = -1;
+}
+
+/* A free slot with its per-layer state allocated (page tables of `pages`
+ * entries at least, windows), or NULL with the message set. */
+static vq_status new_seq(vq_cache *c, const vq_cache_seq *like, vq_cache_seq **out)
+{
+    vq_ctx *ctx = c->ctx;
+    vq_cache_seq *q = NULL;
+    for (int i = 0; i < c->max_seqs && q == NULL; i++)
+        if (c->seqs[i].id < 0) q = &c->seqs[i];
+    VQ_RETURN_IF(ctx, q == NULL, VQ_ERR_INVALID_ARGUMENT, "the cache holds max_sequences = %d sequences already",
+                 c->max_seqs);
+    q->layers = calloc((size_t)c->L, sizeof *q->layers);
+    bool ok = q->layers != NULL;
+    for (int l = 0; ok && l < c->L; l++) {
+        vq_cache_seq_layer *sl = &q->layers[l];
+        const vq_cache_layer *L = &c->layers[l];
+        sl->cap_pages = like ? like->layers[l].n_pages : 0;
+        if (sl->cap_pages < 16) sl->cap_pages = 16;
+        sl->pages = malloc(sizeof *sl->pages * (size_t)sl->cap_pages);
+        ok = sl->pages != NULL;
+        if (ok && L->res_cap > 0) ok = (sl->res = vq_cache_mem_alloc(c, res_bytes(c, L))) != NULL;
+    }
+    if (!ok) {
+        q->id = 0; /* free_seq resets it */
+        free_seq(c, q);
+        return vq_fail(ctx, VQ_ERR_OUT_OF_MEMORY, "cannot allocate a sequence");
+    }
+    *out = q;
+    return VQ_OK;
+}
+
+vq_status vq_cache_seq_add(vq_cache *c, int64_t *seq_id_out)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    VQ_ENTER(c->ctx);
+    VQ_RETURN_IF(c->ctx, seq_id_out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_id_out' is NULL");
+    vq_cache_seq *q;
+    VQ_FORWARD_IF_ERROR(new_seq(c, NULL, &q));
+    q->id = c->next_id++;
+    c->n_live++;
+    *seq_id_out = q->id;
+    return VQ_OK;
+}
+
+static vq_status lookup(vq_cache *c, int64_t id, const char *name, vq_cache_seq **out)
+{
+    *out = vq_cache_find_seq(c, id);
+    VQ_RETURN_IF(c->ctx, *out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s': no sequence with id %lld", name,
+                 (long long)id);
+    return VQ_OK;
+}
+
+vq_status vq_cache_seq_remove(vq_cache *c, int64_t seq_id)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    VQ_ENTER(c->ctx);
+    vq_cache_seq *q;
+    VQ_FORWARD_IF_ERROR(lookup(c, seq_id, "seq_id", &q));
+    free_seq(c, q);
+    c->n_live--;
+    return VQ_OK;
+}
+
+vq_status vq_cache_seq_truncate(vq_cache *c, int64_t seq_id, int64_t n_tokens)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    VQ_ENTER(c->ctx);
+    vq_cache_seq *q;
+    VQ_FORWARD_IF_ERROR(lookup(c, seq_id, "seq_id", &q));
+    VQ_RETURN_IF(c->ctx, n_tokens < 0, VQ_ERR_INVALID_ARGUMENT, "argument 'n_tokens' must be >= 0, got %lld",
+                 (long long)n_tokens);
+    /* check every layer before changing any */
+    for (int l = 0; l < c->L; l++) {
+        const vq_cache_seq_layer *sl = &q->layers[l];
+        const int64_t g = c->layers[l].g;
+        VQ_RETURN_IF(c->ctx, n_tokens < sl->n_enc && n_tokens % g != 0, VQ_ERR_UNSUPPORTED,
+                     "layer %d: n_tokens = %lld cuts an encoded KIVI key group of %lld tokens (its other tokens "
+                     "are no longer held in f16; a residual window of at least the rollback depth avoids this)",
+                     l, (long long)n_tokens, (long long)g);
+    }
+    for (int l = 0; l < c->L; l++) {
+        vq_cache_seq_layer *sl = &q->layers[l];
+        if (n_tokens >= sl->n) continue;
+        if (n_tokens < sl->n_enc) {
+            sl->n_enc = n_tokens;
+            const int64_t keep = vq_ceil_div(n_tokens, c->P);
+            for (int64_t i = keep; i < sl->n_pages; i++) vq_cache_pool_release(&c->layers[l], sl->pages[i]);
+            sl->n_pages = keep;
+        }
+        sl->n = n_tokens;
+    }
+    return VQ_OK;
+}
+
+vq_status vq_cache_seq_fork(vq_cache *c, int64_t src_seq_id, int64_t *dst_seq_id_out)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    VQ_ENTER(c->ctx);
+    VQ_RETURN_IF(c->ctx, dst_seq_id_out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'dst_seq_id_out' is NULL");
+    vq_cache_seq *src;
+    VQ_FORWARD_IF_ERROR(lookup(c, src_seq_id, "src_seq_id", &src));
+    vq_cache_seq *q;
+    VQ_FORWARD_IF_ERROR(new_seq(c, src, &q));
+    for (int l = 0; l < c->L; l++) {
+        const vq_cache_seq_layer *a = &src->layers[l];
+        vq_cache_seq_layer *b = &q->layers[l];
+        const vq_cache_layer *L = &c->layers[l];
+        if (L->res_cap > 0 && a->n > a->n_enc) {
+            const vq_status s = vq_cache_mem_copy2d(c, b->res, res_bytes(c, L), a->res, res_bytes(c, L),
+                                                    res_bytes(c, L), 1);
+            if (s != VQ_OK) {
+                q->id = 0;
+                free_seq(c, q);
+                return s;
+            }
+        }
+    }
+    for (int l = 0; l < c->L; l++) {
+        const vq_cache_seq_layer *a = &src->layers[l];
+        vq_cache_seq_layer *b = &q->layers[l];
+        memcpy(b->pages, a->pages, sizeof *a->pages * (size_t)a->n_pages);
+        for (int64_t i = 0; i < a->n_pages; i++) c->layers[l].refcount[a->pages[i]]++;
+        b->n = a->n;
+        b->n_enc = a->n_enc;
+        b->n_pages = a->n_pages;
+    }
+    q->id = c->next_id++;
+    c->n_live++;
+    *dst_seq_id_out = q->id;
+    return VQ_OK;
+}
+
+int64_t vq_cache_seq_length(const vq_cache *c, int64_t seq_id, int layer)
+{
+    if (c == NULL || layer < 0 || layer >= c->L) return -1;
+    const vq_cache_seq *q = vq_cache_find_seq(c, seq_id);
+    return q ? q->layers[layer].n : -1;
+}

@@ -1,0 +1,128 @@
+/* attn_vnni_avx512.c — AVX-512 VNNI integer key scores for 2/4-bit affine
+ * keys (attn_kernels.h, affine_qk8), installed only where the CPU has
+ * AVX512_VNNI (this file alone is built with -mavx512vnni).
+ *
+ * Tokens in lanes: 16 tokens are scored at once, lane l holding one token, so
+ * a vpdpbusd multiplies 4 code bytes of each of 16 tokens by the same 4 query
+ * bytes (one broadcast dword) and no horizontal sums are needed. A 32-byte
+ * chunk of 16 code rows (8 dwords each) is loaded as 8 registers of two rows
+ * and transposed to 8 registers of one dword index each (three stages of
+ * vpermt2d, 24 shuffles per 16 tokens, shared by all rows). Each dword then
+ * gives its K = 8/bits shifts with one shift and one mask (also shared), and
+ * each row adds one vpdpbusd per shift: 2 per token and row at D = 128.
+ * The transposition leaves token t in lane (t >> 1) + 8 (t & 1); one vpermd
+ * per row and 16 tokens puts the scores back in order. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "attention/attn_kernels.h"
+
+#define VQ_INLINE static inline __attribute__((always_inline))
+
+/* Rows 2i and 2i+1 of the chunk (32 bytes at `off` of each code row) in one
+ * register; rows at or past n read as zeros (masked, nothing past them is read). */
+VQ_INLINE __m512i load_pair(const uint8_t *codes, int64_t ldc, int64_t off, int i, int n)
+{
+    const int t0 = 2 * i, t1 = 2 * i + 1;
+    if (t1 < n && ldc == 32) return _mm512_loadu_si512(codes + t0 * ldc + off);
+    const __m256i lo = t0 < n ? _mm256_loadu_si256((const __m256i *)(codes + t0 * ldc + off)) : _mm256_setzero_si256();
+    const __m256i hi = t1 < n ? _mm256_loadu_si256((const __m256i *)(codes + t1 * ldc + off)) : _mm256_setzero_si256();
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* One butterfly stage: swaps register-index bit A with lane bit B over the
+ * pairs (i, i | 1 << A). */
+VQ_INLINE void swap_stage(__m512i *x, int A, const __m512i idx0, const __m512i idx1)
+{
+    for (int i = 0; i < 8; i++) {
+        if (i & (1 << A)) continue;
+        const __m512i a = x[i], b = x[i | (1 << A)];
+        x[i] = _mm512_permutex2var_epi32(a, idx0, b);
+        x[i | (1 << A)] = _mm512_permutex2var_epi32(a, idx1, b);
+    }
+}
+
+typedef struct stage_idx {
+    __m512i lo[3], hi[3];
+    __m512i order; /* natural token order from the transposed lanes */
+} stage_idx;
+
+static stage_idx make_stages(void)
+{
+    stage_idx s;
+    for (int st = 0; st < 3; st++) {
+        int32_t a[16], b[16];
+        const int bb = 1 << st;
+        for (int l = 0; l < 16; l++) {
+            a[l] = (l & bb) ? 16 + (l ^ bb) : l;
+            b[l] = (l & bb) ? 16 + l : (l | bb);
+        }
+        s.lo[st] = _mm512_loadu_si512(a);
+        s.hi[st] = _mm512_loadu_si512(b);
+    }
+    int32_t o[16];
+    for (int t = 0; t < 16; t++) o[t] = (t >> 1) + 8 * (t & 1);
+    s.order = _mm512_loadu_si512(o);
+    return s;
+}
+
+/* 16 tokens (n of them valid) x RB rows; NA accumulators per row. */
+VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+                           const float *dz, float *s, int64_t lds, const stage_idx *si)
+{
+    const int K = 8 / bits, NA = RB == 1 ? 4 : RB == 2 ? 2 : 1;
+    const int64_t P = D / K, NC = D * bits / 256;
+    const __m512i mask = _mm512_set1_epi8(bits == 2 ? 3 : 15);
+    __m512i acc[4][4];
+    for (int r = 0; r < RB; r++)
+        for (int a = 0; a < NA; a++) acc[r][a] = _mm512_setzero_si512();
+    for (int64_t k = 0; k < NC; k++) {
+        __m512i x[8];
+        for (int i = 0; i < 8; i++) x[i] = load_pair(codes, ldc, 32 * k, i, n);
+        for (int st = 0; st < 3; st++) swap_stage(x, st, si->lo[st], si->hi[st]);
+        for (int w = 0; w < 8; w++)
+            for (int m = 0; m < K; m++) {
+                const __m512i e = _mm512_and_si512(m ? _mm512_srli_epi32(x[w], m * bits) : x[w], mask);
+                const int a = (w * K + m) % NA;
+                for (int r = 0; r < RB; r++) {
+                    int32_t qw;
+                    memcpy(&qw, xq + r * D + m * P + 32 * k + 4 * w, 4);
+                    acc[r][a] = _mm512_dpbusd_epi32(acc[r][a], e, _mm512_set1_epi32(qw));
+                }
+            }
+    }
+    const __mmask16 valid = (__mmask16)((1u << n) - 1u);
+    for (int r = 0; r < RB; r++) {
+        __m512i t = acc[r][0];
+        for (int a = 1; a < NA; a++) t = _mm512_add_epi32(t, acc[r][a]);
+        t = _mm512_permutexvar_epi32(si->order, t);
+        const __m512 v = _mm512_fmadd_ps(_mm512_set1_ps(dz[2 * r]), _mm512_cvtepi32_ps(t), _mm512_set1_ps(dz[2 * r + 1]));
+        _mm512_mask_storeu_ps(s + r * lds, valid, v);
+    }
+}
+
+static void affine_qk8_vnni(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+                            const float *dz, float *s, int64_t lds)
+{
+    const stage_idx si = make_stages();
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        const int rb = R - r0 < 4 ? R - r0 : 4;
+        const int8_t *x = xq + r0 * D;
+        const float *z = dz + 2 * r0;
+        for (int j = 0; j < n; j += 16) {
+            const int nb = n - j < 16 ? n - j : 16;
+            const uint8_t *cj = codes + j * ldc;
+            float *sr = s + r0 * lds + j;
+#define VQ_CASE(B, RB) \
+    case B * 8 + RB: qk8_block16(B, RB, nb, D, cj, ldc, x, z, sr, lds, &si); break;
+            switch (bits * 8 + rb) {
+                VQ_CASE(2, 1) VQ_CASE(2, 2) VQ_CASE(2, 3) VQ_CASE(2, 4)
+                VQ_CASE(4, 1) VQ_CASE(4, 2) VQ_CASE(4, 3) VQ_CASE(4, 4)
+            default: break;
+            }
+#undef VQ_CASE
+        }
+    }
+}
+
+void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k) { k->affine_qk8 = affine_qk8_vnni; }

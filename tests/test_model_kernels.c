@@ -1,0 +1,102 @@
+/* test_model_kernels.c — the model runtime's weight kernels: vqm_matmul for
+ * every weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1) on every ISA path
+ * (scalar, avx2, avx512 where the CPU has them), awkward shapes, 1 and 3
+ * threads, against a float64 plain loop over the test's own dequantizer;
+ * outputs poisoned, the stride padding must stay untouched. */
+#include <math.h>
+
+#include "harness.h"
+#include "model_tiny.h"
+#include "vqm.h"
+
+static void check_case(vqm_pool *pool, const vqm_kernels *k, uint32_t type, int64_t rows, int64_t cols, int64_t n,
+                       vq_rng *rng)
+{
+    tiny_tensor t = {.type = type, .ne0 = cols, .ne1 = rows};
+    tiny_fill(&t, rng, 0.3);
+    const vqm_matrix w = {type, rows, cols, tiny_row_bytes(type, cols), t.data};
+    const size_t ys = (size_t)rows + 3;
+    float *x = malloc(sizeof(float) * (size_t)(n * cols));
+    float *y = malloc(sizeof(float) * ys * (size_t)n);
+    float *xsum = malloc(sizeof(float) * (size_t)(n * cols / 32));
+    for (int64_t i = 0; i < n * cols; i++) x[i] = (float)vq_rng_normal(rng);
+    for (size_t i = 0; i < ys * (size_t)n; i++) y[i] = NAN;
+    vqm_matmul(pool, k, &w, n, x, y, ys, xsum);
+    int bad = 0;
+    for (int64_t j = 0; j < n && bad < 3; j++) {
+        for (int64_t r = 0; r < rows; r++) {
+            double ref = 0, mag = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                const double wv = tiny_get(&t, r, c);
+                ref += wv * x[j * cols + c];
+                mag += fabs(wv * x[j * cols + c]);
+            }
+            const double got = y[(size_t)j * ys + (size_t)r];
+            /* f32 accumulation: a few ulps of the sum of magnitudes */
+            if (!(fabs(got - ref) <= 4e-6 * mag + 1e-6)) {
+                VT_CHECK(0, "%s %s rows %lld cols %lld n %lld: y[%lld,%lld] = %.8g, expected %.8g (mag %.3g)", k->isa,
+                         vqm_wtype_name(type), (long long)rows, (long long)cols, (long long)n, (long long)j,
+                         (long long)r, got, ref, mag);
+                bad++;
+            }
+        }
+        for (size_t r = (size_t)rows; r < ys; r++)
+            VT_CHECK(isnan(y[(size_t)j * ys + r]), "%s %s: padding y[%lld, %zu] written", k->isa, vqm_wtype_name(type),
+                     (long long)j, r);
+    }
+    vt_checks++;
+    free(x);
+    free(y);
+    free(xsum);
+    free(t.data);
+}
+
+static void test_matmul_all(void)
+{
+    static const uint32_t types[] = {0, 1, 30, 8, 2, 3};
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    static const int64_t shapes[][3] = {{1, 32, 1}, {7, 96, 2}, {17, 64, 3}, {33, 576, 4}, {5, 1536, 5}, {40, 160, 9}};
+    vq_rng rng;
+    vq_rng_seed(&rng, 42);
+    for (int th = 1; th <= 3; th += 2) {
+        vqm_pool *pool = NULL;
+        VT_CHECK(vqm_pool_create(th, &pool) == VQ_OK, "pool");
+        for (size_t ii = 0; ii < 3; ii++) {
+            vqm_kernels k;
+            vqm_kernels_init(&k, isas[ii]);
+            if (strcmp(k.isa, isas[ii]) != 0) continue; /* not compiled in */
+            vq_ctx *probe = NULL;
+            setenv("VQ_ISA", isas[ii], 1);
+            vq_ctx_create(NULL, &probe);
+            unsetenv("VQ_ISA");
+            const bool cpu_has = probe != NULL && strcmp(vq_ctx_isa(probe), isas[ii]) == 0;
+            vq_ctx_free(probe);
+            if (!cpu_has) continue; /* the CPU lacks it */
+            for (size_t ti = 0; ti < 6; ti++)
+                for (size_t si = 0; si < 6; si++) check_case(pool, &k, types[ti], shapes[si][0], shapes[si][1], shapes[si][2], &rng);
+            if (th == 1) printf("  isa %s checked\n", k.isa);
+        }
+        vqm_pool_free(pool);
+    }
+}
+
+static void test_isa_names(void)
+{
+    vqm_kernels k;
+    vqm_kernels_init(&k, "scalar");
+    VT_CHECK(strcmp(k.isa, "scalar") == 0, "scalar");
+    vqm_kernels_init(&k, "neon");
+    VT_CHECK(strcmp(k.isa, "scalar") == 0, "unknown name gives scalar: %s", k.isa);
+    vqm_kernels_init(&k, NULL);
+    VT_CHECK(strcmp(k.isa, "scalar") == 0 && k.dot[3] != NULL && k.dot[14] == NULL, "NULL gives scalar");
+    uint64_t bytes = vqm_wtype_row_bytes(3, 576, NULL);
+    VT_CHECK(bytes == 360, "Q4_1 row of 576: %llu", (unsigned long long)bytes);
+    VT_CHECK(vqm_wtype_row_bytes(3, 33, NULL) == 0 && vqm_wtype_row_bytes(99, 32, NULL) == 0, "bad rows");
+}
+
+int main(void)
+{
+    VT_RUN(test_isa_names);
+    VT_RUN(test_matmul_all);
+    return vt_finish();
+}
