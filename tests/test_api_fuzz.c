@@ -527,6 +527,63 @@ static vq_status c_rq_prefill(vq_ctx *c, fz_args *a)
     return vq_rabitq_prefill_attend(c, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), &o);
 }
 
+/* ---- the KV cache: a fresh cache per call (1 layer, Hkv 1, Hq 2, pages of
+ * 32, two sequences); s0 = layer, s1 = n_seq. kind 0: KIVI 2-bit keys (g 8)
+ * and values with a window of 3; kind 1: CommVQ keys (R 2, C 4, P 8). A
+ * failed append must leave both sequences empty. ---- */
+static vq_cache *fz_cache(vq_ctx *c, int kind, int64_t *ids, bool tokens)
+{
+    static float cb[2 * 4 * D], cs[8 * D / 2], sn[8 * D / 2];
+    static int64_t cb_shape[3] = {2, 4, D}, rope_shape[2] = {8, D / 2};
+    for (int i = 0; i < 2 * 4 * D; i++) cb[i] = (float)((i * 7) % 5) * 0.25f - 0.5f;
+    for (int i = 0; i < 8 * D / 2; i++) cs[i] = 1.0f, sn[i] = 0.0f;
+    static DLTensor tcb, tcs, tsn;
+    tcb = (DLTensor){.data = cb, .device = {kDLCPU, 0}, .ndim = 3, .dtype = {kDLFloat, 32, 1}, .shape = cb_shape};
+    tcs = (DLTensor){.data = cs, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = rope_shape};
+    tsn = tcs;
+    tsn.data = sn;
+    const vq_cache_layer_config lc[2] = {
+        {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 8}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 8}},
+        {{.method = VQ_KEY_COMMVQ, .codebook = &tcb, .cos_freqs = &tcs, .sin_freqs = &tsn}, {.method = VQ_VALUE_F16}}};
+    const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = 1, .n_q_heads = 2, .head_dim = D, .page_size = 32,
+                                 .capacity_pages = 2, .residual_tokens = kind ? 0 : 3, .layers = &lc[kind]};
+    vq_cache *cache = NULL;
+    if (vq_cache_create(c, &cfg, &cache) != VQ_OK) return NULL;
+    for (int i = 0; i < 2; i++) (void)vq_cache_seq_add(cache, &ids[i]);
+    if (tokens) {
+        DLTensor *k = vt_new(VT_F32, VT_DIMS(2, 1, 5, D)), *v = vt_like(k, VT_F32);
+        vt_fill_uniform_int(k, &(vq_rng){{1, 2, 3, 4}}, -2, 2);
+        vt_fill_uniform_int(v, &(vq_rng){{5, 6, 7, 8}}, -2, 2);
+        (void)vq_cache_append(cache, 0, 2, ids, k, v, NULL);
+        vt_free(k), vt_free(v);
+    }
+    return cache;
+}
+static void b_ca_append(fz_args *a) { IN(VT_F32, 2, 1, 3, D); IN(VT_F32, 2, 1, 3, D); IN(VT_I32, 2, 3); SCALARS(0, 2); }
+static vq_status fz_append(vq_ctx *c, fz_args *a, int kind)
+{
+    int64_t ids[2] = {-1, -1};
+    vq_cache *cache = fz_cache(c, kind, ids, false);
+    const vq_status s = vq_cache_append(cache, S(0), S(1), ids, T(0), T(1), T(2));
+    if (s != VQ_OK)
+        VT_CHECK(vq_cache_seq_length(cache, ids[0], 0) == 0 && vq_cache_seq_length(cache, ids[1], 0) == 0,
+                 "a failed vq_cache_append changed a sequence");
+    vq_cache_free(cache);
+    return s;
+}
+static vq_status c_ca_append(vq_ctx *c, fz_args *a) { return fz_append(c, a, 0); }
+static vq_status c_ca_append_cvq(vq_ctx *c, fz_args *a) { return fz_append(c, a, 1); }
+static void b_ca_attend(fz_args *a) { IN(VT_F32, 2, 2, 2, D); OUT(VT_F32, 2, 2, 2, D); OUT(VT_F32, 2, 2, 2); SCALARS(0, 2); }
+static vq_status c_ca_attend(vq_ctx *c, fz_args *a)
+{
+    int64_t ids[2] = {-1, -1};
+    vq_cache *cache = fz_cache(c, 0, ids, true);
+    const vq_cache_attend_opts o = {.causal = true, .lse_out = T(2)};
+    const vq_status s = vq_cache_attend(cache, S(0), S(1), ids, T(0), T(1), &o);
+    vq_cache_free(cache);
+    return s;
+}
+
 /* Calibration: keys, values [L=1, Hkv=2, N=5, D]; scalars = PQ subspaces,
  * PQ centroids, value centroids, iters. A fitted calibration is freed at
  * once (the call has no tensor output). */
@@ -592,6 +649,9 @@ static const fz_case fz_cases[] = {
     FN(vq_scalar_fused_decode_attend, b_aff_attend, c_aff_attend),
     FN(vq_rabitq_fused_attend, b_rq_attend, c_rq_attend),
     FN(vq_rabitq_prefill_attend, b_rq_prefill, c_rq_prefill),
+    ROW("vq_cache_append/kivi", "vq_cache_append", b_ca_append, c_ca_append),
+    ROW("vq_cache_append/commvq", "vq_cache_append", b_ca_append, c_ca_append_cvq),
+    FN(vq_cache_attend, b_ca_attend, c_ca_attend),
 };
 
 /* Applies one random mutation to `m` (a copy of the valid arguments) and

@@ -59,22 +59,25 @@ static vq_status from_calibration(vq_ctx *ctx, const vq_cache_config *cfg, int l
     if (cal == NULL) return VQ_OK;
     vq_key_config *k = &lc->keys;
     if (k->method == VQ_KEY_PQ && k->codebook == NULL) {
-        VQ_FORWARD_IF_ERROR(vq_calibration_get_table(ctx, cal, l, VQ_CAL_PQ_CODEBOOK, &views[0]));
+        VQ_FORWARD_IF_ERROR(
+            vq_cache_forward(ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_PQ_CODEBOOK, &views[0]), "vq_cache_create"));
         k->codebook = &views[0];
         if (k->smooth == NULL) {
-            VQ_FORWARD_IF_ERROR(vq_calibration_get_table(ctx, cal, l, VQ_CAL_PQ_SMOOTH, &views[1]));
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(
+                ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_PQ_SMOOTH, &views[1]), "vq_cache_create"));
             k->smooth = &views[1];
         }
     }
     if (k->method == VQ_KEY_COMMVQ && k->codebook == NULL) {
-        VQ_FORWARD_IF_ERROR(vq_calibration_get_table(ctx, cal, l, VQ_CAL_COMMVQ_CODEBOOK, &views[0]));
+        VQ_FORWARD_IF_ERROR(vq_cache_forward(
+            ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_COMMVQ_CODEBOOK, &views[0]), "vq_cache_create"));
         k->codebook = &views[0];
     }
     if (lc->values.method == VQ_VALUE_CODEBOOK && lc->values.centroids == NULL) {
-        VQ_FORWARD_IF_ERROR(vq_calibration_get_table(ctx, cal, l, VQ_CAL_VALUE_CENTROIDS, &views[2]));
+        VQ_FORWARD_IF_ERROR(vq_cache_forward(
+            ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_VALUE_CENTROIDS, &views[2]), "vq_cache_create"));
         lc->values.centroids = &views[2];
     }
-    ctx->fn = "vq_cache_create";
     return VQ_OK;
 }
 

@@ -275,10 +275,9 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
         DLTensor ek, ev;
         vq_cache_view(c, &ek, esh, 4, VQ_DT_F16, E[0]);
         vq_cache_view(c, &ev, esh, 4, VQ_DT_F16, E[1]);
-        const vq_status s = vq_cache_encode(c, L, &ek, &ev, outs, n_key, stage + scratch_off, sumT);
-        /* the codecs entered the ctx under their own names */
-        ctx->fn = "vq_cache_append";
-        if (s != VQ_OK) return s;
+        /* the codecs enter the ctx under their own names */
+        VQ_FORWARD_IF_ERROR(vq_cache_forward(
+            ctx, vq_cache_encode(c, L, &ek, &ev, outs, n_key, stage + scratch_off, sumT), "vq_cache_append"));
     }
     /* commit: nothing above changed a sequence */
     const uint16_t *moved[2] = {M[0], M[1]};

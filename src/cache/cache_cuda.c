@@ -113,7 +113,7 @@ vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_l
             vq_encoded_values ev;
             vq_cache_describe(c, L, sv, tb, &ek, &ev);
             const vq_attend_opts o = {.causal = causal, .lse_out = n_win > 0 ? &lp_t : li};
-            VQ_FORWARD_IF_ERROR(vq_fused_sdpa(ctx, qi, &ek, &ev, ks, NULL, oi, &o));
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_fused_sdpa(ctx, qi, &ek, &ev, ks, NULL, oi, &o), "vq_cache_attend"));
         }
         if (n_win > 0) {
             int64_t wsh[4] = {1, c->Hkv, n_win, c->D}, wst[4] = {c->Hkv * L->res_cap * c->D, L->res_cap * c->D, c->D, 1};
@@ -125,10 +125,12 @@ vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_l
             const vq_encoded_values ev = vq_plain_values(&vw);
             const bool alone = sl->n_enc == 0;
             const vq_attend_opts o = {.causal = causal, .lse_out = alone ? li : &lw_t};
-            VQ_FORWARD_IF_ERROR(vq_fused_sdpa(ctx, qi, &ek, &ev, scale, NULL, alone ? oi : &ow_t, &o));
-            if (!alone) VQ_FORWARD_IF_ERROR(vq_attention_merge(ctx, oi, &lp_t, &ow_t, &lw_t, oi, li));
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(
+                ctx, vq_fused_sdpa(ctx, qi, &ek, &ev, scale, NULL, alone ? oi : &ow_t, &o), "vq_cache_attend"));
+            if (!alone)
+                VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_attention_merge(ctx, oi, &lp_t, &ow_t, &lw_t, oi, li),
+                                                     "vq_cache_attend"));
         }
-        ctx->fn = "vq_cache_attend";
     }
     return VQ_OK;
 }

@@ -222,6 +222,11 @@ void vq_cache_table_tensors(const vq_cache *c, const vq_cache_layer *L, DLTensor
 
 /* ---- helpers ---- */
 
+/* After a public function called inside a cache entry point failed with s:
+ * the message becomes "<fn>: <its message>" (so it names the cache call
+ * first) and s is returned. */
+vq_status vq_cache_forward(vq_ctx *ctx, vq_status s, const char *fn);
+
 /* A tensor header over device/host memory p (compact, the cache's device). */
 void vq_cache_view(const vq_cache *c, DLTensor *t, int64_t *shape, int ndim, vq_dtype dt, void *p);
 

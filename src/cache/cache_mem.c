@@ -110,3 +110,12 @@ void vq_cache_view(const vq_cache *c, DLTensor *t, int64_t *shape, int ndim, vq_
                     .strides = NULL,
                     .byte_offset = 0};
 }
+
+vq_status vq_cache_forward(vq_ctx *ctx, vq_status s, const char *fn)
+{
+    ctx->fn = fn;
+    if (s == VQ_OK) return s;
+    char inner[sizeof ctx->last_error];
+    memcpy(inner, ctx->last_error, sizeof inner);
+    return vq_fail(ctx, s, "%s", inner);
+}
