@@ -61,6 +61,8 @@ const char *vq_isa_name(vq_isa isa);
  * zmm state: an extension within VQ_ISA_AVX512 whose kernels are swapped in
  * where present (never on CPUs without it). */
 bool vq_cpu_has_avx512_vnni(void);
+/* AVX512_VBMI (vpermb / vpermt2b byte permutes), likewise. */
+bool vq_cpu_has_avx512_vbmi(void);
 /* True when a kernel table for `want` may be installed on a ctx running `have`
  * (x86 ISAs are ordered scalar < avx2 < avx512; NEON stands alone). */
 bool vq_isa_includes(vq_isa have, vq_isa want);
