@@ -52,6 +52,27 @@
  *
  * Rounding is round-half-to-even; nearest-centroid ties go to the lower index.
  *
+ * Non-finite inputs (NaN, +inf, -inf), attention (every entry point of
+ * section 4, every CPU instruction set alike; the CUDA kernels follow the
+ * same rule, see tests/test_cuda_nonfinite.c). A row is one query row:
+ *   - a query row holding a NaN or ±inf element gives a row of NaN;
+ *   - a score (scale * q.k_hat, plus the mask entry and any additive key
+ *     term) that is NaN or +inf makes its row NaN: NaN or ±inf in keys, key
+ *     scales, zeros, magnitudes, norms, codebooks or projections reach the
+ *     scores they take part in, and a NaN or +inf mask entry does the same;
+ *   - a score of -inf, from the mask or from the data, excludes its token;
+ *     a row whose every score is -inf gives 0 (and lse -inf);
+ *   - values are data: a NaN or ±inf in column c of the decoded value of a
+ *     token makes column c (and no other column) of every row that can see
+ *     the token non-finite (NaN or ±inf). A token excluded by the mask is
+ *     still read, with weight 0 (0 * NaN is NaN); tokens past a row's causal
+ *     limit are never read;
+ *   - lse_out is NaN for a NaN row.
+ * Codecs (section 3): non-finite inputs never crash or read out of bounds,
+ * and codes stay in their range; the codes, scales and norms computed from
+ * a group or row holding a non-finite element are otherwise unspecified.
+ * Trainers reject non-finite samples where stated.
+ *
  * Errors: every function returns a vq_status. On failure no output byte is
  * written, nothing aborts, and vq_ctx_last_error() names the argument and the
  * expected vs actual value. Functions keep no pointer to their arguments after
@@ -659,7 +680,8 @@ typedef struct vq_attend_opts {
  * query inside), keys per vq_encoded_keys, values per vq_encoded_values
  * (vq_plain_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
  * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
- * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0.
+ * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0; NaN and
+ * ±inf inputs follow the rule of the conventions (top of this header).
  * Every tensor with a [B, H, S] leading shape (queries, out, mask, the key
  * and value tensors, opts->lse_out) may be a strided view: any non-negative
  * strides on all axes but the last, which is contiguous (a capacity buffer's

@@ -29,12 +29,12 @@ static void merge_rows(void *arg, int64_t bh, int thread)
         vq_row_to_f32(vq_attn_at(&j->b, b, h, i), j->b_dt, j->D, rb);
         const float m = la > lb ? la : lb;
         float lse;
-        if (m == -INFINITY) { /* neither side saw a token */
-            for (int64_t c = 0; c < j->D; c++) ra[c] = 0.0f;
-            lse = -INFINITY;
-        } else if (isnan(la) || isnan(lb)) {
+        if (isnan(la) || isnan(lb)) { /* a poisoned side (non-finite inputs): first, as m drops NaN */
             for (int64_t c = 0; c < j->D; c++) ra[c] = NAN;
             lse = NAN;
+        } else if (m == -INFINITY) { /* neither side saw a token */
+            for (int64_t c = 0; c < j->D; c++) ra[c] = 0.0f;
+            lse = -INFINITY;
         } else {
             const float wa = expf(la - m), wb = expf(lb - m), inv = 1.0f / (wa + wb);
             for (int64_t c = 0; c < j->D; c++) ra[c] = (wa * ra[c] + wb * rb[c]) * inv;
