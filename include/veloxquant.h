@@ -1242,7 +1242,7 @@ VQ_API vq_status vq_calibration_get_table(vq_ctx *ctx, const vq_calibration *cal
                                           vq_calibration_table which, DLTensor *out);
 
 /* =========================================================================
- * 7. Persistence: calibrations saved and loaded
+ * 7. Persistence: calibrations and caches saved and loaded
  *
  * The file format is docs/FILE_FORMAT.md: a versioned header, sections with
  * a CRC-32C each, little-endian on every platform. A load validates every
@@ -1250,7 +1250,8 @@ VQ_API vq_status vq_calibration_get_table(vq_ctx *ctx, const vq_calibration *cal
  * and every checksum and table value before trusting it: a truncated,
  * corrupted or hostile input gives VQ_ERR_CORRUPT_DATA (a file written by
  * a newer format version: VQ_ERR_UNSUPPORTED), with a message, never a
- * crash or an over-read. A load gives back bit-identical tables.
+ * crash or an over-read, and allocates at most a small multiple of the
+ * data's size. A load gives back bit-identical tables and caches.
  * Saving to a path is atomic: the bytes go to a temporary file next to it
  * (path + ".XXXXXX", mode 0644), are flushed to disk, then renamed over
  * path, so a crash mid-save never leaves a damaged file under that name.
@@ -1272,6 +1273,52 @@ VQ_API vq_status vq_calibration_load_buffer(vq_ctx *ctx, const void *buf, size_t
 /* Loads a file (read whole; at most 2^36 bytes). Errors: those of
  * vq_calibration_load_buffer, VQ_ERR_IO. */
 VQ_API vq_status vq_calibration_load(vq_ctx *ctx, const char *path, vq_calibration **out);
+
+/* ---- caches ----
+ * A cache file holds the cache's sizes, every layer's resolved config,
+ * tables and page layout, and for each saved sequence (all live ones, or
+ * the one named) its counters, the bytes of its filled pages and its f16
+ * residual window. Loading gives a cache whose attention outputs are
+ * bit-identical to the saved one's (the same bytes, on the CPU; the CUDA
+ * kernels' own rounding on CUDA), on either backend: a CPU-saved file loads
+ * on a CUDA ctx and the reverse (the cache's own backend rules apply, e.g.
+ * QJL keys are CPU-only). Pages shared by forked sequences are saved once per
+ * sequence and load unshared. A loaded cache allocates only the pages its
+ * sequences fill (plus one per layer); it grows by the saved grow_pages, and
+ * a fixed-capacity one (grow_pages 0) may grow back up to its saved
+ * capacity. A save on a CUDA cache synchronises the ctx's stream. */
+
+/* Serialises the whole cache (seq_id -1) or one sequence into buf[0..cap):
+ * *size_out = the bytes the file takes; buf NULL (cap 0) only computes it.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (cache or size_out NULL, seq_id neither -1
+ * nor a live sequence, cap smaller than the size: the size is in *size_out,
+ * nothing written), VQ_ERR_DEVICE. */
+VQ_API vq_status vq_cache_save_buffer(const vq_cache *cache, int64_t seq_id, void *buf, size_t cap,
+                                      size_t *size_out);
+/* The same to a file, atomically. Errors: as above, VQ_ERR_IO,
+ * VQ_ERR_OUT_OF_MEMORY. */
+VQ_API vq_status vq_cache_save(const vq_cache *cache, int64_t seq_id, const char *path);
+
+/* A new cache on ctx (CPU or CUDA) from size bytes at buf (not kept), with
+ * the saved sequences under their saved ids (the next vq_cache_seq_add
+ * continues after the saved ones). *out is NULL on failure.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs), VQ_ERR_CORRUPT_DATA (anything that
+ * fails validation, including a config vq_cache_create refuses),
+ * VQ_ERR_UNSUPPORTED (a newer format; a method this backend does not run),
+ * VQ_ERR_OUT_OF_MEMORY, VQ_ERR_DEVICE. */
+VQ_API vq_status vq_cache_load_buffer(vq_ctx *ctx, const void *buf, size_t size, vq_cache **out);
+/* The same from a file (read whole, at most 2^40 bytes); also VQ_ERR_IO. */
+VQ_API vq_status vq_cache_load(vq_ctx *ctx, const char *path, vq_cache **out);
+
+/* Adds the one sequence of a sequence file (vq_cache_save with a seq_id) to
+ * an existing cache as a new sequence, *seq_id_out its id: prompt reuse. The
+ * cache must have the file's sizes and, layer by layer, the same config and
+ * tables (else VQ_ERR_CORRUPT_DATA naming the layer). On failure the cache's
+ * sequences are as before. Errors: those of vq_cache_load_buffer, and
+ * VQ_ERR_INVALID_ARGUMENT for a file of several sequences or a cache already
+ * holding max_sequences. */
+VQ_API vq_status vq_cache_seq_load_buffer(vq_cache *cache, const void *buf, size_t size, int64_t *seq_id_out);
+VQ_API vq_status vq_cache_seq_load(vq_cache *cache, const char *path, int64_t *seq_id_out);
 
 #ifdef __cplusplus
 }
