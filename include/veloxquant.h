@@ -139,8 +139,7 @@ typedef enum vq_backend {
 } vq_backend;
 
 /* True when the backend is compiled in and usable now: the CPU always; CUDA
- * when the library was built with CUDA and a device is visible. (The seed's
- * metal_available().) */
+ * when the library was built with CUDA and a device is visible. */
 VQ_API bool vq_backend_available(vq_backend backend);
 
 /* Configuration of a context. Zero-initialise and set what you need. */
@@ -265,12 +264,12 @@ VQ_API vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *bo
  * instead, as noted per function.
  * ========================================================================= */
 
-/* ---- Bit packing (seed: turboquant_bit_pack / turboquant_bit_unpack) ----
+/* ---- Bit packing ----
  *
  * vq_bit_pack: idx [..., N] u8/u16/i32, bits 1..16, out [..., ceil(N*bits/32)]
  * u32. Element i occupies stream bits [i*bits, (i+1)*bits); stream bit s is bit
  * s % 32 of word s / 32; elements may straddle words; unused high bits of the
- * last word are 0. Values are masked to their low `bits` bits (as the seed).
+ * last word are 0. Values are masked to their low `bits` bits.
  *
  * vq_bit_unpack: packed [..., W] u32 with W == ceil(original_length*bits/32),
  * out [..., original_length] i32 or u8 (u8 needs bits <= 8). Exact inverse. */
@@ -297,12 +296,12 @@ VQ_API vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, i
 VQ_API vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int bits, float scale,
                                           DLTensor *out);
 
-/* Options of the Hadamard quantizer (beyond the seed). */
+/* Options of the Hadamard quantizer. */
 typedef struct vq_turboquant_opts {
-    /* false (seed): scale = ||y||_2 / sqrt(D).
-     * true: scale = ||y||^2 / <c[idx], y> (idx chosen with the seed scale),
+    /* false (the default): scale = ||y||_2 / sqrt(D).
+     * true: scale = ||y||^2 / <c[idx], y> (idx chosen with the default scale),
      * so <y_hat, y> = ||y||^2 and inner products with y_hat are not shrunk by
-     * about (1 - MSE). Falls back to the seed scale when <c[idx], y> <= 0. */
+     * about (1 - MSE). Falls back to the default scale when <c[idx], y> <= 0. */
     bool norm_correct;
 } vq_turboquant_opts;
 
@@ -323,7 +322,7 @@ VQ_API vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x,
 VQ_API vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, const DLTensor *scale,
                                             const DLTensor *diag, int bits, DLTensor *out);
 
-/* Two-stage residual codec (TurboQuant RVQ; the seed's EncodedVector).
+/* Two-stage residual codec (TurboQuant RVQ).
  * x [..., D] f16/f32; idx1_out, idx2_out [..., D] u8; scale1_out, scale2_out
  * [...] f32 (shaped as scale_out above); b1, b2 in 1..8. Stage 1 is exactly
  * vq_turboquant_hadamard_quantize with b1 bits (no norm_correct);
@@ -367,7 +366,7 @@ VQ_API vq_status vq_affine_dequantize_values(vq_ctx *ctx, const DLTensor *codes,
 /* ---- RaBitQ: 1-bit keys ---- */
 
 typedef enum vq_rabitq_mag {
-    /* k_mag = ||y||_1 / D: the seed's L1 magnitude, the best L2 fit
+    /* k_mag = ||y||_1 / D: the L1 magnitude, the best L2 fit
      * k_mag * sign(y) of y. Shrinks every logit by about 2/pi. */
     VQ_RABITQ_MAG_L1 = 0,
     /* k_mag = ||y||_2^2 / ||y||_1: makes the exact score an unbiased estimate of
@@ -391,7 +390,7 @@ typedef struct vq_rabitq_encode_opts {
 VQ_API vq_status vq_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *diag, DLTensor *k_bits_out,
                            DLTensor *k_mag_out, const vq_rabitq_encode_opts *opts);
 
-/* One query against N candidates (the seed exactly): qbits [D/8] u8,
+/* One query against N candidates: qbits [D/8] u8,
  * bits [N, D/8] u8, cx [N] f32, scale [1] f32, out [N] f32;
  * out[i] = popcount(qbits XOR bits[i]) * scale + cx[i] (lower = closer). */
 VQ_API vq_status vq_rabitq_hamming_score(vq_ctx *ctx, const DLTensor *qbits, const DLTensor *bits,
@@ -438,7 +437,7 @@ typedef struct vq_qjl_inner_product_opts {
  * Hamming distance over the first m = sketch_dim bits (times the norms given
  * in opts: query_norm [...] = query_bits' shape without its last axis, or [1]
  * for a rank-1 query_bits; key_norm [..., N]). head_dim is the D the sketches
- * came from (checked > 0, kept for the seed's signature). */
+ * came from (checked > 0; the estimator itself does not need it). */
 VQ_API vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DLTensor *key_bits,
                                int head_dim, int sketch_dim, DLTensor *out,
                                const vq_qjl_inner_product_opts *opts);
@@ -659,7 +658,7 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
     return e;
 }
 
-/* Options shared by the attention kernels (all beyond the seed). */
+/* Options shared by the attention kernels. */
 typedef struct vq_attend_opts {
     /* Sq > 1: query i sees kv positions <= Skv - Sq + i (the new tokens are
      * the last Sq of the cache). */
@@ -716,8 +715,11 @@ VQ_API vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DL
                                     const DLTensor *out_b, const DLTensor *lse_b, DLTensor *out,
                                     DLTensor *lse_out);
 
-/* True iff vq_fused_sdpa handles this shape: head_dim % 32 == 0 and
- * head_dim <= 256 (the seed's rule), all sizes positive. */
+/* True iff vq_fused_sdpa accepts queries of this shape with plain keys
+ * (VQ_KEYS_F16): all sizes positive, head_dim % 8 == 0 and head_dim <= 256.
+ * The other key formats add their own rules on head_dim (the Hadamard
+ * formats turbo, rvq and rabitq need a power of two; PQ needs it divisible
+ * by the subspace count). */
 VQ_API bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
 
 /* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
@@ -775,7 +777,7 @@ typedef struct vq_scalar_attend_opts {
     vq_key_scores key_scores;
 } vq_scalar_attend_opts;
 
-/* Attention over a KIVI group-affine cache (the seed's scalar_fused_decode_attend).
+/* Attention over a KIVI group-affine cache.
  * q [B,Hq,Sq,D] f16/f32 (must be 4-D), k_codes/v_codes [B,Hkv,Skv,D] u8 (or
  * packed [.., D*bits/8]), k_scale/k_zero [B,Hkv,ceil(Skv/g),D] f32/f16,
  * v_scale/v_zero [B,Hkv,Skv,ceil(D/g)] f32/f16, out [B,Hq,Sq,D] f16/f32:
@@ -791,7 +793,7 @@ VQ_API vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, c
                                         DLTensor *out, const vq_scalar_attend_opts *opts);
 
 typedef enum vq_rabitq_score {
-    /* Seed: s = (D - 2 * popcount(sign(q) XOR k_bits)) * q_scale * k_mag + k_const */
+    /* s = (D - 2 * popcount(sign(q) XOR k_bits)) * q_scale * k_mag + k_const: 1-bit query */
     VQ_RABITQ_SCORE_HAMMING = 0,
     /* s = (sum_j q_j * sign_j) * k_mag * q_scale + k_const: full-precision query */
     VQ_RABITQ_SCORE_EXACT = 1
@@ -805,7 +807,7 @@ typedef struct vq_rabitq_attend_opts {
     DLTensor *lse_out;         /* as vq_attend_opts.lse_out (decode only; prefill: NULL) */
 } vq_rabitq_attend_opts;
 
-/* Attention over 1-bit keys and codebook values (the seed's rabitq_fused_attend).
+/* Attention over 1-bit keys and codebook values.
  * q [B,Hq,Sq,D] f16/f32 pre-rotated, q_scale [B,Hq,Sq] f32 (fold 1/sqrt(D)
  * in), k_bits [B,Hkv,Skv,D/8] u8, k_mag [B,Hkv,Skv] f32, k_const [B,Hkv,Skv]
  * f32 or NULL (= 0), v_idx [B,Hkv,Skv,D] u8 or nibble-packed [B,Hkv,Skv,D/2]
@@ -924,7 +926,7 @@ typedef struct vq_key_config {
     int bits2;                /* TURBO_RVQ stage-2 bits 1..8 */
     int group_size;           /* KIVI: tokens per channel group g; divides page_size; 0 = 32 */
     bool norm_correct;        /* TURBO: norm-corrected scale (vq_turboquant_opts) */
-    vq_rabitq_score rabitq_score; /* RABITQ: Hamming (seed) or exact scoring */
+    vq_rabitq_score rabitq_score; /* RABITQ: Hamming (the default) or exact scoring */
     vq_rabitq_mag rabitq_mag;     /* RABITQ: magnitude estimator */
     int qjl_sketch;           /* QJL: sketch rows m, 1..1024 (0 = 2*D) */
     uint64_t seed;            /* TURBO/RVQ/RABITQ random signs, QJL projection; 0 = a fixed default.

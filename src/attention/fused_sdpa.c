@@ -171,5 +171,5 @@ vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_k
 
 bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim)
 {
-    return batch > 0 && heads > 0 && seq_len > 0 && head_dim > 0 && head_dim % 32 == 0 && head_dim <= 256;
+    return batch > 0 && heads > 0 && seq_len > 0 && head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256;
 }
