@@ -22,9 +22,10 @@
  * whose tensors may be strided views on a CPU context: any non-negative
  * strides on every axis but the last, which must be contiguous (stride 1);
  * an axis of size 1 may have any stride; outputs must not overlap
- * themselves. On a CUDA context they must still be compact. `byte_offset`
- * is honoured; data + byte_offset must be aligned to the element size, else
- * VQ_ERR_UNSUPPORTED. Every tensor of a
+ * themselves. On a CUDA context they must still be compact (vq_attention_merge
+ * there takes strided views too). `byte_offset` is honoured; data +
+ * byte_offset must be aligned to the element size, else VQ_ERR_UNSUPPORTED.
+ * Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
  * with the context's ordinal for a CUDA context).
  *
@@ -687,8 +688,8 @@ typedef struct vq_attend_opts {
  * first Skv tokens, a framework slice); outputs must not overlap themselves.
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
  * D > 256 -> VQ_ERR_UNSUPPORTED.
- * On a CUDA context (device tensors) every key format runs, with the same
- * semantics, on the ctx's stream without synchronising; values, plain keys,
+ * On a CUDA context (device tensors) every key format with every value
+ * format runs (opts->lse_out too, compact), with the same semantics, on the ctx's stream without synchronising; values, plain keys,
  * TurboQuant codes and affine codes/scales/zeros whose data (with
  * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED there (the
  * other tensors need only their element alignment). What the CPU checks by reading data cannot be

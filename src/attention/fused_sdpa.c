@@ -151,8 +151,8 @@ vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
 #ifdef VQ_WITH_CUDA
     if (vq_ctx_is_cuda(ctx)) {
         VQ_FORWARD_IF_ERROR(cuda_compact(ctx, queries, keys, values, mask, out));
-        VQ_RETURN_IF(ctx, lse.base != NULL, VQ_ERR_UNSUPPORTED,
-                     "opts->lse_out is not supported on a CUDA context yet");
+        VQ_FORWARD_IF_ERROR(vq_attn_require_compact(ctx, (const DLTensor *[]){opts ? opts->lse_out : NULL},
+                                                    (const char *[]){"opts->lse_out"}, 1));
         return vq_cuda_fused_sdpa(ctx, queries, keys, values, scale, mask, out, opts);
     }
 #else
