@@ -44,6 +44,7 @@ static const vqa_sub bench_subs[] = {
     {"codecs", vq_cmd_bench_codecs, "encode/decode throughput, optimized vs scalar, 1 vs all threads"},
     {"attention", vq_cmd_bench_attention,
      "attention over every cache format: fused vs dequantize-then-attend vs f16, GB/s vs memory bandwidth"},
+    {"cache", vq_cmd_bench_cache, "one decode step through the KV cache: f16 vs each method, cache vs raw kernel"},
     {"prefill", vq_cmd_bench_prefill, "RaBitQ prefill attention on the GPU (--backend cuda): time and TFLOP/s"},
 };
 
