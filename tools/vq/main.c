@@ -60,7 +60,7 @@ static const vqa_sub commands[] = {
     {"demo", vq_cmd_demo, "compress a synthetic KV cache with every codec; table of bits and errors"},
     {"calibrate", vq_cmd_calibrate, "fit VecInfer / CommVQ / value tables on .npy keys and values; save them"},
     {"cache-eval", vq_cmd_cache_eval, "grade every cache method on .npy keys/values/queries; table, --json, --plot"},
-    {"bench", cmd_bench, "benchmarks: codecs, attention, prefill (vq bench --help)"},
+    {"bench", cmd_bench, "benchmarks: codecs, attention, cache, prefill (vq bench --help)"},
 };
 
 int main(int argc, char **argv)
