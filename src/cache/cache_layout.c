@@ -35,9 +35,10 @@ static vq_status check_table(vq_ctx *ctx, const DLTensor *t, const char *layer, 
 {
     VQ_RETURN_IF(ctx, t == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s.%s' is NULL (the method needs it)", layer,
                  field);
+    char dev[48];
     VQ_RETURN_IF(ctx, t->device.device_type != kDLCPU, VQ_ERR_INVALID_ARGUMENT,
-                 "argument '%s.%s': tables are host memory (kDLCPU), got device type %d", layer, field,
-                 (int)t->device.device_type);
+                 "argument '%s.%s': tables are host memory (cpu), got %s", layer, field,
+                 vq_device_name((int)t->device.device_type, (int)t->device.device_id, dev, sizeof dev));
     VQ_RETURN_IF(ctx, t->ndim < lo || t->ndim > hi, VQ_ERR_INVALID_ARGUMENT,
                  "argument '%s.%s': expected rank %d..%d, got %d", layer, field, lo, hi, t->ndim);
     VQ_RETURN_IF(ctx, t->shape == NULL || t->data == NULL, VQ_ERR_INVALID_ARGUMENT,

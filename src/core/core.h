@@ -39,6 +39,9 @@ typedef enum vq_dtype {
 
 vq_dtype vq_dtype_of(const DLTensor *t);   /* VQ_DT_INVALID for anything else */
 const char *vq_dtype_name(vq_dtype dt);    /* "f32", "u8", ... */
+/* A DLPack device as messages spell it: "cpu", "cuda:0" (else "device type
+ * 7:0"); writes and returns buf. */
+const char *vq_device_name(int type, int id, char *buf, size_t cap);
 size_t vq_dtype_size(vq_dtype dt);
 
 /* ---- CPU instruction sets ---- */

@@ -22,6 +22,9 @@ int vq_cmd_bench_codecs(int argc, char **argv);
 /* vq bench attention: fused attention over compressed caches (bench_attention*.c). */
 int vq_cmd_bench_attention(int argc, char **argv);
 
+/* vq bench cache: a decode step through the KV cache, f16 vs each method, cache vs raw kernel (bench_cache.c). */
+int vq_cmd_bench_cache(int argc, char **argv);
+
 /* vq bench prefill --backend cuda: RaBitQ prefill attention on the GPU (bench_prefill_cuda.c). */
 int vq_cmd_bench_prefill(int argc, char **argv);
 

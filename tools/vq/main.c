@@ -44,6 +44,7 @@ static const vqa_sub bench_subs[] = {
     {"codecs", vq_cmd_bench_codecs, "encode/decode throughput, optimized vs scalar, 1 vs all threads"},
     {"attention", vq_cmd_bench_attention,
      "attention over every cache format: fused vs dequantize-then-attend vs f16, GB/s vs memory bandwidth"},
+    {"cache", vq_cmd_bench_cache, "one decode step through the KV cache: f16 vs each method, cache vs raw kernel"},
     {"prefill", vq_cmd_bench_prefill, "RaBitQ prefill attention on the GPU (--backend cuda): time and TFLOP/s"},
 };
 
@@ -60,7 +61,7 @@ static const vqa_sub commands[] = {
     {"capture-kv", vq_cmd_capture_kv, "run a GGUF model over a text; write its keys, values, queries as .npy"},
     {"calibrate", vq_cmd_calibrate, "fit VecInfer / CommVQ / value tables on .npy keys and values; save them"},
     {"cache-eval", vq_cmd_cache_eval, "grade every cache method on .npy keys/values/queries; table, --json, --plot"},
-    {"bench", cmd_bench, "benchmarks: codecs, attention, prefill (vq bench --help)"},
+    {"bench", cmd_bench, "benchmarks: codecs, attention, cache, prefill (vq bench --help)"},
 };
 
 int main(int argc, char **argv)
