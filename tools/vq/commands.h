@@ -40,4 +40,7 @@ int vq_cmd_generate(int argc, char **argv);
 /* vq perplexity: quality of cache methods against the f16 cache on a text (perplexity.c). */
 int vq_cmd_perplexity(int argc, char **argv);
 
+/* vq capture-kv: a GGUF model's keys, values and queries over a text, as .npy (capture_kv.c). */
+int vq_cmd_capture_kv(int argc, char **argv);
+
 #endif
