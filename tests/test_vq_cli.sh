@@ -140,6 +140,11 @@ head -c 1000 "$ex/keys.npy" >"$tmp/short.npy"
 expect 1 "the file has" cache-eval --keys "$tmp/short.npy" --values "$ex/values.npy" --queries "$ex/queries.npy"
 expect 1 "shapes disagree" cache-eval --keys "$ex/keys.npy" --values "$ex/queries.npy" --queries "$ex/queries.npy"
 
+# capture-kv: its usage and argument errors (the model run itself is in bench/results/persist.md)
+expect 0 "usage: vq capture-kv" capture-kv --help
+expect 2 "--out is required" capture-kv
+expect 1 "capture-kv" capture-kv --model "$tmp/none.gguf" -o "$tmp"
+
 # calibrate: fit on the example set, write a file, and its errors
 expect 0 "usage: vq calibrate" calibrate --help
 expect 2 "nothing to fit" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal"

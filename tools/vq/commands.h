@@ -34,4 +34,7 @@ int vq_cmd_cache_eval(int argc, char **argv);
 /* vq calibrate: fit a vq_calibration on .npy keys/values and save it (calibrate.c). */
 int vq_cmd_calibrate(int argc, char **argv);
 
+/* vq capture-kv: a GGUF model's keys, values and queries over a text, as .npy (capture_kv.c). */
+int vq_cmd_capture_kv(int argc, char **argv);
+
 #endif

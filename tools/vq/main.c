@@ -58,9 +58,10 @@ static int cmd_bench(int argc, char **argv)
 static const vqa_sub commands[] = {
     {"version", cmd_version, "library version, CPU kernel set, threads and CUDA availability"},
     {"demo", vq_cmd_demo, "compress a synthetic KV cache with every codec; table of bits and errors"},
+    {"capture-kv", vq_cmd_capture_kv, "run a GGUF model over a text; write its keys, values, queries as .npy"},
     {"calibrate", vq_cmd_calibrate, "fit VecInfer / CommVQ / value tables on .npy keys and values; save them"},
     {"cache-eval", vq_cmd_cache_eval, "grade every cache method on .npy keys/values/queries; table, --json, --plot"},
-    {"bench", cmd_bench, "benchmarks: codecs, attention, prefill (vq bench --help)"},
+    {"bench", cmd_bench, "benchmarks: codecs, attention, cache, prefill (vq bench --help)"},
 };
 
 int main(int argc, char **argv)
