@@ -22,9 +22,10 @@
  * whose tensors may be strided views on a CPU context: any non-negative
  * strides on every axis but the last, which must be contiguous (stride 1);
  * an axis of size 1 may have any stride; outputs must not overlap
- * themselves. On a CUDA context they must still be compact. `byte_offset`
- * is honoured; data + byte_offset must be aligned to the element size, else
- * VQ_ERR_UNSUPPORTED. Every tensor of a
+ * themselves. On a CUDA context they must still be compact (vq_attention_merge
+ * there takes strided views too). `byte_offset` is honoured; data +
+ * byte_offset must be aligned to the element size, else VQ_ERR_UNSUPPORTED.
+ * Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA
  * with the context's ordinal for a CUDA context).
  *
@@ -51,6 +52,27 @@
  * ones.
  *
  * Rounding is round-half-to-even; nearest-centroid ties go to the lower index.
+ *
+ * Non-finite inputs (NaN, +inf, -inf), attention (every entry point of
+ * section 4, every CPU instruction set alike; the CUDA kernels follow the
+ * same rule, see tests/test_cuda_nonfinite.c). A row is one query row:
+ *   - a query row holding a NaN or ±inf element gives a row of NaN;
+ *   - a score (scale * q.k_hat, plus the mask entry and any additive key
+ *     term) that is NaN or +inf makes its row NaN: NaN or ±inf in keys, key
+ *     scales, zeros, magnitudes, norms, codebooks or projections reach the
+ *     scores they take part in, and a NaN or +inf mask entry does the same;
+ *   - a score of -inf, from the mask or from the data, excludes its token;
+ *     a row whose every score is -inf gives 0 (and lse -inf);
+ *   - values are data: a NaN or ±inf in column c of the decoded value of a
+ *     token makes column c (and no other column) of every row that can see
+ *     the token non-finite (NaN or ±inf). A token excluded by the mask is
+ *     still read, with weight 0 (0 * NaN is NaN); tokens past a row's causal
+ *     limit are never read;
+ *   - lse_out is NaN for a NaN row.
+ * Codecs (section 3): non-finite inputs never crash or read out of bounds,
+ * and codes stay in their range; the codes, scales and norms computed from
+ * a group or row holding a non-finite element are otherwise unspecified.
+ * Trainers reject non-finite samples where stated.
  *
  * Errors: every function returns a vq_status. On failure no output byte is
  * written, nothing aborts, and vq_ctx_last_error() names the argument and the
@@ -118,8 +140,7 @@ typedef enum vq_backend {
 } vq_backend;
 
 /* True when the backend is compiled in and usable now: the CPU always; CUDA
- * when the library was built with CUDA and a device is visible. (The seed's
- * metal_available().) */
+ * when the library was built with CUDA and a device is visible. */
 VQ_API bool vq_backend_available(vq_backend backend);
 
 /* Configuration of a context. Zero-initialise and set what you need. */
@@ -244,12 +265,12 @@ VQ_API vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *bo
  * instead, as noted per function.
  * ========================================================================= */
 
-/* ---- Bit packing (seed: turboquant_bit_pack / turboquant_bit_unpack) ----
+/* ---- Bit packing ----
  *
  * vq_bit_pack: idx [..., N] u8/u16/i32, bits 1..16, out [..., ceil(N*bits/32)]
  * u32. Element i occupies stream bits [i*bits, (i+1)*bits); stream bit s is bit
  * s % 32 of word s / 32; elements may straddle words; unused high bits of the
- * last word are 0. Values are masked to their low `bits` bits (as the seed).
+ * last word are 0. Values are masked to their low `bits` bits.
  *
  * vq_bit_unpack: packed [..., W] u32 with W == ceil(original_length*bits/32),
  * out [..., original_length] i32 or u8 (u8 needs bits <= 8). Exact inverse. */
@@ -276,12 +297,12 @@ VQ_API vq_status vq_turboquant_scalar_quantize(vq_ctx *ctx, const DLTensor *x, i
 VQ_API vq_status vq_turboquant_scalar_dequantize(vq_ctx *ctx, const DLTensor *idx, int bits, float scale,
                                           DLTensor *out);
 
-/* Options of the Hadamard quantizer (beyond the seed). */
+/* Options of the Hadamard quantizer. */
 typedef struct vq_turboquant_opts {
-    /* false (seed): scale = ||y||_2 / sqrt(D).
-     * true: scale = ||y||^2 / <c[idx], y> (idx chosen with the seed scale),
+    /* false (the default): scale = ||y||_2 / sqrt(D).
+     * true: scale = ||y||^2 / <c[idx], y> (idx chosen with the default scale),
      * so <y_hat, y> = ||y||^2 and inner products with y_hat are not shrunk by
-     * about (1 - MSE). Falls back to the seed scale when <c[idx], y> <= 0. */
+     * about (1 - MSE). Falls back to the default scale when <c[idx], y> <= 0. */
     bool norm_correct;
 } vq_turboquant_opts;
 
@@ -302,7 +323,7 @@ VQ_API vq_status vq_turboquant_hadamard_quantize(vq_ctx *ctx, const DLTensor *x,
 VQ_API vq_status vq_turboquant_hadamard_dequantize(vq_ctx *ctx, const DLTensor *idx, const DLTensor *scale,
                                             const DLTensor *diag, int bits, DLTensor *out);
 
-/* Two-stage residual codec (TurboQuant RVQ; the seed's EncodedVector).
+/* Two-stage residual codec (TurboQuant RVQ).
  * x [..., D] f16/f32; idx1_out, idx2_out [..., D] u8; scale1_out, scale2_out
  * [...] f32 (shaped as scale_out above); b1, b2 in 1..8. Stage 1 is exactly
  * vq_turboquant_hadamard_quantize with b1 bits (no norm_correct);
@@ -346,7 +367,7 @@ VQ_API vq_status vq_affine_dequantize_values(vq_ctx *ctx, const DLTensor *codes,
 /* ---- RaBitQ: 1-bit keys ---- */
 
 typedef enum vq_rabitq_mag {
-    /* k_mag = ||y||_1 / D: the seed's L1 magnitude, the best L2 fit
+    /* k_mag = ||y||_1 / D: the L1 magnitude, the best L2 fit
      * k_mag * sign(y) of y. Shrinks every logit by about 2/pi. */
     VQ_RABITQ_MAG_L1 = 0,
     /* k_mag = ||y||_2^2 / ||y||_1: makes the exact score an unbiased estimate of
@@ -370,7 +391,7 @@ typedef struct vq_rabitq_encode_opts {
 VQ_API vq_status vq_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *diag, DLTensor *k_bits_out,
                            DLTensor *k_mag_out, const vq_rabitq_encode_opts *opts);
 
-/* One query against N candidates (the seed exactly): qbits [D/8] u8,
+/* One query against N candidates: qbits [D/8] u8,
  * bits [N, D/8] u8, cx [N] f32, scale [1] f32, out [N] f32;
  * out[i] = popcount(qbits XOR bits[i]) * scale + cx[i] (lower = closer). */
 VQ_API vq_status vq_rabitq_hamming_score(vq_ctx *ctx, const DLTensor *qbits, const DLTensor *bits,
@@ -417,7 +438,7 @@ typedef struct vq_qjl_inner_product_opts {
  * Hamming distance over the first m = sketch_dim bits (times the norms given
  * in opts: query_norm [...] = query_bits' shape without its last axis, or [1]
  * for a rank-1 query_bits; key_norm [..., N]). head_dim is the D the sketches
- * came from (checked > 0, kept for the seed's signature). */
+ * came from (checked > 0; the estimator itself does not need it). */
 VQ_API vq_status vq_qjl_inner_product(vq_ctx *ctx, const DLTensor *query_bits, const DLTensor *key_bits,
                                int head_dim, int sketch_dim, DLTensor *out,
                                const vq_qjl_inner_product_opts *opts);
@@ -638,7 +659,7 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
     return e;
 }
 
-/* Options shared by the attention kernels (all beyond the seed). */
+/* Options shared by the attention kernels. */
 typedef struct vq_attend_opts {
     /* Sq > 1: query i sees kv positions <= Skv - Sq + i (the new tokens are
      * the last Sq of the cache). */
@@ -659,15 +680,16 @@ typedef struct vq_attend_opts {
  * query inside), keys per vq_encoded_keys, values per vq_encoded_values
  * (vq_plain_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
  * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
- * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0.
+ * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0; NaN and
+ * ±inf inputs follow the rule of the conventions (top of this header).
  * Every tensor with a [B, H, S] leading shape (queries, out, mask, the key
  * and value tensors, opts->lse_out) may be a strided view: any non-negative
  * strides on all axes but the last, which is contiguous (a capacity buffer's
  * first Skv tokens, a framework slice); outputs must not overlap themselves.
  * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
  * D > 256 -> VQ_ERR_UNSUPPORTED.
- * On a CUDA context (device tensors) every key format runs, with the same
- * semantics, on the ctx's stream without synchronising; values, plain keys,
+ * On a CUDA context (device tensors) every key format with every value
+ * format runs (opts->lse_out too, compact), with the same semantics, on the ctx's stream without synchronising; values, plain keys,
  * TurboQuant codes and affine codes/scales/zeros whose data (with
  * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED there (the
  * other tensors need only their element alignment). What the CPU checks by reading data cannot be
@@ -694,8 +716,11 @@ VQ_API vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DL
                                     const DLTensor *out_b, const DLTensor *lse_b, DLTensor *out,
                                     DLTensor *lse_out);
 
-/* True iff vq_fused_sdpa handles this shape: head_dim % 32 == 0 and
- * head_dim <= 256 (the seed's rule), all sizes positive. */
+/* True iff vq_fused_sdpa accepts queries of this shape with plain keys
+ * (VQ_KEYS_F16): all sizes positive, head_dim % 8 == 0 and head_dim <= 256.
+ * The other key formats add their own rules on head_dim (the Hadamard
+ * formats turbo, rvq and rabitq need a power of two; PQ needs it divisible
+ * by the subspace count). */
 VQ_API bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
 
 /* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
@@ -753,7 +778,7 @@ typedef struct vq_scalar_attend_opts {
     vq_key_scores key_scores;
 } vq_scalar_attend_opts;
 
-/* Attention over a KIVI group-affine cache (the seed's scalar_fused_decode_attend).
+/* Attention over a KIVI group-affine cache.
  * q [B,Hq,Sq,D] f16/f32 (must be 4-D), k_codes/v_codes [B,Hkv,Skv,D] u8 (or
  * packed [.., D*bits/8]), k_scale/k_zero [B,Hkv,ceil(Skv/g),D] f32/f16,
  * v_scale/v_zero [B,Hkv,Skv,ceil(D/g)] f32/f16, out [B,Hq,Sq,D] f16/f32:
@@ -769,7 +794,7 @@ VQ_API vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, c
                                         DLTensor *out, const vq_scalar_attend_opts *opts);
 
 typedef enum vq_rabitq_score {
-    /* Seed: s = (D - 2 * popcount(sign(q) XOR k_bits)) * q_scale * k_mag + k_const */
+    /* s = (D - 2 * popcount(sign(q) XOR k_bits)) * q_scale * k_mag + k_const: 1-bit query */
     VQ_RABITQ_SCORE_HAMMING = 0,
     /* s = (sum_j q_j * sign_j) * k_mag * q_scale + k_const: full-precision query */
     VQ_RABITQ_SCORE_EXACT = 1
@@ -783,7 +808,7 @@ typedef struct vq_rabitq_attend_opts {
     DLTensor *lse_out;         /* as vq_attend_opts.lse_out (decode only; prefill: NULL) */
 } vq_rabitq_attend_opts;
 
-/* Attention over 1-bit keys and codebook values (the seed's rabitq_fused_attend).
+/* Attention over 1-bit keys and codebook values.
  * q [B,Hq,Sq,D] f16/f32 pre-rotated, q_scale [B,Hq,Sq] f32 (fold 1/sqrt(D)
  * in), k_bits [B,Hkv,Skv,D/8] u8, k_mag [B,Hkv,Skv] f32, k_const [B,Hkv,Skv]
  * f32 or NULL (= 0), v_idx [B,Hkv,Skv,D] u8 or nibble-packed [B,Hkv,Skv,D/2]
@@ -843,9 +868,12 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * g the layer's key group (KIVI: group_size tokens; 1 for every other key
  * method) and R = residual_tokens. So a KIVI layer keeps the tokens of a
  * group not yet complete in f16 and encodes a group the moment it fills, and
- * R > 0 keeps the newest R tokens of any method in f16 (except CommVQ layers,
- * whose keys arrive before RoPE: they encode every token at once and ignore
- * R). Attention covers the pages and the residual window and merges them
+ * R > 0 keeps the newest R tokens of any method in f16, except in CommVQ
+ * layers (keys arrive before RoPE: a window could not be attended as plain
+ * keys) and RaBitQ layers (their scores estimate q.k up to a scale, about
+ * 2/pi of it with the L1 magnitude or the Hamming score, so exact window
+ * scores beside them would mix two softmax temperatures): those encode every
+ * token at once and ignore R. Attention covers the pages and the residual window and merges them
  * exactly (the online-softmax state), so a query always sees every token.
  * Because n_enc depends only on n (truncation aside), appending tokens one by
  * one or all at once gives the same cache, bit for bit.
@@ -856,8 +884,9 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * Devices. A cache lives on the device of the ctx it was created with: on a
  * CUDA ctx its pools, tables and residual windows are device memory, the
  * codecs run on the device and attention runs the CUDA kernels, all on the
- * ctx's stream, without synchronising. Every call on a cache must pass that
- * same ctx, and must not run concurrently with another call on the cache.
+ * ctx's stream, without synchronising. Every call on a cache runs on that
+ * ctx (vq_cache_ctx), whose messages it sets: as for the ctx, one thread at
+ * a time. The cache must be freed before its ctx.
  *
  * Errors. Every mutating call validates everything first and then commits:
  * a call that fails (any status) leaves every sequence as it was (the pools
@@ -868,9 +897,11 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * layer), the tables and the page tables. Afterwards vq_cache_append and
  * vq_cache_attend allocate only (a) when a growing pool is full (a chunk of
  * grow_pages pages), (b) when a call needs more staging or scratch than any
- * call before it (kept for the next calls). A decode loop at steady state
- * allocates nothing. vq_cache_seq_add allocates the sequence's residual
- * windows; vq_cache_seq_fork also copies.
+ * call before it (kept for the next calls; attention scratch comes from the
+ * ctx, or from its caller-owned workspace, vq_ctx_set_workspace), (c) when
+ * a sequence's page table outgrows what it held before (doubling). A decode
+ * loop at steady state allocates nothing. vq_cache_seq_add allocates the
+ * sequence's residual windows; vq_cache_seq_fork also copies them.
  * ========================================================================= */
 
 /* How keys are stored. */
@@ -902,7 +933,7 @@ typedef struct vq_key_config {
     int bits2;                /* TURBO_RVQ stage-2 bits 1..8 */
     int group_size;           /* KIVI: tokens per channel group g; divides page_size; 0 = 32 */
     bool norm_correct;        /* TURBO: norm-corrected scale (vq_turboquant_opts) */
-    vq_rabitq_score rabitq_score; /* RABITQ: Hamming (seed) or exact scoring */
+    vq_rabitq_score rabitq_score; /* RABITQ: Hamming (the default) or exact scoring */
     vq_rabitq_mag rabitq_mag;     /* RABITQ: magnitude estimator */
     int qjl_sketch;           /* QJL: sketch rows m, 1..1024 (0 = 2*D) */
     uint64_t seed;            /* TURBO/RVQ/RABITQ random signs, QJL projection; 0 = a fixed default.
@@ -1098,9 +1129,17 @@ typedef struct vq_cache_attend_opts {
  * call; the pages and the window are splits of the split-KV attention
  * skeleton, so one call covers every sequence of the batch.
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer, unknown id, shapes, dtypes,
- * scale not finite or < 0), VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED
- * (on a CUDA ctx: a combination its kernels do not run yet, named in the
- * message). Nothing but out and lse_out is written. */
+ * devices, an output whose elements overlap, scale not finite or < 0),
+ * VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED (misaligned data or a
+ * last axis that is not contiguous; on a CUDA ctx also what its kernels do
+ * not run yet, named in the message: RaBitQ Hamming scoring, a sequence with
+ * no token, a causal prefill over pages and a window, and whatever the CUDA
+ * attention entry points refuse). Nothing but out and lse_out is written.
+ * CPU: one skeleton run for the whole batch (pages bound once per pool chunk
+ * and kept while scale and Sq stay the same). CUDA, for now: per sequence
+ * its pages are gathered into one run in device scratch (a device copy of
+ * its encoded bytes per call), attended with vq_fused_sdpa, and the window
+ * merged in with vq_attention_merge; paged kernels will replace the copy. */
 VQ_API vq_status vq_cache_attend(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
                                  const DLTensor *q, DLTensor *out, const vq_cache_attend_opts *opts);
 
@@ -1220,7 +1259,7 @@ VQ_API vq_status vq_calibration_get_table(vq_ctx *ctx, const vq_calibration *cal
                                           vq_calibration_table which, DLTensor *out);
 
 /* =========================================================================
- * 7. Persistence: calibrations saved and loaded
+ * 7. Persistence: calibrations and caches saved and loaded
  *
  * The file format is docs/FILE_FORMAT.md: a versioned header, sections with
  * a CRC-32C each, little-endian on every platform. A load validates every
@@ -1228,7 +1267,8 @@ VQ_API vq_status vq_calibration_get_table(vq_ctx *ctx, const vq_calibration *cal
  * and every checksum and table value before trusting it: a truncated,
  * corrupted or hostile input gives VQ_ERR_CORRUPT_DATA (a file written by
  * a newer format version: VQ_ERR_UNSUPPORTED), with a message, never a
- * crash or an over-read. A load gives back bit-identical tables.
+ * crash or an over-read, and allocates at most a small multiple of the
+ * data's size. A load gives back bit-identical tables and caches.
  * Saving to a path is atomic: the bytes go to a temporary file next to it
  * (path + ".XXXXXX", mode 0644), are flushed to disk, then renamed over
  * path, so a crash mid-save never leaves a damaged file under that name.
@@ -1250,6 +1290,52 @@ VQ_API vq_status vq_calibration_load_buffer(vq_ctx *ctx, const void *buf, size_t
 /* Loads a file (read whole; at most 2^36 bytes). Errors: those of
  * vq_calibration_load_buffer, VQ_ERR_IO. */
 VQ_API vq_status vq_calibration_load(vq_ctx *ctx, const char *path, vq_calibration **out);
+
+/* ---- caches ----
+ * A cache file holds the cache's sizes, every layer's resolved config,
+ * tables and page layout, and for each saved sequence (all live ones, or
+ * the one named) its counters, the bytes of its filled pages and its f16
+ * residual window. Loading gives a cache whose attention outputs are
+ * bit-identical to the saved one's (the same bytes, on the CPU; the CUDA
+ * kernels' own rounding on CUDA), on either backend: a CPU-saved file loads
+ * on a CUDA ctx and the reverse (the cache's own backend rules apply, e.g.
+ * QJL keys are CPU-only). Pages shared by forked sequences are saved once per
+ * sequence and load unshared. A loaded cache allocates only the pages its
+ * sequences fill (plus one per layer); it grows by the saved grow_pages, and
+ * a fixed-capacity one (grow_pages 0) may grow back up to its saved
+ * capacity. A save on a CUDA cache synchronises the ctx's stream. */
+
+/* Serialises the whole cache (seq_id -1) or one sequence into buf[0..cap):
+ * *size_out = the bytes the file takes; buf NULL (cap 0) only computes it.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (cache or size_out NULL, seq_id neither -1
+ * nor a live sequence, cap smaller than the size: the size is in *size_out,
+ * nothing written), VQ_ERR_DEVICE. */
+VQ_API vq_status vq_cache_save_buffer(const vq_cache *cache, int64_t seq_id, void *buf, size_t cap,
+                                      size_t *size_out);
+/* The same to a file, atomically. Errors: as above, VQ_ERR_IO,
+ * VQ_ERR_OUT_OF_MEMORY. */
+VQ_API vq_status vq_cache_save(const vq_cache *cache, int64_t seq_id, const char *path);
+
+/* A new cache on ctx (CPU or CUDA) from size bytes at buf (not kept), with
+ * the saved sequences under their saved ids (the next vq_cache_seq_add
+ * continues after the saved ones). *out is NULL on failure.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs), VQ_ERR_CORRUPT_DATA (anything that
+ * fails validation, including a config vq_cache_create refuses),
+ * VQ_ERR_UNSUPPORTED (a newer format; a method this backend does not run),
+ * VQ_ERR_OUT_OF_MEMORY, VQ_ERR_DEVICE. */
+VQ_API vq_status vq_cache_load_buffer(vq_ctx *ctx, const void *buf, size_t size, vq_cache **out);
+/* The same from a file (read whole, at most 2^40 bytes); also VQ_ERR_IO. */
+VQ_API vq_status vq_cache_load(vq_ctx *ctx, const char *path, vq_cache **out);
+
+/* Adds the one sequence of a sequence file (vq_cache_save with a seq_id) to
+ * an existing cache as a new sequence, *seq_id_out its id: prompt reuse. The
+ * cache must have the file's sizes and, layer by layer, the same config and
+ * tables (else VQ_ERR_CORRUPT_DATA naming the layer). On failure the cache's
+ * sequences are as before. Errors: those of vq_cache_load_buffer, and
+ * VQ_ERR_INVALID_ARGUMENT for a file of several sequences or a cache already
+ * holding max_sequences. */
+VQ_API vq_status vq_cache_seq_load_buffer(vq_cache *cache, const void *buf, size_t size, int64_t *seq_id_out);
+VQ_API vq_status vq_cache_seq_load(vq_cache *cache, const char *path, int64_t *seq_id_out);
 
 #ifdef __cplusplus
 }

@@ -97,14 +97,34 @@ static void test_sdpa_single_thread(void)
     vq_ctx_free(ctx);
 }
 
+/* vq_fused_sdpa_supports_shape agrees with what vq_fused_sdpa accepts (plain keys). */
 static void test_sdpa_supports_shape(void)
 {
     VT_CHECK(vq_fused_sdpa_supports_shape(1, 32, 100, 128), "128");
     VT_CHECK(vq_fused_sdpa_supports_shape(2, 1, 1, 256), "256");
-    VT_CHECK(!vq_fused_sdpa_supports_shape(1, 32, 100, 96 + 8), "104 not a multiple of 32");
+    VT_CHECK(vq_fused_sdpa_supports_shape(1, 32, 100, 104), "104 = 13 * 8");
+    VT_CHECK(!vq_fused_sdpa_supports_shape(1, 32, 100, 100), "100 not a multiple of 8");
     VT_CHECK(!vq_fused_sdpa_supports_shape(1, 32, 100, 288), "288 > 256");
     VT_CHECK(!vq_fused_sdpa_supports_shape(0, 32, 100, 128) && !vq_fused_sdpa_supports_shape(1, 32, 0, 128),
              "empty");
+    vq_ctx *ctx = vt_ctx(1);
+    int disagree = 0;
+    for (int64_t d = 1; d <= 264; d++) {
+        DLTensor *q = vt_new(VT_F32, VT_DIMS(1, 2, 1, d)), *k = vt_new(VT_F32, VT_DIMS(1, 2, 3, d));
+        DLTensor *v = vt_new(VT_F32, VT_DIMS(1, 2, 3, d)), *o = vt_new(VT_F32, VT_DIMS(1, 2, 1, d));
+        for (int64_t i = 0; i < vt_numel(q); i++) vt_set(q, i, 0.5);
+        for (int64_t i = 0; i < vt_numel(k); i++) vt_set(k, i, 0.25), vt_set(v, i, 1.0);
+        const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain.keys = k};
+        const bool ok = vq_fused_sdpa(ctx, q, &ek, VT_PLAIN(v), 0.1f, NULL, o, NULL) == VQ_OK;
+        if (ok != vq_fused_sdpa_supports_shape(1, 2, 1, d)) {
+            disagree++;
+            fprintf(stderr, "D %lld: vq_fused_sdpa %s, supports_shape %d\n", (long long)d,
+                    ok ? "ok" : vq_ctx_last_error(ctx), (int)vq_fused_sdpa_supports_shape(1, 2, 1, d));
+        }
+        vt_free(q); vt_free(k); vt_free(v); vt_free(o);
+    }
+    VT_CHECK(disagree == 0, "%d head dims where supports_shape and vq_fused_sdpa disagree", disagree);
+    vq_ctx_free(ctx);
 }
 
 static void test_sdpa_errors(void)

@@ -90,7 +90,10 @@ typedef struct sdpa_case {
     int variant; /* picks the format's layout variant */
     int nsplit;
     bool rvq_entry; /* through vq_turboquant_fused_rvq_decode_attend */
+    int vfmt;       /* vq_values_format; 0 = plain */
 } sdpa_case;
+
+static const char *vfmt_name[] = {"plain", "plain", "affine", "codebook", "turbo"};
 
 /* indexed by vq_keys_format (VQ_KEYS_F16 = 1 .. VQ_KEYS_COMMVQ = 8) */
 static const char *fmt_name[] = {"(none)", "F16", "TURBO", "TURBO_RVQ", "AFFINE", "RABITQ", "QJL", "PQ", "COMMVQ"};
@@ -254,6 +257,78 @@ static double build_keys(pool *pl, const sdpa_case *tc, vq_encoded_keys *k)
     }
 }
 
+/* Builds the values of format tc->vfmt (host tensors in pl) and returns a
+ * bound on max |v_hat| (for TurboQuant values: of the rotated-back values). */
+static double build_values(pool *pl, const sdpa_case *tc, vq_encoded_values *ev)
+{
+    const int B = tc->B, Hkv = tc->Hkv, Skv = tc->Skv, D = tc->D, v = tc->variant;
+    memset(ev, 0, sizeof *ev);
+    switch (tc->vfmt) {
+    case VQ_VALUES_AFFINE: {
+        /* packed 2 / 4 bits or one code per byte (8); groups of 1, 3, 32 or D channels */
+        const int bits = (int[]){2, 4, 8}[v % 3], g = (int[]){1, 3, 32, D}[v % 4];
+        DLTensor *c = take(pl, vt_new(VT_U8, VT_DIMS(B, Hkv, Skv, D * bits / 8)));
+        vt_fill_uniform_int(c, &rng, 0, 255);
+        const DLDataType sdt = v % 2 ? VT_F16 : VT_F32;
+        const int GV = (D + g - 1) / g;
+        DLTensor *sc = take(pl, vt_new(sdt, VT_DIMS(B, Hkv, Skv, GV))), *z = take(pl, vt_new(sdt, VT_DIMS(B, Hkv, Skv, GV)));
+        vt_fill_normal(sc, &rng, 0, 1.0 / (1 << bits));
+        vt_fill_normal(z, &rng, 0, 0.5);
+        ev->format = VQ_VALUES_AFFINE;
+        ev->affine.codes = c;
+        ev->affine.scale = sc;
+        ev->affine.zero = z;
+        ev->affine.bits = bits;
+        ev->affine.group_size = g;
+        return ((1 << bits) - 1) * max_abs_of(sc) + max_abs_of(z);
+    }
+    case VQ_VALUES_CODEBOOK: {
+        const bool packed = v % 2 == 0;
+        const int n = packed ? (int[]){16, 5}[v % 4 / 2] : (int[]){256, 40}[v % 4 / 2];
+        DLTensor *idx = take(pl, vt_new(VT_U8, VT_DIMS(B, Hkv, Skv, packed ? D / 2 : D)));
+        vt_fill_uniform_int(idx, &rng, 0, 255); /* indices >= n clamp to n - 1 on both backends */
+        DLTensor *cents = take(pl, vt_new(VT_F32, VT_DIMS(n)));
+        vt_fill_normal(cents, &rng, 0, 1);
+        DLTensor *sc = NULL;
+        if (v % 3 != 2) {
+            sc = take(pl, vt_new(VT_F32, VT_DIMS(B, Hkv, Skv)));
+            vt_fill_normal(sc, &rng, 1.0, 0.2);
+        }
+        ev->format = VQ_VALUES_CODEBOOK;
+        ev->codebook.idx = idx;
+        ev->codebook.cents = cents;
+        ev->codebook.scale = sc;
+        return max_abs_of(cents) * (sc ? max_abs_of(sc) : 1.0);
+    }
+    case VQ_VALUES_TURBO: {
+        const int bits = 1 + (v * 3 + 1) % 8;
+        ev->format = VQ_VALUES_TURBO;
+        ev->turbo.bits = bits;
+        ev->turbo.diag = maybe_diag(pl, tc);
+        /* |rot^-1 y|_c <= sum_j |y_j| / sqrt(D) <= max|y| sqrt(D) */
+        return turbo_stage(pl, tc, bits, v % 3 != 0, &ev->turbo.idx, &ev->turbo.scale) * sqrt((double)D);
+    }
+    default: {
+        DLTensor *t = take(pl, vt_new(v % 2 ? VT_F16 : VT_F32, VT_DIMS(B, Hkv, Skv, D)));
+        vt_fill_normal(t, &rng, 0, 1);
+        *ev = vq_plain_values(t);
+        return max_abs_of(t);
+    }
+    }
+}
+
+static vq_encoded_values device_values(pool *pl, const vq_encoded_values *h)
+{
+    vq_encoded_values d = *h;
+    d.plain.values = dev(pl, h->plain.values);
+    d.affine.codes = dev(pl, h->affine.codes), d.affine.scale = dev(pl, h->affine.scale);
+    d.affine.zero = dev(pl, h->affine.zero);
+    d.codebook.idx = dev(pl, h->codebook.idx), d.codebook.cents = dev(pl, h->codebook.cents);
+    d.codebook.scale = dev(pl, h->codebook.scale);
+    d.turbo.idx = dev(pl, h->turbo.idx), d.turbo.scale = dev(pl, h->turbo.scale), d.turbo.diag = dev(pl, h->turbo.diag);
+    return d;
+}
+
 /* The same keys with every tensor replaced by its device twin. */
 static vq_encoded_keys device_keys(pool *pl, const vq_encoded_keys *h)
 {
@@ -318,28 +393,38 @@ static void run_case(sdpa_case tc)
     pool pl = {0};
     DLTensor *q = take(&pl, vt_new(tc.f16_q ? VT_F16 : VT_F32, VT_DIMS(B, Hq, Sq, D)));
     vt_fill_normal(q, &rng, 0, 1);
-    DLTensor *v = take(&pl, vt_new(tc.variant % 2 ? VT_F16 : VT_F32, VT_DIMS(B, Hkv, Skv, D)));
-    vt_fill_normal(v, &rng, 0, 1);
+    vq_encoded_values hv;
+    const double vmax = build_values(&pl, &tc, &hv);
+    const DLTensor *v = hv.plain.values; /* plain values only (the rvq entry point) */
     vq_encoded_keys hk;
     const double kmag = build_keys(&pl, &tc, &hk);
     const DLTensor *mask = tc.rvq_entry ? NULL : build_mask(&pl, &tc);
     const float scale = (float)(1.0 / sqrt((double)D));
-    const vq_attend_opts opts = {.causal = tc.causal, .num_splits = tc.nsplit};
+    /* every other case also asks for the rows' log-sum-exps (not the rvq entry point: no lse there) */
+    const bool want_lse = !tc.rvq_entry && tc.variant % 2 == 0;
+    DLTensor *lse_ref = want_lse ? take(&pl, vt_new(VT_F32, VT_DIMS(B, Hq, Sq))) : NULL;
+    DLTensor *lse_got = want_lse ? take(&pl, vt_new(VT_F32, VT_DIMS(B, Hq, Sq))) : NULL;
+    vq_attend_opts opts = {.causal = tc.causal, .num_splits = tc.nsplit, .lse_out = lse_ref};
 
     DLTensor *ref = take(&pl, vt_new(tc.f16_out ? VT_F16 : VT_F32, VT_DIMS(B, Hq, Sq, D)));
     DLTensor *got = take(&pl, vt_new(tc.f16_out ? VT_F16 : VT_F32, VT_DIMS(B, Hq, Sq, D)));
     if (tc.rvq_entry) VT_OK(cpu, vq_turboquant_fused_rvq_decode_attend(cpu, q, &hk, v, scale, ref, &opts));
-    else VT_OK(cpu, vq_fused_sdpa(cpu, q, &hk, VT_PLAIN(v), scale, mask, ref, &opts));
+    else VT_OK(cpu, vq_fused_sdpa(cpu, q, &hk, &hv, scale, mask, ref, &opts));
 
     const vq_encoded_keys dk = device_keys(&pl, &hk);
+    const vq_encoded_values dv = device_values(&pl, &hv);
     DLTensor *dout = (DLTensor *)dev(&pl, got);
     ct_poison(dout);
+    DLTensor *dlse = want_lse ? (DLTensor *)dev(&pl, lse_got) : NULL;
+    if (dlse) ct_poison(dlse);
+    opts.lse_out = dlse;
     if (tc.rvq_entry)
         VT_OK(ctx, vq_turboquant_fused_rvq_decode_attend(ctx, dev(&pl, q), &dk, dev(&pl, v), scale, dout, &opts));
     else
-        VT_OK(ctx, vq_fused_sdpa(ctx, dev(&pl, q), &dk, VT_PLAIN(dev(&pl, v)), scale, dev(&pl, mask), dout, &opts));
+        VT_OK(ctx, vq_fused_sdpa(ctx, dev(&pl, q), &dk, &dv, scale, dev(&pl, mask), dout, &opts));
     VT_OK(ctx, vq_ctx_synchronize(ctx));
     ct_download(dout, got);
+    if (dlse) ct_download(dlse, lse_got);
 
     /* the bound of the header comment */
     double qn = 0;
@@ -348,7 +433,7 @@ static void run_case(sdpa_case tc)
         for (int c = 0; c < D; c++) s += vt_get(q, r * D + c) * vt_get(q, r * D + c);
         qn = fmax(qn, sqrt(s));
     }
-    const double eps = FLT_EPSILON, vmax = max_abs_of(v);
+    const double eps = FLT_EPSILON;
     double smag = scale * qn * kmag + mask_max(mask);
     if (tc.fmt == VQ_KEYS_RABITQ && hk.rabitq.cnst) smag += max_abs_of(hk.rabitq.cnst);
     /* a QJL score sums m sign terms, not D */
@@ -365,10 +450,21 @@ static void run_case(sdpa_case tc)
             bad_at = i;
         }
     }
+    /* a row's log-sum-exp moves by at most the largest score move (delta), plus its own rounding */
+    double lse_err = 0;
+    bool lse_ok = true;
+    for (int64_t i = 0; want_lse && i < vt_numel(lse_got); i++) {
+        const double a = vt_get(lse_got, i), b = vt_get(lse_ref, i);
+        if (isinf(b) || isinf(a)) lse_ok &= a == b;
+        else lse_err = fmax(lse_err, fabs(a - b) / (delta + 4 * eps * (fabs(b) + 1)));
+    }
+    VT_CHECK(lse_ok && lse_err <= 1.0, "%s values %s v%d B%d Hq%d Sq%d Skv%d D%d: lse off (%.3g of its bound%s)",
+             fmt_name[tc.fmt], vfmt_name[tc.vfmt], tc.variant, B, Hq, Sq, Skv, D, lse_err,
+             lse_ok ? "" : "; an -inf row differs");
     VT_CHECK(ct_count_nan(got) == 0 && maxerr <= tol,
-             "%s%s v%d B%d Hq%d Hkv%d Sq%d Skv%d D%d q%s out%s%s mask%d ns%d: max err %.3g (at %lld) > tol %.3g, "
+             "%s%s values %s v%d B%d Hq%d Hkv%d Sq%d Skv%d D%d q%s out%s%s mask%d ns%d: max err %.3g (at %lld) > tol %.3g, "
              "%lld unwritten",
-             fmt_name[tc.fmt], tc.rvq_entry ? "(rvq entry)" : "", tc.variant, B, Hq, Hkv, Sq, Skv, D,
+             fmt_name[tc.fmt], tc.rvq_entry ? "(rvq entry)" : "", vfmt_name[tc.vfmt], tc.variant, B, Hq, Hkv, Sq, Skv, D,
              tc.f16_q ? "f16" : "f32", tc.f16_out ? "f16" : "f32", tc.causal ? " causal" : "", tc.mask, tc.nsplit,
              maxerr, (long long)bad_at, tol, (long long)ct_count_nan(got));
     pool_free(&pl);
@@ -382,18 +478,18 @@ static void test_formats(void)
      * must be a power of two) */
     const sdpa_case shapes[] = {
         /* fmt B Hq Hkv Sq Skv D f16q f16o causal mask variant nsplit */
-        {0, 1, 1, 1, 1, 1, 64, false, false, false, 0, 0, 0, false},
-        {0, 2, 8, 2, 1, 1029, 128, true, true, false, 1, 1, 0, false},
-        {0, 1, 4, 4, 5, 33, 0, false, false, true, 2, 2, 0, false},
-        {0, 2, 4, 1, 37, 31, 0, true, false, true, 3, 3, 0, false},
-        {0, 1, 8, 2, 200, 260, 128, false, true, true, 0, 4, 0, false},
-        {0, 1, 2, 1, 3, 100, 256, false, false, false, 4, 5, 0, false},
-        {0, 1, 4, 1, 4, 1000, 128, true, false, true, 1, 6, 3, false},
-        {0, 3, 4, 4, 1, 31, 64, false, true, false, 2, 7, 1, false},
-        {0, 1, 16, 4, 2, 2048, 128, false, false, true, 0, 8, 0, false},
-        {0, 1, 4, 1, 1, 33, 0, true, true, false, 3, 9, 0, false},
-        {0, 2, 2, 2, 9, 64, 64, false, false, true, 4, 10, 5, false},
-        {0, 1, 4, 1, 1, 5000, 128, false, false, false, 0, 11, 0, false},
+        {0, 1, 1, 1, 1, 1, 64, false, false, false, 0, 0, 0, false, 0},
+        {0, 2, 8, 2, 1, 1029, 128, true, true, false, 1, 1, 0, false, 0},
+        {0, 1, 4, 4, 5, 33, 0, false, false, true, 2, 2, 0, false, 0},
+        {0, 2, 4, 1, 37, 31, 0, true, false, true, 3, 3, 0, false, 0},
+        {0, 1, 8, 2, 200, 260, 128, false, true, true, 0, 4, 0, false, 0},
+        {0, 1, 2, 1, 3, 100, 256, false, false, false, 4, 5, 0, false, 0},
+        {0, 1, 4, 1, 4, 1000, 128, true, false, true, 1, 6, 3, false, 0},
+        {0, 3, 4, 4, 1, 31, 64, false, true, false, 2, 7, 1, false, 0},
+        {0, 1, 16, 4, 2, 2048, 128, false, false, true, 0, 8, 0, false, 0},
+        {0, 1, 4, 1, 1, 33, 0, true, true, false, 3, 9, 0, false, 0},
+        {0, 2, 2, 2, 9, 64, 64, false, false, true, 4, 10, 5, false, 0},
+        {0, 1, 4, 1, 1, 5000, 128, false, false, false, 0, 11, 0, false, 0},
     };
     for (int fmt = VQ_KEYS_F16; fmt <= VQ_KEYS_COMMVQ; fmt++) {
         const bool pow2 = fmt == VQ_KEYS_TURBO || fmt == VQ_KEYS_TURBO_RVQ || fmt == VQ_KEYS_RABITQ;
@@ -406,12 +502,91 @@ static void test_formats(void)
     }
 }
 
+/* Every key format with every encoded value format (affine, codebook,
+ * turbo) over a few shapes; the layout variants of both cycle with the case. */
+static void test_value_formats(void)
+{
+    const sdpa_case shapes[] = {
+        /* fmt B Hq Hkv Sq Skv D f16q f16o causal mask variant nsplit rvq vfmt */
+        {0, 1, 4, 1, 1, 97, 64, false, false, false, 0, 0, 0, false, 0},
+        {0, 2, 8, 2, 3, 300, 128, true, true, true, 1, 1, 0, false, 0},
+        {0, 1, 2, 2, 1, 33, 256, false, false, false, 3, 2, 2, false, 0},
+        {0, 1, 8, 1, 1, 1500, 128, false, true, false, 0, 3, 0, false, 0},
+    };
+    int k = 0;
+    for (int fmt = VQ_KEYS_F16; fmt <= VQ_KEYS_COMMVQ; fmt++)
+        for (int vf = VQ_VALUES_AFFINE; vf <= VQ_VALUES_TURBO; vf++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+                sdpa_case tc = shapes[i];
+                tc.fmt = fmt;
+                tc.vfmt = vf;
+                tc.variant = k++ % 12;
+                run_case(tc);
+            }
+}
+
+/* vq_attention_merge on CUDA against the CPU's, on random halves with -inf
+ * rows, f16/f32 mixes, out aliasing out_a and lse_out aliasing lse_a. */
+static void test_merge(void)
+{
+    const int shapes[][4] = {{1, 1, 1, 8}, {2, 3, 5, 64}, {1, 8, 7, 256}, {3, 2, 1, 96}};
+    for (int si = 0; si < 4; si++) {
+        const int B = shapes[si][0], H = shapes[si][1], S = shapes[si][2], D = shapes[si][3];
+        for (int alias = 0; alias < 2; alias++) {
+            pool pl = {0};
+            const bool fa = si % 2, fb = si % 3 == 0, fo = alias ? fa : (si + 1) % 2;
+            DLTensor *a = take(&pl, vt_new(fa ? VT_F16 : VT_F32, VT_DIMS(B, H, S, D)));
+            DLTensor *b = take(&pl, vt_new(fb ? VT_F16 : VT_F32, VT_DIMS(B, H, S, D)));
+            DLTensor *la = take(&pl, vt_new(VT_F32, VT_DIMS(B, H, S))), *lb = take(&pl, vt_new(VT_F32, VT_DIMS(B, H, S)));
+            vt_fill_normal(a, &rng, 0, 1);
+            vt_fill_normal(b, &rng, 0, 1);
+            vt_fill_normal(la, &rng, 0, 3);
+            vt_fill_normal(lb, &rng, 0, 3);
+            for (int64_t i = 0; i < vt_numel(la); i++) {
+                if (rnd(5) == 0) vt_set(la, i, -INFINITY);
+                if (rnd(5) == 0) vt_set(lb, i, -INFINITY);
+            }
+            vt_set(la, 0, -INFINITY); /* one row with neither side */
+            vt_set(lb, 0, -INFINITY);
+            DLTensor *o = take(&pl, vt_new(fo ? VT_F16 : VT_F32, VT_DIMS(B, H, S, D)));
+            DLTensor *lo = take(&pl, vt_new(VT_F32, VT_DIMS(B, H, S)));
+            DLTensor *og = take(&pl, vt_new(fo ? VT_F16 : VT_F32, VT_DIMS(B, H, S, D)));
+            DLTensor *lg = take(&pl, vt_new(VT_F32, VT_DIMS(B, H, S)));
+            VT_OK(cpu, vq_attention_merge(cpu, a, la, b, lb, o, lo));
+            DLTensor *da = (DLTensor *)dev(&pl, a), *dla = (DLTensor *)dev(&pl, la);
+            DLTensor *dout = alias ? da : (DLTensor *)dev(&pl, og), *dlse = alias ? dla : (DLTensor *)dev(&pl, lg);
+            if (!alias) {
+                ct_poison(dout);
+                ct_poison(dlse);
+            }
+            VT_OK(ctx, vq_attention_merge(ctx, da, dla, dev(&pl, b), dev(&pl, lb), dout, dlse));
+            VT_OK(ctx, vq_ctx_synchronize(ctx));
+            ct_download(dout, og);
+            ct_download(dlse, lg);
+            double e = 0, el = 0;
+            bool inf_ok = true;
+            for (int64_t i = 0; i < vt_numel(o); i++) e = fmax(e, fabs(vt_get(o, i) - vt_get(og, i)));
+            for (int64_t i = 0; i < vt_numel(lo); i++) {
+                const double x = vt_get(lo, i), y = vt_get(lg, i);
+                if (isinf(x) || isinf(y)) inf_ok &= x == y;
+                else el = fmax(el, fabs(x - y) / (fabs(x) + 1));
+            }
+            /* both compute in f32 from the same inputs (expf/logf differ by an ulp or two) */
+            const double tol = fo ? 2.0 / 1024 * 4 : 1e-5 * 4;
+            VT_CHECK(ct_count_nan(og) == 0 && e <= tol && el <= 1e-5 && inf_ok,
+                     "merge B%d H%d S%d D%d alias%d: out err %.3g (tol %.3g), lse rel err %.3g%s", B, H, S, D, alias, e,
+                     tol, el, inf_ok ? "" : ", -inf rows differ");
+            pool_free(&pl);
+        }
+    }
+}
+
 /* vq_turboquant_fused_rvq_decode_attend on CUDA (shares the sdpa path). */
 static void test_rvq_entry(void)
 {
     const sdpa_case cases[] = {
-        {VQ_KEYS_TURBO_RVQ, 1, 8, 2, 1, 777, 128, false, false, false, 0, 0, 0, true},
-        {VQ_KEYS_TURBO_RVQ, 2, 4, 4, 6, 65, 64, true, true, true, 0, 3, 0, true},
+        {VQ_KEYS_TURBO_RVQ, 1, 8, 2, 1, 777, 128, false, false, false, 0, 0, 0, true, 0},
+        {VQ_KEYS_TURBO_RVQ, 2, 4, 4, 6, 65, 64, true, true, true, 0, 3, 0, true, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i]);
 }
@@ -421,7 +596,7 @@ static void test_rvq_entry(void)
  * header says); the result equals the CPU's with clamped positions. */
 static void test_commvq_clamp(void)
 {
-    const sdpa_case tc = {VQ_KEYS_COMMVQ, 1, 4, 2, 2, 40, 64, false, false, true, 0, 0, 0, false};
+    const sdpa_case tc = {VQ_KEYS_COMMVQ, 1, 4, 2, 2, 40, 64, false, false, true, 0, 0, 0, false, 0};
     pool pl = {0};
     DLTensor *q = take(&pl, vt_new(VT_F32, VT_DIMS(1, 4, 2, 64))), *v = take(&pl, vt_new(VT_F32, VT_DIMS(1, 2, 40, 64)));
     vt_fill_normal(q, &rng, 0, 1);
@@ -454,7 +629,7 @@ static void test_commvq_clamp(void)
 static void test_errors(void)
 {
     pool pl = {0};
-    const sdpa_case tc = {VQ_KEYS_QJL, 1, 2, 1, 1, 8, 64, false, false, false, 0, 0, 0, false};
+    const sdpa_case tc = {VQ_KEYS_QJL, 1, 2, 1, 1, 8, 64, false, false, false, 0, 0, 0, false, 0};
     DLTensor *q = take(&pl, vt_new(VT_F32, VT_DIMS(1, 2, 1, 64))), *v = take(&pl, vt_new(VT_F32, VT_DIMS(1, 1, 8, 64)));
     DLTensor *out = take(&pl, vt_new(VT_F32, VT_DIMS(1, 2, 1, 64)));
     vt_fill_normal(q, &rng, 0, 1);
@@ -501,7 +676,9 @@ int main(void)
         return 1;
     }
     VT_RUN(test_formats);
+    VT_RUN(test_value_formats);
     VT_RUN(test_rvq_entry);
+    VT_RUN(test_merge);
     VT_RUN(test_commvq_clamp);
     VT_RUN(test_errors);
     vq_ctx_free(ctx);

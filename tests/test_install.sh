@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_install.sh — installs a veloxquant build into a temporary prefix and
-# builds tests/install_consumer/consumer.c against the installed copy, three
+# builds examples/api_tour.c (tests/install_consumer/) against the installed copy, three
 # ways, running each program:
 #   1. find_package(veloxquant), shared library   (CMake package config)
 #   2. find_package(veloxquant), static library
@@ -69,13 +69,13 @@ fi
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 step "pkg-config: $(pkg-config --modversion veloxquant), shared"
 # shellcheck disable=SC2046  # pkg-config's flags are meant to split
-"$cc" -std=c11 -o "$tmp/consumer_pc" "$here/install_consumer/consumer.c" \
+"$cc" -std=c11 -o "$tmp/consumer_pc" "$here/../examples/api_tour.c" \
     $(pkg-config --cflags veloxquant) $(pkg-config --libs veloxquant) -lm -Wl,-rpath,"$libdir"
 "$tmp/consumer_pc"
 step "pkg-config --static, libveloxquant.a"
 # -l:libveloxquant.a makes the linker take the archive though the .so sits next to it.
 # shellcheck disable=SC2046
-"$cc" -std=c11 -o "$tmp/consumer_pc_static" "$here/install_consumer/consumer.c" \
+"$cc" -std=c11 -o "$tmp/consumer_pc_static" "$here/../examples/api_tour.c" \
     $(pkg-config --cflags veloxquant) \
     $(pkg-config --static --libs veloxquant | sed 's/-lveloxquant\b/-l:libveloxquant.a/')
 # Fails to start if it were linked to the shared library (no rpath, no LD_LIBRARY_PATH).

@@ -29,7 +29,8 @@ def test_availability_and_version():
 
 def test_supports_shape():
     assert vq.supports_shape(1, 8, 100, 128)
-    assert not vq.supports_shape(1, 8, 100, 48)
+    assert vq.supports_shape(1, 8, 100, 48)
+    assert not vq.supports_shape(1, 8, 100, 44)
     assert not vq.supports_shape(1, 8, 100, 288)
     assert not vq.supports_shape(0, 8, 100, 128)
 

@@ -78,8 +78,8 @@ def version():
 
 
 def supports_shape(batch, heads, seq_len, head_dim):
-    """True iff ``fused_sdpa`` handles this shape: head_dim % 32 == 0 and
-    head_dim <= 256, all sizes positive (the seed's rule)."""
+    """True iff ``fused_sdpa`` accepts this shape with plain keys: head_dim % 8 == 0
+    and head_dim <= 256, all sizes positive (other key formats add their own rules)."""
     return _vq.fused_sdpa_supports_shape(batch, heads, seq_len, head_dim)
 
 

@@ -23,7 +23,9 @@ static void build_tables(void)
         if (vq_isa_includes((vq_isa)i, VQ_ISA_AVX512)) {
             vq_attn_kernels_init_avx512(k);
             vq_attn_kernels_init_avx512_values(k);
+            vq_attn_kernels_init_avx512_softmax(k);
             if (vq_cpu_has_avx512_vnni()) vq_attn_kernels_init_avx512_vnni(k);
+            if (vq_cpu_has_avx512_vbmi()) vq_attn_kernels_init_avx512_vbmi(k);
         }
 #endif
 #ifdef VQ_HAVE_NEON

@@ -118,7 +118,9 @@ void vq_attn_kernels_init_avx2_direct(vq_attn_kernels *k); /* direct decode path
 void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k);  /* integer key scores */
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, after the AVX2 fillers */
+void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k); /* only where the CPU has AVX512_VNNI */
+void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU has AVX512_VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);
 

@@ -8,6 +8,9 @@
 #include <math.h>
 
 #include "attention/attn_formats.h"
+#ifdef VQ_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 
 typedef struct merge_job {
     vq_attn_view a, b, o;            /* [B,H,S,D] */
@@ -29,12 +32,12 @@ static void merge_rows(void *arg, int64_t bh, int thread)
         vq_row_to_f32(vq_attn_at(&j->b, b, h, i), j->b_dt, j->D, rb);
         const float m = la > lb ? la : lb;
         float lse;
-        if (m == -INFINITY) { /* neither side saw a token */
-            for (int64_t c = 0; c < j->D; c++) ra[c] = 0.0f;
-            lse = -INFINITY;
-        } else if (isnan(la) || isnan(lb)) {
+        if (isnan(la) || isnan(lb)) { /* a poisoned side (non-finite inputs): first, as m drops NaN */
             for (int64_t c = 0; c < j->D; c++) ra[c] = NAN;
             lse = NAN;
+        } else if (m == -INFINITY) { /* neither side saw a token */
+            for (int64_t c = 0; c < j->D; c++) ra[c] = 0.0f;
+            lse = -INFINITY;
         } else {
             const float wa = expf(la - m), wb = expf(lb - m), inv = 1.0f / (wa + wb);
             for (int64_t c = 0; c < j->D; c++) ra[c] = (wa * ra[c] + wb * rb[c]) * inv;
@@ -75,8 +78,11 @@ vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor 
         VQ_FORWARD_IF_ERROR(check_lse(ctx, lse_out, "lse_out", out_a));
         VQ_FORWARD_IF_ERROR(vq_check_no_overlap(ctx, lse_out, "lse_out"));
     }
-    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED,
-                 "vq_attention_merge is not available on a CUDA context yet");
+#ifdef VQ_WITH_CUDA
+    if (vq_ctx_is_cuda(ctx)) return vq_cuda_attention_merge(ctx, out_a, lse_a, out_b, lse_b, out, lse_out);
+#else
+    VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "this build has no CUDA backend");
+#endif
     const merge_job j = {vq_attn_view_of(out_a), vq_attn_view_of(out_b), vq_attn_view_of(out),
                          vq_attn_view_of(lse_a), vq_attn_view_of(lse_b),
                          lse_out ? vq_attn_view_of(lse_out) : (vq_attn_view){0},

@@ -13,7 +13,15 @@
  *
  * The kv axis of a batch row is a list of segments (attn_skeleton.h); a plain
  * call is one segment per row. Blocks never straddle segments, so a split is
- * a run of blocks over a run of segments (pages). */
+ * a run of blocks over a run of segments (pages).
+ *
+ * Non-finite inputs (the rule the header states, made here for every format
+ * and ISA alike): a query row with a NaN or +-inf element, or a score that
+ * is NaN or +inf after the mask, poisons the row (bad[r]): its output and lse
+ * are NaN. Poisoning scores are replaced by -inf before the ISA's softmax
+ * step, which therefore only ever sees finite or -inf scores. Tokens past a
+ * row's causal limit are never accumulated into it (the values of a block
+ * that crosses some row's limit are accumulated row by row). */
 #include <math.h>
 #include <string.h>
 
@@ -36,6 +44,7 @@ typedef struct plan {
 /* Per-thread scratch regions, each 64-byte aligned. */
 typedef struct thread_mem {
     float *qrow, *qp, *s, *o, *m, *d, *alpha;
+    bool *bad;  /* [RT]: the row is poisoned (see above) */
     vq_attn_thread th;
 } thread_mem;
 
@@ -57,7 +66,7 @@ static int64_t thread_layout(const plan *pl, float *base, thread_mem *tm)
         off += round16(n);                       \
     } while (0)
     float *qrow = NULL, *qp = NULL, *s = NULL, *o = NULL, *m = NULL, *d = NULL, *alpha = NULL, *tile = NULL,
-          *extra = NULL;
+          *extra = NULL, *bad = NULL;
     VQ_TAKE(qrow, D);
     VQ_TAKE(qp, pl->n_kinds * RT * pl->kq);
     VQ_TAKE(s, RT * VQ_ATTN_BN);
@@ -65,10 +74,11 @@ static int64_t thread_layout(const plan *pl, float *base, thread_mem *tm)
     VQ_TAKE(m, RT);
     VQ_TAKE(d, RT);
     VQ_TAKE(alpha, RT);
+    VQ_TAKE(bad, (RT * (int64_t)sizeof(bool) + sizeof(float) - 1) / (int64_t)sizeof(float));
     VQ_TAKE(tile, VQ_ATTN_BN * D);
     VQ_TAKE(extra, extra_floats);
 #undef VQ_TAKE
-    if (tm) *tm = (thread_mem){qrow, qp, s, o, m, d, alpha, {pl->kern, tile, extra}};
+    if (tm) *tm = (thread_mem){qrow, qp, s, o, m, d, alpha, (bool *)bad, {pl->kern, tile, extra}};
     return off;
 }
 
@@ -138,15 +148,59 @@ static void mask_block(const plan *pl, int64_t b, int64_t hk, int64_t r0, int R,
     }
 }
 
+/* Poisons the rows of s [R][BN] (n scores each) that hold a NaN or +inf
+ * score, and replaces those scores by -inf for the softmax step. */
+static void poison_block(int R, int n, float *s, bool *bad)
+{
+    for (int r = 0; r < R; r++) {
+        float *row = s + (int64_t)r * VQ_ATTN_BN;
+        for (int j = 0; j < n; j++)
+            if (!(row[j] < INFINITY)) {  /* NaN or +inf */
+                bad[r] = true;
+                row[j] = -INFINITY;
+            }
+    }
+}
+
+/* Accumulates the values of one block into every row, each row only up to
+ * its own causal limit (rows of a prefill tile see different prefixes of a
+ * block on the diagonal; the tokens past the limit are never read). */
+static void accumulate_block(const plan *pl, const vq_attn_segment *sg, thread_mem *tm, const vq_attn_block *blk,
+                             int64_t b, int64_t r0, int R, int64_t t0)
+{
+    const vq_attn_problem *p = pl->p;
+    bool whole = true;
+    for (int r = 0; r < R && whole && p->causal; r++) whole = row_limit(p, b, r0 + r) - t0 >= blk->n;
+    if (whole) {
+        sg->values->ops->accumulate(sg->values->desc, &tm->th, blk, tm->s, R, tm->o);
+        return;
+    }
+    for (int r = 0; r < R; r++) {
+        const int64_t lim = row_limit(p, b, r0 + r) - t0;
+        if (lim <= 0) continue;
+        vq_attn_block one = *blk;
+        one.n = (int)(lim < blk->n ? lim : blk->n);
+        sg->values->ops->accumulate(sg->values->desc, &tm->th, &one, tm->s + (int64_t)r * VQ_ATTN_BN, 1,
+                                    tm->o + (int64_t)r * p->dims.D);
+    }
+}
+
 /* Writes row rr of kv head hk in batch b: out = B^-1(o) / d (0 when d == 0),
- * lse = m + log d (-inf when d == 0). */
+ * lse = m + log d (-inf when d == 0); a poisoned row (m NaN) gets NaN. */
 static void store_row(const plan *pl, int64_t b, int64_t hk, int64_t rr, float *o, float m, float d, float *tmp)
 {
     const vq_attn_problem *p = pl->p;
     const int64_t D = p->dims.D, h = hk * pl->G + rr / p->dims.Sq, i = rr % p->dims.Sq;
+    if (isnan(m)) {
+        for (int64_t c = 0; c < D; c++) tmp[c] = NAN;
+        vq_row_from_f32(tmp, D, p->out_dt, (void *)vq_attn_at(&p->out, b, h, i));
+        if (p->lse.base) *(float *)vq_attn_at(&p->lse, b, h, i) = NAN;
+        return;
+    }
     if (pl->finish_ops && d > 0.0f) pl->finish_ops->finish(pl->finish_desc, o);
+    /* d == 0: no token took part; 0 even where o holds 0 * NaN from a value */
     const float inv = d > 0.0f ? 1.0f / d : 0.0f;
-    for (int64_t c = 0; c < D; c++) tmp[c] = o[c] * inv;
+    for (int64_t c = 0; c < D; c++) tmp[c] = d > 0.0f ? o[c] * inv : 0.0f;
     vq_row_from_f32(tmp, D, p->out_dt, (void *)vq_attn_at(&p->out, b, h, i));
     if (p->lse.base) *(float *)vq_attn_at(&p->lse, b, h, i) = d > 0.0f ? m + logf(d) : -INFINITY;
 }
@@ -173,13 +227,14 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
             const vq_attn_block blk = {sg.b, hk, lt0, (int)(seen - lt0 < VQ_ATTN_BN ? seen - lt0 : VQ_ATTN_BN)};
             sg.keys->ops->score(sg.keys->desc, &tm->th, &blk, qp, R, tm->s);
             mask_block(pl, b, hk, r0, R, t + lt0, blk.n, tm->s);
+            poison_block(R, blk.n, tm->s, tm->bad);
             pl->kern->softmax(R, blk.n, tm->s, VQ_ATTN_BN, tm->m, tm->d, tm->alpha);
             for (int r = 0; r < R; r++) {
                 if (tm->alpha[r] == 1.0f) continue;
                 float *o = tm->o + r * D;
                 for (int64_t c = 0; c < D; c++) o[c] *= tm->alpha[r];
             }
-            sg.values->ops->accumulate(sg.values->desc, &tm->th, &blk, tm->s, R, tm->o);
+            accumulate_block(pl, &sg, tm, &blk, b, r0, R, t + lt0);
         }
         blk_i += nb;
         t += sg.n;
@@ -202,6 +257,8 @@ static void run_task(void *arg, int64_t task, int thread)
     for (int r = 0; r < R; r++) {
         const int64_t rr = r0 + r, h = hk * pl->G + rr / p->dims.Sq, i = rr % p->dims.Sq;
         vq_row_to_f32(vq_attn_at(&p->q, b, h, i), p->q_dt, D, tm.qrow);
+        tm.bad[r] = false;
+        for (int64_t c = 0; c < D; c++) tm.bad[r] |= !isfinite(tm.qrow[c]);
         for (int k = 0; k < pl->n_kinds; k++) {
             const vq_attn_keys *kk = pl->kinds[k].keys;
             kk->ops->prep_q(kk->desc, tm.qrow, grow0 + r, tm.qp + (int64_t)k * pl->RT * pl->kq + r * kk->qp_floats);
@@ -214,6 +271,8 @@ static void run_task(void *arg, int64_t task, int thread)
     const int64_t T = tile_limit(p, b, r0, R), nb = count_blocks(p, b, T);
     stream_blocks(pl, &tm, b, hk, r0, R, T, sp * nb / pl->S, (sp + 1) * nb / pl->S);
 
+    for (int r = 0; r < R; r++)
+        if (tm.bad[r]) tm.m[r] = NAN;  /* the poison travels as m = NaN (store_row, merge) */
     if (pl->S == 1) {
         for (int r = 0; r < R; r++) store_row(pl, b, hk, r0 + r, tm.o + r * D, tm.m[r], tm.d[r], tm.qrow);
         return;
@@ -229,6 +288,10 @@ static void run_task(void *arg, int64_t task, int thread)
 
 void vq_attn_state_merge(vq_attn_state *a, const vq_attn_state *b, int64_t D)
 {
+    if (isnan(a->m) || isnan(b->m)) {  /* a poisoned part poisons the union */
+        a->m = NAN;
+        return;
+    }
     if (b->m == -INFINITY) return;
     if (a->m == -INFINITY) {
         a->m = b->m;

@@ -194,7 +194,9 @@ typedef struct vq_attn_state {
     float *o;
 } vq_attn_state;
 
-/* a <- merge(a, b): the state of the union of both token sets. */
+/* a <- merge(a, b): the state of the union of both token sets; m = NaN marks
+ * a poisoned state (a non-finite query or score, attn_skeleton.c), and
+ * poisons the union. */
 void vq_attn_state_merge(vq_attn_state *a, const vq_attn_state *b, int64_t D);
 
 /* Each format file checks its descriptor fits:

@@ -151,8 +151,8 @@ vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
 #ifdef VQ_WITH_CUDA
     if (vq_ctx_is_cuda(ctx)) {
         VQ_FORWARD_IF_ERROR(cuda_compact(ctx, queries, keys, values, mask, out));
-        VQ_RETURN_IF(ctx, lse.base != NULL, VQ_ERR_UNSUPPORTED,
-                     "opts->lse_out is not supported on a CUDA context yet");
+        VQ_FORWARD_IF_ERROR(vq_attn_require_compact(ctx, (const DLTensor *[]){opts ? opts->lse_out : NULL},
+                                                    (const char *[]){"opts->lse_out"}, 1));
         return vq_cuda_fused_sdpa(ctx, queries, keys, values, scale, mask, out, opts);
     }
 #else
@@ -171,5 +171,5 @@ vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_k
 
 bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim)
 {
-    return batch > 0 && heads > 0 && seq_len > 0 && head_dim > 0 && head_dim % 32 == 0 && head_dim <= 256;
+    return batch > 0 && heads > 0 && seq_len > 0 && head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256;
 }

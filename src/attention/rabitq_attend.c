@@ -46,7 +46,10 @@ static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
         VQ_FORWARD_IF_ERROR(vq_attn_require_compact(
             ctx, (const DLTensor *[]){q, q_scale, k_bits, k_mag, k_const, v_idx, opts ? opts->v_scale : NULL, out},
             (const char *[]){"q", "q_scale", "k_bits", "k_mag", "k_const", "v_idx", "opts->v_scale", "out"}, 8));
-        VQ_RETURN_IF(ctx, lse.base != NULL, VQ_ERR_UNSUPPORTED, "opts->lse_out is not supported on a CUDA context yet");
+        VQ_RETURN_IF(ctx, prefill && lse.base != NULL, VQ_ERR_UNSUPPORTED,
+                     "opts->lse_out is not supported by the CUDA prefill kernel");
+        VQ_FORWARD_IF_ERROR(vq_attn_require_compact(ctx, (const DLTensor *[]){opts ? opts->lse_out : NULL},
+                                                    (const char *[]){"opts->lse_out"}, 1));
         if (!prefill)
             return vq_cuda_rabitq_fused_attend(ctx, q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);
         return vq_cuda_rabitq_prefill_attend(ctx, q, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, opts);

@@ -45,7 +45,8 @@ vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DL
         VQ_FORWARD_IF_ERROR(vq_attn_require_compact(
             ctx, (const DLTensor *[]){q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, out},
             (const char *[]){"q", "k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero", "out"}, 8));
-        VQ_RETURN_IF(ctx, lse.base != NULL, VQ_ERR_UNSUPPORTED, "opts->lse_out is not supported on a CUDA context yet");
+        VQ_FORWARD_IF_ERROR(vq_attn_require_compact(ctx, (const DLTensor *[]){opts ? opts->lse_out : NULL},
+                                                    (const char *[]){"opts->lse_out"}, 1));
         return vq_cuda_scalar_fused_decode_attend(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero,
                                                   group_size, scale, nsg, out, opts);
     }

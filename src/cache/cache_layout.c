@@ -35,9 +35,10 @@ static vq_status check_table(vq_ctx *ctx, const DLTensor *t, const char *layer, 
 {
     VQ_RETURN_IF(ctx, t == NULL, VQ_ERR_INVALID_ARGUMENT, "argument '%s.%s' is NULL (the method needs it)", layer,
                  field);
+    char dev[48];
     VQ_RETURN_IF(ctx, t->device.device_type != kDLCPU, VQ_ERR_INVALID_ARGUMENT,
-                 "argument '%s.%s': tables are host memory (kDLCPU), got device type %d", layer, field,
-                 (int)t->device.device_type);
+                 "argument '%s.%s': tables are host memory (cpu), got %s", layer, field,
+                 vq_device_name((int)t->device.device_type, (int)t->device.device_id, dev, sizeof dev));
     VQ_RETURN_IF(ctx, t->ndim < lo || t->ndim > hi, VQ_ERR_INVALID_ARGUMENT,
                  "argument '%s.%s': expected rank %d..%d, got %d", layer, field, lo, hi, t->ndim);
     VQ_RETURN_IF(ctx, t->shape == NULL || t->data == NULL, VQ_ERR_INVALID_ARGUMENT,
@@ -217,10 +218,13 @@ vq_status vq_cache_layout_layer(vq_cache *c, const vq_cache_layer_config *lc, co
     L->page_bytes = 0;
     VQ_FORWARD_IF_ERROR(layout_keys(c, &L->cfg.keys, name, L));
     VQ_FORWARD_IF_ERROR(layout_values(c, &L->cfg.values, name, L));
-    /* CommVQ keys arrive before RoPE: a window of them could not be attended
-     * as plain keys, so they encode at once (see the header). */
-    const bool commvq = L->cfg.keys.method == VQ_KEY_COMMVQ;
-    L->res_cap = commvq || (c->R == 0 && L->g == 1) ? 0 : c->R + L->g - 1;
+    /* No window for two key methods (see the header): CommVQ keys arrive
+     * before RoPE, so a window of them could not be attended as plain keys;
+     * RaBitQ scores are a scaled estimate of q.k (about 2/pi of it with the
+     * L1 magnitude or the Hamming score), so exact f16 window scores next to
+     * them would mix two softmax temperatures. Both encode every token at once. */
+    const bool no_window = L->cfg.keys.method == VQ_KEY_COMMVQ || L->cfg.keys.method == VQ_KEY_RABITQ;
+    L->res_cap = no_window || (c->R == 0 && L->g == 1) ? 0 : c->R + L->g - 1;
     return VQ_OK;
 }
 

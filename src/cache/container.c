@@ -72,6 +72,8 @@ void vq_put_bytes(vq_writer *w, const void *src, size_t n)
     uint8_t *p = take(w, n);
     if (p && n) memcpy(p, src, n);
 }
+uint8_t *vq_put_space(vq_writer *w, size_t n) { return take(w, n); }
+
 void vq_put_f32s(vq_writer *w, const float *v, size_t n)
 {
     uint8_t *p = take(w, 4 * n);

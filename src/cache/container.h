@@ -42,6 +42,9 @@ void vq_put_u64(vq_writer *w, uint64_t v);
 void vq_put_i64(vq_writer *w, int64_t v);
 void vq_put_f32s(vq_writer *w, const float *v, size_t n);
 void vq_put_bytes(vq_writer *w, const void *p, size_t n);
+/* Reserves n bytes for the caller to fill: their address, or NULL on the
+ * counting pass. */
+uint8_t *vq_put_space(vq_writer *w, size_t n);
 void vq_section_begin(vq_writer *w, uint32_t tag);
 void vq_section_end(vq_writer *w);  /* pads to 8 bytes, fills in size and CRC */
 /* Writes the header (magic, version, file size, sections, CRC); returns the

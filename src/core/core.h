@@ -39,6 +39,9 @@ typedef enum vq_dtype {
 
 vq_dtype vq_dtype_of(const DLTensor *t);   /* VQ_DT_INVALID for anything else */
 const char *vq_dtype_name(vq_dtype dt);    /* "f32", "u8", ... */
+/* A DLPack device as messages spell it: "cpu", "cuda:0" (else "device type
+ * 7:0"); writes and returns buf. */
+const char *vq_device_name(int type, int id, char *buf, size_t cap);
 size_t vq_dtype_size(vq_dtype dt);
 
 /* ---- CPU instruction sets ---- */
@@ -58,6 +61,8 @@ const char *vq_isa_name(vq_isa isa);
  * zmm state: an extension within VQ_ISA_AVX512 whose kernels are swapped in
  * where present (never on CPUs without it). */
 bool vq_cpu_has_avx512_vnni(void);
+/* AVX512_VBMI (vpermb / vpermt2b byte permutes), likewise. */
+bool vq_cpu_has_avx512_vbmi(void);
 /* True when a kernel table for `want` may be installed on a ctx running `have`
  * (x86 ISAs are ordered scalar < avx2 < avx512; NEON stands alone). */
 bool vq_isa_includes(vq_isa have, vq_isa want);

@@ -43,16 +43,21 @@ static vq_isa detect_x86(void)
 }
 #endif
 
-bool vq_cpu_has_avx512_vnni(void)
+/* Bit `bit` of CPUID.(EAX=7,ECX=0):ECX on a CPU that runs the AVX-512 kernels. */
+static bool avx512_leaf7_ecx(int bit)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(VQ_HAVE_AVX512)
     unsigned a, b, c, d;
     if (detect_x86() != VQ_ISA_AVX512 || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return (c >> 11) & 1; /* CPUID.(EAX=7,ECX=0):ECX bit 11 = AVX512_VNNI */
+    return (c >> bit) & 1;
 #else
+    (void)bit;
     return false;
 #endif
 }
+
+bool vq_cpu_has_avx512_vnni(void) { return avx512_leaf7_ecx(11); }
+bool vq_cpu_has_avx512_vbmi(void) { return avx512_leaf7_ecx(1); }
 
 vq_isa vq_cpu_best_isa(void)
 {

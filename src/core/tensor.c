@@ -37,12 +37,24 @@ size_t vq_dtype_size(vq_dtype dt)
     return (dt >= 0 && dt < VQ_DT_COUNT) ? sizes[dt] : 0;
 }
 
+/* Any DLPack dtype, spelled as vq_dtype_name spells ours: f32, u8, bf16,
+ * i64, f16x2 (lanes), bool8. */
 static void describe_dtype(const DLDataType d, char *buf, size_t cap)
 {
-    static const char *const codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+    static const char *const codes[] = {"i", "u", "f", "opaque", "bf", "c", "bool"};
     const char *code = d.code < sizeof codes / sizeof codes[0] ? codes[d.code] : "code?";
     if (d.lanes == 1) snprintf(buf, cap, "%s%u", code, (unsigned)d.bits);
     else snprintf(buf, cap, "%s%ux%u", code, (unsigned)d.bits, (unsigned)d.lanes);
+}
+
+const char *vq_device_name(int type, int id, char *buf, size_t cap)
+{
+    if (type == kDLCPU) snprintf(buf, cap, "cpu");
+    else if (type == kDLCUDA) snprintf(buf, cap, "cuda:%d", id);
+    else if (type == kDLCUDAHost) snprintf(buf, cap, "cuda_host:%d", id);
+    else if (type == kDLCUDAManaged) snprintf(buf, cap, "cuda_managed:%d", id);
+    else snprintf(buf, cap, "device type %d:%d", type, id);
+    return buf;
 }
 
 static void describe_mask(unsigned mask, char *buf, size_t cap)
@@ -201,10 +213,11 @@ static vq_status check_tensor(vq_ctx *ctx, const DLTensor *t, const char *name, 
     const int want_device = ctx->backend == VQ_BACKEND_CUDA ? kDLCUDA : kDLCPU;
     if ((int)t->device.device_type != want_device ||
         (want_device == kDLCUDA && t->device.device_id != ctx->device)) {
-        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT,
-                       "argument '%s': lives on device type %d id %d, expected the context's device type %d id %d",
-                       name, (int)t->device.device_type, (int)t->device.device_id, want_device,
-                       want_device == kDLCUDA ? ctx->device : 0);
+        char got[48], want[48];
+        vq_device_name((int)t->device.device_type, (int)t->device.device_id, got, sizeof got);
+        vq_device_name(want_device, want_device == kDLCUDA ? ctx->device : 0, want, sizeof want);
+        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument '%s': lives on %s, expected the context's device %s",
+                       name, got, want);
     }
     if (t->strides != NULL)
         VQ_FORWARD_IF_ERROR(view ? check_view_strides(ctx, t, name) : check_compact_strides(ctx, t, name));

@@ -29,6 +29,8 @@ typedef struct vq_cu_attend_common {
     float *part_m;     /* [B*Hq*Sq, nsplit] running max (log2 domain) */
     float *part_l;     /* [B*Hq*Sq, nsplit] running sum of exp2 */
     float *part_acc;   /* [B*Hq*Sq, nsplit, D] unnormalised output */
+    int rot_back;      /* merge: rotate each output row back (TurboQuant values) */
+    const float *rot_diag; /* [D] or NULL: the rotation's diagonal */
 } vq_cu_attend_common;
 
 /* KIVI group-affine cache (codes bit-packed along D with `bits` 2/4/8; the
@@ -74,8 +76,26 @@ int vq_cu_launch_affine_fast_b2(const vq_cu_affine_params *p, void *stream, int 
 int vq_cu_launch_affine_fast_b4(const vq_cu_affine_params *p, void *stream, int *occupancy);
 int vq_cu_launch_affine_fast_b8(const vq_cu_affine_params *p, void *stream, int *occupancy);
 int vq_cu_launch_rabitq_fast(const vq_cu_rabitq_params *p, void *stream, int *occupancy);
-/* Merges the splits of every row into out [B*Hq*Sq, D] (f16 when out_f16). */
-int vq_cu_launch_merge(const vq_cu_attend_common *c, void *out, int out_f16, void *stream);
+/* Merges the splits of every row into out [B*Hq*Sq, D] (f16 when out_f16)
+ * and, when lse != NULL, each row's natural-log log-sum-exp into lse
+ * [B*Hq*Sq] (-inf for a row that saw no token). */
+int vq_cu_launch_merge(const vq_cu_attend_common *c, void *out, int out_f16, float *lse, void *stream);
+
+/* Rows (b, h, s) of a [B,H,S,...] tensor at base + b*sb + h*sh + s*ss
+ * (byte strides; the last axis contiguous). */
+typedef struct vq_cu_view {
+    const char *base;
+    int64_t sb, sh, ss;
+} vq_cu_view;
+
+/* vq_attention_merge: out_a/out_b/out [B,H,S,D] f16/f32 and their
+ * log-sum-exps [B,H,S] f32 (lse_out.base NULL: not written). */
+typedef struct vq_cu_pair_merge {
+    vq_cu_view a, b, out, lse_a, lse_b, lse_out;
+    int a_f16, b_f16, out_f16;
+    int B, H, S, D;
+} vq_cu_pair_merge;
+int vq_cu_launch_pair_merge(const vq_cu_pair_merge *p, void *stream);
 
 #ifdef __cplusplus
 }

@@ -87,12 +87,46 @@ static vq_status plan_splits(vq_ctx *ctx, int nsplit_req, int ctas_per_sm, vq_cu
 /* The fast kernels are compiled for these head dims only (constant strides). */
 static bool fast_dim(int D) { return D == 64 || D == 128 || D == 256; }
 
-static vq_status finish(vq_ctx *ctx, const vq_cu_attend_common *c, DLTensor *out, int launch_err,
+static vq_status finish(vq_ctx *ctx, const vq_cu_attend_common *c, DLTensor *out, DLTensor *lse, int launch_err,
                         const char *what)
 {
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch_err, what));
-    return vq_cuda_check(ctx, vq_cu_launch_merge(c, vq_data(out), vq_dtype_of(out) == VQ_DT_F16, ctx->stream),
+    return vq_cuda_merge_splits(ctx, c, out, lse);
+}
+
+vq_status vq_cuda_merge_splits(vq_ctx *ctx, const vq_cu_attend_common *c, DLTensor *out, DLTensor *lse)
+{
+    return vq_cuda_check(ctx,
+                         vq_cu_launch_merge(c, vq_data(out), vq_dtype_of(out) == VQ_DT_F16,
+                                            lse ? (float *)vq_data(lse) : NULL, ctx->stream),
                          "split-KV merge kernel launch");
+}
+
+/* The rows of a validated [B,H,S,...] tensor (byte strides; NULL strides: compact). */
+static vq_cu_view view_of(const DLTensor *t)
+{
+    const int64_t es = (int64_t)vq_dtype_size(vq_dtype_of(t));
+    int64_t st[3] = {0, 0, 0}, run = es;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (i < 3) st[i] = t->strides ? t->strides[i] * es : run;
+        run *= t->shape[i];
+    }
+    return (vq_cu_view){(const char *)vq_data(t), st[0], st[1], st[2]};
+}
+
+vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a, const DLTensor *out_b,
+                                  const DLTensor *lse_b, DLTensor *out, DLTensor *lse_out)
+{
+    VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
+    VQ_RETURN_IF(ctx, out_a->shape[0] * out_a->shape[1] * out_a->shape[2] > INT32_MAX, VQ_ERR_UNSUPPORTED,
+                 "argument 'out_a': more than 2^31 - 1 rows");
+    const vq_cu_pair_merge p = {view_of(out_a), view_of(out_b), view_of(out), view_of(lse_a), view_of(lse_b),
+                                lse_out ? view_of(lse_out) : (vq_cu_view){0},
+                                vq_dtype_of(out_a) == VQ_DT_F16, vq_dtype_of(out_b) == VQ_DT_F16,
+                                vq_dtype_of(out) == VQ_DT_F16,
+                                (int)out_a->shape[0], (int)out_a->shape[1], (int)out_a->shape[2],
+                                (int)out_a->shape[3]};
+    return vq_cuda_check(ctx, vq_cu_launch_pair_merge(&p, ctx->stream), "attention merge kernel launch");
 }
 
 vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
@@ -138,7 +172,8 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     VQ_FORWARD_IF_ERROR(plan_splits(ctx, nsg, occ, &p.c));
-    return finish(ctx, &p.c, out, launch(&p, ctx->stream, NULL), "affine decode kernel launch");
+    return finish(ctx, &p.c, out, opts ? opts->lse_out : NULL, launch(&p, ctx->stream, NULL),
+                  "affine decode kernel launch");
 }
 
 vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
@@ -171,5 +206,6 @@ vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTe
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     VQ_FORWARD_IF_ERROR(plan_splits(ctx, opts ? opts->num_splits : 0, occ, &p.c));
-    return finish(ctx, &p.c, out, launch(&p, ctx->stream, NULL), "RaBitQ decode kernel launch");
+    return finish(ctx, &p.c, out, opts ? opts->lse_out : NULL, launch(&p, ctx->stream, NULL),
+                  "RaBitQ decode kernel launch");
 }

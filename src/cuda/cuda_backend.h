@@ -35,6 +35,11 @@ int vq_cuda_sm_count(const vq_ctx *ctx);
  * load 16 bytes at a time need it. */
 vq_status vq_cuda_check_aligned16(vq_ctx *ctx, const DLTensor *const *ts, const char *const *names, int n);
 
+/* Launches the split-KV merge of c's partial states into out and, when lse
+ * is not NULL, the rows' log-sum-exps (compact [B,Hq,Sq] f32). */
+struct vq_cu_attend_common;
+vq_status vq_cuda_merge_splits(vq_ctx *ctx, const struct vq_cu_attend_common *c, DLTensor *out, DLTensor *lse);
+
 /* Device memory that outlives a call (cuda_mem.c, for the KV cache).
  * vq_cuda_free waits for the device (cudaFree) and ignores errors;
  * vq_cuda_copy2d copies device to device on the ctx's stream (cudaMemcpy2DAsync
@@ -66,5 +71,9 @@ vq_status vq_cuda_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DL
 vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                              const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                              const vq_attend_opts *opts);
+
+/* vq_attention_merge after validation (strided views accepted). */
+vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a, const DLTensor *out_b,
+                                  const DLTensor *lse_b, DLTensor *out, DLTensor *lse_out);
 
 #endif

@@ -127,18 +127,72 @@ static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale
     return VQ_OK;
 }
 
-/* The decode-skeleton instances of key format fmt (fill_keys accepted it). */
-static vq_cu_sdpa_launcher launcher_of(int fmt)
+/* The decode-skeleton instances of key format fmt (fill_keys accepted it)
+ * over plain values, or over the encoded value formats (enc). */
+static vq_cu_sdpa_launcher launcher_of(int fmt, bool enc)
 {
     switch (fmt) {
-    case VQ_CU_SDPA_F16: return vq_cu_launch_sdpa_plain;
+    case VQ_CU_SDPA_F16: return enc ? vq_cu_launch_sdpa_plain_enc : vq_cu_launch_sdpa_plain;
     case VQ_CU_SDPA_TURBO:
-    case VQ_CU_SDPA_TURBO_RVQ: return vq_cu_launch_sdpa_turbo;
-    case VQ_CU_SDPA_AFFINE: return vq_cu_launch_sdpa_affine;
-    case VQ_CU_SDPA_RABITQ: return vq_cu_launch_sdpa_rabitq;
-    case VQ_CU_SDPA_QJL: return vq_cu_launch_sdpa_qjl;
-    case VQ_CU_SDPA_PQ: return vq_cu_launch_sdpa_pq;
-    default: return vq_cu_launch_sdpa_commvq;
+    case VQ_CU_SDPA_TURBO_RVQ: return enc ? vq_cu_launch_sdpa_turbo_enc : vq_cu_launch_sdpa_turbo;
+    case VQ_CU_SDPA_AFFINE: return enc ? vq_cu_launch_sdpa_affine_enc : vq_cu_launch_sdpa_affine;
+    case VQ_CU_SDPA_RABITQ: return enc ? vq_cu_launch_sdpa_rabitq_enc : vq_cu_launch_sdpa_rabitq;
+    case VQ_CU_SDPA_QJL: return enc ? vq_cu_launch_sdpa_qjl_enc : vq_cu_launch_sdpa_qjl;
+    case VQ_CU_SDPA_PQ: return enc ? vq_cu_launch_sdpa_pq_enc : vq_cu_launch_sdpa_pq;
+    default: return enc ? vq_cu_launch_sdpa_commvq_enc : vq_cu_launch_sdpa_commvq;
+    }
+}
+
+_Static_assert(VQ_CU_V_PLAIN == (int)VQ_VALUES_PLAIN && VQ_CU_V_AFFINE == (int)VQ_VALUES_AFFINE &&
+                   VQ_CU_V_CODEBOOK == (int)VQ_VALUES_CODEBOOK && VQ_CU_V_TURBO == (int)VQ_VALUES_TURBO,
+               "VQ_CU_V_* must equal vq_values_format");
+
+/* The tensor of a value format whose leading dims are [B, Hkv, Skv]. */
+static const DLTensor *value_lead(const vq_encoded_values *v)
+{
+    switch (v->format) {
+    case VQ_VALUES_AFFINE: return v->affine.codes;
+    case VQ_VALUES_CODEBOOK: return v->codebook.idx;
+    case VQ_VALUES_TURBO: return v->turbo.idx;
+    default: return v->plain.values;
+    }
+}
+
+/* The value format's fields of p (validated by the CPU binders). */
+static void fill_values(const vq_encoded_values *v, vq_cu_sdpa_params *p)
+{
+    const int64_t D = p->c.D;
+    p->v_fmt = (int)v->format;
+    switch (v->format) {
+    case VQ_VALUES_AFFINE: {
+        const DLTensor *codes = v->affine.codes;
+        p->va_codes = vq_data(codes);
+        p->va_ldc = (int)vq_dim(codes, 3);
+        p->va_bits = p->va_ldc != D ? v->affine.bits : 8; /* one code per byte when the last dim is D */
+        p->va_g = v->affine.group_size;
+        p->va_GV = (int)vq_ceil_div(D, p->va_g);
+        p->va_scale = vq_data(v->affine.scale);
+        p->va_zero = vq_data(v->affine.zero);
+        p->va_sz_f16 = vq_dtype_of(v->affine.scale) == VQ_DT_F16;
+        break;
+    }
+    case VQ_VALUES_CODEBOOK:
+        p->vc_idx = vq_data(v->codebook.idx);
+        p->vc_packed = vq_dim(v->codebook.idx, 3) != D;
+        p->vc_cents = vq_data(v->codebook.cents);
+        p->vc_n = (int)vq_numel(v->codebook.cents);
+        p->vc_scale = v->codebook.scale ? vq_data(v->codebook.scale) : NULL;
+        break;
+    case VQ_VALUES_TURBO:
+        fill_stage(v->turbo.idx, v->turbo.scale, v->turbo.bits, D, &p->v_stage);
+        p->v_diag = v->turbo.diag ? vq_data(v->turbo.diag) : NULL;
+        p->c.rot_back = 1;
+        p->c.rot_diag = p->v_diag;
+        break;
+    default:
+        p->v = vq_data(v->plain.values);
+        p->v_f16 = vq_dtype_of(v->plain.values) == VQ_DT_F16;
+        break;
     }
 }
 
@@ -163,10 +217,8 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
                              const vq_encoded_values *encoded_values, float scale, const DLTensor *mask,
                              DLTensor *out, const vq_attend_opts *opts)
 {
-    VQ_RETURN_IF(ctx, encoded_values->format != VQ_VALUES_PLAIN, VQ_ERR_UNSUPPORTED,
-                 "argument 'values': format %d on a CUDA context is not supported yet (VQ_VALUES_PLAIN is)",
-                 (int)encoded_values->format);
-    const DLTensor *values = encoded_values->plain.values;
+    const vq_encoded_values *ev = encoded_values;
+    const DLTensor *values = value_lead(ev); /* [B,Hkv,Skv,...]: Hkv and Skv */
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t B = vq_dim(queries, 0), Hq = vq_dim(queries, 1), Sq = vq_dim(queries, 2), D = vq_dim(queries, 3);
     const int64_t Hkv = vq_dim(values, 1), Skv = vq_dim(values, 2);
@@ -190,23 +242,23 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
                  "grid too large: Hkv * ceil(Hq/Hkv*Sq/8) = %lld, B = %lld (limit 65535 each)",
                  (long long)(Hkv * c->row_chunks), (long long)B);
     /* the skeleton reads these 8 or 16 bytes at a time */
-    const DLTensor *vec[] = {values, keys->format == VQ_KEYS_F16 ? keys->plain.keys : NULL,
+    const DLTensor *vec[] = {values, ev->format == VQ_VALUES_AFFINE ? ev->affine.scale : NULL,
+                             ev->format == VQ_VALUES_AFFINE ? ev->affine.zero : NULL, keys->format == VQ_KEYS_F16 ? keys->plain.keys : NULL,
                              keys->format == VQ_KEYS_TURBO ? keys->turbo.idx : NULL,
                              keys->format == VQ_KEYS_TURBO_RVQ ? keys->rvq.idx1 : NULL,
                              keys->format == VQ_KEYS_TURBO_RVQ ? keys->rvq.idx2 : NULL,
                              keys->format == VQ_KEYS_AFFINE ? keys->affine.codes : NULL,
                              keys->format == VQ_KEYS_AFFINE ? keys->affine.scale : NULL,
                              keys->format == VQ_KEYS_AFFINE ? keys->affine.zero : NULL};
-    static const char *const vec_names[] = {"values", "keys.plain.keys", "keys.turbo.idx", "keys.rvq.idx1",
+    static const char *const vec_names[] = {"values", "values.affine.scale", "values.affine.zero", "keys.plain.keys", "keys.turbo.idx", "keys.rvq.idx1",
                                             "keys.rvq.idx2", "keys.affine.codes", "keys.affine.scale",
                                             "keys.affine.zero"};
-    VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, vec, vec_names, 8));
+    VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, vec, vec_names, 10));
     c->causal = opts && opts->causal;
     c->q = vq_data(queries);
     c->q_f16 = vq_dtype_of(queries) == VQ_DT_F16;
     VQ_FORWARD_IF_ERROR(fill_keys(ctx, keys, scale, &p));
-    p.v = vq_data(values);
-    p.v_f16 = vq_dtype_of(values) == VQ_DT_F16;
+    fill_values(ev, &p);
     if (mask) { /* shape checked by the caller: [B or 1, Hq or 1, Sq, Skv] */
         p.mask = vq_data(mask);
         p.mask_f16 = vq_dtype_of(mask) == VQ_DT_F16;
@@ -214,7 +266,7 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
         p.mask_sb = vq_dim(mask, 0) == 1 ? 0 : vq_dim(mask, 1) * Sq * Skv;
     }
 
-    const vq_cu_sdpa_launcher launch = launcher_of(p.fmt);
+    const vq_cu_sdpa_launcher launch = launcher_of(p.fmt, p.v_fmt != VQ_CU_V_PLAIN);
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     plan_splits(ctx, opts ? opts->num_splits : 0, occ, c);
@@ -230,6 +282,5 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
 
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, vq_cu_launch_sdpa_prep(&p, ctx->stream), "sdpa query-prep kernel launch"));
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, ctx->stream, NULL), "sdpa attention kernel launch"));
-    return vq_cuda_check(ctx, vq_cu_launch_merge(c, vq_data(out), vq_dtype_of(out) == VQ_DT_F16, ctx->stream),
-                         "split-KV merge kernel launch");
+    return vq_cuda_merge_splits(ctx, c, out, opts ? opts->lse_out : NULL);
 }

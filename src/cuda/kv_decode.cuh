@@ -19,7 +19,7 @@
  *   values:  a lane owns CPL consecutive channels of one token per step
  *            (CPL = 32 / 16 / 8 for 1 / 4 / 8 rows: registers) and adds
  *            p * v_hat (VP::apply).
- * W is the instance width (64, 128 or 256); the head dim D <= W is a run-time
+ * W is the instance width (128 or 256); the head dim D <= W is a run-time
  * value, so queries are zero past D and policies load nothing past D.
  * Scores are in the log2 domain (the query is prepared as q * scale * log2 e
  * by the prep kernel); the split's (m, l, acc) goes to the partial-state

@@ -67,14 +67,14 @@ __device__ __forceinline__ void row_sums(const float *qs, int qw, int n, float *
     }
 }
 
-/* ---- VQ_KEYS_F16: plain keys, f32 (ELT 0), f16 (1) or bf16 (2) ---- */
-template <int ELT>
+/* ---- VQ_KEYS_F16: plain keys, f32, f16 or bf16 (run-time, warp-uniform:
+ * one instance instead of three) ---- */
 struct PlainKeys {
     template <int W, int R>
     struct P {
         const uint8_t *k;
-        int D;
-        __device__ P(const vq_cu_sdpa_params &p, int, int) : k((const uint8_t *)p.k), D(p.c.D) {}
+        int D, elt;
+        __device__ P(const vq_cu_sdpa_params &p, int, int) : k((const uint8_t *)p.k), D(p.c.D), elt(p.k_elt) {}
         __device__ void prepare(float *, int, const Rows<R> &) {}
         __device__ void score(int64_t tok, int, const float *qs, int qw, float (&s)[R]) const
         {
@@ -85,13 +85,15 @@ struct PlainKeys {
             for (int c = 0; c < W; c += 8) {
                 if (c >= D) break;
                 float kf[8];
-                if constexpr (ELT == VQ_CU_F32) {
+                if (elt == VQ_CU_F32) {
                     const float4 *row = (const float4 *)(k + (tok * D + c) * 4);
                     const float4 a = __ldg(row), b = __ldg(row + 1);
                     kf[0] = a.x; kf[1] = a.y; kf[2] = a.z; kf[3] = a.w;
                     kf[4] = b.x; kf[5] = b.y; kf[6] = b.z; kf[7] = b.w;
                 } else {
-                    unpack8<ELT == VQ_CU_F16>(__ldg((const uint4 *)(k + (tok * D + c) * 2)), kf);
+                    const uint4 v = __ldg((const uint4 *)(k + (tok * D + c) * 2));
+                    if (elt == VQ_CU_F16) unpack8<true>(v, kf);
+                    else unpack8<false>(v, kf);
                 }
                 if ((c / 8) % 2) dot8(qs, qw, c, kf, s1);
                 else dot8(qs, qw, c, kf, s0);
@@ -102,24 +104,11 @@ struct PlainKeys {
     };
 };
 
-/* ---- VQ_KEYS_TURBO (NST = 1) and VQ_KEYS_TURBO_RVQ (NST = 2): y_hat =
+/* ---- VQ_KEYS_TURBO (1 stage) and VQ_KEYS_TURBO_RVQ (2; p.n_stages at run time): y_hat =
  * sum_st scale_st[t] * cents_st[code_st]; q . y_hat = sum_st scale_st (q . cents_st[codes]) ---- */
 
-/* The 8 codes of channels c .. c+8 of one stage row: u8 codes masked to
- * `bits`, or bits [c*bits, (c+8)*bits) of the u32 stream (up to 3 words). */
-__device__ __forceinline__ uint64_t turbo_codes8(const vq_cu_sdpa_stage &st, int64_t tok, int c)
-{
-    if (!st.packed) return __ldg((const unsigned long long *)((const uint8_t *)st.idx + tok * st.ld + c));
-    const uint32_t *w = (const uint32_t *)st.idx + tok * st.ld;
-    const int bit = c * st.bits, wi = bit >> 5, off = bit & 31;
-    const uint32_t w0 = __ldg(w + wi), w1 = wi + 1 < st.ld ? __ldg(w + wi + 1) : 0u;
-    uint64_t v = ((uint64_t)w1 << 32 | w0) >> off;
-    if (off != 0 && off + 8 * st.bits > 64) v |= (uint64_t)__ldg(w + wi + 2) << (64 - off);
-    return v;
-}
-
-template <int NST>
 struct TurboKeys {
+    static constexpr int NST = 2; /* at most; p.n_stages (1 or 2) at run time */
     template <int W, int R>
     struct P {
         const vq_cu_sdpa_params &p;
@@ -132,13 +121,15 @@ struct TurboKeys {
         }
         __device__ void prepare(float *, int, const Rows<R> &)
         {
-            for (int i = threadIdx.x; i < NST * 256; i += kThreads) cents[i / 256][i % 256] = p.stage[i / 256].cents[i % 256];
+            for (int i = threadIdx.x; i < NST * 256; i += kThreads)
+                cents[i / 256][i % 256] = i / 256 < p.n_stages ? p.stage[i / 256].cents[i % 256] : 0.0f;
         }
         __device__ void score(int64_t tok, int, const float *qs, int qw, float (&s)[R]) const
         {
             zero(s);
 #pragma unroll
             for (int st = 0; st < NST; st++) {
+                if (st >= p.n_stages) break;
                 const vq_cu_sdpa_stage &sg = p.stage[st];
                 const int bits = sg.bits;
                 const uint32_t mask = (1u << bits) - 1u;
@@ -149,7 +140,7 @@ struct TurboKeys {
 #pragma unroll
                 for (int c = 0; c < W; c += 8) {
                     if (c >= D) break;
-                    const uint64_t v = turbo_codes8(sg, tok, c);
+                    const uint64_t v = stage_codes8(sg, tok, c);
                     float kf[8];
 #pragma unroll
                     for (int j = 0; j < 8; j++) kf[j] = cents[st][(uint32_t)(v >> (j * step)) & mask];
@@ -164,8 +155,8 @@ struct TurboKeys {
     };
 };
 
-/* ---- VQ_KEYS_AFFINE: k_hat[t,c] = code * scale[t/g, c] + zero[t/g, c] ---- */
-template <bool F16S>
+/* ---- VQ_KEYS_AFFINE: k_hat[t,c] = code * scale[t/g, c] + zero[t/g, c];
+ * f16 or f32 scales (run-time, warp-uniform) ---- */
 struct AffineKeys {
     template <int W, int R>
     struct P {
@@ -177,9 +168,9 @@ struct AffineKeys {
             sz_base = ((int64_t)b * pp.c.Hkv + hkv) * pp.a_GK * D;
         }
         __device__ void prepare(float *, int, const Rows<R> &) {}
-        __device__ static void load8(const void *base, int64_t i, float (&f)[8])
+        __device__ void load8(const void *base, int64_t i, float (&f)[8]) const
         {
-            if constexpr (F16S) {
+            if (p.a_sz_f16) {
                 unpack8<true>(__ldg((const uint4 *)((const __half *)base + i)), f);
             } else {
                 const float4 a = __ldg((const float4 *)((const float *)base + i)), b = __ldg((const float4 *)((const float *)base + i) + 1);
@@ -199,10 +190,7 @@ struct AffineKeys {
 #pragma unroll
             for (int c = 0; c < W; c += 8) {
                 if (c >= D) break;
-                uint64_t v; /* 8 codes of `bits` each (bits 8: the one-code-per-byte layout) */
-                if (bits == 2) v = __ldg((const uint16_t *)(row + c / 4));
-                else if (bits == 4) v = __ldg((const uint32_t *)(row + c / 2));
-                else v = __ldg((const unsigned long long *)(row + c));
+                const uint64_t v = codes8(row, c, bits); /* bits 8: the one-code-per-byte layout */
                 float sc[8], zr[8], kf[8];
                 load8(p.a_scale, g0 + c, sc);
                 load8(p.a_zero, g0 + c, zr);
@@ -363,28 +351,58 @@ struct CommvqKeys {
     };
 };
 
-/* The launcher of a key policy over every value format, width and row count. */
-template <template <int, int> class KP>
+/* The launcher of a key policy over the value formats of one set: VSET 0 =
+ * plain f16 / f32 values, 1 = the encoded ones (affine, codebook, turbo), so
+ * that each set of instances is its own translation unit (kv_sdpa_*.cu). */
+template <template <int, int> class KP, int VSET>
 struct KvLaunch {
     template <int W, int R>
     struct L {
         static int go(const void *params, void *stream, int *occupancy)
         {
             const vq_cu_sdpa_params &p = *(const vq_cu_sdpa_params *)params;
-            if (p.v_f16) return kv_go<KP, PlainValues<true>::template P, W, R>(p, stream, occupancy);
-            return kv_go<KP, PlainValues<false>::template P, W, R>(p, stream, occupancy);
+            if constexpr (VSET == 0) {
+                if (p.v_f16) return kv_go<KP, PlainValues<true>::template P, W, R>(p, stream, occupancy);
+                return kv_go<KP, PlainValues<false>::template P, W, R>(p, stream, occupancy);
+            } else {
+                if (p.v_fmt == VQ_CU_V_AFFINE) return kv_go<KP, AffineValues::template P, W, R>(p, stream, occupancy);
+                if (p.v_fmt == VQ_CU_V_CODEBOOK)
+                    return kv_go<KP, CodebookValues::template P, W, R>(p, stream, occupancy);
+                return kv_go<KP, TurboValues::template P, W, R>(p, stream, occupancy);
+            }
         }
         static int run(const void *params, void *stream) { return go(params, stream, nullptr); }
         static int occupancy(const void *params, int *out) { return go(params, nullptr, out); }
     };
 };
 
-template <template <int, int> class KP>
+/* Picks the instance for (D, rows): widths 128 and 256 only (D <= 64 runs in
+ * the 128 instance: half its value lanes idle, but a third fewer kernels to
+ * compile), rows 1, 4 (2..4) or 8 (5..8). With occupancy != NULL stores how
+ * many CTAs fit on one SM instead of launching. */
+template <template <int, int> class KP, int VSET>
 inline int kv_dispatch(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
 {
-    return dispatch_instance<KvLaunch<KP>::template L>(decode_dmax(p->c.D), p->c.rows, p, stream, occupancy);
+    const int n = p->c.rows < VQ_CU_ROWS_MAX ? p->c.rows : VQ_CU_ROWS_MAX;
+    const int R = n <= 1 ? 1 : n <= 4 ? 4 : 8;
+    const bool wide = p->c.D > 128;
+#define VQ_KV_CASE(WW, RR)                                                                  \
+    if ((WW == 256) == wide && R == RR)                                                     \
+        return occupancy ? KvLaunch<KP, VSET>::template L<WW, RR>::occupancy(p, occupancy) \
+                         : KvLaunch<KP, VSET>::template L<WW, RR>::run(p, stream);
+    VQ_KV_CASE(128, 1) VQ_KV_CASE(128, 4) VQ_KV_CASE(128, 8)
+    VQ_KV_CASE(256, 1) VQ_KV_CASE(256, 4) VQ_KV_CASE(256, 8)
+#undef VQ_KV_CASE
+    return (int)cudaErrorInvalidValue;
 }
 
+/* The instance files: kv_sdpa_<keys>.cu holds a key format's launcher
+ * over plain values (VQ_KV_VSET 0); kv_sdpa_<keys>_enc.cu defines
+ * VQ_KV_VSET 1 and VQ_KV_NAME (the _enc suffix) and includes it. */
+#ifndef VQ_KV_VSET
+#define VQ_KV_VSET 0
+#define VQ_KV_NAME(n) n
+#endif
 } /* namespace vqkv */
 
 #endif

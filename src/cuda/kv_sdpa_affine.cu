@@ -2,9 +2,7 @@
  * f32 scales). */
 #include "cuda/kv_keys.cuh"
 
-extern "C" int vq_cu_launch_sdpa_affine(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
+extern "C" int VQ_KV_NAME(vq_cu_launch_sdpa_affine)(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
 {
-    using namespace vqkv;
-    if (p->a_sz_f16) return kv_dispatch<AffineKeys<true>::P>(p, stream, occupancy);
-    return kv_dispatch<AffineKeys<false>::P>(p, stream, occupancy);
+    return vqkv::kv_dispatch<vqkv::AffineKeys::P, VQ_KV_VSET>(p, stream, occupancy);
 }

@@ -30,6 +30,9 @@ enum {
     VQ_CU_SDPA_COMMVQ = 8
 };
 
+/* Value formats; equal to the public vq_values_format's (asserted in cuda_sdpa.c). */
+enum { VQ_CU_V_PLAIN = 1, VQ_CU_V_AFFINE = 2, VQ_CU_V_CODEBOOK = 3, VQ_CU_V_TURBO = 4 };
+
 /* Element types of float tensors. */
 enum { VQ_CU_F32 = 0, VQ_CU_F16 = 1, VQ_CU_BF16 = 2 };
 
@@ -56,8 +59,22 @@ typedef struct vq_cu_sdpa_params {
     int mask_f16;
     int64_t mask_sb, mask_sh;
 
-    const void *v;          /* [B,Hkv,Skv,D] values */
+    int v_fmt;              /* VQ_CU_V_* */
+    const void *v;          /* PLAIN: [B,Hkv,Skv,D] values */
     int v_f16;
+    /* AFFINE values: v_hat = code * scale[t, c/g] + zero[t, c/g] */
+    const uint8_t *va_codes;       /* [B,Hkv,Skv,va_ldc] */
+    const void *va_scale, *va_zero; /* [B,Hkv,Skv,va_GV] f16 (va_sz_f16) or f32 */
+    int va_bits, va_ldc, va_g, va_GV, va_sz_f16;
+    /* CODEBOOK values: v_hat = cents[min(idx, n - 1)] * scale[t] */
+    const uint8_t *vc_idx;         /* [B,Hkv,Skv,D] or nibble-packed [B,Hkv,Skv,D/2] */
+    const float *vc_cents;         /* [vc_n] */
+    const float *vc_scale;         /* [B,Hkv,Skv] or NULL */
+    int vc_packed, vc_n;
+    /* TURBO values: y_hat = scale[t] * cents[code], accumulated rotated; the
+     * merge rotates each output row back (v_diag [D] or NULL) */
+    vq_cu_sdpa_stage v_stage;
+    const float *v_diag;
 
     /* VQ_CU_SDPA_F16 */
     const void *k;          /* [B,Hkv,Skv,D] */
@@ -105,8 +122,10 @@ int vq_cu_launch_sdpa_prep(const vq_cu_sdpa_params *p, void *stream);
 /* The decode skeleton (kv_decode.cuh) instances of one key format, every
  * value format, width and row count (kv_sdpa_<format>.cu). With occupancy !=
  * NULL they launch nothing and store how many CTAs fit on one SM (p needs
- * the formats' fields, c.D, c.rows and qpf). */
+ * the formats' fields, c.D, c.rows and qpf). kv_sdpa_<keys>.cu and
+ * kv_sdpa_<keys>_enc.cu. */
 typedef int (*vq_cu_sdpa_launcher)(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+/* over plain values (p->v_fmt VQ_CU_V_PLAIN) */
 int vq_cu_launch_sdpa_plain(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_turbo(const vq_cu_sdpa_params *p, void *stream, int *occupancy);   /* TURBO and TURBO_RVQ */
 int vq_cu_launch_sdpa_affine(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
@@ -114,6 +133,14 @@ int vq_cu_launch_sdpa_rabitq(const vq_cu_sdpa_params *p, void *stream, int *occu
 int vq_cu_launch_sdpa_qjl(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_pq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_commvq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+/* over the encoded value formats (AFFINE, CODEBOOK, TURBO) */
+int vq_cu_launch_sdpa_plain_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_turbo_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_affine_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_rabitq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_qjl_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_pq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_commvq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/container.h"
+#include "fuzz_twice.h"
 #include "veloxquant.h"
 
 static vq_ctx *ctx;
@@ -34,12 +34,7 @@ static void check(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!ctx && vq_ctx_create(&(vq_ctx_config){.num_threads = 1}, &ctx) != VQ_OK) abort();
-    check(data, size);
-    uint8_t *fixed = malloc(size ? size : 1);
-    if (size) memcpy(fixed, data, size);
-    vq_container_fixup(fixed, size);
-    check(fixed, size);
-    free(fixed);
+    ctx = fuzz_ctx();
+    fuzz_twice(data, size, check);
     return 0;
 }

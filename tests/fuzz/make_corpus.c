@@ -59,6 +59,73 @@ static void npy_seed(const char *dir, int idx, int elem, int ndim, const int64_t
     free(data);
 }
 
+/* A cache of layers lc[0..L) with sequences of the given lengths, saved. */
+static void cache_seed(vq_ctx *ctx, const char *dir, int idx, int L, int hkv, int hq, int d, int page, int res,
+                       const vq_cache_layer_config *lc, int n_seqs, const int *lens)
+{
+    const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = hkv, .n_q_heads = hq, .head_dim = d,
+                                 .page_size = page, .capacity_pages = 4, .grow_pages = 1, .max_sequences = 4,
+                                 .residual_tokens = res, .layers = lc};
+    vq_cache *c;
+    if (vq_cache_create(ctx, &cfg, &c) != VQ_OK) die(ctx, "cache create");
+    vq_rng rng;
+    vq_rng_seed(&rng, 500 + (uint64_t)idx);
+    for (int s = 0; s < n_seqs; s++) {
+        int64_t id;
+        if (vq_cache_seq_add(c, &id) != VQ_OK) die(ctx, "seq add");
+        const int64_t n = lens[s];
+        if (n == 0) continue;
+        int64_t shape[4] = {1, hkv, n, d};
+        uint16_t *k = malloc(sizeof(uint16_t) * (size_t)(hkv * n * d)), *v = malloc(sizeof(uint16_t) * (size_t)(hkv * n * d));
+        DLTensor kt = {.data = k, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 16, 1}, .shape = shape};
+        DLTensor vt = kt;
+        vt.data = v;
+        for (int l = 0; l < L; l++) {
+            for (int64_t i = 0; i < hkv * n * d; i++) {
+                k[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
+                v[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
+            }
+            if (vq_cache_append(c, l, 1, &id, &kt, &vt, NULL) != VQ_OK) die(ctx, "append");
+        }
+        free(k);
+        free(v);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/fuzz_cache/seed-%d.vqcache", dir, idx);
+    if (vq_cache_save(c, -1, path) != VQ_OK) die(ctx, "cache save");
+    vq_cache_free(c);
+}
+
+static void cache_seeds(vq_ctx *ctx, const char *dir)
+{
+    static const char *const presets[] = {"f16", "kivi2", "turbo3", "rvq22", "rabitq", "rabitq-exact", "qjl"};
+    vq_cache_layer_config lc[2];
+    for (int i = 0; i < 7; i++) {
+        for (int l = 0; l < 2; l++)
+            if (vq_cache_preset_layer_config(presets[i], 16, &lc[l]) != VQ_OK) die(NULL, presets[i]);
+        const int lens[2] = {3 + i, 40};
+        cache_seed(ctx, dir, i, i % 2 + 1, 1, 2, 16, 32, i % 3 == 0 ? 0 : 4, lc, 2, lens);
+    }
+    /* tables in the file: PQ (2 subspaces of 4) and CommVQ (one stage of 4, RoPE of 64 positions) */
+    float pq[2 * 4 * 4], smooth[8], cv[1 * 4 * 8], cs[64 * 4], sn[64 * 4];
+    for (int i = 0; i < 32; i++) pq[i] = (float)(i % 5) - 2.0f, cv[i] = (float)(i % 3) - 1.0f;
+    for (int i = 0; i < 8; i++) smooth[i] = 1.0f + 0.25f * (float)i;
+    for (int i = 0; i < 256; i++) cs[i] = 1.0f, sn[i] = 0.0f;
+    int64_t pq_shape[3] = {2, 4, 4}, sm_shape[1] = {8}, cv_shape[3] = {1, 4, 8}, rope_shape[2] = {64, 4};
+    DLTensor tpq = {.data = pq, .device = {kDLCPU, 0}, .ndim = 3, .dtype = {kDLFloat, 32, 1}, .shape = pq_shape};
+    DLTensor tsm = tpq, tcv = tpq, tcs = tpq, tsn = tpq;
+    tsm.data = smooth, tsm.ndim = 1, tsm.shape = sm_shape;
+    tcv.data = cv, tcv.shape = cv_shape;
+    tcs.data = cs, tcs.ndim = 2, tcs.shape = rope_shape;
+    tsn.data = sn, tsn.ndim = 2, tsn.shape = rope_shape;
+    lc[0] = (vq_cache_layer_config){{.method = VQ_KEY_PQ, .codebook = &tpq, .smooth = &tsm},
+                                    {.method = VQ_VALUE_CODEBOOK}};
+    lc[1] = (vq_cache_layer_config){{.method = VQ_KEY_COMMVQ, .codebook = &tcv, .cos_freqs = &tcs, .sin_freqs = &tsn},
+                                    {.method = VQ_VALUE_TURBO, .bits = 2}};
+    const int lens[2] = {5, 33};
+    cache_seed(ctx, dir, 7, 2, 1, 1, 8, 32, 2, lc, 2, lens);
+}
+
 /* A version 2.0 / 3.0 header, as NumPy writes for large headers. */
 static void npy_v2_seed(const char *dir, int idx, int major)
 {
@@ -94,6 +161,8 @@ int main(int argc, char **argv)
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/fuzz_npy", dir);
     mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/fuzz_cache", dir);
+    mkdir(path, 0755);
     vq_ctx *ctx;
     if (vq_ctx_create(&(vq_ctx_config){.num_threads = 1}, &ctx) != VQ_OK) die(NULL, "ctx");
     cal_seed(ctx, dir, 0, 1, 1, 8, 8, &(vq_calibration_config){.value_centroids = 4, .iters = 2});
@@ -104,6 +173,7 @@ int main(int argc, char **argv)
                                       .commvq_centroids = 2, .value_centroids = 3, .iters = 2, .seed = 2});
     cal_seed(ctx, dir, 3, 3, 1, 8, 4,
              &(vq_calibration_config){.commvq_stages = 1, .commvq_centroids = 2, .iters = 1, .seed = 3});
+    cache_seeds(ctx, dir);
     npy_seed(dir, 0, 4, 4, (const int64_t[]){1, 2, 3, 8});
     npy_seed(dir, 1, 2, 4, (const int64_t[]){2, 1, 4, 8});
     npy_seed(dir, 2, 4, 1, (const int64_t[]){5});

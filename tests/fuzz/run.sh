@@ -14,8 +14,7 @@ secs=${2:-60}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 CC=${FUZZ_CC:-clang} cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVQ_FUZZ=ON -DVQ_CUDA=OFF \
     -DVQ_BUILD_TESTS=OFF -DVQ_BUILD_TOOLS=OFF >/dev/null
-targets="fuzz_calibration fuzz_npy fuzz_gguf"
-[ -f tests/fuzz/fuzz_cache.c ] && targets="$targets fuzz_cache"
+targets="fuzz_calibration fuzz_cache fuzz_npy fuzz_gguf"
 cmake --build "$build" -j "$jobs" --target $targets
 root=$(pwd)
 for t in $targets; do

@@ -1,7 +1,8 @@
 /* bench_sdpa_cuda.c — the vq_fused_sdpa part of `vq bench attention
  * --backend cuda`: every key format of vq_encoded_keys with f16 values, and
  * plain f16 keys (the control against PyTorch's f16 SDPA), at Hq = 32, D =
- * 128, Sq = 1, B 1 / 8, Hkv 32 / 8, Skv 4K / 32K / 128K. Bytes are the cache's
+ * 128, Sq = 1, B 1 / 8, Hkv 32 / 8, Skv 4K / 32K / 128K; then every key
+ * format with each compressed value format at B 1, 128K. Bytes are the cache's
  * (keys + values; shared tables excluded), against the copy bandwidth of the
  * same run. CUDA events, median of 20 after 3 warm-ups; inputs rotated over
  * enough copies to overflow the 60 MB L2. Codes are random bytes: the
@@ -18,11 +19,57 @@ static const char *kname[K_COUNT] = {"f16 (control)", "turbo 4-bit",  "rvq 2+2-b
 
 enum { D = 128, Hq = 32, QJL_M = 128, PQ_M = 32, PQ_C = 256, CV_R = 2, CV_C = 256, NT = 8 };
 
-/* One input set: queries, out, values, the key tensors (tt[]) and tables. */
+/* Value formats timed: f16, KIVI 2-bit (g 32, f16 scale/zero per token),
+ * 4-bit codebook nibbles with a per-token scale, TurboQuant 4-bit. */
+enum { V_F16, V_AFFINE2, V_NIBBLE, V_TURBO4, V_COUNT };
+static const char *vname[V_COUNT] = {"f16", "kivi 2-bit", "nibble+scale", "turbo 4-bit"};
+
+/* One input set: queries, out, the value tensors (vt[]), the key tensors (tt[]). */
 typedef struct kset {
-    dten q, out, v, tt[NT];
+    dten q, out, vt[3], tt[NT];
     vq_encoded_keys k;
+    vq_encoded_values v;
 } kset;
+
+static double value_bytes_per_token(int vf)
+{
+    switch (vf) {
+    case V_F16: return 2.0 * D;
+    case V_AFFINE2: return D / 4 + 2 * 2.0 * D / 32;
+    case V_NIBBLE: return D / 2 + 4;
+    default: return D / 2 + 4;
+    }
+}
+
+static void build_values(kset *x, int vf, int B, int Hkv, int Skv)
+{
+    dten *t = x->vt;
+    vq_encoded_values *v = &x->v;
+    memset(v, 0, sizeof *v);
+    switch (vf) {
+    case V_F16: *v = vq_plain_values(vqb_cu_dnew(&t[0], F16, B, Hkv, Skv, D, 1)); break;
+    case V_AFFINE2:
+        v->format = VQ_VALUES_AFFINE;
+        v->affine.codes = vqb_cu_dnew(&t[0], U8, B, Hkv, Skv, D / 4, 0);
+        v->affine.scale = vqb_cu_dnew(&t[1], F16, B, Hkv, Skv, D / 32, 1);
+        v->affine.zero = vqb_cu_dnew(&t[2], F16, B, Hkv, Skv, D / 32, 1);
+        v->affine.bits = 2;
+        v->affine.group_size = 32;
+        break;
+    case V_NIBBLE:
+        v->format = VQ_VALUES_CODEBOOK;
+        v->codebook.idx = vqb_cu_dnew(&t[0], U8, B, Hkv, Skv, D / 2, 0);
+        v->codebook.cents = vqb_cu_dnew(&t[1], F32, 16, 0, 0, 0, 2);
+        v->codebook.scale = vqb_cu_dnew(&t[2], F32, B, Hkv, Skv, 0, 3);
+        break;
+    default:
+        v->format = VQ_VALUES_TURBO;
+        v->turbo.idx = vqb_cu_dnew(&t[0], U32, B, Hkv, Skv, D * 4 / 32, 0);
+        v->turbo.scale = vqb_cu_dnew(&t[1], F32, B, Hkv, Skv, 0, 3);
+        v->turbo.bits = 4;
+        break;
+    }
+}
 
 static double key_bytes_per_token(int f)
 {
@@ -112,33 +159,37 @@ static void release(kset *x)
 {
     cudaFree(x->q.t.data);
     cudaFree(x->out.t.data);
-    cudaFree(x->v.t.data);
+    for (int i = 0; i < 3; i++)
+        if (x->vt[i].t.data) cudaFree(x->vt[i].t.data);
     for (int i = 0; i < NT; i++)
         if (x->tt[i].t.data) cudaFree(x->tt[i].t.data);
 }
 
 void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int only_hkv, vqr *rep)
 {
-    if (!rep) printf("\nvq_fused_sdpa, f16 values (Hq %d, D %d, Sq 1); MB = keys + values\n", Hq, D);
-    if (!rep) printf("%-18s %2s %4s %7s %9s %9s %8s %7s\n", "keys", "B", "Hkv", "Skv", "MB", "us", "GB/s", "%copy");
+    if (!rep) printf("\nvq_fused_sdpa (Hq %d, D %d, Sq 1); MB = keys + values\n", Hq, D);
+    if (!rep) printf("%-18s %-13s %2s %4s %7s %9s %9s %8s %7s\n", "keys", "values", "B", "Hkv", "Skv", "MB", "us", "GB/s", "%copy");
     const int skvs[] = {4096, 32768, 131072}, bs[] = {1, 8}, hkvs[] = {32, 8};
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
+    /* f16 values over the whole grid; the compressed value formats at B 1, 128K */
+    for (int vf = 0; vf < V_COUNT; vf++)
     for (int f = 0; f < K_COUNT; f++)
         for (int si = 0; si < 3; si++)
             for (int bi = 0; bi < 2; bi++)
                 for (int hi = 0; hi < 2; hi++) {
                     const int Skv = skvs[si], B = bs[bi], Hkv = hkvs[hi];
                     if ((quick && B != 1) || (only_skv && Skv != only_skv) || (only_hkv && Hkv != only_hkv)) continue;
-                    const double bytes = (double)B * Hkv * Skv * (key_bytes_per_token(f) + 2.0 * D);
+                    if (vf != V_F16 && (B != 1 || Skv != 131072)) continue;
+                    const double bytes = (double)B * Hkv * Skv * (key_bytes_per_token(f) + value_bytes_per_token(vf));
                     int nset = (int)ceil(200e6 / bytes);
                     nset = nset < 1 ? 1 : nset > 32 ? 32 : nset;
                     kset *S = calloc((size_t)nset, sizeof *S);
                     for (int s = 0; s < nset; s++) {
                         vqb_cu_dnew(&S[s].q, F16, B, Hq, 1, D, 1);
                         vqb_cu_dnew(&S[s].out, F16, B, Hq, 1, D, 0);
-                        vqb_cu_dnew(&S[s].v, F16, B, Hkv, Skv, D, 1);
+                        build_values(&S[s], vf, B, Hkv, Skv);
                         build(&S[s], f, B, Hkv, Skv);
                     }
                     float ts[20];
@@ -146,8 +197,7 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                     for (int it = 0; it < 23 && st == VQ_OK; it++) {
                         kset *x = &S[it % nset];
                         CK(cudaEventRecord(e0, 0));
-                        const vq_encoded_values ev = vq_plain_values(&x->v.t);
-                        st = vq_fused_sdpa(ctx, &x->q.t, &x->k, &ev, 0.0883883f, NULL, &x->out.t, NULL);
+                        st = vq_fused_sdpa(ctx, &x->q.t, &x->k, &x->v, 0.0883883f, NULL, &x->out.t, NULL);
                         CK(cudaEventRecord(e1, 0));
                         CK(cudaEventSynchronize(e1));
                         if (it >= 3) CK(cudaEventElapsedTime(&ts[it - 3], e0, e1));
@@ -161,7 +211,8 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                     const double sec = 0.5 * (ts[9] + ts[10]) * 1e-3;
                     if (rep) {
                         vqr_row(rep);
-                        vqr_str(rep, "format", "fused_sdpa, f16 values");
+                        vqr_str(rep, "format", "fused_sdpa");
+                        vqr_str(rep, "values", vname[vf]);
                         vqr_str(rep, "keys", kname[f]);
                         vqr_int(rep, "b", B, NULL);
                         vqr_int(rep, "hq", Hq, NULL);
@@ -173,7 +224,7 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                         vqr_num(rep, "bandwidth", bytes / sec / 1e9, "GB/s");
                         vqr_num(rep, "copy_fraction", bytes / sec / bw, NULL);
                     } else {
-                        printf("%-18s %2d %4d %7d %9.1f %9.1f %8.0f %6.1f%%\n", kname[f], B, Hkv, Skv, bytes / 1e6,
+                        printf("%-18s %-13s %2d %4d %7d %9.1f %9.1f %8.0f %6.1f%%\n", kname[f], vname[vf], B, Hkv, Skv, bytes / 1e6,
                                sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw);
                         fflush(stdout);
                     }

@@ -1,8 +1,9 @@
-/* consumer.c — a program built against an installed veloxquant (see
- * tests/test_install.sh), and the C API tour of the README: a context,
+/* api_tour.c — the C API tour of the README, whole: a context,
  * DLTensors over your own memory, a KIVI 4-bit cache, attention straight over
  * the compressed bytes, and error handling. It checks the fused attention
- * against attention over the dequantized cache (float64 here). Exit 0 = ok. */
+ * against attention over the dequantized cache (float64 here). Exit 0 = ok.
+ * CI builds and runs it as example_api_tour, and tests/test_install.sh builds
+ * it against an installed copy (CMake package and pkg-config). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static double attention_error(void)
     do {                                                                                             \
         const vq_status s_ = (call);                                                                 \
         if (s_ != VQ_OK) {                                                                           \
-            fprintf(stderr, "consumer: %s: %s: %s\n", #call, vq_status_string(s_), vq_ctx_last_error(ctx)); \
+            fprintf(stderr, "api_tour: %s: %s: %s\n", #call, vq_status_string(s_), vq_ctx_last_error(ctx)); \
             return 1;                                                                                \
         }                                                                                            \
     } while (0)
@@ -63,7 +64,7 @@ int main(void)
     snprintf(header_version, sizeof header_version, "%d.%d.%d", VQ_VERSION_MAJOR, VQ_VERSION_MINOR,
              VQ_VERSION_PATCH);
     if (strcmp(header_version, vq_version_string()) != 0) {
-        fprintf(stderr, "consumer: header %s but library %s\n", header_version, vq_version_string());
+        fprintf(stderr, "api_tour: header %s but library %s\n", header_version, vq_version_string());
         return 1;
     }
 
@@ -102,13 +103,13 @@ int main(void)
 
     /* 5. Errors: a status, a sentence naming the argument, nothing written. */
     const vq_status s = vq_affine_quantize_keys(ctx, &K, 3, G, &KC, &KS, &KZ);  /* 3-bit cannot be packed */
-    printf("consumer: bad call -> %s: %s\n", vq_status_string(s), vq_ctx_last_error(ctx));
+    printf("api_tour: bad call -> %s: %s\n", vq_status_string(s), vq_ctx_last_error(ctx));
 
-    printf("consumer: veloxquant %s, CPU kernels %s: fused vs dequantized attention rel err %.2e\n",
+    printf("api_tour: veloxquant %s, CPU kernels %s: fused vs dequantized attention rel err %.2e\n",
            vq_version_string(), vq_ctx_isa(ctx), err);
     vq_ctx_free(ctx);
     /* the default int8 key scores (vq_key_scores) keep it within ~1%; float key scores within 1e-4 */
     const int ok = err < 5e-2 && s == VQ_ERR_INVALID_ARGUMENT;
-    printf("consumer: %s\n", ok ? "ok" : "FAILED");
+    printf("api_tour: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

@@ -1,0 +1,65 @@
+/* attn_softmax_avx512.c — the online-softmax step (attn_kernels.h, softmax)
+ * on 16 lanes, masked tails instead of a padded copy. exp of x < -87 (and of NaN) is 0,
+ * so masked (-inf) scores vanish; a NaN score leaves the row's max and sum
+ * NaN, as on every other ISA. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "attention/attn_kernels.h"
+
+/* exp(x) for x <= 0: x = n ln2 + r with n = rint(x / ln2) and r from a
+ * two-part ln2 (Cody-Waite, so r is exact to ~2^-32 even for |x| ~ 87),
+ * e^r by its degree-7 Taylor polynomial (|r| <= ln2 / 2: truncation < 6e-9,
+ * about 1-2 ulp after rounding), then the 2^n factor by vscalefps. */
+static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
+{
+    static const float inv_fact[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
+    __m512 y = _mm512_set1_ps(inv_fact[0]);
+    for (int i = 1; i < 8; i++) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(inv_fact[i]));
+    return _mm512_maskz_scalef_ps(keep, y, n); /* y * 2^n, 0 below -87 and for NaN */
+}
+
+static void softmax_avx512(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
+{
+    for (int r = 0; r < R; r++) {
+        float *row = s + r * lds;
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        __mmask16 nan = 0;
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1u);
+            const __m512 x = _mm512_maskz_loadu_ps(k, row + j);
+            vmax = _mm512_max_ps(vmax, x);
+            nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        }
+        float mx = _mm512_reduce_max_ps(vmax);
+        mx = m[r] > mx ? m[r] : mx;
+        /* a NaN score makes the max NaN: every exp below is then 0 and alpha
+         * NaN, so d and the accumulator (scaled by alpha) turn NaN: the row's
+         * output is NaN, as a NaN key that takes part should make it */
+        if (nan) mx = NAN;
+        if (mx == -INFINITY) {
+            for (int j = 0; j < n; j++) row[j] = 0.0f;
+            alpha[r] = 1.0f;
+            continue;
+        }
+        const __m512 vm = _mm512_set1_ps(mx);
+        __m512 vsum = _mm512_setzero_ps();
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1u);
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), vm));
+            _mm512_mask_storeu_ps(row + j, k, e);
+            vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(k, e));
+        }
+        const float a = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
+        alpha[r] = a;
+        d[r] = d[r] * a + _mm512_reduce_add_ps(vsum);
+        m[r] = mx;
+    }
+}
+
+void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k) { k->softmax = softmax_avx512; }

@@ -1,0 +1,307 @@
+/* test_attention_nonfinite.c — the header's rule for NaN and ±inf inputs to
+ * attention, on every ISA, with and without kv splits (the merge path):
+ *   - a query row with a NaN or ±inf element gives a NaN output row;
+ *   - a score that is NaN or +inf (from keys, key scales, magnitudes or the
+ *     mask) makes its row NaN; a -inf score (mask or data) excludes the token;
+ *   - a non-finite value element reaches (as NaN or ±inf) the same column of
+ *     every row that can see the token (causal), and no other column;
+ *   - a row whose every score is -inf gives 0 whatever the values;
+ *   - tokens past a row's causal limit are never read.
+ * Paths: vq_fused_sdpa over plain f32 and f16 keys/values (dot and p.V
+ * kernels), vq_scalar_fused_decode_attend (affine direct and tile paths),
+ * vq_rabitq_fused_attend (Hamming) and vq_rabitq_prefill_attend. */
+#include "harness.h"
+
+enum { HQ = 4, HKV = 2, D = 32, SKV = 70 };
+
+/* What a row of out [1,HQ,Sq,D] must look like. */
+typedef enum { FINITE, NAN_ROW, ZERO_ROW } row_kind;
+
+static int g_splits;      /* opts num_splits of the current pass */
+static const char *g_isa;
+
+static int64_t at(int64_t h, int64_t i, int64_t sq, int64_t c) { return (h * sq + i) * D + c; }
+
+/* Checks row (h, i): kind, and when bad_col >= 0 that column c is non-finite
+ * exactly when c == bad_col (the rest finite). */
+static void expect_row(const DLTensor *out, int64_t sq, int64_t h, int64_t i, row_kind kind, int bad_col,
+                       const char *what)
+{
+    int nan = 0, nonfinite = 0, nonzero = 0, wrong_col = 0;
+    for (int64_t c = 0; c < D; c++) {
+        const double x = vt_get(out, at(h, i, sq, c));
+        nan += isnan(x);
+        nonfinite += !isfinite(x);
+        nonzero += x != 0.0;
+        if (bad_col >= 0) wrong_col += (c == bad_col) != !isfinite(x);
+    }
+    switch (kind) {
+    case NAN_ROW:
+        VT_CHECK(nan == D, "%s (%s, splits %d): row h %lld i %lld: %d of %d NaN", what, g_isa, g_splits,
+                 (long long)h, (long long)i, nan, D);
+        break;
+    case ZERO_ROW:
+        VT_CHECK(nonzero == 0, "%s (%s, splits %d): row h %lld i %lld: %d non-zero", what, g_isa, g_splits,
+                 (long long)h, (long long)i, nonzero);
+        break;
+    case FINITE:
+        if (bad_col >= 0)
+            VT_CHECK(wrong_col == 0, "%s (%s, splits %d): row h %lld i %lld: only column %d should be non-finite "
+                     "(%d columns wrong)", what, g_isa, g_splits, (long long)h, (long long)i, bad_col, wrong_col);
+        else
+            VT_CHECK(nonfinite == 0, "%s (%s, splits %d): row h %lld i %lld: %d non-finite", what, g_isa,
+                     g_splits, (long long)h, (long long)i, nonfinite);
+        break;
+    }
+}
+
+/* ---- plain keys and values through vq_fused_sdpa ---- */
+
+typedef struct plain {
+    DLTensor *q, *k, *v, *mask, *out;
+    int64_t sq;
+    bool causal;
+} plain;
+
+static plain plain_new(DLDataType kv_dt, int64_t sq, bool causal, uint64_t seed)
+{
+    plain p = {.sq = sq, .causal = causal};
+    vq_rng rng;
+    vq_rng_seed(&rng, seed);
+    p.q = vt_new(VT_F32, VT_DIMS(1, HQ, sq, D));
+    p.k = vt_new(kv_dt, VT_DIMS(1, HKV, SKV, D));
+    p.v = vt_new(kv_dt, VT_DIMS(1, HKV, SKV, D));
+    p.mask = vt_new(VT_F32, VT_DIMS(1, HQ, sq, SKV));
+    p.out = vt_new(VT_F32, VT_DIMS(1, HQ, sq, D));
+    vt_fill_normal(p.q, &rng, 0, 1);
+    vt_fill_normal(p.k, &rng, 0, 1);
+    vt_fill_normal(p.v, &rng, 0, 1);
+    for (int64_t i = 0; i < vt_numel(p.mask); i++) vt_set(p.mask, i, 0.0);
+    return p;
+}
+
+static void plain_free(plain *p)
+{
+    vt_free(p->q);
+    vt_free(p->k);
+    vt_free(p->v);
+    vt_free(p->mask);
+    vt_free(p->out);
+}
+
+static void plain_run(vq_ctx *ctx, plain *p)
+{
+    vt_poison(p->out);
+    const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain.keys = p->k};
+    const vq_attend_opts opts = {.causal = p->causal, .num_splits = g_splits};
+    VT_OK(ctx, vq_fused_sdpa(ctx, p->q, &ek, VT_PLAIN(p->v), 0.25f, p->mask, p->out, &opts));
+}
+
+static int64_t kv_at(int64_t hk, int64_t t, int64_t c) { return (hk * SKV + t) * D + c; }
+static int64_t mask_at(const plain *p, int64_t h, int64_t i, int64_t t) { return (h * p->sq + i) * SKV + t; }
+
+static void plain_cases(vq_ctx *ctx, DLDataType dt)
+{
+    const double nan = NAN, inf = INFINITY;
+    /* finite inputs: finite rows */
+    plain p = plain_new(dt, 1, false, 11);
+    plain_run(ctx, &p);
+    for (int h = 0; h < HQ; h++) expect_row(p.out, 1, h, 0, FINITE, -1, "finite inputs");
+
+    /* mask +inf and NaN poison their row only */
+    vt_set(p.mask, mask_at(&p, 0, 0, 5), inf);
+    vt_set(p.mask, mask_at(&p, 3, 0, 66), nan);
+    plain_run(ctx, &p);
+    expect_row(p.out, 1, 0, 0, NAN_ROW, -1, "mask +inf");
+    expect_row(p.out, 1, 3, 0, NAN_ROW, -1, "mask NaN");
+    expect_row(p.out, 1, 1, 0, FINITE, -1, "mask +inf, other head");
+    expect_row(p.out, 1, 2, 0, FINITE, -1, "mask NaN, other head");
+    plain_free(&p);
+
+    /* a NaN key element poisons the rows of its kv head (both query heads) */
+    p = plain_new(dt, 1, false, 12);
+    vt_set(p.k, kv_at(1, 33, 3), nan);
+    plain_run(ctx, &p);
+    expect_row(p.out, 1, 2, 0, NAN_ROW, -1, "NaN key");
+    expect_row(p.out, 1, 3, 0, NAN_ROW, -1, "NaN key");
+    expect_row(p.out, 1, 0, 0, FINITE, -1, "NaN key, other kv head");
+    plain_free(&p);
+
+    /* a key element +inf meeting a positive query element: score +inf, NaN row */
+    p = plain_new(dt, 1, false, 13);
+    for (int h = 0; h < HQ; h++) vt_set(p.q, at(h, 0, 1, 0), 1.0);
+    vt_set(p.k, kv_at(0, 10, 0), inf);
+    plain_run(ctx, &p);
+    expect_row(p.out, 1, 0, 0, NAN_ROW, -1, "+inf score");
+    expect_row(p.out, 1, 1, 0, NAN_ROW, -1, "+inf score");
+    expect_row(p.out, 1, 2, 0, FINITE, -1, "+inf score, other kv head");
+
+    /* -inf score: the token is excluded, exactly as a -inf mask entry excludes it */
+    vt_set(p.k, kv_at(0, 10, 0), -inf);
+    plain_run(ctx, &p);
+    DLTensor *by_data = vt_like(p.out, VT_F32);
+    memcpy(by_data->data, p.out->data, vt_bytes(p.out));
+    vt_set(p.k, kv_at(0, 10, 0), 0.5);
+    for (int h = 0; h < 2; h++) vt_set(p.mask, mask_at(&p, h, 0, 10), -inf);
+    plain_run(ctx, &p);
+    double diff = 0;
+    for (int64_t i = 0; i < vt_numel(p.out); i++) diff = fmax(diff, fabs(vt_get(p.out, i) - vt_get(by_data, i)));
+    VT_CHECK(diff <= 1e-6, "-inf score vs -inf mask (%s, splits %d): max diff %g", g_isa, g_splits, diff);
+    for (int h = 0; h < HQ; h++) expect_row(by_data, 1, h, 0, FINITE, -1, "-inf score");
+    vt_free(by_data);
+    plain_free(&p);
+
+    /* non-finite query elements: NaN rows */
+    p = plain_new(dt, 1, false, 14);
+    vt_set(p.q, at(3, 0, 1, 5), nan);
+    vt_set(p.q, at(1, 0, 1, 7), -inf);
+    plain_run(ctx, &p);
+    expect_row(p.out, 1, 3, 0, NAN_ROW, -1, "NaN query");
+    expect_row(p.out, 1, 1, 0, NAN_ROW, -1, "-inf query");
+    expect_row(p.out, 1, 0, 0, FINITE, -1, "other query");
+    plain_free(&p);
+
+    /* a NaN value element: that column of its kv head's rows, no other; a
+     * fully masked row stays 0 even over it */
+    p = plain_new(dt, 1, false, 15);
+    vt_set(p.v, kv_at(0, 20, 7), nan);
+    vt_set(p.v, kv_at(1, 50, 9), inf);
+    for (int t = 0; t < SKV; t++) vt_set(p.mask, mask_at(&p, 2, 0, t), -inf);
+    plain_run(ctx, &p);
+    expect_row(p.out, 1, 0, 0, FINITE, 7, "NaN value");
+    expect_row(p.out, 1, 1, 0, FINITE, 7, "NaN value");
+    expect_row(p.out, 1, 3, 0, FINITE, 9, "inf value");
+    expect_row(p.out, 1, 2, 0, ZERO_ROW, -1, "fully masked row over an inf value");
+    plain_free(&p);
+
+    /* causal prefill: the last token is seen by query 2 only; its NaN value
+     * and NaN key never reach queries 0 and 1 */
+    p = plain_new(dt, 3, true, 16);
+    vt_set(p.v, kv_at(0, SKV - 1, 1), nan);
+    vt_set(p.k, kv_at(1, SKV - 1, 4), nan);
+    plain_run(ctx, &p);
+    for (int i = 0; i < 2; i++)
+        for (int h = 0; h < HQ; h++) expect_row(p.out, 3, h, i, FINITE, -1, "causal: future token");
+    expect_row(p.out, 3, 0, 2, FINITE, 1, "causal: visible NaN value");
+    expect_row(p.out, 3, 1, 2, FINITE, 1, "causal: visible NaN value");
+    expect_row(p.out, 3, 2, 2, NAN_ROW, -1, "causal: visible NaN key");
+    expect_row(p.out, 3, 3, 2, NAN_ROW, -1, "causal: visible NaN key");
+    plain_free(&p);
+}
+
+static void plain_all(vq_ctx *ctx, const char *isa)
+{
+    g_isa = isa;
+    for (g_splits = 1; g_splits <= 3; g_splits += 2) {
+        plain_cases(ctx, VT_F32);
+        plain_cases(ctx, VT_F16);
+    }
+}
+
+static void test_plain_sdpa(void) { vt_for_each_isa(2, plain_all); }
+
+/* ---- KIVI affine: vq_scalar_fused_decode_attend ---- */
+
+static void affine_all(vq_ctx *ctx, const char *isa)
+{
+    g_isa = isa;
+    enum { G = 32 };
+    for (int sq = 1; sq <= 3; sq += 2) { /* rows per kv head 2 (direct paths) and 6 (tiles) */
+        vq_rng rng;
+        vq_rng_seed(&rng, 21);
+        DLTensor *q = vt_new(VT_F32, VT_DIMS(1, HQ, sq, D)), *out = vt_new(VT_F32, VT_DIMS(1, HQ, sq, D));
+        DLTensor *k = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, D)), *v = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, D));
+        DLTensor *kc = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, D / 2)), *vc = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, D / 2));
+        DLTensor *ks = vt_new(VT_F32, VT_DIMS(1, HKV, (SKV + G - 1) / G, D)), *kz = vt_like(ks, VT_F32);
+        DLTensor *vs = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, D / G)), *vz = vt_like(vs, VT_F32);
+        vt_fill_normal(q, &rng, 0, 1);
+        vt_fill_normal(k, &rng, 0, 1);
+        vt_fill_normal(v, &rng, 0, 1);
+        VT_OK(ctx, vq_affine_quantize_keys(ctx, k, 4, G, kc, ks, kz));
+        VT_OK(ctx, vq_affine_quantize_values(ctx, v, 4, G, vc, vs, vz));
+        vt_set(ks, (1 * ((SKV + G - 1) / G) + 1) * D + 3, NAN); /* kv head 1, group 1, channel 3 */
+        vt_set(q, at(0, 0, sq, 2), NAN);
+        for (g_splits = 1; g_splits <= 3; g_splits += 2) {
+            vt_poison(out);
+            const vq_scalar_attend_opts o = {.bits = 4};
+            VT_OK(ctx, vq_scalar_fused_decode_attend(ctx, q, kc, ks, kz, vc, vs, vz, G, 0.25f, g_splits, out, &o));
+            for (int64_t i = 0; i < sq; i++) {
+                expect_row(out, sq, 0, i, i == 0 ? NAN_ROW : FINITE, -1, "affine: NaN query");
+                expect_row(out, sq, 1, i, FINITE, -1, "affine: finite");
+                expect_row(out, sq, 2, i, NAN_ROW, -1, "affine: NaN key scale");
+                expect_row(out, sq, 3, i, NAN_ROW, -1, "affine: NaN key scale");
+            }
+        }
+        vt_free(q); vt_free(out); vt_free(k); vt_free(v); vt_free(kc); vt_free(vc);
+        vt_free(ks); vt_free(kz); vt_free(vs); vt_free(vz);
+    }
+}
+
+static void test_affine_decode(void) { vt_for_each_isa(2, affine_all); }
+
+/* ---- RaBitQ decode (Hamming) and prefill ---- */
+
+static void rabitq_all(vq_ctx *ctx, const char *isa)
+{
+    g_isa = isa;
+    const int64_t sq = 3;
+    vq_rng rng;
+    vq_rng_seed(&rng, 31);
+    DLTensor *q = vt_new(VT_F32, VT_DIMS(1, HQ, sq, D)), *out = vt_new(VT_F32, VT_DIMS(1, HQ, sq, D));
+    DLTensor *qs = vt_new(VT_F32, VT_DIMS(1, HQ, sq)), *k = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, D));
+    DLTensor *kb = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, D / 8)), *km = vt_new(VT_F32, VT_DIMS(1, HKV, SKV));
+    DLTensor *vi = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, D / 2)), *ce = vt_new(VT_F32, VT_DIMS(16));
+    DLTensor *sc = vt_new(VT_F32, VT_DIMS(1));
+    vt_fill_normal(q, &rng, 0, 1);
+    vt_fill_normal(k, &rng, 0, 1);
+    vt_fill_normal(ce, &rng, 0, 1);
+    vt_fill_uniform_int(vi, &rng, 0, 255);
+    for (int64_t i = 0; i < vt_numel(qs); i++) vt_set(qs, i, 0.2);
+    vt_set(sc, 0, 0.2);
+    VT_OK(ctx, vq_rabitq_encode(ctx, k, NULL, kb, km, NULL));
+    vt_set(km, 1 * SKV + 44, INFINITY);     /* kv head 1: +inf magnitude */
+    vt_set(q, at(0, 1, sq, 6), NAN);        /* head 0, query 1 */
+    for (g_splits = 1; g_splits <= 3; g_splits += 2) {
+        for (int prefill = 0; prefill < 2; prefill++) {
+            vt_poison(out);
+            const vq_rabitq_attend_opts o = {.num_splits = g_splits};
+            if (prefill) VT_OK(ctx, vq_rabitq_prefill_attend(ctx, q, sc, kb, km, NULL, vi, ce, out, &o));
+            else VT_OK(ctx, vq_rabitq_fused_attend(ctx, q, qs, kb, km, NULL, vi, ce, out, &o));
+            const char *what = prefill ? "rabitq prefill" : "rabitq hamming";
+            for (int64_t i = 0; i < sq; i++) {
+                expect_row(out, sq, 0, i, i == 1 ? NAN_ROW : FINITE, -1, what);
+                expect_row(out, sq, 1, i, FINITE, -1, what);
+                /* +inf * (a sign) is +inf or -inf: the +inf-scored rows are NaN, the others exclude it */
+                for (int h = 2; h < HQ; h++) {
+                    int nan = 0;
+                    for (int64_t c = 0; c < D; c++) nan += isnan(vt_get(out, at(h, i, sq, c)));
+                    VT_CHECK(nan == 0 || nan == D, "%s (%s): row %d %lld partly NaN (%d)", what, isa, h,
+                             (long long)i, nan);
+                }
+            }
+        }
+    }
+    /* a NaN magnitude poisons every row of its kv head, whatever the signs */
+    vt_set(km, 1 * SKV + 44, NAN);
+    for (int prefill = 0; prefill < 2; prefill++) {
+        g_splits = 2;
+        vt_poison(out);
+        const vq_rabitq_attend_opts o = {.num_splits = g_splits};
+        if (prefill) VT_OK(ctx, vq_rabitq_prefill_attend(ctx, q, sc, kb, km, NULL, vi, ce, out, &o));
+        else VT_OK(ctx, vq_rabitq_fused_attend(ctx, q, qs, kb, km, NULL, vi, ce, out, &o));
+        for (int64_t i = 0; i < sq; i++)
+            for (int h = 2; h < HQ; h++) expect_row(out, sq, h, i, NAN_ROW, -1, "rabitq: NaN magnitude");
+    }
+    vt_free(q); vt_free(out); vt_free(qs); vt_free(k); vt_free(kb); vt_free(km); vt_free(vi); vt_free(ce);
+    vt_free(sc);
+}
+
+static void test_rabitq(void) { vt_for_each_isa(2, rabitq_all); }
+
+int main(void)
+{
+    VT_RUN(test_plain_sdpa);
+    VT_RUN(test_affine_decode);
+    VT_RUN(test_rabitq);
+    return vt_finish();
+}
