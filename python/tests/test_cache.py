@@ -102,10 +102,14 @@ def test_every_preset_runs_and_is_close(rng, preset):
         # 2..4-bit keys still steer attention: closer than keyless attention
         assert rel < rel_uniform, (preset, rel, rel_uniform)
     # every token in the f16 window: the exact f16 attention, whatever the method
+    # (CommVQ and RaBitQ layers ignore the window: header, section 5)
     c2 = vq.KVCache(1, hkv, d, n_q_heads=hq, method=preset, residual_tokens=n)
     s2 = c2.add_sequence()
     c2.append(0, [s2], k, v)
-    if preset != "commvq":
+    if preset.startswith(("commvq", "rabitq")):
+        assert c2.memory()["residual_bytes"] == 0
+    else:
+        assert c2.memory()["code_bytes"] == 0
         want16 = ref.attention(q, _f16(k), _f16(v), 1 / math.sqrt(d))
         assert np.abs(c2.attend(0, [s2], q) - want16).max() < 2e-5 * np.abs(v).max()
 
