@@ -76,7 +76,10 @@
  *
  * Errors: every function returns a vq_status. On failure no output byte is
  * written, nothing aborts, and vq_ctx_last_error() names the argument and the
- * expected vs actual value. Functions keep no pointer to their arguments after
+ * expected vs actual value (vq_last_error() holds the same sentence for the
+ * calling thread, and is where vq_ctx_create, which has no context yet,
+ * explains itself). Messages spell dtypes f32, f16, bf16, u8, ... and
+ * devices cpu, cuda:0. Functions keep no pointer to their arguments after
  * they return.
  *
  * Threads: a context may be used by one thread at a time. Different contexts
