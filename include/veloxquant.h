@@ -70,8 +70,10 @@
  *     limit are never read;
  *   - lse_out is NaN for a NaN row.
  * Codecs (section 3): non-finite inputs never crash or read out of bounds,
- * and codes stay in their range; the codes, scales and norms computed from
- * a group or row holding a non-finite element are otherwise unspecified.
+ * every code is written and stays in its range, and rows (groups, for KIVI
+ * keys) without a non-finite element get the codes they get alone; the
+ * codes, scales and norms of a row or group holding one are otherwise
+ * unspecified (tests/test_codecs_nonfinite.c, every ISA).
  * Trainers reject non-finite samples where stated.
  *
  * Errors: every function returns a vq_status. On failure no output byte is
