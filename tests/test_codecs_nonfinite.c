@@ -3,7 +3,8 @@
  * is written and stays in its range, on every ISA. Rows without a non-finite
  * element are not affected: their codes equal those of the same rows encoded
  * alone. Inputs: [1, H, S, D] f32 with NaN, +inf and -inf planted in a few
- * rows (the first rows of head 0). */
+ * rows (the first rows of head 0); for KIVI keys the unaffected rows start
+ * at the next key group. */
 #include "harness.h"
 
 enum { H = 2, S = 24, D = 64, BAD_ROWS = 3 };
@@ -35,17 +36,23 @@ static void check_written(const DLTensor *t, const void *first, const char *what
 /* Codes of a rows x cols code tensor: written (limit < 256: not the
  * poison), < limit; rows >= BAD_ROWS of
  * head 0 and every row of head 1 equal to `clean`'s. */
-static void check_codes(const DLTensor *codes, const DLTensor *clean, int64_t per_row, double limit, const char *what)
+static void check_codes_from(const DLTensor *codes, const DLTensor *clean, int64_t per_row, double limit, int64_t first_clean,
+                             const char *what)
 {
     int64_t poisoned = limit <= 256 ? vt_count_poisoned(codes) : 0, out_of_range = 0, differ = 0;
     for (int64_t i = 0; i < vt_numel(codes); i++) {
         const double c = vt_get(codes, i);
         out_of_range += !(c >= 0 && c < limit);
-        if (i / per_row >= BAD_ROWS && clean) differ += c != vt_get(clean, i);
+        if (i / per_row >= first_clean && clean) differ += c != vt_get(clean, i);
     }
     VT_CHECK(poisoned == 0 && out_of_range == 0, "%s (%s): %lld unwritten, %lld out of [0, %g)", what, g_isa,
              (long long)poisoned, (long long)out_of_range, limit);
     if (clean) VT_CHECK(differ == 0, "%s (%s): %lld codes of finite rows changed", what, g_isa, (long long)differ);
+}
+
+static void check_codes(const DLTensor *codes, const DLTensor *clean, int64_t per_row, double limit, const char *what)
+{
+    check_codes_from(codes, clean, per_row, limit, BAD_ROWS, what);
 }
 
 static void encoders(vq_ctx *ctx, const char *isa)
@@ -60,9 +67,10 @@ static void encoders(vq_ctx *ctx, const char *isa)
         vt_poison(c);
         VT_OK(ctx, vq_affine_quantize_values(ctx, g_x, 4, 16, c, vs, vz));
         check_codes(c, c0, D, 16, "affine values");
+        VT_OK(ctx, vq_affine_quantize_keys(ctx, g_clean, 4, 8, c0, s, z));
         vt_poison(c);
         VT_OK(ctx, vq_affine_quantize_keys(ctx, g_x, 4, 8, c, s, z));
-        check_codes(c, NULL, D, 16, "affine keys");
+        check_codes_from(c, c0, D, 16, 8, "affine keys"); /* group 0 (tokens 0..7) holds the bad rows */
         vt_free(c); vt_free(s); vt_free(z); vt_free(c0); vt_free(vs); vt_free(vz);
     }
     /* TurboQuant scalar, Hadamard and RVQ; RaBitQ */
