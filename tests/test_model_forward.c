@@ -5,8 +5,9 @@
  *  - SmolLM2-135M against the logits of transformers (tests/data/
  *    logits_golden.txt, tests/model_reference.py): max |diff| / max |logit|
  *    <= 1e-3 per position over the golden entries (top 16 and every 97th id);
- *  - chunked prefill and decode give the logits of one whole prefill;
- *    1 and 2 threads give identical logits; sampling rules.
+ *    both through vq_cache (f16) and the runtime's f32 oracle;
+ *  - chunked prefill and decode give the logits of one whole prefill, and
+ *    so do 1 and 2 threads; session errors; sampling rules.
  * The model part skips (77) when the model file is absent. */
 #include <math.h>
 
@@ -105,11 +106,14 @@ static vq_ctx *make_ctx(int threads)
     return ctx;
 }
 
-/* Logits of the whole token list through a session with chunks of `batch`. */
-static float *run_logits(const vqm_model *model, vq_ctx *ctx, vqm_attn_kind attn, const int32_t *tok, int64_t n,
+/* Logits of the whole token list through a session with chunks of `batch`;
+ * preset NULL = the f32 oracle, else vq_cache with that preset. */
+static float *run_logits(const vqm_model *model, vq_ctx *ctx, const char *preset, const int32_t *tok, int64_t n,
                          int batch, bool one_call)
 {
-    const vqm_session_config sc = {.max_tokens = (int)n + 8, .max_batch = batch, .attn = attn};
+    const vq_cache_config cc = {.preset = preset};
+    const vqm_session_config sc = {.max_tokens = (int)n + 8, .max_batch = batch,
+                                   .attn = preset != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32, .cache = &cc};
     vqm_session *s = NULL;
     char err[VQM_ERR_LEN];
     VT_CHECK(vqm_session_create(model, ctx, &sc, &s, err) == VQ_OK, "session: %s", err);
@@ -148,16 +152,19 @@ static void test_tiny_vs_float64(void)
             vq_ctx *ctx = make_ctx(2);
             unsetenv("VQ_ISA");
             const int batches[] = {1, 4, TINY_MAXT};
-            for (int bi = 0; bi < 3; bi++) {
-                float *lg = run_logits(model, ctx, VQM_ATTN_F32, tok, TINY_MAXT, batches[bi], true);
+            for (int bi = 0; bi < 6; bi++) {
+                /* the f32 oracle, then vq_cache's f16 cache (keys and values rounded to f16:
+                 * about 2^-11 relative per element, through two layers) */
+                const bool cache = bi >= 3;
+                float *lg = run_logits(model, ctx, cache ? "f16" : NULL, tok, TINY_MAXT, batches[bi % 3], true);
                 if (lg == NULL) continue;
                 double worst = 0, mx = 0;
                 for (int i = 0; i < TINY_MAXT * 260; i++) {
                     mx = fmax(mx, fabs(ref[i]));
                     worst = fmax(worst, isnan(lg[i]) ? INFINITY : fabs(lg[i] - ref[i]));
                 }
-                VT_CHECK(worst <= 1e-4 * mx, "%s tied %d batch %d: max |diff| %.3g, max |logit| %.3g", vq_ctx_isa(ctx),
-                         tied, batches[bi], worst, mx);
+                VT_CHECK(worst <= (cache ? 2e-3 : 1e-4) * mx, "%s tied %d batch %d %s: max |diff| %.3g, max |logit| %.3g",
+                         vq_ctx_isa(ctx), tied, batches[bi % 3], cache ? "vq_cache f16" : "f32", worst, mx);
                 free(lg);
             }
             vq_ctx_free(ctx);
@@ -241,16 +248,19 @@ static void test_golden_logits(void)
     const int np = read_golden(gp, 4);
     VT_CHECK(np == 3, "%d golden prompts", np);
     vq_ctx *ctx = make_ctx(0);
-    for (int i = 0; i < np; i++) {
-        /* our tokenizer gives the reference's ids (the tokenizer test checks more) */
-        float *lg = run_logits(g_model, ctx, VQM_ATTN_F32, gp[i].ids, gp[i].n, 64, true);
-        if (lg == NULL) continue;
-        int wp = -1;
-        const double e = golden_error(&gp[i], lg, g_model->cfg.vocab, &wp);
-        printf("  prompt %d (%d tokens): f32 attention, max rel diff %.2e (position %d)\n", i, gp[i].n, e, wp);
-        VT_CHECK(e <= 1e-3, "prompt %d: rel diff %.3g at position %d > 1e-3", i, e, wp);
-        free(lg);
-    }
+    for (int i = 0; i < np; i++)
+        for (int pass = 0; pass < 2; pass++) {
+            /* the deliverable: attention through vq_cache with the f16 cache; and the f32 oracle */
+            const char *preset = pass == 0 ? "f16" : NULL;
+            float *lg = run_logits(g_model, ctx, preset, gp[i].ids, gp[i].n, 64, true);
+            if (lg == NULL) continue;
+            int wp = -1;
+            const double e = golden_error(&gp[i], lg, g_model->cfg.vocab, &wp);
+            printf("  prompt %d (%d tokens): %s, max rel diff %.2e (position %d)\n", i, gp[i].n,
+                   preset ? "vq_cache f16" : "f32 oracle", e, wp);
+            VT_CHECK(e <= 1e-3, "prompt %d %s: rel diff %.3g at position %d > 1e-3", i, preset ? "f16" : "f32", e, wp);
+            free(lg);
+        }
     vq_ctx_free(ctx);
 }
 
@@ -261,20 +271,24 @@ static void test_chunks_and_threads(void)
     const int64_t n = vqm_tokenize(g_model->tok, text, strlen(text), false, tok, 64);
     const int V = g_model->cfg.vocab;
     vq_ctx *c1 = make_ctx(1), *c2 = make_ctx(2);
-    float *whole = run_logits(g_model, c2, VQM_ATTN_F32, tok, n, 64, true);
-    float *whole1 = run_logits(g_model, c1, VQM_ATTN_F32, tok, n, 64, true);
-    float *chunk5 = run_logits(g_model, c2, VQM_ATTN_F32, tok, n, 5, true);
-    float *decode = run_logits(g_model, c2, VQM_ATTN_F32, tok, n, 64, false);
+    float *whole = run_logits(g_model, c2, "f16", tok, n, 64, true);
+    float *whole1 = run_logits(g_model, c1, "f16", tok, n, 64, true);
+    float *chunk5 = run_logits(g_model, c2, "f16", tok, n, 5, true);
+    float *decode = run_logits(g_model, c2, "f16", tok, n, 64, false);
     if (whole && whole1 && chunk5 && decode) {
-        VT_CHECK(memcmp(whole, whole1, sizeof(float) * (size_t)(n * V)) == 0, "1 and 2 threads differ");
+        double dt = 0;
+        for (int64_t i = 0; i < n * V; i++) dt = fmax(dt, fabs(whole1[i] - whole[i]));
         double d5 = 0, dd = 0, mx = 0;
         for (int64_t i = 0; i < n * V; i++) {
             mx = fmax(mx, fabs(whole[i]));
             d5 = fmax(d5, fabs(chunk5[i] - whole[i]));
             dd = fmax(dd, fabs(decode[i] - whole[i]));
         }
-        /* chunks change only the grouping of the weight kernels' rows: f32 rounding */
-        VT_CHECK(d5 <= 1e-5 * mx && dd <= 1e-5 * mx, "chunks of 5: %.3g, decode: %.3g (max %.3g)", d5, dd, mx);
+        /* the weight kernels give the same bits for any chunking and thread count; the
+         * cache's prefill and decode attention differ in summation order (f32 rounding,
+         * amplified through 30 layers: 1.1e-4 measured), far inside the 1e-3 golden bound */
+        VT_CHECK(d5 <= 5e-4 * mx && dd <= 5e-4 * mx && dt <= 5e-4 * mx,
+                 "chunks of 5: %.3g, decode: %.3g, 1 vs 2 threads: %.3g (max %.3g)", d5, dd, dt, mx);
     }
     free(whole); free(whole1); free(chunk5); free(decode);
     vq_ctx_free(c1);
@@ -286,7 +300,7 @@ static void test_session_errors(void)
     vq_ctx *ctx = make_ctx(1);
     char err[VQM_ERR_LEN];
     vqm_session *s = (vqm_session *)1;
-    vqm_session_config sc = {.max_tokens = 0, .max_batch = 4, .attn = VQM_ATTN_F32};
+    vqm_session_config sc = {.max_tokens = 0, .max_batch = 4, .attn = VQM_ATTN_CACHE};
     VT_CHECK(vqm_session_create(g_model, ctx, &sc, &s, err) == VQ_ERR_INVALID_ARGUMENT && s == NULL &&
              strstr(err, "max_tokens 0"), "max_tokens 0: %s", err);
     sc.max_tokens = 4;

@@ -140,6 +140,11 @@ head -c 1000 "$ex/keys.npy" >"$tmp/short.npy"
 expect 1 "the file has" cache-eval --keys "$tmp/short.npy" --values "$ex/values.npy" --queries "$ex/queries.npy"
 expect 1 "shapes disagree" cache-eval --keys "$ex/keys.npy" --values "$ex/queries.npy" --queries "$ex/queries.npy"
 
+# capture-kv: its usage and argument errors (the model run itself is in bench/results/persist.md)
+expect 0 "usage: vq capture-kv" capture-kv --help
+expect 2 "--out is required" capture-kv
+expect 1 "capture-kv" capture-kv --model "$tmp/none.gguf" -o "$tmp"
+
 # calibrate: fit on the example set, write a file, and its errors
 expect 0 "usage: vq calibrate" calibrate --help
 expect 2 "nothing to fit" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal"
@@ -150,6 +155,32 @@ if [ "$(head -c 7 "$tmp/c.vqcal")" = "VQCALIB" ]; then echo "ok   calibrate wrot
 else echo "FAIL: no calibration file"; failures=$((failures + 1)); fi
 expect 1 "pq_subspaces" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --pq-subspaces 5
 expect_json calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --commvq-stages 1 --commvq-centroids 8 --iters 2 --json
+
+# generate / perplexity (the model runtime): arguments always; a tiny real run
+# when tools/fetch_model.sh has installed the model
+root=$(cd "$(dirname "$0")/.." && pwd)
+model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+text="$root/data/pride_and_prejudice.txt"
+expect 0 "usage: vq generate" generate --help
+expect 0 "usage: vq perplexity" perplexity --help
+expect 2 "one PROMPT argument" generate -m "$model"
+expect 2 "one text FILE" perplexity -m "$model"
+expect 2 "must be even" perplexity -m "$model" --ctx 63 "$text"
+expect 1 "cannot open" generate -m "$tmp/none.gguf" "hi"
+expect 1 "not a GGUF" generate -m "$text" "hi"
+if [ -s "$model" ]; then
+    expect 2 "not a preset" generate -m "$model" --kv kivi3 "hi"
+    expect 2 "needs fitted tables" perplexity -m "$model" --kv vecinfer2 "$text"
+    expect 2 "not a layer index" generate -m "$model" --f16-layers 30 "hi"
+    expect 0 "bits per element" generate -m "$model" --kv kivi2 -n 3 --threads 1 "The capital of France is"
+    expect_json generate -m "$model" --kv turbo3/kivi2 --sink 1 --smooth -n 2 --json "Hello"
+    expect 0 "turbo3" perplexity -m "$model" --kv turbo3 --ctx 64 --windows 1 --sink 1 --plot "$tmp/ppl.png" "$text"
+    if [ "$(head -c 4 "$tmp/ppl.png" | tail -c 3)" = "PNG" ]; then echo "ok   perplexity --plot wrote a PNG"
+    else echo "FAIL: perplexity --plot wrote no PNG"; failures=$((failures + 1)); fi
+    expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json "$text"
+else
+    echo "skip the model runs: $model is not installed (sh tools/fetch_model.sh)"
+fi
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "vq command line: all passed"

@@ -36,8 +36,9 @@ vq_status vqm_session_create(const vqm_model *m, vq_ctx *ctx, const vqm_session_
     if (cfg->max_tokens < 1 || cfg->max_batch < 1)
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session: max_tokens %d and max_batch %d must be >= 1",
                     cfg->max_tokens, cfg->max_batch);
-    if (cfg->attn != VQM_ATTN_F32)
-        return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session: attn is %d, expected VQM_ATTN_F32", (int)cfg->attn);
+    if (cfg->attn != VQM_ATTN_CACHE && cfg->attn != VQM_ATTN_F32)
+        return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session: attn is %d, expected VQM_ATTN_CACHE or VQM_ATTN_F32",
+                        (int)cfg->attn);
     if (vq_ctx_backend(ctx) != VQ_BACKEND_CPU)
         return vqm_fail(err, VQ_ERR_UNSUPPORTED, "session: the model runtime computes on the CPU; ctx is not a CPU ctx");
     const vqm_config *c = &m->cfg;
@@ -78,7 +79,7 @@ vq_status vqm_session_create(const vqm_model *m, vq_ctx *ctx, const vqm_session_
         s->inv_freq[i] = pow((double)c->rope_base, -2.0 * i / c->rope_dim);
         if (m->rope_freqs != NULL) s->inv_freq[i] /= m->rope_freqs[i];
     }
-    st = vqm_attn_f32_init(s, err);
+    st = cfg->attn == VQM_ATTN_CACHE ? vqm_attn_cache_init(s, err) : vqm_attn_f32_init(s, err);
     if (st != VQ_OK) {
         vqm_session_free(s);
         return st;

@@ -181,6 +181,8 @@ int32_t vqm_tokenizer_vocab(const vqm_tokenizer *t);
 int32_t vqm_tokenizer_bos(const vqm_tokenizer *t);
 int32_t vqm_tokenizer_eos(const vqm_tokenizer *t);
 bool vqm_tokenizer_add_bos(const vqm_tokenizer *t);
+/* True for control tokens (<|im_end|>, <|endoftext|>, ...): a chat turn's end. */
+bool vqm_tokenizer_is_control(const vqm_tokenizer *t, int32_t id);
 
 /* ======================================================================
  * The model (model.c, forward.c)
@@ -219,10 +221,11 @@ vq_status vqm_model_load(const char *path, vqm_model **out, char *err);
 vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err); /* takes g on success */
 void vqm_model_free(vqm_model *m);
 
-/* Where attention keeps its keys and values. VQM_ATTN_F32: an uncompressed
- * in-runtime f32 cache with plain attention (the test oracle; the vq_cache
- * back end joins when the library's cache object lands). */
-typedef enum vqm_attn_kind { VQM_ATTN_F32 = 1 } vqm_attn_kind;
+/* Where attention keeps its keys and values. VQM_ATTN_CACHE is the
+ * runtime's attention: the library's vq_cache with any method.
+ * VQM_ATTN_F32 is an uncompressed in-runtime f32 store with plain loops,
+ * kept as the test oracle. */
+typedef enum vqm_attn_kind { VQM_ATTN_CACHE = 0, VQM_ATTN_F32 = 1 } vqm_attn_kind;
 
 struct vq_cache_config;
 typedef struct vq_cache vq_cache;
@@ -231,7 +234,32 @@ typedef struct vqm_session_config {
     int max_tokens;        /* context capacity of the sequence */
     int max_batch;         /* prefill chunk (tokens per forward step), >= 1 */
     vqm_attn_kind attn;
-    const struct vq_cache_config *cache; /* unused until the vq_cache back end */
+    /* VQM_ATTN_CACHE: the cache's methods (preset or per-layer configs, f16
+     * layers, residual window, page size; NULL = f16); the session sets
+     * n_layers, heads, head dim, a fixed capacity of max_tokens and one
+     * sequence. */
+    const struct vq_cache_config *cache;
+    /* VQM_ATTN_CACHE: store keys and values minus a per-(layer, channel)
+     * mean, frozen from the first chunk after a reset. Exact in arithmetic:
+     * softmax(q.(k - mk)) = softmax(q.k) (q.mk is the same for every key of
+     * a query) and sum_i p_i (v_i - mv) + mv = sum_i p_i v_i (the p_i sum to
+     * 1); but the quantizers then see only what varies between tokens, not a
+     * shared offset that dominates the norm (the "key bias"). */
+    bool center;
+    /* VQM_ATTN_CACHE: also balance key and query channels: keys are stored
+     * times s_j and queries divided by s_j (exact: q.k unchanged), with
+     * s_j = sqrt(rms q_j / rms k_j) from the first chunk (geometric mean 1,
+     * within [1/8, 8]), so that the key quantizers' error, which follows the
+     * key's norm, falls less on the channels where queries are large
+     * (SmoothQuant's balance for the "outlier channels"). */
+    bool smooth;
+    /* VQM_ATTN_CACHE: the sequence's first `sink` tokens (the attention
+     * sink: every head puts much of its weight there, so an error in their
+     * scores moves every other weight) are kept by the runtime in f32 and
+     * never enter the cache; attention over them is merged exactly with the
+     * cache's through its log-sum-exp. 0 = off. Counted in
+     * vqm_session_memory. */
+    int sink;
 } vqm_session_config;
 
 typedef struct vqm_session vqm_session;
@@ -243,8 +271,12 @@ void vqm_session_free(vqm_session *s);
 /* Forgets every token (cache emptied). */
 vq_status vqm_session_reset(vqm_session *s, char *err);
 int64_t vqm_session_length(const vqm_session *s);
-/* The vq_cache (NULL for VQM_ATTN_F32), e.g. for vq_cache_memory. */
+/* The vq_cache (NULL for VQM_ATTN_F32). */
 vq_cache *vqm_session_cache(const vqm_session *s);
+/* vq_cache_memory of the session's cache with the sink tokens added (as
+ * residual bytes and tokens; bits per element recomputed). VQM_ATTN_F32:
+ * VQ_ERR_INVALID_ARGUMENT. */
+vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, char *err);
 
 /* Runs n tokens (n >= 1; chunks of max_batch) at the next positions and
  * writes logits [n_out, vocab] of the last n_out of them (0 <= n_out <= n)

@@ -34,4 +34,13 @@ int vq_cmd_cache_eval(int argc, char **argv);
 /* vq calibrate: fit a vq_calibration on .npy keys/values and save it (calibrate.c). */
 int vq_cmd_calibrate(int argc, char **argv);
 
+/* vq generate: text from a GGUF model through a vq_cache (generate.c, model runtime tools/model). */
+int vq_cmd_generate(int argc, char **argv);
+
+/* vq perplexity: quality of cache methods against the f16 cache on a text (perplexity.c). */
+int vq_cmd_perplexity(int argc, char **argv);
+
+/* vq capture-kv: a GGUF model's keys, values and queries over a text, as .npy (capture_kv.c). */
+int vq_cmd_capture_kv(int argc, char **argv);
+
 #endif

@@ -58,9 +58,12 @@ static int cmd_bench(int argc, char **argv)
 static const vqa_sub commands[] = {
     {"version", cmd_version, "library version, CPU kernel set, threads and CUDA availability"},
     {"demo", vq_cmd_demo, "compress a synthetic KV cache with every codec; table of bits and errors"},
+    {"capture-kv", vq_cmd_capture_kv, "run a GGUF model over a text; write its keys, values, queries as .npy"},
     {"calibrate", vq_cmd_calibrate, "fit VecInfer / CommVQ / value tables on .npy keys and values; save them"},
     {"cache-eval", vq_cmd_cache_eval, "grade every cache method on .npy keys/values/queries; table, --json, --plot"},
     {"bench", cmd_bench, "benchmarks: codecs, attention, cache, prefill (vq bench --help)"},
+    {"generate", vq_cmd_generate, "generate text with a GGUF Llama model on the compressed KV cache"},
+    {"perplexity", vq_cmd_perplexity, "perplexity, KL and top-1 agreement of cache methods against f16 on a text"},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,112 @@
+/* model_cli.c — shared by the model commands (see model_cli.h). */
+#include "model_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+
+void vqm_cli_list_presets(FILE *f)
+{
+    for (int i = 0; i < vq_cache_preset_count(); i++) {
+        const vq_cache_preset_info *p = vq_cache_preset(i);
+        fprintf(f, "  %-14s %5.2f + %5.2f bits%s  %s\n", p->name, p->key_bits, p->value_bits,
+                p->needs_tables ? " (needs fitted tables)" : "", p->description);
+    }
+}
+
+/* The preset called name[0..len), or NULL after a message. */
+static const vq_cache_preset_info *find_preset(const char *cmd, const char *name, size_t len)
+{
+    const vq_cache_preset_info *found = NULL;
+    for (int i = 0; i < vq_cache_preset_count(); i++)
+        if (strlen(vq_cache_preset(i)->name) == len && memcmp(vq_cache_preset(i)->name, name, len) == 0)
+            found = vq_cache_preset(i);
+    if (found == NULL || found->needs_tables) {
+        fprintf(stderr, "vq %s: --kv '%.*s' is %s; the presets are (or KEYS/VALUES of two):\n", cmd, (int)len, name,
+                found ? "a preset that needs fitted tables (not run by the model commands)" : "not a preset");
+        vqm_cli_list_presets(stderr);
+        return NULL;
+    }
+    return found;
+}
+
+int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, const char *f16, int residual,
+                        int n_layers, int head_dim)
+{
+    memset(m, 0, sizeof *m);
+    if (strlen(name) >= sizeof m->name || n_layers > VQM_CLI_MAX_LAYERS) {
+        fprintf(stderr, "vq %s: --kv '%s': name too long or model too deep\n", cmd, name);
+        return VQ_EXIT_USAGE;
+    }
+    snprintf(m->name, sizeof m->name, "%s", name);
+    const char *slash = strchr(name, '/');
+    const vq_cache_preset_info *kp = find_preset(cmd, name, slash ? (size_t)(slash - name) : strlen(name));
+    const vq_cache_preset_info *vp = slash ? find_preset(cmd, slash + 1, strlen(slash + 1)) : kp;
+    if (kp == NULL || vp == NULL) return VQ_EXIT_USAGE;
+    if (slash != NULL) {
+        vq_cache_layer_config kc, vc;
+        if (vq_cache_preset_layer_config(kp->name, head_dim, &kc) != VQ_OK ||
+            vq_cache_preset_layer_config(vp->name, head_dim, &vc) != VQ_OK) {
+            fprintf(stderr, "vq %s: --kv '%s': no layer config at head dim %d\n", cmd, name, head_dim);
+            return VQ_EXIT_USAGE;
+        }
+        for (int l = 0; l < n_layers; l++) m->layers[l] = (vq_cache_layer_config){kc.keys, vc.values};
+    }
+    for (const char *p = f16; p != NULL && *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        char word[32];
+        if (len == 0 || len >= sizeof word || m->n_f16_layers == VQM_CLI_MAX_F16_LAYERS) {
+            fprintf(stderr, "vq %s: --f16-layers: bad list '%s'\n", cmd, f16);
+            return VQ_EXIT_USAGE;
+        }
+        memcpy(word, p, len);
+        word[len] = 0;
+        char *e = NULL;
+        const long l = strcmp(word, "first") == 0 ? 0 : strcmp(word, "last") == 0 ? n_layers - 1 : strtol(word, &e, 10);
+        if ((e != NULL && *e != 0) || l < 0 || l >= n_layers) {
+            fprintf(stderr, "vq %s: --f16-layers: '%s' is not a layer index in 0..%d (or first, last)\n", cmd, word,
+                    n_layers - 1);
+            return VQ_EXIT_USAGE;
+        }
+        m->f16_layers[m->n_f16_layers++] = (int)l;
+        p = end ? end + 1 : p + len;
+    }
+    m->residual = residual;
+    m->cfg.preset = slash ? NULL : m->name;
+    m->cfg.layers = slash ? m->layers : NULL;
+    m->cfg.f16_layers = m->n_f16_layers ? m->f16_layers : NULL;
+    m->cfg.n_f16_layers = m->n_f16_layers;
+    m->cfg.residual_tokens = residual;
+    return VQ_EXIT_OK;
+}
+
+vqm_model *vqm_cli_load(const char *cmd, const char *path)
+{
+    char err[VQM_ERR_LEN];
+    vqm_model *m = NULL;
+    if (vqm_model_load(path, &m, err) != VQ_OK) {
+        fprintf(stderr, "vq %s: %s\n", cmd, err);
+        if (strcmp(path, VQM_DEFAULT_MODEL) == 0)
+            fprintf(stderr, "vq %s: 'sh tools/fetch_model.sh' (or 'make model') installs it\n", cmd);
+        return NULL;
+    }
+    return m;
+}
+
+vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ctx, const vqm_cli_method *m,
+                             int max_tokens, const vqm_cli_common *c)
+{
+    const vqm_session_config sc = {.max_tokens = max_tokens, .max_batch = (int)c->batch,
+                                   .attn = m != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32,
+                                   .cache = m != NULL ? &m->cfg : NULL, .center = !c->no_center, .smooth = c->smooth, .sink = (int)c->sink};
+    char err[VQM_ERR_LEN];
+    vqm_session *s = NULL;
+    if (vqm_session_create(model, ctx, &sc, &s, err) != VQ_OK) {
+        fprintf(stderr, "vq %s: --kv %s: %s\n", cmd, m != NULL ? m->name : "f32", err);
+        return NULL;
+    }
+    return s;
+}

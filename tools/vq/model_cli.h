@@ -1,0 +1,63 @@
+/* model_cli.h — what `vq generate`, `vq perplexity` and `vq bench model`
+ * share: the default model path, the --kv method (a vq_cache preset, plus
+ * layers kept in f16 and a residual window), and session creation. */
+#ifndef VQ_TOOL_MODEL_CLI_H
+#define VQ_TOOL_MODEL_CLI_H
+
+#include <stdio.h>
+
+#include "vqm.h"
+
+/* The model tools/fetch_model.sh installs, relative to the repository. */
+#define VQM_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+enum { VQM_CLI_MAX_F16_LAYERS = 64, VQM_CLI_MAX_LAYERS = 256 };
+
+/* One --kv method: a preset name, or KEYS/VALUES (the key method of one
+ * preset with the value method of another, e.g. turbo3/turbo2), and the
+ * options that refine it. */
+typedef struct vqm_cli_method {
+    char name[64];                       /* as given */
+    vq_cache_layer_config layers[VQM_CLI_MAX_LAYERS]; /* KEYS/VALUES mixes */
+    int f16_layers[VQM_CLI_MAX_F16_LAYERS];
+    int n_f16_layers;
+    int residual;                        /* residual_tokens */
+    vq_cache_config cfg;                 /* points into this struct: do not copy */
+} vqm_cli_method;
+
+/* Fills m for `name`: a preset or KEYS/VALUES of two presets (checked
+ * against vq_cache_preset: unknown names and presets that need fitted tables
+ * give 2 after a message naming the presets). f16 layers from the comma list `f16` (NULL = none; "first,last"
+ * words allowed) for a model of n_layers. Returns 0 or 2 (usage error). */
+int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, const char *f16, int residual,
+                        int n_layers, int head_dim);
+
+/* Loads the model, printing the reason on failure (NULL). */
+vqm_model *vqm_cli_load(const char *cmd, const char *path);
+
+/* The options every model command takes, and their table entries (needs args.h). */
+typedef struct vqm_cli_common {
+    const char *model, *f16_layers;
+    int64_t residual, sink, threads, batch;
+    bool no_center, smooth;
+} vqm_cli_common;
+#define VQM_CLI_COMMON_DEFAULTS {.model = VQM_DEFAULT_MODEL, .batch = 64}
+#define VQM_CLI_COMMON_OPTS(c)                                                                                 \
+    {"model", VQA_STRING, &(c).model, 0, 0, "FILE", "GGUF model", .short_name = 'm'},                          \
+    {"f16-layers", VQA_STRING, &(c).f16_layers, 0, 0, "LIST", "layers kept in f16, e.g. 0,last (default none)"}, \
+    {"residual", VQA_INT, &(c).residual, 0, 1 << 20, "N", "newest N tokens kept in f16"},                    \
+    {"sink", VQA_INT, &(c).sink, 0, 64, "N", "first N tokens kept in f32 outside the cache (attention sink)"}, \
+    {"no-center", VQA_FLAG, &(c).no_center, .help = "store raw keys/values (default: minus their mean, exact)"}, \
+    {"smooth", VQA_FLAG, &(c).smooth, .help = "balance key/query channels before quantizing (exact)"},       \
+    {"batch", VQA_INT, &(c).batch, 1, 4096, "N", "prefill chunk in tokens"},                                 \
+    {"threads", VQA_INT, &(c).threads, 0, 1024, "T", "CPU threads, 0 = all cores"}
+
+/* A session with m's cache (m NULL = the f32 oracle) refined by c (center,
+ * smooth, sink: vqm_session_config), or NULL after a message. */
+vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ctx, const vqm_cli_method *m,
+                             int max_tokens, const vqm_cli_common *c);
+
+/* Prints the presets, one per line, on f. */
+void vqm_cli_list_presets(FILE *f);
+
+#endif
