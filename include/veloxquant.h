@@ -70,13 +70,18 @@
  *     limit are never read;
  *   - lse_out is NaN for a NaN row.
  * Codecs (section 3): non-finite inputs never crash or read out of bounds,
- * and codes stay in their range; the codes, scales and norms computed from
- * a group or row holding a non-finite element are otherwise unspecified.
+ * every code is written and stays in its range, and rows (groups, for KIVI
+ * keys) without a non-finite element get the codes they get alone; the
+ * codes, scales and norms of a row or group holding one are otherwise
+ * unspecified (tests/test_codecs_nonfinite.c, every ISA).
  * Trainers reject non-finite samples where stated.
  *
  * Errors: every function returns a vq_status. On failure no output byte is
  * written, nothing aborts, and vq_ctx_last_error() names the argument and the
- * expected vs actual value. Functions keep no pointer to their arguments after
+ * expected vs actual value (vq_last_error() holds the same sentence for the
+ * calling thread, and is where vq_ctx_create, which has no context yet,
+ * explains itself). Messages spell dtypes f32, f16, bf16, u8, ... and
+ * devices cpu, cuda:0. Functions keep no pointer to their arguments after
  * they return.
  *
  * Threads: a context may be used by one thread at a time. Different contexts
@@ -868,9 +873,12 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * g the layer's key group (KIVI: group_size tokens; 1 for every other key
  * method) and R = residual_tokens. So a KIVI layer keeps the tokens of a
  * group not yet complete in f16 and encodes a group the moment it fills, and
- * R > 0 keeps the newest R tokens of any method in f16 (except CommVQ layers,
- * whose keys arrive before RoPE: they encode every token at once and ignore
- * R). Attention covers the pages and the residual window and merges them
+ * R > 0 keeps the newest R tokens of any method in f16, except in CommVQ
+ * layers (keys arrive before RoPE: a window could not be attended as plain
+ * keys) and RaBitQ layers (their scores estimate q.k up to a scale, about
+ * 2/pi of it with the L1 magnitude or the Hamming score, so exact window
+ * scores beside them would mix two softmax temperatures): those encode every
+ * token at once and ignore R. Attention covers the pages and the residual window and merges them
  * exactly (the online-softmax state), so a query always sees every token.
  * Because n_enc depends only on n (truncation aside), appending tokens one by
  * one or all at once gives the same cache, bit for bit.
@@ -881,8 +889,9 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * Devices. A cache lives on the device of the ctx it was created with: on a
  * CUDA ctx its pools, tables and residual windows are device memory, the
  * codecs run on the device and attention runs the CUDA kernels, all on the
- * ctx's stream, without synchronising. Every call on a cache must pass that
- * same ctx, and must not run concurrently with another call on the cache.
+ * ctx's stream, without synchronising. Every call on a cache runs on that
+ * ctx (vq_cache_ctx), whose messages it sets: as for the ctx, one thread at
+ * a time. The cache must be freed before its ctx.
  *
  * Errors. Every mutating call validates everything first and then commits:
  * a call that fails (any status) leaves every sequence as it was (the pools
@@ -893,9 +902,11 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * layer), the tables and the page tables. Afterwards vq_cache_append and
  * vq_cache_attend allocate only (a) when a growing pool is full (a chunk of
  * grow_pages pages), (b) when a call needs more staging or scratch than any
- * call before it (kept for the next calls). A decode loop at steady state
- * allocates nothing. vq_cache_seq_add allocates the sequence's residual
- * windows; vq_cache_seq_fork also copies.
+ * call before it (kept for the next calls; attention scratch comes from the
+ * ctx, or from its caller-owned workspace, vq_ctx_set_workspace), (c) when
+ * a sequence's page table outgrows what it held before (doubling). A decode
+ * loop at steady state allocates nothing. vq_cache_seq_add allocates the
+ * sequence's residual windows; vq_cache_seq_fork also copies them.
  * ========================================================================= */
 
 /* How keys are stored. */
@@ -1123,9 +1134,17 @@ typedef struct vq_cache_attend_opts {
  * call; the pages and the window are splits of the split-KV attention
  * skeleton, so one call covers every sequence of the batch.
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer, unknown id, shapes, dtypes,
- * scale not finite or < 0), VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED
- * (on a CUDA ctx: a combination its kernels do not run yet, named in the
- * message). Nothing but out and lse_out is written. */
+ * devices, an output whose elements overlap, scale not finite or < 0),
+ * VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED (misaligned data or a
+ * last axis that is not contiguous; on a CUDA ctx also what its kernels do
+ * not run yet, named in the message: RaBitQ Hamming scoring, a sequence with
+ * no token, a causal prefill over pages and a window, and whatever the CUDA
+ * attention entry points refuse). Nothing but out and lse_out is written.
+ * CPU: one skeleton run for the whole batch (pages bound once per pool chunk
+ * and kept while scale and Sq stay the same). CUDA, for now: per sequence
+ * its pages are gathered into one run in device scratch (a device copy of
+ * its encoded bytes per call), attended with vq_fused_sdpa, and the window
+ * merged in with vq_attention_merge; paged kernels will replace the copy. */
 VQ_API vq_status vq_cache_attend(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
                                  const DLTensor *q, DLTensor *out, const vq_cache_attend_opts *opts);
 

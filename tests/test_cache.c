@@ -147,8 +147,13 @@ static void methods_isa(vq_ctx *ctx, const char *isa)
     const int nm = methods(&tb, ms);
     const int64_t len[3] = {1, 7, 97};
     ct_store st = ct_store_new(3, HKV, 97, DIM, &rng);
+    /* every method with and without a window on the scalar ISA; each SIMD
+     * ISA runs half of those pairs, alternating (sanitizer time in CI) */
+    static int isa_round = 0;
+    const int parity = isa_round++ % 2;
     for (int R = 0; R <= 5; R += 5)
         for (int mi = 0; mi < nm; mi++) {
+            if ((mi + R / 5) % 2 != parity && strcmp(isa, "scalar") != 0) continue;
             vq_cache *c = ct_cache(ctx, &ms[mi].lc, 2, HKV, HQ, DIM, PAGE, R, 8, 4);
             if (c == NULL) continue;
             int64_t ids[3];

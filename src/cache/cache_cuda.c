@@ -3,7 +3,8 @@
  * gathered (device to device, on the ctx's stream) into one contiguous run
  * per stream, attended with vq_fused_sdpa (the CUDA kernels), and the
  * residual window, attended as plain f16 keys and values, is merged in
- * through the log-sum-exp (vq_attention_merge). Everything is enqueued on
+ * through the log-sum-exp (vq_attention_merge); the window's rows are copied
+ * into a compact buffer first (the CUDA kernels take compact tensors). Everything is enqueued on
  * the ctx's stream; nothing synchronises. Combinations the CUDA kernels do
  * not take yet come back from them as VQ_ERR_UNSUPPORTED, naming the
  * argument. */
@@ -88,9 +89,11 @@ vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_l
         if (b > most) most = b;
     }
     const size_t ow = ((size_t)(c->Hq * Sq * c->D * 4) + 255) & ~(size_t)255, lw = ((size_t)(c->Hq * Sq * 4) + 255) & ~(size_t)255;
-    unsigned char *stage = vq_cache_stage(c, most + ow + 2 * lw);
+    const size_t wb = ((size_t)(c->Hkv * L->res_cap * c->D * 2) + 255) & ~(size_t)255;
+    unsigned char *stage = vq_cache_stage(c, most + ow + 2 * lw + 2 * wb);
     if (stage == NULL) return VQ_ERR_OUT_OF_MEMORY;
     unsigned char *o_win = stage + most, *l_pages = o_win + ow, *l_win = l_pages + lw;
+    unsigned char *k_win = l_win + lw, *v_win = k_win + wb;
     int64_t osh[4] = {1, c->Hq, Sq, c->D}, lsh[3] = {1, c->Hq, Sq};
     DLTensor ow_t, lp_t, lw_t;
     vq_cache_view(c, &ow_t, osh, 4, VQ_DT_F32, o_win);
@@ -116,11 +119,16 @@ vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_l
             VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_fused_sdpa(ctx, qi, &ek, &ev, ks, NULL, oi, &o), "vq_cache_attend"));
         }
         if (n_win > 0) {
-            int64_t wsh[4] = {1, c->Hkv, n_win, c->D}, wst[4] = {c->Hkv * L->res_cap * c->D, L->res_cap * c->D, c->D, 1};
+            /* the window's rows of each head, made compact (the CUDA kernels take compact tensors) */
+            const size_t row = (size_t)c->D * 2, half = (size_t)(c->Hkv * L->res_cap) * row;
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, k_win, (size_t)n_win * row, sl->res, (size_t)L->res_cap * row,
+                                                    (size_t)n_win * row, (size_t)c->Hkv));
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, v_win, (size_t)n_win * row, (const char *)sl->res + half,
+                                                    (size_t)L->res_cap * row, (size_t)n_win * row, (size_t)c->Hkv));
+            int64_t wsh[4] = {1, c->Hkv, n_win, c->D};
             DLTensor kw, vw;
-            vq_cache_view(c, &kw, wsh, 4, VQ_DT_F16, sl->res);
-            vq_cache_view(c, &vw, wsh, 4, VQ_DT_F16, (uint16_t *)sl->res + (int64_t)c->Hkv * L->res_cap * c->D);
-            kw.strides = vw.strides = wst;
+            vq_cache_view(c, &kw, wsh, 4, VQ_DT_F16, k_win);
+            vq_cache_view(c, &vw, wsh, 4, VQ_DT_F16, v_win);
             const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain = {&kw}};
             const vq_encoded_values ev = vq_plain_values(&vw);
             const bool alone = sl->n_enc == 0;

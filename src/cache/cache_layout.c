@@ -218,10 +218,13 @@ vq_status vq_cache_layout_layer(vq_cache *c, const vq_cache_layer_config *lc, co
     L->page_bytes = 0;
     VQ_FORWARD_IF_ERROR(layout_keys(c, &L->cfg.keys, name, L));
     VQ_FORWARD_IF_ERROR(layout_values(c, &L->cfg.values, name, L));
-    /* CommVQ keys arrive before RoPE: a window of them could not be attended
-     * as plain keys, so they encode at once (see the header). */
-    const bool commvq = L->cfg.keys.method == VQ_KEY_COMMVQ;
-    L->res_cap = commvq || (c->R == 0 && L->g == 1) ? 0 : c->R + L->g - 1;
+    /* No window for two key methods (see the header): CommVQ keys arrive
+     * before RoPE, so a window of them could not be attended as plain keys;
+     * RaBitQ scores are a scaled estimate of q.k (about 2/pi of it with the
+     * L1 magnitude or the Hamming score), so exact f16 window scores next to
+     * them would mix two softmax temperatures. Both encode every token at once. */
+    const bool no_window = L->cfg.keys.method == VQ_KEY_COMMVQ || L->cfg.keys.method == VQ_KEY_RABITQ;
+    L->res_cap = no_window || (c->R == 0 && L->g == 1) ? 0 : c->R + L->g - 1;
     return VQ_OK;
 }
 

@@ -96,7 +96,7 @@ static size_t bc_bytes(DLDataType dt, int nd, const int64_t *shape)
 /* A device tensor of dt [a,b,c,d] (nd dims), its memory owned by the list. */
 typedef struct bc_pool {
     bool cuda;
-    void *p[16];
+    void *p[32];
     int n;
 } bc_pool;
 
@@ -144,97 +144,118 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
-/* The raw kernel on the same tokens: keys and values [B,Hkv,S,D] f16 (on
- * the device) encoded as the preset's layer config says into one contiguous
- * run, then vq_fused_sdpa. Methods without a plain codec path here (QJL
- * norms, RaBitQ Hamming, codebook values) return -1 (not measured). */
-static double raw_kernel(vq_ctx *ctx, bool cuda, const vq_cache_layer_config *lc, const DLTensor *k,
-                         const DLTensor *v, const DLTensor *q, DLTensor *out, int repeats)
+/* The same tokens encoded as one contiguous run per sequence for the raw
+ * kernel: keys and values [B,Hkv,S,D] f16 (on the device) encoded as the
+ * preset's layer config says. Methods without a plain codec path here (QJL
+ * norms, RaBitQ, codebook values) give false (not measured). */
+typedef struct bc_raw {
+    bc_pool pool;
+    bc_tensor t[12];
+    vq_encoded_keys ek;
+    vq_encoded_values ev;
+} bc_raw;
+
+static bool raw_encode(vq_ctx *ctx, bool cuda, const vq_cache_layer_config *lc, const DLTensor *k, const DLTensor *v,
+                       bc_raw *r)
 {
     const int64_t B = k->shape[0], H = k->shape[1], S = k->shape[2], D = k->shape[3];
-    bc_pool pool = {.cuda = cuda};
-    bc_tensor t[12];
-    vq_encoded_keys ek = {0};
-    vq_encoded_values ev = {0};
+    memset(r, 0, sizeof *r);
+    r->pool.cuda = cuda;
+    bc_pool *pool = &r->pool;
+    bc_tensor *t = r->t;
     const vq_key_config *kc = &lc->keys;
     const vq_value_config *vc = &lc->values;
     float diag_h[256];
     for (int i = 0; i < D; i++) diag_h[i] = (i * 5 % 3) ? 1.0f : -1.0f;
-    DLTensor *diag = bc_new(&pool, &t[0], BC_F32, 1, D, 0, 0, 0);
+    DLTensor *diag = bc_new(pool, &t[0], BC_F32, 1, D, 0, 0, 0);
     bc_upload(cuda, diag->data, diag_h, sizeof(float) * (size_t)D);
     switch (kc->method) {
-    case VQ_KEY_F16: ek = (vq_encoded_keys){.format = VQ_KEYS_F16, .plain = {k}}; break;
+    case VQ_KEY_F16: r->ek = (vq_encoded_keys){.format = VQ_KEYS_F16, .plain = {k}}; break;
     case VQ_KEY_KIVI: {
-        DLTensor *codes = bc_new(&pool, &t[1], BC_U8, 4, B, H, S, D * kc->bits / 8);
-        DLTensor *sc = bc_new(&pool, &t[2], BC_F16, 4, B, H, S / kc->group_size, D);
-        DLTensor *z = bc_new(&pool, &t[3], BC_F16, 4, B, H, S / kc->group_size, D);
+        DLTensor *codes = bc_new(pool, &t[1], BC_U8, 4, B, H, S, D * kc->bits / 8);
+        DLTensor *sc = bc_new(pool, &t[2], BC_F16, 4, B, H, S / kc->group_size, D);
+        DLTensor *z = bc_new(pool, &t[3], BC_F16, 4, B, H, S / kc->group_size, D);
         check(ctx, vq_affine_quantize_keys(ctx, k, kc->bits, kc->group_size, codes, sc, z), "raw keys");
-        ek.format = VQ_KEYS_AFFINE;
-        ek.affine.codes = codes, ek.affine.scale = sc, ek.affine.zero = z, ek.affine.bits = kc->bits;
-        ek.affine.group_size = kc->group_size;
+        r->ek.format = VQ_KEYS_AFFINE;
+        r->ek.affine.codes = codes, r->ek.affine.scale = sc, r->ek.affine.zero = z, r->ek.affine.bits = kc->bits;
+        r->ek.affine.group_size = kc->group_size;
         break;
     }
     case VQ_KEY_TURBO:
     case VQ_KEY_TURBO_RVQ: {
         const bool rvq = kc->method == VQ_KEY_TURBO_RVQ;
-        DLTensor *i1 = bc_new(&pool, &t[1], BC_U8, 4, B, H, S, D), *s1 = bc_new(&pool, &t[2], BC_F32, 3, B, H, S, 0);
-        DLTensor *i2 = bc_new(&pool, &t[3], BC_U8, 4, B, H, S, D), *s2 = bc_new(&pool, &t[4], BC_F32, 3, B, H, S, 0);
-        DLTensor *p1 = bc_new(&pool, &t[5], BC_U32, 4, B, H, S, (D * kc->bits + 31) / 32);
-        DLTensor *p2 = bc_new(&pool, &t[6], BC_U32, 4, B, H, S, (D * (rvq ? kc->bits2 : 1) + 31) / 32);
+        DLTensor *i1 = bc_new(pool, &t[1], BC_U8, 4, B, H, S, D), *s1 = bc_new(pool, &t[2], BC_F32, 3, B, H, S, 0);
+        DLTensor *i2 = bc_new(pool, &t[3], BC_U8, 4, B, H, S, D), *s2 = bc_new(pool, &t[4], BC_F32, 3, B, H, S, 0);
+        DLTensor *p1 = bc_new(pool, &t[5], BC_U32, 4, B, H, S, (D * kc->bits + 31) / 32);
+        DLTensor *p2 = bc_new(pool, &t[6], BC_U32, 4, B, H, S, (D * (rvq ? kc->bits2 : 1) + 31) / 32);
         const vq_turboquant_opts o = {.norm_correct = kc->norm_correct};
         if (rvq) check(ctx, vq_turboquant_rvq_encode(ctx, k, diag, kc->bits, kc->bits2, i1, s1, i2, s2), "raw keys");
         else check(ctx, vq_turboquant_hadamard_quantize(ctx, k, diag, kc->bits, i1, s1, &o), "raw keys");
         check(ctx, vq_bit_pack(ctx, i1, kc->bits, p1), "raw pack");
         if (rvq) check(ctx, vq_bit_pack(ctx, i2, kc->bits2, p2), "raw pack");
         if (rvq) {
-            ek.format = VQ_KEYS_TURBO_RVQ;
-            ek.rvq.idx1 = p1, ek.rvq.scale1 = s1, ek.rvq.idx2 = p2, ek.rvq.scale2 = s2, ek.rvq.diag = diag;
-            ek.rvq.b1 = kc->bits, ek.rvq.b2 = kc->bits2;
+            r->ek.format = VQ_KEYS_TURBO_RVQ;
+            r->ek.rvq.idx1 = p1, r->ek.rvq.scale1 = s1, r->ek.rvq.idx2 = p2, r->ek.rvq.scale2 = s2;
+            r->ek.rvq.diag = diag, r->ek.rvq.b1 = kc->bits, r->ek.rvq.b2 = kc->bits2;
         } else {
-            ek.format = VQ_KEYS_TURBO;
-            ek.turbo.idx = p1, ek.turbo.scale = s1, ek.turbo.diag = diag, ek.turbo.bits = kc->bits;
+            r->ek.format = VQ_KEYS_TURBO;
+            r->ek.turbo.idx = p1, r->ek.turbo.scale = s1, r->ek.turbo.diag = diag, r->ek.turbo.bits = kc->bits;
         }
         break;
     }
-    default: bc_pool_free(&pool); return -1.0;
+    default: bc_pool_free(pool); return false;
     }
     switch (vc->method) {
-    case VQ_VALUE_F16: ev = vq_plain_values(v); break;
+    case VQ_VALUE_F16: r->ev = vq_plain_values(v); break;
     case VQ_VALUE_KIVI: {
-        DLTensor *codes = bc_new(&pool, &t[7], BC_U8, 4, B, H, S, D * vc->bits / 8);
-        DLTensor *sc = bc_new(&pool, &t[8], BC_F16, 4, B, H, S, D / vc->group_size);
-        DLTensor *z = bc_new(&pool, &t[9], BC_F16, 4, B, H, S, D / vc->group_size);
+        DLTensor *codes = bc_new(pool, &t[7], BC_U8, 4, B, H, S, D * vc->bits / 8);
+        DLTensor *sc = bc_new(pool, &t[8], BC_F16, 4, B, H, S, D / vc->group_size);
+        DLTensor *z = bc_new(pool, &t[9], BC_F16, 4, B, H, S, D / vc->group_size);
         check(ctx, vq_affine_quantize_values(ctx, v, vc->bits, vc->group_size, codes, sc, z), "raw values");
-        ev.format = VQ_VALUES_AFFINE;
-        ev.affine.codes = codes, ev.affine.scale = sc, ev.affine.zero = z, ev.affine.bits = vc->bits;
-        ev.affine.group_size = vc->group_size;
+        r->ev.format = VQ_VALUES_AFFINE;
+        r->ev.affine.codes = codes, r->ev.affine.scale = sc, r->ev.affine.zero = z, r->ev.affine.bits = vc->bits;
+        r->ev.affine.group_size = vc->group_size;
         break;
     }
     case VQ_VALUE_TURBO: {
-        DLTensor *i1 = bc_new(&pool, &t[7], BC_U8, 4, B, H, S, D), *s1 = bc_new(&pool, &t[8], BC_F32, 3, B, H, S, 0);
-        DLTensor *p1 = bc_new(&pool, &t[9], BC_U32, 4, B, H, S, (D * vc->bits + 31) / 32);
+        DLTensor *i1 = bc_new(pool, &t[7], BC_U8, 4, B, H, S, D), *s1 = bc_new(pool, &t[8], BC_F32, 3, B, H, S, 0);
+        DLTensor *p1 = bc_new(pool, &t[9], BC_U32, 4, B, H, S, (D * vc->bits + 31) / 32);
         check(ctx, vq_turboquant_hadamard_quantize(ctx, v, diag, vc->bits, i1, s1, NULL), "raw values");
         check(ctx, vq_bit_pack(ctx, i1, vc->bits, p1), "raw pack");
-        ev.format = VQ_VALUES_TURBO;
-        ev.turbo.idx = p1, ev.turbo.scale = s1, ev.turbo.diag = diag, ev.turbo.bits = vc->bits;
+        r->ev.format = VQ_VALUES_TURBO;
+        r->ev.turbo.idx = p1, r->ev.turbo.scale = s1, r->ev.turbo.diag = diag, r->ev.turbo.bits = vc->bits;
         break;
     }
-    default: bc_pool_free(&pool); return -1.0;
+    default: bc_pool_free(pool); return false;
     }
-    const float scale = 1.0f / sqrtf((float)D);
-    double ts[64];
-    for (int r = -2; r < repeats; r++) {
+    return true;
+}
+
+/* The raw kernel, timed as the cache is: one call per layer, each layer its
+ * own copy of the tokens (so both stream the same bytes through the caches
+ * of the machine), per layer median. kl/vl: the f16 tokens of each layer
+ * (f16 methods read them directly). -1 when not measured. */
+static double raw_kernel(vq_ctx *ctx, bool cuda, const vq_cache_layer_config *lc, DLTensor *const *kl,
+                         DLTensor *const *vl, int L, const DLTensor *q, DLTensor *out, int repeats)
+{
+    bc_raw *raw = calloc((size_t)L, sizeof *raw);
+    int ok = 0;
+    while (ok < L && raw_encode(ctx, cuda, lc, kl[ok], vl[ok], &raw[ok])) ok++;
+    double ts[64], res = -1.0;
+    const float scale = 1.0f / sqrtf((float)kl[0]->shape[3]);
+    for (int r = -2; ok == L && r < repeats; r++) {
         const double t0 = vqb_now();
-        const vq_status s = vq_fused_sdpa(ctx, q, &ek, &ev, scale, NULL, out, NULL);
+        vq_status s = VQ_OK;
+        for (int l = 0; l < L && s == VQ_OK; l++)
+            s = vq_fused_sdpa(ctx, q, &raw[l].ek, &raw[l].ev, scale, NULL, out, NULL);
         check(ctx, vq_ctx_synchronize(ctx), "synchronize");
-        if (s != VQ_OK) { /* a combination this backend's kernels do not run */
-            bc_pool_free(&pool);
-            return -1.0;
-        }
-        if (r >= 0) ts[r] = vqb_now() - t0;
+        if (s != VQ_OK) break; /* a combination this backend's kernels do not run */
+        if (r >= 0) ts[r] = (vqb_now() - t0) / (double)L;
+        if (r == repeats - 1) res = median(ts, repeats);
     }
-    bc_pool_free(&pool);
-    return median(ts, repeats);
+    for (int l = 0; l < ok; l++) bc_pool_free(&raw[l].pool);
+    free(raw);
+    return res;
 }
 
 typedef struct bc_result {
@@ -266,11 +287,16 @@ static bc_result run_one(vq_ctx *ctx, const bc_opts *o, const char *method, int6
     uint16_t *host = malloc(n * 2);
     fill_f16(host, n, 42);
     bc_pool pool = {.cuda = cuda};
-    bc_tensor tk, tv, tq, to, t1k, t1v;
-    DLTensor *K = bc_new(&pool, &tk, BC_F16, 4, B, H, S, D), *V = bc_new(&pool, &tv, BC_F16, 4, B, H, S, D);
-    bc_upload(cuda, K->data, host, n * 2);
-    fill_f16(host, n, 43);
-    bc_upload(cuda, V->data, host, n * 2);
+    bc_tensor tk[8], tv[8], tq, to, t1k, t1v;
+    DLTensor *Kl[8], *Vl[8]; /* one copy per layer (the raw kernel's; the cache copies what it stores) */
+    for (int64_t l = 0; l < L; l++) {
+        Kl[l] = bc_new(&pool, &tk[l], BC_F16, 4, B, H, S, D), Vl[l] = bc_new(&pool, &tv[l], BC_F16, 4, B, H, S, D);
+        fill_f16(host, n, 42);
+        bc_upload(cuda, Kl[l]->data, host, n * 2);
+        fill_f16(host, n, 43);
+        bc_upload(cuda, Vl[l]->data, host, n * 2);
+    }
+    DLTensor *K = Kl[0], *V = Vl[0];
     DLTensor *Q = bc_new(&pool, &tq, BC_F16, 4, B, Hq, 1, D), *O = bc_new(&pool, &to, BC_F16, 4, B, Hq, 1, D);
     fill_f16(host, (size_t)(B * Hq * D), 44);
     bc_upload(cuda, Q->data, host, (size_t)(B * Hq * D) * 2);
@@ -319,7 +345,7 @@ static bc_result run_one(vq_ctx *ctx, const bc_opts *o, const char *method, int6
         }
         res.step = median(ts, (int)o->repeats);
         res.attend = median(ta, (int)o->repeats);
-        res.raw = raw_kernel(ctx, cuda, &lc, K, V, Q, O, (int)o->repeats);
+        res.raw = raw_kernel(ctx, cuda, &lc, Kl, Vl, (int)L, Q, O, (int)o->repeats);
         res.ok = true;
     }
     free(ids);
@@ -338,7 +364,7 @@ int vq_cmd_bench_cache(int argc, char **argv)
         {"skv", VQA_SIZES, &o.skv, 1, 1 << 20, "N,..", "tokens per sequence (default 4K,32K; cuda 4K,32K,128K)"},
         {"batch", VQA_SIZES, &o.batch, 1, 256, "B,..", "sequences per step (default 1; cuda 1,8)"},
         {"methods", VQA_STRING, &o.methods, .metavar = "P,..", .help = "presets (vq_cache_preset names)"},
-        {"layers", VQA_INT, &o.layers, 1, 64, "N", "layers per step"},
+        {"layers", VQA_INT, &o.layers, 1, 8, "N", "layers per step"},
         {"hkv", VQA_INT, &o.hkv, 1, 64, "N", "kv heads"},
         {"hq", VQA_INT, &o.hq, 1, 256, "N", "query heads (a multiple of hkv)"},
         {"dim", VQA_INT, &o.dim, 8, 256, "D", "head dim"},
