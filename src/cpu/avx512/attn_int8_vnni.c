@@ -42,33 +42,27 @@ VQ_INLINE void swap_stage(__m512i *x, int A, const __m512i idx0, const __m512i i
     }
 }
 
+/* The vpermt2d indices of the three stages (lo: register i, hi: register
+ * i | 1 << A), stage st swapping lane bit st: lo[l] = l & bb ? 16 + (l ^ bb) : l,
+ * hi[l] = l & bb ? 16 + l : l | bb with bb = 1 << st; and the natural token
+ * order of the transposed lanes, order[t] = (t >> 1) + 8 (t & 1). */
 typedef struct stage_idx {
-    __m512i lo[3], hi[3];
-    __m512i order; /* natural token order from the transposed lanes */
+    int32_t lo[3][16], hi[3][16], order[16];
 } stage_idx;
 
-static stage_idx make_stages(void)
-{
-    stage_idx s;
-    for (int st = 0; st < 3; st++) {
-        int32_t a[16], b[16];
-        const int bb = 1 << st;
-        for (int l = 0; l < 16; l++) {
-            a[l] = (l & bb) ? 16 + (l ^ bb) : l;
-            b[l] = (l & bb) ? 16 + l : (l | bb);
-        }
-        s.lo[st] = _mm512_loadu_si512(a);
-        s.hi[st] = _mm512_loadu_si512(b);
-    }
-    int32_t o[16];
-    for (int t = 0; t < 16; t++) o[t] = (t >> 1) + 8 * (t & 1);
-    s.order = _mm512_loadu_si512(o);
-    return s;
-}
+static const stage_idx stages = {
+    .lo = {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+           {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+           {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}},
+    .hi = {{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31},
+           {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+           {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}},
+    .order = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15},
+};
 
 /* 16 tokens (n of them valid) x RB rows; NA accumulators per row. */
 VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
-                           const float *dz, float *s, int64_t lds, const stage_idx *si)
+                           const float *dz, float *s, int64_t lds)
 {
     const int K = 8 / bits, NA = RB == 1 ? 4 : RB == 2 ? 2 : 1;
     const int64_t P = D / K, NC = D * bits / 256;
@@ -79,7 +73,8 @@ VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *co
     for (int64_t k = 0; k < NC; k++) {
         __m512i x[8];
         for (int i = 0; i < 8; i++) x[i] = load_pair(codes, ldc, 32 * k, i, n);
-        for (int st = 0; st < 3; st++) swap_stage(x, st, si->lo[st], si->hi[st]);
+        for (int st = 0; st < 3; st++)
+            swap_stage(x, st, _mm512_loadu_si512(stages.lo[st]), _mm512_loadu_si512(stages.hi[st]));
         for (int w = 0; w < 8; w++)
             for (int m = 0; m < K; m++) {
                 const __m512i e = _mm512_and_si512(m ? _mm512_srli_epi32(x[w], m * bits) : x[w], mask);
@@ -95,7 +90,7 @@ VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *co
     for (int r = 0; r < RB; r++) {
         __m512i t = acc[r][0];
         for (int a = 1; a < NA; a++) t = _mm512_add_epi32(t, acc[r][a]);
-        t = _mm512_permutexvar_epi32(si->order, t);
+        t = _mm512_permutexvar_epi32(_mm512_loadu_si512(stages.order), t);
         const __m512 v = _mm512_fmadd_ps(_mm512_set1_ps(dz[2 * r]), _mm512_cvtepi32_ps(t), _mm512_set1_ps(dz[2 * r + 1]));
         _mm512_mask_storeu_ps(s + r * lds, valid, v);
     }
@@ -104,7 +99,6 @@ VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *co
 static void affine_qk8_vnni(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                             const float *dz, float *s, int64_t lds)
 {
-    const stage_idx si = make_stages();
     for (int r0 = 0; r0 < R; r0 += 4) {
         const int rb = R - r0 < 4 ? R - r0 : 4;
         const int8_t *x = xq + r0 * D;
@@ -114,7 +108,7 @@ static void affine_qk8_vnni(int R, int n, int64_t D, int bits, const uint8_t *co
             const uint8_t *cj = codes + j * ldc;
             float *sr = s + r0 * lds + j;
 #define VQ_CASE(B, RB) \
-    case B * 8 + RB: qk8_block16(B, RB, nb, D, cj, ldc, x, z, sr, lds, &si); break;
+    case B * 8 + RB: qk8_block16(B, RB, nb, D, cj, ldc, x, z, sr, lds); break;
             switch (bits * 8 + rb) {
                 VQ_CASE(2, 1) VQ_CASE(2, 2) VQ_CASE(2, 3) VQ_CASE(2, 4)
                 VQ_CASE(4, 1) VQ_CASE(4, 2) VQ_CASE(4, 3) VQ_CASE(4, 4)

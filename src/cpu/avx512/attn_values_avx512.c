@@ -215,8 +215,19 @@ static void codebook_pv_avx512(int R, int n, int64_t D, bool packed, const uint8
         cb_group(packed, R - r0 < 4 ? R - r0 : 4, n, D, idx, table, w + r0 * ldw, ldw, o + r0 * ldo, ldo);
 }
 
+/* f16 -> f32, 16 lanes per step and a masked tail (the per-block scales and
+ * zeros of KIVI caches). */
+static void cvt_f16_avx512(int64_t n, const uint16_t *src, float *dst)
+{
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+    }
+}
+
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k)
 {
+    k->cvt_f16 = cvt_f16_avx512;
     affine_pv_fallback = k->affine_pv;
     codebook_pv_fallback = k->codebook_pv;
     k->affine_pv = affine_pv_avx512;
