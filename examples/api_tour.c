@@ -70,7 +70,10 @@ int main(void)
 
     /* 1. A context: CPU, all cores, best instruction set (VQ_ISA caps it). */
     vq_ctx *ctx = NULL;
-    if (vq_ctx_create(NULL, &ctx) != VQ_OK) return 1;
+    if (vq_ctx_create(NULL, &ctx) != VQ_OK) { /* no ctx to hold the message: vq_last_error() has it */
+        fprintf(stderr, "%s\n", vq_last_error());
+        return 1;
+    }
 
     /* 2. Tensors are DLTensors over your memory. */
     vq_rng rng;

@@ -70,13 +70,18 @@
  *     limit are never read;
  *   - lse_out is NaN for a NaN row.
  * Codecs (section 3): non-finite inputs never crash or read out of bounds,
- * and codes stay in their range; the codes, scales and norms computed from
- * a group or row holding a non-finite element are otherwise unspecified.
+ * every code is written and stays in its range, and rows (groups, for KIVI
+ * keys) without a non-finite element get the codes they get alone; the
+ * codes, scales and norms of a row or group holding one are otherwise
+ * unspecified (tests/test_codecs_nonfinite.c, every ISA).
  * Trainers reject non-finite samples where stated.
  *
  * Errors: every function returns a vq_status. On failure no output byte is
  * written, nothing aborts, and vq_ctx_last_error() names the argument and the
- * expected vs actual value. Functions keep no pointer to their arguments after
+ * expected vs actual value (vq_last_error() holds the same sentence for the
+ * calling thread, and is where vq_ctx_create, which has no context yet,
+ * explains itself). Messages spell dtypes f32, f16, bf16, u8, ... and
+ * devices cpu, cuda:0. Functions keep no pointer to their arguments after
  * they return.
  *
  * Threads: a context may be used by one thread at a time. Different contexts

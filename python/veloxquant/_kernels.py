@@ -40,6 +40,7 @@ __all__ = [
 
 _RABITQ_SCORE = {"hamming": 0, "exact": 1}
 _RABITQ_MAG = {"l1": 0, "unbiased": 1}
+_KEY_SCORES = {"auto": 0, "f32": 1, "int8": 2}
 
 
 def _shape(x, name):
@@ -334,19 +335,23 @@ def rabitq_prefill_attend(q, scale, k_bits, k_mag, k_const, v_idx, v_cents, *, v
 # ---- group-affine attention --------------------------------------------------------
 
 def scalar_fused_decode_attend(q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, scale, nsg=4,
-                               *, bits=0, causal=False, lse_out=None, out=None):
+                               *, bits=0, causal=False, key_scores="auto", lse_out=None, out=None):
     """Attention straight over a KIVI group-affine cache.
 
     q [B,Hq,Sq,D] f16/f32, k_codes/v_codes [B,Hkv,Skv,D] u8 (or bit-packed
     [.., D*bits/8]), k_scale/k_zero [B,Hkv,ceil(Skv/g),D] f32/f16, v_scale/v_zero
     [B,Hkv,Skv,ceil(D/g)] f32/f16; k_hat = code*scale + zero decoded in
     registers. ``nsg`` splits of the kv axis (1..32, 0 = automatic); ``bits``
-    the packed code width (0 = detect). Returns [B,Hq,Sq,D] in q's dtype.
-    D <= 256; q must be 4-D."""
+    the packed code width (0 = detect). ``key_scores`` 'auto' (int8 query
+    dots for 2/4-bit codes with D*bits % 256 == 0: score error at most
+    max|scale q k_scale| / 254 per unit of code, see vq_key_scores), 'f32'
+    (float dots, ~1e-6) or 'int8' (CPU; CUDA uses its own 22-bit query).
+    Returns [B,Hq,Sq,D] in q's dtype. D <= 256; q must be 4-D."""
     ad = adapter(q)
     out = _new(out, ad, _shape(q, "q"), ad.dtype(q), q)
     _vq.scalar_fused_decode_attend(ad.ctx(q), q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
-                                   scale, nsg, out, causal, bits, lse_out)
+                                   scale, nsg, out, causal, bits, lse_out,
+                                   _code(_KEY_SCORES, key_scores, "key_scores"))
     return out
 
 
