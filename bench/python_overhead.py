@@ -53,7 +53,7 @@ def cases(mk):
     rows.append(("scalar_fused_decode_attend Skv=1 D=64 (7 tensors)",
                  lambda: vq.scalar_fused_decode_attend(*args, 1, bits=4, out=out),
                  lambda: vq.scalar_fused_decode_attend(*args, 1, bits=4),
-                 lambda: _vq.scalar_fused_decode_attend(ctx, *args, 1, out, False, 4, None)))
+                 lambda: _vq.scalar_fused_decode_attend(ctx, *args, 1, out, False, 4, None, 0)))
     k, v = mk(np.zeros((B, H, S, D), np.float32)), mk(np.zeros((B, H, S, D), np.float32))
     rows.append(("fused_sdpa plain Skv=1 D=64",
                  lambda: vq.fused_sdpa(q, k, v, 0.125, out=out),

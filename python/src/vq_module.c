@@ -18,28 +18,24 @@
  * DLManagedTensor (the DLPack rule for an unconsumed capsule). The library
  * keeps no pointer after it returns (include/veloxquant.h, Conventions).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "vq_module.h"
 
 #include <string.h>
-
-#include <veloxquant.h>
 
 /* ---- errors ------------------------------------------------------------- */
 
 /* Exception classes indexed by vq_status, registered by the Python layer
  * (veloxquant/_errors.py) through _set_error_classes(). */
-#define VQ_N_STATUS 8
 static PyObject *g_errors[VQ_N_STATUS];
 
 /* The class raised by the binding itself for an argument it cannot convert
  * (no __dlpack__, a non-integer where an int is expected). */
-static PyObject *invalid_argument_class(void)
+PyObject *invalid_argument_class(void)
 {
     return g_errors[VQ_ERR_INVALID_ARGUMENT] ? g_errors[VQ_ERR_INVALID_ARGUMENT] : PyExc_ValueError;
 }
 
-static PyObject *raise_status(vq_status s, const char *msg)
+PyObject *raise_status(vq_status s, const char *msg)
 {
     PyObject *cls = (s > 0 && s < VQ_N_STATUS && g_errors[s]) ? g_errors[s] : PyExc_RuntimeError;
     PyObject *exc = PyObject_CallFunction(cls, "s", msg && *msg ? msg : vq_status_string(s));
@@ -52,18 +48,7 @@ static PyObject *raise_status(vq_status s, const char *msg)
 
 /* ---- argument conversion ------------------------------------------------ */
 
-#define MAX_TENSORS 24
-
-/* The tensors of one call: each slot's DLTensor is a copy of the producer's,
- * and caps[i] the capsule keeping its memory alive (NULL for a capsule that
- * the caller passed in itself, which stays the caller's). */
-typedef struct args {
-    DLTensor t[MAX_TENSORS];
-    PyObject *caps[MAX_TENSORS];
-    int n;
-} args;
-
-static void args_release(args *a)
+void args_release(args *a)
 {
     for (int i = 0; i < a->n; i++) Py_XDECREF(a->caps[i]);
     a->n = 0;
@@ -88,7 +73,7 @@ static PyObject *export_capsule(PyObject *o)
 /* Converts o (capsule, object with __dlpack__, or None when optional) into the
  * next tensor slot of a; *out is NULL for None. Returns 0, or -1 with an
  * exception set. */
-static int tensor_arg(args *a, PyObject *o, const char *name, int optional, DLTensor **out)
+int tensor_arg(args *a, PyObject *o, const char *name, int optional, DLTensor **out)
 {
     if (o == Py_None) {
         if (optional) {
@@ -148,7 +133,7 @@ static int bad_scalar(PyObject *o, const char *name, const char *expected)
     return -1;
 }
 
-static int int_arg(PyObject *o, const char *name, int *out)
+int int_arg(PyObject *o, const char *name, int *out)
 {
     long v = PyLong_AsLong(o);
     if (v == -1 && PyErr_Occurred()) return bad_scalar(o, name, "an int");
@@ -160,7 +145,7 @@ static int int_arg(PyObject *o, const char *name, int *out)
     return 0;
 }
 
-static int i64_arg(PyObject *o, const char *name, int64_t *out)
+int i64_arg(PyObject *o, const char *name, int64_t *out)
 {
     long long v = PyLong_AsLongLong(o);
     if (v == -1 && PyErr_Occurred()) return bad_scalar(o, name, "an int");
@@ -168,7 +153,7 @@ static int i64_arg(PyObject *o, const char *name, int64_t *out)
     return 0;
 }
 
-static int u64_arg(PyObject *o, const char *name, uint64_t *out)
+int u64_arg(PyObject *o, const char *name, uint64_t *out)
 {
     unsigned long long v = PyLong_AsUnsignedLongLongMask(o);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) return bad_scalar(o, name, "an int");
@@ -176,7 +161,7 @@ static int u64_arg(PyObject *o, const char *name, uint64_t *out)
     return 0;
 }
 
-static int float_arg(PyObject *o, const char *name, float *out)
+int float_arg(PyObject *o, const char *name, float *out)
 {
     double v = PyFloat_AsDouble(o);
     if (v == -1.0 && PyErr_Occurred()) return bad_scalar(o, name, "a float");
@@ -184,7 +169,7 @@ static int float_arg(PyObject *o, const char *name, float *out)
     return 0;
 }
 
-static int bool_arg(PyObject *o, const char *name, bool *out)
+int bool_arg(PyObject *o, const char *name, bool *out)
 {
     int v = PyObject_IsTrue(o);
     if (v < 0) return -1;
@@ -194,14 +179,14 @@ static int bool_arg(PyObject *o, const char *name, bool *out)
 
 /* ---- contexts ------------------------------------------------------------- */
 
-static const char CTX_CAPSULE[] = "veloxquant.ctx";
+const char CTX_CAPSULE[] = "veloxquant.ctx";
 
 static void ctx_capsule_free(PyObject *cap)
 {
     vq_ctx_free(PyCapsule_GetPointer(cap, CTX_CAPSULE));
 }
 
-static int ctx_arg(PyObject *o, vq_ctx **out)
+int ctx_arg(PyObject *o, vq_ctx **out)
 {
     *out = PyCapsule_GetPointer(o, CTX_CAPSULE);
     return *out ? 0 : -1;
@@ -368,33 +353,6 @@ static PyObject *py_fused_sdpa_supports_shape(PyObject *self, PyObject *const *a
 }
 
 /* ---- kernel wrappers ------------------------------------------------------- */
-
-/* Each wrapper: check the count, convert every argument (T tensor, TO optional
- * tensor, I int, F float, B bool), call with the GIL released, then DONE. */
-#define BEGIN(nargs, fname)                                                                        \
-    vq_ctx *ctx;                                                                                   \
-    args A;                                                                                        \
-    A.n = 0;                                                                                       \
-    vq_status st;                                                                                  \
-    if (n != (nargs)) return PyErr_Format(PyExc_TypeError, fname " takes %d arguments (%zd given)", \
-                                          (int)(nargs), n);                                        \
-    if (ctx_arg(a[0], &ctx)) return NULL
-#define T(i, name, var)  DLTensor *var; if (tensor_arg(&A, a[i], name, 0, &var)) goto fail
-#define TO(i, name, var) DLTensor *var; if (tensor_arg(&A, a[i], name, 1, &var)) goto fail
-#define I(i, name, var)  int var; if (int_arg(a[i], name, &var)) goto fail
-#define I64(i, name, var) int64_t var; if (i64_arg(a[i], name, &var)) goto fail
-#define U64(i, name, var) uint64_t var; if (u64_arg(a[i], name, &var)) goto fail
-#define F(i, name, var)  float var = 0; if (float_arg(a[i], name, &var)) goto fail
-#define B(i, name, var)  bool var; if (bool_arg(a[i], name, &var)) goto fail
-#define CALL(expr) Py_BEGIN_ALLOW_THREADS st = (expr); Py_END_ALLOW_THREADS
-#define DONE                                                                                       \
-    args_release(&A);                                                                              \
-    if (st != VQ_OK) return raise_status(st, vq_ctx_last_error(ctx));                              \
-    Py_RETURN_NONE;                                                                                \
-fail:                                                                                              \
-    args_release(&A);                                                                              \
-    return NULL
-#define WRAP(name) static PyObject *py_##name(PyObject *self, PyObject *const *a, Py_ssize_t n)
 
 WRAP(bit_pack) {
     BEGIN(4, "bit_pack"); T(1, "idx", idx); I(2, "bits", bits); T(3, "out", out);
@@ -652,13 +610,13 @@ WRAP(attention_merge) {
     CALL(vq_attention_merge(ctx, oa, la, ob, lb, out, lo)); DONE;
 }
 /* scalar_fused_decode_attend(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
- *                            scale, nsg, out, causal, bits, lse_out) */
+ *                            scale, nsg, out, causal, bits, lse_out, key_scores) */
 WRAP(scalar_fused_decode_attend) {
-    BEGIN(15, "scalar_fused_decode_attend"); T(1, "q", q); T(2, "k_codes", kc); T(3, "k_scale", ks);
+    BEGIN(16, "scalar_fused_decode_attend"); T(1, "q", q); T(2, "k_codes", kc); T(3, "k_scale", ks);
     T(4, "k_zero", kz); T(5, "v_codes", vc); T(6, "v_scale", vs); T(7, "v_zero", vz); I(8, "group_size", g);
     F(9, "scale", sc); I(10, "nsg", nsg); T(11, "out", out); B(12, "causal", causal); I(13, "bits", bits);
-    TO(14, "lse_out", lse);
-    vq_scalar_attend_opts o = {.causal = causal, .bits = bits, .lse_out = lse};
+    TO(14, "lse_out", lse); I(15, "key_scores", ksc);
+    vq_scalar_attend_opts o = {.causal = causal, .bits = bits, .lse_out = lse, .key_scores = (vq_key_scores)ksc};
     CALL(vq_scalar_fused_decode_attend(ctx, q, kc, ks, kz, vc, vs, vz, g, sc, nsg, out, &o)); DONE;
 }
 static PyObject *rabitq_attend(PyObject *const *a, Py_ssize_t n, int prefill)
@@ -721,7 +679,8 @@ PyMODINIT_FUNC PyInit__vq(void)
     if (!g_str_dlpack) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddIntConstant(m, "BACKEND_CPU", VQ_BACKEND_CPU) < 0 ||
+    if (PyModule_AddFunctions(m, vq_cache_methods) < 0 ||
+        PyModule_AddIntConstant(m, "BACKEND_CPU", VQ_BACKEND_CPU) < 0 ||
         PyModule_AddIntConstant(m, "BACKEND_CUDA", VQ_BACKEND_CUDA) < 0) {
         Py_DECREF(m);
         return NULL;

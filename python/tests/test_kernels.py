@@ -247,19 +247,32 @@ def test_rabitq_prefill_attend(fw, rng):
 
 @pytest.mark.parametrize("qdt", [np.float32, np.float16])
 @pytest.mark.parametrize("Skv,Sq,causal", [(1, 1, False), (97, 1, False), (40, 5, True)])
-def test_scalar_fused_decode_attend(fw, rng, qdt, Skv, Sq, causal):
+@pytest.mark.parametrize("key_scores", ["f32", "auto"])
+def test_scalar_fused_decode_attend(fw, rng, qdt, Skv, Sq, causal, key_scores):
     B, Hq, Hkv, D, g, bits = 2, 4, 2, 64, 32, 4
     k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
     v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
     q = rng.standard_normal((B, Hq, Sq, D)).astype(qdt)
     kc, ks, kz = vq.affine_quantize_keys(fw(k), bits, g, packed=True)
     vc, vs, vz = vq.affine_quantize_values(fw(v), bits, g, packed=True)
-    out = vq.scalar_fused_decode_attend(fw(q), kc, ks, kz, vc, vs, vz, g, 1 / math.sqrt(D), causal=causal)
+    scale = 1 / math.sqrt(D)
+    out = vq.scalar_fused_decode_attend(fw(q), kc, ks, kz, vc, vs, vz, g, scale, causal=causal,
+                                        key_scores=key_scores)
     assert out.dtype == fw(q).dtype
     k_hat = np_(vq.affine_dequantize_keys(kc, ks, kz, bits, g))
     v_hat = np_(vq.affine_dequantize_values(vc, vs, vz, bits, g, head_dim=D))
-    want = ref.attention(q, k_hat, v_hat, 1 / math.sqrt(D), causal=causal)
+    want = ref.attention(q, k_hat, v_hat, scale, causal=causal)
     tol = (EPS16 * 4 if qdt == np.float16 else 1e-5) * np.abs(v_hat).max()
+    if key_scores == "auto":
+        # int8 query dots (4-bit codes, D*bits % 256 == 0): each score is off by at
+        # most eps = max_c |scale q_c k_scale_c| / 254 * sum_c code_c (header,
+        # vq_key_scores); the softmax then moves an output by at most
+        # (exp(2 eps) - 1) * max|v_hat - out| of its channel
+        codes = np_(vq.affine_dequantize_keys(kc, np.ones_like(np_(ks)), np.zeros_like(np_(kz)), bits, g))
+        x = np.abs(scale * q.astype(np.float64)[:, :, :, None, :] *
+                   np.repeat(np_(ks).astype(np.float64), Hq // Hkv, 1)[:, :, None, :, :]).max(-1)  # [B,Hq,Sq,G]
+        eps = (x.max(-1) / 254 * np.repeat(codes.sum(-1), Hq // Hkv, 1).max(-1)[:, :, None]).max()
+        tol += (math.exp(2 * eps) - 1) * 2 * np.abs(v_hat).max()
     assert np.abs(np_(out).astype(np.float64) - want).max() < tol
 
 

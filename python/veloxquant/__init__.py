@@ -13,6 +13,9 @@ from ._errors import (VeloxQuantError, InvalidArgumentError, UnsupportedError, B
 from ._runtime import set_num_threads, get_num_threads, isa
 from ._keys import (PlainKeys, TurboKeys, EncodedVector, TurboRVQKeys, AffineKeys, RaBitQKeys, QJLKeys, PQKeys,
                     CommVQKeys, PlainValues, AffineValues, CodebookValues, TurboValues)
+from ._cache import KVCache, LayerConfig, presets
+from ._quantizers import (KIVIQuantizer, TurboQuantizer, RaBitQQuantizer, QJLQuantizer, VecInferQuantizer,
+                          CommVQQuantizer)
 from ._kernels import *  # noqa: F401,F403  (the seed's functions and the rest of the C API)
 from ._kernels import __all__ as _kernel_names
 
@@ -24,4 +27,15 @@ __all__ = [
     "set_num_threads", "get_num_threads", "isa",
     "PlainKeys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "AffineKeys", "RaBitQKeys", "QJLKeys", "PQKeys",
     "CommVQKeys", "PlainValues", "AffineValues", "CodebookValues", "TurboValues",
-] + list(_kernel_names)
+    "KVCache", "LayerConfig", "presets",
+    "KIVIQuantizer", "TurboQuantizer", "RaBitQQuantizer", "QJLQuantizer", "VecInferQuantizer", "CommVQQuantizer",
+]
+
+
+def __getattr__(name):
+    # veloxquant.hf imports torch and transformers: only when asked for
+    if name in ("hf", "patch_transformers_for_fused_sdpa"):
+        import importlib
+        hf = importlib.import_module(".hf", __name__)
+        return hf if name == "hf" else hf.install
+    raise AttributeError(f"module 'veloxquant' has no attribute {name!r}") + list(_kernel_names)

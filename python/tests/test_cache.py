@@ -1,0 +1,187 @@
+"""KVCache (vq_cache) from Python: every preset runs; the f16 and KIVI caches
+against float64 references built from the codec functions; sequences (fork,
+truncate, remove), memory report, errors that change nothing."""
+
+import math
+
+import numpy as np
+import pytest
+
+import veloxquant as vq
+from conftest import np_
+import ref
+
+
+def _kv(rng, n_seq, hkv, n, d):
+    return (rng.standard_normal((n_seq, hkv, n, d)).astype(np.float32),
+            rng.standard_normal((n_seq, hkv, n, d)).astype(np.float32))
+
+
+def _f16(x):
+    return x.astype(np.float16).astype(np.float64)
+
+
+def test_presets_listed():
+    names = [p["name"] for p in vq.presets()]
+    for want in ("f16", "kivi2", "kivi4", "turbo3", "rabitq", "qjl"):
+        assert want in names
+    lc = vq.LayerConfig.preset("kivi2", 64)
+    assert lc.key_method == "kivi" and lc.key_bits == 2 and lc.value_method == "kivi"
+    with pytest.raises(vq.InvalidArgumentError, match="nope"):
+        vq.LayerConfig.preset("nope", 64)
+
+
+@pytest.mark.parametrize("Sq,causal", [(1, False), (5, True)])
+def test_f16_cache_is_exact_attention(fw, rng, Sq, causal):
+    # two sequences of different lengths, GQA 3:1, appended in two steps
+    L, hkv, hq, d = 2, 2, 6, 64
+    c = vq.KVCache(L, hkv, d, n_q_heads=hq, method="f16")
+    s = [c.add_sequence(), c.add_sequence()]
+    k1, v1 = _kv(rng, 2, hkv, 37, d)
+    c.append(1, s, fw(k1), fw(v1))
+    k2, v2 = _kv(rng, 1, hkv, 11, d)
+    c.append(1, s[1:], fw(k2), fw(v2))
+    assert (c.length(s[0], 1), c.length(s[1], 1), c.length(s[0], 0)) == (37, 48, 0)
+    q = rng.standard_normal((2, hq, Sq, d)).astype(np.float32)
+    lse = fw.empty_poisoned((2, hq, Sq), np.float32)
+    out = c.attend(1, s, fw(q), causal=causal, lse_out=lse)
+    assert fw.is_native(out)
+    for i, (k, v) in enumerate([(k1[0:1], v1[0:1]), (np.concatenate([k1[1:2], k2], 2), np.concatenate([v1[1:2], v2], 2))]):
+        want = ref.attention(q[i:i + 1], _f16(k), _f16(v), 1 / math.sqrt(d), causal=causal)
+        assert np.abs(np_(out)[i:i + 1] - want).max() < 2e-5 * np.abs(v).max()
+    assert np.all(np.isfinite(np_(lse)))
+
+
+def test_kivi_cache_matches_the_codec_functions(rng):
+    # KIVI-2 keys per channel over groups of 32 tokens, values per token over
+    # 32 channels, f16 parameters, the incomplete group kept in f16: the cache
+    # must agree with the same pipeline built from the codec functions.
+    L, hkv, hq, d, n, g = 1, 2, 4, 64, 77, 32
+    c = vq.KVCache(L, hkv, d, n_q_heads=hq, method="kivi2")
+    s = c.add_sequence()
+    k, v = _kv(rng, 1, hkv, n, d)
+    for t in range(0, n, 10):  # token-chunk appends give the same cache as one append
+        c.append(0, [s], k[:, :, t:t + 10], v[:, :, t:t + 10])
+    q = rng.standard_normal((1, hq, 1, d)).astype(np.float32)
+    out = c.attend(0, [s], q)
+    n_enc = n // g * g
+    k16, v16 = k.astype(np.float16), v.astype(np.float16)
+    kc, ks, kz = vq.affine_quantize_keys(np.ascontiguousarray(k16[:, :, :n_enc]), 2, g, packed=True,
+                                         param_dtype="float16")
+    vc, vs, vz = vq.affine_quantize_values(np.ascontiguousarray(v16[:, :, :n_enc]), 2, g, packed=True,
+                                           param_dtype="float16")
+    k_hat = np.concatenate([vq.affine_dequantize_keys(kc, ks, kz, 2, g), k16[:, :, n_enc:]], 2)
+    v_hat = np.concatenate([vq.affine_dequantize_values(vc, vs, vz, 2, g, head_dim=d), v16[:, :, n_enc:]], 2)
+    want = ref.attention(q, k_hat, v_hat, 1 / math.sqrt(d))
+    assert np.abs(out - want).max() < 1e-3 * np.abs(v_hat).max()
+
+
+@pytest.mark.parametrize("preset", [p["name"] for p in vq.presets() if not p["needs_tables"]])
+def test_every_preset_runs_and_is_close(rng, preset):
+    # residual_tokens 16: the f16 window is merged with the pages
+    hkv, hq, d, n = 2, 4, 64, 300
+    k, v = _kv(rng, 1, hkv, n, d)
+    q = (2 * rng.standard_normal((1, hq, 1, d))).astype(np.float32)  # score std 2: a peaked softmax
+    want = ref.attention(q, k, v, 1 / math.sqrt(d))
+    c = vq.KVCache(1, hkv, d, n_q_heads=hq, method=preset, residual_tokens=16)
+    s = c.add_sequence()
+    c.append(0, [s], k, v)
+    out = c.attend(0, [s], q)
+    rel = np.linalg.norm(out - want) / np.linalg.norm(want)
+    m = c.memory()
+    assert m["tokens"] == n and m["sequences"] == 1 and m["total_bytes"] > 0
+    uniform = np.repeat(v.mean(2, keepdims=True), hq // hkv, 1)
+    rel_uniform = np.linalg.norm(uniform - want) / np.linalg.norm(want)
+    if preset == "f16":
+        assert rel < 1e-3, rel
+    elif preset.startswith(("rabitq", "qjl")):
+        # 1-bit keys at D = 64: the score estimate's noise is as large as the
+        # scores' spread, so only a sanity bound (a wrong scale or merge gives > 2)
+        assert rel < 1.5 * rel_uniform, (preset, rel, rel_uniform)
+    else:
+        # 2..4-bit keys still steer attention: closer than keyless attention
+        assert rel < rel_uniform, (preset, rel, rel_uniform)
+    # every token in the f16 window: the exact f16 attention, whatever the method
+    # (CommVQ and RaBitQ layers ignore the window: header, section 5)
+    c2 = vq.KVCache(1, hkv, d, n_q_heads=hq, method=preset, residual_tokens=n)
+    s2 = c2.add_sequence()
+    c2.append(0, [s2], k, v)
+    if preset.startswith(("commvq", "rabitq")):
+        assert c2.memory()["residual_bytes"] == 0
+    else:
+        assert c2.memory()["code_bytes"] == 0
+        want16 = ref.attention(q, _f16(k), _f16(v), 1 / math.sqrt(d))
+        assert np.abs(c2.attend(0, [s2], q) - want16).max() < 2e-5 * np.abs(v).max()
+
+
+def test_sequences_fork_truncate_remove(fw, rng):
+    hkv, d = 1, 32
+    c = vq.KVCache(1, hkv, d, method="f16")
+    a = c.add_sequence()
+    k, v = _kv(rng, 1, hkv, 40, d)
+    c.append(0, [a], fw(k), fw(v))
+    b = c.fork(a)
+    assert c.length(b, 0) == 40
+    c.truncate(b, 25)
+    assert (c.length(a, 0), c.length(b, 0)) == (40, 25)
+    q = rng.standard_normal((1, 1, 1, d)).astype(np.float32)
+    ob = np_(c.attend(0, [b], fw(q)))
+    want = ref.attention(q, _f16(k[:, :, :25]), _f16(v[:, :, :25]), 1 / math.sqrt(d))
+    assert np.abs(ob - want).max() < 2e-5 * 4
+    c.remove(b)
+    assert c.length(b, 0) == -1
+    with pytest.raises(vq.InvalidArgumentError, match=str(b)):
+        c.remove(b)
+
+
+def test_errors_change_nothing(fw, rng):
+    hkv, d = 2, 32
+    c = vq.KVCache(2, hkv, d, method="kivi4")
+    s = c.add_sequence()
+    k, v = _kv(rng, 1, hkv, 10, d)
+    c.append(0, [s], fw(k), fw(v))
+    bad = fw(rng.standard_normal((1, hkv, 10, d + 8)).astype(np.float32))
+    with pytest.raises(vq.InvalidArgumentError) as e:
+        c.append(0, [s], bad, bad)
+    assert "vq_cache_append" in str(e.value)
+    assert c.length(s, 0) == 10
+    with pytest.raises(vq.InvalidArgumentError, match="layer"):
+        c.append(5, [s], fw(k), fw(v))
+    out = fw.empty_poisoned((1, 2, 1, d), np.float32)
+    with pytest.raises(vq.InvalidArgumentError):
+        c.attend(0, [s + 100], fw(np.zeros((1, 2, 1, d), np.float32)), out=out)
+    assert np.all(np.isnan(np_(out)))
+    with pytest.raises(vq.InvalidArgumentError, match="head_dim|D"):
+        vq.KVCache(1, 1, 30)
+
+
+def test_per_layer_methods(rng):
+    c = vq.KVCache(3, 1, 64, layers=["f16", "kivi2", vq.LayerConfig.preset("turbo3", 64)], f16_layers=[1])
+    assert [c.layer_config(i).key_method for i in range(3)] == ["f16", "f16", "turbo"]
+
+
+def test_save_load_roundtrip(tmp_path, rng):
+    hkv, hq, d = 2, 4, 64
+    c = vq.KVCache(3, hkv, d, n_q_heads=hq, method="kivi4", residual_tokens=8)
+    a, b = c.add_sequence(), c.add_sequence()
+    k, v = _kv(rng, 2, hkv, 70, d)
+    for layer in range(3):
+        c.append(layer, [a, b], k, v)
+    q = rng.standard_normal((2, hq, 1, d)).astype(np.float32)
+    want = c.attend(2, [a, b], q)
+    path = tmp_path / "cache.vqc"
+    c.save(path)
+    for src in (path, c.save()):
+        c2 = vq.KVCache.load(src)
+        assert c2.n_layers == 3 and c2.length(b, 2) == 70
+        assert np.array_equal(c2.attend(2, [a, b], q), want)  # bit for bit
+    # one sequence into another cache of the same config (prompt reuse)
+    c3 = vq.KVCache(3, hkv, d, n_q_heads=hq, method="kivi4", residual_tokens=8)
+    s3 = c3.load_sequence(c.save(seq_id=b))
+    assert np.array_equal(c3.attend(2, [s3], q[1:]), want[1:])
+    bad = bytearray(c.save())
+    bad[len(bad) // 2] ^= 0xFF
+    with pytest.raises(vq.CorruptDataError):
+        vq.KVCache.load(bytes(bad))
+    with pytest.raises(vq.FileIOError):
+        vq.KVCache.load(tmp_path / "missing.vqc")

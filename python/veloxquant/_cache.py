@@ -1,0 +1,238 @@
+"""KVCache: the library's paged, multi-sequence compressed KV cache (vq_cache,
+section 5 of include/veloxquant.h) for Python arrays.
+
+A cache holds the keys and values of every layer of a model for many sequences,
+each layer compressed with its own key and value method (a preset name such as
+"kivi2", "turbo3", "rabitq", or an explicit :class:`LayerConfig`). Attention
+runs on the compressed pages and the f16 residual window, merged exactly; no
+dequantized copy of the cache is made.
+"""
+
+import dataclasses
+
+from . import _vq
+from ._errors import InvalidArgumentError
+from ._keys import ROPE_LAYOUTS, choice
+from ._runtime import CPU, CUDA, adapter, cpu_ctx, device_ctx
+
+__all__ = ["KVCache", "LayerConfig", "presets", "KEY_METHODS", "VALUE_METHODS"]
+
+KEY_METHODS = {"f16": 1, "kivi": 2, "turbo": 3, "turbo_rvq": 4, "rabitq": 5, "qjl": 6, "pq": 7, "commvq": 8}
+VALUE_METHODS = {"f16": 1, "kivi": 2, "codebook": 3, "turbo": 4}
+_RABITQ_SCORE = {"hamming": 0, "exact": 1}
+_RABITQ_MAG = {"l1": 0, "unbiased": 1}
+
+
+def _name(table, code):
+    for k, v in table.items():
+        if v == code:
+            return k
+    return code
+
+
+@dataclasses.dataclass
+class LayerConfig:
+    """The key and value method of one layer (vq_cache_layer_config). Tables
+    (codebook, smooth, cos_freqs, sin_freqs, value_centroids) are host f32
+    arrays, copied when the cache is created."""
+
+    key_method: str = "f16"
+    key_bits: int = 0
+    key_bits2: int = 0
+    key_group_size: int = 0
+    norm_correct: bool = False
+    rabitq_score: str = "hamming"
+    rabitq_mag: str = "l1"
+    qjl_sketch: int = 0
+    key_seed: int = 0
+    codebook: object = None
+    smooth: object = None
+    cos_freqs: object = None
+    sin_freqs: object = None
+    rope: str = "half"
+    value_method: str = "f16"
+    value_bits: int = 0
+    value_group_size: int = 0
+    value_centroids: object = None
+    value_seed: int = 0
+
+    @classmethod
+    def preset(cls, name, head_dim):
+        """The layer config of preset ``name`` at ``head_dim`` (tables empty)."""
+        return cls._from_tuple(_vq.cache_preset_layer_config(name, head_dim))
+
+    @classmethod
+    def _from_tuple(cls, t):
+        return cls(_name(KEY_METHODS, t[0]), t[1], t[2], t[3], bool(t[4]), _name(_RABITQ_SCORE, t[5]),
+                   _name(_RABITQ_MAG, t[6]), t[7], t[8], None, None, None, None, _name(ROPE_LAYOUTS, t[13]),
+                   _name(VALUE_METHODS, t[14]), t[15], t[16], None, t[18])
+
+    def _tuple(self):
+        return (choice(KEY_METHODS, self.key_method, "key_method"), self.key_bits, self.key_bits2,
+                self.key_group_size, self.norm_correct, choice(_RABITQ_SCORE, self.rabitq_score, "rabitq_score"),
+                choice(_RABITQ_MAG, self.rabitq_mag, "rabitq_mag"), self.qjl_sketch, self.key_seed, self.codebook,
+                self.smooth, self.cos_freqs, self.sin_freqs, choice(ROPE_LAYOUTS, self.rope, "rope"),
+                choice(VALUE_METHODS, self.value_method, "value_method"), self.value_bits, self.value_group_size,
+                self.value_centroids, self.value_seed)
+
+
+def presets():
+    """The cache presets: a list of dicts (name, description, key_bits,
+    value_bits per element all-in at head_dim 128, needs_tables)."""
+    return [dict(zip(("name", "description", "key_bits", "value_bits", "needs_tables"), p))
+            for p in _vq.cache_presets()]
+
+
+def _device_ctx(device):
+    """The context for a device given as 'cpu', 'cuda', 'cuda:N' or a torch.device."""
+    if device is None or str(device) == "cpu":
+        return cpu_ctx()
+    s = str(device)
+    if not s.startswith("cuda"):
+        raise InvalidArgumentError(f"argument 'device': {device!r}, expected 'cpu' or 'cuda[:N]'")
+    idx = int(s.split(":")[1]) if ":" in s else 0
+    stream = None
+    try:
+        import torch
+        if torch.cuda.is_available():
+            stream = torch.cuda.current_stream(idx).cuda_stream
+    except ImportError:
+        pass
+    return device_ctx(CUDA, idx, stream)
+
+
+class KVCache:
+    """A compressed KV cache for ``n_layers`` layers of ``n_kv_heads`` heads of
+    ``head_dim`` (D) channels.
+
+    Args:
+        method: a preset name for every layer ("f16", "kivi2", "kivi4",
+            "turbo3", "rvq22", "rabitq", "qjl", ...; see :func:`presets`).
+        layers: per-layer choice instead: a list of n_layers preset names or
+            :class:`LayerConfig` objects (overrides ``method``).
+        n_q_heads: query heads Hq (a multiple of Hkv; default Hkv).
+        f16_layers: layer indices kept uncompressed whatever the method.
+        page_size: tokens per page (a multiple of 32; 0 = 256).
+        capacity_pages, grow_pages: pages per layer at creation (0 = 64) and
+            added when full (0 = fixed capacity; default 64).
+        max_sequences: live sequences at most (0 = 256).
+        residual_tokens: newest tokens of every sequence kept in f16.
+        device: 'cpu' (default) or 'cuda[:N]' (the cache runs on torch's
+            current stream of that device at creation).
+
+    Arrays (k, v, q, out) are any DLPack arrays on the cache's device:
+    k, v [n_seq, Hkv, n, D] f16/f32, q/out [n_seq, Hq, Sq, D]; views with
+    outer strides (the last axis contiguous) are read in place.
+    """
+
+    def __init__(self, n_layers, n_kv_heads, head_dim, *, method="f16", layers=None, n_q_heads=None,
+                 f16_layers=None, page_size=0, capacity_pages=0, grow_pages=64, max_sequences=0,
+                 residual_tokens=0, device="cpu"):
+        self.n_layers, self.n_kv_heads, self.head_dim = int(n_layers), int(n_kv_heads), int(head_dim)
+        self.n_q_heads = int(n_q_heads) if n_q_heads is not None else self.n_kv_heads
+        self.device = str(device)
+        self._ctx = _device_ctx(device)
+        layer_tuples = None
+        if layers is not None:
+            layer_tuples = tuple((LayerConfig.preset(c, head_dim) if isinstance(c, str) else c)._tuple()
+                                 for c in layers)
+        self._cache = _vq.cache_create(self._ctx, self.n_layers, self.n_kv_heads, self.n_q_heads, self.head_dim,
+                                       page_size, capacity_pages, grow_pages, max_sequences, residual_tokens,
+                                       None if layers is not None else method, layer_tuples,
+                                       None if f16_layers is None else tuple(f16_layers))
+        self.method = method if layers is None else "per-layer"
+
+    def __repr__(self):
+        return (f"KVCache(method={self.method!r}, n_layers={self.n_layers}, n_kv_heads={self.n_kv_heads}, "
+                f"n_q_heads={self.n_q_heads}, head_dim={self.head_dim}, device={self.device!r})")
+
+    # ---- sequences ----
+
+    def add_sequence(self):
+        """Adds an empty sequence; returns its id (an int, never reused)."""
+        return _vq.cache_seq_add(self._cache)
+
+    def remove(self, seq_id):
+        """Removes a sequence; its pages return to the pool."""
+        _vq.cache_seq_remove(self._cache, seq_id)
+
+    def truncate(self, seq_id, n_tokens):
+        """Keeps the first n_tokens tokens of every layer of a sequence
+        (speculative-decoding rollback; see vq_cache_seq_truncate)."""
+        _vq.cache_seq_truncate(self._cache, seq_id, n_tokens)
+
+    def fork(self, seq_id):
+        """A new sequence holding the same tokens (pages shared copy-on-write);
+        returns its id."""
+        return _vq.cache_seq_fork(self._cache, seq_id)
+
+    def length(self, seq_id, layer=0):
+        """Tokens of ``layer`` of a sequence (-1 for an unknown id or layer)."""
+        return _vq.cache_seq_length(self._cache, seq_id, layer)
+
+    # ---- data ----
+
+    def append(self, layer, seq_ids, k, v, positions=None):
+        """Appends n tokens of ``layer`` to each sequence of ``seq_ids``:
+        k, v [len(seq_ids), Hkv, n, D] f16/f32 (f16 on CUDA); positions
+        [n_seq, n] i32 (CommVQ layers; None = current length + i)."""
+        _vq.cache_append(self._cache, layer, seq_ids, k, v, positions)
+
+    def attend(self, layer, seq_ids, q, *, scale=0.0, causal=False, lse_out=None, out=None):
+        """Attention of each sequence's queries q [n_seq, Hq, Sq, D] f16/f32 over
+        all its cached tokens of ``layer``; returns out (same shape, q's dtype,
+        allocated in q's framework unless given). ``scale`` 0 = 1/sqrt(D);
+        ``causal`` for Sq > 1 (the queries are each sequence's last Sq tokens);
+        ``lse_out`` [n_seq, Hq, Sq] f32 receives the log-sum-exps."""
+        if out is None:
+            ad = adapter(q)
+            out = ad.empty(tuple(q.shape), ad.dtype(q), q)
+        _vq.cache_attend(self._cache, layer, seq_ids, q, out, scale, causal, lse_out)
+        return out
+
+    # ---- persistence (vq_cache_save / vq_cache_load) ----
+
+    def save(self, path=None, seq_id=-1):
+        """Writes the whole cache (seq_id -1) or one sequence to ``path``
+        atomically; with path None returns the bytes instead."""
+        if path is None:
+            return _vq.cache_save_bytes(self._cache, seq_id)
+        _vq.cache_save(self._cache, seq_id, str(path))
+        return None
+
+    @classmethod
+    def load(cls, source, *, device="cpu"):
+        """A cache from a file path or bytes written by :meth:`save`, with its
+        sequences under their saved ids, on ``device``."""
+        self = cls.__new__(cls)
+        self._ctx = _device_ctx(device)
+        self._cache = _vq.cache_load(self._ctx, source if isinstance(source, bytes) else str(source))
+        self.device, self.method = str(device), "loaded"
+        n = 0
+        while True:  # the layer count: configs exist for layers [0, n_layers)
+            try:
+                _vq.cache_layer_config(self._cache, n)
+            except InvalidArgumentError:
+                break
+            n += 1
+        self.n_layers = n
+        self.n_kv_heads = self.n_q_heads = self.head_dim = None  # not stored by the C API's getters
+        return self
+
+    def load_sequence(self, source):
+        """Adds the one sequence of a sequence file/bytes (save(seq_id=...)) as a
+        new sequence of this cache (same config); returns its id."""
+        return _vq.cache_seq_load(self._cache, source if isinstance(source, bytes) else str(source))
+
+    # ---- inspection ----
+
+    def layer_config(self, layer):
+        """The resolved :class:`LayerConfig` of a layer (tables not returned)."""
+        return LayerConfig._from_tuple(_vq.cache_layer_config(self._cache, layer))
+
+    def memory(self):
+        """Memory report (vq_cache_memory_report) as a dict: code_bytes,
+        param_bytes, residual_bytes, table_bytes, slack_bytes, total_bytes,
+        tokens, sequences, bits_per_element, key_bits_per_element,
+        value_bits_per_element."""
+        return _vq.cache_memory(self._cache)

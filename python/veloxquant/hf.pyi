@@ -1,0 +1,25 @@
+# Type stubs of veloxquant.hf (the transformers integration).
+from typing import Any, Optional, Sequence, Tuple, Union
+
+import torch
+from transformers.cache_utils import Cache as _HFCache
+
+from . import KVCache, LayerConfig
+
+ATTENTION_NAME: str
+
+def attention(module: torch.nn.Module, query: torch.Tensor, key: Any, value: Any,
+              attention_mask: Optional[torch.Tensor], scaling: Optional[float] = None, dropout: float = 0.0,
+              **kwargs: Any) -> Tuple[torch.Tensor, None]: ...
+def install(model: Any) -> None: ...
+def uninstall(model: Any) -> None: ...
+
+class Cache(_HFCache):
+    vq: KVCache
+    seq_ids: list
+    def __init__(self, model: Any, method: str = "kivi2", *,
+                 layers: Optional[Sequence[Union[str, LayerConfig]]] = None,
+                 f16_layers: Optional[Sequence[int]] = None, residual_tokens: int = 128, page_size: int = 0,
+                 capacity_pages: int = 0, grow_pages: int = 64, max_sequences: int = 0,
+                 device: Any = None) -> None: ...
+    def memory(self) -> dict: ...
