@@ -1008,7 +1008,8 @@ typedef struct vq_cache_preset_info {
     const char *description;  /* one line: the methods and their parameters */
     double key_bits, value_bits; /* stored bits per element, all-in (codes + scales/norms), in the pages,
                                     at head_dim = 128 (the residual window is not counted) */
-    bool needs_tables;        /* PQ / CommVQ: codebooks must be passed in (layers[].keys.codebook) */
+    bool needs_tables;        /* PQ / CommVQ: codebooks must be passed in (layers[].keys.codebook, or
+                                 cfg->calibration) */
 } vq_cache_preset_info;
 
 /* Number of presets, and preset i (0 <= i < count; NULL otherwise). The
