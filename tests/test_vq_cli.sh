@@ -172,6 +172,8 @@ model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 text="$root/data/pride_and_prejudice.txt"
 expect 0 "usage: vq generate" generate --help
 expect 0 "usage: vq perplexity" perplexity --help
+expect 0 "usage: vq bench model" bench model --help
+expect 2 "--sink is not timed" bench model --sink 1
 expect 2 "one PROMPT argument" generate -m "$model"
 expect 2 "one text FILE" perplexity -m "$model"
 expect 2 "must be even" perplexity -m "$model" --ctx 63 "$text"
