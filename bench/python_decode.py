@@ -67,6 +67,8 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--hqq", action="store_true", help="also the HQQ backend of QuantizedCache")
+    ap.add_argument("--caches", default="dynamic,quanto,veloxquant",
+                    help="comma list of dynamic, quanto, hqq, veloxquant")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -79,12 +81,16 @@ def main():
     cfg = m.config
     kv_elems = cfg.num_hidden_layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 2
 
+    want = set(a.caches.split(",")) | ({"hqq"} if a.hqq else set())
+
     def caches():
-        yield "DynamicCache (f32)", lambda: transformers.DynamicCache()
-        backends = ["quanto"] + (["hqq"] if a.hqq else [])
-        for b in backends:
-            yield f"QuantizedCache ({b}, 2-bit)", lambda b=b: transformers.QuantizedCache(b, cfg, nbits=2)
-        yield "veloxquant kivi2", lambda: vq.hf.Cache(m, method="kivi2")
+        if "dynamic" in want:
+            yield "DynamicCache (f32)", lambda: transformers.DynamicCache()
+        for b in ("quanto", "hqq"):
+            if b in want:
+                yield f"QuantizedCache ({b}, 2-bit)", lambda b=b: transformers.QuantizedCache(b, cfg, nbits=2)
+        if "veloxquant" in want:
+            yield "veloxquant kivi2", lambda: vq.hf.Cache(m, method="kivi2")
 
     rows = []
     for name, make in caches():

@@ -957,7 +957,8 @@ typedef struct vq_value_config {
     int group_size;           /* KIVI: channels per group, divides D; 0 = 32 (or D if smaller) */
     const DLTensor *centroids;/* CODEBOOK: [n <= 16] f32 ascending, host, copied; NULL = the Lloyd-Max
                                  N(0,1) 4-bit table (vq_lloyd_max_codebook(4)) */
-    uint64_t seed;            /* TURBO random signs (0 = a fixed default; layer l uses seed + l) */
+    uint64_t seed;            /* TURBO random signs (0 = a fixed default; layer l draws them from
+                                 seed + l, xor a constant so they differ from the keys') */
 } vq_value_config;
 
 typedef struct vq_cache_layer_config {
@@ -979,9 +980,10 @@ typedef struct vq_cache_config {
     int residual_tokens;      /* R >= 0: newest tokens of every sequence kept in f16 (see above) */
     /* Methods: either a preset name (vq_cache_preset) used for every layer, or
      * explicit configs, layers[n_layers], which override preset when non-NULL.
-     * A preset that needs tables (vq_cache_preset_info.needs_tables) cannot be
-     * named here: fill a layer config with vq_cache_preset_layer_config, set its
-     * tables and pass it in layers. NULL preset and NULL layers = "f16". */
+     * A preset that needs tables (vq_cache_preset_info.needs_tables) can be
+     * named here only with a calibration (below); otherwise fill a layer
+     * config with vq_cache_preset_layer_config, set its tables and pass it in
+     * layers. NULL preset and NULL layers = "f16". */
     const char *preset;
     const vq_cache_layer_config *layers;
     const int *f16_layers;    /* layer indices stored as F16/F16 whatever the method (e.g. first and
@@ -1006,7 +1008,8 @@ typedef struct vq_cache_preset_info {
     const char *description;  /* one line: the methods and their parameters */
     double key_bits, value_bits; /* stored bits per element, all-in (codes + scales/norms), in the pages,
                                     at head_dim = 128 (the residual window is not counted) */
-    bool needs_tables;        /* PQ / CommVQ: codebooks must be passed in (layers[].keys.codebook) */
+    bool needs_tables;        /* PQ / CommVQ: codebooks must be passed in (layers[].keys.codebook, or
+                                 cfg->calibration) */
 } vq_cache_preset_info;
 
 /* Number of presets, and preset i (0 <= i < count; NULL otherwise). The
@@ -1015,8 +1018,9 @@ VQ_API int vq_cache_preset_count(void);
 VQ_API const vq_cache_preset_info *vq_cache_preset(int i);
 
 /* Fills *out with the layer config of preset `name` at head_dim (which picks
- * D-dependent parameters: QJL sketch 2*D, PQ subspaces D/4, KIVI value group
- * min(32, D)). Table pointers are left NULL.
+ * D-dependent parameters: QJL sketch 2*D, KIVI value group min(32, D); PQ
+ * and CommVQ take their sizes from the codebook). Table pointers are left
+ * NULL.
  * Errors (no ctx, so no message): VQ_ERR_INVALID_ARGUMENT (name or out
  * NULL, unknown name, head_dim < 8 or not a multiple of 8); *out is then
  * unchanged. */
@@ -1031,9 +1035,9 @@ VQ_API vq_status vq_cache_preset_layer_config(const char *name, int head_dim, vq
  * an unknown method or preset; bits, group sizes or head_dim outside what a
  * method takes; a table with the wrong shape/dtype/device (tables are host
  * memory), with the argument named, e.g. "cfg->layers[3].keys.codebook"),
- * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, a method the CUDA cache does
- * not run yet: see vq_cache_attend), VQ_ERR_OUT_OF_MEMORY. *out is NULL on
- * failure. */
+ * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, QJL keys and CODEBOOK values,
+ * which have no device encoder for their norms / scales yet),
+ * VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
 VQ_API vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out);
 
 /* Frees the cache and all its memory (waits for its queued device work on a
@@ -1081,8 +1085,9 @@ VQ_API vq_status vq_cache_seq_truncate(vq_cache *cache, int64_t seq_id, int64_t 
 
 /* Forks a sequence: the new sequence *dst_seq_id_out holds the same tokens of
  * every layer. Pages are shared copy-on-write (reference counted; a shared
- * page is copied the first time either sequence writes into it, which only
- * the partly filled last page ever is); the f16 residual windows are copied.
+ * page is copied the first time either sequence writes into it: only a last
+ * page that is partly filled, or made so by a truncate, is ever written);
+ * the f16 residual windows are copied.
  * Errors: VQ_ERR_INVALID_ARGUMENT (unknown id, NULL, max_sequences live),
  * VQ_ERR_OUT_OF_MEMORY. */
 VQ_API vq_status vq_cache_seq_fork(vq_cache *cache, int64_t src_seq_id, int64_t *dst_seq_id_out);
@@ -1134,7 +1139,8 @@ typedef struct vq_cache_attend_opts {
  * call; the pages and the window are splits of the split-KV attention
  * skeleton, so one call covers every sequence of the batch.
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer, unknown id, shapes, dtypes,
- * devices, an output whose elements overlap, scale not finite or < 0),
+ * devices, an output whose elements overlap or that overlaps q, scale not
+ * finite or < 0),
  * VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED (misaligned data or a
  * last axis that is not contiguous; on a CUDA ctx also what its kernels do
  * not run yet, named in the message: RaBitQ Hamming scoring, a sequence with

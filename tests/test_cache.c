@@ -512,6 +512,51 @@ static void test_f16_layers(void)
     vq_ctx_free(ctx);
 }
 
+/* Tables from a calibration: PQ keys (vecinfer2) and codebook values take
+ * the fitted tables when their configs leave them NULL; the cache copies
+ * them (the calibration is freed before the cache is used). */
+static void test_calibration(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    vq_rng rng;
+    vq_rng_seed(&rng, 37);
+    DLTensor *ks = vt_new(VT_F32, VT_DIMS(2, HKV, 64, DIM)), *vs = vt_like(ks, VT_F32);
+    vt_fill_keys(ks, &rng, 2, 3.0), vt_fill_normal(vs, &rng, 0, 1);
+    const vq_calibration_config cc = {.pq_subspaces = DIM / 4, .pq_centroids = 16, .value_centroids = 16, .iters = 4};
+    vq_calibration *cal = NULL;
+    VT_OK(ctx, vq_calibration_fit(ctx, &cc, ks, vs, &cal));
+    vq_cache_layer_config layers[2];
+    VT_OK(ctx, vq_cache_preset_layer_config("vecinfer2", DIM, &layers[0]));
+    layers[1] = (vq_cache_layer_config){{.method = VQ_KEY_F16}, {.method = VQ_VALUE_CODEBOOK}};
+    const vq_cache_config cfg = {.n_layers = 2, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .page_size = PAGE,
+                                 .capacity_pages = 8, .layers = layers, .calibration = cal};
+    vq_cache *c = NULL;
+    VT_OK(ctx, vq_cache_create(ctx, &cfg, &c));
+    const vq_cache_config by_name = {.n_layers = 2, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
+                                     .preset = "vecinfer2", .calibration = cal};
+    vq_cache *c2 = NULL;
+    VT_OK(ctx, vq_cache_create(ctx, &by_name, &c2));
+    vq_cache_free(c2);
+    vq_calibration_free(cal);
+    if (c != NULL) {
+        VT_CHECK(c->layers[0].tables[VQ_CT_CODEBOOK].shape[0] == HKV && c->layers[1].tables[VQ_CT_VCENTS].shape[0] == 16,
+                 "calibration tables not taken");
+        ct_store st = ct_store_new(2, HKV, 50, DIM, &rng);
+        int64_t ids[2];
+        for (int s = 0; s < 2; s++) VT_OK(ctx, vq_cache_seq_add(c, &ids[s]));
+        const int64_t len[2] = {50, 50};
+        for (int l = 0; l < 2; l++) {
+            VT_OK(ctx, ct_append(c, l, &st, ids, 0, 2, 0, 50));
+            check_attend(ctx, l ? "calibration codebook values" : "calibration pq", c, l, &st, ids, len, 2, 1, false,
+                         NULL, CACHE_TOL);
+        }
+        ct_store_free(&st);
+    }
+    vq_cache_free(c);
+    vt_free(ks), vt_free(vs);
+    vq_ctx_free(ctx);
+}
+
 int main(void)
 {
     VT_RUN(test_methods);
@@ -522,5 +567,6 @@ int main(void)
     VT_RUN(test_fork);
     VT_RUN(test_presets);
     VT_RUN(test_f16_layers);
+    VT_RUN(test_calibration);
     return vt_finish();
 }

@@ -153,6 +153,17 @@ static void test_attend_errors(void)
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out'", vq_cache_attend(c, 0, 3, f.ids, q, &ov, NULL));
     VT_CHECK(vt_unchanged(out, os) && vt_unchanged(lse, ls), "a failed attend wrote its outputs");
     unchanged(&f, "failed attends");
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "overlaps argument 'q'", vq_cache_attend(c, 0, 3, f.ids, q, q, NULL));
+    /* a sequence with no token: rows of 0, lse -inf */
+    int64_t empty, mixed[3] = {f.ids[0], 0, f.ids[2]};
+    VT_OK(ctx, vq_cache_seq_add(c, &empty));
+    mixed[1] = empty;
+    VT_OK(ctx, vq_cache_attend(c, 0, 3, mixed, q, out, &with_lse));
+    bool zero = true;
+    for (int64_t i = 0; i < HQ * DIM; i++) zero &= vt_get(out, HQ * DIM + i) == 0.0;
+    for (int64_t i = 0; i < HQ; i++) zero &= vt_get(lse, HQ + i) == -INFINITY;
+    VT_CHECK(zero, "an empty sequence must give rows of 0 and lse -inf");
+    VT_OK(ctx, vq_cache_seq_remove(c, empty));
     /* repeats are allowed, and strided q/out views work */
     const int64_t rep[3] = {f.ids[2], f.ids[2], f.ids[2]};
     VT_OK(ctx, vq_cache_attend(c, 0, 3, rep, q, out, &with_lse));

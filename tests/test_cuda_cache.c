@@ -87,7 +87,9 @@ static void compare(vq_ctx *cpu, vq_ctx *gpu, const char *name, const vq_cache_l
     VT_OK(cpu, vq_cache_seq_fork(a, ia[3], &fa));
     VT_OK(gpu, vq_cache_seq_fork(b, ib[3], &fb));
     VT_CHECK(vq_cache_seq_truncate(a, fa, 256) == vq_cache_seq_truncate(b, fb, 256), "%s: truncate", name);
-    VT_OK(cpu, vq_cache_attend(a, 0, 1, &fa, q, oa, NULL));
+    /* one sequence: views of the first rows of the batch's q and outputs */
+    DLTensor *hq1 = vt_view(q, VT_DIMS(1, HQ, 1, DIM)), *ho1 = vt_view(oa, VT_DIMS(1, HQ, 1, DIM));
+    VT_OK(cpu, vq_cache_attend(a, 0, 1, &fa, hq1, ho1, NULL));
     DLTensor *q1 = vt_view(dq, VT_DIMS(1, HQ, 1, DIM)), *o1 = vt_view(dob, VT_DIMS(1, HQ, 1, DIM));
     VT_OK(gpu, vq_cache_attend(b, 0, 1, &fb, q1, o1, NULL));
     ct_download(dob, ob);
@@ -97,7 +99,7 @@ static void compare(vq_ctx *cpu, vq_ctx *gpu, const char *name, const vq_cache_l
         num += (x - y) * (x - y), den += y * y;
     }
     VT_CHECK(sqrt(num / den) <= 1e-3, "%s: forked and truncated sequence: CUDA vs CPU %.3g", name, sqrt(num / den));
-    vt_free_view(q1), vt_free_view(o1);
+    vt_free_view(q1), vt_free_view(o1), vt_free_view(hq1), vt_free_view(ho1);
     ct_free(dq), ct_free(dob), ct_free(dlb);
     vt_free(q), vt_free(oa), vt_free(la), vt_free(ob), vt_free(lb);
     vq_cache_free(a), vq_cache_free(b);

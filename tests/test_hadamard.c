@@ -162,7 +162,7 @@ static void test_errors(void)
     VT_CHECK(vt_unchanged(out12, snap12) && vt_unchanged(out2048, snap2048), "failed calls wrote nothing");
     /* a tensor on another device */
     out->device.device_type = kDLCUDA;
-    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out': lives on device", vq_hadamard(ctx, x, NULL, false, out));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out': lives on cuda:0, expected the context's device cpu", vq_hadamard(ctx, x, NULL, false, out));
     out->device.device_type = kDLCPU;
     VT_CHECK(vt_unchanged(out, snap), "failed calls wrote nothing");
     free(snap);

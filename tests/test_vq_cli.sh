@@ -62,6 +62,7 @@ expect 0 "usage: vq bench <what>" bench --help
 expect 0 "usage: vq bench attention" bench attention --help
 expect 0 "usage: vq bench codecs" bench codecs --help
 expect 0 "usage: vq bench prefill" bench prefill --help
+expect 0 "usage: vq bench cache" bench cache --help
 expect 0 "usage: vq bench attention" bench attention --bogus --help
 # No command, unknown commands and sub-commands: exit 2 with a hint.
 expect 2 "usage: vq"
@@ -94,6 +95,9 @@ expect 2 "apply to --backend cuda only" bench attention --b1
 expect 2 "needs --backend cuda" bench prefill
 expect 2 "--sizes: bad value '7'" bench codecs --sizes 7
 expect 2 "not a multiple of 8" bench codecs --sizes 1k,100
+expect 2 "must start with f16" bench cache --methods kivi2
+expect 2 "unknown preset 'kivi3'" bench cache --methods f16,kivi3
+expect 2 "not a multiple of --hkv" bench cache --hq 12
 
 # demo and bench on tiny inputs (the full runs take seconds to minutes).
 small="--heads 2 --seq 64 --dim 32 --calib 256"
@@ -106,6 +110,11 @@ tiny="--sizes 64 --dim 32 --calib 256 --min-time 0"
 expect 0 "KIVI 2-bit keys" bench codecs $tiny
 # shellcheck disable=SC2086
 expect_json bench codecs $tiny --json
+cache="--skv 64 --layers 1 --hkv 2 --hq 4 --dim 32 --page 32 --repeats 1 --methods f16,kivi2,turbo2"
+# shellcheck disable=SC2086
+expect 0 "kivi2" bench cache $cache
+# shellcheck disable=SC2086
+expect_json bench cache $cache --json
 # 1k is 1024: the 512-token decode rows run, the 2K ones do not.
 att="--max-skv 1k --hkv 8 --repeats 1 --no-prefill --only kivi --threads 1"
 # shellcheck disable=SC2086
@@ -163,6 +172,8 @@ model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 text="$root/data/pride_and_prejudice.txt"
 expect 0 "usage: vq generate" generate --help
 expect 0 "usage: vq perplexity" perplexity --help
+expect 0 "usage: vq bench model" bench model --help
+expect 2 "--sink is not timed" bench model --sink 1
 expect 2 "one PROMPT argument" generate -m "$model"
 expect 2 "one text FILE" perplexity -m "$model"
 expect 2 "must be even" perplexity -m "$model" --ctx 63 "$text"

@@ -32,6 +32,8 @@ static int cache_arg(PyObject *o, vq_cache **out)
     return *out ? 0 : -1;
 }
 
+static PyObject *new_cache_capsule(vq_cache *cache, PyObject *ctx_capsule);
+
 static PyObject *cache_error(vq_cache *c, vq_status s)
 {
     return raise_status(s, vq_ctx_last_error(vq_cache_ctx(c)));
@@ -220,15 +222,7 @@ static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t 
         raise_status(s, vq_ctx_last_error(ctx));
         goto done;
     }
-    result = PyCapsule_New(cache, CACHE_CAPSULE, cache_capsule_free);
-    if (!result) {
-        vq_cache_free(cache);
-        goto done;
-    }
-    if (PyCapsule_SetContext(result, Py_NewRef(a[0])) < 0) {
-        Py_DECREF(a[0]);
-        Py_CLEAR(result);
-    }
+    result = new_cache_capsule(cache, a[0]);
 done:
     for (int i = 0; i < n_layer_args; i++) args_release(&layer_args[i]);
     PyMem_Free(layer_args);
@@ -383,6 +377,111 @@ static PyObject *py_cache_memory(PyObject *self, PyObject *o)
                          m.key_bits_per_element, "value_bits_per_element", m.value_bits_per_element);
 }
 
+/* ---- persistence ---- */
+
+static PyObject *new_cache_capsule(vq_cache *cache, PyObject *ctx_capsule)
+{
+    PyObject *r = PyCapsule_New(cache, CACHE_CAPSULE, cache_capsule_free);
+    if (!r) {
+        vq_cache_free(cache);
+        return NULL;
+    }
+    if (PyCapsule_SetContext(r, Py_NewRef(ctx_capsule)) < 0) {
+        Py_DECREF(ctx_capsule);
+        Py_CLEAR(r);
+    }
+    return r;
+}
+
+/* cache_save(cache, seq_id (-1 = all), path) */
+static PyObject *py_cache_save(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    vq_cache *c;
+    int64_t id;
+    if (n != 3 || !PyUnicode_Check(a[2])) return PyErr_Format(PyExc_TypeError, "cache_save(cache, seq_id, path)");
+    if (cache_arg(a[0], &c) || i64_arg(a[1], "seq_id", &id)) return NULL;
+    const char *path = PyUnicode_AsUTF8(a[2]);
+    if (!path) return NULL;
+    vq_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = vq_cache_save(c, id, path);
+    Py_END_ALLOW_THREADS
+    if (s != VQ_OK) return cache_error(c, s);
+    Py_RETURN_NONE;
+}
+
+/* cache_save_bytes(cache, seq_id) -> bytes */
+static PyObject *py_cache_save_bytes(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    vq_cache *c;
+    int64_t id;
+    size_t size = 0;
+    if (n != 2) return PyErr_Format(PyExc_TypeError, "cache_save_bytes(cache, seq_id)");
+    if (cache_arg(a[0], &c) || i64_arg(a[1], "seq_id", &id)) return NULL;
+    vq_status s = vq_cache_save_buffer(c, id, NULL, 0, &size);
+    if (s != VQ_OK && size == 0) return cache_error(c, s);
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (!b) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    s = vq_cache_save_buffer(c, id, PyBytes_AS_STRING(b), size, &size);
+    Py_END_ALLOW_THREADS
+    if (s != VQ_OK) {
+        Py_DECREF(b);
+        return cache_error(c, s);
+    }
+    return b;
+}
+
+/* A load source: bytes (*buf, *size) or a path (*path); -1 with TypeError else. */
+static int source_arg(PyObject *o, const char *fn, const char **buf, size_t *size, const char **path)
+{
+    *buf = *path = NULL;
+    *size = 0;
+    if (PyBytes_Check(o)) {
+        *buf = PyBytes_AS_STRING(o);
+        *size = (size_t)PyBytes_GET_SIZE(o);
+        return 0;
+    }
+    *path = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+    if (*path) return 0;
+    PyErr_Format(PyExc_TypeError, "%s: expected a path (str) or bytes", fn);
+    return -1;
+}
+
+/* cache_load(ctx, path or bytes) -> cache capsule */
+static PyObject *py_cache_load(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    vq_ctx *ctx;
+    const char *buf, *path;
+    size_t size;
+    if (n != 2) return PyErr_Format(PyExc_TypeError, "cache_load(ctx, path_or_bytes)");
+    if (ctx_arg(a[0], &ctx) || source_arg(a[1], "cache_load", &buf, &size, &path)) return NULL;
+    vq_cache *cache = NULL;
+    vq_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = path ? vq_cache_load(ctx, path, &cache) : vq_cache_load_buffer(ctx, buf, size, &cache);
+    Py_END_ALLOW_THREADS
+    if (s != VQ_OK) return raise_status(s, vq_ctx_last_error(ctx));
+    return new_cache_capsule(cache, a[0]);
+}
+
+/* cache_seq_load(cache, path or bytes) -> new seq id */
+static PyObject *py_cache_seq_load(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    vq_cache *c;
+    int64_t id;
+    const char *buf, *path;
+    size_t size;
+    if (n != 2) return PyErr_Format(PyExc_TypeError, "cache_seq_load(cache, path_or_bytes)");
+    if (cache_arg(a[0], &c) || source_arg(a[1], "cache_seq_load", &buf, &size, &path)) return NULL;
+    vq_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = path ? vq_cache_seq_load(c, path, &id) : vq_cache_seq_load_buffer(c, buf, size, &id);
+    Py_END_ALLOW_THREADS
+    if (s != VQ_OK) return cache_error(c, s);
+    return PyLong_FromLongLong(id);
+}
+
 #define FCW(name) {#name, (PyCFunction)(void (*)(void))py_##name, METH_FASTCALL, NULL}
 PyMethodDef vq_cache_methods[] = {
     {"cache_presets", py_cache_presets, METH_NOARGS, NULL},
@@ -397,4 +496,5 @@ PyMethodDef vq_cache_methods[] = {
     FCW(cache_append),
     FCW(cache_attend),
     {"cache_memory", py_cache_memory, METH_O, NULL},
+    FCW(cache_save), FCW(cache_save_bytes), FCW(cache_load), FCW(cache_seq_load),
     {NULL, NULL, 0, NULL}};

@@ -158,3 +158,30 @@ def test_errors_change_nothing(fw, rng):
 def test_per_layer_methods(rng):
     c = vq.KVCache(3, 1, 64, layers=["f16", "kivi2", vq.LayerConfig.preset("turbo3", 64)], f16_layers=[1])
     assert [c.layer_config(i).key_method for i in range(3)] == ["f16", "f16", "turbo"]
+
+
+def test_save_load_roundtrip(tmp_path, rng):
+    hkv, hq, d = 2, 4, 64
+    c = vq.KVCache(3, hkv, d, n_q_heads=hq, method="kivi4", residual_tokens=8)
+    a, b = c.add_sequence(), c.add_sequence()
+    k, v = _kv(rng, 2, hkv, 70, d)
+    for layer in range(3):
+        c.append(layer, [a, b], k, v)
+    q = rng.standard_normal((2, hq, 1, d)).astype(np.float32)
+    want = c.attend(2, [a, b], q)
+    path = tmp_path / "cache.vqc"
+    c.save(path)
+    for src in (path, c.save()):
+        c2 = vq.KVCache.load(src)
+        assert c2.n_layers == 3 and c2.length(b, 2) == 70
+        assert np.array_equal(c2.attend(2, [a, b], q), want)  # bit for bit
+    # one sequence into another cache of the same config (prompt reuse)
+    c3 = vq.KVCache(3, hkv, d, n_q_heads=hq, method="kivi4", residual_tokens=8)
+    s3 = c3.load_sequence(c.save(seq_id=b))
+    assert np.array_equal(c3.attend(2, [s3], q[1:]), want[1:])
+    bad = bytearray(c.save())
+    bad[len(bad) // 2] ^= 0xFF
+    with pytest.raises(vq.CorruptDataError):
+        vq.KVCache.load(bytes(bad))
+    with pytest.raises(vq.FileIOError):
+        vq.KVCache.load(tmp_path / "missing.vqc")

@@ -190,6 +190,40 @@ class KVCache:
         _vq.cache_attend(self._cache, layer, seq_ids, q, out, scale, causal, lse_out)
         return out
 
+    # ---- persistence (vq_cache_save / vq_cache_load) ----
+
+    def save(self, path=None, seq_id=-1):
+        """Writes the whole cache (seq_id -1) or one sequence to ``path``
+        atomically; with path None returns the bytes instead."""
+        if path is None:
+            return _vq.cache_save_bytes(self._cache, seq_id)
+        _vq.cache_save(self._cache, seq_id, str(path))
+        return None
+
+    @classmethod
+    def load(cls, source, *, device="cpu"):
+        """A cache from a file path or bytes written by :meth:`save`, with its
+        sequences under their saved ids, on ``device``."""
+        self = cls.__new__(cls)
+        self._ctx = _device_ctx(device)
+        self._cache = _vq.cache_load(self._ctx, source if isinstance(source, bytes) else str(source))
+        self.device, self.method = str(device), "loaded"
+        n = 0
+        while True:  # the layer count: configs exist for layers [0, n_layers)
+            try:
+                _vq.cache_layer_config(self._cache, n)
+            except InvalidArgumentError:
+                break
+            n += 1
+        self.n_layers = n
+        self.n_kv_heads = self.n_q_heads = self.head_dim = None  # not stored by the C API's getters
+        return self
+
+    def load_sequence(self, source):
+        """Adds the one sequence of a sequence file/bytes (save(seq_id=...)) as a
+        new sequence of this cache (same config); returns its id."""
+        return _vq.cache_seq_load(self._cache, source if isinstance(source, bytes) else str(source))
+
     # ---- inspection ----
 
     def layer_config(self, layer):

@@ -50,10 +50,6 @@ def _shape(x, name):
         raise InvalidArgumentError(f"argument '{name}': expected an array, got {type(x).__name__}") from None
 
 
-def _new(out, ad, shape, dtype, like):
-    return ad.empty(shape, dtype, like) if out is None else out
-
-
 # ---- availability ---------------------------------------------------------------
 
 def backend_available(backend="cpu"):
@@ -120,7 +116,8 @@ def turboquant_bit_pack(indices, bits, *, out=None):
     least significant first; values are masked to ``bits``."""
     ad = adapter(indices)
     s = _shape(indices, "indices")
-    out = _new(out, ad, s[:-1] + ((s[-1] * int(bits) + 31) // 32,) if s else (0,), "uint32", indices)
+    if out is None:
+        out = ad.empty(s[:-1] + ((s[-1] * int(bits) + 31) // 32,) if s else (0,), "uint32", indices)
     _vq.bit_pack(ad.ctx(indices), indices, bits, out)
     return out
 
@@ -130,7 +127,8 @@ def turboquant_bit_unpack(packed, bits, original_length, *, dtype="int32", out=N
     indices [..., original_length], int32 (seed) or uint8 (bits <= 8)."""
     ad = adapter(packed)
     s = _shape(packed, "packed")
-    out = _new(out, ad, s[:-1] + (int(original_length),), dtype, packed)
+    if out is None:
+        out = ad.empty(s[:-1] + (int(original_length),), dtype, packed)
     _vq.bit_unpack(ad.ctx(packed), packed, bits, original_length, out)
     return out
 
@@ -142,7 +140,8 @@ def hadamard(x, diag=None, inverse=False, *, out=None):
     [..., D] f16/f32 (D a power of two <= 1024), or its inverse. ``out`` may be
     x itself (in place)."""
     ad = adapter(x)
-    out = _new(out, ad, _shape(x, "x"), ad.dtype(x), x)
+    if out is None:
+        out = ad.empty(_shape(x, "x"), ad.dtype(x), x)
     _vq.hadamard(ad.ctx(x), x, diag, inverse, out)
     return out
 
@@ -151,7 +150,8 @@ def turboquant_scalar_quantize(x, bits, *, out=None):
     """Lloyd-Max scalar quantization: x [...] f16/f32 -> indices [...] u8, the
     nearest N(0,1) Lloyd-Max centroid of each element (bits 1..8)."""
     ad = adapter(x)
-    out = _new(out, ad, _shape(x, "x"), "uint8", x)
+    if out is None:
+        out = ad.empty(_shape(x, "x"), "uint8", x)
     _vq.turboquant_scalar_quantize(ad.ctx(x), x, bits, out)
     return out
 
@@ -159,7 +159,8 @@ def turboquant_scalar_quantize(x, bits, *, out=None):
 def turboquant_scalar_dequantize(indices, bits, scale, *, dtype="float32", out=None):
     """indices [...] u8 -> centroid[indices] * scale, [...] f32 (or f16)."""
     ad = adapter(indices)
-    out = _new(out, ad, _shape(indices, "indices"), dtype, indices)
+    if out is None:
+        out = ad.empty(_shape(indices, "indices"), dtype, indices)
     _vq.turboquant_scalar_dequantize(ad.ctx(indices), indices, bits, scale, out)
     return out
 
@@ -181,7 +182,8 @@ def turboquant_hadamard_dequantize(indices, scale, bits, *, diag=None, dtype="fl
     """Inverse of ``turboquant_hadamard_quantize``: rot^-1(scale * centroid[idx]),
     [..., D] f32 (or f16)."""
     ad = adapter(indices)
-    out = _new(out, ad, _shape(indices, "indices"), dtype, indices)
+    if out is None:
+        out = ad.empty(_shape(indices, "indices"), dtype, indices)
     _vq.turboquant_hadamard_dequantize(ad.ctx(indices), indices, scale, diag, bits, out)
     return out
 
@@ -203,7 +205,8 @@ def turboquant_rvq_decode(encoded, *, dtype="float32", out=None):
     rot^-1(scale1 c1[idx1] + scale2 c2[idx2])."""
     e = encoded
     ad = adapter(e.idx1)
-    out = _new(out, ad, _shape(e.idx1, "idx1"), dtype, e.idx1)
+    if out is None:
+        out = ad.empty(_shape(e.idx1, "idx1"), dtype, e.idx1)
     _vq.turboquant_rvq_decode(ad.ctx(e.idx1), e.idx1, e.scale1, e.idx2, e.scale2, e.diag, e.b1, e.b2, out)
     return out
 
@@ -248,7 +251,8 @@ def affine_dequantize_keys(codes, scale, zero, bits, group_size, *, dtype="float
     (code * scale + zero)."""
     ad = adapter(codes)
     # D is the scale's last axis (the codes' may be bit-packed)
-    out = _new(out, ad, _shape(codes, "codes")[:-1] + _shape(scale, "scale")[-1:], dtype, codes)
+    if out is None:
+        out = ad.empty(_shape(codes, "codes")[:-1] + _shape(scale, "scale")[-1:], dtype, codes)
     _vq.affine_dequantize_keys(ad.ctx(codes), codes, scale, zero, bits, group_size, out)
     return out
 
@@ -260,7 +264,8 @@ def affine_dequantize_values(codes, scale, zero, bits, group_size, *, head_dim=N
     ad = adapter(codes)
     s = _shape(codes, "codes")
     d = int(head_dim) if head_dim is not None else s[-1]
-    out = _new(out, ad, s[:-1] + (d,), dtype, codes)
+    if out is None:
+        out = ad.empty(s[:-1] + (d,), dtype, codes)
     _vq.affine_dequantize_values(ad.ctx(codes), codes, scale, zero, bits, group_size, out)
     return out
 
@@ -285,7 +290,8 @@ def rabitq_hamming_score(qbits, bits, Cx, scale, *, out=None):
     bits [N, D/8] u8, Cx [N] f32, scale [1] f32 -> [N] f32,
     score[i] = popcount(qbits ^ bits[i]) * scale + Cx[i] (lower = closer)."""
     ad = adapter(bits)
-    out = _new(out, ad, _shape(bits, "bits")[:-1], "float32", bits)
+    if out is None:
+        out = ad.empty(_shape(bits, "bits")[:-1], "float32", bits)
     _vq.rabitq_hamming_score(ad.ctx(bits), qbits, bits, Cx, scale, out)
     return out
 
@@ -295,7 +301,8 @@ def rabitq_pack_values(v_idx, *, out=None):
     even element; masked to 4 bits): [..., 2n] u8 -> [..., n] u8."""
     ad = adapter(v_idx)
     s = _shape(v_idx, "v_idx")
-    out = _new(out, ad, s[:-1] + (s[-1] // 2,) if s else (0,), "uint8", v_idx)
+    if out is None:
+        out = ad.empty(s[:-1] + (s[-1] // 2,) if s else (0,), "uint8", v_idx)
     _vq.rabitq_pack_values(ad.ctx(v_idx), v_idx, out)
     return out
 
@@ -311,7 +318,8 @@ def rabitq_fused_attend(q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, *, s
     or 'exact'; v_scale [B,Hkv,Skv] f32 per-token value scale. Returns
     [B,Hq,Sq,D] in q's dtype. D % 8 == 0, D <= 256."""
     ad = adapter(q)
-    out = _new(out, ad, _shape(q, "q"), ad.dtype(q), q)
+    if out is None:
+        out = ad.empty(_shape(q, "q"), ad.dtype(q), q)
     _vq.rabitq_fused_attend(ad.ctx(q), q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out,
                             _code(_RABITQ_SCORE, score, "score"), v_scale, causal, num_splits, lse_out)
     return out
@@ -326,7 +334,8 @@ def rabitq_prefill_attend(q, scale, k_bits, k_mag, k_const, v_idx, v_cents, *, v
     ad = adapter(q)
     if isinstance(scale, (int, float)):
         scale = ad.asarray([float(scale)], "float32", q)
-    out = _new(out, ad, _shape(q, "q"), ad.dtype(q), q)
+    if out is None:
+        out = ad.empty(_shape(q, "q"), ad.dtype(q), q)
     _vq.rabitq_prefill_attend(ad.ctx(q), q, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, 0, v_scale,
                               False, 0, None)
     return out
@@ -348,7 +357,8 @@ def scalar_fused_decode_attend(q, k_codes, k_scale, k_zero, v_codes, v_scale, v_
     (float dots, ~1e-6) or 'int8' (CPU; CUDA uses its own 22-bit query).
     Returns [B,Hq,Sq,D] in q's dtype. D <= 256; q must be 4-D."""
     ad = adapter(q)
-    out = _new(out, ad, _shape(q, "q"), ad.dtype(q), q)
+    if out is None:
+        out = ad.empty(_shape(q, "q"), ad.dtype(q), q)
     _vq.scalar_fused_decode_attend(ad.ctx(q), q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
                                    scale, nsg, out, causal, bits, lse_out,
                                    _code(_KEY_SCORES, key_scores, "key_scores"))
@@ -376,7 +386,8 @@ def fused_sdpa(queries, encoded_keys, values, scale, mask=None, *, causal=False,
     kf, kt, ki = keys._vq_args()
     vf, vt, vi = vals._vq_args()
     ad = adapter(queries)
-    out = _new(out, ad, _shape(queries, "queries"), ad.dtype(queries), queries)
+    if out is None:
+        out = ad.empty(_shape(queries, "queries"), ad.dtype(queries), queries)
     _vq.fused_sdpa(ad.ctx(queries), queries, kf, kt, ki, vf, vt, vi, scale, mask, out, causal, num_splits, lse_out)
     return out
 
@@ -388,7 +399,8 @@ def attention_merge(out_a, lse_a, out_b, lse_b, *, out=None, lse_out=None):
     Returns the attention over the union; ``out`` may be out_a (in place),
     ``lse_out`` receives the merged log-sum-exp."""
     ad = adapter(out_a)
-    out = _new(out, ad, _shape(out_a, "out_a"), ad.dtype(out_a), out_a)
+    if out is None:
+        out = ad.empty(_shape(out_a, "out_a"), ad.dtype(out_a), out_a)
     _vq.attention_merge(ad.ctx(out_a), out_a, lse_a, out_b, lse_b, out, lse_out)
     return out
 
@@ -402,7 +414,8 @@ def turboquant_fused_rvq_decode_attend(queries, encoded_keys, values, scale, *, 
                                    f"got {type(encoded_keys).__name__}")
     fmt, kt, ki = encoded_keys._vq_args()
     ad = adapter(queries)
-    out = _new(out, ad, _shape(queries, "queries"), ad.dtype(queries), queries)
+    if out is None:
+        out = ad.empty(_shape(queries, "queries"), ad.dtype(queries), queries)
     _vq.turboquant_fused_rvq_decode_attend(ad.ctx(queries), queries, fmt, kt, ki, values, scale, out, causal,
                                            num_splits, lse_out)
     return out
@@ -415,7 +428,8 @@ def qjl_encode(keys, projection, *, out=None):
     sign bits [..., ceil(m/32)] u32 (bit j = (S k)_j >= 0)."""
     ad = adapter(keys)
     m = _shape(projection, "projection")[0]
-    out = _new(out, ad, _shape(keys, "keys")[:-1] + ((m + 31) // 32,), "uint32", keys)
+    if out is None:
+        out = ad.empty(_shape(keys, "keys")[:-1] + ((m + 31) // 32,), "uint32", keys)
     _vq.qjl_encode(ad.ctx(keys), keys, projection, out)
     return out
 
@@ -425,7 +439,8 @@ def qjl_inner_product(query_bits, key_bits, head_dim, sketch_dim, *, query_norm=
     key_bits [..., N, W] u32 -> [..., N] f32 = cos(pi * ham / sketch_dim), times
     ``query_norm`` [...] and ``key_norm`` [..., N] when given."""
     ad = adapter(key_bits)
-    out = _new(out, ad, _shape(key_bits, "key_bits")[:-1], "float32", key_bits)
+    if out is None:
+        out = ad.empty(_shape(key_bits, "key_bits")[:-1], "float32", key_bits)
     _vq.qjl_inner_product(ad.ctx(key_bits), query_bits, key_bits, head_dim, sketch_dim, out, query_norm,
                           key_norm)
     return out
@@ -436,7 +451,8 @@ def qjl_score(query, projection, key_bits, key_norm, *, out=None):
     projection [m, D] f32, key_bits [..., N, ceil(m/32)] u32, key_norm [..., N]
     f32 -> [..., N] f32 = sqrt(pi/2)/m * ||k|| * sum_j (S q)_j sign_j."""
     ad = adapter(query)
-    out = _new(out, ad, _shape(key_bits, "key_bits")[:-1], "float32", query)
+    if out is None:
+        out = ad.empty(_shape(key_bits, "key_bits")[:-1], "float32", query)
     _vq.qjl_score(ad.ctx(query), query, projection, key_bits, key_norm, out)
     return out
 
@@ -452,7 +468,8 @@ def vecinfer_quantize(keys, codebook, smooth_factors, num_subspaces, *, out=None
     [H,M,C,D/M]) f32, smooth_factors [D] (or [H,D]) f32 -> indices [B,H,S,M]
     (u8 when C <= 256, else u16) of the nearest centroid of each smoothed slice."""
     ad = adapter(keys)
-    out = _new(out, ad, _shape(keys, "keys")[:-1] + (int(num_subspaces),), _pq_index_dtype(codebook), keys)
+    if out is None:
+        out = ad.empty(_shape(keys, "keys")[:-1] + (int(num_subspaces),), _pq_index_dtype(codebook), keys)
     _vq.vecinfer_quantize(ad.ctx(keys), keys, codebook, smooth_factors, num_subspaces, out)
     return out
 
@@ -463,7 +480,8 @@ def vecinfer_dequant(indices, codebook, smooth_factors, *, dtype="float32", out=
     ad = adapter(indices)
     cs = _shape(codebook, "codebook")
     s = _shape(indices, "indices")
-    out = _new(out, ad, s[:-1] + (s[-1] * cs[-1],), dtype, indices)
+    if out is None:
+        out = ad.empty(s[:-1] + (s[-1] * cs[-1],), dtype, indices)
     _vq.vecinfer_dequant(ad.ctx(indices), indices, codebook, smooth_factors, out)
     return out
 
@@ -486,7 +504,8 @@ def compute_query_lut(queries, codebook, smooth_factors, *, out=None):
     codebook[m,c], so q . k_hat = sum_m lut[m, idx[m]]."""
     ad = adapter(queries)
     cs = _shape(codebook, "codebook")
-    out = _new(out, ad, _shape(queries, "queries")[:-1] + (cs[-3], cs[-2]), "float32", queries)
+    if out is None:
+        out = ad.empty(_shape(queries, "queries")[:-1] + (cs[-3], cs[-2]), "float32", queries)
     _vq.vecinfer_query_lut(ad.ctx(queries), queries, codebook, smooth_factors, out)
     return out
 
@@ -495,7 +514,8 @@ def vecinfer_smooth_factors(keys, *, out=None):
     """Smooth factors from calibration keys [N, D] f16/f32: s_c = sqrt(max_t
     |k[t,c]|) (1 for an all-zero channel), [D] f32. CPU only (a trainer)."""
     ad = adapter(keys)
-    out = _new(out, ad, _shape(keys, "keys")[-1:], "float32", keys)
+    if out is None:
+        out = ad.empty(_shape(keys, "keys")[-1:], "float32", keys)
     _vq.vecinfer_smooth_factors(ad.ctx(keys), keys, out)
     return out
 
@@ -504,7 +524,8 @@ def kmeans(samples, C, iters=25, seed=0, *, out=None):
     """k-means++ then Lloyd rounds: samples [N, d] f32 -> centroids [C, d] f32.
     Deterministic for a seed. CPU only (a trainer)."""
     ad = adapter(samples)
-    out = _new(out, ad, (int(C), _shape(samples, "samples")[-1]), "float32", samples)
+    if out is None:
+        out = ad.empty((int(C), _shape(samples, "samples")[-1]), "float32", samples)
     _vq.kmeans(ad.ctx(samples), samples, C, iters, seed, out)
     return out
 
@@ -515,7 +536,8 @@ def codebook_quantize(x, cents, *, out=None):
     """Nearest-centroid indices of x [...] f16/f32 in cents [n] f32 ascending
     (1 <= n <= 256; ties to the lower index) -> [...] u8."""
     ad = adapter(x)
-    out = _new(out, ad, _shape(x, "x"), "uint8", x)
+    if out is None:
+        out = ad.empty(_shape(x, "x"), "uint8", x)
     _vq.codebook_quantize(ad.ctx(x), x, cents, out)
     return out
 
@@ -524,7 +546,8 @@ def lloyd_max_fit(samples, n_cents, iters=20, *, out=None):
     """1-D Lloyd-Max / k-means on samples [N] f16/f32 -> [n_cents] f32 ascending
     centroids (initialised at quantiles; deterministic). CPU only."""
     ad = adapter(samples)
-    out = _new(out, ad, (int(n_cents),), "float32", samples)
+    if out is None:
+        out = ad.empty((int(n_cents),), "float32", samples)
     _vq.lloyd_max_fit(ad.ctx(samples), samples, n_cents, iters, out)
     return out
 
@@ -538,7 +561,8 @@ def comm_vq_decode(indices, codebook, cos_freqs, sin_freqs, positions, *, scale=
     keys [B,H,S,D] f32 (or f16) = RoPE(scale * sum_r codebook[r, idx_r]).
     ``rope`` 'half' (Hugging Face/NeoX pairs (i, i+D/2)) or 'interleaved'."""
     ad = adapter(indices)
-    out = _new(out, ad, _shape(indices, "indices")[:-1] + (_shape(codebook, "codebook")[-1],), dtype, indices)
+    if out is None:
+        out = ad.empty(_shape(indices, "indices")[:-1] + (_shape(codebook, "codebook")[-1],), dtype, indices)
     _vq.comm_vq_decode(ad.ctx(indices), indices, codebook, cos_freqs, sin_freqs, positions, out,
                        rope_code(rope), scale)
     return out
@@ -548,7 +572,8 @@ def comm_vq_train(samples, R, C, iters=25, seed=0, *, out=None):
     """Residual k-means on pre-RoPE keys [N, D] f32: codebook [R, C, D] f32.
     CPU only (a trainer)."""
     ad = adapter(samples)
-    out = _new(out, ad, (int(R), int(C), _shape(samples, "samples")[-1]), "float32", samples)
+    if out is None:
+        out = ad.empty((int(R), int(C), _shape(samples, "samples")[-1]), "float32", samples)
     _vq.comm_vq_train(ad.ctx(samples), samples, R, C, iters, seed, out)
     return out
 
@@ -559,6 +584,7 @@ def comm_vq_encode(keys, codebook, *, dtype=None, out=None):
     ad = adapter(keys)
     cs = _shape(codebook, "codebook")
     dt = dtype or ("uint8" if cs[1] <= 256 else "uint16")
-    out = _new(out, ad, _shape(keys, "keys")[:-1] + (cs[0],), dt, keys)
+    if out is None:
+        out = ad.empty(_shape(keys, "keys")[:-1] + (cs[0],), dt, keys)
     _vq.comm_vq_encode(ad.ctx(keys), keys, codebook, out)
     return out

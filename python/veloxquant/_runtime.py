@@ -84,7 +84,10 @@ class NumpyAdapter:
 
     @staticmethod
     def ctx(x):
-        return cpu_ctx()
+        try:
+            return _local.cpu
+        except AttributeError:
+            return cpu_ctx()
 
     @staticmethod
     def empty(shape, dtype, like):
@@ -119,8 +122,11 @@ class TorchAdapter:
             _vq._set_exporter(torch.Tensor, to_dlpack)
 
     def ctx(self, x):
-        if x.device.type == "cpu":
-            return cpu_ctx()
+        if x.is_cpu:  # a fast property; x.device builds an object
+            try:
+                return _local.cpu
+            except AttributeError:
+                return cpu_ctx()
         if x.device.type != "cuda":
             raise InvalidArgumentError(f"tensors on '{x.device.type}' are not supported: CPU or CUDA only")
         idx = x.device.index if x.device.index is not None else self.torch.cuda.current_device()

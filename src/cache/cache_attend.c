@@ -159,6 +159,21 @@ static vq_status bind_window(vq_cache *c, const vq_cache_layer *L, const vq_cach
     return vq_attn_bind_values_plain(c->ctx, &v, "window", &dims, &w->values);
 }
 
+/* True when the byte ranges spanned by two tensors intersect. */
+static bool spans_meet(const DLTensor *a, const DLTensor *b)
+{
+    const DLTensor *t[2] = {a, b};
+    uintptr_t lo[2], hi[2];
+    for (int k = 0; k < 2; k++) {
+        const int64_t esz = (int64_t)vq_dtype_size(vq_dtype_of(t[k]));
+        int64_t span = esz;
+        for (int i = 0; i < t[k]->ndim; i++) span += (t[k]->shape[i] - 1) * vq_stride(t[k], i) * esz;
+        lo[k] = (uintptr_t)vq_data(t[k]);
+        hi[k] = lo[k] + (uintptr_t)span;
+    }
+    return lo[0] < hi[1] && lo[1] < hi[0];
+}
+
 static vq_status check_io(vq_cache *c, int n_seq, const DLTensor *q, const DLTensor *out,
                           const vq_cache_attend_opts *opts, int64_t *Sq, vq_attn_view *lse)
 {
@@ -169,6 +184,7 @@ static vq_status check_io(vq_cache *c, int n_seq, const DLTensor *q, const DLTen
     VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, out, "out", VQ_DTM_F16_F32, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, out, "out", 4, (const int64_t[]){n_seq, c->Hq, *Sq, c->D}));
     VQ_FORWARD_IF_ERROR(vq_check_no_overlap(ctx, out, "out"));
+    VQ_RETURN_IF(ctx, spans_meet(q, out), VQ_ERR_INVALID_ARGUMENT, "argument 'out' overlaps argument 'q'");
     const vq_attn_dims dims = {n_seq, c->Hq, c->Hkv, *Sq, 1, c->D};
     VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dims, lse));
     VQ_RETURN_IF(ctx, opts && (!isfinite(opts->scale) || opts->scale < 0), VQ_ERR_INVALID_ARGUMENT,

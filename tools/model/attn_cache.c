@@ -282,3 +282,31 @@ vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, 
     out->value_bits_per_element = half > 0 ? (out->value_bits_per_element * cache_half + sink_half) / half : 0;
     return VQ_OK;
 }
+
+vq_status vqm_session_fill_random(vqm_session *s, int64_t n, uint64_t seed, char *err)
+{
+    if (s == NULL || s->cache == NULL || s->cfg.sink != 0 || n < 0 || s->n_past + n > s->cfg.max_tokens)
+        return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT,
+                        "fill: needs a vq_cache session without sink tokens and n in 0..max_tokens - length");
+    const vqm_config *c = &s->m->cfg;
+    const int D = c->head_dim, kvd = c->n_kv_heads * D;
+    vq_rng rng;
+    vq_rng_seed(&rng, seed);
+    for (int64_t done = 0; done < n;) {
+        const int64_t T = n - done < s->cfg.max_batch ? n - done : s->cfg.max_batch;
+        for (int l = 0; l < c->n_layers; l++) {
+            for (int64_t i = 0; i < T * kvd; i++) {
+                s->kb[i] = (float)vq_rng_normal(&rng);
+                s->vb[i] = (float)vq_rng_normal(&rng);
+            }
+            int64_t sh[2][4], st[2][4];
+            const DLTensor k = view(s->kb, sh[0], st[0], c->n_kv_heads, T, D);
+            const DLTensor v = view(s->vb, sh[1], st[1], c->n_kv_heads, T, D);
+            const vq_status r = vq_cache_append(s->cache, l, 1, &s->seq, &k, &v, NULL);
+            if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_append");
+        }
+        done += T;
+        s->n_past += T;
+    }
+    return VQ_OK;
+}

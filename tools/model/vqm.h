@@ -278,6 +278,12 @@ vq_cache *vqm_session_cache(const vqm_session *s);
  * VQ_ERR_INVALID_ARGUMENT. */
 vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, char *err);
 
+/* Speed measurements only: appends n tokens of N(0,1) keys and values
+ * (seeded) to every layer of the cache and advances the session by n, as
+ * if a prompt had run (attention's cost depends on the length and format,
+ * not on the values). VQM_ATTN_CACHE without sink tokens only. */
+vq_status vqm_session_fill_random(vqm_session *s, int64_t n, uint64_t seed, char *err);
+
 /* Runs n tokens (n >= 1; chunks of max_batch) at the next positions and
  * writes logits [n_out, vocab] of the last n_out of them (0 <= n_out <= n)
  * into logits (row stride vocab). */

@@ -231,31 +231,13 @@ static bool raw_encode(vq_ctx *ctx, bool cuda, const vq_cache_layer_config *lc, 
     return true;
 }
 
-/* The raw kernel, timed as the cache is: one call per layer, each layer its
- * own copy of the tokens (so both stream the same bytes through the caches
- * of the machine), per layer median. kl/vl: the f16 tokens of each layer
- * (f16 methods read them directly). -1 when not measured. */
-static double raw_kernel(vq_ctx *ctx, bool cuda, const vq_cache_layer_config *lc, DLTensor *const *kl,
-                         DLTensor *const *vl, int L, const DLTensor *q, DLTensor *out, int repeats)
+/* The raw kernel over every layer's copy (one call per layer, as the
+ * cache attends), or false when this backend's kernels do not run it. */
+static bool raw_step(vq_ctx *ctx, const bc_raw *raw, int L, const DLTensor *q, DLTensor *out, float scale)
 {
-    bc_raw *raw = calloc((size_t)L, sizeof *raw);
-    int ok = 0;
-    while (ok < L && raw_encode(ctx, cuda, lc, kl[ok], vl[ok], &raw[ok])) ok++;
-    double ts[64], res = -1.0;
-    const float scale = 1.0f / sqrtf((float)kl[0]->shape[3]);
-    for (int r = -2; ok == L && r < repeats; r++) {
-        const double t0 = vqb_now();
-        vq_status s = VQ_OK;
-        for (int l = 0; l < L && s == VQ_OK; l++)
-            s = vq_fused_sdpa(ctx, q, &raw[l].ek, &raw[l].ev, scale, NULL, out, NULL);
-        check(ctx, vq_ctx_synchronize(ctx), "synchronize");
-        if (s != VQ_OK) break; /* a combination this backend's kernels do not run */
-        if (r >= 0) ts[r] = (vqb_now() - t0) / (double)L;
-        if (r == repeats - 1) res = median(ts, repeats);
-    }
-    for (int l = 0; l < ok; l++) bc_pool_free(&raw[l].pool);
-    free(raw);
-    return res;
+    for (int l = 0; l < L; l++)
+        if (vq_fused_sdpa(ctx, q, &raw[l].ek, &raw[l].ev, scale, NULL, out, NULL) != VQ_OK) return false;
+    return true;
 }
 
 typedef struct bc_result {
@@ -337,15 +319,31 @@ static bc_result run_one(vq_ctx *ctx, const bc_opts *o, const char *method, int6
     if (failed) {
         fprintf(stderr, "vq bench cache: %s: %s (skipped)\n", method, vq_ctx_last_error(ctx));
     } else {
-        for (int r = -2; r < o->repeats; r++) { /* attention alone, every layer */
-            const double t0 = vqb_now();
+        /* attention alone, every layer: the cache and the raw kernel over one
+         * copy of the tokens per layer, timed alternately so that the load of
+         * the machine weighs on both alike */
+        bc_raw *raw = calloc((size_t)L, sizeof *raw);
+        int enc = 0;
+        while (enc < L && raw_encode(ctx, cuda, &lc, Kl[enc], Vl[enc], &raw[enc])) enc++;
+        bool raw_ok = enc == L;
+        const float scale = 1.0f / sqrtf((float)D);
+        double tr[64];
+        for (int r = -2; r < o->repeats; r++) {
+            double t0 = vqb_now();
             for (int64_t l = 0; l < L; l++) check(ctx, vq_cache_attend(cache, (int)l, (int)B, ids, Q, O, NULL), "attend");
             check(ctx, vq_ctx_synchronize(ctx), "synchronize");
             if (r >= 0) ta[r] = (vqb_now() - t0) / (double)L;
+            if (!raw_ok) continue;
+            t0 = vqb_now();
+            raw_ok = raw_step(ctx, raw, (int)L, Q, O, scale);
+            check(ctx, vq_ctx_synchronize(ctx), "synchronize");
+            if (r >= 0) tr[r] = (vqb_now() - t0) / (double)L;
         }
+        for (int l = 0; l < enc; l++) bc_pool_free(&raw[l].pool);
+        free(raw);
         res.step = median(ts, (int)o->repeats);
         res.attend = median(ta, (int)o->repeats);
-        res.raw = raw_kernel(ctx, cuda, &lc, Kl, Vl, (int)L, Q, O, (int)o->repeats);
+        res.raw = raw_ok ? median(tr, (int)o->repeats) : -1.0;
         res.ok = true;
     }
     free(ids);

@@ -43,4 +43,7 @@ int vq_cmd_perplexity(int argc, char **argv);
 /* vq capture-kv: a GGUF model's keys, values and queries over a text, as .npy (capture_kv.c). */
 int vq_cmd_capture_kv(int argc, char **argv);
 
+/* vq bench model: decode speed of the model runtime (bench_model.c). */
+int vq_cmd_bench_model(int argc, char **argv);
+
 #endif

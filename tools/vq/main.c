@@ -46,6 +46,7 @@ static const vqa_sub bench_subs[] = {
      "attention over every cache format: fused vs dequantize-then-attend vs f16, GB/s vs memory bandwidth"},
     {"cache", vq_cmd_bench_cache, "one decode step through the KV cache: f16 vs each method, cache vs raw kernel"},
     {"prefill", vq_cmd_bench_prefill, "RaBitQ prefill attention on the GPU (--backend cuda): time and TFLOP/s"},
+    {"model", vq_cmd_bench_model, "model runtime decode: weight bandwidth, long-context speed-up per cache method"},
 };
 
 static int cmd_bench(int argc, char **argv)

@@ -1,0 +1,169 @@
+/* bench_model.c — `vq bench model`: decode speed of the model runtime.
+ *  1. the machine's read bandwidth (best of 5 streaming passes, all threads);
+ *  2. decode at a short context (a 16-token prompt, f16 cache): tokens/s
+ *     and the weight bytes read per second against that bandwidth;
+ *  3. decode at --ctx tokens for each --kv method: the cache is filled with
+ *     random keys and values first (vqm_session_fill_random: attention's
+ *     cost depends on length and format only), then --steps decode steps
+ *     are timed; the speed-up over the f16 cache of the same run.
+ * Ratios are taken within one run (the machine is shared); the load average
+ * is printed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "bench_attention.h"
+#include "commands.h"
+#include "model_cli.h"
+#include "report.h"
+#include "tool.h"
+
+typedef struct bm_opts {
+    vqm_cli_common c;
+    const char *kv;
+    int64_t ctx, steps;
+    bool json;
+} bm_opts;
+
+/* Seconds per decode step over `steps` steps after one warm-up step; *cpu:
+ * process CPU seconds per step (what the threads got of the shared cores). */
+static double time_decode(vqm_session *s, const vqm_model *m, int64_t steps, float *logits, double *cpu)
+{
+    char err[VQM_ERR_LEN];
+    int32_t tok = 198;
+    if (vqm_forward(s, &tok, 1, 1, logits, err) != VQ_OK) {
+        fprintf(stderr, "vq bench model: %s\n", err);
+        exit(VQ_EXIT_FAILURE);
+    }
+    const double t0 = tool_now(), c0 = vqb_cpu_now();
+    for (int64_t i = 0; i < steps; i++) {
+        tok = (int32_t)((tok * 31 + 7) % m->cfg.vocab);
+        if (vqm_forward(s, &tok, 1, 1, logits, err) != VQ_OK) {
+            fprintf(stderr, "vq bench model: %s\n", err);
+            exit(VQ_EXIT_FAILURE);
+        }
+    }
+    *cpu = (vqb_cpu_now() - c0) / (double)steps;
+    return (tool_now() - t0) / (double)steps;
+}
+
+int vq_cmd_bench_model(int argc, char **argv)
+{
+    bm_opts o = {.c = VQM_CLI_COMMON_DEFAULTS, .kv = "f16,kivi2,turbo2,turbo3", .ctx = 8192, .steps = 16};
+    const vqa_opt opts[] = {
+        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "cache methods timed at --ctx (f16 first as the reference)"},
+        {"ctx", VQA_SIZE, &o.ctx, 1, 1 << 20, "N", "context length of the long-context decode"},
+        {"steps", VQA_INT, &o.steps, 1, 1 << 20, "N", "timed decode steps per case"},
+        VQM_CLI_COMMON_OPTS(o.c),
+        VQA_JSON_OPT(&o.json),
+    };
+    const vqa_cmd cmd = {"bench model", "decode speed of the model runtime: weight bandwidth, long-context speed-up",
+                         opts, VQA_COUNT(opts), NULL};
+    const int rc = vqa_parse(&cmd, argc, argv);
+    if (rc != VQA_RUN) return rc;
+    if (o.c.sink != 0) return vqa_usage_error(&cmd, "--sink is not timed here (the fill has no sink tokens)");
+    vqm_model *model = vqm_cli_load("bench model", o.c.model);
+    if (model == NULL) return VQ_EXIT_FAILURE;
+    vq_ctx *ctx = tool_ctx((int)o.c.threads, NULL);
+    const int threads = vq_ctx_num_threads(ctx);
+    double loadavg = -1;
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la != NULL) {
+        if (fscanf(la, "%lf", &loadavg) != 1) loadavg = -1;
+        fclose(la);
+    }
+    double bw_cpu = 0;
+    const double bw = vqb_read_bandwidth(threads, (size_t)512 << 20, &bw_cpu);
+    float *logits = tool_calloc((size_t)model->cfg.vocab, sizeof *logits);
+    vqr *r = vqr_begin("bench model", argc, argv, ctx, o.json);
+    vqr_info_num(r, "read_bandwidth", bw, "GB/s");
+    vqr_info_num(r, "read_bandwidth_per_cpu", bw_cpu, "GB/s");
+    vqr_info_num(r, "weight_bytes", (double)model->weight_bytes, "bytes");
+    vqr_info_num(r, "load_average", loadavg, NULL);
+    /* short context */
+    vqm_cli_method f16;
+    int st = vqm_cli_method_init(&f16, "bench model", "f16", NULL, 0, model->cfg.n_layers, model->cfg.head_dim);
+    if (st != VQ_EXIT_OK) return st;
+    vqm_session *s = vqm_cli_session("bench model", model, ctx, &f16, 64 + (int)o.steps, &o.c);
+    if (s == NULL) return VQ_EXIT_FAILURE;
+    int32_t prompt[16];
+    for (int i = 0; i < 16; i++) prompt[i] = 100 + 37 * i;
+    char err[VQM_ERR_LEN];
+    if (vqm_forward(s, prompt, 16, 1, logits, err) != VQ_OK) {
+        fprintf(stderr, "vq bench model: %s\n", err);
+        return VQ_EXIT_FAILURE;
+    }
+    double c_short = 0;
+    const double t_short = time_decode(s, model, o.steps, logits, &c_short);
+    vqm_session_free(s);
+    const double wgbs = (double)model->weight_bytes / t_short / 1e9;
+    /* per CPU-second: bytes over the CPU time each thread ran, against the read test's same measure */
+    const double wgbs_cpu = (double)model->weight_bytes / (c_short / threads) / 1e9;
+    if (r == NULL) {
+        printf("read bandwidth %.2f GB/s wall, %.2f GB/s per CPU-second (%d threads, load average %.2f); weights %.1f MB\n",
+               bw, bw_cpu, threads, loadavg, model->weight_bytes / 1e6);
+        printf("decode at 17 tokens: %.2f ms/token wall (%.1f tokens/s), %.2f CPU-ms/token; weights read at %.2f GB/s "
+               "wall = %.0f%% of the wall read bandwidth, %.2f GB/s per CPU-second = %.0f%% of the per-CPU read "
+               "bandwidth\n", t_short * 1e3, 1 / t_short, c_short * 1e3, wgbs, 100 * wgbs / bw, wgbs_cpu,
+               100 * wgbs_cpu / bw_cpu);
+        printf("%-16s %8s %10s %10s %10s %10s %12s\n", "kv", "ctx", "ms/token", "CPU-ms", "bits/elt", "vs f16",
+               "vs f16 (CPU)");
+    }
+    vqr_row(r);
+    vqr_str(r, "case", "short");
+    vqr_int(r, "ctx", 17, "tokens");
+    vqr_num(r, "time", t_short * 1e3, "ms");
+    vqr_num(r, "weight_read", wgbs, "GB/s");
+    vqr_num(r, "bandwidth_fraction", wgbs / bw, NULL);
+    vqr_num(r, "cpu_time", c_short * 1e3, "ms");
+    vqr_num(r, "weight_read_per_cpu", wgbs_cpu, "GB/s");
+    vqr_num(r, "bandwidth_fraction_per_cpu", wgbs_cpu / bw_cpu, NULL);
+    /* long context */
+    char list[512];
+    snprintf(list, sizeof list, "f16,%s", o.kv);
+    double t_f16 = 0, c_f16 = 0;
+    int seen = 0;
+    for (char *save = NULL, *w = strtok_r(list, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save)) {
+        if (seen++ > 0 && strcmp(w, "f16") == 0) continue;
+        static vqm_cli_method m;
+        st = vqm_cli_method_init(&m, "bench model", w, o.c.f16_layers, (int)o.c.residual, model->cfg.n_layers,
+                                 model->cfg.head_dim);
+        if (st != VQ_EXIT_OK) return st;
+        s = vqm_cli_session("bench model", model, ctx, &m, (int)(o.ctx + o.steps + 1), &o.c);
+        if (s == NULL) return VQ_EXIT_FAILURE;
+        if (vqm_session_fill_random(s, o.ctx, 1, err) != VQ_OK) {
+            fprintf(stderr, "vq bench model: %s\n", err);
+            return VQ_EXIT_FAILURE;
+        }
+        double cpu = 0;
+        const double t = time_decode(s, model, o.steps, logits, &cpu);
+        vq_cache_memory_report mem;
+        if (vqm_session_memory(s, &mem, err) != VQ_OK) {
+            fprintf(stderr, "vq bench model: %s\n", err);
+            return VQ_EXIT_FAILURE;
+        }
+        if (t_f16 == 0) {
+            t_f16 = t;
+            c_f16 = cpu;
+        }
+        if (r == NULL)
+            printf("%-16s %8lld %10.2f %10.2f %10.2f %9.2fx %11.2fx\n", w, (long long)o.ctx, t * 1e3, cpu * 1e3,
+                   mem.bits_per_element, t_f16 / t, c_f16 / cpu);
+        vqr_row(r);
+        vqr_str(r, "case", "long");
+        vqr_str(r, "kv", w);
+        vqr_int(r, "ctx", o.ctx, "tokens");
+        vqr_num(r, "time", t * 1e3, "ms");
+        vqr_num(r, "bits_per_element", mem.bits_per_element, "bits");
+        vqr_num(r, "speedup_vs_f16", t_f16 / t, NULL);
+        vqr_num(r, "cpu_time", cpu * 1e3, "ms");
+        vqr_num(r, "cpu_speedup_vs_f16", c_f16 / cpu, NULL);
+        vqm_session_free(s);
+    }
+    vqr_end(r);
+    free(logits);
+    vq_ctx_free(ctx);
+    vqm_model_free(model);
+    return VQ_EXIT_OK;
+}
