@@ -4,7 +4,8 @@
  * the checks behind the CRCs. Properties: no crash, no over-read, no leak,
  * no allocation beyond libFuzzer's -malloc_limit_mb; a status agrees with the
  * output pointer; an accepted cache attends (one zero query per sequence and
- * layer: the kernels must stay in bounds on whatever codes the file held)
+ * layer, up to 64 query heads: the kernels must stay in bounds on whatever
+ * codes the file held)
  * and saves to a file that loads and saves back to the same bytes. */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ static uint8_t *save(const vq_cache *c, size_t *n)
 
 static void attend_every(vq_cache *c)
 {
+    /* a file may declare up to 65536 query heads (valid): attention over them
+     * is slow but says nothing new, and would starve the fuzzer */
+    if (c->Hq > 64) return;
     const int64_t shape[4] = {1, c->Hq, 1, c->D};
     float *q = calloc((size_t)(c->Hq * c->D), sizeof(float)), *o = malloc(sizeof(float) * (size_t)(c->Hq * c->D));
     DLTensor tq = {.data = q, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 32, 1}, .shape = (int64_t *)shape};
