@@ -103,16 +103,23 @@ int vq_cmd_perplexity(int argc, char **argv)
     snprintf(list, sizeof list, "f16,%s", o.kv);
     for (char *save = NULL, *w = strtok_r(list, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save)) {
         if (nm > 0 && strcmp(w, "f16") == 0) continue;
-        if (nm == PPL_MAX_METHODS) return vqa_usage_error(&cmd, "at most %d methods", PPL_MAX_METHODS - 1);
+        if (nm == PPL_MAX_METHODS) {
+            vqm_model_free(model);
+            return vqa_usage_error(&cmd, "at most %d methods", PPL_MAX_METHODS - 1);
+        }
         const int st = vqm_cli_method_init(&methods[nm], "perplexity", w, o.c.f16_layers, (int)o.c.residual,
                                            model->cfg.n_layers, model->cfg.head_dim);
-        if (st != VQ_EXIT_OK) return st;
+        if (st != VQ_EXIT_OK) { /* a bad --kv: nothing but the model is held yet */
+            vqm_model_free(model);
+            return st;
+        }
         nm++;
     }
     size_t len = 0;
     char *text = read_file(pos[0], &len);
     if (text == NULL) {
         fprintf(stderr, "vq perplexity: cannot read '%s'\n", pos[0]);
+        vqm_model_free(model);
         return VQ_EXIT_FAILURE;
     }
     int64_t nt = vqm_tokenize(model->tok, text, len, false, NULL, 0);
