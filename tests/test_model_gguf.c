@@ -166,6 +166,11 @@ static void test_model_errors(void)
     expect_model(&b, VQ_ERR_UNSUPPORTED, "byte-level BPE", "sentencepiece tokenizer"); free(b.p);
     b = patched(after("tokenizer.ggml.pre") + 12, "qwen2!", 6);
     expect_model(&b, VQ_ERR_UNSUPPORTED, "pre-tokenizer", "unknown pre-tokenizer"); free(b.p);
+    /* a million layers in a file of a few KB: refused before any buffer is
+     * sized from the header (libFuzzer found the 537 MB allocation) */
+    const uint32_t huge = 1u << 20;
+    b = patched(after("llama.block_count") + 4, &huge, 4);
+    expect_model(&b, VQ_ERR_CORRUPT_DATA, "bytes of norm weights", "2^20 layers"); free(b.p);
 }
 
 /* Seeded random mutations of the valid file through the fuzz entry point. */

@@ -137,6 +137,15 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
     const vqm_gguf_tensor *bias = vqm_gguf_tensor_find(g, "blk.0.attn_q.bias");
     if (bias != NULL) return vqm_fail(err, VQ_ERR_UNSUPPORTED, "model: attention biases are not supported");
 
+    /* The file must hold 2 norm vectors per layer plus the output norm, each
+     * of dim elements of at least 2 bytes: a header that claims more layers
+     * or a wider model than the file can hold is refused before anything is
+     * sized from it. */
+    const uint64_t norm_bytes = (2u * (uint64_t)c.n_layers + 1u) * (uint64_t)c.dim * 2u;
+    if (norm_bytes > g->size)
+        return vqm_fail(err, VQ_ERR_CORRUPT_DATA,
+                    "model: %d layers of dim %d need at least %llu bytes of norm weights, the file has %llu bytes",
+                    c.n_layers, c.dim, (unsigned long long)norm_bytes, (unsigned long long)g->size);
     vqm_model *m = calloc(1, sizeof *m);
     if (m == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->layers = calloc((size_t)c.n_layers, sizeof *m->layers);
