@@ -98,6 +98,80 @@ static inline void dot_float(int64_t cols, const uint8_t *row, const int nx, con
     for (int j = 0; j < nx; j++) out[j] = hsum(acc[j]);
 }
 
+/* ---- the packed layout (quant.h): a lane per row, the tile's 16 rows as
+ * two halves of 8; the prefetch as in the AVX-512 file ---- */
+static inline void tile_q4(int64_t cols, const uint8_t *tile, const int nx, const float *x, size_t xs,
+                           const float *xsum, float *out, const int has_m)
+{
+    const int64_t nb = cols / VQM_QK;
+    const size_t bb = has_m ? 20 * VQM_TILE : 18 * VQM_TILE;
+    const __m256i m4 = _mm256_set1_epi32(15);
+    __m256 acc[4][2];
+    for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *p = tile + (size_t)b * bb;
+        __m256 vd[2], vm[2];
+        for (int h = 0; h < 2; h++) {
+            vd[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 16 * h)));
+            vm[h] = has_m ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 32 + 16 * h)))
+                          : _mm256_mul_ps(vd[h], _mm256_set1_ps(-8.0f));
+        }
+        const uint8_t *qs = p + (has_m ? 64 : 32);
+        for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)(p + VQM_PF_BLOCKS * bb + o), _MM_HINT_T0);
+        __m256 s[4][2];
+        for (int j = 0; j < nx; j++) s[j][0] = s[j][1] = _mm256_setzero_ps();
+        for (int e = 0; e < VQM_QK / 2; e++) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(qs + e * VQM_TILE));
+            for (int h = 0; h < 2; h++) {
+                const __m256i w = _mm256_cvtepu8_epi32(h ? _mm_srli_si128(v, 8) : v);
+                const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(w, m4));
+                const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 4));
+                for (int j = 0; j < nx; j++) {
+                    const float *xb = x + j * xs + b * VQM_QK;
+                    s[j][h] = _mm256_fmadd_ps(lo, _mm256_set1_ps(xb[e]), s[j][h]);
+                    s[j][h] = _mm256_fmadd_ps(hi, _mm256_set1_ps(xb[e + 16]), s[j][h]);
+                }
+            }
+        }
+        for (int j = 0; j < nx; j++)
+            for (int h = 0; h < 2; h++) {
+                acc[j][h] = _mm256_fmadd_ps(s[j][h], vd[h], acc[j][h]);
+                acc[j][h] = _mm256_fmadd_ps(vm[h], _mm256_set1_ps(xsum[j * nb + b]), acc[j][h]);
+            }
+    }
+    for (int j = 0; j < nx; j++)
+        for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + j * VQM_TILE + 8 * h, acc[j][h]);
+}
+
+static inline void tile_q8(int64_t cols, const uint8_t *tile, const int nx, const float *x, size_t xs, float *out)
+{
+    const int64_t nb = cols / VQM_QK;
+    __m256 acc[4][2];
+    for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *p = tile + (size_t)b * 34 * VQM_TILE;
+        const uint8_t *qs = p + 32;
+        for (size_t o = 0; o < 34 * VQM_TILE; o += 64)
+            _mm_prefetch((const char *)(p + VQM_PF_BLOCKS * 34 * VQM_TILE + o), _MM_HINT_T0);
+        __m256 s[4][2];
+        for (int j = 0; j < nx; j++) s[j][0] = s[j][1] = _mm256_setzero_ps();
+        for (int e = 0; e < VQM_QK; e++) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(qs + e * VQM_TILE));
+            for (int h = 0; h < 2; h++) {
+                const __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(h ? _mm_srli_si128(v, 8) : v));
+                for (int j = 0; j < nx; j++)
+                    s[j][h] = _mm256_fmadd_ps(w, _mm256_set1_ps(x[j * xs + b * VQM_QK + e]), s[j][h]);
+            }
+        }
+        for (int j = 0; j < nx; j++)
+            for (int h = 0; h < 2; h++)
+                acc[j][h] = _mm256_fmadd_ps(
+                    s[j][h], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 16 * h))), acc[j][h]);
+    }
+    for (int j = 0; j < nx; j++)
+        for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + j * VQM_TILE + 8 * h, acc[j][h]);
+}
+
 #define VQM_ISA_NAME "avx2"
 #define VQM_ISA_INIT vqm_kernels_avx2
 #include "quant_entries.h"
