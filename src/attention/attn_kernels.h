@@ -29,6 +29,14 @@ typedef struct vq_attn_kernels {
      * s[r][j] = exp(s[r][j] - m_new); d[r] = d[r] * alpha[r] + sum_j s[r][j];
      * m[r] = m_new. A row still at -inf gets s = 0 and alpha = 1. */
     void (*softmax)(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha);
+    /* The skeleton's per-block row passes (attn_skeleton.c), vectorised
+     * because at one or four rows per kv head they run once per 32 scores:
+     * poison: every score of s [R][lds] (n per row) that is NaN or +inf
+     * becomes -inf and sets bad[r] (never cleared here);
+     * rescale: o[r*ldo + c] *= alpha[r], c < D, rows with alpha[r] == 1 left
+     * alone (one f32 product per element on every ISA: bit-identical). */
+    void (*poison)(int R, int n, float *s, int64_t lds, bool *bad);
+    void (*rescale)(int R, int64_t D, float *o, int64_t ldo, const float *alpha);
     /* Affine keys: codes [n][ldc] bytes holding D codes of `bits` (2 or 4:
      * bit-packed along D; 8: one code per byte) ->
      * out[j*D + c] = code(j, c) * scale[c] + zero[c]. */

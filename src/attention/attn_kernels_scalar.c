@@ -62,6 +62,28 @@ static void softmax_scalar(int R, int n, float *s, int64_t lds, float *m, float 
     }
 }
 
+/* s [R][lds]: NaN / +inf scores -> -inf, their rows marked bad. */
+static void poison_scalar(int R, int n, float *s, int64_t lds, bool *bad)
+{
+    for (int r = 0; r < R; r++) {
+        float *row = s + r * lds;
+        for (int j = 0; j < n; j++)
+            if (!(row[j] < INFINITY)) { /* NaN or +inf */
+                bad[r] = true;
+                row[j] = -INFINITY;
+            }
+    }
+}
+
+/* o [R][ldo] *= alpha[r] where alpha[r] != 1 */
+static void rescale_scalar(int R, int64_t D, float *o, int64_t ldo, const float *alpha)
+{
+    for (int r = 0; r < R; r++) {
+        if (alpha[r] == 1.0f) continue;
+        for (int64_t c = 0; c < D; c++) o[r * ldo + c] *= alpha[r];
+    }
+}
+
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
 static void affine_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                                  const float *scale, const float *zero, float *out)
@@ -200,6 +222,8 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
 {
     VQ_ATTN_SET_PLAIN_KERNELS(k);
     k->softmax = softmax_scalar;
+    k->poison = poison_scalar;
+    k->rescale = rescale_scalar;
     k->affine_k_tile = affine_k_tile_scalar;
     k->affine_v_tile = affine_v_tile_scalar;
     k->hamming = hamming_scalar;
