@@ -1,8 +1,8 @@
 /* model.c — loads a Llama-family GGUF: hyper-parameters from
  * "<arch>.*" metadata, every tensor checked for presence, type and shape.
- * Matrices stay in the mapped file in their GGUF type; the 4- and 8-bit
- * ones also get a packed copy for the tile kernels (same bytes, tiles of
- * 16 rows: quant.h); norm vectors are copied to f32. */
+ * Matrices stay in the mapped file in their GGUF type and also get a
+ * packed copy for the tile kernels (same bytes, tiles of 16 rows:
+ * quant.h); norm vectors are copied to f32. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,8 @@
-/* quant.c — scalar dot kernels (the readable reference of every weight
- * type), row dequantization, the kernel table and the threaded matmul. */
+/* quant.c — the scalar kernels (the readable reference of every weight
+ * type): row kernels for matrices in their file layout, tile kernels for
+ * the packed one; the packing, row dequantization, the kernel table and
+ * the threaded matmul. The SIMD files have tile kernels only (the model
+ * packs every matrix it multiplies by). */
 #include "quant.h"
 
 #include <string.h>
@@ -102,35 +105,58 @@ static inline void tile_q4(int64_t cols, const uint8_t *tile, int nx, const floa
         }
 }
 
-static inline void tile_q8(int64_t cols, const uint8_t *tile, int nx, const float *x, size_t xs, float *out)
+/* Q8_0 (d q) and the float types (d = 1): 32 elements per row and block. */
+static inline void tile_linear(int64_t cols, const uint8_t *tile, int nx, const float *x, size_t xs, float *out,
+                               uint32_t type)
 {
     const int64_t nb = cols / VQM_QK;
+    const size_t bb = vqm_packed_block_bytes(type);
     for (int j = 0; j < nx; j++)
         for (int r = 0; r < VQM_TILE; r++) {
             float acc = 0;
             for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *p = tile + (size_t)b * 34 * VQM_TILE;
-                uint16_t dh;
-                memcpy(&dh, p + 2 * r, 2);
-                const int8_t *qs = (const int8_t *)(const void *)(p + 2 * VQM_TILE);
+                const uint8_t *p = tile + (size_t)b * bb;
                 float s = 0;
-                for (int e = 0; e < VQM_QK; e++) s += (float)qs[e * VQM_TILE + r] * x[j * xs + b * VQM_QK + e];
-                acc += h2f(dh) * s;
+                for (int e = 0; e < VQM_QK; e++) {
+                    const float xe = x[j * xs + b * VQM_QK + e];
+                    if (type == VQM_W_Q8_0) s += (float)(int8_t)p[2 * VQM_TILE + e * VQM_TILE + r] * xe;
+                    else s += float_at(p, e * VQM_TILE + r, type) * xe;
+                }
+                if (type == VQM_W_Q8_0) {
+                    uint16_t dh;
+                    memcpy(&dh, p + 2 * r, 2);
+                    s *= h2f(dh);
+                }
+                acc += s;
             }
             out[j * VQM_TILE + r] = acc;
         }
 }
 
 #define VQM_ISA_NAME "scalar"
-#define VQM_ISA_INIT scalar_table
+#define VQM_ISA_INIT scalar_tiles
 #include "quant_entries.h"
+
+/* the row kernels (unpacked matrices, every ISA) */
+#define B_Q4_1(N) dot_q4(cols, row, N, x, xs, xsum, out, 1)
+#define B_Q4_0(N) dot_q4(cols, row, N, x, xs, xsum, out, 0)
+#define B_Q8_0(N) dot_q8(cols, row, N, x, xs, out)
+#define B_F32(N) dot_float(cols, row, N, x, xs, out, VQM_W_F32)
+#define B_F16(N) dot_float(cols, row, N, x, xs, out, VQM_W_F16)
+#define B_BF16(N) dot_float(cols, row, N, x, xs, out, VQM_W_BF16)
+VQM_ENTRY(k_q4_1, B_Q4_1)
+VQM_ENTRY(k_q4_0, B_Q4_0)
+VQM_ENTRY(k_q8_0, B_Q8_0)
+VQM_ENTRY(k_f32, B_F32)
+VQM_ENTRY(k_f16, B_F16)
+VQM_ENTRY(k_bf16, B_BF16)
 
 void vqm_kernels_scalar(vqm_kernels *k)
 {
     memset(k, 0, sizeof *k);
-    scalar_table(k);
+    scalar_tiles(k);
+    VQM_FILL(k->dot, k_);
 }
-
 void vqm_kernels_init(vqm_kernels *k, const char *isa)
 {
     vqm_kernels_scalar(k);
@@ -195,19 +221,19 @@ void vqm_matrix_pack(const vqm_matrix *w, uint8_t *dst)
 {
     const size_t bb = vqm_packed_block_bytes(w->type);
     if (bb == 0) return;
-    const size_t bs = bb / VQM_TILE;                       /* the original block */
-    const size_t hdr = w->type == VQM_W_Q4_1 ? 4 : 2;       /* its scale bytes */
-    const size_t nq = bs - hdr;                             /* its code bytes */
+    const size_t bs = bb / VQM_TILE;                                    /* a row's block */
+    const size_t hdr = w->type == VQM_W_Q4_1 ? 4 : w->type == VQM_W_Q4_0 || w->type == VQM_W_Q8_0 ? 2 : 0;
+    const size_t u = w->type == VQM_W_F32 ? 4 : w->type == VQM_W_F16 || w->type == VQM_W_BF16 ? 2 : 1;
     const int64_t nb = w->cols / VQM_QK, tiles = (w->rows + VQM_TILE - 1) / VQM_TILE;
-    memset(dst, 0, vqm_matrix_packed_bytes(w)); /* padding rows: d = m = 0, codes 0 */
+    memset(dst, 0, vqm_matrix_packed_bytes(w)); /* padding rows: scales and codes 0 */
     for (int64_t t = 0; t < tiles; t++)
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *p = dst + ((size_t)t * (size_t)nb + (size_t)b) * bb;
             for (int r = 0; r < VQM_TILE && t * VQM_TILE + r < w->rows; r++) {
                 const uint8_t *src = w->data + (size_t)(t * VQM_TILE + r) * w->row_bytes + (size_t)b * bs;
-                memcpy(p + 2 * r, src, 2);                                   /* d */
-                if (hdr == 4) memcpy(p + 2 * VQM_TILE + 2 * r, src + 2, 2); /* m */
-                for (size_t e = 0; e < nq; e++) p[hdr * VQM_TILE + e * VQM_TILE + (size_t)r] = src[hdr + e];
+                for (size_t h = 0; h < hdr; h += 2) memcpy(p + h * VQM_TILE + 2 * (size_t)r, src + h, 2); /* d, m */
+                for (size_t e = 0; e < (bs - hdr) / u; e++)                                        /* codes */
+                    memcpy(p + hdr * VQM_TILE + (e * VQM_TILE + (size_t)r) * u, src + hdr + e * u, u);
             }
         }
 }

@@ -127,8 +127,9 @@ void vqm_pool_run(vqm_pool *p, void (*fn)(void *arg, int i, int n), void *arg);
 
 /* A weight matrix [rows, cols] of one type, rows contiguous (row_bytes).
  * packed: NULL, or the same weights re-laid out for the tile kernels by
- * vqm_matrix_pack (Q4_0, Q4_1, Q8_0); data stays valid either way (the
- * embedding lookup and the row kernels read it). */
+ * vqm_matrix_pack (every supported type); data stays valid either way (the
+ * embedding lookup and the scalar row kernels read it). An unpacked matrix
+ * is multiplied by the scalar row kernels on every ISA. */
 typedef struct vqm_matrix {
     uint32_t type;
     int64_t rows, cols;
@@ -154,8 +155,8 @@ typedef void (*vqm_tile_fn)(int64_t cols, const uint8_t *tile, int nx, const flo
 
 typedef struct vqm_kernels {
     const char *isa;
-    vqm_dot_fn dot[31];   /* by ggml type; NULL = unsupported */
-    vqm_tile_fn tile[31]; /* by ggml type, for packed matrices; NULL = none */
+    vqm_dot_fn dot[31];   /* by ggml type, unpacked matrices (scalar); NULL = unsupported */
+    vqm_tile_fn tile[31]; /* by ggml type, packed matrices (the ISA's); NULL = unsupported */
 } vqm_kernels;
 
 /* Kernel set for an ISA name ("scalar", "avx2", "avx512"; other names and
