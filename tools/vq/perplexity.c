@@ -9,8 +9,13 @@
  * perplexity and its change, mean KL(f16 || method) of the next-token
  * distribution, top-1 agreement with f16; plus the cache's bits per element
  * (codes, scales, norms and the f16 residual window, at the end of a window)
- * and bytes. --max-tokens / --windows bound the work (the full novel at 8K
- * on 2 cores takes hours). */
+ * and bytes. The change's standard error is the paired one: from the
+ * per-token differences d = nll(method) - nll(f16), change = exp(mean d) - 1
+ * and se = exp(mean d) * sd(d) / sqrt(n) (delta method; neighbouring tokens
+ * are correlated, so it is a lower estimate). --tokens writes every window
+ * position's token id and each method's nll, for comparisons with other
+ * runtimes token by token. --max-tokens / --windows bound the work (the full
+ * novel at 8K on 2 cores takes hours). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +33,7 @@ enum { PPL_MAX_METHODS = 16, PPL_CHUNK = 256 };
 
 typedef struct ppl_acc {
     double nll, kl;
+    double dsum, dsq; /* sums of d and d^2, d = nll - nll(f16) per token */
     int64_t n, agree;
     double bits;
     int64_t bytes;
@@ -35,7 +41,7 @@ typedef struct ppl_acc {
 
 typedef struct ppl_opts {
     vqm_cli_common c;
-    const char *kv, *plot;
+    const char *kv, *plot, *tokens;
     vqa_sizes ctx;
     int64_t max_tokens, windows;
     bool json;
@@ -78,6 +84,8 @@ int vq_cmd_perplexity(int argc, char **argv)
         {"max-tokens", VQA_SIZE, &o.max_tokens, 0, 1ll << 40, "N", "use at most the first N tokens (0 = all)"},
         {"windows", VQA_INT, &o.windows, 0, 1 << 30, "W", "at most W windows per context (0 = all)"},
         {"plot", VQA_STRING, &o.plot, 0, 0, "FILE.png", "draw perplexity change against bits per element"},
+        {"tokens", VQA_STRING, &o.tokens, 0, 0, "FILE.tsv",
+         "write each window position's token id and each method's nll (nan where not scored)"},
         VQM_CLI_COMMON_OPTS(o.c),
         VQA_JSON_OPT(&o.json),
     };
@@ -141,6 +149,14 @@ int vq_cmd_perplexity(int argc, char **argv)
         fprintf(stderr, "vq perplexity: %lld tokens are fewer than one window of every --ctx size\n", (long long)nt);
         return VQ_EXIT_USAGE;
     }
+    FILE *tsv = NULL; /* created once the arguments and the text are known good */
+    if (o.tokens != NULL && (tsv = fopen(o.tokens, "w")) == NULL) {
+        fprintf(stderr, "vq perplexity: --tokens: cannot write '%s'\n", o.tokens);
+        free(toks);
+        vq_ctx_free(ctx);
+        vqm_model_free(model);
+        return VQ_EXIT_FAILURE;
+    }
     vqm_session *sess[PPL_MAX_METHODS];
     for (int m = 0; m < nm; m++) {
         sess[m] = vqm_cli_session("perplexity", model, ctx, &methods[m], (int)max_ctx, &o.c);
@@ -150,6 +166,12 @@ int vq_cmd_perplexity(int argc, char **argv)
     double *lp_ref = tool_calloc((size_t)V, sizeof *lp_ref), *lp = tool_calloc((size_t)V, sizeof *lp);
     ppl_acc *acc = tool_calloc((size_t)o.ctx.n * (size_t)nm, sizeof *acc);
     int64_t *windows_run = tool_calloc((size_t)o.ctx.n, sizeof *windows_run);
+    double *win_nll = tool_calloc((size_t)max_ctx * (size_t)nm, sizeof *win_nll); /* [pos][method] of a window */
+    if (tsv != NULL) {
+        fprintf(tsv, "ctx\twindow\tpos\ttoken");
+        for (int m = 0; m < nm; m++) fprintf(tsv, "\tnll_%s", methods[m].name);
+        fprintf(tsv, "\n");
+    }
     vqp prog;
     vqp_begin(&prog, "perplexity", steps);
     char err[VQM_ERR_LEN];
@@ -161,6 +183,7 @@ int vq_cmd_perplexity(int argc, char **argv)
         for (int64_t w = 0; w < nw; w++) {
             vqp_step(&prog, "ctx %lld window %lld/%lld", (long long)C, (long long)w + 1, (long long)nw);
             const int32_t *win = toks + w * C;
+            for (int64_t i = 0; i < C * nm; i++) win_nll[i] = NAN;
             for (int m = 0; m < nm; m++) tool_check(ctx, vqm_session_reset(sess[m], err) == VQ_OK ? VQ_OK : VQ_ERR_INVALID_ARGUMENT, err);
             for (int64_t p0 = 0; p0 < C; p0 += o.c.batch) {
                 const int64_t T = C - p0 < o.c.batch ? C - p0 : o.c.batch;
@@ -185,7 +208,12 @@ int vq_cmd_perplexity(int argc, char **argv)
                             best = log_softmax(lg + ((size_t)m * o.c.batch + (size_t)r) * V, V, lp);
                             for (int i = 0; i < V; i++) kl += exp(lp_ref[i]) * (lp_ref[i] - lp[i]);
                         }
-                        a->nll -= m > 0 ? lp[target] : lp_ref[target];
+                        const double nll = m > 0 ? -lp[target] : -lp_ref[target];
+                        const double d = nll + lp_ref[target];
+                        win_nll[(pos + 1) * nm + m] = nll;
+                        a->nll += nll;
+                        a->dsum += d;
+                        a->dsq += d * d;
                         a->kl += kl;
                         a->agree += best == best_ref;
                         a->n++;
@@ -202,6 +230,11 @@ int vq_cmd_perplexity(int argc, char **argv)
                 acc[c * nm + m].bytes = mem.code_bytes + mem.param_bytes + mem.residual_bytes;
             }
             windows_run[c] = w + 1;
+            for (int64_t p = 0; tsv != NULL && p < C; p++) {
+                fprintf(tsv, "%lld\t%lld\t%lld\t%d", (long long)C, (long long)w, (long long)p, win[p]);
+                for (int m = 0; m < nm; m++) fprintf(tsv, "\t%.9g", win_nll[p * nm + m]);
+                fprintf(tsv, "\n");
+            }
         }
     }
     vqp_end(&prog);
@@ -215,8 +248,8 @@ int vq_cmd_perplexity(int argc, char **argv)
     if (r == NULL)
         printf("%s: %lld tokens (%lld used), %s, %d threads, %.0f s\n", pos[0], (long long)total_tokens, (long long)nt,
                vq_ctx_isa(ctx), vq_ctx_num_threads(ctx), elapsed);
-    if (r == NULL) printf("%-6s %-14s %7s %7s %10s %9s %9s %7s %11s\n", "ctx", "kv", "windows", "scored", "ppl",
-                          "dppl %", "KL", "top1 %", "bits/elt");
+    if (r == NULL) printf("%-6s %-14s %7s %7s %10s %9s %7s %9s %7s %11s\n", "ctx", "kv", "windows", "scored", "ppl",
+                          "dppl %", "se %", "KL", "top1 %", "bits/elt");
     vq_plot_point pts[PPL_MAX_METHODS * VQA_MAX_SIZES];
     int npts = 0;
     for (int c = 0; c < o.ctx.n; c++) {
@@ -224,6 +257,10 @@ int vq_cmd_perplexity(int argc, char **argv)
         for (int m = 0; m < nm; m++) {
             const ppl_acc *a = &acc[c * nm + m];
             const double ppl = a->n ? exp(a->nll / a->n) : NAN, d = 100 * (ppl / ref_ppl - 1);
+            /* paired standard error of the change (see the top of the file) */
+            const double md = a->n ? a->dsum / a->n : NAN;
+            const double var = a->n > 1 ? (a->dsq - a->n * md * md) / (a->n - 1) : NAN;
+            const double se = 100 * exp(md) * sqrt((var > 0 ? var : 0) / a->n);
             vqr_row(r);
             vqr_int(r, "ctx", o.ctx.v[c], "tokens");
             vqr_str(r, "kv", methods[m].name);
@@ -231,13 +268,14 @@ int vq_cmd_perplexity(int argc, char **argv)
             vqr_int(r, "scored_tokens", a->n, "tokens");
             vqr_num(r, "ppl", ppl, NULL);
             vqr_num(r, "ppl_change", d, "%");
+            vqr_num(r, "ppl_change_se", se, "%");
             vqr_num(r, "kl", a->n ? a->kl / a->n : NAN, "nats");
             vqr_num(r, "top1_agreement", a->n ? 100.0 * a->agree / a->n : NAN, "%");
             vqr_num(r, "bits_per_element", a->bits, "bits");
             vqr_int(r, "cache_bytes", a->bytes, "bytes");
             if (r == NULL)
-                printf("%-6lld %-14s %7lld %7lld %10.4f %+9.3f %9.5f %7.2f %11.3f\n", (long long)o.ctx.v[c],
-                       methods[m].name, (long long)windows_run[c], (long long)a->n, ppl, d, a->n ? a->kl / a->n : NAN,
+                printf("%-6lld %-14s %7lld %7lld %10.4f %+9.3f %7.3f %9.5f %7.2f %11.3f\n", (long long)o.ctx.v[c],
+                       methods[m].name, (long long)windows_run[c], (long long)a->n, ppl, d, se, a->n ? a->kl / a->n : NAN,
                        a->n ? 100.0 * a->agree / a->n : NAN, a->bits);
             if (a->n > 0) pts[npts++] = (vq_plot_point){a->bits, d, methods[m].name, c % 6};
         }
@@ -259,7 +297,11 @@ int vq_cmd_perplexity(int argc, char **argv)
         }
     }
     for (int m = 0; m < nm; m++) vqm_session_free(sess[m]);
-    free(lg); free(lp_ref); free(lp); free(acc); free(windows_run); free(toks);
+    if (tsv != NULL && fclose(tsv) != 0) {
+        fprintf(stderr, "vq perplexity: --tokens: writing '%s' failed\n", o.tokens);
+        return VQ_EXIT_FAILURE;
+    }
+    free(lg); free(lp_ref); free(lp); free(acc); free(windows_run); free(win_nll); free(toks);
     vq_ctx_free(ctx);
     vqm_model_free(model);
     return VQ_EXIT_OK;
