@@ -770,6 +770,36 @@ typedef enum vq_key_scores {
     VQ_KEY_SCORES_INT8 = 2
 } vq_key_scores;
 
+/* How the CPU affine decode kernel accumulates p . v_hat.
+ *
+ * VQ_VALUE_ACCUM_INT8 (what VQ_VALUE_ACCUM_AUTO picks on CPUs with AVX-512
+ * VNNI and VBMI, for 2-bit values with group_size 32 at D = 128; every other
+ * case runs F32): per query row, block of 32 tokens j and value group gi,
+ * the weights w_j = p_j * v_scale[j][gi] (f32, p_j = exp(s_j - m) <= 1 the
+ * unnormalised probabilities) are rounded once to int8,
+ * wq_j = rint(w_j / step) with step = max_j |w_j| / 127, and
+ *   sum_j p_j v_hat[j][c] = step * sum_j wq_j code[j][c] + sum_j p_j v_zero[j][gi]
+ * with the integer dot exact (AVX-512 vpdpbusd: 4 tokens x 16 channels per
+ * instruction; the scalar kernel is the reference other ISAs run when INT8
+ * is asked for). Error bound. |w_j - step * wq_j| <= step / 2, hence per
+ * block b and channel c, against the same sum in exact arithmetic,
+ *   |err_b,c| <= (step / 2) * sum_{j in b} code[j][c] <= max_{j in b} |w_j| * 3 * n_b / 254,
+ * and the output, which divides by d = sum_j p_j, moves by at most
+ * sum_b |err_b,c| / d plus f32 rounding. As d >= sum_b max_{j in b} p_j, a
+ * cache whose |v_scale| is at most S moves each output channel by at most
+ * 3 * 32 * S / 254 = 0.38 S in the worst case (all rounding errors of one
+ * sign); with errors of random sign the typical error is about
+ * (S / 254) * sqrt(sum_j (code p_j)^2) / d, ~1e-3 S or less on the test
+ * caches (the 2-bit code step itself is S). tests/test_attention_pv8.c
+ * checks the bound per output on every ISA and the typical error.
+ * VQ_VALUE_ACCUM_F32: f32 FMAs of the decoded codes (relative error ~1e-6).
+ * CUDA contexts ignore this field. */
+typedef enum vq_value_accum {
+    VQ_VALUE_ACCUM_AUTO = 0,
+    VQ_VALUE_ACCUM_F32 = 1,
+    VQ_VALUE_ACCUM_INT8 = 2
+} vq_value_accum;
+
 /* Options of the affine decode kernel. */
 typedef struct vq_scalar_attend_opts {
     bool causal;  /* as vq_attend_opts.causal */
@@ -781,6 +811,10 @@ typedef struct vq_scalar_attend_opts {
      * layout the integer kernels do not take runs F32 (the same as AUTO).
      * Values outside the enum give VQ_ERR_INVALID_ARGUMENT. */
     vq_key_scores key_scores;
+    /* p . v_hat arithmetic on the CPU (see vq_value_accum); 0 = AUTO. INT8 on
+     * a layout the integer kernel does not take runs F32. Values outside the
+     * enum give VQ_ERR_INVALID_ARGUMENT. */
+    vq_value_accum value_accum;
 } vq_scalar_attend_opts;
 
 /* Attention over a KIVI group-affine cache.

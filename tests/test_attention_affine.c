@@ -187,7 +187,9 @@ static void run_case(vq_ctx *ctx, const char *isa, const affine_case *k, vq_key_
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
     ref_attention(d, int8 ? kivi_score_q8 : kivi_score, &kv, kv.vhat, NULL, 0, 0, k->causal, ref);
     /* bits = 0 lets the layout be detected; 8 must be said when D*8/8 == D anyway */
-    const vq_scalar_attend_opts opts = {.causal = k->causal, .bits = k->bits == 8 ? 0 : k->bits, .key_scores = ks};
+    /* f32 p.V: these cases check the key paths (integer p.V: pv8_case below) */
+    const vq_scalar_attend_opts opts = {
+        .causal = k->causal, .bits = k->bits == 8 ? 0 : k->bits, .key_scores = ks, .value_accum = VQ_VALUE_ACCUM_F32};
     VT_OK(ctx, vq_scalar_fused_decode_attend(ctx, kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale,
                                              kv.v_zero, k->g, (float)kv.scale, k->nsg, out, &opts));
     const double err = vt_rel_l2(out, ref);
@@ -246,6 +248,138 @@ static void cases_on(vq_ctx *ctx, const char *isa)
 
 static void test_affine_decode(void) { vt_for_each_isa(2, cases_on); }
 
+/* Integer p.V (vq_value_accum) in float64, from the exact probabilities of
+ * exact (f32-path) scores: per row, block of 32 tokens (cut at the row's
+ * causal limit, as the skeleton cuts them) and value group, w = p * v_scale
+ * rounded against step = max|w| / 127. ref_q: that formulation; ref: the
+ * exact attention; bound [rows * D]: the header's bound on |out - ref|,
+ * sum over blocks of max|w| / 254 * sum_j code_jc, over d; var: the
+ * variance of out - ref if each rounding error is uniform in +-step / 2. */
+static void pv8_reference(const kivi *kv, bool causal, double *ref_q, double *ref, double *bound, double *var)
+{
+    const ref_dims *d = &kv->d;
+    const int64_t GV = d->D / 32;
+    double *s = malloc(sizeof(double) * (size_t)d->Skv);
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t h = 0; h < d->Hq; h++)
+            for (int64_t i = 0; i < d->Sq; i++) {
+                const int64_t hk = h / (d->Hq / d->Hkv), lim = causal ? d->Skv - d->Sq + i + 1 : d->Skv;
+                const int64_t row = (b * d->Hq + h) * d->Sq + i, bh = b * d->Hkv + hk;
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t t = 0; t < lim; t++) {
+                    s[t] = kivi_score(kv, b, h, i, t);
+                    mx = s[t] > mx ? s[t] : mx;
+                }
+                for (int64_t t = 0; t < lim; t++) sum += (s[t] = exp(s[t] - mx));
+                double *oq = ref_q + row * d->D, *oe = ref + row * d->D, *ob = bound + row * d->D, *ov = var + row * d->D;
+                for (int64_t c = 0; c < d->D; c++) oq[c] = oe[c] = ob[c] = ov[c] = 0.0;
+                for (int64_t t0 = 0; t0 < lim; t0 += 32)
+                    for (int64_t gi = 0; gi < GV; gi++) {
+                        const int64_t t1 = t0 + 32 < lim ? t0 + 32 : lim;
+                        double amax = 0.0;
+                        for (int64_t t = t0; t < t1; t++)
+                            amax = fmax(amax, fabs(s[t] * vt_get(kv->v_scale, (bh * d->Skv + t) * GV + gi)));
+                        for (int64_t t = t0; t < t1; t++) {
+                            const int64_t vi = (bh * d->Skv + t) * GV + gi;
+                            const double w = s[t] * vt_get(kv->v_scale, vi);
+                            const double wq = amax > 0 ? rint(w / amax * 127.0) * amax / 127.0 : 0.0;
+                            for (int64_t c = 32 * gi; c < 32 * gi + 32; c++) {
+                                const int64_t x = (bh * d->Skv + t) * d->D + c;
+                                oq[c] += (wq * kv->vc[x] + s[t] * vt_get(kv->v_zero, vi)) / sum;
+                                oe[c] += s[t] * kv->vhat[x] / sum;
+                                ob[c] += amax / 254.0 * kv->vc[x] / sum;
+                                ov[c] += amax * amax / (127.0 * 127.0 * 12.0) * kv->vc[x] * kv->vc[x] / (sum * sum);
+                            }
+                        }
+                    }
+            }
+    free(s);
+}
+
+/* One KIVI 2-bit g = 32 D = 128 case with integer p.V on this ISA: within
+ * the header's bound of the exact attention everywhere, close to the integer
+ * formulation's float64 value (its roundings can flip at ties: 1e-4), and
+ * with the typical error of random roundings (the variance from pv8_reference). */
+static void pv8_case(vq_ctx *ctx, const char *isa, const affine_case *k, vq_rng *rng)
+{
+    kivi kv;
+    kivi_make(&kv, k, rng);
+    const ref_dims *d = &kv.d;
+    DLTensor *out = vt_new(VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
+    const int64_t n = vt_numel(out);
+    double *ref_q = malloc(sizeof(double) * (size_t)n * 4), *ref = ref_q + n, *bound = ref + n, *var = bound + n;
+    pv8_reference(&kv, k->causal, ref_q, ref, bound, var);
+    const vq_scalar_attend_opts opts = {.causal = k->causal, .bits = 2, .key_scores = VQ_KEY_SCORES_F32,
+                                        .value_accum = VQ_VALUE_ACCUM_INT8};
+    VT_OK(ctx, vq_scalar_fused_decode_attend(ctx, kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale,
+                                             kv.v_zero, 32, (float)kv.scale, k->nsg, out, &opts));
+    double worst = 0.0, vsum = 0.0;
+    for (int64_t x = 0; x < n; x++) {
+        const double slack = 1e-5 * (fabs(ref[x]) + 1.0);
+        worst = fmax(worst, fabs(vt_get(out, x) - ref[x]) / (bound[x] + slack));
+    }
+    for (int64_t x = 0; x < n; x++) vsum += var[x];
+    const double err_q = vt_rel_l2(out, ref_q);
+    VT_CHECK(worst <= 1.0, "%s pv8 Hq%lld Hkv%lld Sq%lld Skv%lld: error / header bound = %.3g", isa,
+             (long long)d->Hq, (long long)d->Hkv, (long long)d->Sq, (long long)d->Skv, worst);
+    VT_CHECK(err_q <= 1e-4, "%s pv8 Skv%lld: rel err against the integer formulation %.3g", isa, (long long)d->Skv,
+             err_q);
+    double se = 0.0;
+    for (int64_t x = 0; x < n; x++) se += (vt_get(out, x) - ref[x]) * (vt_get(out, x) - ref[x]);
+    /* mean square error against its expectation under uniform rounding errors (2x: a sample of n outputs) */
+    VT_CHECK(se <= 2.0 * vsum + 1e-12 * (double)n, "%s pv8 Skv%lld: mean square error %.3g, expected %.3g", isa,
+             (long long)d->Skv, se / (double)n, vsum / (double)n);
+    VT_CHECK(vt_count_poisoned(out) == 0, "%s: unwritten output", isa);
+    free(ref_q);
+    vt_free(out);
+    kivi_free(&kv);
+}
+
+static void pv8_cases_on(vq_ctx *ctx, const char *isa)
+{
+    static const affine_case cases[] = {
+        /* B Hq Hkv Sq Skv  D   bits g  f16   causal nsg: tails of 4 and 32 tokens, 1-8 rows, splits, prefill */
+        {1, 1, 1, 1, 1, 128, 2, 32, true, false, 0},
+        {1, 4, 1, 1, 31, 128, 2, 32, false, false, 0},
+        {2, 8, 2, 1, 97, 128, 2, 32, true, false, 3},
+        {1, 32, 4, 1, 1000, 128, 2, 32, true, false, 0},
+        {1, 6, 2, 5, 70, 128, 2, 32, false, true, 0},
+        {1, 4, 4, 1, 4097, 128, 2, 32, true, false, 2},
+    };
+    vq_rng rng;
+    vq_rng_seed(&rng, 4321);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) pv8_case(ctx, isa, &cases[c], &rng);
+}
+
+static void test_affine_pv8(void) { vt_for_each_isa(2, pv8_cases_on); }
+
+/* AUTO takes integer p.V exactly where the ISA has the SIMD kernel: the
+ * output equals INT8's there and F32's elsewhere (bit for bit, same ctx). */
+static void auto_on(vq_ctx *ctx, const char *isa)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, 99);
+    kivi kv;
+    const affine_case k = {1, 8, 2, 1, 300, 128, 2, 32, true, false, 0};
+    kivi_make(&kv, &k, &rng);
+    DLTensor *o[3];
+    static const vq_value_accum modes[3] = {VQ_VALUE_ACCUM_AUTO, VQ_VALUE_ACCUM_F32, VQ_VALUE_ACCUM_INT8};
+    for (int m = 0; m < 3; m++) {
+        o[m] = vt_new(VT_F32, VT_DIMS(1, 8, 1, 128));
+        const vq_scalar_attend_opts opts = {.bits = 2, .value_accum = modes[m]};
+        VT_OK(ctx, vq_scalar_fused_decode_attend(ctx, kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes,
+                                                 kv.v_scale, kv.v_zero, 32, (float)kv.scale, 0, o[m], &opts));
+    }
+    const bool fast = vq_attn_kernels_for(ctx->isa)->pv8_fast;
+    VT_CHECK(memcmp(o[0]->data, o[fast ? 2 : 1]->data, sizeof(float) * 8 * 128) == 0, "%s: AUTO is not %s", isa,
+             fast ? "INT8" : "F32");
+    VT_CHECK(memcmp(o[1]->data, o[2]->data, sizeof(float) * 8 * 128) != 0, "%s: INT8 equals F32", isa);
+    for (int m = 0; m < 3; m++) vt_free(o[m]);
+    kivi_free(&kv);
+}
+
+static void test_affine_pv8_auto(void) { vt_for_each_isa(2, auto_on); }
+
 static void test_affine_errors(void)
 {
     vq_ctx *ctx = vt_ctx(2);
@@ -270,6 +404,9 @@ static void test_affine_errors(void)
     const vq_scalar_attend_opts ks9 = {.key_scores = (vq_key_scores)9};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "key_scores",
              CALL(kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale, kv.v_zero, 32, 0, &ks9));
+    const vq_scalar_attend_opts va9 = {.value_accum = (vq_value_accum)9};
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "value_accum",
+             CALL(kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale, kv.v_zero, 32, 0, &va9));
     const vq_scalar_attend_opts b4 = {.bits = 4};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "k_codes",
              CALL(kv.q, kv.k_codes, kv.k_scale, kv.k_zero, kv.v_codes, kv.v_scale, kv.v_zero, 32, 0, &b4));
@@ -315,6 +452,8 @@ static void test_affine_errors(void)
 int main(void)
 {
     VT_RUN(test_affine_decode);
+    VT_RUN(test_affine_pv8);
+    VT_RUN(test_affine_pv8_auto);
     VT_RUN(test_affine_errors);
     return vt_finish();
 }

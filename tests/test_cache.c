@@ -50,6 +50,7 @@ static int methods(const tables *t, method *out)
     M("kivi2", {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 16}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 16}});
     M("kivi4", {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32}, {.method = VQ_VALUE_KIVI, .bits = 4, .group_size = 32}});
     M("kivi8/codebook", {{.method = VQ_KEY_KIVI, .bits = 8, .group_size = 8}, {.method = VQ_VALUE_CODEBOOK}});
+    M("kivi4/turbo2", {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32}, {.method = VQ_VALUE_TURBO, .bits = 2}});
     M("turbo1", {{.method = VQ_KEY_TURBO, .bits = 1}, {.method = VQ_VALUE_TURBO, .bits = 1}});
     M("turbo3nc", {{.method = VQ_KEY_TURBO, .bits = 3, .norm_correct = true}, {.method = VQ_VALUE_TURBO, .bits = 3}});
     M("turbo8/kivi2", {{.method = VQ_KEY_TURBO, .bits = 8}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}});

@@ -148,9 +148,14 @@ static void test_tiny_vs_float64(void)
         ref_forward(&m, tok, TINY_MAXT, ref);
         static const char *const isas[] = {"scalar", "avx2", "avx512"};
         for (int ii = 0; ii < 3; ii++) {
+            /* the caller's VQ_ISA comes back after: the golden tests below run on the ISA it names */
+            const char *env = getenv("VQ_ISA");
+            char saved[32] = "";
+            if (env != NULL) snprintf(saved, sizeof saved, "%s", env);
             setenv("VQ_ISA", isas[ii], 1);
             vq_ctx *ctx = make_ctx(2);
-            unsetenv("VQ_ISA");
+            if (env != NULL) setenv("VQ_ISA", saved, 1);
+            else unsetenv("VQ_ISA");
             const int batches[] = {1, 4, TINY_MAXT};
             for (int bi = 0; bi < 6; bi++) {
                 /* the f32 oracle, then vq_cache's f16 cache (keys and values rounded to f16:
@@ -256,7 +261,7 @@ static void test_golden_logits(void)
             if (lg == NULL) continue;
             int wp = -1;
             const double e = golden_error(&gp[i], lg, g_model->cfg.vocab, &wp);
-            printf("  prompt %d (%d tokens): %s, max rel diff %.2e (position %d)\n", i, gp[i].n,
+            printf("  prompt %d (%d tokens, %s): %s, max rel diff %.2e (position %d)\n", i, gp[i].n, vq_ctx_isa(ctx),
                    preset ? "vq_cache f16" : "f32 oracle", e, wp);
             VT_CHECK(e <= 1e-3, "prompt %d %s: rel diff %.3g at position %d > 1e-3", i, preset ? "f16" : "f32", e, wp);
             free(lg);

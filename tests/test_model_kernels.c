@@ -1,7 +1,9 @@
 /* test_model_kernels.c — the model runtime's weight kernels: vqm_matmul for
  * every weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1) on every ISA path
  * (scalar, avx2, avx512 where the CPU has them), awkward shapes, 1 and 3
- * threads, against a float64 plain loop over the test's own dequantizer;
+ * threads, from the row layout and the packed one (tiles of 16 rows,
+ * partial last tiles), and vqm_matmuls of three matrices in one
+ * dispatch, against a float64 plain loop over the test's own dequantizer;
  * outputs poisoned, the stride padding must stay untouched. */
 #include <math.h>
 
@@ -9,46 +11,111 @@
 #include "model_tiny.h"
 #include "vqm.h"
 
-static void check_case(vqm_pool *pool, const vqm_kernels *k, uint32_t type, int64_t rows, int64_t cols, int64_t n,
-                       vq_rng *rng)
+/* y[n, ys] against the float64 product with t (rows < ys written, the padding still NaN) */
+static void check_y(const vqm_kernels *k, const tiny_tensor *t, const float *x, int64_t n, const float *y, size_t ys,
+                    const char *what)
 {
-    tiny_tensor t = {.type = type, .ne0 = cols, .ne1 = rows};
-    tiny_fill(&t, rng, 0.3);
-    const vqm_matrix w = {type, rows, cols, tiny_row_bytes(type, cols), t.data};
-    const size_t ys = (size_t)rows + 3;
-    float *x = malloc(sizeof(float) * (size_t)(n * cols));
-    float *y = malloc(sizeof(float) * ys * (size_t)n);
-    float *xsum = malloc(sizeof(float) * (size_t)(n * cols / 32));
-    for (int64_t i = 0; i < n * cols; i++) x[i] = (float)vq_rng_normal(rng);
-    for (size_t i = 0; i < ys * (size_t)n; i++) y[i] = NAN;
-    vqm_matmul(pool, k, &w, n, x, y, ys, xsum);
+    const int64_t rows = t->ne1, cols = t->ne0;
     int bad = 0;
     for (int64_t j = 0; j < n && bad < 3; j++) {
         for (int64_t r = 0; r < rows; r++) {
             double ref = 0, mag = 0;
             for (int64_t c = 0; c < cols; c++) {
-                const double wv = tiny_get(&t, r, c);
+                const double wv = tiny_get(t, r, c);
                 ref += wv * x[j * cols + c];
                 mag += fabs(wv * x[j * cols + c]);
             }
             const double got = y[(size_t)j * ys + (size_t)r];
             /* f32 accumulation: a few ulps of the sum of magnitudes */
             if (!(fabs(got - ref) <= 4e-6 * mag + 1e-6)) {
-                VT_CHECK(0, "%s %s rows %lld cols %lld n %lld: y[%lld,%lld] = %.8g, expected %.8g (mag %.3g)", k->isa,
-                         vqm_wtype_name(type), (long long)rows, (long long)cols, (long long)n, (long long)j,
+                VT_CHECK(0, "%s %s %s rows %lld cols %lld n %lld: y[%lld,%lld] = %.8g, expected %.8g (mag %.3g)", k->isa,
+                         what, vqm_wtype_name(t->type), (long long)rows, (long long)cols, (long long)n, (long long)j,
                          (long long)r, got, ref, mag);
                 bad++;
             }
         }
         for (size_t r = (size_t)rows; r < ys; r++)
-            VT_CHECK(isnan(y[(size_t)j * ys + r]), "%s %s: padding y[%lld, %zu] written", k->isa, vqm_wtype_name(type),
-                     (long long)j, r);
+            VT_CHECK(isnan(y[(size_t)j * ys + r]), "%s %s %s: padding y[%lld, %zu] written", k->isa, what,
+                     vqm_wtype_name(t->type), (long long)j, r);
     }
     vt_checks++;
+}
+
+/* w's packed copy (vqm_matrix_pack) into *storage, or NULL when its type has none */
+static void pack(vqm_matrix *w, uint8_t **storage)
+{
+    const size_t nb = vqm_matrix_packed_bytes(w);
+    *storage = NULL;
+    if (nb == 0) return;
+    *storage = malloc(nb);
+    memset(*storage, 0xA5, nb); /* poison: the packer must write every byte */
+    vqm_matrix_pack(w, *storage);
+    w->packed = *storage;
+}
+
+/* one matmul, from the row layout (scalar row kernels) and the packed one (the ISA's tile kernels) */
+static void check_case(vqm_pool *pool, const vqm_kernels *k, uint32_t type, int64_t rows, int64_t cols, int64_t n,
+                       vq_rng *rng)
+{
+    tiny_tensor t = {.type = type, .ne0 = cols, .ne1 = rows};
+    tiny_fill(&t, rng, 0.3);
+    const size_t ys = (size_t)rows + 3;
+    float *x = malloc(sizeof(float) * (size_t)(n * cols));
+    float *y = malloc(sizeof(float) * ys * (size_t)n);
+    float *xsum = malloc(sizeof(float) * (size_t)(n * cols / 32));
+    for (int64_t i = 0; i < n * cols; i++) x[i] = (float)vq_rng_normal(rng);
+    for (int packed = 0; packed < 2; packed++) {
+        vqm_matrix w = {type, rows, cols, tiny_row_bytes(type, cols), t.data, NULL};
+        uint8_t *storage = NULL;
+        if (packed) {
+            pack(&w, &storage);
+            if (storage == NULL) break; /* no packed layout for this type */
+        }
+        for (size_t i = 0; i < ys * (size_t)n; i++) y[i] = NAN;
+        vqm_matmul(pool, k, &w, n, x, y, ys, xsum);
+        check_y(k, &t, x, n, y, ys, packed ? "packed" : "rows");
+        free(storage);
+    }
     free(x);
     free(y);
     free(xsum);
     free(t.data);
+}
+
+/* vqm_matmuls: three matrices of the same X in one dispatch (types, row
+ * counts and layouts differ; the threads' shares cross matrix boundaries) */
+static void check_matmuls(vqm_pool *pool, const vqm_kernels *k, int64_t n, vq_rng *rng)
+{
+    enum { COLS = 96 };
+    static const uint32_t types[3] = {3, 30, 8};
+    static const int64_t rows[3] = {33, 16, 7};
+    tiny_tensor t[3];
+    vqm_matrix w[3];
+    uint8_t *storage[3];
+    float *y[3];
+    size_t ys[3];
+    for (int i = 0; i < 3; i++) {
+        t[i] = (tiny_tensor){.type = types[i], .ne0 = COLS, .ne1 = rows[i]};
+        tiny_fill(&t[i], rng, 0.3);
+        w[i] = (vqm_matrix){types[i], rows[i], COLS, tiny_row_bytes(types[i], COLS), t[i].data, NULL};
+        storage[i] = NULL;
+        if (i != 1) pack(&w[i], &storage[i]); /* the BF16 one stays unpacked: both paths in one dispatch */
+        ys[i] = (size_t)rows[i] + 2;
+        y[i] = malloc(sizeof(float) * ys[i] * (size_t)n);
+        for (size_t e = 0; e < ys[i] * (size_t)n; e++) y[i][e] = NAN;
+    }
+    float *x = malloc(sizeof(float) * (size_t)(n * COLS)), *xsum = malloc(sizeof(float) * (size_t)(n * COLS / 32));
+    for (int64_t i = 0; i < n * COLS; i++) x[i] = (float)vq_rng_normal(rng);
+    const vqm_matrix *wp[3] = {&w[0], &w[1], &w[2]};
+    vqm_matmuls(pool, k, 3, wp, n, x, y, ys, xsum);
+    for (int i = 0; i < 3; i++) {
+        check_y(k, &t[i], x, n, y[i], ys[i], "matmuls");
+        free(y[i]);
+        free(storage[i]);
+        free(t[i].data);
+    }
+    free(x);
+    free(xsum);
 }
 
 static void test_matmul_all(void)
@@ -74,6 +141,8 @@ static void test_matmul_all(void)
             if (!cpu_has) continue; /* the CPU lacks it */
             for (size_t ti = 0; ti < 6; ti++)
                 for (size_t si = 0; si < 6; si++) check_case(pool, &k, types[ti], shapes[si][0], shapes[si][1], shapes[si][2], &rng);
+            check_matmuls(pool, &k, 1, &rng);
+            check_matmuls(pool, &k, 6, &rng);
             if (th == 1) printf("  isa %s checked\n", k.isa);
         }
         vqm_pool_free(pool);

@@ -65,6 +65,11 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
  * kernels do not apply (bits 8, or D * bits % 256 != 0). */
 bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
 
+/* Switches bound KIVI values (vq_attn_bind_values_affine) to integer p.V
+ * (kern->affine_pv8). Returns false, changing nothing, where the kernel does
+ * not apply (vq_attn_pv8_supported: 2-bit codes, g = 32, D = 128). */
+bool vq_attn_affine_values_use_int8(vq_attn_values *values);
+
 /* RaBitQ 1-bit keys: bits [B,Hkv,Skv,D/8] u8, mag and cnst (nullable)
  * [B,Hkv,Skv] f32. Hamming: s = (D - 2 ham(sign q, bits)) * q_scale * mag + cnst;
  * exact: s = (q . sign) * q_scale * mag + cnst. q_scale per row comes from

@@ -29,6 +29,14 @@ typedef struct vq_attn_kernels {
      * s[r][j] = exp(s[r][j] - m_new); d[r] = d[r] * alpha[r] + sum_j s[r][j];
      * m[r] = m_new. A row still at -inf gets s = 0 and alpha = 1. */
     void (*softmax)(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha);
+    /* The skeleton's per-block row passes (attn_skeleton.c), vectorised
+     * because at one or four rows per kv head they run once per 32 scores:
+     * poison: every score of s [R][lds] (n per row) that is NaN or +inf
+     * becomes -inf and sets bad[r] (never cleared here);
+     * rescale: o[r*ldo + c] *= alpha[r], c < D, rows with alpha[r] == 1 left
+     * alone (one f32 product per element on every ISA: bit-identical). */
+    void (*poison)(int R, int n, float *s, int64_t lds, bool *bad);
+    void (*rescale)(int R, int64_t D, float *o, int64_t ldo, const float *alpha);
     /* Affine keys: codes [n][ldc] bytes holding D codes of `bits` (2 or 4:
      * bit-packed along D; 8: one code per byte) ->
      * out[j*D + c] = code(j, c) * scale[c] + zero[c]. */
@@ -82,6 +90,21 @@ typedef struct vq_attn_kernels {
     /* s[r*lds + j] = dz[2r] * (sum_c xq[r*D + pos(c)] * code(j, c)) + dz[2r + 1], codes as affine_qk. */
     void (*affine_qk8)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                        const float *dz, float *s, int64_t lds);
+    /* Integer p.V for 2-bit affine values at D = 128, g = 32
+     * (vq_attn_pv8_supported; vq_value_accum in veloxquant.h), codes [n][ldc]
+     * packed along D, vs / vz [n][4] f32 (token j's 4 groups), p [R][ldp].
+     * Per row r and group gi, with w_j = p[r*ldp + j] * vs[4j + gi] (f32):
+     *   amax = max_j |w_j|; a non-finite w_j makes the group's step NaN;
+     *   step = amax / 127, wq_j = rint(w_j * (127 / amax)) (0 when amax = 0),
+     *   o[r*ldo + vq_attn_pv8_pos(c)] += step * (sum_j wq_j code(j, c)) + sum_j p[r*ldp + j] * vz[4j + gi]
+     * for the 32 channels c of group gi, the integer sum exact: o holds the
+     * channels in the order the SIMD kernel's lanes produce them, undone
+     * once per row by the value format's finish(). Every ISA
+     * computes wq and step with these f32 operations (the zero sum's order
+     * may differ), so their outputs agree to f32 rounding for equal p. */
+    void (*affine_pv8)(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+                       const float *p, int64_t ldp, float *o, int64_t ldo);
+    bool pv8_fast; /* affine_pv8 is a SIMD kernel (VNNI): faster than the f32 p.V, what AUTO picks */
     /* RaBitQ Hamming scores straight from the bits, D = 8 * nbytes:
      * s[r*lds + j] = (float)(D - 2 ham(r, j)) * qs[r*ldqs] * mag[j] + (cnst ? cnst[j] : 0),
      * ham as hamming(). NULL where an ISA has no fused kernel: the format then
@@ -103,6 +126,14 @@ static inline int64_t vq_attn_q8_pos(int64_t c, int bits, int64_t D)
 /* Whether the integer key-score kernels take codes of this width and D. */
 static inline bool vq_attn_q8_supported(int bits, int64_t D) { return (bits == 2 || bits == 4) && D * bits % 256 == 0; }
 
+/* Where affine_pv8 accumulates channel c (D = 128): lane b of register
+ * (h, k) holds channel 64 h + 4 b + k (k: the code's position in its byte),
+ * and sits at 64 h + 16 k + b. */
+static inline int vq_attn_pv8_pos(int c) { return 64 * (c / 64) + 16 * (c % 4) + (c % 64) / 4; }
+
+/* Whether affine_pv8 takes values of this width, group size and D. */
+static inline bool vq_attn_pv8_supported(int bits, int64_t g, int64_t D) { return bits == 2 && g == 32 && D == 128; }
+
 /* Rows up to which formats take the direct paths rather than a decoded tile:
  * beyond it, decoding a block once and reusing it from L1 is cheaper. */
 #define VQ_ATTN_DIRECT_ROWS 4
@@ -121,6 +152,7 @@ void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, afte
 void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k); /* only where the CPU has AVX512_VNNI */
 void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU has AVX512_VBMI */
+void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);
 

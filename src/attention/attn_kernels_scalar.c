@@ -62,6 +62,55 @@ static void softmax_scalar(int R, int n, float *s, int64_t lds, float *m, float 
     }
 }
 
+/* s [R][lds]: NaN / +inf scores -> -inf, their rows marked bad. */
+static void poison_scalar(int R, int n, float *s, int64_t lds, bool *bad)
+{
+    for (int r = 0; r < R; r++) {
+        float *row = s + r * lds;
+        for (int j = 0; j < n; j++)
+            if (!(row[j] < INFINITY)) { /* NaN or +inf */
+                bad[r] = true;
+                row[j] = -INFINITY;
+            }
+    }
+}
+
+/* o [R][ldo] *= alpha[r] where alpha[r] != 1 */
+static void rescale_scalar(int R, int64_t D, float *o, int64_t ldo, const float *alpha)
+{
+    for (int r = 0; r < R; r++) {
+        if (alpha[r] == 1.0f) continue;
+        for (int64_t c = 0; c < D; c++) o[r * ldo + c] *= alpha[r];
+    }
+}
+
+/* Integer p.V (attn_kernels.h, affine_pv8): the definition every ISA follows. */
+static void affine_pv8_scalar(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+                              const float *p, int64_t ldp, float *o, int64_t ldo)
+{
+    for (int r = 0; r < R; r++) {
+        const float *pr = p + r * ldp;
+        for (int gi = 0; gi < 4; gi++) {
+            float amax = 0.0f, zs = 0.0f;
+            bool finite = true;
+            for (int j = 0; j < n; j++) {
+                const float w = pr[j] * vs[4 * j + gi];
+                finite = finite && isfinite(w);
+                amax = fabsf(w) > amax ? fabsf(w) : amax;
+            }
+            const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f, step = finite ? amax / 127.0f : NAN;
+            int32_t isum[32] = {0};
+            for (int j = 0; j < n; j++) {
+                const float x = rintf(pr[j] * vs[4 * j + gi] * inv);
+                const int32_t wq = finite ? (int32_t)(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x) : 0;
+                zs += pr[j] * vz[4 * j + gi];
+                for (int c = 0; c < 32; c++) isum[c] += wq * (int32_t)vq_attn_code(codes + j * ldc, 2, 32 * gi + c);
+            }
+            for (int c = 0; c < 32; c++) o[r * ldo + vq_attn_pv8_pos(32 * gi + c)] += step * (float)isum[c] + zs;
+        }
+    }
+}
+
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
 static void affine_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                                  const float *scale, const float *zero, float *out)
@@ -200,6 +249,10 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
 {
     VQ_ATTN_SET_PLAIN_KERNELS(k);
     k->softmax = softmax_scalar;
+    k->poison = poison_scalar;
+    k->affine_pv8 = affine_pv8_scalar;
+    k->pv8_fast = false;
+    k->rescale = rescale_scalar;
     k->affine_k_tile = affine_k_tile_scalar;
     k->affine_v_tile = affine_v_tile_scalar;
     k->hamming = hamming_scalar;

@@ -117,6 +117,15 @@ static int64_t tile_limit(const vq_attn_problem *p, int64_t b, int64_t r0, int64
     return row_limit(p, b, last >= Sq ? Sq - 1 : last);
 }
 
+/* Rows [r0, r0 + R): the first token some row of the tile may not see
+ * (the smallest row limit: the smallest query index among the rows). */
+static int64_t tile_min_limit(const vq_attn_problem *p, int64_t b, int64_t r0, int64_t R)
+{
+    const int64_t Sq = p->dims.Sq;
+    if (!p->causal) return row_skv(p, b);
+    return row_limit(p, b, r0 % Sq + R - 1 >= Sq ? 0 : r0);
+}
+
 /* Blocks of batch row b below token T. */
 static int64_t count_blocks(const vq_attn_problem *p, int64_t b, int64_t T)
 {
@@ -145,20 +154,6 @@ static void mask_block(const plan *pl, int64_t b, int64_t hk, int64_t r0, int R,
         }
         const int64_t lim = row_limit(p, b, rr) - t0;
         for (int j = lim < 0 ? 0 : (int)(lim < n ? lim : n); j < n; j++) row[j] = -INFINITY;
-    }
-}
-
-/* Poisons the rows of s [R][BN] (n scores each) that hold a NaN or +inf
- * score, and replaces those scores by -inf for the softmax step. */
-static void poison_block(int R, int n, float *s, bool *bad)
-{
-    for (int r = 0; r < R; r++) {
-        float *row = s + (int64_t)r * VQ_ATTN_BN;
-        for (int j = 0; j < n; j++)
-            if (!(row[j] < INFINITY)) {  /* NaN or +inf */
-                bad[r] = true;
-                row[j] = -INFINITY;
-            }
     }
 }
 
@@ -211,7 +206,7 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
                           int64_t blo, int64_t bhi)
 {
     const vq_attn_problem *p = pl->p;
-    const int64_t D = p->dims.D;
+    const int64_t D = p->dims.D, min_lim = tile_min_limit(p, b, r0, R);
     int64_t blk_i = 0, t = 0;
     for (int64_t si = 0, ns = n_segments(p, b); si < ns && t < T && blk_i < bhi; si++) {
         const vq_attn_segment sg = segment(p, b, si);
@@ -226,14 +221,12 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
             const int64_t lt0 = k * VQ_ATTN_BN;
             const vq_attn_block blk = {sg.b, hk, lt0, (int)(seen - lt0 < VQ_ATTN_BN ? seen - lt0 : VQ_ATTN_BN)};
             sg.keys->ops->score(sg.keys->desc, &tm->th, &blk, qp, R, tm->s);
-            mask_block(pl, b, hk, r0, R, t + lt0, blk.n, tm->s);
-            poison_block(R, blk.n, tm->s, tm->bad);
+            if (p->mask || min_lim < t + lt0 + blk.n) /* else the block changes no score */
+                mask_block(pl, b, hk, r0, R, t + lt0, blk.n, tm->s);
+            /* the non-finite rule (top of file): NaN / +inf scores poison their row */
+            pl->kern->poison(R, blk.n, tm->s, VQ_ATTN_BN, tm->bad);
             pl->kern->softmax(R, blk.n, tm->s, VQ_ATTN_BN, tm->m, tm->d, tm->alpha);
-            for (int r = 0; r < R; r++) {
-                if (tm->alpha[r] == 1.0f) continue;
-                float *o = tm->o + r * D;
-                for (int64_t c = 0; c < D; c++) o[c] *= tm->alpha[r];
-            }
+            pl->kern->rescale(R, D, tm->o, D, tm->alpha);
             accumulate_block(pl, &sg, tm, &blk, b, r0, R, t + lt0);
         }
         blk_i += nb;

@@ -1,6 +1,11 @@
 /* attn_values_affine.c — KIVI group-affine values (per token over groups of g
  * channels): v_hat[t,c] = code[t,c] * vs[t,c/g] + vz[t,c/g], decoded per
- * block into the thread's f32 tile and accumulated by all rows (kern->pv). */
+ * block into the thread's f32 tile and accumulated by all rows (kern->pv),
+ * or for few rows accumulated straight from the codes (kern->affine_pv).
+ * With integer p.V (vq_attn_affine_values_use_int8) every block goes to
+ * kern->affine_pv8: the weights p * vs rounded to int8 per row, block and
+ * group, integer dots with the codes (error bound: veloxquant.h at
+ * vq_value_accum). */
 #include "attention/attn_formats.h"
 
 typedef struct affine_values {
@@ -9,6 +14,7 @@ typedef struct affine_values {
     vq_dtype sz_dt;
     int bits;
     int64_t g, GV, D;
+    bool int8; /* integer p.V (affine_pv8) */
 } affine_values;
 _Static_assert(sizeof(affine_values) <= sizeof(vq_attn_desc_storage), "affine_values too big");
 
@@ -38,6 +44,10 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     }
     const uint8_t *codes = vq_attn_at(&v->codes, blk->b, blk->hk, blk->t0);
     const int64_t ldc = v->codes.st;
+    if (v->int8) {
+        th->kern->affine_pv8(R, blk->n, codes, ldc, vs, vz, p, VQ_ATTN_BN, o, v->D);
+        return;
+    }
     if (R > VQ_ATTN_DIRECT_ROWS || v->g % 8 != 0) {
         th->kern->affine_v_tile(blk->n, v->D, v->bits, codes, ldc, vs, vz, GV, v->g, th->tile);
         th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
@@ -47,6 +57,18 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
 }
 
 static const vq_attn_value_ops affine_ops = {accumulate, NULL};
+
+/* Integer p.V accumulates o in the kernel's lane order (vq_attn_pv8_pos):
+ * back to channel order once per row. */
+static void finish_int8(const void *desc, float *o)
+{
+    (void)desc;
+    float tmp[128];
+    for (int c = 0; c < 128; c++) tmp[c] = o[vq_attn_pv8_pos(c)];
+    for (int c = 0; c < 128; c++) o[c] = tmp[c];
+}
+
+static const vq_attn_value_ops affine_int8_ops = {accumulate, finish_int8};
 
 vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                      const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
@@ -60,9 +82,18 @@ vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const D
     VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, zero, "v_zero", VQ_DTM(vq_dtype_of(scale)), dims, GV));
     affine_values *d = (affine_values *)(void *)out->storage.bytes;
     *d = (affine_values){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_dtype_of(scale),
-                         lb, g, GV, dims->D};
+                         lb, g, GV, dims->D, false};
     out->ops = &affine_ops;
     out->desc = d;
     out->thread_floats = 2 * VQ_ATTN_BN * GV;
     return VQ_OK;
+}
+
+bool vq_attn_affine_values_use_int8(vq_attn_values *values)
+{
+    affine_values *d = (affine_values *)(void *)values->storage.bytes;
+    if (values->ops != &affine_ops || !vq_attn_pv8_supported(d->bits, d->g, d->D)) return false;
+    d->int8 = true;
+    values->ops = &affine_int8_ops;
+    return true;
 }

@@ -151,9 +151,12 @@ static vq_status forward_chunk(vqm_session *s, const int32_t *tokens, int64_t T,
     for (int l = 0; l < c->n_layers; l++) {
         const vqm_layer_weights *w = &m->layers[l];
         rmsnorm(s->xb, s->x, w->attn_norm, T, dim, c->norm_eps);
-        vqm_matmul(s->pool, &s->k, &w->wq, T, s->xb, s->q, (size_t)qd, s->xsum);
-        vqm_matmul(s->pool, &s->k, &w->wk, T, s->xb, s->kb, (size_t)w->wk.rows, s->xsum);
-        vqm_matmul(s->pool, &s->k, &w->wv, T, s->xb, s->vb, (size_t)w->wv.rows, s->xsum);
+        {
+            const vqm_matrix *qkv[] = {&w->wq, &w->wk, &w->wv};
+            float *const out[] = {s->q, s->kb, s->vb};
+            const size_t ys[] = {(size_t)qd, (size_t)w->wk.rows, (size_t)w->wv.rows};
+            vqm_matmuls(s->pool, &s->k, 3, qkv, T, s->xb, out, ys, s->xsum);
+        }
         rope(s, s->q, T, c->n_heads);
         rope(s, s->kb, T, c->n_kv_heads);
         const vq_status st = s->attn_step(s, l, T, err);
@@ -161,8 +164,12 @@ static vq_status forward_chunk(vqm_session *s, const int32_t *tokens, int64_t T,
         vqm_matmul(s->pool, &s->k, &w->wo, T, s->att, s->xb, (size_t)dim, s->xsum);
         for (int64_t i = 0; i < T * dim; i++) s->x[i] += s->xb[i];
         rmsnorm(s->xb, s->x, w->ffn_norm, T, dim, c->norm_eps);
-        vqm_matmul(s->pool, &s->k, &w->w_gate, T, s->xb, s->h1, (size_t)c->hidden_dim, s->xsum);
-        vqm_matmul(s->pool, &s->k, &w->w_up, T, s->xb, s->h3, (size_t)c->hidden_dim, s->xsum);
+        {
+            const vqm_matrix *gu[] = {&w->w_gate, &w->w_up};
+            float *const out[] = {s->h1, s->h3};
+            const size_t ys[] = {(size_t)c->hidden_dim, (size_t)c->hidden_dim};
+            vqm_matmuls(s->pool, &s->k, 2, gu, T, s->xb, out, ys, s->xsum);
+        }
         for (int64_t i = 0; i < T * c->hidden_dim; i++) {
             const float g = s->h1[i];
             s->h1[i] = g / (1.0f + expf(-g)) * s->h3[i];

@@ -1,7 +1,8 @@
 /* model.c — loads a Llama-family GGUF: hyper-parameters from
  * "<arch>.*" metadata, every tensor checked for presence, type and shape.
- * Matrices stay in the mapped file in their GGUF type; norm vectors are
- * copied to f32. */
+ * Matrices stay in the mapped file in their GGUF type and also get a
+ * packed copy for the tile kernels (same bytes, tiles of 16 rows:
+ * quant.h); norm vectors are copied to f32. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@ static vq_status get_matrix(const vqm_gguf *g, const char *name, int64_t rows, i
     m->cols = cols;
     m->row_bytes = (size_t)vqm_wtype_row_bytes(t->type, cols, NULL);
     m->data = t->data;
+    m->packed = NULL;
     return VQ_OK;
 }
 
@@ -53,8 +55,44 @@ static vq_status get_vector(const vqm_gguf *g, const char *name, int64_t n, floa
     if (t->type != VQM_W_F32 && t->type != VQM_W_F16 && t->type != VQM_W_BF16)
         return vqm_fail(err, VQ_ERR_UNSUPPORTED, "model: vector '%s' must be F32, F16 or BF16, not %s", name,
                     vqm_wtype_name(t->type));
-    const vqm_matrix m = {t->type, 1, n, (size_t)t->nbytes, t->data};
+    const vqm_matrix m = {t->type, 1, n, (size_t)t->nbytes, t->data, NULL};
     vqm_matrix_row(&m, 0, dst);
+    return VQ_OK;
+}
+
+/* The packed copies of every matrix the forward pass multiplies by (the
+ * embedding is only looked up by row: it keeps its file layout), in one
+ * 64-byte aligned allocation. */
+static vq_status pack_matrices(vqm_model *m, char *err)
+{
+    const int nm = 7 * m->cfg.n_layers + 1;
+    vqm_matrix **all = malloc((size_t)nm * sizeof *all);
+    if (all == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "model: out of memory");
+    int k = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        vqm_layer_weights *w = &m->layers[l];
+        vqm_matrix *ms[] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
+        for (int i = 0; i < 7; i++) all[k++] = ms[i];
+    }
+    all[k++] = &m->output;
+    size_t total = 0;
+    for (int i = 0; i < nm; i++) total += (vqm_matrix_packed_bytes(all[i]) + 63) / 64 * 64;
+    if (total > 0) {
+        m->packed_storage = aligned_alloc(64, total);
+        if (m->packed_storage == NULL) {
+            free(all);
+            return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "model: out of memory for the packed weights (%zu bytes)", total);
+        }
+    }
+    size_t at = 0;
+    for (int i = 0; i < nm; i++) {
+        const size_t nbytes = vqm_matrix_packed_bytes(all[i]);
+        if (nbytes == 0) continue;
+        vqm_matrix_pack(all[i], m->packed_storage + at);
+        all[i]->packed = m->packed_storage + at;
+        at += (nbytes + 63) / 64 * 64;
+    }
+    free(all);
     return VQ_OK;
 }
 
@@ -65,6 +103,7 @@ void vqm_model_free(vqm_model *m)
     vqm_gguf_free(m->gguf);
     free(m->layers);
     free(m->norm_storage);
+    free(m->packed_storage);
     free(m);
 }
 
@@ -222,6 +261,13 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
         for (int i = 0; i < 7; i++) bytes += (uint64_t)ms[i]->row_bytes * (uint64_t)ms[i]->rows;
     }
     m->weight_bytes = bytes;
+    m->cfg = c;
+    s = pack_matrices(m, err);
+    if (s != VQ_OK) {
+        m->gguf = NULL;
+        vqm_model_free(m);
+        return s;
+    }
     m->cfg = c;
     m->gguf = g;
     *out = m;

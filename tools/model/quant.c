@@ -1,5 +1,8 @@
-/* quant.c — scalar dot kernels (the readable reference of every weight
- * type), row dequantization, the kernel table and the threaded matmul. */
+/* quant.c — the scalar kernels (the readable reference of every weight
+ * type): row kernels for matrices in their file layout, tile kernels for
+ * the packed one; the packing, row dequantization, the kernel table and
+ * the threaded matmul. The SIMD files have tile kernels only (the model
+ * packs every matrix it multiplies by). */
 #include "quant.h"
 
 #include <string.h>
@@ -74,16 +77,86 @@ static inline void dot_q8(int64_t cols, const uint8_t *row, int nx, const float 
     }
 }
 
+/* The packed layouts (quant.h): the readable reference of the tile kernels. */
+static inline void tile_q4(int64_t cols, const uint8_t *tile, int nx, const float *x, size_t xs, const float *xsum,
+                           float *out, bool has_m)
+{
+    const int64_t nb = cols / VQM_QK;
+    const size_t bb = has_m ? 20 * VQM_TILE : 18 * VQM_TILE;
+    for (int j = 0; j < nx; j++)
+        for (int r = 0; r < VQM_TILE; r++) {
+            float acc = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *p = tile + (size_t)b * bb;
+                uint16_t dh, mh;
+                memcpy(&dh, p + 2 * r, 2);
+                memcpy(&mh, p + 2 * VQM_TILE + 2 * r, 2);
+                const float d = h2f(dh), m = has_m ? h2f(mh) : -8.0f * d;
+                const uint8_t *qs = p + (has_m ? 4 : 2) * VQM_TILE;
+                const float *xb = x + j * xs + b * VQM_QK;
+                float s = 0;
+                for (int e = 0; e < VQM_QK / 2; e++) {
+                    s += (float)(qs[e * VQM_TILE + r] & 15) * xb[e];
+                    s += (float)(qs[e * VQM_TILE + r] >> 4) * xb[e + 16];
+                }
+                acc += d * s + m * xsum[j * nb + b];
+            }
+            out[j * VQM_TILE + r] = acc;
+        }
+}
+
+/* Q8_0 (d q) and the float types (d = 1): 32 elements per row and block. */
+static inline void tile_linear(int64_t cols, const uint8_t *tile, int nx, const float *x, size_t xs, float *out,
+                               uint32_t type)
+{
+    const int64_t nb = cols / VQM_QK;
+    const size_t bb = vqm_packed_block_bytes(type);
+    for (int j = 0; j < nx; j++)
+        for (int r = 0; r < VQM_TILE; r++) {
+            float acc = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *p = tile + (size_t)b * bb;
+                float s = 0;
+                for (int e = 0; e < VQM_QK; e++) {
+                    const float xe = x[j * xs + b * VQM_QK + e];
+                    if (type == VQM_W_Q8_0) s += (float)(int8_t)p[2 * VQM_TILE + e * VQM_TILE + r] * xe;
+                    else s += float_at(p, e * VQM_TILE + r, type) * xe;
+                }
+                if (type == VQM_W_Q8_0) {
+                    uint16_t dh;
+                    memcpy(&dh, p + 2 * r, 2);
+                    s *= h2f(dh);
+                }
+                acc += s;
+            }
+            out[j * VQM_TILE + r] = acc;
+        }
+}
+
 #define VQM_ISA_NAME "scalar"
-#define VQM_ISA_INIT scalar_table
+#define VQM_ISA_INIT scalar_tiles
 #include "quant_entries.h"
+
+/* the row kernels (unpacked matrices, every ISA) */
+#define B_Q4_1(N) dot_q4(cols, row, N, x, xs, xsum, out, 1)
+#define B_Q4_0(N) dot_q4(cols, row, N, x, xs, xsum, out, 0)
+#define B_Q8_0(N) dot_q8(cols, row, N, x, xs, out)
+#define B_F32(N) dot_float(cols, row, N, x, xs, out, VQM_W_F32)
+#define B_F16(N) dot_float(cols, row, N, x, xs, out, VQM_W_F16)
+#define B_BF16(N) dot_float(cols, row, N, x, xs, out, VQM_W_BF16)
+VQM_ENTRY(k_q4_1, B_Q4_1)
+VQM_ENTRY(k_q4_0, B_Q4_0)
+VQM_ENTRY(k_q8_0, B_Q8_0)
+VQM_ENTRY(k_f32, B_F32)
+VQM_ENTRY(k_f16, B_F16)
+VQM_ENTRY(k_bf16, B_BF16)
 
 void vqm_kernels_scalar(vqm_kernels *k)
 {
     memset(k, 0, sizeof *k);
-    scalar_table(k);
+    scalar_tiles(k);
+    VQM_FILL(k->dot, k_);
 }
-
 void vqm_kernels_init(vqm_kernels *k, const char *isa)
 {
     vqm_kernels_scalar(k);
@@ -136,54 +209,115 @@ void vqm_matrix_row(const vqm_matrix *w, int64_t r, float *out)
     }
 }
 
+/* ---- the packed layout ---- */
+
+size_t vqm_matrix_packed_bytes(const vqm_matrix *w)
+{
+    const int64_t tiles = (w->rows + VQM_TILE - 1) / VQM_TILE;
+    return (size_t)tiles * (size_t)(w->cols / VQM_QK) * vqm_packed_block_bytes(w->type);
+}
+
+void vqm_matrix_pack(const vqm_matrix *w, uint8_t *dst)
+{
+    const size_t bb = vqm_packed_block_bytes(w->type);
+    if (bb == 0) return;
+    const size_t bs = bb / VQM_TILE;                                    /* a row's block */
+    const size_t hdr = w->type == VQM_W_Q4_1 ? 4 : w->type == VQM_W_Q4_0 || w->type == VQM_W_Q8_0 ? 2 : 0;
+    const size_t u = w->type == VQM_W_F32 ? 4 : w->type == VQM_W_F16 || w->type == VQM_W_BF16 ? 2 : 1;
+    const int64_t nb = w->cols / VQM_QK, tiles = (w->rows + VQM_TILE - 1) / VQM_TILE;
+    memset(dst, 0, vqm_matrix_packed_bytes(w)); /* padding rows: scales and codes 0 */
+    for (int64_t t = 0; t < tiles; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *p = dst + ((size_t)t * (size_t)nb + (size_t)b) * bb;
+            for (int r = 0; r < VQM_TILE && t * VQM_TILE + r < w->rows; r++) {
+                const uint8_t *src = w->data + (size_t)(t * VQM_TILE + r) * w->row_bytes + (size_t)b * bs;
+                for (size_t h = 0; h < hdr; h += 2) memcpy(p + h * VQM_TILE + 2 * (size_t)r, src + h, 2); /* d, m */
+                for (size_t e = 0; e < (bs - hdr) / u; e++)                                        /* codes */
+                    memcpy(p + hdr * VQM_TILE + (e * VQM_TILE + (size_t)r) * u, src + hdr + e * u, u);
+            }
+        }
+}
+
 /* ---- the threaded matmul ---- */
 
-enum { ROW_TILE = 16, X_GROUP = 4 };
+enum { X_GROUP = 4, MAX_MATS = 4 };
 
 typedef struct matmul_job {
     const vqm_kernels *k;
-    const vqm_matrix *w;
+    int count;
+    const vqm_matrix *const *w;
     int64_t n;
     const float *x, *xsum;
-    float *y;
-    size_t y_stride;
+    float *const *y;
+    const size_t *y_stride;
+    int64_t tiles[MAX_MATS + 1]; /* prefix sums of the matrices' tile counts */
 } matmul_job;
 
-static void matmul_part(void *arg, int ti, int tn)
+/* Tile t (VQM_TILE rows from r0) of matrix w for every group of X_GROUP rows of x. */
+static void matmul_tile(const matmul_job *j, const vqm_matrix *w, float *y, size_t ys, int64_t t)
 {
-    const matmul_job *j = arg;
-    const vqm_matrix *w = j->w;
-    /* rows split in tiles, tiles split over threads */
-    const int64_t tiles = (w->rows + ROW_TILE - 1) / ROW_TILE;
-    const int64_t t0 = tiles * ti / tn, t1 = tiles * (ti + 1) / tn;
-    const vqm_dot_fn dot = j->k->dot[w->type];
+    const int64_t r0 = t * VQM_TILE, nr = w->rows - r0 < VQM_TILE ? w->rows - r0 : VQM_TILE;
     const int64_t nb = w->cols / VQM_QK;
-    float out[X_GROUP];
-    for (int64_t t = t0; t < t1; t++) {
-        const int64_t r0 = t * ROW_TILE, r1 = r0 + ROW_TILE < w->rows ? r0 + ROW_TILE : w->rows;
-        for (int64_t x0 = 0; x0 < j->n; x0 += X_GROUP) {
-            const int nx = (int)(j->n - x0 < X_GROUP ? j->n - x0 : X_GROUP);
-            for (int64_t r = r0; r < r1; r++) {
-                dot(w->cols, w->data + (size_t)r * w->row_bytes, nx, j->x + (size_t)x0 * (size_t)w->cols,
-                    (size_t)w->cols, j->xsum + (size_t)x0 * (size_t)nb, out);
-                for (int q = 0; q < nx; q++) j->y[(size_t)(x0 + q) * j->y_stride + (size_t)r] = out[q];
+    const vqm_tile_fn tile = w->packed != NULL ? j->k->tile[w->type] : NULL;
+    float out[X_GROUP * VQM_TILE];
+    for (int64_t x0 = 0; x0 < j->n; x0 += X_GROUP) {
+        const int nx = (int)(j->n - x0 < X_GROUP ? j->n - x0 : X_GROUP);
+        const float *x = j->x + (size_t)x0 * (size_t)w->cols, *xsum = j->xsum + (size_t)x0 * (size_t)nb;
+        if (tile != NULL) {
+            tile(w->cols, w->packed + (size_t)t * (size_t)nb * vqm_packed_block_bytes(w->type), nx, x,
+                 (size_t)w->cols, xsum, out);
+            for (int q = 0; q < nx; q++)
+                for (int64_t r = 0; r < nr; r++) y[(size_t)(x0 + q) * ys + (size_t)(r0 + r)] = out[q * VQM_TILE + r];
+        } else {
+            const vqm_dot_fn dot = j->k->dot[w->type];
+            for (int64_t r = r0; r < r0 + nr; r++) {
+                dot(w->cols, w->data + (size_t)r * w->row_bytes, nx, x, (size_t)w->cols, xsum, out);
+                for (int q = 0; q < nx; q++) y[(size_t)(x0 + q) * ys + (size_t)r] = out[q];
             }
         }
     }
 }
 
+static void matmul_part(void *arg, int ti, int tn)
+{
+    const matmul_job *j = arg;
+    /* the tiles of all matrices in a row, split evenly over the threads */
+    const int64_t total = j->tiles[j->count];
+    const int64_t t0 = total * ti / tn, t1 = total * (ti + 1) / tn;
+    int i = 0;
+    for (int64_t g = t0; g < t1; g++) {
+        while (g >= j->tiles[i + 1]) i++;
+        matmul_tile(j, j->w[i], j->y[i], j->y_stride[i], g - j->tiles[i]);
+    }
+}
+
+void vqm_matmuls(vqm_pool *pool, const vqm_kernels *k, int count, const vqm_matrix *const *w, int64_t n,
+                 const float *x, float *const *y, const size_t *y_stride, float *xsum)
+{
+    assert(count >= 1 && count <= MAX_MATS);
+    const int64_t cols = w[0]->cols, nb = cols / VQM_QK;
+    matmul_job job = {k, count, w, n, x, xsum, y, y_stride, {0}};
+    bool affine = false;
+    for (int i = 0; i < count; i++) {
+        assert(w[i]->cols == cols);
+        job.tiles[i + 1] = job.tiles[i] + (w[i]->rows + VQM_TILE - 1) / VQM_TILE;
+        affine |= w[i]->type == VQM_W_Q4_1 || w[i]->type == VQM_W_Q4_0;
+    }
+    /* block sums of x for the affine types (Q4_1's m term, Q4_0's -8):
+     * computed once, used by every row; four partial sums, not one chain */
+    for (int64_t t = 0; t < n && affine; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = x + t * cols + b * VQM_QK;
+            float s[4] = {0, 0, 0, 0};
+            for (int e = 0; e < VQM_QK; e += 4)
+                for (int q = 0; q < 4; q++) s[q] += xb[e + q];
+            xsum[t * nb + b] = (s[0] + s[1]) + (s[2] + s[3]);
+        }
+    vqm_pool_run(pool, matmul_part, &job);
+}
+
 void vqm_matmul(vqm_pool *pool, const vqm_kernels *k, const vqm_matrix *w, int64_t n, const float *x, float *y,
                 size_t y_stride, float *xsum)
 {
-    /* block sums of x for the affine types (Q4_1's m term, Q4_0's -8):
-     * computed once, used by every row */
-    const int64_t nb = w->cols / VQM_QK;
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t b = 0; b < nb; b++) {
-            float s = 0;
-            for (int e = 0; e < VQM_QK; e++) s += x[t * w->cols + b * VQM_QK + e];
-            xsum[t * nb + b] = s;
-        }
-    matmul_job job = {k, w, n, x, xsum, y, y_stride};
-    vqm_pool_run(pool, matmul_part, &job);
+    vqm_matmuls(pool, k, 1, &w, n, x, &y, &y_stride, xsum);
 }

@@ -1,102 +1,50 @@
-/* quant_avx2.c — AVX2+FMA+F16C dot kernels. The weights are unpacked to
- * f32 in registers once per block and used by up to four activation rows
- * (batched prefill reads each weight block once per four tokens). */
+/* quant_avx2.c — AVX2+FMA+F16C primitives of the tile kernels
+ * (quant_tiles.h): the 16 rows of a tile are two ymm of 8. */
 #include <immintrin.h>
-#include <string.h>
 
 #include "quant.h"
 
-static inline float hsum(__m256 v)
+typedef struct vr {
+    __m256 h[2]; /* rows 0-7, 8-15 */
+} vr;
+#define VR_CHAINS 2 /* of two ymm each: 16 registers hold no more */
+
+static inline vr vr_two(__m256 a, __m256 b) { return (vr){{a, b}}; }
+static inline vr vr_zero(void) { return vr_two(_mm256_setzero_ps(), _mm256_setzero_ps()); }
+static inline vr vr_set1(float f) { return vr_two(_mm256_set1_ps(f), _mm256_set1_ps(f)); }
+static inline vr vr_add(vr a, vr b) { return vr_two(_mm256_add_ps(a.h[0], b.h[0]), _mm256_add_ps(a.h[1], b.h[1])); }
+static inline vr vr_fma(vr a, vr b, vr c)
 {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    return vr_two(_mm256_fmadd_ps(a.h[0], b.h[0], c.h[0]), _mm256_fmadd_ps(a.h[1], b.h[1], c.h[1]));
+}
+static inline void vr_store(float *out, vr v)
+{
+    _mm256_storeu_ps(out, v.h[0]);
+    _mm256_storeu_ps(out + 8, v.h[1]);
+}
+static inline __m128i load16(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
+static inline vr vr_f16(const uint8_t *p) { return vr_two(_mm256_cvtph_ps(load16(p)), _mm256_cvtph_ps(load16(p + 16))); }
+static inline __m256 bf16x8(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+static inline vr vr_bf16(const uint8_t *p) { return vr_two(bf16x8(load16(p)), bf16x8(load16(p + 16))); }
+static inline vr vr_f32(const uint8_t *p)
+{
+    return vr_two(_mm256_loadu_ps((const float *)(const void *)p), _mm256_loadu_ps((const float *)(const void *)p + 8));
+}
+static inline vr vr_q8(const uint8_t *p)
+{
+    const __m128i v = load16(p);
+    return vr_two(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))));
+}
+static inline void vr_q4(const uint8_t *p, vr *lo, vr *hi)
+{
+    const __m128i v = load16(p);
+    const __m256i a = _mm256_cvtepu8_epi32(v), b = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
+    const __m256i m4 = _mm256_set1_epi32(15);
+    *lo = vr_two(_mm256_cvtepi32_ps(_mm256_and_si256(a, m4)), _mm256_cvtepi32_ps(_mm256_and_si256(b, m4)));
+    *hi = vr_two(_mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)));
 }
 
-static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-/* 32 weights of a 4-bit block as 4 x 8 f32 (elements 0-7, 8-15, 16-23, 24-31). */
-static inline void unpack_q4(const uint8_t *qs, __m256 f[4])
-{
-    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    const __m128i m4 = _mm_set1_epi8(15);
-    const __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-    f[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-    f[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
-    f[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-    f[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
-}
-
-static inline __m256 block_dot(const __m256 f[4], const float *x)
-{
-    __m256 s = _mm256_mul_ps(f[0], _mm256_loadu_ps(x));
-    s = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(x + 8), s);
-    s = _mm256_fmadd_ps(f[2], _mm256_loadu_ps(x + 16), s);
-    return _mm256_fmadd_ps(f[3], _mm256_loadu_ps(x + 24), s);
-}
-
-/* The 4-bit affine types: Q4_1 (d, m) and Q4_0 (d, m = -8 d). */
-static inline void dot_q4(int64_t cols, const uint8_t *row, const int nx, const float *x, size_t xs,
-                          const float *xsum, float *out, const int has_m)
-{
-    const int64_t nb = cols / VQM_QK;
-    const size_t bs = has_m ? sizeof(vqm_block_q4_1) : sizeof(vqm_block_q4_0);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    float macc[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *b = row + (size_t)i * bs;
-        uint16_t dh, mh = 0;
-        memcpy(&dh, b, 2);
-        if (has_m) memcpy(&mh, b + 2, 2);
-        const float d = h2f(dh), m = has_m ? h2f(mh) : -8.0f * d;
-        __m256 f[4];
-        unpack_q4(b + (has_m ? 4 : 2), f);
-        const __m256 vd = _mm256_set1_ps(d);
-        for (int j = 0; j < nx; j++) {
-            acc[j] = _mm256_fmadd_ps(block_dot(f, x + j * xs + i * VQM_QK), vd, acc[j]);
-            macc[j] += m * xsum[j * nb + i];
-        }
-    }
-    for (int j = 0; j < nx; j++) out[j] = hsum(acc[j]) + macc[j];
-}
-
-static inline void dot_q8(int64_t cols, const uint8_t *row, const int nx, const float *x, size_t xs, float *out)
-{
-    const vqm_block_q8_0 *b = (const vqm_block_q8_0 *)(const void *)row;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < cols / VQM_QK; i++) {
-        __m256 f[4];
-        for (int q = 0; q < 4; q++) {
-            const __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(b[i].qs + 8 * q));
-            f[q] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
-        }
-        const __m256 vd = _mm256_set1_ps(h2f(b[i].d));
-        for (int j = 0; j < nx; j++) acc[j] = _mm256_fmadd_ps(block_dot(f, x + j * xs + i * VQM_QK), vd, acc[j]);
-    }
-    for (int j = 0; j < nx; j++) out[j] = hsum(acc[j]);
-}
-
-/* 16-bit floats (F16 or BF16) and F32: 32 weights per step. */
-static inline __m256 load8(const uint8_t *row, int64_t c, int type)
-{
-    if (type == VQM_W_F32) return _mm256_loadu_ps((const float *)(const void *)row + c);
-    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(row + 2 * c));
-    if (type == VQM_W_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-static inline void dot_float(int64_t cols, const uint8_t *row, const int nx, const float *x, size_t xs,
-                             float *out, const int type)
-{
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t c = 0; c < cols; c += VQM_QK) {
-        __m256 f[4];
-        for (int q = 0; q < 4; q++) f[q] = load8(row, c + 8 * q, type);
-        for (int j = 0; j < nx; j++) acc[j] = _mm256_add_ps(acc[j], block_dot(f, x + j * xs + c));
-    }
-    for (int j = 0; j < nx; j++) out[j] = hsum(acc[j]);
-}
+#include "quant_tiles.h"
 
 #define VQM_ISA_NAME "avx2"
 #define VQM_ISA_INIT vqm_kernels_avx2

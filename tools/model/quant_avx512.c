@@ -1,76 +1,35 @@
-/* quant_avx512.c — AVX-512 dot kernels: a 32-weight block is two zmm
- * registers; as in the AVX2 file, each unpacked block serves up to four
- * activation rows. */
+/* quant_avx512.c — AVX-512 primitives of the tile kernels (quant_tiles.h):
+ * the 16 rows of a tile are one zmm. A 4-bit code widened to a dword
+ * indexes a 16-float table of 0..15 directly (vpermps reads only the
+ * index's low 4 bits; the high nibble after a 4-bit shift): two shuffles
+ * instead of two masks and two int-to-float conversions. */
 #include <immintrin.h>
-#include <string.h>
 
 #include "quant.h"
 
-static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+typedef __m512 vr;
+#define VR_CHAINS 4
 
-static inline __m512 dot2(__m512 f0, __m512 f1, const float *x)
+static inline vr vr_zero(void) { return _mm512_setzero_ps(); }
+static inline vr vr_set1(float f) { return _mm512_set1_ps(f); }
+static inline vr vr_add(vr a, vr b) { return _mm512_add_ps(a, b); }
+static inline vr vr_fma(vr a, vr b, vr c) { return _mm512_fmadd_ps(a, b, c); }
+static inline void vr_store(float *out, vr v) { _mm512_storeu_ps(out, v); }
+static inline __m128i load16(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
+static inline __m256i load32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+static inline vr vr_f16(const uint8_t *p) { return _mm512_cvtph_ps(load32(p)); }
+static inline vr vr_bf16(const uint8_t *p) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load32(p)), 16)); }
+static inline vr vr_f32(const uint8_t *p) { return _mm512_loadu_ps((const float *)(const void *)p); }
+static inline vr vr_q8(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(p))); }
+static inline void vr_q4(const uint8_t *p, vr *lo, vr *hi)
 {
-    return _mm512_fmadd_ps(f1, _mm512_loadu_ps(x + 16), _mm512_mul_ps(f0, _mm512_loadu_ps(x)));
+    const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i v = _mm512_cvtepu8_epi32(load16(p));
+    *lo = _mm512_permutexvar_ps(v, lut);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut);
 }
 
-static inline void dot_q4(int64_t cols, const uint8_t *row, const int nx, const float *x, size_t xs,
-                          const float *xsum, float *out, const int has_m)
-{
-    const int64_t nb = cols / VQM_QK;
-    const size_t bs = has_m ? sizeof(vqm_block_q4_1) : sizeof(vqm_block_q4_0);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    float macc[4] = {0, 0, 0, 0};
-    const __m128i m4 = _mm_set1_epi8(15);
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *b = row + (size_t)i * bs;
-        uint16_t dh, mh = 0;
-        memcpy(&dh, b, 2);
-        if (has_m) memcpy(&mh, b + 2, 2);
-        const float d = h2f(dh), m = has_m ? h2f(mh) : -8.0f * d;
-        const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + (has_m ? 4 : 2)));
-        const __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(v, m4)));
-        const __m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(v, 4), m4)));
-        const __m512 vd = _mm512_set1_ps(d);
-        for (int j = 0; j < nx; j++) {
-            acc[j] = _mm512_fmadd_ps(dot2(f0, f1, x + j * xs + i * VQM_QK), vd, acc[j]);
-            macc[j] += m * xsum[j * nb + i];
-        }
-    }
-    for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]) + macc[j];
-}
-
-static inline void dot_q8(int64_t cols, const uint8_t *row, const int nx, const float *x, size_t xs, float *out)
-{
-    const vqm_block_q8_0 *b = (const vqm_block_q8_0 *)(const void *)row;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t i = 0; i < cols / VQM_QK; i++) {
-        const __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)b[i].qs)));
-        const __m512 f1 =
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b[i].qs + 16))));
-        const __m512 vd = _mm512_set1_ps(h2f(b[i].d));
-        for (int j = 0; j < nx; j++) acc[j] = _mm512_fmadd_ps(dot2(f0, f1, x + j * xs + i * VQM_QK), vd, acc[j]);
-    }
-    for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
-}
-
-static inline __m512 load16(const uint8_t *row, int64_t c, int type)
-{
-    if (type == VQM_W_F32) return _mm512_loadu_ps((const float *)(const void *)row + c);
-    const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(row + 2 * c));
-    if (type == VQM_W_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-static inline void dot_float(int64_t cols, const uint8_t *row, const int nx, const float *x, size_t xs,
-                             float *out, const int type)
-{
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t c = 0; c < cols; c += VQM_QK) {
-        const __m512 f0 = load16(row, c, type), f1 = load16(row, c + 16, type);
-        for (int j = 0; j < nx; j++) acc[j] = _mm512_add_ps(acc[j], dot2(f0, f1, x + j * xs + c));
-    }
-    for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
-}
+#include "quant_tiles.h"
 
 #define VQM_ISA_NAME "avx512"
 #define VQM_ISA_INIT vqm_kernels_avx512

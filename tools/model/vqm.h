@@ -125,12 +125,17 @@ int vqm_pool_size(const vqm_pool *p);
  * index, n = the thread count) and returns when all are done. */
 void vqm_pool_run(vqm_pool *p, void (*fn)(void *arg, int i, int n), void *arg);
 
-/* A weight matrix [rows, cols] of one type, rows contiguous (row_bytes). */
+/* A weight matrix [rows, cols] of one type, rows contiguous (row_bytes).
+ * packed: NULL, or the same weights re-laid out for the tile kernels by
+ * vqm_matrix_pack (every supported type); data stays valid either way (the
+ * embedding lookup and the scalar row kernels read it). An unpacked matrix
+ * is multiplied by the scalar row kernels on every ISA. */
 typedef struct vqm_matrix {
     uint32_t type;
     int64_t rows, cols;
     size_t row_bytes;
     const uint8_t *data;
+    const uint8_t *packed;
 } vqm_matrix;
 
 /* The dot kernel: out[j] = dot(row, x + j * x_stride) for j < nx <= 4.
@@ -138,20 +143,44 @@ typedef struct vqm_matrix {
 typedef void (*vqm_dot_fn)(int64_t cols, const uint8_t *row, int nx, const float *x, size_t x_stride,
                            const float *xsum, float *out);
 
+/* Rows per tile of the packed layout. */
+#define VQM_TILE 16
+
+/* The tile kernel on the packed layout: out[j * VQM_TILE + r] = dot(row r of
+ * the tile, x + j * x_stride) for r < VQM_TILE, j < nx <= 4 (xsum as above).
+ * One weight vector lane per row: no per-row reduction, no per-block scale
+ * broadcast (quant.h has the layout). */
+typedef void (*vqm_tile_fn)(int64_t cols, const uint8_t *tile, int nx, const float *x, size_t x_stride,
+                            const float *xsum, float *out);
+
 typedef struct vqm_kernels {
     const char *isa;
-    vqm_dot_fn dot[31]; /* by ggml type; NULL = unsupported */
+    vqm_dot_fn dot[31];   /* by ggml type, unpacked matrices (scalar); NULL = unsupported */
+    vqm_tile_fn tile[31]; /* by ggml type, packed matrices (the ISA's); NULL = unsupported */
 } vqm_kernels;
 
 /* Kernel set for an ISA name ("scalar", "avx2", "avx512"; other names and
  * ISAs not compiled in give the best available that is not above it). */
 void vqm_kernels_init(vqm_kernels *k, const char *isa);
 
+/* Bytes of w's packed layout (the same as its data: the 16 rows of a tile
+ * keep their bytes, reordered; the last tile padded with zero rows), or 0
+ * when its type has no packed layout. */
+size_t vqm_matrix_packed_bytes(const vqm_matrix *w);
+/* Writes w's packed layout into dst (vqm_matrix_packed_bytes(w) bytes);
+ * the caller then sets w->packed = dst. */
+void vqm_matrix_pack(const vqm_matrix *w, uint8_t *dst);
+
 /* Y[n, rows] = X[n, cols] * W^T (f32 activations, weights in their type;
  * y_stride between output rows, x compact; cols a multiple of 32). Threads
  * split the rows. xsum: scratch of n * cols / 32 floats. */
 void vqm_matmul(vqm_pool *pool, const vqm_kernels *k, const vqm_matrix *w, int64_t n, const float *x,
                 float *y, size_t y_stride, float *xsum);
+/* count (<= 4) matmuls of the same X in one parallel step (one thread
+ * dispatch instead of count): Y_i = X W_i^T into y[i] (stride y_stride[i]);
+ * every w[i] has the same cols. Q, K, V and gate, up share their input. */
+void vqm_matmuls(vqm_pool *pool, const vqm_kernels *k, int count, const vqm_matrix *const *w, int64_t n,
+                 const float *x, float *const *y, const size_t *y_stride, float *xsum);
 /* Dequantizes row r of w to f32 (cols floats). */
 void vqm_matrix_row(const vqm_matrix *w, int64_t r, float *out);
 
@@ -212,6 +241,7 @@ typedef struct vqm_model {
     vqm_layer_weights *layers;
     const float *rope_freqs;           /* [head_dim/2] divisors of the rotation frequencies, or NULL */
     float *norm_storage;               /* owned f32 copies of the norm vectors */
+    uint8_t *packed_storage;           /* owned packed layouts of the matrices (vqm_matrix_pack) */
     uint64_t weight_bytes;             /* bytes of all weights read per token */
 } vqm_model;
 

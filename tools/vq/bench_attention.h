@@ -12,7 +12,8 @@ double vqb_now(void);
 double vqb_cpu_now(void);
 /* Best of 5 streaming-read passes over `bytes` with `threads` threads, GB/s
  * of wall time; *per_cpu = best bytes / (CPU seconds / threads): what the
- * threads reach while they run, when other work shares the cores. */
+ * threads reach while they run, when other work shares the cores (per_cpu
+ * may be NULL). 0 when the buffer cannot be allocated or threads < 1. */
 double vqb_read_bandwidth(int threads, size_t bytes, double *per_cpu);
 
 /* An owned CPU tensor of up to 4 dims, 64-byte aligned. */

@@ -9,13 +9,10 @@
  * perplexity and its change, mean KL(f16 || method) of the next-token
  * distribution, top-1 agreement with f16; plus the cache's bits per element
  * (codes, scales, norms and the f16 residual window, at the end of a window)
- * and bytes. The change's standard error is the paired one: from the
- * per-token differences d = nll(method) - nll(f16), change = exp(mean d) - 1
- * and se = exp(mean d) * sd(d) / sqrt(n) (delta method; neighbouring tokens
- * are correlated, so it is a lower estimate). --tokens writes every window
- * position's token id and each method's nll, for comparisons with other
- * runtimes token by token. --max-tokens / --windows bound the work (the full
- * novel at 8K on 2 cores takes hours). */
+ * and bytes. --tokens writes every window position's token id and each
+ * method's nll, for comparisons with other runtimes token by token
+ * (bench/python_perplexity.py). --max-tokens / --windows bound the work (the
+ * full novel at 8K on 2 cores takes hours). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +30,7 @@ enum { PPL_MAX_METHODS = 16, PPL_CHUNK = 256 };
 
 typedef struct ppl_acc {
     double nll, kl;
-    double dsum, dsq; /* sums of d and d^2, d = nll - nll(f16) per token */
+    double dsum, dsq, klsq; /* per-token nll - nll(f16): sum and sum of squares; kl^2 (standard errors) */
     int64_t n, agree;
     double bits;
     int64_t bytes;
@@ -208,13 +205,13 @@ int vq_cmd_perplexity(int argc, char **argv)
                             best = log_softmax(lg + ((size_t)m * o.c.batch + (size_t)r) * V, V, lp);
                             for (int i = 0; i < V; i++) kl += exp(lp_ref[i]) * (lp_ref[i] - lp[i]);
                         }
-                        const double nll = m > 0 ? -lp[target] : -lp_ref[target];
-                        const double d = nll + lp_ref[target];
-                        win_nll[(pos + 1) * nm + m] = nll;
-                        a->nll += nll;
+                        const double d = m > 0 ? lp_ref[target] - lp[target] : 0;
+                        a->nll -= m > 0 ? lp[target] : lp_ref[target];
+                        win_nll[(pos + 1) * nm + m] = m > 0 ? -lp[target] : -lp_ref[target];
+                        a->kl += kl;
+                        a->klsq += kl * kl;
                         a->dsum += d;
                         a->dsq += d * d;
-                        a->kl += kl;
                         a->agree += best == best_ref;
                         a->n++;
                     }
@@ -248,8 +245,8 @@ int vq_cmd_perplexity(int argc, char **argv)
     if (r == NULL)
         printf("%s: %lld tokens (%lld used), %s, %d threads, %.0f s\n", pos[0], (long long)total_tokens, (long long)nt,
                vq_ctx_isa(ctx), vq_ctx_num_threads(ctx), elapsed);
-    if (r == NULL) printf("%-6s %-14s %7s %7s %10s %9s %7s %9s %7s %11s\n", "ctx", "kv", "windows", "scored", "ppl",
-                          "dppl %", "se %", "KL", "top1 %", "bits/elt");
+    if (r == NULL) printf("%-6s %-14s %7s %7s %10s %9s %7s %9s %9s %7s %11s\n", "ctx", "kv", "windows", "scored", "ppl",
+                          "dppl %", "+-", "KL", "+-", "top1 %", "bits/elt");
     vq_plot_point pts[PPL_MAX_METHODS * VQA_MAX_SIZES];
     int npts = 0;
     for (int c = 0; c < o.ctx.n; c++) {
@@ -257,10 +254,13 @@ int vq_cmd_perplexity(int argc, char **argv)
         for (int m = 0; m < nm; m++) {
             const ppl_acc *a = &acc[c * nm + m];
             const double ppl = a->n ? exp(a->nll / a->n) : NAN, d = 100 * (ppl / ref_ppl - 1);
-            /* paired standard error of the change (see the top of the file) */
-            const double md = a->n ? a->dsum / a->n : NAN;
-            const double var = a->n > 1 ? (a->dsq - a->n * md * md) / (a->n - 1) : NAN;
-            const double se = 100 * exp(md) * sqrt((var > 0 ? var : 0) / a->n);
+            /* paired standard errors over scored tokens (tokens treated as
+             * independent, so a lower bound where errors are correlated):
+             * the change is exp(mean d) - 1, d = nll - nll(f16) per token */
+            const double n = (double)a->n, md = n > 0 ? a->dsum / n : NAN, mk = n > 0 ? a->kl / n : NAN;
+            const double sd_d = n > 1 ? sqrt(fmax(0, (a->dsq / n - md * md) * n / (n - 1))) : NAN;
+            const double sd_k = n > 1 ? sqrt(fmax(0, (a->klsq / n - mk * mk) * n / (n - 1))) : NAN;
+            const double d_se = 100 * exp(md) * sd_d / sqrt(n), kl_se = sd_k / sqrt(n);
             vqr_row(r);
             vqr_int(r, "ctx", o.ctx.v[c], "tokens");
             vqr_str(r, "kv", methods[m].name);
@@ -268,14 +268,15 @@ int vq_cmd_perplexity(int argc, char **argv)
             vqr_int(r, "scored_tokens", a->n, "tokens");
             vqr_num(r, "ppl", ppl, NULL);
             vqr_num(r, "ppl_change", d, "%");
-            vqr_num(r, "ppl_change_se", se, "%");
+            vqr_num(r, "ppl_change_se", d_se, "%");
             vqr_num(r, "kl", a->n ? a->kl / a->n : NAN, "nats");
+            vqr_num(r, "kl_se", kl_se, "nats");
             vqr_num(r, "top1_agreement", a->n ? 100.0 * a->agree / a->n : NAN, "%");
             vqr_num(r, "bits_per_element", a->bits, "bits");
             vqr_int(r, "cache_bytes", a->bytes, "bytes");
             if (r == NULL)
-                printf("%-6lld %-14s %7lld %7lld %10.4f %+9.3f %7.3f %9.5f %7.2f %11.3f\n", (long long)o.ctx.v[c],
-                       methods[m].name, (long long)windows_run[c], (long long)a->n, ppl, d, se, a->n ? a->kl / a->n : NAN,
+                printf("%-6lld %-14s %7lld %7lld %10.4f %+9.3f %7.3f %9.5f %9.5f %7.2f %11.3f\n", (long long)o.ctx.v[c],
+                       methods[m].name, (long long)windows_run[c], (long long)a->n, ppl, d, d_se, mk, kl_se,
                        a->n ? 100.0 * a->agree / a->n : NAN, a->bits);
             if (a->n > 0) pts[npts++] = (vq_plot_point){a->bits, d, methods[m].name, c % 6};
         }

@@ -178,8 +178,45 @@ static void softmax_avx2(int R, int n, float *s, int64_t lds, float *m, float *d
     }
 }
 
+/* s [R][lds]: NaN / +inf scores -> -inf, rows marked bad; 8 lanes, one
+ * compare (not less than +inf, unordered: NaN or +inf) per step. */
+static void poison_avx2(int R, int n, float *s, int64_t lds, bool *bad)
+{
+    const __m256 inf = _mm256_set1_ps(INFINITY), ninf = _mm256_set1_ps(-INFINITY);
+    for (int r = 0; r < R; r++) {
+        float *row = s + r * lds;
+        int j = 0, hit = 0;
+        for (; j + 8 <= n; j += 8) {
+            const __m256 x = _mm256_loadu_ps(row + j), m = _mm256_cmp_ps(x, inf, _CMP_NLT_UQ);
+            if (_mm256_movemask_ps(m)) {
+                _mm256_storeu_ps(row + j, _mm256_blendv_ps(x, ninf, m));
+                hit = 1;
+            }
+        }
+        for (; j < n; j++)
+            if (!(row[j] < INFINITY)) {
+                row[j] = -INFINITY;
+                hit = 1;
+            }
+        if (hit) bad[r] = true;
+    }
+}
+
+/* o [R][ldo] *= alpha[r] where alpha[r] != 1 */
+static void rescale_avx2(int R, int64_t D, float *o, int64_t ldo, const float *alpha)
+{
+    for (int r = 0; r < R; r++) {
+        if (alpha[r] == 1.0f) continue;
+        const __m256 a = _mm256_set1_ps(alpha[r]);
+        float *row = o + r * ldo;
+        for (int64_t c = 0; c < D; c += 8) _mm256_storeu_ps(row + c, _mm256_mul_ps(_mm256_loadu_ps(row + c), a));
+    }
+}
+
 void vq_attn_kernels_init_avx2(vq_attn_kernels *k)
 {
+    k->poison = poison_avx2;
+    k->rescale = rescale_avx2;
     VQ_ATTN_SET_PLAIN_KERNELS(k);
     k->softmax = softmax_avx2;
 }

@@ -62,4 +62,41 @@ static void softmax_avx512(int R, int n, float *s, int64_t lds, float *m, float 
     }
 }
 
-void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k) { k->softmax = softmax_avx512; }
+/* s [R][lds]: NaN / +inf scores -> -inf, rows marked bad; 16 lanes and a
+ * masked tail, one compare per step (not less than +inf, unordered). */
+static void poison_avx512(int R, int n, float *s, int64_t lds, bool *bad)
+{
+    const __m512 inf = _mm512_set1_ps(INFINITY), ninf = _mm512_set1_ps(-INFINITY);
+    for (int r = 0; r < R; r++) {
+        float *row = s + r * lds;
+        __mmask16 hit = 0;
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1u);
+            const __mmask16 m = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, row + j), inf, _CMP_NLT_UQ);
+            _mm512_mask_storeu_ps(row + j, m, ninf);
+            hit |= m;
+        }
+        if (hit) bad[r] = true;
+    }
+}
+
+/* o [R][ldo] *= alpha[r] where alpha[r] != 1 (D % 8 == 0: a masked half step) */
+static void rescale_avx512(int R, int64_t D, float *o, int64_t ldo, const float *alpha)
+{
+    for (int r = 0; r < R; r++) {
+        if (alpha[r] == 1.0f) continue;
+        const __m512 a = _mm512_set1_ps(alpha[r]);
+        float *row = o + r * ldo;
+        for (int64_t c = 0; c < D; c += 16) {
+            const __mmask16 k = D - c >= 16 ? 0xffff : 0x00ff;
+            _mm512_mask_storeu_ps(row + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, row + c), a));
+        }
+    }
+}
+
+void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k)
+{
+    k->softmax = softmax_avx512;
+    k->poison = poison_avx512;
+    k->rescale = rescale_avx512;
+}
