@@ -111,12 +111,19 @@ def test_perplexity_change_matches_vq_perplexity(model, text_ids):
 
     A compressed cache's per-token effect is chaotic in the float arithmetic
     (ppl_compare.py), so the two runtimes' changes differ by noise whose paired
-    standard error se is measured from the per-token differences: 4 windows
-    give se ~0.7 pp for kivi4 and ~4 pp for kivi2 (bench/results/python.md,
-    where 64 windows are compared). The bound is 4 se: a protocol or
-    configuration mismatch (a residual window, centering, another chunking,
-    other token ids) moves the difference by more. The issue's 0.5 pp needs
-    ~9,000 scored tokens for kivi4 and more than the novel holds for kivi2."""
+    standard error se is measured from the per-token differences: these 4
+    windows (1,024 scored tokens) give se ~0.6 pp for kivi4 and ~5 pp for
+    kivi2. Tokens of one window are correlated: over 27+ windows the se of
+    per-window means was up to 1.35x the per-token one (kivi2;
+    bench/results/python.md), so the bound 5 se is >= 3.7 standard errors
+    whatever the float rounding of the machine (another ISA, torch version)
+    draws. A configuration mismatch moves the difference by more: a 128-token
+    f16 window on the Python side (residual_tokens=128) gives kivi2 -31 pp at
+    se 4.6 here (prefill chunks of 64 instead of 256 change nothing: with no
+    f16 window every group of 32 tokens is complete either way); other token
+    ids fail above. The issue's 0.5 pp needs ~6,000
+    scored tokens for kivi4 at 2 se, and more than the novel holds for kivi2
+    (bench/results/python.md)."""
     m, _ = model
     g = read_tokens_tsv(GOLDEN)
     ctx, w = g["ctx"], g["windows"]
@@ -127,7 +134,7 @@ def test_perplexity_change_matches_vq_perplexity(model, text_ids):
     assert abs(np.exp(py["f16"].mean() - c["f16"].mean()) - 1) < 1e-3
     for meth in ("kivi4", "kivi2"):
         diff, se = change_difference(py[meth], py["f16"], c[meth], c["f16"])
-        assert abs(diff) < 4 * se, (meth, diff, se, change(py[meth], py["f16"]), change(c[meth], c["f16"]))
+        assert abs(diff) < 5 * se, (meth, diff, se, change(py[meth], py["f16"]), change(c[meth], c["f16"]))
     assert 0 < change(py["kivi4"], py["f16"])[0] < change(py["kivi2"], py["f16"])[0]
 
 
