@@ -98,6 +98,8 @@ expect 2 "not a multiple of 8" bench codecs --sizes 1k,100
 expect 2 "must start with f16" bench cache --methods kivi2
 expect 2 "unknown preset 'kivi3'" bench cache --methods f16,kivi3
 expect 2 "not a multiple of --hkv" bench cache --hq 12
+expect 2 "expected one of wall, cpu" bench cache --clock gpu
+expect 2 "it needs --backend cpu" bench cache --backend cuda --clock cpu
 
 # demo and bench on tiny inputs (the full runs take seconds to minutes).
 small="--heads 2 --seq 64 --dim 32 --calib 256"
@@ -113,6 +115,8 @@ expect_json bench codecs $tiny --json
 cache="--skv 64 --layers 1 --hkv 2 --hq 4 --dim 32 --page 32 --repeats 1 --methods f16,kivi2,turbo2"
 # shellcheck disable=SC2086
 expect 0 "kivi2" bench cache $cache
+# shellcheck disable=SC2086
+expect 0 "by the cpu clock" bench cache $cache --clock cpu
 # shellcheck disable=SC2086
 expect_json bench cache $cache --json
 # 1k is 1024: the 512-token decode rows run, the 2K ones do not.
