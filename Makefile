@@ -46,7 +46,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps model build demo test test-release test-python test-sanitize test-fuzz install clean
+.PHONY: all deps model build demo quality-table test test-release test-python test-sanitize test-fuzz install clean
 
 all: demo
 
@@ -66,6 +66,11 @@ build: deps
 
 demo: build
 	$(VQ) demo
+
+# the README's perplexity table (every preset at 2048 and 8192 tokens on
+# SmolLM2-135M: hours on 2 cores); QUALITY_ARGS="--ctx 2048" for one context
+quality-table: build
+	python3 tools/quality_table.py --vq $(VQ) $(QUALITY_ARGS)
 
 test: test-release test-python test-sanitize test-fuzz
 

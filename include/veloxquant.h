@@ -1036,7 +1036,15 @@ typedef struct vq_cache vq_cache;
 
 /* ---- Presets ---- */
 
-/* A preset: a named key + value method for all layers. */
+/* A preset: a named key + value method for all layers. The presets are
+ * f16; kivi2, kivi4 (KIVI keys per channel over 32 tokens, values per token);
+ * kivi4-turbo3, kivi4-turbo2 (KIVI 4-bit keys per channel over 128 tokens,
+ * TurboQuant 3- or 2-bit values: keys and values take different quantizers
+ * and bits because they fail differently — per-token rotated codes lose most
+ * on keys, whose channels carry large offsets and outliers, and least on
+ * values; measured on SmolLM2-135M in the README, "A real model"); turbo2/3/4;
+ * rvq22; rabitq, rabitq-exact; qjl; vecinfer2 and commvq (fitted tables).
+ * vq_cache_preset(i)->description names each one's parameters. */
 typedef struct vq_cache_preset_info {
     const char *name;         /* "f16", "kivi2", ... */
     const char *description;  /* one line: the methods and their parameters */

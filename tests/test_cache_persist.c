@@ -27,7 +27,9 @@ static vq_cache *make_cache(vq_ctx *ctx, const char *preset, int residual)
             lc[l].keys.sin_freqs = rope_sin;
         }
     }
-    const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = D, .page_size = P,
+    /* a page holds whole key groups (kivi4-turbo*: 128 tokens) */
+    const int64_t page = lc[0].keys.method == VQ_KEY_KIVI && lc[0].keys.group_size > P ? lc[0].keys.group_size : P;
+    const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = D, .page_size = page,
                                  .capacity_pages = 4, .grow_pages = 2, .max_sequences = 8,
                                  .residual_tokens = residual, .layers = lc, .calibration = cal};
     vq_cache *c = NULL;

@@ -48,7 +48,7 @@ static void fit_transform(vqm_session *s, int layer, int64_t T)
             b += s->vb[t * kvd + i];
         }
         mk[i] = s->cfg.center ? (float)(a / (T - t0)) : 0.0f;
-        mv[i] = s->cfg.center ? (float)(b / (T - t0)) : 0.0f;
+        mv[i] = s->cfg.center && !s->cfg.center_keys_only ? (float)(b / (T - t0)) : 0.0f;
         sk[i] = 1.0f;
     }
     if (!s->cfg.smooth) return;

@@ -98,6 +98,11 @@ vq_status vqm_gguf_parse(const uint8_t *bytes, size_t size, vqm_gguf **out, char
 /* Maps a file read-only and parses it (VQ_ERR_IO when it cannot be read). */
 vq_status vqm_gguf_open(const char *path, vqm_gguf **out, char *err);
 void vqm_gguf_free(vqm_gguf *g);  /* NULL is a no-op */
+/* Gives back the process's memory of the whole pages inside [p, p + n) of
+ * a mapped file (the data stays valid: touched again, it is read again from
+ * the file); a no-op for a vqm_gguf parsed from memory. The model calls it
+ * on the matrices it has packed. */
+void vqm_gguf_release(const vqm_gguf *g, const void *p, size_t n);
 
 /* True when s equals the NUL-terminated z. */
 bool vqm_str_eq(vqm_str s, const char *z);
@@ -276,6 +281,13 @@ typedef struct vqm_session_config {
      * 1); but the quantizers then see only what varies between tokens, not a
      * shared offset that dominates the norm (the "key bias"). */
     bool center;
+    /* With center: keep the values raw, centering the keys only. The value
+     * mean is dominated by a few tokens of large norm, so subtracting it
+     * moves most values away from zero: on SmolLM2-135M at 2048 tokens it
+     * costs kivi4-turbo2 +12.3 % perplexity instead of +10.0 % (KIVI keys
+     * are unchanged by a per-channel offset), while centering the keys is
+     * what helps TurboQuant keys. */
+    bool center_keys_only;
     /* VQM_ATTN_CACHE: also balance key and query channels: keys are stored
      * times s_j and queries divided by s_j (exact: q.k unchanged), with
      * s_j = sqrt(rms q_j / rms k_j) from the first chunk (geometric mean 1,

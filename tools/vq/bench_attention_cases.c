@@ -45,16 +45,27 @@ vq_status vqb_sdpa(vqb_data *d, const DLTensor *k, const DLTensor *v, vq_ctx *ct
 static vq_status run_f16(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c->data->k16.t, &c->data->v16.t, ctx); }
 static vq_status run_f32(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c->data->k32.t, &c->data->v32.t, ctx); }
 
-static vq_status kivi_with(vqb_data *d, vq_ctx *ctx, vq_key_scores ks)
+static vq_status kivi_with(vqb_data *d, vq_ctx *ctx, vq_key_scores ks, vq_value_accum va)
 {
-    const vq_scalar_attend_opts o = {.bits = KIVI_BITS, .key_scores = ks};
+    const vq_scalar_attend_opts o = {.bits = KIVI_BITS, .key_scores = ks, .value_accum = va};
     return vq_scalar_fused_decode_attend(ctx, &d->q.t, &d->kc.t, &d->ks.t, &d->kz.t, &d->vc.t, &d->vs.t, &d->vz.t,
                                          KIVI_G, 1.0f / sqrtf((float)d->sh.D), 0, &d->out.t, &o);
 }
 
-static vq_status run_kivi(vqb_case *c, vq_ctx *ctx) { return kivi_with(c->data, ctx, VQ_KEY_SCORES_AUTO); }
-/* the same kernels with float key scores: what the integer scores save */
-static vq_status run_kivi_f32k(vqb_case *c, vq_ctx *ctx) { return kivi_with(c->data, ctx, VQ_KEY_SCORES_F32); }
+static vq_status run_kivi(vqb_case *c, vq_ctx *ctx)
+{
+    return kivi_with(c->data, ctx, VQ_KEY_SCORES_AUTO, VQ_VALUE_ACCUM_AUTO);
+}
+/* the same kernels with f32 p.V: what the integer p.V saves */
+static vq_status run_kivi_f32v(vqb_case *c, vq_ctx *ctx)
+{
+    return kivi_with(c->data, ctx, VQ_KEY_SCORES_AUTO, VQ_VALUE_ACCUM_F32);
+}
+/* ... and with float key scores too: what the integer scores save */
+static vq_status run_kivi_f32k(vqb_case *c, vq_ctx *ctx)
+{
+    return kivi_with(c->data, ctx, VQ_KEY_SCORES_F32, VQ_VALUE_ACCUM_F32);
+}
 
 /* The kernels before issue 14: float key scores on a ctx capped at AVX2
  * (AVX-512 CPUs then ran the AVX2 decode kernels), same thread count. */
@@ -76,7 +87,7 @@ static vq_status run_kivi_old(vqb_case *c, vq_ctx *ctx)
 {
     (void)ctx;
     vq_ctx *o = old_ctx(c->data);
-    return o ? kivi_with(c->data, o, VQ_KEY_SCORES_F32) : VQ_ERR_OUT_OF_MEMORY;
+    return o ? kivi_with(c->data, o, VQ_KEY_SCORES_F32, VQ_VALUE_ACCUM_F32) : VQ_ERR_OUT_OF_MEMORY;
 }
 
 static vq_status run_kivi_deq(vqb_case *c, vq_ctx *ctx)
@@ -198,6 +209,7 @@ bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, in
     cases[(*n)++] = (vqb_case){"f16", "sdpa", vqb_bytes(&d->k16) + vqb_bytes(&d->v16), run_f16, d, NULL};
     cases[(*n)++] = (vqb_case){"f32", "sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused", kivi, run_kivi, d, NULL};
+    cases[(*n)++] = (vqb_case){"kivi-2b", "fused-f32v", kivi, run_kivi_f32v, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-f32k", kivi, run_kivi_f32k, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-old", kivi, run_kivi_old, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "dequant+sdpa", kivi, run_kivi_deq, d, NULL};

@@ -101,7 +101,7 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
 {
     const vqm_session_config sc = {.max_tokens = max_tokens, .max_batch = (int)c->batch,
                                    .attn = m != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32,
-                                   .cache = m != NULL ? &m->cfg : NULL, .center = !c->no_center, .smooth = c->smooth, .sink = (int)c->sink};
+                                   .cache = m != NULL ? &m->cfg : NULL, .center = !c->no_center, .center_keys_only = c->center_keys, .smooth = c->smooth, .sink = (int)c->sink};
     char err[VQM_ERR_LEN];
     vqm_session *s = NULL;
     if (vqm_session_create(model, ctx, &sc, &s, err) != VQ_OK) {

@@ -39,7 +39,7 @@ vqm_model *vqm_cli_load(const char *cmd, const char *path);
 typedef struct vqm_cli_common {
     const char *model, *f16_layers;
     int64_t residual, sink, threads, batch;
-    bool no_center, smooth;
+    bool no_center, center_keys, smooth;
 } vqm_cli_common;
 #define VQM_CLI_COMMON_DEFAULTS {.model = VQM_DEFAULT_MODEL, .batch = 64}
 #define VQM_CLI_COMMON_OPTS(c)                                                                                 \
@@ -48,6 +48,7 @@ typedef struct vqm_cli_common {
     {"residual", VQA_INT, &(c).residual, 0, 1 << 20, "N", "newest N tokens kept in f16"},                    \
     {"sink", VQA_INT, &(c).sink, 0, 64, "N", "first N tokens kept in f32 outside the cache (attention sink)"}, \
     {"no-center", VQA_FLAG, &(c).no_center, .help = "store raw keys/values (default: minus their mean, exact)"}, \
+    {"center-keys", VQA_FLAG, &(c).center_keys, .help = "center keys only, store values raw"},             \
     {"smooth", VQA_FLAG, &(c).smooth, .help = "balance key/query channels before quantizing (exact)"},       \
     {"batch", VQA_INT, &(c).batch, 1, 4096, "N", "prefill chunk in tokens"},                                 \
     {"threads", VQA_INT, &(c).threads, 0, 1024, "T", "CPU threads, 0 = all cores"}

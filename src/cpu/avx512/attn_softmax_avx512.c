@@ -1,7 +1,10 @@
 /* attn_softmax_avx512.c — the online-softmax step (attn_kernels.h, softmax)
- * on 16 lanes, masked tails instead of a padded copy. exp of x < -87 (and of NaN) is 0,
- * so masked (-inf) scores vanish; a NaN score leaves the row's max and sum
- * NaN, as on every other ISA. */
+ * on 16 lanes, masked tails instead of a padded copy; the skeleton's row
+ * passes (poison, rescale). exp of x < -87 is 0, so masked (-inf) scores
+ * vanish. The skeleton's poison pass runs first, so the scores are finite or
+ * -inf here. A block of <= 32 scores (every skeleton block) takes two
+ * registers and no loop; alpha comes from the same vector exp (one lane), not
+ * libm, which at one to four rows per kv head was a visible part of the step. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -26,22 +29,39 @@ static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
 
 static void softmax_avx512(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
 {
+    const __mmask16 k0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u);
+    const __mmask16 k1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1u);
     for (int r = 0; r < R; r++) {
         float *row = s + r * lds;
+        if (n <= 32) { /* one block of the skeleton: two registers, no loop */
+            const __m512 x0 = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k0, row);
+            const __m512 x1 = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k1, row + 16);
+            float mx = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
+            mx = m[r] > mx ? m[r] : mx;
+            if (mx == -INFINITY) {
+                _mm512_mask_storeu_ps(row, k0, _mm512_setzero_ps());
+                _mm512_mask_storeu_ps(row + 16, k1, _mm512_setzero_ps());
+                alpha[r] = 1.0f;
+                continue;
+            }
+            /* lane 0: exp(m_old - m_new) (0 when m_old = -inf) with the same exp as the scores */
+            const __m512 vm = _mm512_set1_ps(mx);
+            const __m512 e0 = exp16(_mm512_sub_ps(x0, vm)), e1 = exp16(_mm512_sub_ps(x1, vm));
+            const float a = _mm512_cvtss_f32(exp16(_mm512_set1_ps(m[r] - mx)));
+            _mm512_mask_storeu_ps(row, k0, e0);
+            _mm512_mask_storeu_ps(row + 16, k1, e1);
+            alpha[r] = a;
+            d[r] = d[r] * a + _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
+            m[r] = mx;
+            continue;
+        }
         __m512 vmax = _mm512_set1_ps(-INFINITY);
-        __mmask16 nan = 0;
         for (int j = 0; j < n; j += 16) {
             const __mmask16 k = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1u);
-            const __m512 x = _mm512_maskz_loadu_ps(k, row + j);
-            vmax = _mm512_max_ps(vmax, x);
-            nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+            vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, row + j));
         }
         float mx = _mm512_reduce_max_ps(vmax);
         mx = m[r] > mx ? m[r] : mx;
-        /* a NaN score makes the max NaN: every exp below is then 0 and alpha
-         * NaN, so d and the accumulator (scaled by alpha) turn NaN: the row's
-         * output is NaN, as a NaN key that takes part should make it */
-        if (nan) mx = NAN;
         if (mx == -INFINITY) {
             for (int j = 0; j < n; j++) row[j] = 0.0f;
             alpha[r] = 1.0f;
@@ -55,7 +75,7 @@ static void softmax_avx512(int R, int n, float *s, int64_t lds, float *m, float 
             _mm512_mask_storeu_ps(row + j, k, e);
             vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(k, e));
         }
-        const float a = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
+        const float a = _mm512_cvtss_f32(exp16(_mm512_set1_ps(m[r] - mx)));
         alpha[r] = a;
         d[r] = d[r] * a + _mm512_reduce_add_ps(vsum);
         m[r] = mx;
