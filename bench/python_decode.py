@@ -16,9 +16,7 @@ import argparse
 import json
 import os
 import pathlib
-import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -27,6 +25,7 @@ import transformers
 
 import veloxquant as vq
 import veloxquant.hf
+from run_info import run_info  # bench/, the script's own folder, is on sys.path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -36,8 +35,8 @@ def log(msg):
 
 
 def load(path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    from transformers import AutoModelForCausalLM
+    tok = vq.hf.gguf_tokenizer(path)
     m = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     return m.eval(), tok
 
@@ -121,18 +120,13 @@ def main():
     for r in rows:
         if "step_ms" in r and base:
             r["vs_dynamic"] = r["step_ms"] / base
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    info = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": f"{platform.machine()} {os.cpu_count()} cores", "threads": a.threads,
-            "context": a.context, "steps": a.steps, "torch": torch.__version__,
-            "transformers": transformers.__version__, "isa": vq.isa(), "load": os.getloadavg()}
+    info = run_info(threads=a.threads, context=a.context, steps=a.steps, isa=vq.isa())
     if a.json:
         print(json.dumps({"info": info, "rows": rows}, indent=1))
         return
-    print(f"# decode step, SmolLM2-135M f32, context {a.context}, {a.threads} threads, commit {commit}, "
-          f"{info['date']}, {info['machine']}, torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"load {' '.join(f'{x:.1f}' for x in info['load'])}")
+    print(f"# decode step, SmolLM2-135M f32, context {a.context}, {a.threads} threads, commit {info['commit']}, "
+          f"{info['date']}, {info['machine']}, torch {info['torch']}, transformers {info['transformers']}, "
+          f"load {info['load']}")
     print("| cache | decode step (ms, median) | min (ms) | vs DynamicCache | K/V bytes | prefill (s) |")
     print("|---|---|---|---|---|---|")
     for r in rows:

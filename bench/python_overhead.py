@@ -11,8 +11,6 @@ work). Usage: python bench/python_overhead.py [--json]
 """
 
 import json
-import platform
-import subprocess
 import sys
 import time
 
@@ -21,6 +19,8 @@ import numpy as np
 import veloxquant as vq
 from veloxquant import _vq
 from veloxquant._runtime import cpu_ctx
+
+from run_info import run_info  # bench/, the script's own folder, is on sys.path
 
 
 def per_call_us(fn, n=20000, repeats=7):
@@ -71,13 +71,7 @@ def main():
     except ImportError:
         pass
     vq.set_num_threads(1)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = "?"
-    info = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-            "isa": vq.isa(), "load": open("/proc/loadavg").read().split()[:3] if sys.platform == "linux" else None}
+    info = run_info(isa=vq.isa())
     # the load of a shared machine inflates every Python operation alike: a
     # no-op call and np.empty in the same run give the scale
     info["noop_call_us"] = per_call_us(lambda: None)
@@ -91,7 +85,7 @@ def main():
         print(json.dumps({"info": info, "rows": rows}, indent=1))
         return
     print(f"# binding overhead, commit {info['commit']}, {info['date']}, {info['machine']}, "
-          f"Python {info['python']}, ISA {info['isa']}, load {' '.join(info['load'] or [])}, "
+          f"Python {info['python']}, ISA {info['isa']}, load {info['load']}, "
           f"1 thread; a Python no-op call {info['noop_call_us']:.3f} us, np.empty(64) {info['np_empty_us']:.3f} us")
     print("| framework | call | public, out= (us) | public, allocating (us) | extension only (us) |")
     print("|---|---|---|---|---|")

@@ -202,23 +202,49 @@ static void test_plain_sdpa(void) { vt_for_each_isa(2, plain_all); }
 
 /* ---- KIVI affine: vq_scalar_fused_decode_attend ---- */
 
+/* A KIVI cache (group 32 both ways) of random keys and values, head dim d,
+ * `bits` packed codes, Sq = sq queries; f32 scales and zeros. */
+typedef struct kivi {
+    DLTensor *q, *out, *k, *v, *kc, *vc, *ks, *kz, *vs, *vz;
+} kivi;
+
+enum { G = 32 };
+
+static kivi kivi_new(vq_ctx *ctx, int64_t d, int bits, int64_t sq, uint64_t seed)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, seed);
+    kivi t;
+    t.q = vt_new(VT_F32, VT_DIMS(1, HQ, sq, d));
+    t.out = vt_new(VT_F32, VT_DIMS(1, HQ, sq, d));
+    t.k = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, d));
+    t.v = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, d));
+    t.kc = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, d * bits / 8));
+    t.vc = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, d * bits / 8));
+    t.ks = vt_new(VT_F32, VT_DIMS(1, HKV, (SKV + G - 1) / G, d));
+    t.kz = vt_like(t.ks, VT_F32);
+    t.vs = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, d / G));
+    t.vz = vt_like(t.vs, VT_F32);
+    vt_fill_normal(t.q, &rng, 0, 1);
+    vt_fill_normal(t.k, &rng, 0, 1);
+    vt_fill_normal(t.v, &rng, 0, 1);
+    VT_OK(ctx, vq_affine_quantize_keys(ctx, t.k, bits, G, t.kc, t.ks, t.kz));
+    VT_OK(ctx, vq_affine_quantize_values(ctx, t.v, bits, G, t.vc, t.vs, t.vz));
+    return t;
+}
+
+static void kivi_free(kivi *t)
+{
+    DLTensor *all[] = {t->q, t->out, t->k, t->v, t->kc, t->vc, t->ks, t->kz, t->vs, t->vz};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
+}
+
 static void affine_all(vq_ctx *ctx, const char *isa)
 {
     g_isa = isa;
-    enum { G = 32 };
     for (int sq = 1; sq <= 3; sq += 2) { /* rows per kv head 2 (direct paths) and 6 (tiles) */
-        vq_rng rng;
-        vq_rng_seed(&rng, 21);
-        DLTensor *q = vt_new(VT_F32, VT_DIMS(1, HQ, sq, D)), *out = vt_new(VT_F32, VT_DIMS(1, HQ, sq, D));
-        DLTensor *k = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, D)), *v = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, D));
-        DLTensor *kc = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, D / 2)), *vc = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, D / 2));
-        DLTensor *ks = vt_new(VT_F32, VT_DIMS(1, HKV, (SKV + G - 1) / G, D)), *kz = vt_like(ks, VT_F32);
-        DLTensor *vs = vt_new(VT_F32, VT_DIMS(1, HKV, SKV, D / G)), *vz = vt_like(vs, VT_F32);
-        vt_fill_normal(q, &rng, 0, 1);
-        vt_fill_normal(k, &rng, 0, 1);
-        vt_fill_normal(v, &rng, 0, 1);
-        VT_OK(ctx, vq_affine_quantize_keys(ctx, k, 4, G, kc, ks, kz));
-        VT_OK(ctx, vq_affine_quantize_values(ctx, v, 4, G, vc, vs, vz));
+        kivi t = kivi_new(ctx, D, 4, sq, 21);
+        DLTensor *q = t.q, *out = t.out, *kc = t.kc, *vc = t.vc, *ks = t.ks, *kz = t.kz, *vs = t.vs, *vz = t.vz;
         vt_set(ks, (1 * ((SKV + G - 1) / G) + 1) * D + 3, NAN); /* kv head 1, group 1, channel 3 */
         vt_set(q, at(0, 0, sq, 2), NAN);
         for (g_splits = 1; g_splits <= 3; g_splits += 2) {
@@ -232,12 +258,43 @@ static void affine_all(vq_ctx *ctx, const char *isa)
                 expect_row(out, sq, 3, i, NAN_ROW, -1, "affine: NaN key scale");
             }
         }
-        vt_free(q); vt_free(out); vt_free(k); vt_free(v); vt_free(kc); vt_free(vc);
-        vt_free(ks); vt_free(kz); vt_free(vs); vt_free(vz);
+        kivi_free(&t);
     }
 }
 
 static void test_affine_decode(void) { vt_for_each_isa(2, affine_all); }
+
+/* Integer p.V (vq_value_accum INT8: 2-bit values, g 32, D 128): a non-finite
+ * value scale or zero of one token and group reaches that group's 32 columns
+ * (every channel of the group has a non-finite v_hat) of every row of the kv
+ * head, and no other column; rows of the other kv head stay finite. */
+static void affine_int8_values_all(vq_ctx *ctx, const char *isa)
+{
+    g_isa = isa;
+    enum { DV = 128, SQ = 3 };
+    kivi t = kivi_new(ctx, DV, 2, SQ, 23);
+    DLTensor *out = t.out, *vs = t.vs, *vz = t.vz;
+    vt_set(vs, (1 * SKV + 40) * (DV / G) + 1, NAN);     /* kv head 1, token 40, group 1 */
+    vt_set(vz, (0 * SKV + 5) * (DV / G) + 3, INFINITY); /* kv head 0, token 5, group 3 */
+    for (g_splits = 1; g_splits <= 3; g_splits += 2) {
+        vt_poison(out);
+        const vq_scalar_attend_opts o = {.bits = 2, .value_accum = VQ_VALUE_ACCUM_INT8};
+        VT_OK(ctx, vq_scalar_fused_decode_attend(ctx, t.q, t.kc, t.ks, t.kz, t.vc, vs, vz, G, 0.25f, g_splits, out, &o));
+        for (int64_t h = 0; h < HQ; h++)
+            for (int64_t i = 0; i < SQ; i++) {
+                const int64_t lo = h < 2 ? 96 : 32; /* kv head 0: group 3; kv head 1: group 1 */
+                int wrong = 0;
+                for (int64_t c = 0; c < DV; c++)
+                    wrong += (c >= lo && c < lo + 32) != !isfinite(vt_get(out, (h * SQ + i) * DV + c));
+                VT_CHECK(wrong == 0, "affine int8 values (%s, splits %d): row h %lld i %lld: only columns %lld..%lld "
+                         "should be non-finite (%d columns wrong)", isa, g_splits, (long long)h, (long long)i,
+                         (long long)lo, (long long)lo + 31, wrong);
+            }
+    }
+    kivi_free(&t);
+}
+
+static void test_affine_int8_values(void) { vt_for_each_isa(2, affine_int8_values_all); }
 
 /* ---- RaBitQ decode (Hamming) and prefill ---- */
 
@@ -302,6 +359,7 @@ int main(void)
 {
     VT_RUN(test_plain_sdpa);
     VT_RUN(test_affine_decode);
+    VT_RUN(test_affine_int8_values);
     VT_RUN(test_rabitq);
     return vt_finish();
 }

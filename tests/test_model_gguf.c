@@ -1,9 +1,11 @@
 /* test_model_gguf.c — the GGUF reader and the model loader on bad input:
  * every truncation, corrupted fields, wrong tensors, and seeded random
  * mutations through the libFuzzer entry point (tests/fuzz/fuzz_gguf.c). Each
- * failure must be a clean error naming the problem. */
+ * failure must be a clean error naming the problem. Also vqm_gguf_release. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "model_tiny.h"
@@ -202,6 +204,44 @@ static void test_fuzz_mutations(void)
     VT_CHECK(1, "survived");
 }
 
+/* vqm_gguf_release: a mapped file's bytes stay readable and the same after
+ * their pages are given back (the model releases what it packed); a no-op
+ * for a buffer parse and for NULL. */
+static void test_release(void)
+{
+    char path[] = "/tmp/vq_test_gguf_XXXXXX";
+    const int fd = mkstemp(path);
+    VT_CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    const bool wrote = write(fd, g_file.p, g_file.n) == (ssize_t)g_file.n;
+    close(fd);
+    VT_CHECK(wrote, "write %s", path);
+    char err[VQM_ERR_LEN] = "";
+    vqm_gguf *g = NULL;
+    VT_CHECK(vqm_gguf_open(path, &g, err) == VQ_OK, "open: %s", err);
+    unlink(path); /* the mapping keeps the file */
+    if (g == NULL) return;
+    vqm_gguf_release(g, g->bytes, g->size);
+    VT_CHECK(g->size == g_file.n && memcmp(g->bytes, g_file.p, g_file.n) == 0, "bytes changed after release");
+    vqm_gguf_release(g, g->bytes + 1, 0);
+    vqm_gguf_release(NULL, g->bytes, g->size);
+    vqm_model *m = NULL;
+    VT_CHECK(vqm_model_from_gguf(g, &m, err) == VQ_OK, "model: %s", err);
+    if (m != NULL) {
+        /* it packed and released every matrix: the embedding rows still read back */
+        float row[TINY_DIM];
+        vqm_matrix_row(&m->embed, 5, row);
+        VT_CHECK(isfinite(row[0]) && memcmp(g->bytes, g_file.p, g_file.n) == 0, "after the model's release");
+        vqm_model_free(m);
+    } else {
+        vqm_gguf_free(g);
+    }
+    vqm_gguf *gm = NULL;
+    VT_CHECK(vqm_gguf_parse(g_file.p, g_file.n, &gm, err) == VQ_OK, "parse: %s", err);
+    vqm_gguf_release(gm, g_file.p, g_file.n); /* from memory: nothing to give back */
+    vqm_gguf_free(gm);
+}
+
 /* `test_model_gguf --write-seed FILE` writes the valid tiny model (the
  * fuzz_gguf seed in tests/fuzz/corpus/fuzz_gguf/). */
 int main(int argc, char **argv)
@@ -226,6 +266,7 @@ int main(int argc, char **argv)
     VT_RUN(test_bad_fields);
     VT_RUN(test_model_errors);
     VT_RUN(test_fuzz_mutations);
+    VT_RUN(test_release);
     free(g_file.p);
     tiny_free(&m);
     return vt_finish();

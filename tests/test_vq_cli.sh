@@ -192,7 +192,13 @@ if [ -s "$model" ]; then
     expect 0 "turbo3" perplexity -m "$model" --kv turbo3 --ctx 64 --windows 1 --sink 1 --plot "$tmp/ppl.png" "$text"
     if [ "$(head -c 4 "$tmp/ppl.png" | tail -c 3)" = "PNG" ]; then echo "ok   perplexity --plot wrote a PNG"
     else echo "FAIL: perplexity --plot wrote no PNG"; failures=$((failures + 1)); fi
-    expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json "$text"
+    expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json --tokens "$tmp/tok.tsv" "$text"
+    # --tokens: a header and one line per window position, nll only in the scored second half
+    if [ "$(wc -l < "$tmp/tok.tsv")" -eq 33 ] && head -1 "$tmp/tok.tsv" | grep -q "nll_f16.nll_kivi2" &&
+       [ "$(awk 'NR > 1 && $5 != "nan"' "$tmp/tok.tsv" | wc -l)" -eq 16 ] &&
+       grep -q '"ppl_change_se"' "$tmp/json"; then echo "ok   perplexity --tokens wrote 32 positions, 16 scored"
+    else echo "FAIL: perplexity --tokens file or ppl_change_se"; cat "$tmp/tok.tsv"; failures=$((failures + 1)); fi
+    expect 1 "cannot write" perplexity -m "$model" --ctx 32 --windows 1 --tokens "$tmp/no/such/dir.tsv" "$text"
 else
     echo "skip the model runs: $model is not installed (sh tools/fetch_model.sh)"
 fi

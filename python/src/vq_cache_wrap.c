@@ -304,6 +304,13 @@ static PyObject *py_cache_seq_length(PyObject *self, PyObject *const *a, Py_ssiz
     return PyLong_FromLongLong(vq_cache_seq_length(c, id, layer));
 }
 
+/* The (cache, layer, seq_ids) that start append's and attend's arguments;
+ * ids is buf (64 entries) or a PyMem block the caller frees. */
+static int cache_layer_seqs(PyObject *const *a, vq_cache **c, int *layer, int64_t *buf, int64_t **ids, int *n_seq)
+{
+    return cache_arg(a[0], c) || int_arg(a[1], "layer", layer) || seq_ids_arg(a[2], buf, 64, ids, n_seq) ? -1 : 0;
+}
+
 /* cache_append(cache, layer, seq_ids, k, v, positions or None) */
 static PyObject *py_cache_append(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
@@ -311,10 +318,9 @@ static PyObject *py_cache_append(PyObject *self, PyObject *const *a, Py_ssize_t 
     int layer, n_seq;
     int64_t buf[64], *ids;
     if (n != 6) return PyErr_Format(PyExc_TypeError, "cache_append takes 6 arguments (%zd given)", n);
-    if (cache_arg(a[0], &c) || int_arg(a[1], "layer", &layer) || seq_ids_arg(a[2], buf, 64, &ids, &n_seq))
-        return NULL;
+    if (cache_layer_seqs(a, &c, &layer, buf, &ids, &n_seq)) return NULL;
     args A;
-    A.n = 0;
+    A.n = 0; /* not the whole struct: the slots are written as used */
     PyObject *r = NULL;
     DLTensor *k, *v, *pos;
     if (tensor_arg(&A, a[3], "k", 0, &k) || tensor_arg(&A, a[4], "v", 0, &v) ||
@@ -338,10 +344,9 @@ static PyObject *py_cache_attend(PyObject *self, PyObject *const *a, Py_ssize_t 
     int layer, n_seq;
     int64_t buf[64], *ids;
     if (n != 8) return PyErr_Format(PyExc_TypeError, "cache_attend takes 8 arguments (%zd given)", n);
-    if (cache_arg(a[0], &c) || int_arg(a[1], "layer", &layer) || seq_ids_arg(a[2], buf, 64, &ids, &n_seq))
-        return NULL;
+    if (cache_layer_seqs(a, &c, &layer, buf, &ids, &n_seq)) return NULL;
     args A;
-    A.n = 0;
+    A.n = 0; /* not the whole struct: the slots are written as used */
     PyObject *r = NULL;
     DLTensor *q, *out, *lse;
     vq_cache_attend_opts o = {0};

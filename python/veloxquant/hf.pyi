@@ -1,4 +1,5 @@
 # Type stubs of veloxquant.hf (the transformers integration).
+import os
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import torch
@@ -23,3 +24,7 @@ class Cache(_HFCache):
                  capacity_pages: int = 0, grow_pages: int = 64, max_sequences: int = 0,
                  device: Any = None) -> None: ...
     def memory(self) -> dict: ...
+
+def gguf_tokenizer(path: Union[str, "os.PathLike[str]"]) -> Any: ...
+def token_nll(model: Any, ids: Any, method: Optional[str] = "f16", *, ctx: int = 512, windows: int = 0,
+              chunk: int = 256, **cache_options: Any) -> torch.Tensor: ...

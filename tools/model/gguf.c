@@ -363,6 +363,18 @@ vq_status vqm_gguf_open(const char *path, vqm_gguf **out, char *err)
     return VQ_OK;
 }
 
+void vqm_gguf_release(const vqm_gguf *g, const void *p, size_t n)
+{
+    if (g == NULL || g->map == NULL || n == 0) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t base = (uintptr_t)g->map, top = base + g->map_size;
+    uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + n) / page * page;
+    if (a < base) a = base;
+    if (b > top) b = top;
+    /* read-only private pages: dropped now, read again from the file if touched */
+    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 void vqm_gguf_free(vqm_gguf *g)
 {
     if (g == NULL) return;

@@ -63,18 +63,20 @@ static vq_status get_vector(const vqm_gguf *g, const char *name, int64_t n, floa
 /* The packed copies of every matrix the forward pass multiplies by (the
  * embedding is only looked up by row: it keeps its file layout), in one
  * 64-byte aligned allocation. */
-static vq_status pack_matrices(vqm_model *m, char *err)
+static vq_status pack_matrices(vqm_model *m, const vqm_gguf *g, char *err)
 {
     const int nm = 7 * m->cfg.n_layers + 1;
     vqm_matrix **all = malloc((size_t)nm * sizeof *all);
     if (all == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "model: out of memory");
+    /* the output first: the largest, so that the file pages of at most one layer's matrix are in
+     * memory beside the packed weights at any time (the peak) */
     int k = 0;
+    all[k++] = &m->output;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         vqm_layer_weights *w = &m->layers[l];
         vqm_matrix *ms[] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
         for (int i = 0; i < 7; i++) all[k++] = ms[i];
     }
-    all[k++] = &m->output;
     size_t total = 0;
     for (int i = 0; i < nm; i++) total += (vqm_matrix_packed_bytes(all[i]) + 63) / 64 * 64;
     if (total > 0) {
@@ -91,6 +93,10 @@ static vq_status pack_matrices(vqm_model *m, char *err)
         vqm_matrix_pack(all[i], m->packed_storage + at);
         all[i]->packed = m->packed_storage + at;
         at += (nbytes + 63) / 64 * 64;
+        /* the file's copy is read no more (the embedding's rows, when the output is tied, a row
+         * per token: a page fault from the page cache): its pages leave the process's memory,
+         * which then holds the weights once */
+        vqm_gguf_release(g, all[i]->data, (size_t)all[i]->rows * all[i]->row_bytes);
     }
     free(all);
     return VQ_OK;
@@ -262,7 +268,7 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
     }
     m->weight_bytes = bytes;
     m->cfg = c;
-    s = pack_matrices(m, err);
+    s = pack_matrices(m, g, err);
     if (s != VQ_OK) {
         m->gguf = NULL;
         vqm_model_free(m);

@@ -98,6 +98,11 @@ vq_status vqm_gguf_parse(const uint8_t *bytes, size_t size, vqm_gguf **out, char
 /* Maps a file read-only and parses it (VQ_ERR_IO when it cannot be read). */
 vq_status vqm_gguf_open(const char *path, vqm_gguf **out, char *err);
 void vqm_gguf_free(vqm_gguf *g);  /* NULL is a no-op */
+/* Gives back the process's memory of the whole pages inside [p, p + n) of
+ * a mapped file (the data stays valid: touched again, it is read again from
+ * the file); a no-op for a vqm_gguf parsed from memory. The model calls it
+ * on the matrices it has packed. */
+void vqm_gguf_release(const vqm_gguf *g, const void *p, size_t n);
 
 /* True when s equals the NUL-terminated z. */
 bool vqm_str_eq(vqm_str s, const char *z);

@@ -9,8 +9,10 @@
  * perplexity and its change, mean KL(f16 || method) of the next-token
  * distribution, top-1 agreement with f16; plus the cache's bits per element
  * (codes, scales, norms and the f16 residual window, at the end of a window)
- * and bytes. --max-tokens / --windows bound the work (the full novel at 8K
- * on 2 cores takes hours). */
+ * and bytes. --tokens writes every window position's token id and each
+ * method's nll, for comparisons with other runtimes token by token
+ * (bench/python_perplexity.py). --max-tokens / --windows bound the work (the
+ * full novel at 8K on 2 cores takes hours). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +38,7 @@ typedef struct ppl_acc {
 
 typedef struct ppl_opts {
     vqm_cli_common c;
-    const char *kv, *plot;
+    const char *kv, *plot, *tokens;
     vqa_sizes ctx;
     int64_t max_tokens, windows;
     bool json;
@@ -79,6 +81,8 @@ int vq_cmd_perplexity(int argc, char **argv)
         {"max-tokens", VQA_SIZE, &o.max_tokens, 0, 1ll << 40, "N", "use at most the first N tokens (0 = all)"},
         {"windows", VQA_INT, &o.windows, 0, 1 << 30, "W", "at most W windows per context (0 = all)"},
         {"plot", VQA_STRING, &o.plot, 0, 0, "FILE.png", "draw perplexity change against bits per element"},
+        {"tokens", VQA_STRING, &o.tokens, 0, 0, "FILE.tsv",
+         "write each window position's token id and each method's nll (nan where not scored)"},
         VQM_CLI_COMMON_OPTS(o.c),
         VQA_JSON_OPT(&o.json),
     };
@@ -142,6 +146,14 @@ int vq_cmd_perplexity(int argc, char **argv)
         fprintf(stderr, "vq perplexity: %lld tokens are fewer than one window of every --ctx size\n", (long long)nt);
         return VQ_EXIT_USAGE;
     }
+    FILE *tsv = NULL; /* created once the arguments and the text are known good */
+    if (o.tokens != NULL && (tsv = fopen(o.tokens, "w")) == NULL) {
+        fprintf(stderr, "vq perplexity: --tokens: cannot write '%s'\n", o.tokens);
+        free(toks);
+        vq_ctx_free(ctx);
+        vqm_model_free(model);
+        return VQ_EXIT_FAILURE;
+    }
     vqm_session *sess[PPL_MAX_METHODS];
     for (int m = 0; m < nm; m++) {
         sess[m] = vqm_cli_session("perplexity", model, ctx, &methods[m], (int)max_ctx, &o.c);
@@ -151,6 +163,12 @@ int vq_cmd_perplexity(int argc, char **argv)
     double *lp_ref = tool_calloc((size_t)V, sizeof *lp_ref), *lp = tool_calloc((size_t)V, sizeof *lp);
     ppl_acc *acc = tool_calloc((size_t)o.ctx.n * (size_t)nm, sizeof *acc);
     int64_t *windows_run = tool_calloc((size_t)o.ctx.n, sizeof *windows_run);
+    double *win_nll = tool_calloc((size_t)max_ctx * (size_t)nm, sizeof *win_nll); /* [pos][method] of a window */
+    if (tsv != NULL) {
+        fprintf(tsv, "ctx\twindow\tpos\ttoken");
+        for (int m = 0; m < nm; m++) fprintf(tsv, "\tnll_%s", methods[m].name);
+        fprintf(tsv, "\n");
+    }
     vqp prog;
     vqp_begin(&prog, "perplexity", steps);
     char err[VQM_ERR_LEN];
@@ -162,6 +180,7 @@ int vq_cmd_perplexity(int argc, char **argv)
         for (int64_t w = 0; w < nw; w++) {
             vqp_step(&prog, "ctx %lld window %lld/%lld", (long long)C, (long long)w + 1, (long long)nw);
             const int32_t *win = toks + w * C;
+            for (int64_t i = 0; i < C * nm; i++) win_nll[i] = NAN;
             for (int m = 0; m < nm; m++) tool_check(ctx, vqm_session_reset(sess[m], err) == VQ_OK ? VQ_OK : VQ_ERR_INVALID_ARGUMENT, err);
             for (int64_t p0 = 0; p0 < C; p0 += o.c.batch) {
                 const int64_t T = C - p0 < o.c.batch ? C - p0 : o.c.batch;
@@ -188,6 +207,7 @@ int vq_cmd_perplexity(int argc, char **argv)
                         }
                         const double d = m > 0 ? lp_ref[target] - lp[target] : 0;
                         a->nll -= m > 0 ? lp[target] : lp_ref[target];
+                        win_nll[(pos + 1) * nm + m] = m > 0 ? -lp[target] : -lp_ref[target];
                         a->kl += kl;
                         a->klsq += kl * kl;
                         a->dsum += d;
@@ -207,6 +227,11 @@ int vq_cmd_perplexity(int argc, char **argv)
                 acc[c * nm + m].bytes = mem.code_bytes + mem.param_bytes + mem.residual_bytes;
             }
             windows_run[c] = w + 1;
+            for (int64_t p = 0; tsv != NULL && p < C; p++) {
+                fprintf(tsv, "%lld\t%lld\t%lld\t%d", (long long)C, (long long)w, (long long)p, win[p]);
+                for (int m = 0; m < nm; m++) fprintf(tsv, "\t%.9g", win_nll[p * nm + m]);
+                fprintf(tsv, "\n");
+            }
         }
     }
     vqp_end(&prog);
@@ -273,7 +298,11 @@ int vq_cmd_perplexity(int argc, char **argv)
         }
     }
     for (int m = 0; m < nm; m++) vqm_session_free(sess[m]);
-    free(lg); free(lp_ref); free(lp); free(acc); free(windows_run); free(toks);
+    if (tsv != NULL && fclose(tsv) != 0) {
+        fprintf(stderr, "vq perplexity: --tokens: writing '%s' failed\n", o.tokens);
+        return VQ_EXIT_FAILURE;
+    }
+    free(lg); free(lp_ref); free(lp); free(acc); free(windows_run); free(win_nll); free(toks);
     vq_ctx_free(ctx);
     vqm_model_free(model);
     return VQ_EXIT_OK;

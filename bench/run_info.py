@@ -1,0 +1,27 @@
+"""What the Python benchmarks record with their results: commit, date (UTC),
+machine, thread count, package versions and the load average (the dev
+machine is shared: results are only read together with its load)."""
+
+import os
+import pathlib
+import platform
+import subprocess
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def run_info(**extra):
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    info = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": f"{platform.machine()} {os.cpu_count()} cores", "python": platform.python_version(),
+            "load": " ".join(f"{x:.1f}" for x in os.getloadavg())}
+    try:
+        import torch
+        import transformers
+        info.update(torch=torch.__version__, transformers=transformers.__version__)
+    except ImportError:
+        pass
+    info.update(extra)
+    return info
