@@ -75,8 +75,9 @@ def render():
                 rows[r["kv"]] = {}
                 order.append(r["kv"])
             rows[r["kv"]][r["ctx"]] = r
-    # sorted by bits at the first context (f16 first)
-    order.sort(key=lambda kv: -min(x["bits_per_element"] for x in rows[kv].values()))
+    # sorted by bits at the first context (f16 first), falling back to the fewest bits
+    order.sort(key=lambda kv: -(rows[kv][ctxs[0]] if ctxs[0] in rows[kv] else min(rows[kv].values(), key=lambda x: x[
+        "bits_per_element"]))["bits_per_element"])
     head = "| kv |" + "".join(" bits (%d) | ppl | change ± s.e. | KL | top-1 |" % c for c in ctxs)
     sub = "|---|" + "---:|---:|---:|---:|---:|" * len(ctxs)
     lines = [head, sub]
@@ -90,16 +91,30 @@ def render():
                 cells.append("%.2f | %.2f | %s | %.3f | %.1f %%" % (r["bits_per_element"], r["ppl"], cell_change(r),
                                                                     r["kl"], r["top1_agreement"]))
         lines.append("| %s | %s |" % (kv, " | ".join(cells)))
+    def options(args):  # the run's options, without the method list and the outputs
+        out, skip = [], False
+        for a in args:
+            if skip:
+                skip = False
+            elif a in ("--kv", "--plot", "--ctx", "--windows", "--threads"):
+                skip = True
+            elif a.startswith("-") and a != "--json":
+                out.append(a)
+            elif out and out[-1] == "--sink":
+                out.append(a)
+        return " ".join(out)
+
     src = []
     for rep in reports:
         c = sorted({r["ctx"] for r in rep["rows"]})
         scored = max(r["scored_tokens"] for r in rep["rows"])
-        src.append("%s tokens: %s windows, %d scored tokens, commit %s, %s, %s, %.0f s" % (
-            "/".join(map(str, c)), rep["rows"][0]["windows"], scored, rep["commit"], rep["date"][:10],
-            rep["machine"]["cpu"], rep["info"]["seconds"]))
+        src.append("%s tokens: `%s`, %s window(s), %d scored tokens, commit %s, %s, %s, %.0f s" % (
+            "/".join(map(str, c)), options(rep["args"]), rep["rows"][0]["windows"], scored, rep["commit"],
+            rep["date"][:10], rep["machine"]["cpu"], rep["info"]["seconds"]))
     lines.append("")
-    lines.append("Options: `%s` (no layer in f16); standard errors are paired per scored token (a lower bound: "
-                 "tokens are correlated). Runs: %s." % (" ".join(OPTIONS), "; ".join(src)))
+    lines.append("No layer in f16; bits count everything stored (codes, scales, zeros, norms, the f16 residual "
+                 "of a partial key group, the f32 sink tokens). Standard errors are paired per scored token (a "
+                 "lower bound: tokens are correlated). Runs: %s." % "; ".join(src))
     table = "\n".join(lines)
     path = os.path.join(ROOT, "README.md")
     with open(path) as f:

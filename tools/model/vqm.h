@@ -283,10 +283,10 @@ typedef struct vqm_session_config {
     bool center;
     /* With center: keep the values raw, centering the keys only. The value
      * mean is dominated by a few tokens of large norm, so subtracting it
-     * moves most values away from zero: on SmolLM2-135M at 2048 tokens it
-     * costs kivi4-turbo2 +12.3 % perplexity instead of +10.0 % (KIVI keys
-     * are unchanged by a per-channel offset), while centering the keys is
-     * what helps TurboQuant keys. */
+     * moves most values away from zero, while centering the keys is what
+     * helps TurboQuant keys. It depends on the value codec (README, "A real
+     * model", SmolLM2-135M at 2048 tokens): kivi4-turbo2 +12.3 % -> +9.5 %
+     * perplexity, kivi2 +88 % -> +69 %, but kivi4 +1.0 % -> +2.6 %. */
     bool center_keys_only;
     /* VQM_ATTN_CACHE: also balance key and query channels: keys are stored
      * times s_j and queries divided by s_j (exact: q.k unchanged), with
