@@ -1094,6 +1094,15 @@ VQ_API vq_ctx *vq_cache_ctx(const vq_cache *cache);
  * range). */
 VQ_API vq_status vq_cache_get_layer_config(const vq_cache *cache, int layer, vq_cache_layer_config *out);
 
+/* The cache's sizes as resolved at create or load: n_layers, n_kv_heads,
+ * n_q_heads, head_dim, page_size, capacity_pages (pages per layer now, after
+ * any growth), grow_pages, max_sequences, residual_tokens. The methods are
+ * per layer (vq_cache_get_layer_config): preset, layers, f16_layers and
+ * calibration are NULL / 0. This is how a caller learns the shape of a
+ * cache it loaded from a file. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs);
+ * *out is unchanged on failure. */
+VQ_API vq_status vq_cache_get_config(const vq_cache *cache, vq_cache_config *out);
+
 /* ---- Sequences ----
  * A sequence id is an int64 >= 0, unique over the cache's lifetime (never
  * reused after remove). Every layer of a sequence has its own length; a

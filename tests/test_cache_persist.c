@@ -168,6 +168,21 @@ static void test_files_and_errors(void)
     VT_OK(ctx, vq_cache_save(c, -1, path));
     vq_cache *back = NULL;
     VT_OK(ctx, vq_cache_load(ctx, path, &back));
+    /* the loaded cache reports the saved shape (how a caller learns it from a file) */
+    vq_cache_config got, was;
+    memset(&got, 0x5a, sizeof got);
+    VT_OK(ctx, vq_cache_get_config(c, &was));
+    VT_OK(ctx, back ? vq_cache_get_config(back, &got) : VQ_ERR_INVALID_ARGUMENT);
+    VT_CHECK(was.n_layers == L && was.n_kv_heads == HKV && was.n_q_heads == HQ && was.head_dim == D &&
+                 was.page_size == P && was.residual_tokens == R && was.grow_pages == 2 && was.max_sequences == 8 &&
+                 was.capacity_pages >= 4 && was.preset == NULL && was.layers == NULL && was.f16_layers == NULL &&
+                 was.n_f16_layers == 0 && was.calibration == NULL,
+             "vq_cache_get_config of the created cache");
+    VT_CHECK(got.n_layers == L && got.n_kv_heads == HKV && got.n_q_heads == HQ && got.head_dim == D &&
+                 got.page_size == P && got.residual_tokens == R && got.capacity_pages >= 1 && got.preset == NULL,
+             "vq_cache_get_config of the loaded cache");
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out'", vq_cache_get_config(c, NULL));
+    VT_CHECK(vq_cache_get_config(NULL, &got) == VQ_ERR_INVALID_ARGUMENT, "NULL cache");
     float *a = attend_all(ctx, c, ids, NSEQ), *b = back ? attend_all(ctx, back, ids, NSEQ) : NULL;
     VT_CHECK(b && same_outputs(a, b, NSEQ), "file round trip attends differently");
     free(a);

@@ -244,6 +244,20 @@ static PyObject *py_cache_layer_config(PyObject *self, PyObject *const *a, Py_ss
     return layer_config_tuple(&lc);
 }
 
+/* cache_config(cache) -> (n_layers, n_kv_heads, n_q_heads, head_dim, page_size,
+ * capacity_pages, grow_pages, max_sequences, residual_tokens) */
+static PyObject *py_cache_config(PyObject *self, PyObject *o)
+{
+    vq_cache *c;
+    if (cache_arg(o, &c)) return NULL;
+    vq_cache_config cfg;
+    vq_status s = vq_cache_get_config(c, &cfg);
+    if (s != VQ_OK) return cache_error(c, s);
+    return Py_BuildValue("(iiiiiLLii)", cfg.n_layers, cfg.n_kv_heads, cfg.n_q_heads, cfg.head_dim, cfg.page_size,
+                         (long long)cfg.capacity_pages, (long long)cfg.grow_pages, cfg.max_sequences,
+                         cfg.residual_tokens);
+}
+
 static PyObject *py_cache_seq_add(PyObject *self, PyObject *o)
 {
     vq_cache *c;
@@ -493,6 +507,7 @@ PyMethodDef vq_cache_methods[] = {
     FCW(cache_preset_layer_config),
     FCW(cache_create),
     FCW(cache_layer_config),
+    {"cache_config", py_cache_config, METH_O, NULL},
     {"cache_seq_add", py_cache_seq_add, METH_O, NULL},
     FCW(cache_seq_remove),
     FCW(cache_seq_truncate),

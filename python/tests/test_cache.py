@@ -174,6 +174,8 @@ def test_save_load_roundtrip(tmp_path, rng):
     for src in (path, c.save()):
         c2 = vq.KVCache.load(src)
         assert c2.n_layers == 3 and c2.length(b, 2) == 70
+        assert (c2.n_kv_heads, c2.n_q_heads, c2.head_dim) == (hkv, hq, d)  # read from the file
+        assert c2.config()["residual_tokens"] == 8 and c2.config()["page_size"] == c.config()["page_size"]
         assert np.array_equal(c2.attend(2, [a, b], q), want)  # bit for bit
     # one sequence into another cache of the same config (prompt reuse)
     c3 = vq.KVCache(3, hkv, d, n_q_heads=hq, method="kivi4", residual_tokens=8)

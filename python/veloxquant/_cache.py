@@ -203,21 +203,26 @@ class KVCache:
     @classmethod
     def load(cls, source, *, device="cpu"):
         """A cache from a file path or bytes written by :meth:`save`, with its
-        sequences under their saved ids, on ``device``."""
+        sequences under their saved ids, on ``device``; its sizes
+        (n_layers, n_kv_heads, n_q_heads, head_dim, :meth:`config`) are the
+        file's."""
         self = cls.__new__(cls)
         self._ctx = _device_ctx(device)
         self._cache = _vq.cache_load(self._ctx, source if isinstance(source, bytes) else str(source))
         self.device, self.method = str(device), "loaded"
-        n = 0
-        while True:  # the layer count: configs exist for layers [0, n_layers)
-            try:
-                _vq.cache_layer_config(self._cache, n)
-            except InvalidArgumentError:
-                break
-            n += 1
-        self.n_layers = n
-        self.n_kv_heads = self.n_q_heads = self.head_dim = None  # not stored by the C API's getters
+        cfg = self.config()
+        self.n_layers, self.n_kv_heads = cfg["n_layers"], cfg["n_kv_heads"]
+        self.n_q_heads, self.head_dim = cfg["n_q_heads"], cfg["head_dim"]
         return self
+
+    def config(self):
+        """The cache's sizes (vq_cache_get_config) as a dict: n_layers,
+        n_kv_heads, n_q_heads, head_dim, page_size, capacity_pages (now),
+        grow_pages, max_sequences, residual_tokens. Methods per layer:
+        :meth:`layer_config`."""
+        names = ("n_layers", "n_kv_heads", "n_q_heads", "head_dim", "page_size", "capacity_pages", "grow_pages",
+                 "max_sequences", "residual_tokens")
+        return dict(zip(names, _vq.cache_config(self._cache)))
 
     def load_sequence(self, source):
         """Adds the one sequence of a sequence file/bytes (save(seq_id=...)) as a

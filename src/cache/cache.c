@@ -225,6 +225,27 @@ void vq_cache_free(vq_cache *c)
 
 vq_ctx *vq_cache_ctx(const vq_cache *c) { return c ? c->ctx : NULL; }
 
+vq_status vq_cache_get_config(const vq_cache *c, vq_cache_config *out)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    VQ_ENTER(c->ctx);
+    VQ_RETURN_IF(c->ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    int64_t pages = c->capacity_pages;
+    for (int l = 0; l < c->L; l++)
+        if (c->layers[l].n_pages > pages) pages = c->layers[l].n_pages;
+    memset(out, 0, sizeof *out);
+    out->n_layers = c->L;
+    out->n_kv_heads = c->Hkv;
+    out->n_q_heads = c->Hq;
+    out->head_dim = c->D;
+    out->page_size = (int)c->P;
+    out->capacity_pages = pages;
+    out->grow_pages = c->grow_pages;
+    out->max_sequences = c->max_seqs;
+    out->residual_tokens = c->R;
+    return VQ_OK;
+}
+
 vq_status vq_cache_get_layer_config(const vq_cache *c, int layer, vq_cache_layer_config *out)
 {
     if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
