@@ -25,7 +25,7 @@ import transformers
 
 import veloxquant as vq
 import veloxquant.hf
-from run_info import run_info  # bench/, the script's own folder, is on sys.path
+from run_info import provenance, run_info  # bench/, the script's own folder, is on sys.path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -124,9 +124,7 @@ def main():
     if a.json:
         print(json.dumps({"info": info, "rows": rows}, indent=1))
         return
-    print(f"# decode step, SmolLM2-135M f32, context {a.context}, {a.threads} threads, commit {info['commit']}, "
-          f"{info['date']}, {info['machine']}, torch {info['torch']}, transformers {info['transformers']}, "
-          f"load {info['load']}")
+    print(f"# decode step, SmolLM2-135M f32, context {a.context}, {a.threads} threads, {provenance(info)}")
     print("| cache | decode step (ms, median) | min (ms) | vs DynamicCache | K/V bytes | prefill (s) |")
     print("|---|---|---|---|---|---|")
     for r in rows:

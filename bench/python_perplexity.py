@@ -30,7 +30,7 @@ import veloxquant.hf as vh
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python" / "tests"))
 from ppl_compare import change, change_difference, read_tokens_tsv  # noqa: E402
-from run_info import run_info  # noqa: E402  (bench/, the script's own folder, is on sys.path)
+from run_info import provenance, run_info  # noqa: E402  (bench/, the script's own folder, is on sys.path)
 
 
 def main():
@@ -81,8 +81,7 @@ def main():
         print(json.dumps({"info": info, "rows": rows}, indent=1))
         return
     print(f"# perplexity change, C runtime vs transformers + veloxquant.hf, {W} windows of {C} "
-          f"({W * C // 2} scored tokens), commit {info['commit']}, {info['date']}, {info['machine']}, "
-          f"torch {info['torch']}, transformers {info['transformers']}, load {info['load']}")
+          f"({W * C // 2} scored tokens), {provenance(info)}")
     print("| method | C ppl | C change (se) | Python ppl | Python change (se) | difference (paired se) | "
           "max token nll diff |")
     print("|---|---|---|---|---|---|---|")

@@ -25,3 +25,10 @@ def run_info(**extra):
         pass
     info.update(extra)
     return info
+
+
+def provenance(info):
+    """The part of a table's title line that says where its numbers come from."""
+    parts = [f"commit {info['commit']}", info["date"], info["machine"]]
+    parts += [f"{k} {info[k]}" for k in ("torch", "transformers") if k in info]
+    return ", ".join(parts + [f"load {info['load']}"])
