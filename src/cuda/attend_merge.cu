@@ -3,7 +3,8 @@
  * merge_kernel: the split-KV partial states of every query row (log2 domain):
  * M = max_s m_s, out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s, and
  * when asked the row's natural-log log-sum-exp ln 2 * (M + log2 L). One CTA
- * per row; a row that saw no key (all masked) gets zeros and lse -inf.
+ * per row; a row that saw no key (all masked) gets zeros (whatever its
+ * accumulators hold) and lse -inf.
  * With c.rot_back (TurboQuant values, accumulated in the rotated basis) the
  * normalised row is rotated back, rot^-1 = diag H / sqrt(D), in shared memory.
  *
@@ -36,7 +37,9 @@ __global__ void __launch_bounds__(128) merge_kernel(const vq_cu_attend_common c,
             const float f = M == -INFINITY ? 0.0f : exp2f(m[s] - M);
             a = fmaf(f, c.part_acc[(row * ns + s) * c.D + d], a);
         }
-        rowv[d] = a * inv;
+        /* L == 0: no split saw a token (every score -inf): the row is 0 even
+         * where a masked token's NaN value left 0 * NaN in an accumulator */
+        rowv[d] = L == 0.0f ? 0.0f : a * inv;
     }
     if (c.rot_back) {
         __syncthreads();

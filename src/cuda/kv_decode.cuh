@@ -38,6 +38,8 @@
 #ifndef VQ_CUDA_KV_DECODE_CUH
 #define VQ_CUDA_KV_DECODE_CUH
 
+#include <climits>
+
 #include <cuda_bf16.h>
 
 #include "cuda/attend_fast.cuh"
@@ -108,9 +110,12 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
     kp.prepare(qs, qw, rw);
     __syncthreads();
 
-    int lim_max = -1;
+    int lim_max = -1, lim_min = INT_MAX;
 #pragma unroll
-    for (int r = 0; r < R; r++) lim_max = max(lim_max, rw.lim[r]);
+    for (int r = 0; r < R; r++) {
+        lim_max = max(lim_max, rw.lim[r]);
+        if (r < rw.n) lim_min = min(lim_min, rw.lim[r]);
+    }
     const int t_begin = split * c.split_len;
     const int t_end = min(min(c.Skv, t_begin + c.split_len), lim_max + 1);
     const int64_t tok0 = ((int64_t)b * c.Hkv + hkv) * c.Skv; /* flattened token 0 of this kv head */
@@ -155,6 +160,12 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
             m_run[r] = m_new;
         }
         __syncwarp();
+        /* A tile past the causal limit of some rows but not of others (a
+         * causal prefill's diagonal): those rows must not read the tokens
+         * past their limit at all (the header's rule; p = 0 would still add
+         * 0 * NaN), so their accumulators are restored after each step.
+         * Warp-uniform, and only on the diagonal tiles. */
+        const bool ragged = lim_min < lim_max && t0 + 31 > lim_min;
 #pragma unroll
         for (int b0 = 0; b0 < NSTEP; b0 += VB) {
             if (b0 > 0) {
@@ -166,7 +177,26 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
                 float pk[R];
 #pragma unroll
                 for (int r = 0; r < R; r++) pk[r] = sm.p[warp][r][slot + (b0 + k) * TPS];
-                vp.apply(vpre[k], pk, acc, accz);
+                if (!ragged) {
+                    vp.apply(vpre[k], pk, acc, accz);
+                } else {
+                    const int tt = t0 + slot + (b0 + k) * TPS; /* this lane's token */
+                    float keep[R][CPL], keepz[R];
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        keepz[r] = accz[r];
+#pragma unroll
+                        for (int j = 0; j < CPL; j++) keep[r][j] = acc[r][j];
+                    }
+                    vp.apply(vpre[k], pk, acc, accz);
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        if (tt <= rw.lim[r]) continue;
+                        accz[r] = keepz[r];
+#pragma unroll
+                        for (int j = 0; j < CPL; j++) acc[r][j] = keep[r][j];
+                    }
+                }
             }
         }
         __syncwarp(); /* sm.p is rewritten by the next tile */
