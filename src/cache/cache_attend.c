@@ -15,8 +15,7 @@
 #include "cache/cache_cuda.h"
 #endif
 
-/* A stream of a chunk as a tensor: [N,Hkv,rows,last], [N,Hkv,rows] or [N,rows]. */
-static void stream_view(const vq_cache *c, const vq_cache_layer *L, const vq_cache_chunk *ch, int s, DLTensor *t,
+void vq_cache_chunk_stream_view(const vq_cache *c, const vq_cache_layer *L, const vq_cache_chunk *ch, int s, DLTensor *t,
                         int64_t *shape)
 {
     const vq_cache_stream *st = &L->streams[s];
@@ -113,7 +112,7 @@ static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, 
     vq_cache_binding *bd = &L->bindings[k];
     DLTensor sv[VQ_CACHE_MAX_STREAMS], tb[VQ_CT_COUNT];
     int64_t ss[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
-    for (int s = 0; s < L->n_streams; s++) stream_view(c, L, ch, s, &sv[s], ss[s]);
+    for (int s = 0; s < L->n_streams; s++) vq_cache_chunk_stream_view(c, L, ch, s, &sv[s], ss[s]);
     vq_cache_table_tensors(c, L, tb, ts);
     const vq_attn_dims dims = {ch->n_pages, c->Hq, c->Hkv, Sq, c->P, c->D};
     const vq_key_config *kc = &L->cfg.keys;

@@ -143,6 +143,7 @@ struct vq_cache {
     vq_cache_buf stage;      /* append staging, on the cache's device */
     vq_cache_buf host[2];    /* per-call host scratch, kept: [0] plans / segment lists, [1] the
                                 sequence list of an attend */
+    struct vq_cache_cuda_pages *cuda_pages; /* CUDA: [L] device page tables (cache_cuda.c), made on first use */
 };
 
 /* ---- cache_presets.c ---- */
@@ -217,6 +218,10 @@ size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64
  * sqrt(D). RaBitQ is described as VQ_KEYS_RABITQ (the exact score). */
 void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb,
                        vq_encoded_keys *ek, vq_encoded_values *ev);
+/* Stream s of chunk ch as a tensor: [N,Hkv,rows,last], [N,Hkv,rows] or
+ * [N,rows] (N the chunk's pages; shape holds 4 entries). */
+void vq_cache_chunk_stream_view(const vq_cache *c, const vq_cache_layer *L, const vq_cache_chunk *ch, int s,
+                                DLTensor *t, int64_t *shape);
 /* Tensors over the layer's (device) tables, shapes held in shapes[]. */
 void vq_cache_table_tensors(const vq_cache *c, const vq_cache_layer *L, DLTensor *tb, int64_t (*shapes)[4]);
 

@@ -117,8 +117,9 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
         if (r < rw.n) lim_min = min(lim_min, rw.lim[r]);
     }
     const int t_begin = split * c.split_len;
-    const int t_end = min(min(c.Skv, t_begin + c.split_len), lim_max + 1);
-    const int64_t tok0 = ((int64_t)b * c.Hkv + hkv) * c.Skv; /* flattened token 0 of this kv head */
+    const int t_end = min(min(kv_len(c, b), t_begin + c.split_len), lim_max + 1);
+    /* flattened index of token t of this kv head: a tile's 32 tokens are consecutive (pages hold
+     * whole tiles), so one lookup per tile */
     const Mask mk = {p.mask, p.mask_f16, p.mask_sb, p.mask_sh, c.Skv};
 
     float m_run[R], l_lane[R], acc[R][CPL], accz[R];
@@ -135,12 +136,13 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
     for (int t0 = t_begin + 32 * warp; t0 < t_end; t0 += 32 * kWarps) {
         /* tokens past t_end read their valid neighbour and get p = 0 */
         const int last = t_end - 1, t = t0 + lane, tl = min(t, last);
+        const int64_t tile0 = kv_token(c, b, hkv, t0) - t0; /* token t of the tile is tile0 + t */
         typename VP::Pre vpre[VB];
 #pragma unroll
-        for (int k = 0; k < VB; k++) vp.load(tok0 + min(t0 + slot + k * TPS, last), vpre[k]);
+        for (int k = 0; k < VB; k++) vp.load(tile0 + min(t0 + slot + k * TPS, last), vpre[k]);
 
         float s[R];
-        kp.score(tok0 + tl, tl, qs, qw, s);
+        kp.score(tile0 + tl, tl, qs, qw, s);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             if (t > last || t > rw.lim[r]) s[r] = -INFINITY;
@@ -170,7 +172,7 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
         for (int b0 = 0; b0 < NSTEP; b0 += VB) {
             if (b0 > 0) {
 #pragma unroll
-                for (int k = 0; k < VB; k++) vp.load(tok0 + min(t0 + slot + (b0 + k) * TPS, last), vpre[k]);
+                for (int k = 0; k < VB; k++) vp.load(tile0 + min(t0 + slot + (b0 + k) * TPS, last), vpre[k]);
             }
 #pragma unroll
             for (int k = 0; k < VB; k++) {
