@@ -231,7 +231,7 @@ typedef enum paged_kind { PAGED_NONE = 0, PAGED_SDPA, PAGED_KIVI } paged_kind;
 static paged_kind paged_kind_of(const vq_cache *c, const vq_cache_layer *L, const DLTensor *q, const DLTensor *out,
                                 const DLTensor *lse, int64_t Sq)
 {
-    if (Sq != 1 || L->n_chunks != 1 || c->P % 32 != 0 || !vq_tensor_is_compact(q) || !vq_tensor_is_compact(out) ||
+    if (Sq != 1 || L->n_chunks != 1 || L->head_major || c->P % 32 != 0 || !vq_tensor_is_compact(q) || !vq_tensor_is_compact(out) ||
         (lse && !vq_tensor_is_compact(lse)))
         return PAGED_NONE;
     const vq_key_config *kc = &L->cfg.keys;
@@ -256,6 +256,18 @@ static DLTensor *rows_of(row_view *v, const DLTensor *t, int64_t i0, int64_t n)
     return &v->t;
 }
 
+/* Stream s of a device chunk of N pages as a compact tensor [N,Hkv,rows,last],
+ * [N,Hkv,rows] or [N,rows] (device pools are page-major, cache_internal.h). */
+static void chunk_view(const vq_cache *c, const vq_cache_layer *L, const vq_cache_chunk *ch, int s, DLTensor *t,
+                       int64_t *shape)
+{
+    const vq_cache_stream *st = &L->streams[s];
+    shape[0] = ch->n_pages;
+    if (st->ndim == 2) shape[1] = st->rows;
+    else shape[1] = c->Hkv, shape[2] = st->rows, shape[3] = st->last;
+    vq_cache_view(c, t, shape, st->ndim, st->dtype, ch->base + ch->n_pages * st->page_off);
+}
+
 /* The slot of the sequence whose layer state is sl. */
 static int slot_of(const vq_cache *c, int layer, const vq_cache_seq_layer *sl)
 {
@@ -273,7 +285,7 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
     if (lp == NULL) return VQ_ERR_OUT_OF_MEMORY;
     DLTensor sv[VQ_CACHE_MAX_STREAMS], tb[VQ_CT_COUNT];
     int64_t ss[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
-    for (int s = 0; s < L->n_streams; s++) vq_cache_chunk_stream_view(c, L, &L->chunks[0], s, &sv[s], ss[s]);
+    for (int s = 0; s < L->n_streams; s++) chunk_view(c, L, &L->chunks[0], s, &sv[s], ss[s]);
     vq_cache_table_tensors(c, L, tb, ts);
     vq_encoded_keys ek;
     vq_encoded_values ev;

@@ -97,6 +97,13 @@ typedef struct vq_cache_layer {
     int n_streams;
     vq_cache_stream streams[VQ_CACHE_MAX_STREAMS];
     int64_t page_bytes;         /* all streams of one page */
+    /* Pool layout of a chunk of N pages: stream by stream (page_off), each
+     * stream [Hkv][N][rows][last] when head_major (host pools: a run of
+     * consecutive pages of one head is contiguous, so the attention streams
+     * it as one segment, as the raw kernel streams a contiguous [B,Hkv,S,..]
+     * tensor), else [N][Hkv][rows][last] (device pools: cache_cuda.c gathers
+     * whole pages). Streams shared by the heads are [N][rows] either way. */
+    bool head_major;
     vq_cache_table tables[VQ_CT_COUNT];  /* host == NULL: not used by this layer */
     /* pool */
     vq_cache_chunk *chunks;
@@ -183,8 +190,12 @@ void *vq_cache_host_scratch(vq_cache *c, int which, size_t bytes);
 
 /* The chunk index of `page` and the page's index in that chunk. */
 int vq_cache_chunk_index(const vq_cache_layer *L, int64_t page, int64_t *idx);
-/* Address of stream s of page `page` of layer L (row 0, head 0). */
+/* Address of stream s of page `page` of layer L (row 0, head 0); head h's
+ * rows follow at h * vq_cache_head_pitch(L, page, s) bytes from there. */
 unsigned char *vq_cache_page_stream(const vq_cache_layer *L, int64_t page, int s);
+/* Bytes from one head's rows of a page to the next head's (rows * row bytes
+ * unless head_major). */
+int64_t vq_cache_head_pitch(const vq_cache_layer *L, int64_t page, int s);
 /* Makes sure n more pages can be taken (grows the pool if allowed). */
 vq_status vq_cache_pool_reserve(vq_cache *c, int l, int64_t n);
 int32_t vq_cache_pool_take(vq_cache_layer *L);        /* after reserve; refcount 1 */
@@ -218,10 +229,6 @@ size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64
  * sqrt(D). RaBitQ is described as VQ_KEYS_RABITQ (the exact score). */
 void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb,
                        vq_encoded_keys *ek, vq_encoded_values *ev);
-/* Stream s of chunk ch as a tensor: [N,Hkv,rows,last], [N,Hkv,rows] or
- * [N,rows] (N the chunk's pages; shape holds 4 entries). */
-void vq_cache_chunk_stream_view(const vq_cache *c, const vq_cache_layer *L, const vq_cache_chunk *ch, int s,
-                                DLTensor *t, int64_t *shape);
 /* Tensors over the layer's (device) tables, shapes held in shapes[]. */
 void vq_cache_table_tensors(const vq_cache *c, const vq_cache_layer *L, DLTensor *tb, int64_t (*shapes)[4]);
 
