@@ -150,6 +150,7 @@ struct vq_cache {
     vq_cache_buf stage;      /* append staging, on the cache's device */
     vq_cache_buf host[2];    /* per-call host scratch, kept: [0] plans / segment lists, [1] the
                                 sequence list of an attend */
+    struct vq_cache_cuda_pages *cuda_pages; /* CUDA: [L] device page tables (cache_cuda.c), made on first use */
 };
 
 /* ---- cache_presets.c ---- */
