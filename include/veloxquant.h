@@ -770,7 +770,8 @@ typedef enum vq_key_scores {
     VQ_KEY_SCORES_INT8 = 2
 } vq_key_scores;
 
-/* How the CPU affine decode kernel accumulates p . v_hat.
+/* How the CPU affine decode kernel (and vq_rabitq_fused_attend's codebook
+ * values, below) accumulates p . v_hat.
  *
  * VQ_VALUE_ACCUM_INT8 (what VQ_VALUE_ACCUM_AUTO picks on CPUs with AVX-512
  * VNNI and VBMI, for 2-bit values with group_size 32 at D = 128; every other
@@ -792,6 +793,26 @@ typedef enum vq_key_scores {
  * (S / 254) * sqrt(sum_j (code p_j)^2) / d, ~1e-3 S or less on the test
  * caches (the 2-bit code step itself is S). tests/test_attention_pv8.c
  * checks the bound per output on every ISA and the typical error.
+ * Codebook values (vq_rabitq_fused_attend, D = 128, at most 16 centroids):
+ * the centroids are rounded once per call, cq_i = rint(cents_i / cstep) with
+ * cstep = C / 127, C = max_i |cents_i|, and per query row and block of 32
+ * tokens w_j = p_j * v_scale[j] (1 without v_scale) as above, so
+ *   sum_j p_j v_hat[j][c] = step * cstep * sum_j wq_j cq[idx[j][c]]
+ * (the integer dot exact, vpdpbusd; scalar reference elsewhere when INT8 is
+ * asked for). Error bound. With |w_j - step wq_j| <= step / 2 and
+ * |cents_i - cstep cq_i| <= cstep / 2, per block b and channel c
+ *   |err_b,c| <= sum_{j in b} ((step / 2) |cents[idx]| + (|w_j| + step / 2) cstep / 2),
+ * and dividing by d (>= sum_b max_{j in b} p_j, and = sum_j p_j) a cache with
+ * |v_scale| <= S moves each output channel by at most
+ * C S (32 / 254 + 1 / 254 + 32 / (4 * 127^2)) = 0.131 C S plus f32 rounding
+ * (worst case: every rounding error of one sign). The centroid part
+ * (cstep / 2 per centroid, <= C S / 254) is a fixed bias per centroid; the
+ * weight part mostly averages out: typically ~1e-3 C S (0.4-2.6e-3 on the
+ * test caches; a 4-bit codebook's own spacing is ~C / 8). Weights far below
+ * the step round to 0 (errors of one sign), the part of the error that
+ * grows with Skv. tests/test_attention_rabitq.c checks the bound
+ * per output on every ISA, the float64 integer formulation, and the typical
+ * error of the weight rounding.
  * VQ_VALUE_ACCUM_F32: f32 FMAs of the decoded codes (relative error ~1e-6).
  * CUDA contexts ignore this field. */
 typedef enum vq_value_accum {
@@ -845,6 +866,12 @@ typedef struct vq_rabitq_attend_opts {
     bool causal;               /* as vq_attend_opts.causal */
     int num_splits;            /* as vq_attend_opts.num_splits */
     DLTensor *lse_out;         /* as vq_attend_opts.lse_out (decode only; prefill: NULL) */
+    /* p . v_hat arithmetic on the CPU (see vq_value_accum, "Codebook
+     * values"); 0 = AUTO: INT8 in vq_rabitq_fused_attend on CPUs with AVX-512
+     * VNNI and VBMI, F32 in vq_rabitq_prefill_attend. INT8 where the integer
+     * kernel does not apply (D != 128, more than 16 centroids, a non-finite
+     * centroid) runs F32. Values outside the enum give VQ_ERR_INVALID_ARGUMENT. */
+    vq_value_accum value_accum;
 } vq_rabitq_attend_opts;
 
 /* Attention over 1-bit keys and codebook values.

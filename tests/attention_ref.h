@@ -52,6 +52,20 @@ static inline void ref_attention(const ref_dims *d, ref_score_fn score, const vo
     free(s);
 }
 
+/* Row (b, h, i)'s exact probabilities over tokens [0, lim): s[t] =
+ * exp(score - max) (unnormalised); returns their sum. */
+static inline double ref_row_probs(ref_score_fn score, const void *arg, int64_t b, int64_t h, int64_t i, int64_t lim,
+                                   double *s)
+{
+    double mx = -INFINITY, sum = 0.0;
+    for (int64_t t = 0; t < lim; t++) {
+        s[t] = score(arg, b, h, i, t);
+        mx = s[t] > mx ? s[t] : mx;
+    }
+    for (int64_t t = 0; t < lim; t++) sum += (s[t] = exp(s[t] - mx));
+    return sum;
+}
+
 /* The score of plain keys: scale * q[b,h,i] . k[b,hk,t] (any dtypes, read as
  * doubles through the harness). */
 typedef struct ref_plain_arg {

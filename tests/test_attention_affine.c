@@ -265,12 +265,7 @@ static void pv8_reference(const kivi *kv, bool causal, double *ref_q, double *re
             for (int64_t i = 0; i < d->Sq; i++) {
                 const int64_t hk = h / (d->Hq / d->Hkv), lim = causal ? d->Skv - d->Sq + i + 1 : d->Skv;
                 const int64_t row = (b * d->Hq + h) * d->Sq + i, bh = b * d->Hkv + hk;
-                double mx = -INFINITY, sum = 0.0;
-                for (int64_t t = 0; t < lim; t++) {
-                    s[t] = kivi_score(kv, b, h, i, t);
-                    mx = s[t] > mx ? s[t] : mx;
-                }
-                for (int64_t t = 0; t < lim; t++) sum += (s[t] = exp(s[t] - mx));
+                const double sum = ref_row_probs(kivi_score, kv, b, h, i, lim, s);
                 double *oq = ref_q + row * d->D, *oe = ref + row * d->D, *ob = bound + row * d->D, *ov = var + row * d->D;
                 for (int64_t c = 0; c < d->D; c++) oq[c] = oe[c] = ob[c] = ov[c] = 0.0;
                 for (int64_t t0 = 0; t0 < lim; t0 += 32)

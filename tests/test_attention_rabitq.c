@@ -1,7 +1,10 @@
 /* test_attention_rabitq.c — vq_rabitq_fused_attend (Hamming and exact
  * scores, packed/unpacked values bit-identical, clamped indices, v_scale,
  * k_const, causal) and vq_rabitq_prefill_attend against the float64
- * reference, every ISA; and their error paths. */
+ * reference, every ISA; integer p.V (vq_value_accum INT8) against the
+ * header's bound, its float64 formulation and its typical error; AUTO's
+ * choice; and the error paths. */
+#include "attention/attn_kernels.h"
 #include "attention_ref.h"
 #include "harness.h"
 
@@ -92,7 +95,8 @@ static void run_fused(vq_ctx *ctx, const char *isa, const rq_case *k, vq_rng *rn
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
     ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref);
     const vq_rabitq_attend_opts opts = {.score = k->exact ? VQ_RABITQ_SCORE_EXACT : VQ_RABITQ_SCORE_HAMMING,
-                                        .v_scale = x.v_scale, .causal = k->causal, .num_splits = k->splits};
+                                        .v_scale = x.v_scale, .causal = k->causal, .num_splits = k->splits,
+                                        .value_accum = VQ_VALUE_ACCUM_F32};
     VT_OK(ctx, vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, x.k_const,
                                       k->packed ? x.v_packed : x.v_idx, x.v_cents, out, &opts));
     const double err = vt_rel_l2(out, ref);
@@ -169,6 +173,182 @@ static void cases_on(vq_ctx *ctx, const char *isa)
 
 static void test_rabitq_attend(void) { vt_for_each_isa(2, cases_on); }
 
+/* Integer p.V in float64 from the exact probabilities: per row and block of
+ * 32 tokens (cut at the causal limit, as the skeleton cuts them) w = p *
+ * v_scale rounded against max|w| / 127, centroids as the library rounds them
+ * (vq_attn_cb8_round). ref_q: that formulation; ref_c: exact weights with
+ * the rounded centroids (what is left differs from out by the weight
+ * rounding alone); bound: the header's bound on |out - exact|; var: the
+ * variance of out - ref_c if each weight's rounding error is uniform in
+ * +-step / 2. */
+static void cb8_reference(const rq *x, bool causal, const int8_t *cq, double cstep, double *ref_q, double *ref_c,
+                          double *bound, double *var)
+{
+    const ref_dims *d = &x->d;
+    const int nc = (int)x->v_cents->shape[0];
+    const uint8_t *u = x->v_idx->data;
+    double *s = malloc(sizeof(double) * (size_t)d->Skv);
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t h = 0; h < d->Hq; h++)
+            for (int64_t i = 0; i < d->Sq; i++) {
+                const int64_t hk = h / (d->Hq / d->Hkv), lim = causal ? d->Skv - d->Sq + i + 1 : d->Skv;
+                const int64_t row = (b * d->Hq + h) * d->Sq + i, bh = b * d->Hkv + hk;
+                const double sum = ref_row_probs(rq_score, x, b, h, i, lim, s);
+                double *oq = ref_q + row * d->D, *oc = ref_c + row * d->D, *ob = bound + row * d->D, *ov = var + row * d->D;
+                for (int64_t c = 0; c < d->D; c++) oq[c] = oc[c] = ob[c] = ov[c] = 0.0;
+                for (int64_t t0 = 0; t0 < lim; t0 += 32) {
+                    const int64_t t1 = t0 + 32 < lim ? t0 + 32 : lim;
+                    double amax = 0.0;
+                    for (int64_t t = t0; t < t1; t++)
+                        amax = fmax(amax, fabs(s[t] * (x->v_scale ? vt_get(x->v_scale, bh * d->Skv + t) : 1.0)));
+                    const double step = amax / 127.0;
+                    for (int64_t t = t0; t < t1; t++) {
+                        const double w = s[t] * (x->v_scale ? vt_get(x->v_scale, bh * d->Skv + t) : 1.0);
+                        const double wq = amax > 0 ? rint(w / amax * 127.0) * step : 0.0;
+                        for (int64_t c = 0; c < d->D; c++) {
+                            const int64_t xi = (bh * d->Skv + t) * d->D + c, ci = u[xi] < nc ? u[xi] : nc - 1;
+                            const double cent = vt_get(x->v_cents, ci), cr = cstep * cq[ci];
+                            oq[c] += wq * cr / sum;
+                            oc[c] += w * cr / sum;
+                            ob[c] += (step / 2 * fabs(cent) + (fabs(w) + step / 2) * cstep / 2) / sum;
+                            ov[c] += step * step / 12.0 * cr * cr / (sum * sum);
+                        }
+                    }
+                }
+            }
+    free(s);
+}
+
+/* One D = 128 case with integer p.V on this ISA: within the header's bound
+ * of the exact attention everywhere, close to the integer formulation's
+ * float64 value (its roundings can flip at ties: 1e-4), and with the
+ * typical error of random weight roundings; packed and unpacked the same. */
+static void cb8_case(vq_ctx *ctx, const char *isa, const rq_case *k, vq_rng *rng)
+{
+    rq x;
+    rq_make(&x, k, rng);
+    const ref_dims *d = &x.d;
+    int8_t cq[16];
+    float cstep = 0.0f;
+    VT_CHECK(vq_attn_cb8_round(x.v_cents->data, k->n_cents, cq, &cstep), "centroids not roundable");
+    DLTensor *out = vt_new(VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
+    const int64_t n = vt_numel(out);
+    double *ref = malloc(sizeof(double) * (size_t)n * 5), *ref_q = ref + n, *ref_c = ref_q + n, *bound = ref_c + n,
+           *var = bound + n;
+    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref);
+    cb8_reference(&x, k->causal, cq, cstep, ref_q, ref_c, bound, var);
+    const vq_rabitq_attend_opts opts = {.score = k->exact ? VQ_RABITQ_SCORE_EXACT : VQ_RABITQ_SCORE_HAMMING,
+                                        .v_scale = x.v_scale, .causal = k->causal, .num_splits = k->splits,
+                                        .value_accum = VQ_VALUE_ACCUM_INT8};
+    VT_OK(ctx, vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, x.k_const,
+                                      k->packed ? x.v_packed : x.v_idx, x.v_cents, out, &opts));
+    double worst = 0.0, vsum = 0.0, se = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double o = vt_get(out, i), slack = 1e-5 * (fabs(ref[i]) + 1.0);
+        worst = fmax(worst, fabs(o - ref[i]) / (bound[i] + slack));
+        vsum += var[i];
+        se += (o - ref_c[i]) * (o - ref_c[i]);
+    }
+    const double err_q = vt_rel_l2(out, ref_q);
+    VT_CHECK(worst <= 1.0, "%s cb8 Hq%lld Hkv%lld Sq%lld Skv%lld: error / header bound = %.3g", isa,
+             (long long)d->Hq, (long long)d->Hkv, (long long)d->Sq, (long long)d->Skv, worst);
+    VT_CHECK(err_q <= 1e-4, "%s cb8 Skv%lld: rel err against the integer formulation %.3g", isa, (long long)d->Skv,
+             err_q);
+    /* mean square error against its expectation under uniform rounding errors: 4x, as a sample of n
+     * outputs, and because weights far below the step all round to 0 (errors of one sign, ~1.5x in
+     * rms at Skv 4097) */
+    VT_CHECK(se <= 4.0 * vsum + 1e-12 * (double)n, "%s cb8 Skv%lld: mean square error %.3g, expected %.3g", isa,
+             (long long)d->Skv, se / (double)n, vsum / (double)n);
+    /* the header's typical error against the exact attention: ~1e-3 C S (here 0.4-2.6e-3) */
+    double see = 0.0, C = 0.0, S = 1.0;
+    for (int64_t i = 0; i < n; i++) see += (vt_get(out, i) - ref[i]) * (vt_get(out, i) - ref[i]);
+    for (int i = 0; i < k->n_cents; i++) C = fmax(C, fabs(vt_get(x.v_cents, i)));
+    for (int64_t i = 0; x.v_scale && i < vt_numel(x.v_scale); i++) S = i ? fmax(S, fabs(vt_get(x.v_scale, i))) : fabs(vt_get(x.v_scale, i));
+    VT_CHECK(sqrt(see / (double)n) <= 5e-3 * C * S, "%s cb8 Skv%lld: rms error %.3g C S", isa, (long long)d->Skv,
+             sqrt(see / (double)n) / (C * S));
+    VT_CHECK(vt_count_poisoned(out) == 0, "%s: unwritten output", isa);
+    DLTensor *out2 = vt_new(VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
+    VT_OK(ctx, vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, x.k_const,
+                                      k->packed ? x.v_idx : x.v_packed, x.v_cents, out2, &opts));
+    VT_CHECK(memcmp(out->data, out2->data, vt_bytes(out)) == 0, "%s cb8: packed and unpacked values differ", isa);
+    vt_free(out2);
+    free(ref);
+    vt_free(out);
+    rq_free(&x);
+}
+
+static void cb8_cases_on(vq_ctx *ctx, const char *isa)
+{
+    static const rq_case cases[] = {
+        /* B Hq Hkv Sq Skv  D   nc  packed exact causal const vscale f16q splits: tails, 1-64 rows, splits */
+        {1, 1, 1, 1, 1, 128, 16, true, false, false, false, false, false, 0},
+        {1, 4, 1, 1, 31, 128, 16, false, false, false, true, true, false, 0},
+        {2, 8, 2, 1, 97, 128, 11, true, true, false, false, true, true, 3},
+        {1, 32, 4, 1, 1000, 128, 16, true, false, false, true, false, false, 0},
+        {1, 6, 2, 5, 70, 128, 9, false, false, true, false, true, false, 0},
+        {1, 4, 4, 1, 2049, 128, 16, true, false, false, true, true, false, 2},
+        {1, 16, 1, 5, 130, 128, 1, true, false, true, false, false, false, 0},
+    };
+    vq_rng rng;
+    vq_rng_seed(&rng, 2468);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) cb8_case(ctx, isa, &cases[c], &rng);
+}
+
+static void test_rabitq_cb8(void) { vt_for_each_isa(2, cb8_cases_on); }
+
+/* AUTO takes integer p.V in decode exactly where the ISA has the SIMD
+ * kernel (bit for bit INT8 there, F32 elsewhere); prefill's AUTO is F32; a
+ * layout the kernel does not take (D 64) runs F32 when INT8 is asked for. */
+static void cb8_auto_on(vq_ctx *ctx, const char *isa)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, 77);
+    for (int D = 64; D <= 128; D += 64) {
+        rq x;
+        const rq_case k = {1, 8, 2, 1, 300, D, 16, true, false, false, false, true, false, 0};
+        rq_make(&x, &k, &rng);
+        DLTensor *o[3];
+        static const vq_value_accum modes[3] = {VQ_VALUE_ACCUM_AUTO, VQ_VALUE_ACCUM_F32, VQ_VALUE_ACCUM_INT8};
+        for (int m = 0; m < 3; m++) {
+            o[m] = vt_new(VT_F32, VT_DIMS(1, 8, 1, D));
+            const vq_rabitq_attend_opts opts = {.v_scale = x.v_scale, .value_accum = modes[m]};
+            VT_OK(ctx, vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents,
+                                              o[m], &opts));
+        }
+        const size_t bytes = sizeof(float) * 8 * (size_t)D;
+        const bool fast = vq_attn_kernels_for(ctx->isa)->cb8_fast && D == 128;
+        VT_CHECK(memcmp(o[0]->data, o[fast ? 2 : 1]->data, bytes) == 0, "%s D%d: AUTO is not %s", isa, D,
+                 fast ? "INT8" : "F32");
+        VT_CHECK((memcmp(o[1]->data, o[2]->data, bytes) != 0) == (D == 128), "%s D%d: INT8 %s F32", isa, D,
+                 D == 128 ? "equals" : "differs from");
+        if (D == 128) { /* prefill: AUTO = F32, INT8 on request */
+            DLTensor *scale = vt_new(VT_F32, VT_DIMS(1));
+            vt_set(scale, 0, 0.0625);
+            DLTensor *p[2];
+            for (int m = 0; m < 2; m++) {
+                p[m] = vt_new(VT_F32, VT_DIMS(1, 8, 1, D));
+                const vq_rabitq_attend_opts opts = {.v_scale = x.v_scale, .value_accum = m ? VQ_VALUE_ACCUM_INT8 : VQ_VALUE_ACCUM_AUTO};
+                VT_OK(ctx, vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents,
+                                                    p[m], &opts));
+            }
+            DLTensor *pf = vt_new(VT_F32, VT_DIMS(1, 8, 1, D));
+            const vq_rabitq_attend_opts opts = {.v_scale = x.v_scale, .value_accum = VQ_VALUE_ACCUM_F32};
+            VT_OK(ctx, vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, pf,
+                                                &opts));
+            VT_CHECK(memcmp(p[0]->data, pf->data, bytes) == 0, "%s: prefill AUTO is not F32", isa);
+            VT_CHECK(memcmp(p[1]->data, pf->data, bytes) != 0, "%s: prefill INT8 equals F32", isa);
+            vt_free(pf);
+            vt_free(p[0]);
+            vt_free(p[1]);
+            vt_free(scale);
+        }
+        for (int m = 0; m < 3; m++) vt_free(o[m]);
+        rq_free(&x);
+    }
+}
+
+static void test_rabitq_cb8_auto(void) { vt_for_each_isa(2, cb8_auto_on); }
+
 static void test_rabitq_errors(void)
 {
     vq_ctx *ctx = vt_ctx(2);
@@ -205,6 +385,11 @@ static void test_rabitq_errors(void)
     const vq_rabitq_attend_opts vs_bad = {.v_scale = kc_bad};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "v_scale",
              vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, NULL, x.v_idx, x.v_cents, out, &vs_bad));
+    const vq_rabitq_attend_opts va_bad = {.value_accum = (vq_value_accum)7};
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "value_accum",
+             vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, NULL, x.v_idx, x.v_cents, out, &va_bad));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "value_accum",
+             vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, out, &va_bad));
     const vq_rabitq_attend_opts sc_bad = {.score = (vq_rabitq_score)5};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "score",
              vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, NULL, x.v_idx, x.v_cents, out, &sc_bad));
@@ -247,6 +432,8 @@ static void test_rabitq_errors(void)
 int main(void)
 {
     VT_RUN(test_rabitq_attend);
+    VT_RUN(test_rabitq_cb8);
+    VT_RUN(test_rabitq_cb8_auto);
     VT_RUN(test_rabitq_errors);
     return vt_finish();
 }

@@ -70,6 +70,12 @@ bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
  * not apply (vq_attn_pv8_supported: 2-bit codes, g = 32, D = 128). */
 bool vq_attn_affine_values_use_int8(vq_attn_values *values);
 
+/* Switches bound codebook values (vq_attn_bind_values_codebook) to integer
+ * p.V (kern->codebook_pv8; reads the centroids, so CPU data only). Returns
+ * false, changing nothing, where the kernel does not apply: D != 128, more
+ * than 16 centroids, or a centroid that is not finite. */
+bool vq_attn_codebook_values_use_int8(vq_attn_values *values);
+
 /* RaBitQ 1-bit keys: bits [B,Hkv,Skv,D/8] u8, mag and cnst (nullable)
  * [B,Hkv,Skv] f32. Hamming: s = (D - 2 ham(sign q, bits)) * q_scale * mag + cnst;
  * exact: s = (q . sign) * q_scale * mag + cnst. q_scale per row comes from

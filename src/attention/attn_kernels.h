@@ -105,6 +105,19 @@ typedef struct vq_attn_kernels {
     void (*affine_pv8)(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
                        const float *p, int64_t ldp, float *o, int64_t ldo);
     bool pv8_fast; /* affine_pv8 is a SIMD kernel (VNNI): faster than the f32 p.V, what AUTO picks */
+    /* Integer p.V for nibble-packed codebook values at D = 128 (RaBitQ's
+     * 4-bit values): idx [n][ldi] bytes, 64 per token (low nibble = even
+     * channel, every nibble < 16 valid: the caller pads the table), cq [16]
+     * the centroids rounded to int8 against cstep (vq_attn_cb8_round). Per
+     * row r, with w_j = w[r*ldw + j] (f32: p_j times the token's value scale):
+     *   amax = max_j |w_j|; a non-finite w_j makes the row's step NaN;
+     *   step = amax / 127, wq_j = rint(w_j * (127 / amax)) (0 when amax = 0),
+     *   o[r*ldo + c] += (step * cstep) * sum_j wq_j cq[idx(j, c)]
+     * the integer sum exact, o in channel order. Every ISA computes wq and
+     * step with these f32 operations, so outputs agree to f32 rounding. */
+    void (*codebook_pv8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                         const float *w, int64_t ldw, float *o, int64_t ldo);
+    bool cb8_fast; /* codebook_pv8 is a SIMD kernel (VNNI + VBMI): what AUTO picks */
     /* RaBitQ Hamming scores straight from the bits, D = 8 * nbytes:
      * s[r*lds + j] = (float)(D - 2 ham(r, j)) * qs[r*ldqs] * mag[j] + (cnst ? cnst[j] : 0),
      * ham as hamming(). NULL where an ISA has no fused kernel: the format then
@@ -134,6 +147,29 @@ static inline int vq_attn_pv8_pos(int c) { return 64 * (c / 64) + 16 * (c % 4) +
 /* Whether affine_pv8 takes values of this width, group size and D. */
 static inline bool vq_attn_pv8_supported(int bits, int64_t g, int64_t D) { return bits == 2 && g == 32 && D == 128; }
 
+/* The centroids of codebook_pv8: cstep = max_i |cents[i]| / 127 and cq[i] =
+ * rint(cents[min(i, n_cents - 1)] / cstep) in [-127, 127] for i < 16 (the
+ * table padded with the last centroid, as codebook_tile clamps). Returns
+ * false (the integer kernel does not apply) when n_cents > 16 or a centroid
+ * is not finite. */
+static inline bool vq_attn_cb8_round(const float *cents, int n_cents, int8_t cq[16], float *cstep)
+{
+    if (n_cents < 1 || n_cents > 16) return false;
+    float amax = 0.0f;
+    for (int i = 0; i < n_cents; i++) {
+        if (!(cents[i] - cents[i] == 0.0f)) return false; /* NaN or +-inf */
+        const float a = cents[i] < 0.0f ? -cents[i] : cents[i];
+        amax = a > amax ? a : amax;
+    }
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < 16; i++) {
+        const float x = __builtin_rintf(cents[i < n_cents ? i : n_cents - 1] * inv);
+        cq[i] = (int8_t)(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x);
+    }
+    *cstep = amax / 127.0f;
+    return true;
+}
+
 /* Rows up to which formats take the direct paths rather than a decoded tile:
  * beyond it, decoding a block once and reusing it from L1 is cheaper. */
 #define VQ_ATTN_DIRECT_ROWS 4
@@ -153,6 +189,7 @@ void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k); /* only where the CPU has AVX512_VNNI */
 void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU has AVX512_VBMI */
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
+void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);
 

@@ -111,6 +111,32 @@ static void affine_pv8_scalar(int R, int n, const uint8_t *codes, int64_t ldc, c
     }
 }
 
+/* Integer p.V of codebook values (attn_kernels.h, codebook_pv8): the
+ * definition every ISA follows. */
+static void codebook_pv8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                                const float *w, int64_t ldw, float *o, int64_t ldo)
+{
+    for (int r = 0; r < R; r++) {
+        const float *wr = w + r * ldw;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int j = 0; j < n; j++) {
+            finite = finite && isfinite(wr[j]);
+            amax = fabsf(wr[j]) > amax ? fabsf(wr[j]) : amax;
+        }
+        const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f, step = finite ? amax / 127.0f : NAN;
+        int32_t isum[128] = {0};
+        for (int j = 0; j < n; j++) {
+            const float x = rintf(wr[j] * inv);
+            const int32_t wq = finite ? (int32_t)(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x) : 0;
+            const uint8_t *row = idx + j * ldi;
+            for (int c = 0; c < 128; c++) isum[c] += wq * (int32_t)cq[(row[c / 2] >> (4 * (c & 1))) & 15];
+        }
+        const float sv = step * cstep;
+        for (int c = 0; c < 128; c++) o[r * ldo + c] += sv * (float)isum[c];
+    }
+}
+
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
 static void affine_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                                  const float *scale, const float *zero, float *out)
@@ -252,6 +278,8 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->poison = poison_scalar;
     k->affine_pv8 = affine_pv8_scalar;
     k->pv8_fast = false;
+    k->codebook_pv8 = codebook_pv8_scalar;
+    k->cb8_fast = false;
     k->rescale = rescale_scalar;
     k->affine_k_tile = affine_k_tile_scalar;
     k->affine_v_tile = affine_v_tile_scalar;

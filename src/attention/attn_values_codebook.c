@@ -1,6 +1,9 @@
 /* attn_values_codebook.c — scalar-codebook values (RaBitQ's): v_hat[t,c] =
  * cents[idx[t,c]] * vscale[t], idx one per byte or nibble-packed. Both
- * layouts decode to the same tile, so their outputs are bit-identical. */
+ * layouts decode to the same tile, so their outputs are bit-identical.
+ * With integer p.V (vq_attn_codebook_values_use_int8: D = 128, at most 16
+ * centroids) every block goes to kern->codebook_pv8, one-per-byte indices
+ * packed to nibbles first, so the two layouts stay bit-identical there too. */
 #include "attention/attn_formats.h"
 
 typedef struct codebook_values {
@@ -10,8 +13,45 @@ typedef struct codebook_values {
     int n_cents;
     int64_t D;
     const float *cents;    /* [n_cents]; kernels clamp indices to n_cents - 1 */
+    bool int8;             /* integer p.V (codebook_pv8) with cq, cstep */
+    int8_t cq[16];
+    float cstep;
 } codebook_values;
 _Static_assert(sizeof(codebook_values) <= sizeof(vq_attn_desc_storage), "codebook_values too big");
+
+/* The weights of the rows' values: p, or p * vscale in extra [R][BN]. */
+static const float *weights(const vq_attn_thread *th, const vq_attn_block *blk, const float *vscale, const float *p,
+                            int R)
+{
+    if (!vscale) return p;
+    float *ws = th->extra;
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < blk->n; j++) ws[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * vscale[j];
+    return ws;
+}
+
+/* Integer p.V: w = p * vscale for every row (extra [R][BN]), one-per-byte
+ * indices clamped and packed to nibbles (extra after w), codebook_pv8. */
+static void accumulate_int8(const codebook_values *v, const vq_attn_thread *th, const vq_attn_block *blk,
+                            const uint8_t *idx, const float *vscale, const float *p, int R, float *o)
+{
+    const float *w = weights(th, blk, vscale, p, R);
+    int64_t ldi = v->idx.st;
+    if (!v->packed) {
+        uint8_t *pk = (uint8_t *)(th->extra + VQ_ATTN_MAX_ROWS * VQ_ATTN_BN);
+        const unsigned top = (unsigned)v->n_cents - 1u;
+        for (int j = 0; j < blk->n; j++) {
+            const uint8_t *src = idx + j * v->idx.st;
+            for (int c = 0; c < 64; c++) {
+                const unsigned a = src[2 * c] < top ? src[2 * c] : top, b = src[2 * c + 1] < top ? src[2 * c + 1] : top;
+                pk[j * 64 + c] = (uint8_t)(a | b << 4);
+            }
+        }
+        idx = pk;
+        ldi = 64;
+    }
+    th->kern->codebook_pv8(R, blk->n, idx, ldi, v->cq, v->cstep, w, VQ_ATTN_BN, o, v->D);
+}
 
 /* p [R][BN] -> o [R][D] += p . v_hat[t0 .. t0+n) */
 static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
@@ -21,6 +61,10 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     const int64_t row = v->packed ? v->D / 2 : v->D;
     const uint8_t *idx = vq_attn_at(&v->idx, blk->b, blk->hk, blk->t0);
     const float *vscale = v->vscale.base ? vq_attn_at(&v->vscale, blk->b, blk->hk, blk->t0) : NULL;
+    if (v->int8) {
+        accumulate_int8(v, th, blk, idx, vscale, p, R, o);
+        return;
+    }
     if (R > VQ_ATTN_DIRECT_ROWS || v->idx.st != row) {
         if (v->idx.st == row) {
             th->kern->codebook_tile(blk->n, v->D, v->packed, idx, v->cents, v->n_cents, vscale, th->tile);
@@ -32,13 +76,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
         th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
         return;
     }
-    const float *w = p;
-    if (vscale) {
-        float *ws = th->extra;
-        for (int r = 0; r < R; r++)
-            for (int j = 0; j < blk->n; j++) ws[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * vscale[j];
-        w = ws;
-    }
+    const float *w = weights(th, blk, vscale, p, R);
     th->kern->codebook_pv(R, blk->n, v->D, v->packed, idx, v->cents, v->n_cents, w, VQ_ATTN_BN, o, v->D);
 }
 
@@ -71,6 +109,18 @@ vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const D
     d->cents = vq_data(cents);
     out->ops = &codebook_ops;
     out->desc = d;
+    d->int8 = false;
     out->thread_floats = VQ_ATTN_DIRECT_ROWS * VQ_ATTN_BN;
     return VQ_OK;
+}
+
+bool vq_attn_codebook_values_use_int8(vq_attn_values *values)
+{
+    codebook_values *d = (codebook_values *)(void *)values->storage.bytes;
+    if (values->ops != &codebook_ops || d->D != 128 || !vq_attn_cb8_round(d->cents, d->n_cents, d->cq, &d->cstep))
+        return false;
+    d->int8 = true;
+    /* weights of up to VQ_ATTN_MAX_ROWS rows, then 32 tokens x 64 packed index bytes */
+    values->thread_floats = VQ_ATTN_MAX_ROWS * VQ_ATTN_BN + VQ_ATTN_BN * 64 / (int64_t)sizeof(float);
+    return true;
 }

@@ -21,6 +21,8 @@ static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
         VQ_RETURN_IF(ctx, opts->score != VQ_RABITQ_SCORE_HAMMING && opts->score != VQ_RABITQ_SCORE_EXACT,
                      VQ_ERR_INVALID_ARGUMENT, "opts->score must be VQ_RABITQ_SCORE_HAMMING or _EXACT, got %d",
                      (int)opts->score);
+        VQ_RETURN_IF(ctx, (unsigned)opts->value_accum > (unsigned)VQ_VALUE_ACCUM_INT8, VQ_ERR_INVALID_ARGUMENT,
+                     "opts->value_accum must be VQ_VALUE_ACCUM_AUTO, _F32 or _INT8, got %d", (int)opts->value_accum);
         VQ_RETURN_IF(ctx, opts->num_splits < 0, VQ_ERR_INVALID_ARGUMENT, "opts->num_splits must be >= 0, got %d",
                      opts->num_splits);
     }
@@ -56,6 +58,10 @@ static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
     }
 #endif
     VQ_RETURN_IF(ctx, vq_ctx_is_cuda(ctx), VQ_ERR_UNSUPPORTED, "this build has no CUDA backend");
+    /* integer p.V: asked for, or AUTO in decode where the ISA has the SIMD kernel */
+    const vq_value_accum va = opts ? opts->value_accum : VQ_VALUE_ACCUM_AUTO;
+    if (va == VQ_VALUE_ACCUM_INT8 || (va == VQ_VALUE_ACCUM_AUTO && !prefill && vq_attn_kernels_for(ctx->isa)->cb8_fast))
+        vq_attn_codebook_values_use_int8(&vb); /* false: the layout stays on F32 */
     vq_attn_problem p;
     vq_attn_problem_init(&p, &dm, q, out, &lse);
     p.keys = &kb;

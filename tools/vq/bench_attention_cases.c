@@ -105,6 +105,15 @@ static vq_status run_rabitq(vqb_case *c, vq_ctx *ctx)
                                   &d->cents.t, &d->out.t, NULL);
 }
 
+/* the same with f32 p.V of the codebook values: what the integer p.V saves */
+static vq_status run_rabitq_f32v(vqb_case *c, vq_ctx *ctx)
+{
+    vqb_data *d = c->data;
+    const vq_rabitq_attend_opts o = {.value_accum = VQ_VALUE_ACCUM_F32};
+    return vq_rabitq_fused_attend(ctx, &d->q.t, &d->q_scale.t, &d->kbits.t, &d->kmag.t, NULL, &d->vnib.t,
+                                  &d->cents.t, &d->out.t, &o);
+}
+
 static vq_status run_rabitq_old(vqb_case *c, vq_ctx *ctx)
 {
     (void)ctx;
@@ -214,6 +223,7 @@ bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, in
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-old", kivi, run_kivi_old, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "dequant+sdpa", kivi, run_kivi_deq, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused", rabitq, run_rabitq, d, NULL};
+    cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused-f32v", rabitq, run_rabitq_f32v, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused-old", rabitq, run_rabitq_old, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "dequant+sdpa", rabitq, run_rabitq_deq, d, NULL};
     if (!vqb_add_format_cases(d, cases, n)) {
