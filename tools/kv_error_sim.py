@@ -11,11 +11,15 @@ first 4 tokens exact (the sink), and prints the relative RMS error of the attent
 
   - KIVI keys per channel over 128-token groups at 2/3/4 bits, min-max range (what the cache stores) and the
     range chosen per group and channel to minimise the key's squared error ("mse clip", 8 shrink factors);
+  - the same KIVI keys quantized before RoPE (RoPE undone with --rope-base, pairs 2i/2i+1, then redone on the
+    decoded keys): what a cache that applies RoPE at attention time would gain;
   - mixed per-channel bits: the n channels of largest E[q^2] * range^2 at the higher width, the rest lower;
   - TurboQuant-like values (random signs, Hadamard, Lloyd-Max N(0,1) codes, least-squares scale per token) at
     2/3 bits, and KIVI values per token over 32 or 16 channels (min-max or mse clip);
 
-plus, per head, how concentrated the query-weighted key error is over channels (AM/GM of E[q^2] * range^2:
+plus the drift of the keys' mean over the window, after and before RoPE (the runtime centers keys with the
+mean of its first chunk: a bias that RoPE rotates leaves that mean behind as the context grows), and, per head,
+how concentrated the query-weighted key error is over channels (AM/GM of E[q^2] * range^2:
 the gain, in error variance, of an ideal per-channel bit allocation; 0.5 log2 of it is that gain in bits).
 The last query-weighted stats use the same queries (no held-out set): an upper bound on what allocation buys.
 This is an analysis of one window, not a perplexity: `vq perplexity` measures the loss. numpy only.
@@ -98,6 +102,20 @@ def kivi_values(v, bits, g, clip=False):
     return (affine_clip(x, 2, bits) if clip else affine(x, 2, bits)).reshape(v.shape)
 
 
+def rope_tables(S, D, base):
+    ang = np.arange(S)[:, None] * base ** (-2.0 * np.arange(D // 2) / D)[None, :]
+    return np.cos(ang), np.sin(ang)
+
+
+def rotate(k, cs, sign):
+    """RoPE (sign +1) or its inverse (-1) of k [..., S, D] on pairs (2i, 2i+1) at positions 0..S-1."""
+    c, s = cs
+    out = np.empty_like(k)
+    x, y = k[..., 0::2], k[..., 1::2]
+    out[..., 0::2], out[..., 1::2] = x * c - sign * y * s, sign * x * s + y * c
+    return out
+
+
 def attention(q, k, v):
     s = q @ k.T / np.sqrt(k.shape[1])
     w = np.exp(s - s.max())
@@ -109,6 +127,7 @@ def main():
     ap.add_argument("kv_dir", help="capture-kv output with the keys and values of 2048 tokens")
     ap.add_argument("q_dir", help="capture-kv output with the queries of tokens 1024..2047")
     ap.add_argument("--every", type=int, default=16, help="score every N-th query position (16)")
+    ap.add_argument("--rope-base", type=float, default=100000.0, help="the model's RoPE base (SmolLM2: 100000)")
     a = ap.parse_args()
     K = np.load(os.path.join(a.kv_dir, "keys.npy")).astype(np.float64)
     V = np.load(os.path.join(a.kv_dir, "values.npy")).astype(np.float64)
@@ -118,6 +137,14 @@ def main():
     q0 = S - Q.shape[2]
     pos = np.arange(q0, S, a.every)
     rot, signs = hadamard(D), np.random.default_rng(1).choice([-1.0, 1.0], D)
+
+    cs = rope_tables(S, D, a.rope_base)
+
+    def pre_rope(bits):
+        def f(k):  # k = tokens SINK.. of one head: undo RoPE at their positions, quantize, redo
+            c = (cs[0][SINK:], cs[1][SINK:])
+            return rotate(kivi_keys(rotate(k, c, -1), bits), c, 1)
+        return f
 
     def error(kq=None, vq=None, mixed=None):
         err = np.zeros((L, H))
@@ -148,6 +175,9 @@ def main():
         ("keys KIVI 3-bit g128 mse clip", dict(kq=lambda k: kivi_keys(k, 3, True))),
         ("keys KIVI 2-bit g128", dict(kq=lambda k: kivi_keys(k, 2))),
         ("keys KIVI 2-bit g128 mse clip", dict(kq=lambda k: kivi_keys(k, 2, True))),
+        ("keys KIVI 4-bit g128 pre-RoPE", dict(kq=pre_rope(4))),
+        ("keys KIVI 3-bit g128 pre-RoPE", dict(kq=pre_rope(3))),
+        ("keys KIVI 2-bit g128 pre-RoPE", dict(kq=pre_rope(2))),
         ("keys 16 ch 4-bit + 48 ch 2-bit (2.5)", dict(mixed=(16, 4, 2))),
         ("keys 32 ch 4-bit + 32 ch 2-bit (3.0)", dict(mixed=(32, 4, 2))),
         ("keys 32 ch 4-bit + 32 ch 3-bit (3.5)", dict(mixed=(32, 4, 3))),
@@ -162,6 +192,19 @@ def main():
     for name, kw in cases:
         e = error(**kw)
         print(f"  {name:38s} {e.mean():.3f}  | " + " ".join(f"{x:.2f}" for x in e.mean(1)), flush=True)
+    print("key mean drift, per 256 tokens: |local mean - mean of tokens 1..255| and rms(k - that mean), over the")
+    print("rms of k about its local mean (1 = the stale mean leaves a bias as large as the keys' own spread):")
+    for name, X in (("after RoPE ", K), ("before RoPE", rotate(K, cs, -1))):
+        mu0 = X[:, :, 1:256].mean(2, keepdims=True)
+        for t in range(256, S - 255, 256):
+            w = X[:, :, t:t + 256]
+            mw = w.mean(2, keepdims=True)
+            spread = np.sqrt(((w - mw) ** 2).sum(3).mean(2))
+            drift = np.linalg.norm((mw - mu0)[:, :, 0], axis=2) / spread
+            left = np.sqrt(((w - mu0) ** 2).sum(3).mean(2)) / spread
+            raw = np.sqrt((w ** 2).sum(3).mean(2)) / spread
+            print(f"  {name} tokens {t:4d}-{t + 255:4d}: drift {drift.mean():.2f}, rms(k - mean) {left.mean():.2f}, "
+                  f"rms(k) {raw.mean():.2f}")
     print("query-weighted key error over channels, AM/GM of E[q^2] range^2 per head (ideal allocation gain):")
     gains = []
     for l in range(L):
