@@ -965,8 +965,10 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * grow_pages pages), (b) when a call needs more staging or scratch than any
  * call before it (kept for the next calls; attention scratch comes from the
  * ctx, or from its caller-owned workspace, vq_ctx_set_workspace), (c) when
- * a sequence's page table outgrows what it held before (doubling). A decode
- * loop at steady state allocates nothing. vq_cache_seq_add allocates the
+ * a sequence's page table outgrows what it held before (doubling), (d) on a
+ * CUDA ctx, the first decode attend of a layer (its device page tables:
+ * max_sequences x the first chunk's pages, int32). A decode loop at steady
+ * state allocates nothing. vq_cache_seq_add allocates the
  * sequence's residual windows; vq_cache_seq_fork also copies them.
  * ========================================================================= */
 
@@ -1225,10 +1227,17 @@ typedef struct vq_cache_attend_opts {
  * no token, a causal prefill over pages and a window, and whatever the CUDA
  * attention entry points refuse). Nothing but out and lse_out is written.
  * CPU: one skeleton run for the whole batch (pages bound once per pool chunk
- * and kept while scale and Sq stay the same). CUDA, for now: per sequence
- * its pages are gathered into one run in device scratch (a device copy of
- * its encoded bytes per call), attended with vq_fused_sdpa, and the window
- * merged in with vq_attention_merge; paged kernels will replace the copy. */
+ * and kept while scale and Sq stay the same). CUDA decode (Sq = 1): one
+ * attention launch and one merge per layer for up to 16 sequences, reading
+ * the pages in place through a device copy of each sequence's page table
+ * (uploaded only where it changed, on the ctx's stream), the residual window
+ * attended inside the merge; taken when the layer's pool is still its first
+ * chunk and the key method is not CommVQ, nor KIVI over other values than
+ * KIVI of the same bits and group. Otherwise (prefill, a grown pool, those
+ * methods) per sequence its pages are gathered into one run in device
+ * scratch (a device copy of its encoded bytes per call), attended with
+ * vq_fused_sdpa, and the window merged in with vq_attention_merge.
+ * VQ_CACHE_CUDA_GATHER=1 in the environment forces the gathered path. */
 VQ_API vq_status vq_cache_attend(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
                                  const DLTensor *q, DLTensor *out, const vq_cache_attend_opts *opts);
 

@@ -56,8 +56,9 @@ static vq_status ct_append(vq_cache *c, int l, const ct_store *s, const int64_t 
                            ct_slice(&hv, s, s->v, s0, n, t0, m), NULL);
 }
 
-static vq_cache *ct_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int Hkv, int Hq, int D, int P, int R,
-                          int64_t capacity, int64_t grow)
+/* A cache of L layers of one config, for max_seqs sequences. */
+static vq_cache *ct_cache_seqs(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int Hkv, int Hq, int D, int P,
+                               int R, int64_t capacity, int64_t grow, int max_seqs)
 {
     vq_cache_layer_config *layers = malloc(sizeof *layers * (size_t)L);
     for (int l = 0; l < L; l++) layers[l] = *lc;
@@ -68,13 +69,19 @@ static vq_cache *ct_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, i
                                  .page_size = P,
                                  .capacity_pages = capacity,
                                  .grow_pages = grow,
-                                 .max_sequences = 16,
+                                 .max_sequences = max_seqs,
                                  .residual_tokens = R,
                                  .layers = layers};
     vq_cache *c = NULL;
     VT_OK(ctx, vq_cache_create(ctx, &cfg, &c));
     free(layers);
     return c;
+}
+
+static vq_cache *ct_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int Hkv, int Hq, int D, int P, int R,
+                          int64_t capacity, int64_t grow)
+{
+    return ct_cache_seqs(ctx, lc, L, Hkv, Hq, D, P, R, capacity, grow, 16);
 }
 
 #endif

@@ -268,6 +268,59 @@ static void test_token_by_token(void)
     vq_ctx_free(ctx);
 }
 
+/* Where a sequence's pages lie changes nothing, bit for bit: one sequence
+ * whose pages are consecutive in one chunk (attended as one run of pages)
+ * against the same tokens appended page by page in turn with a second
+ * sequence into a pool of 2-page chunks (every page its own run, runs across
+ * chunks), for every method, decode and causal prefill, then again after a
+ * fork's copy-on-write page. */
+static void pages_isa(vq_ctx *ctx, const char *isa)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, 23);
+    tables tb = make_tables(&rng, 256);
+    method ms[16];
+    const int nm = methods(&tb, ms);
+    enum { N = 5 * PAGE + 9 };
+    ct_store st = ct_store_new(2, HKV, N, DIM, &rng);
+    for (int mi = 0; mi < nm; mi++) {
+        vq_cache *a = ct_cache(ctx, &ms[mi].lc, 1, HKV, HQ, DIM, PAGE, 3, 16, 0);
+        vq_cache *b = ct_cache(ctx, &ms[mi].lc, 1, HKV, HQ, DIM, PAGE, 3, 2, 2);
+        int64_t ia, ib[2];
+        VT_OK(ctx, vq_cache_seq_add(a, &ia));
+        VT_OK(ctx, ct_append(a, 0, &st, &ia, 0, 1, 0, N));
+        for (int s = 0; s < 2; s++) VT_OK(ctx, vq_cache_seq_add(b, &ib[s]));
+        for (int64_t t = 0; t < N; t += PAGE)
+            for (int s = 0; s < 2; s++) VT_OK(ctx, ct_append(b, 0, &st, ib, s, 1, t, t + PAGE <= N ? PAGE : N - t));
+        for (int round = 0; round < 2; round++) {
+            for (int Sq = 1; Sq <= 5; Sq += 4) {
+                DLTensor *q = vt_new(VT_F32, VT_DIMS(1, HQ, Sq, DIM)), *oa = vt_new(VT_F32, VT_DIMS(1, HQ, Sq, DIM));
+                DLTensor *ob = vt_new(VT_F32, VT_DIMS(1, HQ, Sq, DIM));
+                vt_fill_normal(q, &rng, 0, 1);
+                vt_poison(oa), vt_poison(ob);
+                const vq_cache_attend_opts o = {.causal = Sq > 1};
+                VT_OK(ctx, vq_cache_attend(a, 0, 1, &ia, q, oa, &o));
+                VT_OK(ctx, vq_cache_attend(b, 0, 1, &ib[0], q, ob, &o));
+                VT_CHECK(memcmp(oa->data, ob->data, vt_bytes(oa)) == 0, "%s %s round %d Sq %d: pages in runs differ "
+                         "from scattered pages", isa, ms[mi].name, round, Sq);
+                vt_free(q), vt_free(oa), vt_free(ob);
+            }
+            /* fork both, append to the forks (a copy-on-write of the last page), attend the forks */
+            int64_t fa[2], fb[2]; /* [1]: the fork (ct_append takes store sequence 1 at ids[1]) */
+            VT_OK(ctx, vq_cache_seq_fork(a, ia, &fa[1]));
+            VT_OK(ctx, vq_cache_seq_fork(b, ib[0], &fb[1]));
+            VT_OK(ctx, ct_append(a, 0, &st, fa, 1, 1, 0, 7));
+            VT_OK(ctx, ct_append(b, 0, &st, fb, 1, 1, 0, 7));
+            ia = fa[1], ib[0] = fb[1];
+        }
+        vq_cache_free(a), vq_cache_free(b);
+    }
+    ct_store_free(&st);
+    free_tables(&tb);
+}
+
+static void test_page_runs(void) { vt_for_each_isa(2, pages_isa); }
+
 /* Sequences of lengths 1, 7, 97, 4097 in one batch equal each attended alone
  * (up to the split-merge order: f32 rounding), and the batch also matches
  * the reference. */
@@ -563,6 +616,7 @@ int main(void)
     VT_RUN(test_methods);
     VT_RUN(test_f16_exact);
     VT_RUN(test_token_by_token);
+    VT_RUN(test_page_runs);
     VT_RUN(test_batch_vs_alone);
     VT_RUN(test_truncate);
     VT_RUN(test_fork);

@@ -6,16 +6,7 @@
 # package's CUDA tests (a second, CPU+CUDA build of the package). Logs and tables under $OUT; the table of results is printed last.
 # Run from a copy of the tree that holds dlpack_include/ and COMMIT:
 #   OUT=/some/dir bash bench/cuda/device_final.sh
-set -u
-OUT=${OUT:-/tmp/vq_out}
-mkdir -p "$OUT" /tmp/vqlogs
-L=/tmp/vqlogs
-exec > >(tee "$OUT/final.log") 2>&1
-step() { echo "== $(date -u +%T) $*"; }
-step start; cat COMMIT 2>/dev/null
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-DLP=/usr/include
-[ -f $DLP/dlpack/dlpack.h ] || { DLP=/tmp/vq_dlpack; mkdir -p $DLP && cp -r dlpack_include/dlpack $DLP/; }
+. "$(dirname "$0")/device_env.sh" final
 
 step configure
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real \

@@ -133,8 +133,10 @@ typedef struct vq_attn_values {
 } vq_attn_values;
 
 /* A run of tokens of one batch row with its own bound keys and values (a
- * page of a cache, a residual window). Segment tokens are addressed as batch
- * row `b`, tokens [0, n) of its own bindings. Bindings of one `kind` must
+ * run of pages of a cache, a residual window). Segment tokens are addressed
+ * as batch row `b`, tokens [0, n) of its own bindings; n may exceed their
+ * Skv where batch row b + 1's rows follow row b's in every tensor (the
+ * cache's head-major pools: a run of consecutive pages). Bindings of one `kind` must
  * prepare queries alike (same format and parameters: only data differ), so
  * a row is prepared once per kind: kinds[kind] holds the bindings used for
  * that (and for sizing per-thread scratch). */

@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#ifdef VQ_WITH_CUDA
+#include "cache/cache_cuda.h"
+#endif
 
 static bool is_f16_layer(const vq_cache_config *cfg, int l)
 {
@@ -215,6 +218,9 @@ void vq_cache_free(vq_cache *c)
         free(L->free_list);
         vq_cache_free_tables(c, L);
     }
+#ifdef VQ_WITH_CUDA
+    vq_cache_cuda_release(c);
+#endif
     vq_cache_mem_free(c, c->stage.p);
     free(c->host[0].p);
     free(c->host[1].p);

@@ -102,8 +102,9 @@ static vq_status scatter(vq_cache *c, const vq_cache_layer *L, const seq_plan *p
             const vq_cache_stream *st = &L->streams[s];
             const int64_t gs = P / st->rows, rb = st->last * (int64_t)vq_dtype_size(st->dtype);
             const int64_t prow = (a - pi * P) / gs, srow = (pl->t_off + a - pl->e0) / gs, count = (b - a) / gs;
-            unsigned char *dst = vq_cache_page_stream(L, pl->sl->pages[pi], s) + prow * rb;
-            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, dst, (size_t)(st->rows * rb), stage[s] + srow * rb,
+            const int32_t page = pl->sl->pages[pi];
+            unsigned char *dst = vq_cache_page_stream(L, page, s) + prow * rb;
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, dst, (size_t)vq_cache_head_pitch(L, page, s), stage[s] + srow * rb,
                                                     (size_t)(sumT / gs * rb), (size_t)(count * rb),
                                                     st->per_head ? (size_t)c->Hkv : 1));
         }

@@ -1,8 +1,14 @@
 /* cache_attend.c — vq_cache_attend: every sequence of the batch is one batch
- * row of one skeleton problem whose kv axis is a list of segments — its
- * pages (batch row b of the binding of the chunk holding the page) and its
- * residual window — so one call runs all pages of all sequences as splits of
- * the split-KV skeleton and merges them exactly.
+ * row of one skeleton problem whose kv axis is a list of segments — its runs
+ * of consecutive pages (batch row `first page` of the binding of the chunk
+ * holding them, n tokens: host pools are head-major, cache_internal.h, so
+ * such a run is one contiguous run of every head's rows, streamed as the raw
+ * kernel streams a contiguous tensor) and its residual window — so one call
+ * runs all pages of all sequences as splits of the split-KV skeleton and
+ * merges them exactly.
+ * Blocks start at the same tokens whether a run is one segment or one per
+ * page (P is a multiple of VQ_ATTN_BN), so the result does not depend on how
+ * the pages were allocated.
  *
  * Page bindings are made once per chunk and kept (valid while the softmax
  * scale and Sq stay the same), so a decode step validates nothing per page.
@@ -15,9 +21,12 @@
 #include "cache/cache_cuda.h"
 #endif
 
-/* A stream of a chunk as a tensor: [N,Hkv,rows,last], [N,Hkv,rows] or [N,rows]. */
+/* A stream of a chunk of N pages as a tensor [N,Hkv,rows,last], [N,Hkv,rows]
+ * or [N,rows]; the pool is head-major (cache_internal.h), so the page axis
+ * steps by one head's rows and page i + 1's rows follow page i's: a segment
+ * of n > P tokens from batch row (page) i covers pages i, i + 1, ... */
 static void stream_view(const vq_cache *c, const vq_cache_layer *L, const vq_cache_chunk *ch, int s, DLTensor *t,
-                        int64_t *shape)
+                        int64_t *shape, int64_t *strides)
 {
     const vq_cache_stream *st = &L->streams[s];
     shape[0] = ch->n_pages;
@@ -27,6 +36,10 @@ static void stream_view(const vq_cache *c, const vq_cache_layer *L, const vq_cac
         shape[1] = c->Hkv, shape[2] = st->rows, shape[3] = st->last;
     }
     vq_cache_view(c, t, shape, st->ndim, st->dtype, ch->base + ch->n_pages * st->page_off);
+    if (!st->per_head) return; /* [N,rows] compact */
+    const int64_t head = st->rows * st->last; /* elements of one head's rows of one page */
+    strides[0] = head, strides[1] = ch->n_pages * head, strides[2] = st->last, strides[3] = 1;
+    t->strides = strides;
 }
 
 void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb,
@@ -112,8 +125,8 @@ static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, 
     const vq_cache_chunk *ch = &L->chunks[k];
     vq_cache_binding *bd = &L->bindings[k];
     DLTensor sv[VQ_CACHE_MAX_STREAMS], tb[VQ_CT_COUNT];
-    int64_t ss[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
-    for (int s = 0; s < L->n_streams; s++) stream_view(c, L, ch, s, &sv[s], ss[s]);
+    int64_t ss[VQ_CACHE_MAX_STREAMS][4], sst[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
+    for (int s = 0; s < L->n_streams; s++) stream_view(c, L, ch, s, &sv[s], ss[s], sst[s]);
     vq_cache_table_tensors(c, L, tb, ts);
     const vq_attn_dims dims = {ch->n_pages, c->Hq, c->Hkv, Sq, c->P, c->D};
     const vq_key_config *kc = &L->cfg.keys;
@@ -211,16 +224,26 @@ static vq_status attend_cpu(vq_cache *c, int layer, int n_seq, vq_cache_seq_laye
     vq_attn_segment *segs = (vq_attn_segment *)(void *)(hs + ((wb + 63) & ~(size_t)63));
     int64_t *seg_off = (int64_t *)(void *)((unsigned char *)segs + ((sb + 63) & ~(size_t)63));
     int64_t *skv = seg_off + n_seq + 1;
+    /* a stream of one row per page (KIVI keys with group = page) has a size-1
+     * row axis, which a tensor view steps by 0: such layers keep a segment per page */
+    bool runs = true;
+    for (int s = 0; s < L->n_streams; s++) runs &= !(L->streams[s].per_head && L->streams[s].rows == 1);
     int64_t ns = 0, max_skv = 0;
     for (int i = 0; i < n_seq; i++) {
         const vq_cache_seq_layer *sl = sls[i];
         seg_off[i] = ns;
-        for (int64_t pi = 0; pi < sl->n_pages; pi++) {
+        /* one segment per run of consecutive pages of one chunk (stream_view) */
+        for (int64_t pi = 0, prev_ci = -1, next_idx = -1; pi < sl->n_pages; pi++) {
             int64_t idx;
             const int ci = vq_cache_chunk_index(L, sl->pages[pi], &idx);
-            const int64_t left = sl->n_enc - pi * c->P;
-            segs[ns++] = (vq_attn_segment){&L->bindings[ci].keys, &L->bindings[ci].values, idx,
-                                           left < c->P ? left : c->P, 0};
+            const int64_t left = sl->n_enc - pi * c->P, n = left < c->P ? left : c->P;
+            if (runs && ci == prev_ci && idx == next_idx) {
+                segs[ns - 1].n += n;
+            } else {
+                segs[ns++] = (vq_attn_segment){&L->bindings[ci].keys, &L->bindings[ci].values, idx, n, 0};
+                prev_ci = ci;
+            }
+            next_idx = idx + 1;
         }
         if (L->res_cap > 0) {
             VQ_FORWARD_IF_ERROR(bind_window(c, L, sl, scale, Sq, &wins[i]));

@@ -10,4 +10,7 @@
 vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const DLTensor *q,
                                DLTensor *out, DLTensor *lse, float scale, bool causal, int64_t Sq);
 
+/* Frees what vq_cache_attend_cuda made (the device page tables). */
+void vq_cache_cuda_release(vq_cache *c);
+
 #endif

@@ -97,6 +97,13 @@ typedef struct vq_cache_layer {
     int n_streams;
     vq_cache_stream streams[VQ_CACHE_MAX_STREAMS];
     int64_t page_bytes;         /* all streams of one page */
+    /* Pool layout of a chunk of N pages: stream by stream (page_off), each
+     * stream [Hkv][N][rows][last] when head_major (host pools: a run of
+     * consecutive pages of one head is contiguous, so the attention streams
+     * it as one segment, as the raw kernel streams a contiguous [B,Hkv,S,..]
+     * tensor), else [N][Hkv][rows][last] (device pools: cache_cuda.c gathers
+     * whole pages). Streams shared by the heads are [N][rows] either way. */
+    bool head_major;
     vq_cache_table tables[VQ_CT_COUNT];  /* host == NULL: not used by this layer */
     /* pool */
     vq_cache_chunk *chunks;
@@ -143,6 +150,7 @@ struct vq_cache {
     vq_cache_buf stage;      /* append staging, on the cache's device */
     vq_cache_buf host[2];    /* per-call host scratch, kept: [0] plans / segment lists, [1] the
                                 sequence list of an attend */
+    struct vq_cache_cuda_pages *cuda_pages; /* CUDA: [L] device page tables (cache_cuda.c), made on first use */
 };
 
 /* ---- cache_presets.c ---- */
@@ -182,8 +190,12 @@ void *vq_cache_host_scratch(vq_cache *c, int which, size_t bytes);
 
 /* The chunk index of `page` and the page's index in that chunk. */
 int vq_cache_chunk_index(const vq_cache_layer *L, int64_t page, int64_t *idx);
-/* Address of stream s of page `page` of layer L (row 0, head 0). */
+/* Address of stream s of page `page` of layer L (row 0, head 0); head h's
+ * rows follow at h * vq_cache_head_pitch(L, page, s) bytes from there. */
 unsigned char *vq_cache_page_stream(const vq_cache_layer *L, int64_t page, int s);
+/* Bytes from one head's rows of a page to the next head's (rows * row bytes
+ * unless head_major). */
+int64_t vq_cache_head_pitch(const vq_cache_layer *L, int64_t page, int s);
 /* Makes sure n more pages can be taken (grows the pool if allowed). */
 vq_status vq_cache_pool_reserve(vq_cache *c, int l, int64_t n);
 int32_t vq_cache_pool_take(vq_cache_layer *L);        /* after reserve; refcount 1 */

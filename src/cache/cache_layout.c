@@ -216,6 +216,7 @@ vq_status vq_cache_layout_layer(vq_cache *c, const vq_cache_layer_config *lc, co
     L->cfg = *lc;
     L->n_streams = 0;
     L->page_bytes = 0;
+    L->head_major = !c->cuda; /* cache_internal.h: device pools stay page-major for cache_cuda.c */
     VQ_FORWARD_IF_ERROR(layout_keys(c, &L->cfg.keys, name, L));
     VQ_FORWARD_IF_ERROR(layout_values(c, &L->cfg.values, name, L));
     /* No window for two key methods (see the header): CommVQ keys arrive

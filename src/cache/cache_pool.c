@@ -18,12 +18,27 @@ int vq_cache_chunk_index(const vq_cache_layer *L, int64_t page, int64_t *idx)
     return lo;
 }
 
+/* Bytes of one head's rows of one page of stream st. */
+static int64_t head_bytes(const vq_cache_stream *st)
+{
+    return st->rows * st->last * (int64_t)vq_dtype_size(st->dtype);
+}
+
 unsigned char *vq_cache_page_stream(const vq_cache_layer *L, int64_t page, int s)
 {
     int64_t i;
     const vq_cache_chunk *ch = &L->chunks[vq_cache_chunk_index(L, page, &i)];
     const vq_cache_stream *st = &L->streams[s];
-    return ch->base + ch->n_pages * st->page_off + i * st->page_bytes;
+    const int64_t page_step = L->head_major && st->per_head ? head_bytes(st) : st->page_bytes;
+    return ch->base + ch->n_pages * st->page_off + i * page_step;
+}
+
+int64_t vq_cache_head_pitch(const vq_cache_layer *L, int64_t page, int s)
+{
+    const vq_cache_stream *st = &L->streams[s];
+    if (!L->head_major || !st->per_head) return head_bytes(st);
+    int64_t i;
+    return L->chunks[vq_cache_chunk_index(L, page, &i)].n_pages * head_bytes(st);
 }
 
 /* *p <- realloc(*p, n elements); unchanged on failure. */
@@ -108,9 +123,12 @@ vq_status vq_cache_pool_copy_page(vq_cache *c, int l, int32_t dst, int32_t src)
 {
     const vq_cache_layer *L = &c->layers[l];
     for (int s = 0; s < L->n_streams; s++) {
-        const size_t n = (size_t)L->streams[s].page_bytes;
-        VQ_FORWARD_IF_ERROR(
-            vq_cache_mem_copy2d(c, vq_cache_page_stream(L, dst, s), n, vq_cache_page_stream(L, src, s), n, n, 1));
+        const vq_cache_stream *st = &L->streams[s];
+        const size_t n = (size_t)head_bytes(st);
+        VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, vq_cache_page_stream(L, dst, s),
+                                                (size_t)vq_cache_head_pitch(L, dst, s), vq_cache_page_stream(L, src, s),
+                                                (size_t)vq_cache_head_pitch(L, src, s), n,
+                                                st->per_head ? (size_t)c->Hkv : 1));
     }
     return VQ_OK;
 }

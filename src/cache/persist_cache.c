@@ -99,6 +99,32 @@ static void put_layer(vq_writer *w, const vq_cache *c, int l)
     }
 }
 
+/* Stream s of a page as the file holds it, [Hkv][rows][last] (a host pool
+ * keeps each head's rows with the other pages of that head: cache_internal.h). */
+static vq_status page_to_host(const vq_cache *c, const vq_cache_layer *L, int32_t page, int s, uint8_t *dst)
+{
+    const vq_cache_stream *st = &L->streams[s];
+    const unsigned char *src = vq_cache_page_stream(L, page, s);
+    const int64_t heads = st->per_head ? c->Hkv : 1, hb = st->page_bytes / heads;
+    const int64_t pitch = vq_cache_head_pitch(L, page, s);
+    if (pitch == hb) return to_host(c, dst, src, (size_t)st->page_bytes);
+    for (int64_t h = 0; h < heads; h++) VQ_FORWARD_IF_ERROR(to_host(c, dst + h * hb, src + h * pitch, (size_t)hb));
+    return VQ_OK;
+}
+
+/* The inverse of page_to_host: the file's [Hkv][rows][last] into the pool. */
+static vq_status page_from_host(vq_cache *c, const vq_cache_layer *L, int32_t page, int s, const uint8_t *src)
+{
+    const vq_cache_stream *st = &L->streams[s];
+    unsigned char *dst = vq_cache_page_stream(L, page, s);
+    const int64_t heads = st->per_head ? c->Hkv : 1, hb = st->page_bytes / heads;
+    const int64_t pitch = vq_cache_head_pitch(L, page, s);
+    if (pitch == hb) return vq_cache_mem_upload(c, dst, src, (size_t)st->page_bytes);
+    for (int64_t h = 0; h < heads; h++)
+        VQ_FORWARD_IF_ERROR(vq_cache_mem_upload(c, dst + h * pitch, src + h * hb, (size_t)hb));
+    return VQ_OK;
+}
+
 /* Writes sequence q's SQLY sections (all layers). */
 static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
 {
@@ -115,7 +141,7 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
             for (int s = 0; s < L->n_streams; s++) {
                 const size_t n = (size_t)L->streams[s].page_bytes;
                 uint8_t *dst = vq_put_space(w, n);
-                if (dst) VQ_FORWARD_IF_ERROR(to_host(c, dst, vq_cache_page_stream(L, sl->pages[j], s), n));
+                if (dst) VQ_FORWARD_IF_ERROR(page_to_host(c, L, sl->pages[j], s, dst));
             }
         /* window rows [0, n - n_enc) of keys then values, head by head */
         const size_t row = (size_t)c->D * 2, rows = (size_t)(sl->n - sl->n_enc);
@@ -505,7 +531,7 @@ static vq_status fill_seq(vq_cache *c, const plan *p, int i, vq_cache_seq *q)
             const uint8_t *src = ps->pages + j * L->page_bytes;
             for (int s = 0; s < L->n_streams; s++) {
                 const size_t n = (size_t)L->streams[s].page_bytes;
-                VQ_FORWARD_IF_ERROR(vq_cache_mem_upload(c, vq_cache_page_stream(L, page, s), src, n));
+                VQ_FORWARD_IF_ERROR(page_from_host(c, L, page, s, src));
                 src += n;
             }
         }

@@ -123,10 +123,12 @@ __device__ __forceinline__ void stage_stream(uint8_t *dst, const uint8_t *ptr, i
  *   CPL                            value channels per lane (FastCpl<R>)
  *   KRow, VPre                     a token's key row, a lane's value chunk
  *   NSEG, cap(s)                   its per-token streams and their largest bytes per token
- *   seg_ptr(s), seg_bpt(s), ntok   stream s of this (batch, kv head) (nullptr: absent),
+ *   seg_ptr(s), seg_bpt(s), ntok   stream s from token kv_base(b, hkv) (nullptr: absent),
  *                                  its bytes per token, its tokens (Skv)
  *   prepare(q_smem, rows)          once per CTA, q in shared memory (f32)
- *   tile_setup(warp, t0)           per tile, after its loads were issued
+ *   tile_setup(warp, off)          per tile, after its loads were issued; off =
+ *                                  kv_offset(t0): the tile's token 0 from the
+ *                                  format's stream pointers (t0 unless paged)
  *   key_load<G>(view, j, KRow&), score(KRow, s[R])   log2-domain scores of token t0 + j
  *                                  (G: the view points to global memory)
  *   value_load<G>(view, j, VPre&)  the lane's chunk (channels cidx*CPL..) of token t0 + j
@@ -162,7 +164,7 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
 #pragma unroll
     for (int r = 0; r < R; r++) lim_max = max(lim_max, rw.lim[r]);
     const int t_begin = split * c.split_len;
-    const int t_end = min(min(c.Skv, t_begin + c.split_len), lim_max + 1);
+    const int t_end = min(min(kv_len(c, b), t_begin + c.split_len), lim_max + 1);
 
     float m_run[R], l_lane[R], acc[R][CPL], accz[R];
 #pragma unroll
@@ -177,8 +179,9 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
 
     constexpr int NSEG = Fmt::NSEG;
     constexpr int SB = Fmt::stage_bytes(); /* one stage */
-    /* the view of tile t0: into global memory, or into its stage */
-    auto view_of = [&](int t0) {
+    /* the view of tile t0 (token tok of the streams): into global memory,
+     * or into its stage (not paged: the host never stages a paged launch) */
+    auto view_of = [&](int t0, int64_t tok) {
         TileView<NSEG> v;
         int off = 0;
 #pragma unroll
@@ -189,7 +192,7 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
                 const uint8_t *buf = stage + (warp * kStages + (t0 - t_begin) / (32 * kWarps) % kStages) * SB;
                 v.p[sg] = ptr ? buf + off + (int)((uintptr_t)(ptr + (int64_t)t0 * bpt) & 15) : nullptr;
             } else {
-                v.p[sg] = ptr ? ptr + (int64_t)t0 * bpt : nullptr;
+                v.p[sg] = ptr ? ptr + tok * bpt : nullptr;
             }
             off += stage_slot(Fmt::cap(sg));
         }
@@ -224,13 +227,14 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
             cp_async_wait<kStages - 1>();
             __syncwarp(); /* every lane's copies of this tile have landed */
         }
-        const TileView<NSEG> view = view_of(t0);
+        const int64_t off = kv_offset(c, b, hkv, t0);
+        const TileView<NSEG> view = view_of(t0, off);
         typename Fmt::KRow kr;
         fmt.template key_load<!STAGED>(view, min(t, last) - t0, kr);
         typename Fmt::VPre vp[VB];
 #pragma unroll
         for (int k = 0; k < VB; k++) fmt.template value_load<!STAGED>(view, min(t0 + slot + k * TPS, last) - t0, vp[k]);
-        fmt.tile_setup(warp, t0);
+        fmt.tile_setup(warp, off);
 
         float s[R];
         fmt.score(kr, s);

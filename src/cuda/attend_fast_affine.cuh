@@ -12,6 +12,8 @@
 #ifndef VQ_CUDA_ATTEND_FAST_AFFINE_CUH
 #define VQ_CUDA_ATTEND_FAST_AFFINE_CUH
 
+#include <climits>
+
 #include "cuda/attend_fast.cuh"
 #include "cuda/attend_int8q.cuh"
 
@@ -57,7 +59,7 @@ struct AffineFast {
     int g, GV, vgrp, cidx, ntok;
     uint32_t *qw;               /* [kWarps][R][3][NX] quantised q*ks of the warp's group */
     const float *q;             /* [R][D] q * qmul (shared) */
-    int cur_grp;
+    int64_t cur_grp;
     float qmul;                 /* softmax scale * log2(e) */
     float qstep[R], qbias[R];
 
@@ -66,13 +68,15 @@ struct AffineFast {
         const vq_cu_attend_common &c = p.c;
         g = p.group;
         GV = (D + g - 1) / g;
-        const int64_t bh = (int64_t)b * c.Hkv + hkv;
+        const int64_t bh = (int64_t)b * c.Hkv + hkv, t0 = kv_base(c, b, hkv);
         const int GK = (c.Skv + g - 1) / g;
-        kc = p.k_codes + bh * c.Skv * RB;
-        vc = p.v_codes + bh * c.Skv * RB;
+        kc = p.k_codes + t0 * RB;
+        vc = p.v_codes + t0 * RB;
         ks = p.k_scale; kz = p.k_zero; vs = p.v_scale; vz = p.v_zero;
-        ks_base = bh * GK * D;
-        vs_base = bh * c.Skv * GV;
+        /* key groups: [B,Hkv,GK,D], or paged [pages][Hkv][P/g][D], whose group
+         * of flattened token i is i / g (g divides P) */
+        ks_base = c.pg.pages == nullptr ? bh * GK * D : 0;
+        vs_base = t0 * GV;
         cidx = (threadIdx.x & 31) % LPT;
         vgrp = cidx * CPL / g;
         cur_grp = -1;
@@ -94,10 +98,10 @@ struct AffineFast {
     }
 
     /* Folds the tile's key group into the warp's quantised query (g % 32 == 0:
-     * a tile never straddles two groups). */
-    __device__ void tile_setup(int warp, int t0)
+     * a tile never straddles two groups); off: the tile's token 0 from ks_base. */
+    __device__ void tile_setup(int warp, int64_t off)
     {
-        const int grp = t0 / g;
+        const int64_t grp = off <= INT_MAX ? (int64_t)((int)off / g) : off / g; /* 32-bit division where it fits */
         if (grp == cur_grp) return;
         cur_grp = grp;
         const int lane = threadIdx.x & 31;
@@ -180,7 +184,7 @@ struct AffineFast {
 };
 
 template <int BITS, bool F16S, int D, int R, bool STAGED>
-__global__ void __launch_bounds__(kThreads, FastMinCtas<R>::value) affine_fast_kernel(const vq_cu_affine_params p)
+__global__ void __launch_bounds__(kThreads, FastMinCtas<R>::value) affine_fast_kernel(const __grid_constant__ vq_cu_affine_params p)
 {
     using F = AffineFast<BITS, F16S, D, R>;
     __shared__ FastSmem<D, R> sm;

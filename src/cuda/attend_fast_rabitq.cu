@@ -67,7 +67,7 @@ struct RabitqFast {
     __device__ RabitqFast(const vq_cu_rabitq_params &pp, RabitqFastSmem<D, R> &s, int b, int hkv) : p(pp), sm(s)
     {
         const vq_cu_attend_common &c = p.c;
-        const int64_t bh = ((int64_t)b * c.Hkv + hkv) * c.Skv;
+        const int64_t bh = kv_base(c, b, hkv);
         kb = p.k_bits + bh * (D / 8);
         vi = p.v_idx + bh * VRB;
         kmag = p.k_mag + bh;
@@ -124,7 +124,7 @@ struct RabitqFast {
         }
     }
 
-    __device__ void tile_setup(int, int) {}
+    __device__ void tile_setup(int, int64_t) {}
 
     template <bool G>
     __device__ void key_load(const TileView<NSEG> &v, int j, KRow &kr) const
@@ -175,7 +175,7 @@ struct RabitqFast {
 };
 
 template <bool EXACT, bool PACKED, int D, int R, bool STAGED>
-__global__ void __launch_bounds__(kThreads, FastMinCtas<R, PACKED && !EXACT>::value) rabitq_fast_kernel(const vq_cu_rabitq_params p)
+__global__ void __launch_bounds__(kThreads, FastMinCtas<R, PACKED && !EXACT>::value) rabitq_fast_kernel(const __grid_constant__ vq_cu_rabitq_params p)
 {
     using F = RabitqFast<EXACT, PACKED, D, R>;
     constexpr int kRed = kWarps * R * D * 4, kOwn = (int)sizeof(RabitqFastSmem<D, R>);

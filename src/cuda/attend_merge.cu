@@ -3,7 +3,11 @@
  * merge_kernel: the split-KV partial states of every query row (log2 domain):
  * M = max_s m_s, out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s, and
  * when asked the row's natural-log log-sum-exp ln 2 * (M + log2 L). One CTA
- * per row; a row that saw no key (all masked) gets zeros and lse -inf.
+ * per row; a row that saw no key (all masked) gets zeros (whatever its
+ * accumulators hold) and lse -inf. With a window (vq_cu_window: the KV
+ * cache's f16 residual tokens of a decode row), the kernel attends it itself
+ * (attend_window) and folds its state in after the rotation back, so a paged
+ * decode step costs one attention launch and this one.
  * With c.rot_back (TurboQuant values, accumulated in the rotated basis) the
  * normalised row is rotated back, rot^-1 = diag H / sqrt(D), in shared memory.
  *
@@ -18,7 +22,78 @@
 
 namespace vqcu {
 
-__global__ void __launch_bounds__(128) merge_kernel(const vq_cu_attend_common c, void *out, int out_f16, float *lse)
+/* Block-wide max and sum over the merge kernel's 128 threads (red: 4 floats
+ * of shared memory; ends with every thread holding the result). */
+__device__ __forceinline__ float block_max128(float x, float *red)
+{
+    x = warp_max(x);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
+    __syncthreads();
+    return fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+}
+__device__ __forceinline__ float block_sum128(float x, float *red)
+{
+    x = warp_sum(x);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
+    __syncthreads();
+    return (red[0] + red[1]) + (red[2] + red[3]);
+}
+
+/* The window's online-softmax state of one decode row (log2 domain):
+ * m, l and the unnormalised acc[d] for the thread's channels d = tid, tid +
+ * 128. Keys are scored 128 tokens at a time, one token per thread. */
+struct WindowState {
+    float m, l, acc[2];
+};
+
+__device__ WindowState attend_window(const vq_cu_attend_common &c, const vq_cu_window &w, int64_t row, float *qv,
+                                     float *pw, float *red)
+{
+    const int D = c.D, b = (int)(row / c.Hq), hq = (int)(row % c.Hq), hkv = hq / (c.Hq / c.Hkv);
+    const int n = w.n[b];
+    const __half *K = (const __half *)w.kv[b] + (int64_t)hkv * w.cap * D;
+    const __half *V = (const __half *)w.kv[b] + ((int64_t)c.Hkv + hkv) * w.cap * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) qv[d] = load_f(c.q, row * D + d, c.q_f16) * w.qmul;
+    __syncthreads();
+    WindowState st = {-INFINITY, 0.0f, {0.0f, 0.0f}};
+    for (int t0 = 0; t0 < n; t0 += 128) {
+        const int t = t0 + (int)threadIdx.x;
+        float s = -INFINITY;
+        if (t < n) {
+            const __half2 *k2 = (const __half2 *)(K + (int64_t)t * D);
+            float a0 = 0.0f, a1 = 0.0f;
+            for (int d = 0; d < D; d += 2) {
+                const float2 kf = __half22float2(k2[d / 2]);
+                a0 = fmaf(qv[d], kf.x, a0);
+                a1 = fmaf(qv[d + 1], kf.y, a1);
+            }
+            s = a0 + a1;
+        }
+        const float m_new = fmaxf(st.m, block_max128(s, red));
+        const float p = s == -INFINITY ? 0.0f : exp2f(s - m_new);
+        const float alpha = st.m == -INFINITY ? 0.0f : exp2f(st.m - m_new);
+        pw[threadIdx.x] = p;
+        st.l = st.l * alpha + block_sum128(p, red); /* its barriers publish pw */
+        st.m = m_new;
+        const int nt = min(128, n - t0);
+        for (int i = 0; i < 2; i++) {
+            const int d = (int)threadIdx.x + 128 * i;
+            if (d >= D) break;
+            float a = st.acc[i] * alpha;
+            for (int j = 0; j < nt; j++) a = fmaf(pw[j], __half2float(V[(int64_t)(t0 + j) * D + d]), a);
+            st.acc[i] = a;
+        }
+        __syncthreads(); /* pw is rewritten by the next 128 tokens */
+    }
+    return st;
+}
+
+template <bool WIN>
+__global__ void __launch_bounds__(128) merge_kernel(const __grid_constant__ vq_cu_attend_common c,
+                                                    const __grid_constant__ vq_cu_window w, void *out, int out_f16,
+                                                    float *lse)
 {
     const int64_t row = blockIdx.x;
     const int ns = c.nsplit;
@@ -26,22 +101,45 @@ __global__ void __launch_bounds__(128) merge_kernel(const vq_cu_attend_common c,
     float M = -INFINITY;
     for (int s = 0; s < ns; s++) M = fmaxf(M, m[s]);
     float L = 0.0f;
-    for (int s = 0; s < ns; s++) L += M == -INFINITY ? 0.0f : exp2f(m[s] - M) * l[s];
+    bool nan = false; /* a NaN score (NaN query or key): the row is NaN, as on the CPU */
+    for (int s = 0; s < ns; s++) {
+        L += M == -INFINITY ? 0.0f : exp2f(m[s] - M) * l[s];
+        nan |= isnan(l[s]);
+    }
     const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    if (lse && threadIdx.x == 0) lse[row] = L > 0.0f ? (M + log2f(L)) * 0.6931471805599453f : -INFINITY;
-    __shared__ float rowv[256];
+    __shared__ float rowv[256], qv[256], pw[128], red[4];
     for (int d = threadIdx.x; d < c.D; d += blockDim.x) {
         float a = 0.0f;
         for (int s = 0; s < ns; s++) {
             const float f = M == -INFINITY ? 0.0f : exp2f(m[s] - M);
             a = fmaf(f, c.part_acc[(row * ns + s) * c.D + d], a);
         }
-        rowv[d] = a * inv;
+        /* L == 0: no split saw a token (every score -inf): the row is 0 even
+         * where a masked token's NaN value left 0 * NaN in an accumulator */
+        rowv[d] = nan ? NAN : L == 0.0f ? 0.0f : a * inv;
     }
     if (c.rot_back) {
         __syncthreads();
         vq_cu_rotate_row(rowv, c.D, c.rot_diag, true); /* block-wide, ends with a barrier */
     }
+    if constexpr (WIN) {
+        /* rowv holds the pages' normalised output (rotated back): weight it
+         * by L against the window's state, both at the joint max */
+        const WindowState ws = attend_window(c, w, row, qv, pw, red);
+        const float Mt = fmaxf(M, ws.m);
+        const float fp = M == -INFINITY ? 0.0f : exp2f(M - Mt) * L;
+        const float fw = ws.m == -INFINITY ? 0.0f : exp2f(ws.m - Mt);
+        const float den = fp + fw * ws.l, dinv = den > 0.0f ? 1.0f / den : 0.0f;
+        nan |= isnan(ws.l);
+        for (int i = 0; i < 2; i++) {
+            const int d = (int)threadIdx.x + 128 * i;
+            if (d < c.D) rowv[d] = nan ? NAN : den > 0.0f ? (fp * rowv[d] + fw * ws.acc[i]) * dinv : 0.0f;
+        }
+        M = Mt;
+        L = den;
+    }
+    if (lse && threadIdx.x == 0)
+        lse[row] = nan ? NAN : L > 0.0f ? (M + log2f(L)) * 0.6931471805599453f : -INFINITY;
     for (int d = threadIdx.x; d < c.D; d += blockDim.x) {
         if (out_f16) ((__half *)out)[row * c.D + d] = __float2half_rn(rowv[d]);
         else ((float *)out)[row * c.D + d] = rowv[d];
@@ -82,11 +180,18 @@ __global__ void __launch_bounds__(128) pair_kernel(const vq_cu_pair_merge p)
 
 } /* namespace vqcu */
 
-extern "C" int vq_cu_launch_merge(const vq_cu_attend_common *c, void *out, int out_f16, float *lse, void *stream)
+extern "C" int vq_cu_launch_merge_window(const vq_cu_attend_common *c, const vq_cu_window *w, void *out, int out_f16,
+                                         float *lse, void *stream)
 {
     const unsigned rows = (unsigned)((int64_t)c->B * c->Hq * c->Sq);
-    vqcu::merge_kernel<<<rows, 128, 0, (cudaStream_t)stream>>>(*c, out, out_f16, lse);
+    if (w) vqcu::merge_kernel<true><<<rows, 128, 0, (cudaStream_t)stream>>>(*c, *w, out, out_f16, lse);
+    else vqcu::merge_kernel<false><<<rows, 128, 0, (cudaStream_t)stream>>>(*c, vq_cu_window{}, out, out_f16, lse);
     return (int)cudaGetLastError();
+}
+
+extern "C" int vq_cu_launch_merge(const vq_cu_attend_common *c, void *out, int out_f16, float *lse, void *stream)
+{
+    return vq_cu_launch_merge_window(c, NULL, out, out_f16, lse, stream);
 }
 
 extern "C" int vq_cu_launch_pair_merge(const vq_cu_pair_merge *p, void *stream)

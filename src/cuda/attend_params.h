@@ -14,6 +14,23 @@ extern "C" {
  * of one kv head, so the cache of a kv head is read once per row chunk. */
 #define VQ_CU_ROWS_MAX 8
 
+/* Sequences one paged launch serves (the KV cache launches per group of
+ * this many; the per-sequence counts travel in the kernel parameters). */
+#define VQ_CU_PAGED_MAX_B 16
+
+/* Paged kv axis (the KV cache, src/cache/cache_cuda.c): token t of batch row
+ * b is row t % P of page pages[slot[b] * ld + t / P] of a pool laid out per
+ * stream as [pages][Hkv][P][...] (cache_internal.h), so its flattened token
+ * index is (page * Hkv + hkv) * P + t % P; batch row b holds n_tok[b] <= Skv
+ * tokens. P is a multiple of 32, so a 32-token tile never leaves its page.
+ * pages == NULL: not paged, token t of (b, hkv) is (b * Hkv + hkv) * Skv + t. */
+typedef struct vq_cu_paging {
+    const int32_t *pages;  /* device, [slots][ld] page ids within the pool's one chunk */
+    int ld, P;
+    int slot[VQ_CU_PAGED_MAX_B];
+    int n_tok[VQ_CU_PAGED_MAX_B];
+} vq_cu_paging;
+
 /* What every split-KV decode kernel shares. Query row `row` of kv head hkv is
  * (query head hkv*G + row / Sq, query position row % Sq), G = Hq / Hkv. */
 typedef struct vq_cu_attend_common {
@@ -31,7 +48,21 @@ typedef struct vq_cu_attend_common {
     float *part_acc;   /* [B*Hq*Sq, nsplit, D] unnormalised output */
     int rot_back;      /* merge: rotate each output row back (TurboQuant values) */
     const float *rot_diag; /* [D] or NULL: the rotation's diagonal */
+    vq_cu_paging pg;       /* pg.pages NULL: contiguous [B,Hkv,Skv,...] */
 } vq_cu_attend_common;
+
+/* A window of f16 keys and values per batch row that the merge kernel
+ * attends itself and folds into the row's split states (the KV cache's
+ * residual window, so a paged decode step is one attention launch and one
+ * merge): row b's keys at kv[b] + (hkv * cap + t) * D, its values at
+ * kv[b] + ((Hkv + hkv) * cap + t) * D, t < n[b] (the cache's res layout
+ * [2][Hkv][cap][D]). Decode only (Sq == 1: no causal limit inside it). */
+typedef struct vq_cu_window {
+    const void *kv[VQ_CU_PAGED_MAX_B];  /* device, f16 */
+    int n[VQ_CU_PAGED_MAX_B];
+    int cap;
+    float qmul;                         /* softmax scale * log2(e) */
+} vq_cu_window;
 
 /* KIVI group-affine cache (codes bit-packed along D with `bits` 2/4/8; the
  * one-code-per-byte layout is bits 8). */
@@ -80,6 +111,9 @@ int vq_cu_launch_rabitq_fast(const vq_cu_rabitq_params *p, void *stream, int *oc
  * and, when lse != NULL, each row's natural-log log-sum-exp into lse
  * [B*Hq*Sq] (-inf for a row that saw no token). */
 int vq_cu_launch_merge(const vq_cu_attend_common *c, void *out, int out_f16, float *lse, void *stream);
+/* The same, folding in the window w (NULL: none) of each row's kv head. */
+int vq_cu_launch_merge_window(const vq_cu_attend_common *c, const vq_cu_window *w, void *out, int out_f16, float *lse,
+                              void *stream);
 
 /* Rows (b, h, s) of a [B,H,S,...] tensor at base + b*sb + h*sh + s*ss
  * (byte strides; the last axis contiguous). */

@@ -134,6 +134,33 @@ __device__ __forceinline__ Rows<R> cta_rows(const vq_cu_attend_common &c, int b,
     return rw;
 }
 
+/* Flattened token index of token t of (b, hkv): contiguous or paged
+ * (vq_cu_paging in attend_params.h). */
+__device__ __forceinline__ int64_t kv_token(const vq_cu_attend_common &c, int b, int hkv, int t)
+{
+    if (c.pg.pages == nullptr) return ((int64_t)b * c.Hkv + hkv) * c.Skv + t;
+    const int page = __ldg(c.pg.pages + (int64_t)c.pg.slot[b] * c.pg.ld + t / c.pg.P);
+    return ((int64_t)page * c.Hkv + hkv) * c.pg.P + t % c.pg.P;
+}
+
+/* Where a format's per-(b, hkv) stream pointers start (the fast kernels add
+ * kv_offset(t0) per tile): token 0 of (b, hkv) when contiguous, the pool's
+ * flattened token 0 when paged. */
+__device__ __forceinline__ int64_t kv_base(const vq_cu_attend_common &c, int b, int hkv)
+{
+    return c.pg.pages == nullptr ? ((int64_t)b * c.Hkv + hkv) * c.Skv : 0;
+}
+__device__ __forceinline__ int64_t kv_offset(const vq_cu_attend_common &c, int b, int hkv, int t)
+{
+    return c.pg.pages == nullptr ? t : kv_token(c, b, hkv, t);
+}
+
+/* Tokens of batch row b: Skv, or its own count when paged. */
+__device__ __forceinline__ int kv_len(const vq_cu_attend_common &c, int b)
+{
+    return c.pg.pages == nullptr ? c.Skv : c.pg.n_tok[b];
+}
+
 /* Shared memory of the skeleton; the format policy gets `fmt_smem` floats. */
 template <int DMAX, int R>
 struct SkelSmem {

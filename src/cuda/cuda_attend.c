@@ -129,11 +129,14 @@ vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTe
     return vq_cuda_check(ctx, vq_cu_launch_pair_merge(&p, ctx->stream), "attention merge kernel launch");
 }
 
-vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
-                                             const DLTensor *k_scale, const DLTensor *k_zero,
-                                             const DLTensor *v_codes, const DLTensor *v_scale,
-                                             const DLTensor *v_zero, int group_size, float scale, int nsg,
-                                             DLTensor *out, const vq_scalar_attend_opts *opts)
+/* The launches of a KIVI decode: contiguous (pg NULL), or paged over a
+ * pool chunk's [pages,Hkv,rows,...] streams with the window win (or NULL)
+ * folded in by the merge (the fast kernel only: the host checked D, g and
+ * the scale dtypes). */
+static vq_status affine_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
+                            const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
+                            const DLTensor *v_zero, int group_size, int bits_opt, float scale, int nsg, bool causal,
+                            const vq_cu_paging *pg, const vq_cu_window *win, DLTensor *out, DLTensor *lse)
 {
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t D = vq_dim(q, 3);
@@ -144,12 +147,21 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
      * 8-bit packed layout), D*bits/8 = packed */
     const int64_t last = vq_dim(k_codes, 3);
     int bits = 8;
-    if (last != D) bits = opts && opts->bits ? opts->bits : (int)(last * 8 / D);
+    if (last != D) bits = bits_opt ? bits_opt : (int)(last * 8 / D);
     VQ_RETURN_IF(ctx, bits != 2 && bits != 4 && bits != 8, VQ_ERR_UNSUPPORTED,
                  "the CUDA backend reads 2-, 4- or 8-bit codes, got %d", bits);
 
+    int64_t Skv = vq_dim(k_codes, 2);
+    if (pg) { /* the longest row; at least 1 so that the plan has a split */
+        Skv = 1;
+        for (int b = 0; b < (int)vq_dim(q, 0); b++) Skv = pg->n_tok[b] > Skv ? pg->n_tok[b] : Skv;
+    }
     vq_cu_affine_params p = {0};
-    VQ_FORWARD_IF_ERROR(plan_shape(ctx, q, vq_dim(k_codes, 1), vq_dim(k_codes, 2), opts && opts->causal, &p.c));
+    VQ_FORWARD_IF_ERROR(plan_shape(ctx, q, vq_dim(k_codes, 1), Skv, causal, &p.c));
+    if (pg) {
+        p.c.pg = *pg;
+        p.c.staged = 0; /* the staged loads address contiguous streams only */
+    }
     p.qmul = scale * 1.4426950408889634f;
     p.bits = bits;
     p.group = group_size;
@@ -164,6 +176,8 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
     /* the fast kernel folds one key group per 32-token tile and gives a lane's
      * value channels one group: g % 32 == 0; it reads both scale dtypes as one */
     const bool fast = fast_dim(p.c.D) && group_size % 32 == 0 && p.scale_f16 == p.v_scale_f16;
+    VQ_RETURN_IF(ctx, (pg || win) && !fast, VQ_ERR_UNSUPPORTED,
+                 "paged KIVI decode needs D in {64, 128, 256}, g %% 32 == 0 and one scale dtype");
     int (*const launch)(const vq_cu_affine_params *, void *, int *) =
         fast ? (bits == 2 ? vq_cu_launch_affine_fast_b2 : bits == 4 ? vq_cu_launch_affine_fast_b4
                                                                     : vq_cu_launch_affine_fast_b8)
@@ -172,8 +186,32 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     VQ_FORWARD_IF_ERROR(plan_splits(ctx, nsg, occ, &p.c));
-    return finish(ctx, &p.c, out, opts ? opts->lse_out : NULL, launch(&p, ctx->stream, NULL),
-                  "affine decode kernel launch");
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, ctx->stream, NULL), "affine decode kernel launch"));
+    return vq_cuda_check(ctx,
+                         vq_cu_launch_merge_window(&p.c, win, vq_data(out), vq_dtype_of(out) == VQ_DT_F16,
+                                                   lse ? (float *)vq_data(lse) : NULL, ctx->stream),
+                         "split-KV merge kernel launch");
+}
+
+vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+                                             const DLTensor *k_scale, const DLTensor *k_zero,
+                                             const DLTensor *v_codes, const DLTensor *v_scale,
+                                             const DLTensor *v_zero, int group_size, float scale, int nsg,
+                                             DLTensor *out, const vq_scalar_attend_opts *opts)
+{
+    return affine_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
+                      opts ? opts->bits : 0, scale, nsg, opts && opts->causal, NULL, NULL, out,
+                      opts ? opts->lse_out : NULL);
+}
+
+vq_status vq_cuda_kivi_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
+                              const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
+                              const DLTensor *v_zero, int group_size, int bits, float scale, int num_splits,
+                              bool causal, const vq_cu_paging *pg, const vq_cu_window *win, DLTensor *out,
+                              DLTensor *lse)
+{
+    return affine_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
+                      num_splits, causal, pg, win, out, lse);
 }
 
 vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,

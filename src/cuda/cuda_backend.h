@@ -72,6 +72,32 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
                              const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                              const vq_attend_opts *opts);
 
+/* The KV cache's paged decode step (src/cache/cache_cuda.c; internal, no
+ * public validation before it): q and out [B,Hq,1,D] compact, B <=
+ * VQ_CU_PAGED_MAX_B, lse compact [B,Hq,1] or NULL; the formats' tensors are
+ * views of one pool chunk ([pages,Hkv,rows,...], cache_internal.h); batch row
+ * b reads pg's pages and, when win is not NULL, its f16 window (attended by
+ * the merge kernel). It takes the key formats whose streams are per token
+ * (all but AFFINE and COMMVQ). */
+struct vq_cu_paging;
+struct vq_cu_window;
+vq_status vq_cuda_fused_sdpa_paged(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                                   const vq_encoded_values *values, float scale, const struct vq_cu_paging *pg,
+                                   const struct vq_cu_window *win, DLTensor *out, DLTensor *lse);
+/* KIVI keys and values of one group size and bit width on the fast KIVI
+ * kernel (D 64/128/256, g % 32 == 0, one scale dtype; else
+ * VQ_ERR_UNSUPPORTED): vq_fused_sdpa's KIVI x KIVI pairs without a mask, and
+ * the cache's paged decode (pg, win as above; pg NULL: contiguous
+ * [B,Hkv,Skv,...] tensors, num_splits and causal as vq_attend_opts'). */
+vq_status vq_cuda_kivi_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
+                              const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
+                              const DLTensor *v_zero, int group_size, int bits, float scale, int num_splits,
+                              bool causal, const struct vq_cu_paging *pg, const struct vq_cu_window *win,
+                              DLTensor *out, DLTensor *lse);
+/* Host to device on the ctx's stream: src is read before the call returns
+ * (pageable memory is staged), the copy lands in stream order. */
+vq_status vq_cuda_upload_async(vq_ctx *ctx, void *dst, const void *src, size_t bytes);
+
 /* vq_attention_merge after validation (strided views accepted). */
 vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a, const DLTensor *out_b,
                                   const DLTensor *lse_b, DLTensor *out, DLTensor *lse_out);

@@ -37,6 +37,13 @@ vq_status vq_cuda_upload(vq_ctx *ctx, void *dst, const void *src, size_t bytes)
     return vq_cuda_check(ctx, cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(host to device)");
 }
 
+vq_status vq_cuda_upload_async(vq_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
+    return vq_cuda_check(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)ctx->stream),
+                         "cudaMemcpyAsync(host to device)");
+}
+
 vq_status vq_cuda_zero(vq_ctx *ctx, void *dst, size_t bytes)
 {
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));

@@ -213,15 +213,23 @@ static void plan_splits(const vq_ctx *ctx, int requested, int occupancy, vq_cu_a
     c->nsplit = (int)vq_ceil_div(c->Skv, c->split_len);
 }
 
-vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                             const vq_encoded_values *encoded_values, float scale, const DLTensor *mask,
-                             DLTensor *out, const vq_attend_opts *opts)
+/* The launches of one call. Contiguous (pg NULL): the kv axis is the
+ * values' [B,Hkv,Skv]. Paged: the formats' tensors are a pool chunk's
+ * [pages,Hkv,P,...] views, row b of the queries reads pg's pages, and win
+ * (or NULL) is folded in by the merge. */
+static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                          const vq_encoded_values *ev, float scale, const DLTensor *mask, DLTensor *out, DLTensor *lse,
+                          int num_splits, bool causal, const vq_cu_paging *pg, const vq_cu_window *win)
 {
-    const vq_encoded_values *ev = encoded_values;
     const DLTensor *values = value_lead(ev); /* [B,Hkv,Skv,...]: Hkv and Skv */
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t B = vq_dim(queries, 0), Hq = vq_dim(queries, 1), Sq = vq_dim(queries, 2), D = vq_dim(queries, 3);
-    const int64_t Hkv = vq_dim(values, 1), Skv = vq_dim(values, 2);
+    const int64_t Hkv = vq_dim(values, 1);
+    int64_t Skv = vq_dim(values, 2);
+    if (pg) { /* the longest row; at least 1 so that the plan has a split (rows of 0 tokens read nothing) */
+        Skv = 1;
+        for (int64_t b = 0; b < B; b++) Skv = pg->n_tok[b] > Skv ? pg->n_tok[b] : Skv;
+    }
     VQ_RETURN_IF(ctx, D > 256, VQ_ERR_UNSUPPORTED, "D = %lld > 256 is not supported", (long long)D);
     VQ_RETURN_IF(ctx, Skv > INT32_MAX - 64 || Hq / Hkv * Sq > INT32_MAX / 2 || B * Hq * Sq > INT32_MAX,
                  VQ_ERR_UNSUPPORTED, "sequence too long for the CUDA kernels (Skv = %lld, Hq*Sq = %lld)",
@@ -254,7 +262,8 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
                                             "keys.rvq.idx2", "keys.affine.codes", "keys.affine.scale",
                                             "keys.affine.zero"};
     VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, vec, vec_names, 10));
-    c->causal = opts && opts->causal;
+    c->causal = causal;
+    if (pg) c->pg = *pg;
     c->q = vq_data(queries);
     c->q_f16 = vq_dtype_of(queries) == VQ_DT_F16;
     VQ_FORWARD_IF_ERROR(fill_keys(ctx, keys, scale, &p));
@@ -269,7 +278,7 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
     const vq_cu_sdpa_launcher launch = launcher_of(p.fmt, p.v_fmt != VQ_CU_V_PLAIN);
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
-    plan_splits(ctx, opts ? opts->num_splits : 0, occ, c);
+    plan_splits(ctx, num_splits, occ, c);
 
     const size_t nrows = (size_t)(B * Hq * Sq);
     const size_t part = nrows * (size_t)c->nsplit * (size_t)(D + 2), qfl = nrows * (size_t)p.qpf;
@@ -282,5 +291,55 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
 
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, vq_cu_launch_sdpa_prep(&p, ctx->stream), "sdpa query-prep kernel launch"));
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, ctx->stream, NULL), "sdpa attention kernel launch"));
-    return vq_cuda_merge_splits(ctx, c, out, opts ? opts->lse_out : NULL);
+    if (win == NULL) return vq_cuda_merge_splits(ctx, c, out, lse);
+    return vq_cuda_check(ctx,
+                         vq_cu_launch_merge_window(c, win, vq_data(out), vq_dtype_of(out) == VQ_DT_F16,
+                                                   lse ? (float *)vq_data(lse) : NULL, ctx->stream),
+                         "split-KV merge kernel launch");
+}
+
+/* KIVI keys and values the fast KIVI kernel runs exactly as the skeleton's
+ * AffineKeys x AffineValues would (4-11x faster, bench/NOTES.md): packed
+ * codes of one width, one group size (a multiple of 32) for the keys'
+ * tokens and the values' channels, one scale/zero dtype, D 64/128/256, no
+ * mask, every tensor 16-byte aligned (the fast kernel's loads). */
+static bool kivi_pair(const DLTensor *q, const vq_encoded_keys *k, const vq_encoded_values *v, const DLTensor *mask,
+                      const DLTensor *out, const DLTensor *lse)
+{
+    if (k->format != VQ_KEYS_AFFINE || v->format != VQ_VALUES_AFFINE || mask) return false;
+    const int64_t D = vq_dim(q, 3);
+    const int bits = k->affine.bits, g = k->affine.group_size;
+    if ((D != 64 && D != 128 && D != 256) || (bits != 2 && bits != 4) || v->affine.bits != bits ||
+        v->affine.group_size != g || g % 32 != 0 || vq_dim(k->affine.codes, 3) != D * bits / 8 ||
+        vq_dim(v->affine.codes, 3) != D * bits / 8)
+        return false;
+    const vq_dtype sd = vq_dtype_of(k->affine.scale);
+    if (vq_dtype_of(k->affine.zero) != sd || vq_dtype_of(v->affine.scale) != sd || vq_dtype_of(v->affine.zero) != sd)
+        return false;
+    const DLTensor *ts[] = {q, k->affine.codes, k->affine.scale, k->affine.zero, v->affine.codes, v->affine.scale,
+                            v->affine.zero, out, lse};
+    for (int i = 0; i < 9; i++)
+        if (ts[i] && ((uintptr_t)vq_data(ts[i]) & 15) != 0) return false;
+    return true;
+}
+
+vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                             const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_attend_opts *opts)
+{
+    DLTensor *lse = opts ? opts->lse_out : NULL;
+    if (kivi_pair(queries, keys, values, mask, out, lse))
+        return vq_cuda_kivi_attend(ctx, queries, keys->affine.codes, keys->affine.scale, keys->affine.zero,
+                                   values->affine.codes, values->affine.scale, values->affine.zero,
+                                   keys->affine.group_size, keys->affine.bits, scale, opts ? opts->num_splits : 0,
+                                   opts && opts->causal, NULL, NULL, out, lse);
+    return sdpa_run(ctx, queries, keys, values, scale, mask, out, opts ? opts->lse_out : NULL,
+                    opts ? opts->num_splits : 0, opts && opts->causal, NULL, NULL);
+}
+
+vq_status vq_cuda_fused_sdpa_paged(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                                   const vq_encoded_values *values, float scale, const vq_cu_paging *pg,
+                                   const vq_cu_window *win, DLTensor *out, DLTensor *lse)
+{
+    return sdpa_run(ctx, queries, keys, values, scale, NULL, out, lse, 0, false, pg, win);
 }

@@ -38,6 +38,8 @@
 #ifndef VQ_CUDA_KV_DECODE_CUH
 #define VQ_CUDA_KV_DECODE_CUH
 
+#include <climits>
+
 #include <cuda_bf16.h>
 
 #include "cuda/attend_fast.cuh"
@@ -108,12 +110,16 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
     kp.prepare(qs, qw, rw);
     __syncthreads();
 
-    int lim_max = -1;
+    int lim_max = -1, lim_min = INT_MAX;
 #pragma unroll
-    for (int r = 0; r < R; r++) lim_max = max(lim_max, rw.lim[r]);
+    for (int r = 0; r < R; r++) {
+        lim_max = max(lim_max, rw.lim[r]);
+        if (r < rw.n) lim_min = min(lim_min, rw.lim[r]);
+    }
     const int t_begin = split * c.split_len;
-    const int t_end = min(min(c.Skv, t_begin + c.split_len), lim_max + 1);
-    const int64_t tok0 = ((int64_t)b * c.Hkv + hkv) * c.Skv; /* flattened token 0 of this kv head */
+    const int t_end = min(min(kv_len(c, b), t_begin + c.split_len), lim_max + 1);
+    /* flattened index of token t of this kv head: a tile's 32 tokens are consecutive (pages hold
+     * whole tiles), so one lookup per tile */
     const Mask mk = {p.mask, p.mask_f16, p.mask_sb, p.mask_sh, c.Skv};
 
     float m_run[R], l_lane[R], acc[R][CPL], accz[R];
@@ -130,12 +136,13 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
     for (int t0 = t_begin + 32 * warp; t0 < t_end; t0 += 32 * kWarps) {
         /* tokens past t_end read their valid neighbour and get p = 0 */
         const int last = t_end - 1, t = t0 + lane, tl = min(t, last);
+        const int64_t tile0 = kv_token(c, b, hkv, t0) - t0; /* token t of the tile is tile0 + t */
         typename VP::Pre vpre[VB];
 #pragma unroll
-        for (int k = 0; k < VB; k++) vp.load(tok0 + min(t0 + slot + k * TPS, last), vpre[k]);
+        for (int k = 0; k < VB; k++) vp.load(tile0 + min(t0 + slot + k * TPS, last), vpre[k]);
 
         float s[R];
-        kp.score(tok0 + tl, tl, qs, qw, s);
+        kp.score(tile0 + tl, tl, qs, qw, s);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             if (t > last || t > rw.lim[r]) s[r] = -INFINITY;
@@ -155,18 +162,43 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
             m_run[r] = m_new;
         }
         __syncwarp();
+        /* A tile past the causal limit of some rows but not of others (a
+         * causal prefill's diagonal): those rows must not read the tokens
+         * past their limit at all (the header's rule; p = 0 would still add
+         * 0 * NaN), so their accumulators are restored after each step.
+         * Warp-uniform, and only on the diagonal tiles. */
+        const bool ragged = lim_min < lim_max && t0 + 31 > lim_min;
 #pragma unroll
         for (int b0 = 0; b0 < NSTEP; b0 += VB) {
             if (b0 > 0) {
 #pragma unroll
-                for (int k = 0; k < VB; k++) vp.load(tok0 + min(t0 + slot + (b0 + k) * TPS, last), vpre[k]);
+                for (int k = 0; k < VB; k++) vp.load(tile0 + min(t0 + slot + (b0 + k) * TPS, last), vpre[k]);
             }
 #pragma unroll
             for (int k = 0; k < VB; k++) {
                 float pk[R];
 #pragma unroll
                 for (int r = 0; r < R; r++) pk[r] = sm.p[warp][r][slot + (b0 + k) * TPS];
-                vp.apply(vpre[k], pk, acc, accz);
+                if (!ragged) {
+                    vp.apply(vpre[k], pk, acc, accz);
+                } else {
+                    const int tt = t0 + slot + (b0 + k) * TPS; /* this lane's token */
+                    float keep[R][CPL], keepz[R];
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        keepz[r] = accz[r];
+#pragma unroll
+                        for (int j = 0; j < CPL; j++) keep[r][j] = acc[r][j];
+                    }
+                    vp.apply(vpre[k], pk, acc, accz);
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        if (tt <= rw.lim[r]) continue;
+                        accz[r] = keepz[r];
+#pragma unroll
+                        for (int j = 0; j < CPL; j++) acc[r][j] = keep[r][j];
+                    }
+                }
             }
         }
         __syncwarp(); /* sm.p is rewritten by the next tile */

@@ -60,11 +60,26 @@ VQ_INLINE void prep_row(int n, const float *w, int8_t *w8, float *step_out, int3
     *wsum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
 }
 
-/* Index rows t .. t+3 (64 bytes each); rows at or past n read as zeros
- * (nothing past them is read). */
+/* Index row t (64 bytes), or zeros at or past n (nothing past it is read). */
 VQ_INLINE __m512i load_row(const uint8_t *idx, int64_t ldi, int t, int n)
 {
     return t < n ? _mm512_loadu_si512(idx + t * ldi) : _mm512_setzero_si512();
+}
+
+/* Tokens 4q .. 4q+3 (rows A-D) of half h into the RB rows' accumulators:
+ * one table lookup live at a time and the weights as broadcast loads, so
+ * that at 4 rows the 16 accumulators stay in registers (gcc 12 still copies
+ * each around its vpdpbusd; an asm that ties them measured no faster). */
+VQ_INLINE void quad(int RB, __m512i A, __m512i B, __m512i C, __m512i D, __m512i perm, __m512i lut, __m512i low4,
+                    const int32_t (*w32)[8], int q, __m512i (*acc)[4])
+{
+    const __m512i AB = _mm512_permutex2var_epi8(A, perm, B), CD = _mm512_permutex2var_epi8(C, perm, D);
+    const __m512i X[2] = {_mm512_unpacklo_epi16(AB, CD), _mm512_unpackhi_epi16(AB, CD)};
+    for (int u = 0; u < 4; u++) {
+        const __m512i nib = u % 2 ? _mm512_srli_epi16(X[u / 2], 4) : X[u / 2];
+        const __m512i U = _mm512_shuffle_epi8(lut, _mm512_and_si512(nib, low4));
+        for (int r = 0; r < RB; r++) acc[r][u] = _mm512_dpbusd_epi32(acc[r][u], U, _mm512_set1_epi32(w32[r][q]));
+    }
 }
 
 /* RB <= 4 rows against one block: indices decoded once per 4 tokens and half
@@ -72,49 +87,29 @@ VQ_INLINE __m512i load_row(const uint8_t *idx, int64_t ldi, int t, int n)
 VQ_INLINE void cb8_rows(int RB, int n, const uint8_t *idx, int64_t ldi, __m512i lut, float cstep, const float *w,
                         int64_t ldw, float *o, int64_t ldo)
 {
-    _Alignas(64) int8_t w8[4][32];
+    _Alignas(64) int32_t w32[4][8]; /* row r's int8 weights of tokens 4q .. 4q+3 in dword q */
     float sv[4];
     int32_t wsum[4];
     for (int r = 0; r < RB; r++) {
         float step;
-        prep_row(n, w + r * ldw, w8[r], &step, &wsum[r]);
+        prep_row(n, w + r * ldw, (int8_t *)w32[r], &step, &wsum[r]);
         sv[r] = step * cstep;
     }
     const __m512i low4 = _mm512_set1_epi8(15);
-    const int nq = (n + 3) / 4;
+    const int full = n / 4;
     for (int h = 0; h < 2; h++) {
         const __m512i perm = _mm512_loadu_si512(ilv[h]);
         __m512i acc[4][4];
         for (int r = 0; r < RB; r++)
             for (int u = 0; u < 4; u++) acc[r][u] = _mm512_set1_epi32(-128 * wsum[r]);
-        for (int q = 0; q < nq; q++) {
-            const int t = 4 * q;
-            __m512i A, B, C, D;
-            if (t + 4 <= n) {
-                A = _mm512_loadu_si512(idx + t * ldi);
-                B = _mm512_loadu_si512(idx + (t + 1) * ldi);
-                C = _mm512_loadu_si512(idx + (t + 2) * ldi);
-                D = _mm512_loadu_si512(idx + (t + 3) * ldi);
-            } else {
-                A = load_row(idx, ldi, t, n);
-                B = load_row(idx, ldi, t + 1, n);
-                C = load_row(idx, ldi, t + 2, n);
-                D = load_row(idx, ldi, t + 3, n);
-            }
-            const __m512i AB = _mm512_permutex2var_epi8(A, perm, B), CD = _mm512_permutex2var_epi8(C, perm, D);
-            const __m512i X0 = _mm512_unpacklo_epi16(AB, CD), X1 = _mm512_unpackhi_epi16(AB, CD);
-            const __m512i U[4] = {
-                _mm512_shuffle_epi8(lut, _mm512_and_si512(X0, low4)),
-                _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(X0, 4), low4)),
-                _mm512_shuffle_epi8(lut, _mm512_and_si512(X1, low4)),
-                _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(X1, 4), low4)),
-            };
-            for (int r = 0; r < RB; r++) {
-                int32_t wd;
-                __builtin_memcpy(&wd, w8[r] + t, 4);
-                const __m512i W = _mm512_set1_epi32(wd);
-                for (int u = 0; u < 4; u++) acc[r][u] = _mm512_dpbusd_epi32(acc[r][u], U[u], W);
-            }
+        const uint8_t *row = idx;
+        for (int q = 0; q < full; q++, row += 4 * ldi)
+            quad(RB, _mm512_loadu_si512(row), _mm512_loadu_si512(row + ldi), _mm512_loadu_si512(row + 2 * ldi),
+                 _mm512_loadu_si512(row + 3 * ldi), perm, lut, low4, (const int32_t(*)[8])w32, q, acc);
+        if (n % 4) {
+            const int t = 4 * full;
+            quad(RB, load_row(idx, ldi, t, n), load_row(idx, ldi, t + 1, n), load_row(idx, ldi, t + 2, n),
+                 load_row(idx, ldi, t + 3, n), perm, lut, low4, (const int32_t(*)[8])w32, full, acc);
         }
         for (int r = 0; r < RB; r++) {
             const __m512 s = _mm512_set1_ps(sv[r]);
