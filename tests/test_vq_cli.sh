@@ -193,6 +193,18 @@ if [ -s "$model" ]; then
     expect 0 "kivi4-turbo2" perplexity -m "$model" --kv kivi4-turbo2 --ctx 64 --windows 1 --sink 1 --center-keys "$text"
     if [ "$(head -c 4 "$tmp/ppl.png" | tail -c 3)" = "PNG" ]; then echo "ok   perplexity --plot wrote a PNG"
     else echo "FAIL: perplexity --plot wrote no PNG"; failures=$((failures + 1)); fi
+    # per-layer overrides: every layer overridden = the preset itself (same ppl and bits); one layer of 30
+    # quantized = bits between the two
+    expect 2 "not LAYERS=METHOD" perplexity -m "$model" --kv kivi2@3 "$text"
+    expect 2 "are not A-B.C" perplexity -m "$model" --kv kivi2@2-30=f16 "$text"
+    expect 2 "not a preset" perplexity -m "$model" --kv f16@3=kivi3 "$text"
+    expect 0 "f16@3=kivi2/turbo2" perplexity -m "$model" --kv kivi2,f16@0-29=kivi2,f16@3=kivi2/turbo2 --ctx 32 \
+        --windows 1 --threads 1 "$text"
+    if awk '$2 == "kivi2" { p = $5; b = $NF } $2 == "f16@0-29=kivi2" { q = $5; c = $NF }
+            $2 == "f16@3=kivi2/turbo2" { m = $NF }
+            END { exit !(p != "" && p == q && b == c && m > b && m < 16) }' "$tmp/out"; then
+        echo "ok   perplexity --kv @LAYERS=METHOD overrides layers"
+    else echo "FAIL: perplexity --kv @LAYERS=METHOD"; cat "$tmp/out"; failures=$((failures + 1)); fi
     expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json --tokens "$tmp/tok.tsv" "$text"
     # --tokens: a header and one line per window position, nll only in the scored second half
     if [ "$(wc -l < "$tmp/tok.tsv")" -eq 33 ] && head -1 "$tmp/tok.tsv" | grep -q "nll_f16.nll_kivi2" &&

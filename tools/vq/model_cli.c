@@ -32,6 +32,54 @@ static const vq_cache_preset_info *find_preset(const char *cmd, const char *name
     return found;
 }
 
+/* KEYS/VALUES or PRESET in name[0..len) -> *out (keys and values of the
+ * layer config). Returns 0 or 2 after a message. */
+static int parse_pair(const char *cmd, const char *name, size_t len, int head_dim, vq_cache_layer_config *out)
+{
+    const char *slash = memchr(name, '/', len);
+    const size_t klen = slash ? (size_t)(slash - name) : len;
+    const vq_cache_preset_info *kp = find_preset(cmd, name, klen);
+    const vq_cache_preset_info *vp = slash ? find_preset(cmd, slash + 1, len - klen - 1) : kp;
+    if (kp == NULL || vp == NULL) return VQ_EXIT_USAGE;
+    vq_cache_layer_config kc, vc;
+    if (vq_cache_preset_layer_config(kp->name, head_dim, &kc) != VQ_OK ||
+        vq_cache_preset_layer_config(vp->name, head_dim, &vc) != VQ_OK) {
+        fprintf(stderr, "vq %s: --kv '%.*s': no layer config at head dim %d\n", cmd, (int)len, name, head_dim);
+        return VQ_EXIT_USAGE;
+    }
+    *out = (vq_cache_layer_config){kc.keys, vc.values};
+    return VQ_EXIT_OK;
+}
+
+/* One override "A-B.C=SPEC" (layers A..B and C take SPEC) of s[0..len). */
+static int parse_override(const char *cmd, const char *s, size_t len, int n_layers, int head_dim,
+                          vq_cache_layer_config *layers)
+{
+    const char *eq = memchr(s, '=', len);
+    vq_cache_layer_config lc;
+    if (eq == NULL || eq == s) {
+        fprintf(stderr, "vq %s: --kv: layer override '%.*s' is not LAYERS=METHOD (e.g. 0-3.18=kivi4)\n", cmd, (int)len,
+                s);
+        return VQ_EXIT_USAGE;
+    }
+    const int st = parse_pair(cmd, eq + 1, len - (size_t)(eq + 1 - s), head_dim, &lc);
+    if (st != VQ_EXIT_OK) return st;
+    for (const char *p = s; p < eq;) {
+        char *e = NULL;
+        const long a = strtol(p, &e, 10);
+        long b = a;
+        if (e != NULL && *e == '-') b = strtol(e + 1, &e, 10);
+        if (e == p || e > eq || (e != eq && *e != '.') || a < 0 || b < a || b >= n_layers) {
+            fprintf(stderr, "vq %s: --kv: layers '%.*s' are not A-B.C... indices in 0..%d\n", cmd, (int)(eq - s), s,
+                    n_layers - 1);
+            return VQ_EXIT_USAGE;
+        }
+        for (long l = a; l <= b; l++) layers[l] = lc;
+        p = e == eq ? eq : e + 1;
+    }
+    return VQ_EXIT_OK;
+}
+
 int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, const char *f16, int residual,
                         int n_layers, int head_dim)
 {
@@ -41,18 +89,21 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         return VQ_EXIT_USAGE;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
-    const char *slash = strchr(name, '/');
-    const vq_cache_preset_info *kp = find_preset(cmd, name, slash ? (size_t)(slash - name) : strlen(name));
-    const vq_cache_preset_info *vp = slash ? find_preset(cmd, slash + 1, strlen(slash + 1)) : kp;
-    if (kp == NULL || vp == NULL) return VQ_EXIT_USAGE;
-    if (slash != NULL) {
-        vq_cache_layer_config kc, vc;
-        if (vq_cache_preset_layer_config(kp->name, head_dim, &kc) != VQ_OK ||
-            vq_cache_preset_layer_config(vp->name, head_dim, &vc) != VQ_OK) {
-            fprintf(stderr, "vq %s: --kv '%s': no layer config at head dim %d\n", cmd, name, head_dim);
-            return VQ_EXIT_USAGE;
-        }
-        for (int l = 0; l < n_layers; l++) m->layers[l] = (vq_cache_layer_config){kc.keys, vc.values};
+    /* BASE[@LAYERS=METHOD]...: per-layer configs when BASE is KEYS/VALUES or
+     * has overrides; a plain preset name stays a preset (cfg.preset) */
+    const char *at = strchr(name, '@');
+    const size_t blen = at ? (size_t)(at - name) : strlen(name);
+    const bool mixed = at != NULL || memchr(name, '/', blen) != NULL;
+    vq_cache_layer_config base;
+    int st = parse_pair(cmd, name, blen, head_dim, &base);
+    if (st != VQ_EXIT_OK) return st;
+    if (mixed)
+        for (int l = 0; l < n_layers; l++) m->layers[l] = base;
+    for (const char *o = at; o != NULL;) {
+        const char *next = strchr(o + 1, '@');
+        const size_t olen = next ? (size_t)(next - o - 1) : strlen(o + 1);
+        if ((st = parse_override(cmd, o + 1, olen, n_layers, head_dim, m->layers)) != VQ_EXIT_OK) return st;
+        o = next;
     }
     for (const char *p = f16; p != NULL && *p;) {
         const char *end = strchr(p, ',');
@@ -75,8 +126,8 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         p = end ? end + 1 : p + len;
     }
     m->residual = residual;
-    m->cfg.preset = slash ? NULL : m->name;
-    m->cfg.layers = slash ? m->layers : NULL;
+    m->cfg.preset = mixed ? NULL : m->name;
+    m->cfg.layers = mixed ? m->layers : NULL;
     m->cfg.f16_layers = m->n_f16_layers ? m->f16_layers : NULL;
     m->cfg.n_f16_layers = m->n_f16_layers;
     m->cfg.residual_tokens = residual;

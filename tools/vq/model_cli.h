@@ -17,7 +17,7 @@ enum { VQM_CLI_MAX_F16_LAYERS = 64, VQM_CLI_MAX_LAYERS = 256 };
  * preset with the value method of another, e.g. turbo3/turbo2), and the
  * options that refine it. */
 typedef struct vqm_cli_method {
-    char name[64];                       /* as given */
+    char name[128];                      /* as given */
     vq_cache_layer_config layers[VQM_CLI_MAX_LAYERS]; /* KEYS/VALUES mixes */
     int f16_layers[VQM_CLI_MAX_F16_LAYERS];
     int n_f16_layers;
@@ -25,7 +25,10 @@ typedef struct vqm_cli_method {
     vq_cache_config cfg;                 /* points into this struct: do not copy */
 } vqm_cli_method;
 
-/* Fills m for `name`: a preset or KEYS/VALUES of two presets (checked
+/* Fills m for `name`: a preset or KEYS/VALUES of two presets, optionally
+ * followed by per-layer overrides "@LAYERS=METHOD" (LAYERS: indices and
+ * ranges joined by '.', e.g. "kivi4-turbo2@0.18-20=kivi4-turbo3" or
+ * "f16@5=kivi2"; later overrides win) (checked
  * against vq_cache_preset: unknown names and presets that need fitted tables
  * give 2 after a message naming the presets). f16 layers from the comma list `f16` (NULL = none; "first,last"
  * words allowed) for a model of n_layers. Returns 0 or 2 (usage error). */
