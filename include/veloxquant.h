@@ -757,9 +757,11 @@ VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTens
  * the typical error about sqrt(D) times smaller. The softmax then moves each
  * probability by at most a factor exp(2 eps), eps the largest score error of
  * the row, so each output channel moves by at most (exp(2 eps) - 1) times the
- * largest |v_hat - out| of that channel. tests/test_attention_int8.c checks the
- * score bound per score on every ISA, and checks the outputs against a
- * float64 reference that rounds the query the same way.
+ * largest |v_hat - out| of that channel. A group whose max_c |x_c| is below
+ * 127 / FLT_MAX (~3.7e-37: 127 / max overflows) quantises to 0, its integer
+ * term dropped (at most 3.7e-37 * sum_c code_c). tests/test_attention_affine.c
+ * checks the score bound per score on every ISA, and checks the outputs
+ * against a float64 reference that rounds the query the same way.
  * VQ_KEY_SCORES_F32: the float path, q . k_hat in f32 (relative error ~1e-6),
  * codes expanded to floats in registers; slower (bench/results/cpu.md).
  * CUDA contexts ignore this field: their DP4A path splits the query into
@@ -813,6 +815,9 @@ typedef enum vq_key_scores {
  * grows with Skv. tests/test_attention_rabitq.c checks the bound
  * per output on every ISA, the float64 integer formulation, and the typical
  * error of the weight rounding.
+ * Both: a row's block whose largest |w_j| is below 127 / FLT_MAX (~3.7e-37,
+ * where 127 / max|w| overflows) rounds to 0; as d >= 1 that moves the
+ * output by less than 1.2e-35 times the largest value.
  * VQ_VALUE_ACCUM_F32: f32 FMAs of the decoded codes (relative error ~1e-6).
  * CUDA contexts ignore this field. */
 typedef enum vq_value_accum {
