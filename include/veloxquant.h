@@ -930,11 +930,14 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  *
  * Storage. Each layer has a pool of pages of P tokens (page_size). A page
  * holds every stream of the layer's formats (codes, scales, norms, ...) for
- * P tokens of all Hkv heads; each stream is stored page-major,
- * [page][Hkv][P][bytes per token], in chunks of pages that are allocated once
- * and never move. Every sequence owns a page table per layer. Tokens
- * [0, n_enc) of a sequence are encoded in its pages; tokens [n_enc, n) are
- * its residual window, kept in f16. Every append of a layer of n tokens sets
+ * P tokens of all Hkv heads, in chunks of pages that are allocated once and
+ * never move. On the CPU each stream of a chunk is stored head-major,
+ * [Hkv][page][P][bytes per token], so consecutive pages of a sequence (a
+ * fresh pool hands pages out in order) are one contiguous run per head,
+ * attended as one run; on CUDA page-major, [page][Hkv][P][bytes per token].
+ * Every sequence owns a page table per layer. Tokens [0, n_enc) of a
+ * sequence are encoded in its pages; tokens [n_enc, n) are its residual
+ * window, kept in f16. Every append of a layer of n tokens sets
  *     n_enc = max(n_enc, f(n)),   f(n) = max(0, floor((n - R) / g) * g),
  * g the layer's key group (KIVI: group_size tokens; 1 for every other key
  * method) and R = residual_tokens. So a KIVI layer keeps the tokens of a
