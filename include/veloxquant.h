@@ -757,9 +757,11 @@ VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTens
  * the typical error about sqrt(D) times smaller. The softmax then moves each
  * probability by at most a factor exp(2 eps), eps the largest score error of
  * the row, so each output channel moves by at most (exp(2 eps) - 1) times the
- * largest |v_hat - out| of that channel. tests/test_attention_int8.c checks the
- * score bound per score on every ISA, and checks the outputs against a
- * float64 reference that rounds the query the same way.
+ * largest |v_hat - out| of that channel. A group whose max_c |x_c| is below
+ * 127 / FLT_MAX (~3.7e-37: 127 / max overflows) quantises to 0, its integer
+ * term dropped (at most 3.7e-37 * sum_c code_c). tests/test_attention_affine.c
+ * checks the score bound per score on every ISA, and checks the outputs
+ * against a float64 reference that rounds the query the same way.
  * VQ_KEY_SCORES_F32: the float path, q . k_hat in f32 (relative error ~1e-6),
  * codes expanded to floats in registers; slower (bench/results/cpu.md).
  * CUDA contexts ignore this field: their DP4A path splits the query into
@@ -813,6 +815,9 @@ typedef enum vq_key_scores {
  * grows with Skv. tests/test_attention_rabitq.c checks the bound
  * per output on every ISA, the float64 integer formulation, and the typical
  * error of the weight rounding.
+ * Both: a row's block whose largest |w_j| is below 127 / FLT_MAX (~3.7e-37,
+ * where 127 / max|w| overflows) rounds to 0; as d >= 1 that moves the
+ * output by less than 1.2e-35 times the largest value.
  * VQ_VALUE_ACCUM_F32: f32 FMAs of the decoded codes (relative error ~1e-6).
  * CUDA contexts ignore this field. */
 typedef enum vq_value_accum {
@@ -925,11 +930,14 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  *
  * Storage. Each layer has a pool of pages of P tokens (page_size). A page
  * holds every stream of the layer's formats (codes, scales, norms, ...) for
- * P tokens of all Hkv heads; each stream is stored page-major,
- * [page][Hkv][P][bytes per token], in chunks of pages that are allocated once
- * and never move. Every sequence owns a page table per layer. Tokens
- * [0, n_enc) of a sequence are encoded in its pages; tokens [n_enc, n) are
- * its residual window, kept in f16. Every append of a layer of n tokens sets
+ * P tokens of all Hkv heads, in chunks of pages that are allocated once and
+ * never move. On the CPU each stream of a chunk is stored head-major,
+ * [Hkv][page][P][bytes per token], so consecutive pages of a sequence (a
+ * fresh pool hands pages out in order) are one contiguous run per head,
+ * attended as one run; on CUDA page-major, [page][Hkv][P][bytes per token].
+ * Every sequence owns a page table per layer. Tokens [0, n_enc) of a
+ * sequence are encoded in its pages; tokens [n_enc, n) are its residual
+ * window, kept in f16. Every append of a layer of n tokens sets
  *     n_enc = max(n_enc, f(n)),   f(n) = max(0, floor((n - R) / g) * g),
  * g the layer's key group (KIVI: group_size tokens; 1 for every other key
  * method) and R = residual_tokens. So a KIVI layer keeps the tokens of a

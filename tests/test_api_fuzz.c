@@ -506,16 +506,23 @@ static vq_status c_aff_attend(vq_ctx *c, fz_args *a)
 
 /* RaBitQ: q t0, q_scale/scale t1, k_bits t2, k_mag t3, k_const t4, v_idx
  * (nibble-packed) t5, v_cents t6 (16, free), out t7, v_scale t8. */
-static void fz_rq_attend(fz_args *a, bool prefill)
+static void fz_rq_attend(fz_args *a, bool prefill, int64_t d)
 {
-    IN(VT_F32, 1, 2, 2, D);
+    IN(VT_F32, 1, 2, 2, d);
     if (prefill) IN(VT_F32, 1); else IN(VT_F32, 1, 2, 2);
-    IN(VT_U8, 1, 1, 5, D / 8); IN(VT_F32, 1, 1, 5); IN(VT_F32, 1, 1, 5); IN(VT_U8, 1, 1, 5, D / 2);
-    IN(VT_F32, 16); OUT(VT_F32, 1, 2, 2, D); IN(VT_F32, 1, 1, 5);
+    IN(VT_U8, 1, 1, 5, d / 8); IN(VT_F32, 1, 1, 5); IN(VT_F32, 1, 1, 5); IN(VT_U8, 1, 1, 5, d / 2);
+    IN(VT_F32, 16); OUT(VT_F32, 1, 2, 2, d); IN(VT_F32, 1, 1, 5);
     a->free_dims[6] = 1;
 }
-static void b_rq_attend(fz_args *a) { fz_rq_attend(a, false); }
-static void b_rq_prefill(fz_args *a) { fz_rq_attend(a, true); }
+static void b_rq_attend(fz_args *a) { fz_rq_attend(a, false, D); }
+static void b_rq_prefill(fz_args *a) { fz_rq_attend(a, true, D); }
+/* D = 128: the integer p.V of the codebook values (vq_value_accum INT8) */
+static void b_rq_attend128(fz_args *a) { fz_rq_attend(a, false, 128); }
+static vq_status c_rq_attend_int8(vq_ctx *c, fz_args *a)
+{
+    const vq_rabitq_attend_opts o = {.v_scale = T(8), .value_accum = VQ_VALUE_ACCUM_INT8};
+    return vq_rabitq_fused_attend(c, T(0), T(1), T(2), T(3), T(4), T(5), T(6), T(7), &o);
+}
 static vq_status c_rq_attend(vq_ctx *c, fz_args *a)
 {
     const vq_rabitq_attend_opts o = {.score = VQ_RABITQ_SCORE_EXACT, .v_scale = T(8), .num_splits = 2};
@@ -649,6 +656,7 @@ static const fz_case fz_cases[] = {
     FN(vq_scalar_fused_decode_attend, b_aff_attend, c_aff_attend),
     FN(vq_rabitq_fused_attend, b_rq_attend, c_rq_attend),
     FN(vq_rabitq_prefill_attend, b_rq_prefill, c_rq_prefill),
+    ROW("vq_rabitq_fused_attend/int8 values", "vq_rabitq_fused_attend", b_rq_attend128, c_rq_attend_int8),
     ROW("vq_cache_append/kivi", "vq_cache_append", b_ca_append, c_ca_append),
     ROW("vq_cache_append/commvq", "vq_cache_append", b_ca_append, c_ca_append_cvq),
     FN(vq_cache_attend, b_ca_attend, c_ca_attend),

@@ -286,7 +286,7 @@ static void cb8_cases_on(vq_ctx *ctx, const char *isa)
         {2, 8, 2, 1, 97, 128, 11, true, true, false, false, true, true, 3},
         {1, 32, 4, 1, 1000, 128, 16, true, false, false, true, false, false, 0},
         {1, 6, 2, 5, 70, 128, 9, false, false, true, false, true, false, 0},
-        {1, 4, 4, 1, 2049, 128, 16, true, false, false, true, true, false, 2},
+        {1, 4, 4, 1, 1025, 128, 16, true, false, false, true, true, false, 2},
         {1, 16, 1, 5, 130, 128, 1, true, false, true, false, false, false, 0},
     };
     vq_rng rng;
@@ -348,6 +348,29 @@ static void cb8_auto_on(vq_ctx *ctx, const char *isa)
 }
 
 static void test_rabitq_cb8_auto(void) { vt_for_each_isa(2, cb8_auto_on); }
+
+/* Weights below 127 / FLT_MAX (v_scale 1e-39: 127 / max|w| would overflow)
+ * round to 0 on every ISA: no NaN, no undefined conversion (UBSan), an
+ * output of that order (the F32 path gives ~1e-39). */
+static void cb8_tiny_on(vq_ctx *ctx, const char *isa)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, 5);
+    rq x;
+    const rq_case k = {1, 4, 1, 1, 70, 128, 16, true, false, false, false, true, false, 0};
+    rq_make(&x, &k, &rng);
+    for (int64_t i = 0; i < vt_numel(x.v_scale); i++) vt_set(x.v_scale, i, i % 3 ? 1e-39 : 0.0);
+    DLTensor *out = vt_new(VT_F32, VT_DIMS(1, 4, 1, 128));
+    const vq_rabitq_attend_opts opts = {.v_scale = x.v_scale, .value_accum = VQ_VALUE_ACCUM_INT8};
+    VT_OK(ctx, vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, out, &opts));
+    double worst = 0.0;
+    for (int64_t i = 0; i < vt_numel(out); i++) worst = isfinite(vt_get(out, i)) ? fmax(worst, fabs(vt_get(out, i))) : INFINITY;
+    VT_CHECK(worst <= 1e-37, "%s cb8 tiny weights: largest |out| %.3g", isa, worst);
+    vt_free(out);
+    rq_free(&x);
+}
+
+static void test_rabitq_cb8_tiny(void) { vt_for_each_isa(2, cb8_tiny_on); }
 
 static void test_rabitq_errors(void)
 {
@@ -434,6 +457,7 @@ int main(void)
     VT_RUN(test_rabitq_attend);
     VT_RUN(test_rabitq_cb8);
     VT_RUN(test_rabitq_cb8_auto);
+    VT_RUN(test_rabitq_cb8_tiny);
     VT_RUN(test_rabitq_errors);
     return vt_finish();
 }

@@ -32,14 +32,6 @@ void vq_attn_problem_init(vq_attn_problem *p, const vq_attn_dims *dims, const DL
 vq_status vq_attn_check_per_token(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtypes,
                                   const vq_attn_dims *dims, int64_t last);
 
-/* Asks the cache for `bytes` at p (the next block of a stream) ahead of use:
- * decode streams a cache far larger than the LLC, and a block's worth of
- * prefetches keeps more lines in flight than the hardware prefetcher alone. */
-static inline void vq_attn_prefetch(const void *p, int64_t bytes)
-{
-    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 0);
-}
-
 /* Element type of a float tensor for the plain kernels. */
 vq_attn_elt vq_attn_elt_of(const DLTensor *t);
 

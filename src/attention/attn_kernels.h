@@ -126,6 +126,17 @@ typedef struct vq_attn_kernels {
                           const uint8_t *kb, const float *mag, const float *cnst, float *s, int64_t lds);
 } vq_attn_kernels;
 
+/* 127 / amax, the factor that rounds values of largest magnitude amax to
+ * int8; 0 (everything rounds to 0) when amax is 0, not finite, `finite` is
+ * false, or amax < 127 / FLT_MAX (~3.7e-37: the factor would overflow to inf
+ * and 0 * inf make NaN codes). Every ISA's affine_q8, affine_pv8 and
+ * codebook_pv8 use it, so they round alike. */
+static inline float vq_attn_q8_inv(float amax, bool finite)
+{
+    const float inv = 127.0f / amax;
+    return finite && inv <= 3.40282347e38f ? inv : 0.0f;
+}
+
 /* Where channel c of a quantised query row sits (affine_q8): grouped by the
  * shift that extracts it from a code byte. With K = 8 / bits codes per byte,
  * plane m = c % K holds the channels of shift m * bits in byte order, so that

@@ -98,7 +98,7 @@ static void affine_pv8_scalar(int R, int n, const uint8_t *codes, int64_t ldc, c
                 finite = finite && isfinite(w);
                 amax = fabsf(w) > amax ? fabsf(w) : amax;
             }
-            const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f, step = finite ? amax / 127.0f : NAN;
+            const float inv = vq_attn_q8_inv(amax, finite), step = finite ? amax / 127.0f : NAN;
             int32_t isum[32] = {0};
             for (int j = 0; j < n; j++) {
                 const float x = rintf(pr[j] * vs[4 * j + gi] * inv);
@@ -124,7 +124,7 @@ static void codebook_pv8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, c
             finite = finite && isfinite(wr[j]);
             amax = fabsf(wr[j]) > amax ? fabsf(wr[j]) : amax;
         }
-        const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f, step = finite ? amax / 127.0f : NAN;
+        const float inv = vq_attn_q8_inv(amax, finite), step = finite ? amax / 127.0f : NAN;
         int32_t isum[128] = {0};
         for (int j = 0; j < n; j++) {
             const float x = rintf(wr[j] * inv);
@@ -243,7 +243,7 @@ static void affine_q8_scalar(int R, int64_t D, int bits, const float *q, int64_t
             qz += qr[c] * zero[c];
         }
         finite = finite && isfinite(qz);
-        const float inv = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
+        const float inv = vq_attn_q8_inv(amax, finite);
         for (int64_t c = 0; c < D; c++) {
             const float x = qr[c] * scale[c];
             xq[r * D + vq_attn_q8_pos(c, bits, D)] = (int8_t)(finite ? lrintf(x * inv) : 0);

@@ -5,7 +5,7 @@
 typedef struct plain_keys {
     vq_attn_view k;       /* [B,Hkv,Skv,D] */
     vq_attn_elt elt;
-    int64_t esz, Skv, D;
+    int64_t esz, D;
     float scale;
 } plain_keys;
 _Static_assert(sizeof(plain_keys) <= sizeof(vq_attn_desc_storage), "plain_keys too big");
@@ -24,9 +24,9 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 {
     const plain_keys *k = desc;
     const char *kb = vq_attn_at(&k->k, blk->b, blk->hk, blk->t0);
-    const int64_t left = k->Skv - blk->t0 - blk->n;
-    if (k->k.st == k->D * k->esz) /* contiguous rows: the next block is one stream */
-        vq_attn_prefetch(kb + blk->n * k->k.st, (left < VQ_ATTN_BN ? left : VQ_ATTN_BN) * k->k.st);
+    /* no software prefetch of the next block: the hardware prefetcher streams
+     * the rows, and issuing 8 KB of prefetches per block made f16 decode 2-2.5x
+     * slower on the development VM (bench/results/cache_cpu.md) */
     th->kern->qk[k->elt](R, blk->n, k->D, qp, k->D, kb, k->k.st / k->esz, s, VQ_ATTN_BN);
 }
 
@@ -40,8 +40,8 @@ vq_status vq_attn_bind_keys_plain(vq_ctx *ctx, const vq_encoded_keys *keys, cons
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, kt, "keys.plain.keys", 4,
                                        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, dims->D}));
     plain_keys *d = (plain_keys *)(void *)out->storage.bytes;
-    *d = (plain_keys){vq_attn_view_of(kt), vq_attn_elt_of(kt), (int64_t)vq_dtype_size(vq_dtype_of(kt)), dims->Skv,
-                      dims->D, scale};
+    *d = (plain_keys){vq_attn_view_of(kt), vq_attn_elt_of(kt), (int64_t)vq_dtype_size(vq_dtype_of(kt)), dims->D,
+                      scale};
     out->ops = &plain_ops;
     out->desc = d;
     out->qp_floats = dims->D;

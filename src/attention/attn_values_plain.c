@@ -5,7 +5,7 @@
 typedef struct plain_values {
     vq_attn_view v;  /* [B,Hkv,Skv,D] */
     vq_attn_elt elt;
-    int64_t esz, Skv, D;
+    int64_t esz, D;
 } plain_values;
 _Static_assert(sizeof(plain_values) <= sizeof(vq_attn_desc_storage), "plain_values too big");
 
@@ -15,9 +15,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
 {
     const plain_values *v = desc;
     const char *vb = vq_attn_at(&v->v, blk->b, blk->hk, blk->t0);
-    const int64_t left = v->Skv - blk->t0 - blk->n;
-    if (v->v.st == v->D * v->esz) /* contiguous rows: the next block is one stream */
-        vq_attn_prefetch(vb + blk->n * v->v.st, (left < VQ_ATTN_BN ? left : VQ_ATTN_BN) * v->v.st);
+    /* no software prefetch of the next block (attn_keys_plain.c says why) */
     th->kern->pv[v->elt](R, blk->n, v->D, p, VQ_ATTN_BN, vb, v->v.st / v->esz, o, v->D);
 }
 
@@ -31,7 +29,7 @@ vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const c
         vq_check_shape(ctx, values, name, 4, (const int64_t[]){dims->B, dims->Hkv, dims->Skv, dims->D}));
     plain_values *d = (plain_values *)(void *)out->storage.bytes;
     *d = (plain_values){vq_attn_view_of(values), vq_attn_elt_of(values),
-                        (int64_t)vq_dtype_size(vq_dtype_of(values)), dims->Skv, dims->D};
+                        (int64_t)vq_dtype_size(vq_dtype_of(values)), dims->D};
     out->ops = &plain_ops;
     out->desc = d;
     out->thread_floats = 0;

@@ -300,6 +300,8 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
         for (int b = 0; b < nb; b++) {
             const vq_cache_seq_layer *sl = sls[i0 + b];
             pg.slot[b] = slot_of(c, layer, sl);
+            VQ_RETURN_IF(ctx, pg.slot[b] < 0, VQ_ERR_INVALID_ARGUMENT,
+                         "vq_cache_attend: seq_ids[%d] has no slot (internal)", i0 + b);
             VQ_FORWARD_IF_ERROR(sync_pages(c, lp, pg.slot[b], sl));
             pg.n_tok[b] = (int)sl->n_enc;
             win.kv[b] = sl->res;

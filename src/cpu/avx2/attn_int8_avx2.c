@@ -59,7 +59,7 @@ static void affine_q8_avx2(int R, int64_t D, int bits, const float *q, int64_t l
         h = _mm_max_ss(h, _mm_movehdup_ps(h));
         const float am = _mm_cvtss_f32(h), z = hsum8(qz);
         const bool finite = _mm256_movemask_ps(nonfin) == 0 && isfinite(z);
-        const __m256 inv = _mm256_set1_ps(finite && am > 0.0f ? 127.0f / am : 0.0f);
+        const __m256 inv = _mm256_set1_ps(vq_attn_q8_inv(am, finite));
         int8_t *xr = xq + r * D;
         for (int64_t c = 0; c < D; c += 32) {
             __m256i w[4];

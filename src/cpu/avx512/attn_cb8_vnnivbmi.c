@@ -50,7 +50,7 @@ VQ_INLINE void prep_row(int n, const float *w, int8_t *w8, float *step_out, int3
     const __m512 a = _mm512_maskz_loadu_ps(m0, w), b = _mm512_maskz_loadu_ps(m1, w + 16);
     const __mmask16 bad = _mm512_fpclass_ps_mask(a, 0x99) | _mm512_fpclass_ps_mask(b, 0x99); /* NaN, +-inf */
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-    const float inv = !bad && amax > 0.0f ? 127.0f / amax : 0.0f;
+    const float inv = vq_attn_q8_inv(amax, !bad);
     *step_out = bad ? __builtin_nanf("") : amax / 127.0f;
     __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(inv)));
     __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, _mm512_set1_ps(inv)));

@@ -74,7 +74,8 @@ VQ_INLINE void prep_row(int n, const float *vs, const float *vz, const float *p,
     gb = (gb | gb >> 4 | gb >> 8 | gb >> 12) & 15u;
     const __mmask16 badl = (__mmask16)(gb * 0x1111u); /* the lanes of bad groups */
     const __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ) & (__mmask16)~badl;
-    const __m512 inv = _mm512_maskz_div_ps(pos, _mm512_set1_ps(127.0f), amax);
+    __m512 inv = _mm512_maskz_div_ps(pos, _mm512_set1_ps(127.0f), amax);
+    inv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(inv, _mm512_set1_ps(3.40282347e38f), _CMP_LE_OQ), inv); /* vq_attn_q8_inv */
     *step_out = _mm512_mask_blend_ps(badl, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)), _mm512_set1_ps(__builtin_nanf("")));
     *zs_out = zs;
     for (int m = 0; m < 8; m++)

@@ -58,7 +58,7 @@ static void affine_q8_vbmi(int R, int64_t D, int bits, const float *q, int64_t l
         }
         const float am = _mm512_reduce_max_ps(amax), z = _mm512_reduce_add_ps(qz);
         const bool finite = bad == 0 && isfinite(z);
-        const __m512 inv = _mm512_set1_ps(finite && am > 0.0f ? 127.0f / am : 0.0f);
+        const __m512 inv = _mm512_set1_ps(vq_attn_q8_inv(am, finite));
         __m512i nat[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
                           _mm512_setzero_si512()}; /* int8 in natural order, 64 channels per register */
         for (int a = 0; a < NR; a++) {

@@ -27,7 +27,7 @@ static void affine_q8_neon(int R, int64_t D, int bits, const float *q, int64_t l
         }
         const float am = vmaxvq_f32(amax), z = vaddvq_f32(qz);
         const int finite = vmaxvq_u32(nonfin) == 0 && isfinite(z);
-        const float inv = finite && am > 0.0f ? 127.0f / am : 0.0f;
+        const float inv = vq_attn_q8_inv(am, finite);
         int8_t *xr = xq + r * D;
         for (int64_t c = 0; c < D; c += 4) {
             const float32x4_t x = vmulq_f32(vld1q_f32(qr + c), vld1q_f32(scale + c));
