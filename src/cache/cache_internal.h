@@ -174,6 +174,8 @@ void vq_cache_free_tables(vq_cache *c, vq_cache_layer *L);
 /* ---- cache_mem.c: memory on the cache's device ---- */
 
 void *vq_cache_mem_alloc(vq_cache *c, size_t bytes);          /* NULL on failure (message set) */
+/* A pool chunk: vq_cache_mem_alloc, on huge pages where the host allows (cache_mem.c). */
+void *vq_cache_mem_alloc_pool(vq_cache *c, size_t bytes);
 void vq_cache_mem_free(vq_cache *c, void *p);
 /* height rows of width bytes, from src (pitch spitch) to dst (pitch dpitch), both on the device. */
 vq_status vq_cache_mem_copy2d(vq_cache *c, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,

@@ -4,6 +4,9 @@
  * synchronise. */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "cache/cache_internal.h"
 #ifdef VQ_WITH_CUDA
@@ -22,6 +25,26 @@ void *vq_cache_mem_alloc(vq_cache *c, size_t bytes)
     /* 64-byte aligned: the kernels load whole cache lines */
     void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (p == NULL) (void)vq_fail(c->ctx, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes", bytes);
+    return p;
+}
+
+/* Host pool chunks of 2 MB and more sit on 2 MB boundaries, rounded up to
+ * 2 MB, and ask Linux for transparent huge pages (a no-op where THP is off or
+ * always on). Attention streams a chunk's rows head by head: with 4 KB pages
+ * every 4 KB of every stream is a TLB miss, and on the development VM the
+ * bandwidth-bound f16 decode over a pool ran 8-10 % behind the same kernel
+ * over freshly malloc'd tensors; on huge pages the gap closed
+ * (bench/results/cache_cpu.md). */
+void *vq_cache_mem_alloc_pool(vq_cache *c, size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (c->cuda || bytes < huge || bytes > SIZE_MAX - huge) return vq_cache_mem_alloc(c, bytes);
+    const size_t n = (bytes + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, n);
+    if (p == NULL) return vq_cache_mem_alloc(c, bytes); /* sets the message on failure */
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    (void)madvise(p, n, MADV_HUGEPAGE); /* advice only: failure leaves 4 KB pages */
+#endif
     return p;
 }
 

@@ -68,7 +68,7 @@ static vq_status add_chunk(vq_cache *c, vq_cache_layer *L, int64_t n)
     VQ_FORWARD_IF_ERROR(grow(ctx, (void **)&L->free_list, sizeof *L->free_list, total));
     int32_t *rc = L->refcount, *fl = L->free_list;
     VQ_RETURN_IF(ctx, L->page_bytes > (int64_t)(SIZE_MAX / 2) / n, VQ_ERR_OUT_OF_MEMORY, "chunk size overflows");
-    unsigned char *base = vq_cache_mem_alloc(c, (size_t)(L->page_bytes * n));
+    unsigned char *base = vq_cache_mem_alloc_pool(c, (size_t)(L->page_bytes * n));
     if (base == NULL)
         return vq_fail(ctx, VQ_ERR_OUT_OF_MEMORY, "cannot allocate a chunk of %lld pages (%lld bytes)",
                        (long long)n, (long long)(L->page_bytes * n));
