@@ -265,21 +265,21 @@ static bc_result run_one(vq_ctx *ctx, const bc_opts *o, const char *method, int6
         fprintf(stderr, "vq bench cache: %s: %s (skipped)\n", method, vq_ctx_last_error(ctx));
         return res;
     }
-    /* the tokens: [B,Hkv,S,D] f16, the same for every layer */
+    /* the tokens: [B,Hkv,S,D] f16, other tokens in every layer (as in a model;
+     * identical layers would also let page deduplication below the VM share
+     * the raw copies' memory) */
     const size_t n = (size_t)(B * H * S * D);
     uint16_t *host = malloc(n * 2);
-    fill_f16(host, n, 42);
     bc_pool pool = {.cuda = cuda};
     bc_tensor tk[8], tv[8], tq, to, t1k, t1v;
     DLTensor *Kl[8], *Vl[8]; /* one copy per layer (the raw kernel's; the cache copies what it stores) */
     for (int64_t l = 0; l < L; l++) {
         Kl[l] = bc_new(&pool, &tk[l], BC_F16, 4, B, H, S, D), Vl[l] = bc_new(&pool, &tv[l], BC_F16, 4, B, H, S, D);
-        fill_f16(host, n, 42);
+        fill_f16(host, n, 42 + 2 * (uint64_t)l);
         bc_upload(cuda, Kl[l]->data, host, n * 2);
-        fill_f16(host, n, 43);
+        fill_f16(host, n, 43 + 2 * (uint64_t)l);
         bc_upload(cuda, Vl[l]->data, host, n * 2);
     }
-    DLTensor *K = Kl[0], *V = Vl[0];
     DLTensor *Q = bc_new(&pool, &tq, BC_F16, 4, B, Hq, 1, D), *O = bc_new(&pool, &to, BC_F16, 4, B, Hq, 1, D);
     fill_f16(host, (size_t)(B * Hq * D), 44);
     bc_upload(cuda, Q->data, host, (size_t)(B * Hq * D) * 2);
@@ -290,13 +290,14 @@ static bc_result run_one(vq_ctx *ctx, const bc_opts *o, const char *method, int6
     free(host);
     int64_t *ids = malloc(sizeof(int64_t) * (size_t)B);
     for (int64_t b = 0; b < B; b++) check(ctx, vq_cache_seq_add(cache, &ids[b]), "vq_cache_seq_add");
-    /* prefill in chunks of 4096 tokens, through strided views of K and V */
+    /* prefill in chunks of 4096 tokens, through strided views of each layer's K and V */
     for (int64_t l = 0; l < L; l++)
         for (int64_t t0 = 0; t0 < S; t0 += 4096) {
             const int64_t m = S - t0 < 4096 ? S - t0 : 4096;
             bc_tensor ck, cv;
             const int64_t shape[4] = {B, H, m, D};
-            DLTensor *kc = bc_view(&ck, cuda, K->data, BC_F16, 4, shape), *vc = bc_view(&cv, cuda, V->data, BC_F16, 4, shape);
+            DLTensor *kc = bc_view(&ck, cuda, Kl[l]->data, BC_F16, 4, shape);
+            DLTensor *vc = bc_view(&cv, cuda, Vl[l]->data, BC_F16, 4, shape);
             const int64_t st[4] = {H * S * D, S * D, D, 1};
             memcpy(ck.strides, st, sizeof st), memcpy(cv.strides, st, sizeof st);
             kc->strides = ck.strides, vc->strides = cv.strides;
