@@ -27,11 +27,63 @@ static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
     return _mm512_maskz_scalef_ps(keep, y, n); /* y * 2^n, 0 below -87 and for NaN */
 }
 
+/* Per-row reduction of four registers at once: lane 4 r + k of the result
+ * (every k) = op over the 16 lanes of v[r]. Two 256-bit and one 128-bit
+ * exchange, then two in-lane ones: 9 shuffles and 5 ops for four rows, where
+ * four _mm512_reduce_*_ps take 16 and 16 (and a dependent chain each). */
+#define VQ_REDUCE4(op, v)                                                                                   \
+    ({                                                                                                       \
+        const __m512 a_ = op(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xEE)); \
+        const __m512 b_ = op(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xEE)); \
+        __m512 c_ = op(_mm512_shuffle_f32x4(a_, b_, 0x88), _mm512_shuffle_f32x4(a_, b_, 0xDD));               \
+        c_ = op(c_, _mm512_permute_ps(c_, 0xB1));                                                           \
+        op(c_, _mm512_permute_ps(c_, 0x4E));                                                                \
+    })
+
+/* Four rows of one block (n <= 32) together: the row maxima and sums reduced
+ * jointly, alpha of all four from one vector exp. Same exp16 of the same
+ * differences as the one-row path, so p and alpha are bit-identical to it;
+ * d is summed in another order (f32 rounding). */
+static inline __attribute__((always_inline)) void softmax4(float *s, int64_t lds, float *m, float *d, float *alpha,
+                                                           __mmask16 k0, __mmask16 k1)
+{
+    __m512 x0[4], x1[4], v[4];
+    for (int r = 0; r < 4; r++) {
+        x0[r] = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k0, s + r * lds);
+        x1[r] = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k1, s + r * lds + 16);
+        v[r] = _mm512_max_ps(x0[r], x1[r]);
+    }
+    const __m512i quad = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512 mold = _mm512_permutexvar_ps(quad, _mm512_castps128_ps512(_mm_loadu_ps(m)));
+    const __m512 bm = VQ_REDUCE4(_mm512_max_ps, v);
+    const __m512 mnew = _mm512_max_ps(mold, bm);
+    /* rows still at -inf: alpha 1 (and p = exp16(NaN) = 0 below) */
+    const __mmask16 dead = _mm512_cmp_ps_mask(mnew, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    const __m512 av = _mm512_mask_blend_ps(dead, exp16(_mm512_sub_ps(mold, mnew)), _mm512_set1_ps(1.0f));
+    for (int r = 0; r < 4; r++) {
+        const __m512 vm = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * r), mnew);
+        const __m512 e0 = exp16(_mm512_sub_ps(x0[r], vm)), e1 = exp16(_mm512_sub_ps(x1[r], vm));
+        _mm512_mask_storeu_ps(s + r * lds, k0, e0);
+        _mm512_mask_storeu_ps(s + r * lds + 16, k1, e1);
+        v[r] = _mm512_add_ps(e0, e1);
+    }
+    const __m512 sum = VQ_REDUCE4(_mm512_add_ps, v);
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128 a4 = _mm512_castps512_ps128(_mm512_permutexvar_ps(pick, av));
+    const __m128 s4 = _mm512_castps512_ps128(_mm512_permutexvar_ps(pick, sum));
+    _mm_storeu_ps(alpha, a4);
+    _mm_storeu_ps(d, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(d), a4), s4));
+    _mm_storeu_ps(m, _mm512_castps512_ps128(_mm512_permutexvar_ps(pick, mnew)));
+}
+
 static void softmax_avx512(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
 {
     const __mmask16 k0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u);
     const __mmask16 k1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1u);
-    for (int r = 0; r < R; r++) {
+    int r0 = 0;
+    if (n <= 32)
+        for (; r0 + 4 <= R; r0 += 4) softmax4(s + r0 * lds, lds, m + r0, d + r0, alpha + r0, k0, k1);
+    for (int r = r0; r < R; r++) {
         float *row = s + r * lds;
         if (n <= 32) { /* one block of the skeleton: two registers, no loop */
             const __m512 x0 = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k0, row);
