@@ -935,6 +935,10 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * [Hkv][page][P][bytes per token], so consecutive pages of a sequence (a
  * fresh pool hands pages out in order) are one contiguous run per head,
  * attended as one run; on CUDA page-major, [page][Hkv][P][bytes per token].
+ * On Linux a CPU chunk of 2 MB or more is advised onto transparent huge pages
+ * (MADV_HUGEPAGE; where THP is enabled for madvise), which streams it faster;
+ * its memory is then committed in 2 MB steps of each head's rows of each
+ * stream as sequences grow, rather than 4 KB ones.
  * Every sequence owns a page table per layer. Tokens [0, n_enc) of a
  * sequence are encoded in its pages; tokens [n_enc, n) are its residual
  * window, kept in f16. Every append of a layer of n tokens sets
