@@ -285,18 +285,23 @@ vq_status vq_cache_attend(vq_cache *c, int layer, int n_seq, const int64_t *seq_
     int64_t Sq;
     vq_attn_view lse;
     VQ_FORWARD_IF_ERROR(check_io(c, n_seq, q, out, opts, &Sq, &lse));
-    vq_cache_seq_layer **sls = vq_cache_host_scratch(c, 1, sizeof *sls * (size_t)n_seq);
+    /* the sequences' layer states, then their slots (the CUDA page tables are per slot) */
+    vq_cache_seq_layer **sls = vq_cache_host_scratch(c, 1, (sizeof *sls + sizeof(int)) * (size_t)n_seq);
     if (sls == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    int *slots = (int *)(sls + n_seq);
     for (int i = 0; i < n_seq; i++) {
         vq_cache_seq *s = vq_cache_find_seq(c, seq_ids[i]);
         VQ_RETURN_IF(ctx, s == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld", i,
                      (long long)seq_ids[i]);
         sls[i] = &s->layers[layer];
+        slots[i] = (int)(s - c->seqs);
     }
     const float scale = opts && opts->scale > 0 ? opts->scale : 1.0f / sqrtf((float)c->D);
     const bool causal = opts && opts->causal;
 #ifdef VQ_WITH_CUDA
-    if (c->cuda) return vq_cache_attend_cuda(c, layer, n_seq, sls, q, out, opts ? opts->lse_out : NULL, scale, causal, Sq);
+    if (c->cuda)
+        return vq_cache_attend_cuda(c, layer, n_seq, sls, slots, q, out, opts ? opts->lse_out : NULL, scale, causal,
+                                    Sq);
 #endif
     return attend_cpu(c, layer, n_seq, sls, q, out, &lse, scale, causal, Sq);
 }

@@ -268,16 +268,8 @@ static void chunk_view(const vq_cache *c, const vq_cache_layer *L, const vq_cach
     vq_cache_view(c, t, shape, st->ndim, st->dtype, ch->base + ch->n_pages * st->page_off);
 }
 
-/* The slot of the sequence whose layer state is sl. */
-static int slot_of(const vq_cache *c, int layer, const vq_cache_seq_layer *sl)
-{
-    for (int i = 0; i < c->max_seqs; i++)
-        if (c->seqs[i].layers && &c->seqs[i].layers[layer] == sl) return i;
-    return -1;
-}
-
 static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq, vq_cache_seq_layer *const *sls,
-                              const DLTensor *q, DLTensor *out, DLTensor *lse, float scale)
+                              const int *slots, const DLTensor *q, DLTensor *out, DLTensor *lse, float scale)
 {
     vq_ctx *ctx = c->ctx;
     vq_cache_layer *L = &c->layers[layer];
@@ -299,9 +291,7 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
         bool any_win = false;
         for (int b = 0; b < nb; b++) {
             const vq_cache_seq_layer *sl = sls[i0 + b];
-            pg.slot[b] = slot_of(c, layer, sl);
-            VQ_RETURN_IF(ctx, pg.slot[b] < 0, VQ_ERR_INVALID_ARGUMENT,
-                         "vq_cache_attend: seq_ids[%d] has no slot (internal)", i0 + b);
+            pg.slot[b] = slots[i0 + b];
             VQ_FORWARD_IF_ERROR(sync_pages(c, lp, pg.slot[b], sl));
             pg.n_tok[b] = (int)sl->n_enc;
             win.kv[b] = sl->res;
@@ -327,8 +317,8 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
     return VQ_OK;
 }
 
-vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const DLTensor *q,
-                               DLTensor *out, DLTensor *lse, float scale, bool causal, int64_t Sq)
+vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const int *slots,
+                               const DLTensor *q, DLTensor *out, DLTensor *lse, float scale, bool causal, int64_t Sq)
 {
     vq_ctx *ctx = c->ctx;
     vq_cache_layer *L = &c->layers[layer];
@@ -338,7 +328,7 @@ vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_l
     const char *force = getenv("VQ_CACHE_CUDA_GATHER");
     const paged_kind kind =
         force && strcmp(force, "1") == 0 ? PAGED_NONE : paged_kind_of(c, L, q, out, lse, Sq);
-    if (kind != PAGED_NONE) return attend_paged(c, layer, kind, n_seq, sls, q, out, lse, scale);
+    if (kind != PAGED_NONE) return attend_paged(c, layer, kind, n_seq, sls, slots, q, out, lse, scale);
     return attend_gathered(c, layer, n_seq, sls, q, out, lse, scale, causal, Sq);
 }
 #endif /* VQ_WITH_CUDA */

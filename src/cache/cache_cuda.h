@@ -6,8 +6,9 @@
 #include "cache/cache_internal.h"
 
 /* q, out (and lse, or NULL) validated by vq_cache_attend; sls[i] the layer
- * state of the i-th sequence. */
-vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const DLTensor *q,
+ * state of the i-th sequence, slots[i] its index in c->seqs. */
+vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const int *slots,
+                               const DLTensor *q,
                                DLTensor *out, DLTensor *lse, float scale, bool causal, int64_t Sq);
 
 /* Frees what vq_cache_attend_cuda made (the device page tables). */

@@ -31,6 +31,15 @@ typedef struct vq_cu_paging {
     int n_tok[VQ_CU_PAGED_MAX_B];
 } vq_cu_paging;
 
+/* The Skv of a paged launch of B rows: the longest row, at least 1 so that
+ * the split plan has a split (a row of 0 tokens reads nothing). */
+static inline int64_t vq_cu_paging_skv(const vq_cu_paging *pg, int64_t B)
+{
+    int64_t skv = 1;
+    for (int64_t b = 0; b < B; b++) skv = pg->n_tok[b] > skv ? pg->n_tok[b] : skv;
+    return skv;
+}
+
 /* What every split-KV decode kernel shares. Query row `row` of kv head hkv is
  * (query head hkv*G + row / Sq, query position row % Sq), G = Hq / Hkv. */
 typedef struct vq_cu_attend_common {

@@ -151,11 +151,7 @@ static vq_status affine_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_co
     VQ_RETURN_IF(ctx, bits != 2 && bits != 4 && bits != 8, VQ_ERR_UNSUPPORTED,
                  "the CUDA backend reads 2-, 4- or 8-bit codes, got %d", bits);
 
-    int64_t Skv = vq_dim(k_codes, 2);
-    if (pg) { /* the longest row; at least 1 so that the plan has a split */
-        Skv = 1;
-        for (int b = 0; b < (int)vq_dim(q, 0); b++) Skv = pg->n_tok[b] > Skv ? pg->n_tok[b] : Skv;
-    }
+    const int64_t Skv = pg ? vq_cu_paging_skv(pg, vq_dim(q, 0)) : vq_dim(k_codes, 2);
     vq_cu_affine_params p = {0};
     VQ_FORWARD_IF_ERROR(plan_shape(ctx, q, vq_dim(k_codes, 1), Skv, causal, &p.c));
     if (pg) {

@@ -225,11 +225,7 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t B = vq_dim(queries, 0), Hq = vq_dim(queries, 1), Sq = vq_dim(queries, 2), D = vq_dim(queries, 3);
     const int64_t Hkv = vq_dim(values, 1);
-    int64_t Skv = vq_dim(values, 2);
-    if (pg) { /* the longest row; at least 1 so that the plan has a split (rows of 0 tokens read nothing) */
-        Skv = 1;
-        for (int64_t b = 0; b < B; b++) Skv = pg->n_tok[b] > Skv ? pg->n_tok[b] : Skv;
-    }
+    const int64_t Skv = pg ? vq_cu_paging_skv(pg, B) : vq_dim(values, 2);
     VQ_RETURN_IF(ctx, D > 256, VQ_ERR_UNSUPPORTED, "D = %lld > 256 is not supported", (long long)D);
     VQ_RETURN_IF(ctx, Skv > INT32_MAX - 64 || Hq / Hkv * Sq > INT32_MAX / 2 || B * Hq * Sq > INT32_MAX,
                  VQ_ERR_UNSUPPORTED, "sequence too long for the CUDA kernels (Skv = %lld, Hq*Sq = %lld)",
