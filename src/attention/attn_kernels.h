@@ -111,7 +111,10 @@ typedef struct vq_attn_kernels {
      * the centroids rounded to int8 against cstep (vq_attn_cb8_round). Per
      * row r, with w_j = w[r*ldw + j] (f32: p_j times the token's value scale):
      *   amax = max_j |w_j|; a non-finite w_j makes the row's step NaN;
-     *   step = amax / 127, wq_j = rint(w_j * (127 / amax)) (0 when amax = 0),
+     *   L = 255 where no w_j < 0 (uint8 weights: always without v_scale),
+     *   else 127 (int8);
+     *   step = amax / L, wq_j = rint(w_j * vq_attn_q8_inv_levels(L, amax, ..))
+     *   clamped to [0, 255] or [-127, 127],
      *   o[r*ldo + c] += (step * cstep) * sum_j wq_j cq[idx(j, c)]
      * the integer sum exact, o in channel order. Every ISA computes wq and
      * step with these f32 operations, so outputs agree to f32 rounding. */
@@ -134,6 +137,14 @@ typedef struct vq_attn_kernels {
 static inline float vq_attn_q8_inv(float amax, bool finite)
 {
     const float inv = 127.0f / amax;
+    return finite && inv <= 3.40282347e38f ? inv : 0.0f;
+}
+
+/* The same for `levels` steps (127: int8, 255: uint8): levels / amax, 0
+ * under the same conditions (amax < levels / FLT_MAX included). */
+static inline float vq_attn_q8_inv_levels(float levels, float amax, bool finite)
+{
+    const float inv = levels / amax;
     return finite && inv <= 3.40282347e38f ? inv : 0.0f;
 }
 
