@@ -88,6 +88,7 @@ def rabitq_fused_attend(q: ArrayLike, q_scale: ArrayLike, k_bits: ArrayLike, k_m
                         k_const: Optional[ArrayLike], v_idx: ArrayLike, v_cents: ArrayLike, *,
                         score: Literal["hamming", "exact"] = "hamming", v_scale: Optional[ArrayLike] = None,
                         causal: bool = False, num_splits: int = 0, lse_out: Optional[Array] = None,
+                        value_accum: Literal["auto", "f32", "int8"] = "auto",
                         out: Optional[Array] = None) -> Array: ...
 def rabitq_pack_values(v_idx: ArrayLike, *, out: Optional[Array] = None) -> Array: ...
 def rabitq_encode(keys: ArrayLike, diag: Optional[ArrayLike] = None, *, mag: Literal["l1", "unbiased"] = "l1",
@@ -98,7 +99,9 @@ def rabitq_prefill_attend(q: ArrayLike, scale: Union[float, ArrayLike], k_bits: 
 def scalar_fused_decode_attend(q: ArrayLike, k_codes: ArrayLike, k_scale: ArrayLike, k_zero: ArrayLike,
                                v_codes: ArrayLike, v_scale: ArrayLike, v_zero: ArrayLike, group_size: int,
                                scale: float, nsg: int = 4, *, bits: int = 0, causal: bool = False,
-                               key_scores: Literal["auto", "f32", "int8"] = "auto", lse_out: Optional[Array] = None, out: Optional[Array] = None) -> Array: ...
+                               key_scores: Literal["auto", "f32", "int8"] = "auto",
+                               value_accum: Literal["auto", "f32", "int8"] = "auto", lse_out: Optional[Array] = None,
+                               out: Optional[Array] = None) -> Array: ...
 def comm_vq_decode(indices: ArrayLike, codebook: ArrayLike, cos_freqs: ArrayLike, sin_freqs: ArrayLike,
                    positions: ArrayLike, *, scale: Optional[ArrayLike] = None, rope: str = "half",
                    dtype: DType = "float32", out: Optional[Array] = None) -> Array: ...
