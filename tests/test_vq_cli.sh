@@ -157,6 +157,15 @@ expect 1 "shapes disagree" cache-eval --keys "$ex/keys.npy" --values "$ex/querie
 expect 0 "usage: vq capture-kv" capture-kv --help
 expect 2 "--out is required" capture-kv
 expect 1 "capture-kv" capture-kv --model "$tmp/none.gguf" -o "$tmp"
+# output paths are checked before any work: a directory is created, a file's
+# directory must exist, a directory is not a file
+expect 1 "capture-kv" capture-kv --model "$tmp/none.gguf" -o "$tmp/new/dir"
+if [ -d "$tmp/new/dir" ]; then echo "ok   capture-kv -o created its directory"
+else echo "FAIL: capture-kv -o did not create $tmp/new/dir"; failures=$((failures + 1)); fi
+: >"$tmp/a_file"
+expect 2 "cannot write '$tmp/a_file/x'" capture-kv -o "$tmp/a_file/x"
+expect 2 "cannot write '$tmp/nodir/c.vqcal': its directory does not exist" calibrate -o "$tmp/nodir/c.vqcal"
+expect 2 "--plot: cannot write '$tmp': it is a directory" perplexity --plot "$tmp" x.txt
 
 # calibrate: fit on the example set, write a file, and its errors
 expect 0 "usage: vq calibrate" calibrate --help
@@ -211,7 +220,8 @@ if [ -s "$model" ]; then
        [ "$(awk 'NR > 1 && $5 != "nan"' "$tmp/tok.tsv" | wc -l)" -eq 16 ] &&
        grep -q '"ppl_change_se"' "$tmp/json"; then echo "ok   perplexity --tokens wrote 32 positions, 16 scored"
     else echo "FAIL: perplexity --tokens file or ppl_change_se"; cat "$tmp/tok.tsv"; failures=$((failures + 1)); fi
-    expect 1 "cannot write" perplexity -m "$model" --ctx 32 --windows 1 --tokens "$tmp/no/such/dir.tsv" "$text"
+    # checked when parsed (exit 2, usage), not after the run
+    expect 2 "its directory does not exist" perplexity -m "$model" --ctx 32 --windows 1 --tokens "$tmp/no/such/dir.tsv" "$text"
 else
     echo "skip the model runs: $model is not installed (sh tools/fetch_model.sh)"
 fi
