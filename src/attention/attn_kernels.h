@@ -161,10 +161,14 @@ static inline int64_t vq_attn_q8_pos(int64_t c, int bits, int64_t D)
 /* Whether the integer key-score kernels take codes of this width and D. */
 static inline bool vq_attn_q8_supported(int bits, int64_t D) { return (bits == 2 || bits == 4) && D * bits % 256 == 0; }
 
-/* Where affine_pv8 accumulates channel c (D = 128): lane b of register
- * (h, k) holds channel 64 h + 4 b + k (k: the code's position in its byte),
- * and sits at 64 h + 16 k + b. */
-static inline int vq_attn_pv8_pos(int c) { return 64 * (c / 64) + 16 * (c % 4) + (c % 64) / 4; }
+/* Where affine_pv8 accumulates channel c (D = 128): lane l = 2 b + i of
+ * register (h, k) holds channel 32 (2 h + i) + 4 b + k (k: the code's
+ * position in its byte, b: the byte within the group, i: which of the two
+ * groups of the half), and sits at 64 h + 16 k + l. */
+static inline int vq_attn_pv8_pos(int c)
+{
+    return 64 * (c / 64) + 16 * (c % 4) + 2 * ((c % 32) / 4) + (c / 32) % 2;
+}
 
 /* Whether affine_pv8 takes values of this width, group size and D. */
 static inline bool vq_attn_pv8_supported(int bits, int64_t g, int64_t D) { return bits == 2 && g == 32 && D == 128; }
