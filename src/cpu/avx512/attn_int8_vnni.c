@@ -92,7 +92,8 @@ VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *co
         for (int a = 1; a < NA; a++) t = _mm512_add_epi32(t, acc[r][a]);
         t = _mm512_permutexvar_epi32(_mm512_loadu_si512(stages.order), t);
         const __m512 v = _mm512_fmadd_ps(_mm512_set1_ps(dz[2 * r]), _mm512_cvtepi32_ps(t), _mm512_set1_ps(dz[2 * r + 1]));
-        _mm512_mask_storeu_ps(s + r * lds, valid, v);
+        if (n == 16) _mm512_storeu_ps(s + r * lds, v); /* a masked store would not forward to the softmax's loads */
+        else _mm512_mask_storeu_ps(s + r * lds, valid, v);
     }
 }
 
