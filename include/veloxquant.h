@@ -798,7 +798,10 @@ typedef enum vq_key_scores {
  * Codebook values (vq_rabitq_fused_attend, D = 128, at most 16 centroids):
  * the centroids are rounded once per call, cq_i = rint(cents_i / cstep) with
  * cstep = C / 127, C = max_i |cents_i|, and per query row and block of 32
- * tokens w_j = p_j * v_scale[j] (1 without v_scale) as above, so
+ * tokens w_j = p_j * v_scale[j] (1 without v_scale) are rounded as above,
+ * except that a row's block without a negative w_j (always without v_scale,
+ * or with v_scale >= 0) takes uint8 weights: step = max_j |w_j| / 255,
+ * wq_j = rint(w_j / step) in [0, 255], half the int8 step. So
  *   sum_j p_j v_hat[j][c] = step * cstep * sum_j wq_j cq[idx[j][c]]
  * (the integer dot exact, vpdpbusd; scalar reference elsewhere when INT8 is
  * asked for). Error bound. With |w_j - step wq_j| <= step / 2 and
@@ -807,7 +810,8 @@ typedef enum vq_key_scores {
  * and dividing by d (>= sum_b max_{j in b} p_j, and = sum_j p_j) a cache with
  * |v_scale| <= S moves each output channel by at most
  * C S (32 / 254 + 1 / 254 + 32 / (4 * 127^2)) = 0.131 C S plus f32 rounding
- * (worst case: every rounding error of one sign). The centroid part
+ * (worst case: every rounding error of one sign; with uint8 weights the
+ * weight terms halve, 0.067 C S). The centroid part
  * (cstep / 2 per centroid, <= C S / 254) is a fixed bias per centroid; the
  * weight part mostly averages out: typically ~1e-3 C S (0.4-2.6e-3 on the
  * test caches; a 4-bit codebook's own spacing is ~C / 8). Weights far below
@@ -815,9 +819,10 @@ typedef enum vq_key_scores {
  * grows with Skv. tests/test_attention_rabitq.c checks the bound
  * per output on every ISA, the float64 integer formulation, and the typical
  * error of the weight rounding.
- * Both: a row's block whose largest |w_j| is below 127 / FLT_MAX (~3.7e-37,
- * where 127 / max|w| overflows) rounds to 0; as d >= 1 that moves the
- * output by less than 1.2e-35 times the largest value.
+ * Both: a row's block whose largest |w_j| is below L / FLT_MAX (L = 127,
+ * or 255 for uint8 weights: < 7.5e-37, where L / max|w| overflows) rounds
+ * to 0; as d >= 1 that moves the output by less than 2.4e-35 times the
+ * largest value.
  * VQ_VALUE_ACCUM_F32: f32 FMAs of the decoded codes (relative error ~1e-6).
  * CUDA contexts ignore this field. */
 typedef enum vq_value_accum {
@@ -941,7 +946,8 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * stream as sequences grow, rather than 4 KB ones.
  * Every sequence owns a page table per layer. Tokens [0, n_enc) of a
  * sequence are encoded in its pages; tokens [n_enc, n) are its residual
- * window, kept in f16. Every append of a layer of n tokens sets
+ * window, kept in f16 (or at 8 bits: vq_cache_window). Every append of a
+ * layer of n tokens sets
  *     n_enc = max(n_enc, f(n)),   f(n) = max(0, floor((n - R) / g) * g),
  * g the layer's key group (KIVI: group_size tokens; 1 for every other key
  * method) and R = residual_tokens. So a KIVI layer keeps the tokens of a
@@ -1041,6 +1047,36 @@ typedef struct vq_cache_layer_config {
     vq_value_config values;
 } vq_cache_layer_config;
 
+/* How the residual window (tokens [n_enc, n) of a sequence, section head)
+ * is stored. */
+typedef enum vq_cache_window {
+    /* f16 keys and values (the default): the window is exact up to the f16
+     * rounding every appended token gets. */
+    VQ_WINDOW_F16 = 0,
+    /* TurboQuant 8-bit keys and values per token: y = rot(x) with the
+     * layer's signs (the k_diag / v_diag its TurboQuant keys / values use;
+     * a layer whose methods have none gets them, drawn from the same seeds),
+     * D u8 Lloyd-Max codes of y / s and s = ||y||_2 / sqrt(D) as f32
+     * (vq_turboquant_hadamard_quantize with bits 8): D + 4 bytes per token,
+     * head and half, 8.5 bits per element at D = 64, 8.25 at D = 128
+     * (f16: 16). Relative MSE about 4e-5 (8-bit Lloyd-Max on N(0,1)).
+     * Attention scores the window keys as TurboQuant keys (rotated queries)
+     * and accumulates its values in the rotated basis, which the pages'
+     * TurboQuant values share; over other value methods each output row's
+     * window part is rotated back per block.
+     * A token leaving the window is encoded into the pages from what the
+     * window holds: its 8-bit codes decoded and rounded to f16
+     * (vq_turboquant_hadamard_dequantize). Tokens that never wait in the
+     * window (a prefill longer than it) take the same round trip, so a
+     * token's page codes depend only on its own values and appending token
+     * by token still equals appending all at once, bit for bit; the pages
+     * then encode tokens with that extra 8-bit error (~0.6 % RMS).
+     * Needs a power-of-two head_dim. CPU only: a CUDA ctx gives
+     * VQ_ERR_UNSUPPORTED. Layers without a window (RaBitQ, CommVQ, or R = 0
+     * with a key group of 1) are unaffected. */
+    VQ_WINDOW_TURBO8 = 1
+} vq_cache_window;
+
 /* Description of a cache. Zero-initialise and set what you need. */
 typedef struct vq_cache_config {
     int n_layers;             /* >= 1 */
@@ -1052,7 +1088,7 @@ typedef struct vq_cache_config {
     int64_t capacity_pages;   /* pages per layer allocated at create (>= 1; 0 = 64) */
     int64_t grow_pages;       /* pages added when a pool is full; 0 = fixed capacity */
     int max_sequences;        /* live sequences at most (>= 1; 0 = 256) */
-    int residual_tokens;      /* R >= 0: newest tokens of every sequence kept in f16 (see above) */
+    int residual_tokens;      /* R >= 0: newest tokens of every sequence kept in the window (see above) */
     /* Methods: either a preset name (vq_cache_preset) used for every layer, or
      * explicit configs, layers[n_layers], which override preset when non-NULL.
      * A preset that needs tables (vq_cache_preset_info.needs_tables) can be
@@ -1070,6 +1106,11 @@ typedef struct vq_cache_config {
      * centroids (at most 16). They are copied: the calibration may be freed
      * after vq_cache_create. */
     const struct vq_calibration *calibration;
+    /* Storage of the residual window (vq_cache_window; 0 = VQ_WINDOW_F16).
+     * Errors at create: a value outside the enum, or VQ_WINDOW_TURBO8 with a
+     * head_dim that is not a power of two -> VQ_ERR_INVALID_ARGUMENT;
+     * VQ_WINDOW_TURBO8 on a CUDA ctx -> VQ_ERR_UNSUPPORTED. */
+    vq_cache_window window;
 } vq_cache_config;
 
 /* The cache (opaque). */
@@ -1137,7 +1178,7 @@ VQ_API vq_status vq_cache_get_layer_config(const vq_cache *cache, int layer, vq_
 
 /* The cache's sizes as resolved at create or load: n_layers, n_kv_heads,
  * n_q_heads, head_dim, page_size, capacity_pages (pages per layer now, after
- * any growth), grow_pages, max_sequences, residual_tokens. The methods are
+ * any growth), grow_pages, max_sequences, residual_tokens, window. The methods are
  * per layer (vq_cache_get_layer_config): preset, layers, f16_layers and
  * calibration are NULL / 0. This is how a caller learns the shape of a
  * cache it loaded from a file. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs);
@@ -1179,7 +1220,7 @@ VQ_API vq_status vq_cache_seq_truncate(vq_cache *cache, int64_t seq_id, int64_t 
  * every layer. Pages are shared copy-on-write (reference counted; a shared
  * page is copied the first time either sequence writes into it: only a last
  * page that is partly filled, or made so by a truncate, is ever written);
- * the f16 residual windows are copied.
+ * the residual windows are copied.
  * Errors: VQ_ERR_INVALID_ARGUMENT (unknown id, NULL, max_sequences live),
  * VQ_ERR_OUT_OF_MEMORY. */
 VQ_API vq_status vq_cache_seq_fork(vq_cache *cache, int64_t src_seq_id, int64_t *dst_seq_id_out);
@@ -1258,7 +1299,8 @@ VQ_API vq_status vq_cache_attend(vq_cache *cache, int layer, int n_seq, const in
 typedef struct vq_cache_memory_report {
     int64_t code_bytes;      /* key and value codes of the tokens in pages */
     int64_t param_bytes;     /* their scales, zeros, norms, magnitudes, positions */
-    int64_t residual_bytes;  /* f16 keys and values of the residual windows' tokens */
+    int64_t residual_bytes;  /* keys and values of the residual windows' tokens, as stored (f16, or
+                                the 8-bit codes and f32 scales of VQ_WINDOW_TURBO8) */
     int64_t table_bytes;     /* per-layer tables (signs, projections, codebooks, RoPE tables) */
     int64_t slack_bytes;     /* everything else allocated: free pages, unfilled page tails, unused
                                 residual capacity, page tables */

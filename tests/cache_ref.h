@@ -307,4 +307,23 @@ static void ref_attend(const ref_layer *r, int64_t Hq, int64_t Sq, const float *
     free(sq);
 }
 
+/* Relative L2 error of out [n_out] f32 against ref, and the largest error of
+ * lse [n_rows] against rl, |a - b| / (1 + |b|) (a NaN counts as an error). */
+static void ref_errors(const float *out, const double *ref, int64_t n_out, const float *lse, const double *rl,
+                       int64_t n_rows, double *err, double *lerr)
+{
+    double num = 0, den = 0;
+    *lerr = 0;
+    for (int64_t i = 0; i < n_out; i++) {
+        num += ((double)out[i] - ref[i]) * ((double)out[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    for (int64_t i = 0; i < n_rows; i++) {
+        const double a = lse[i], b = rl[i];
+        const double e = (a == b) ? 0 : fabs(a - b) / (1.0 + fabs(b));
+        if (!(e <= *lerr)) *lerr = e;
+    }
+    *err = den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 #endif

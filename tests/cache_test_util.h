@@ -56,6 +56,10 @@ static vq_status ct_append(vq_cache *c, int l, const ct_store *s, const int64_t 
                            ct_slice(&hv, s, s->v, s0, n, t0, m), NULL);
 }
 
+/* The residual window storage of the caches ct_cache_seqs makes (tests that
+ * run for both set it). */
+static vq_cache_window ct_window = VQ_WINDOW_F16;
+
 /* A cache of L layers of one config, for max_seqs sequences. */
 static vq_cache *ct_cache_seqs(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int Hkv, int Hq, int D, int P,
                                int R, int64_t capacity, int64_t grow, int max_seqs)
@@ -71,7 +75,8 @@ static vq_cache *ct_cache_seqs(vq_ctx *ctx, const vq_cache_layer_config *lc, int
                                  .grow_pages = grow,
                                  .max_sequences = max_seqs,
                                  .residual_tokens = R,
-                                 .layers = layers};
+                                 .layers = layers,
+                                 .window = ct_window};
     vq_cache *c = NULL;
     VT_OK(ctx, vq_cache_create(ctx, &cfg, &c));
     free(layers);
@@ -82,6 +87,22 @@ static vq_cache *ct_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, i
                           int64_t capacity, int64_t grow)
 {
     return ct_cache_seqs(ctx, lc, L, Hkv, Hq, D, P, R, capacity, grow, 16);
+}
+
+/* out [S, Hq, 1, D] f32 of a decode attend of sequences ids of layer l with
+ * queries drawn from seed -> a malloc'd copy. */
+static inline float *ct_decode_out(vq_ctx *ctx, vq_cache *c, int l, const int64_t *ids, int S, int64_t Hq, int64_t D,
+                            uint64_t seed)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, seed);
+    DLTensor *q = vt_new(VT_F32, VT_DIMS(S, Hq, 1, D)), *out = vt_new(VT_F32, VT_DIMS(S, Hq, 1, D));
+    vt_fill_normal(q, &rng, 0, 1);
+    VT_OK(ctx, vq_cache_attend(c, l, S, ids, q, out, NULL));
+    float *o = malloc(vt_bytes(out));
+    memcpy(o, out->data, vt_bytes(out));
+    vt_free(q), vt_free(out);
+    return o;
 }
 
 #endif

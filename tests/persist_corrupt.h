@@ -84,9 +84,9 @@ static void vt_check_corruption(vq_ctx *ctx, const uint8_t *valid, size_t size, 
     b[0] ^= 0x20;
     vq_container_fixup(b, size);
     VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, "magic", load(ctx, b, size));
-    /* versions: newer is unsupported, 0 is corrupt */
+    /* versions: newer is unsupported, 0 is corrupt (1000: newer than every format's current version) */
     memcpy(b, valid, size);
-    vt_put32(b + 8, 2);
+    vt_put32(b + 8, 1000);
     vq_container_fixup(b, size);
     VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "newer", load(ctx, b, size));
     vt_put32(b + 8, 0);

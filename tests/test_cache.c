@@ -3,7 +3,9 @@
  * (cache_ref.h), the f16 method against exact attention, token-by-token
  * appends equal to one append bit for bit, a batch of sequences of awkward
  * lengths equal to each alone, truncate, fork, presets and accounting.
- * Bad input and "a failing call changes nothing": test_cache_errors.c. */
+ * Bad input and "a failing call changes nothing": test_cache_errors.c.
+ * Token by token, truncate and fork run for both window storages; the 8-bit
+ * window's own reference and checks: test_cache_window.c. */
 #include "cache_ref.h"
 
 enum { HKV = 2, HQ = 4, DIM = 64, PAGE = 32 };
@@ -105,18 +107,9 @@ static void check_attend(vq_ctx *ctx, const char *what, vq_cache *c, int l, cons
         ref_layer r = ref_build(ctx, c, l, st, s, len[s], pos);
         const float *qs = (const float *)q->data + (int64_t)s * HQ * Sq * DIM;
         ref_attend(&r, HQ, Sq, qs, qrot ? qrot + (int64_t)s * HQ * Sq * DIM : NULL, scale, causal, ref, rl);
-        double num = 0, den = 0, lerr = 0;
-        for (int64_t i = 0; i < HQ * Sq * DIM; i++) {
-            const double o = ((const float *)out->data)[(int64_t)s * HQ * Sq * DIM + i];
-            num += (o - ref[i]) * (o - ref[i]);
-            den += ref[i] * ref[i];
-        }
-        for (int64_t i = 0; i < HQ * Sq; i++) {
-            const double a = ((const float *)lse->data)[(int64_t)s * HQ * Sq + i], b = rl[i];
-            const double e = (a == b) ? 0 : fabs(a - b) / (1.0 + fabs(b));
-            if (e > lerr) lerr = e;
-        }
-        const double err = den > 0 ? sqrt(num / den) : sqrt(num);
+        double err, lerr;
+        ref_errors((const float *)out->data + (int64_t)s * HQ * Sq * DIM, ref, HQ * Sq * DIM,
+                   (const float *)lse->data + (int64_t)s * HQ * Sq, rl, HQ * Sq, &err, &lerr);
         VT_CHECK(err <= tol && lerr <= tol, "%s seq %d (n %lld, Sq %lld%s): out rel err %.3g, lse err %.3g (tol %.1g)",
                  what, s, (long long)len[s], (long long)Sq, causal ? " causal" : "", err, lerr, tol);
         ref_free(&r);
@@ -220,20 +213,13 @@ static void test_f16_exact(void)
 /* out of a decode attend of all sequences (fixed queries) -> malloc'd copy */
 static float *decode_out(vq_ctx *ctx, vq_cache *c, int l, const int64_t *ids, int S, uint64_t seed)
 {
-    vq_rng rng;
-    vq_rng_seed(&rng, seed);
-    DLTensor *q = vt_new(VT_F32, VT_DIMS(S, HQ, 1, DIM)), *out = vt_new(VT_F32, VT_DIMS(S, HQ, 1, DIM));
-    vt_fill_normal(q, &rng, 0, 1);
-    VT_OK(ctx, vq_cache_attend(c, l, S, ids, q, out, NULL));
-    float *o = malloc(vt_bytes(out));
-    memcpy(o, out->data, vt_bytes(out));
-    vt_free(q), vt_free(out);
-    return o;
+    return ct_decode_out(ctx, c, l, ids, S, HQ, DIM, seed);
 }
 
 /* Token by token, in uneven chunks, and all at once: bit-identical caches
- * (attention outputs) for every method, with and without a window. */
-static void test_token_by_token(void)
+ * (attention outputs) for every method, with and without a window; run for
+ * the f16 window and the 8-bit one (test_cache_window.c: its reference). */
+static void token_by_token(void)
 {
     vq_ctx *ctx = vt_ctx(2);
     vq_rng rng;
@@ -258,8 +244,8 @@ static void test_token_by_token(void)
             float *oa = decode_out(ctx, a, 0, &ia, 1, 5), *ob = decode_out(ctx, b, 0, &ib, 1, 5);
             float *od = decode_out(ctx, d, 0, &id, 1, 5);
             const size_t bytes = sizeof(float) * HQ * DIM;
-            VT_CHECK(memcmp(oa, ob, bytes) == 0 && memcmp(oa, od, bytes) == 0, "%s R%d: token by token differs",
-                     ms[mi].name, R);
+            VT_CHECK(memcmp(oa, ob, bytes) == 0 && memcmp(oa, od, bytes) == 0, "%s R%d window %d: token by token "
+                     "differs", ms[mi].name, R, (int)ct_window);
             free(oa), free(ob), free(od);
             vq_cache_free(a), vq_cache_free(b), vq_cache_free(d);
         }
@@ -372,7 +358,7 @@ static void test_batch_vs_alone(void)
 /* Append A + B, truncate to |A|, append C == append A + C, bit for bit,
  * where the header promises it; a KIVI cut inside an encoded group is
  * refused and changes nothing. */
-static void test_truncate(void)
+static void truncate_cases(void)
 {
     vq_ctx *ctx = vt_ctx(2);
     vq_rng rng;
@@ -413,7 +399,8 @@ static void test_truncate(void)
         (void)s1;
         VT_OK(ctx, ct_append(b, 0, &st, ids1, 1, 1, 0, 120));
         float *oa = decode_out(ctx, a, 0, &ia, 1, 8), *ob = decode_out(ctx, b, 0, &ib, 1, 8);
-        VT_CHECK(memcmp(oa, ob, sizeof(float) * HQ * DIM) == 0, "truncate case %zu differs", ci);
+        VT_CHECK(memcmp(oa, ob, sizeof(float) * HQ * DIM) == 0, "truncate case %zu window %d differs", ci,
+                 (int)ct_window);
         free(oa), free(ob);
         vq_cache_free(a), vq_cache_free(b);
     }
@@ -437,7 +424,7 @@ static void test_truncate(void)
 /* Fork after a prefill of 45 tokens (the last page partly filled and
  * shared): both then grow differently and each equals a fresh cache of its
  * tokens; removing the source keeps the fork; shared pages count once. */
-static void test_fork(void)
+static void fork_cases(void)
 {
     vq_ctx *ctx = vt_ctx(2);
     vq_rng rng;
@@ -487,6 +474,19 @@ static void test_fork(void)
     ct_store_free(&st);
     vq_ctx_free(ctx);
 }
+
+/* The bit-exactness tests for both window storages. */
+static void both_windows(void (*fn)(void))
+{
+    for (int w = VQ_WINDOW_F16; w <= VQ_WINDOW_TURBO8; w++) {
+        ct_window = (vq_cache_window)w;
+        fn();
+    }
+    ct_window = VQ_WINDOW_F16;
+}
+static void test_token_by_token(void) { both_windows(token_by_token); }
+static void test_truncate(void) { both_windows(truncate_cases); }
+static void test_fork(void) { both_windows(fork_cases); }
 
 /* Every preset creates (with tables where it needs them), its listed bits
  * per element match the memory report of full pages at D = 128. */

@@ -5,7 +5,9 @@
  * and multi-sequence files are refused, and every corruption class of the
  * cache file is rejected (persist_corrupt.h), including CommVQ positions
  * that pass the checksums but not the RoPE table. The presets that need
- * tables take them from a vq_calibration fitted here. */
+ * tables take them from a vq_calibration fitted here. 8-bit windows
+ * (VQ_WINDOW_TURBO8): round trips, file version 2 (f16 windows stay version
+ * 1), refused by a cache of the other window, and corruption. */
 #include <unistd.h>
 
 #include "cache/cache_internal.h"
@@ -15,6 +17,7 @@ enum { L = 2, HKV = 2, HQ = 4, D = 64, P = 32, R = 8, PMAX = 512, NSEQ = 3, SQ =
 static const int64_t lengths[NSEQ] = {1, 37, 97};
 
 static vq_calibration *cal;
+static vq_cache_window window; /* of the caches make_cache makes */
 static DLTensor *rope_cos, *rope_sin;
 
 static vq_cache *make_cache(vq_ctx *ctx, const char *preset, int residual)
@@ -31,7 +34,8 @@ static vq_cache *make_cache(vq_ctx *ctx, const char *preset, int residual)
     const int64_t page = lc[0].keys.method == VQ_KEY_KIVI && lc[0].keys.group_size > P ? lc[0].keys.group_size : P;
     const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = D, .page_size = page,
                                  .capacity_pages = 4, .grow_pages = 2, .max_sequences = 8,
-                                 .residual_tokens = residual, .layers = lc, .calibration = cal};
+                                 .residual_tokens = residual, .layers = lc, .calibration = cal,
+                                 .window = window};
     vq_cache *c = NULL;
     VT_OK(ctx, vq_cache_create(ctx, &cfg, &c));
     return c;
@@ -156,6 +160,46 @@ static void test_presets_round_trip(void)
     vq_ctx_free(ctx);
 }
 
+/* The format version of a file (header bytes 8..11). */
+static uint32_t file_version(const uint8_t *buf)
+{
+    return (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
+}
+
+/* 8-bit windows round-trip as the f16 ones do; their files are version 2
+ * (f16 windows: 1) and a cache of the other window refuses them. */
+static void test_window8(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    const char *presets[] = {"kivi4-turbo2", "kivi2", "turbo3", "f16"};
+    window = VQ_WINDOW_TURBO8;
+    for (int i = 0; i < 4; i++) round_trip(ctx, presets[i]);
+    vq_cache *c = make_cache(ctx, "kivi4", R);
+    window = VQ_WINDOW_F16;
+    vq_cache *f16 = make_cache(ctx, "kivi4", R);
+    int64_t ids[NSEQ], fids[NSEQ];
+    fill(ctx, c, ids);
+    fill(ctx, f16, fids);
+    size_t size, fsize;
+    uint8_t *buf = save(ctx, c, ids[1], &size), *fbuf = save(ctx, f16, fids[1], &fsize);
+    VT_CHECK(file_version(buf) == 2 && file_version(fbuf) == 1, "file versions %u (8-bit window), %u (f16)",
+             (unsigned)file_version(buf), (unsigned)file_version(fbuf));
+    VT_CHECK(fsize > size, "the 8-bit window's file (%zu bytes) is not smaller than the f16 one's (%zu)", size, fsize);
+    int64_t id;
+    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, "not this cache", vq_cache_seq_load_buffer(f16, buf, size, &id));
+    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, "not this cache", vq_cache_seq_load_buffer(c, fbuf, fsize, &id));
+    vq_cache_memory_report rep;
+    VT_OK(ctx, vq_cache_memory(f16, &rep));
+    VT_CHECK(rep.sequences == NSEQ, "a refused load changed the cache");
+    /* a version-2 file whose header says version 1 (checksums fixed): its CONF is too long */
+    buf[8] = 1;
+    vq_container_fixup(buf, size);
+    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, "version 1 has", vq_cache_seq_load_buffer(c, buf, size, &id));
+    free(buf), free(fbuf);
+    vq_cache_free(c), vq_cache_free(f16);
+    vq_ctx_free(ctx);
+}
+
 static void test_files_and_errors(void)
 {
     vq_ctx *ctx = vt_ctx(1);
@@ -267,6 +311,19 @@ static void test_corruption(void)
     counts[11] = bounds[1] + VQ_FILE_SECTION_HEADER_BYTES;  /* the layer's key method */
     vt_check_corruption(ctx, buf, size, load_cache, counts, 12, true);
     free(buf);
+    /* the same with an 8-bit window (version 2: CONF's window word, 8-bit window rows) */
+    vq_cache_config cfg8 = cfg;
+    cfg8.window = VQ_WINDOW_TURBO8;
+    vq_cache *c8 = NULL;
+    VT_OK(ctx, vq_cache_create(ctx, &cfg8, &c8));
+    int64_t a8;
+    VT_OK(ctx, vq_cache_seq_add(c8, &a8));
+    VT_OK(ctx, vq_cache_append(c8, 0, 1, &a8, k, v, NULL));
+    buf = save(ctx, c8, -1, &size);
+    VT_CHECK(file_version(buf) == 2, "8-bit window file version %u", (unsigned)file_version(buf));
+    vt_check_corruption(ctx, buf, size, load_cache, counts, 8, true);
+    free(buf);
+    vq_cache_free(c8);
     vt_free_view(k5), vt_free_view(v5), vt_free(k), vt_free(v);
     vq_cache_free(c);
     /* kivi2 over two layers: boundaries, every 7th byte */
@@ -326,6 +383,7 @@ int main(void)
             vt_set(rope_sin, p * (D / 2) + i, sin(th));
         }
     VT_RUN(test_presets_round_trip);
+    VT_RUN(test_window8);
     VT_RUN(test_files_and_errors);
     VT_RUN(test_corruption);
     vq_calibration_free(cal);

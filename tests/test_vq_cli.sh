@@ -157,6 +157,15 @@ expect 1 "shapes disagree" cache-eval --keys "$ex/keys.npy" --values "$ex/querie
 expect 0 "usage: vq capture-kv" capture-kv --help
 expect 2 "--out is required" capture-kv
 expect 1 "capture-kv" capture-kv --model "$tmp/none.gguf" -o "$tmp"
+# output paths are checked before any work: a directory is created, a file's
+# directory must exist, a directory is not a file
+expect 1 "capture-kv" capture-kv --model "$tmp/none.gguf" -o "$tmp/new/dir"
+if [ -d "$tmp/new/dir" ]; then echo "ok   capture-kv -o created its directory"
+else echo "FAIL: capture-kv -o did not create $tmp/new/dir"; failures=$((failures + 1)); fi
+: >"$tmp/a_file"
+expect 2 "cannot write '$tmp/a_file/x'" capture-kv -o "$tmp/a_file/x"
+expect 2 "cannot write '$tmp/nodir/c.vqcal': its directory does not exist" calibrate -o "$tmp/nodir/c.vqcal"
+expect 2 "--plot: cannot write '$tmp': it is a directory" perplexity --plot "$tmp" x.txt
 
 # calibrate: fit on the example set, write a file, and its errors
 expect 0 "usage: vq calibrate" calibrate --help
@@ -205,13 +214,21 @@ if [ -s "$model" ]; then
             END { exit !(p != "" && p == q && b == c && m > b && m < 16) }' "$tmp/out"; then
         echo "ok   perplexity --kv @LAYERS=METHOD overrides layers"
     else echo "FAIL: perplexity --kv @LAYERS=METHOD"; cat "$tmp/out"; failures=$((failures + 1)); fi
+    # +w8: the window (16 tokens of a partial 32-token KIVI group at ctx 48) at 8 bits: fewer bits, same pages
+    expect 2 "not a preset" perplexity -m "$model" --kv kivi2+w9 "$text"
+    expect 0 "kivi2+w8" perplexity -m "$model" --kv kivi2,kivi2+w8,f16@3=kivi2+w8 --ctx 48 --windows 1 --threads 1 "$text"
+    if awk '$2 == "kivi2" { b = $NF } $2 == "kivi2+w8" { c = $NF } $2 == "f16@3=kivi2+w8" { m = $NF }
+            END { exit !(b != "" && c < b && c > 2 && m < 16 && m > b) }' "$tmp/out"; then
+        echo "ok   perplexity --kv +w8 stores the window at 8 bits"
+    else echo "FAIL: perplexity --kv +w8"; cat "$tmp/out"; failures=$((failures + 1)); fi
     expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json --tokens "$tmp/tok.tsv" "$text"
     # --tokens: a header and one line per window position, nll only in the scored second half
     if [ "$(wc -l < "$tmp/tok.tsv")" -eq 33 ] && head -1 "$tmp/tok.tsv" | grep -q "nll_f16.nll_kivi2" &&
        [ "$(awk 'NR > 1 && $5 != "nan"' "$tmp/tok.tsv" | wc -l)" -eq 16 ] &&
        grep -q '"ppl_change_se"' "$tmp/json"; then echo "ok   perplexity --tokens wrote 32 positions, 16 scored"
     else echo "FAIL: perplexity --tokens file or ppl_change_se"; cat "$tmp/tok.tsv"; failures=$((failures + 1)); fi
-    expect 1 "cannot write" perplexity -m "$model" --ctx 32 --windows 1 --tokens "$tmp/no/such/dir.tsv" "$text"
+    # checked when parsed (exit 2, usage), not after the run
+    expect 2 "its directory does not exist" perplexity -m "$model" --ctx 32 --windows 1 --tokens "$tmp/no/such/dir.tsv" "$text"
 else
     echo "skip the model runs: $model is not installed (sh tools/fetch_model.sh)"
 fi

@@ -614,23 +614,24 @@ WRAP(attention_merge) {
     CALL(vq_attention_merge(ctx, oa, la, ob, lb, out, lo)); DONE;
 }
 /* scalar_fused_decode_attend(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
- *                            scale, nsg, out, causal, bits, lse_out, key_scores) */
+ *                            scale, nsg, out, causal, bits, lse_out, key_scores, value_accum) */
 WRAP(scalar_fused_decode_attend) {
-    BEGIN(16, "scalar_fused_decode_attend"); T(1, "q", q); T(2, "k_codes", kc); T(3, "k_scale", ks);
+    BEGIN(17, "scalar_fused_decode_attend"); T(1, "q", q); T(2, "k_codes", kc); T(3, "k_scale", ks);
     T(4, "k_zero", kz); T(5, "v_codes", vc); T(6, "v_scale", vs); T(7, "v_zero", vz); I(8, "group_size", g);
     F(9, "scale", sc); I(10, "nsg", nsg); T(11, "out", out); B(12, "causal", causal); I(13, "bits", bits);
-    TO(14, "lse_out", lse); I(15, "key_scores", ksc);
-    vq_scalar_attend_opts o = {.causal = causal, .bits = bits, .lse_out = lse, .key_scores = (vq_key_scores)ksc};
+    TO(14, "lse_out", lse); I(15, "key_scores", ksc); I(16, "value_accum", vacc);
+    vq_scalar_attend_opts o = {.causal = causal, .bits = bits, .lse_out = lse, .key_scores = (vq_key_scores)ksc,
+                               .value_accum = (vq_value_accum)vacc};
     CALL(vq_scalar_fused_decode_attend(ctx, q, kc, ks, kz, vc, vs, vz, g, sc, nsg, out, &o)); DONE;
 }
 static PyObject *rabitq_attend(PyObject *const *a, Py_ssize_t n, int prefill)
 {
-    BEGIN(14, "rabitq_fused_attend"); T(1, "q", q); T(2, prefill ? "scale" : "q_scale", qs);
+    BEGIN(15, prefill ? "rabitq_prefill_attend" : "rabitq_fused_attend"); T(1, "q", q); T(2, prefill ? "scale" : "q_scale", qs);
     T(3, "k_bits", kb); T(4, "k_mag", km); TO(5, "k_const", kc); T(6, "v_idx", vi); T(7, "v_cents", vcents);
     T(8, "out", out); I(9, "score", score); TO(10, "v_scale", vscale); B(11, "causal", causal);
-    I(12, "num_splits", ns); TO(13, "lse_out", lse);
+    I(12, "num_splits", ns); TO(13, "lse_out", lse); I(14, "value_accum", vacc);
     vq_rabitq_attend_opts o = {.score = (vq_rabitq_score)score, .v_scale = vscale, .causal = causal,
-                               .num_splits = ns, .lse_out = lse};
+                               .num_splits = ns, .lse_out = lse, .value_accum = (vq_value_accum)vacc};
     if (prefill) {
         CALL(vq_rabitq_prefill_attend(ctx, q, qs, kb, km, kc, vi, vcents, out, &o));
     } else {
@@ -639,7 +640,7 @@ static PyObject *rabitq_attend(PyObject *const *a, Py_ssize_t n, int prefill)
     DONE;
 }
 /* rabitq_fused_attend(ctx, q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out, score, v_scale,
- *                     causal, num_splits, lse_out) */
+ *                     causal, num_splits, lse_out, value_accum) */
 WRAP(rabitq_fused_attend) { return rabitq_attend(a, n, 0); }
 /* rabitq_prefill_attend: the same arguments with scale in q_scale's place */
 WRAP(rabitq_prefill_attend) { return rabitq_attend(a, n, 1); }

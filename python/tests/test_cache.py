@@ -187,3 +187,30 @@ def test_save_load_roundtrip(tmp_path, rng):
         vq.KVCache.load(bytes(bad))
     with pytest.raises(vq.FileIOError):
         vq.KVCache.load(tmp_path / "missing.vqc")
+
+
+def test_window_turbo8(rng):
+    # the residual window at 8 bits (vq_cache_config.window): D + 4 bytes per
+    # token and head instead of 2 D, attention within the 8-bit code error of
+    # the f16 window's, and a file round trip that keeps it (bit for bit)
+    hkv, hq, d, n = 2, 4, 64, 100
+    k, v = _kv(rng, 1, hkv, n, d)
+    q = rng.standard_normal((1, hq, 1, d)).astype(np.float32)
+    outs, mems = {}, {}
+    for w in ("f16", "turbo8"):
+        c = vq.KVCache(1, hkv, d, n_q_heads=hq, method="kivi4", residual_tokens=n, window=w)
+        s = c.add_sequence()
+        c.append(0, [s], k, v)
+        outs[w], mems[w] = c.attend(0, [s], q), c.memory()
+        assert c.config()["window"] == w
+    assert mems["f16"]["residual_bytes"] == n * hkv * 4 * d
+    assert mems["turbo8"]["residual_bytes"] == n * hkv * 2 * (d + 4)
+    rel = np.linalg.norm(outs["turbo8"] - outs["f16"]) / np.linalg.norm(outs["f16"])
+    assert 1e-5 < rel < 3e-2, rel  # 8-bit codes: ~0.6 % RMS per token
+    c2 = vq.KVCache.load(c.save())
+    assert c2.config()["window"] == "turbo8"
+    assert np.array_equal(c2.attend(0, [s], q), outs["turbo8"])
+    with pytest.raises(vq.InvalidArgumentError, match="window"):
+        vq.KVCache(1, hkv, d, window="int8")
+    with pytest.raises(vq.InvalidArgumentError, match="power-of-two"):
+        vq.KVCache(1, hkv, 24, method="kivi4", window="turbo8")

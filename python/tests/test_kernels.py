@@ -230,6 +230,32 @@ def test_rabitq_fused_attend(fw, rng, score):
     assert np.array_equal(np_(out), np_(out_p))
 
 
+
+@pytest.mark.parametrize("value_accum", ["f32", "int8"])
+def test_rabitq_fused_attend_value_accum(fw, rng, value_accum):
+    # D = 128 and 16 centroids: the shape the int8 p . v kernel takes (AVX-512
+    # VNNI + VBMI; the scalar reference of the same arithmetic elsewhere)
+    q, k_bits, k_mag, k_const, v_idx, v_cents = _rabitq_case(rng, Skv=300, D=128)
+    D = q.shape[-1]
+    q_scale = np.full(q.shape[:3], 1 / math.sqrt(D), np.float32)
+    v_scale = rng.uniform(0.5, 2.0, k_mag.shape).astype(np.float32)
+    out = vq.rabitq_fused_attend(fw(q), fw(q_scale), fw(k_bits), fw(k_mag), fw(k_const), fw(v_idx), fw(v_cents),
+                                 v_scale=fw(v_scale), value_accum=value_accum)
+    signs = np.unpackbits(k_bits[..., None], axis=-1, bitorder="little").reshape(k_bits.shape[:-1] + (D,))
+    dots = np.einsum("bhqd,bhkd->bhqk", np.where(q >= 0, 1.0, -1.0), np.repeat(2.0 * signs - 1, 2, axis=1))
+    s = dots * q_scale[..., None] * np.repeat(k_mag, 2, axis=1)[:, :, None, :] + \
+        np.repeat(k_const, 2, axis=1)[:, :, None, :]
+    want = ref.attention_scores(s, v_cents[v_idx].astype(np.float64) * v_scale[..., None], 2)
+    err = np.abs(np_(out) - want).max()
+    cs = np.abs(v_cents).max() * v_scale.max()
+    if value_accum == "f32":
+        assert err < 1e-5 * cs
+    else:
+        # header (vq_value_accum, "Codebook values"): at most 0.131 C S per
+        # output channel in the worst case, ~1e-3 C S typically; 1e-2 C S
+        # fails an f32 kernel that ignored the codes' order or a weight
+        assert 0 < err < 1e-2 * cs
+
 def test_rabitq_prefill_attend(fw, rng):
     q, k_bits, k_mag, k_const, v_idx, v_cents = _rabitq_case(rng, Sq=9, Skv=40)
     D = q.shape[-1]
@@ -275,6 +301,37 @@ def test_scalar_fused_decode_attend(fw, rng, qdt, Skv, Sq, causal, key_scores):
         tol += (math.exp(2 * eps) - 1) * 2 * np.abs(v_hat).max()
     assert np.abs(np_(out).astype(np.float64) - want).max() < tol
 
+
+
+@pytest.mark.parametrize("value_accum", ["f32", "int8"])
+def test_scalar_fused_decode_attend_value_accum(fw, rng, value_accum):
+    # 2-bit values, g 32, D 128: the shape of the int8 p . v kernel
+    B, Hq, Hkv, Skv, D, g, bits = 1, 8, 2, 333, 128, 32, 2
+    k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    q = rng.standard_normal((B, Hq, 1, D)).astype(np.float32)
+    kc, ks, kz = vq.affine_quantize_keys(fw(k), bits, g, packed=True)
+    vc, vs, vz = vq.affine_quantize_values(fw(v), bits, g, packed=True)
+    scale = 1 / math.sqrt(D)
+    out = vq.scalar_fused_decode_attend(fw(q), kc, ks, kz, vc, vs, vz, g, scale, key_scores="f32",
+                                        value_accum=value_accum)
+    k_hat = np_(vq.affine_dequantize_keys(kc, ks, kz, bits, g))
+    v_hat = np_(vq.affine_dequantize_values(vc, vs, vz, bits, g, head_dim=D))
+    err = np.abs(np_(out).astype(np.float64) - ref.attention(q, k_hat, v_hat, scale)).max()
+    S = np.abs(np_(vs)).max()
+    if value_accum == "f32":
+        assert err < 1e-5 * np.abs(v_hat).max()
+    else:
+        # header (vq_value_accum): at most 0.38 S per output channel in the
+        # worst case, ~1e-3 S typically
+        assert 0 < err < 1e-2 * S
+
+
+def test_value_accum_rejects_unknown(fw, rng):
+    q, k_bits, k_mag, k_const, v_idx, v_cents = _rabitq_case(rng)
+    with pytest.raises(ValueError, match="value_accum"):
+        vq.rabitq_fused_attend(fw(q), fw(np.ones(q.shape[:3], np.float32)), fw(k_bits), fw(k_mag), fw(k_const),
+                               fw(v_idx), fw(v_cents), value_accum="int4")
 
 # ---- fused SDPA over every key format ---------------------------------------------------
 

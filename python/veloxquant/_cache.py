@@ -101,6 +101,10 @@ def _device_ctx(device):
     return device_ctx(CUDA, idx, stream)
 
 
+# vq_cache_window by name
+_WINDOWS = {"f16": 0, "turbo8": 1}
+
+
 class KVCache:
     """A compressed KV cache for ``n_layers`` layers of ``n_kv_heads`` heads of
     ``head_dim`` (D) channels.
@@ -116,7 +120,12 @@ class KVCache:
         capacity_pages, grow_pages: pages per layer at creation (0 = 64) and
             added when full (0 = fixed capacity; default 64).
         max_sequences: live sequences at most (0 = 256).
-        residual_tokens: newest tokens of every sequence kept in f16.
+        residual_tokens: newest tokens of every sequence kept in the residual
+            window (with KIVI keys' partial group).
+        window: how the residual window is stored: "f16" (default) or
+            "turbo8" (TurboQuant 8-bit keys and values per token, D + 4 bytes
+            per token and head: 8.5 bits per element at D = 64; CPU only;
+            vq_cache_config.window).
         device: 'cpu' (default) or 'cuda[:N]' (the cache runs on torch's
             current stream of that device at creation).
 
@@ -127,11 +136,13 @@ class KVCache:
 
     def __init__(self, n_layers, n_kv_heads, head_dim, *, method="f16", layers=None, n_q_heads=None,
                  f16_layers=None, page_size=0, capacity_pages=0, grow_pages=64, max_sequences=0,
-                 residual_tokens=0, device="cpu"):
+                 residual_tokens=0, window="f16", device="cpu"):
         self.n_layers, self.n_kv_heads, self.head_dim = int(n_layers), int(n_kv_heads), int(head_dim)
         self.n_q_heads = int(n_q_heads) if n_q_heads is not None else self.n_kv_heads
         self.device = str(device)
         self._ctx = _device_ctx(device)
+        if window not in _WINDOWS:
+            raise InvalidArgumentError(f"argument 'window': expected one of {sorted(_WINDOWS)}, got {window!r}")
         layer_tuples = None
         if layers is not None:
             layer_tuples = tuple((LayerConfig.preset(c, head_dim) if isinstance(c, str) else c)._tuple()
@@ -139,7 +150,7 @@ class KVCache:
         self._cache = _vq.cache_create(self._ctx, self.n_layers, self.n_kv_heads, self.n_q_heads, self.head_dim,
                                        page_size, capacity_pages, grow_pages, max_sequences, residual_tokens,
                                        None if layers is not None else method, layer_tuples,
-                                       None if f16_layers is None else tuple(f16_layers))
+                                       None if f16_layers is None else tuple(f16_layers), _WINDOWS[window])
         self.method = method if layers is None else "per-layer"
 
     def __repr__(self):
@@ -218,11 +229,13 @@ class KVCache:
     def config(self):
         """The cache's sizes (vq_cache_get_config) as a dict: n_layers,
         n_kv_heads, n_q_heads, head_dim, page_size, capacity_pages (now),
-        grow_pages, max_sequences, residual_tokens. Methods per layer:
-        :meth:`layer_config`."""
+        grow_pages, max_sequences, residual_tokens, window ("f16" or
+        "turbo8"). Methods per layer: :meth:`layer_config`."""
         names = ("n_layers", "n_kv_heads", "n_q_heads", "head_dim", "page_size", "capacity_pages", "grow_pages",
-                 "max_sequences", "residual_tokens")
-        return dict(zip(names, _vq.cache_config(self._cache)))
+                 "max_sequences", "residual_tokens", "window")
+        cfg = dict(zip(names, _vq.cache_config(self._cache)))
+        cfg["window"] = {v: k for k, v in _WINDOWS.items()}[cfg["window"]]
+        return cfg
 
     def load_sequence(self, source):
         """Adds the one sequence of a sequence file/bytes (save(seq_id=...)) as a

@@ -41,6 +41,7 @@ __all__ = [
 _RABITQ_SCORE = {"hamming": 0, "exact": 1}
 _RABITQ_MAG = {"l1": 0, "unbiased": 1}
 _KEY_SCORES = {"auto": 0, "f32": 1, "int8": 2}
+_VALUE_ACCUM = {"auto": 0, "f32": 1, "int8": 2}
 
 
 def _shape(x, name):
@@ -308,20 +309,24 @@ def rabitq_pack_values(v_idx, *, out=None):
 
 
 def rabitq_fused_attend(q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, *, score="hamming", v_scale=None,
-                        causal=False, num_splits=0, lse_out=None, out=None):
+                        causal=False, num_splits=0, lse_out=None, value_accum="auto", out=None):
     """Attention over 1-bit keys and codebook values in one pass.
 
     q [B,Hq,Sq,D] f16/f32 pre-rotated, q_scale [B,Hq,Sq] f32 (fold 1/sqrt(D) in),
     k_bits [B,Hkv,Skv,D/8] u8, k_mag [B,Hkv,Skv] f32, k_const [B,Hkv,Skv] f32 or
     None, v_idx [B,Hkv,Skv,D] u8 or nibble-packed [B,Hkv,Skv,D/2], v_cents
     [n_cents] f32. score 'hamming' (seed: (D - 2 ham) q_scale k_mag + k_const)
-    or 'exact'; v_scale [B,Hkv,Skv] f32 per-token value scale. Returns
-    [B,Hq,Sq,D] in q's dtype. D % 8 == 0, D <= 256."""
+    or 'exact'; v_scale [B,Hkv,Skv] f32 per-token value scale. ``value_accum``
+    (CPU) 'auto' (int8 p . v on CPUs with AVX-512 VNNI + VBMI at D = 128 and
+    <= 16 centroids: each output channel within 0.131 max|v_cents| max|v_scale|,
+    typically ~1e-3 of that, see vq_value_accum), 'f32' (~1e-6) or 'int8'.
+    Returns [B,Hq,Sq,D] in q's dtype. D % 8 == 0, D <= 256."""
     ad = adapter(q)
     if out is None:
         out = ad.empty(_shape(q, "q"), ad.dtype(q), q)
     _vq.rabitq_fused_attend(ad.ctx(q), q, q_scale, k_bits, k_mag, k_const, v_idx, v_cents, out,
-                            _code(_RABITQ_SCORE, score, "score"), v_scale, causal, num_splits, lse_out)
+                            _code(_RABITQ_SCORE, score, "score"), v_scale, causal, num_splits, lse_out,
+                            _code(_VALUE_ACCUM, value_accum, "value_accum"))
     return out
 
 
@@ -337,14 +342,15 @@ def rabitq_prefill_attend(q, scale, k_bits, k_mag, k_const, v_idx, v_cents, *, v
     if out is None:
         out = ad.empty(_shape(q, "q"), ad.dtype(q), q)
     _vq.rabitq_prefill_attend(ad.ctx(q), q, scale, k_bits, k_mag, k_const, v_idx, v_cents, out, 0, v_scale,
-                              False, 0, None)
+                              False, 0, None, 0)
     return out
 
 
 # ---- group-affine attention --------------------------------------------------------
 
 def scalar_fused_decode_attend(q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, scale, nsg=4,
-                               *, bits=0, causal=False, key_scores="auto", lse_out=None, out=None):
+                               *, bits=0, causal=False, key_scores="auto", value_accum="auto", lse_out=None,
+                               out=None):
     """Attention straight over a KIVI group-affine cache.
 
     q [B,Hq,Sq,D] f16/f32, k_codes/v_codes [B,Hkv,Skv,D] u8 (or bit-packed
@@ -355,13 +361,17 @@ def scalar_fused_decode_attend(q, k_codes, k_scale, k_zero, v_codes, v_scale, v_
     dots for 2/4-bit codes with D*bits % 256 == 0: score error at most
     max|scale q k_scale| / 254 per unit of code, see vq_key_scores), 'f32'
     (float dots, ~1e-6) or 'int8' (CPU; CUDA uses its own 22-bit query).
+    ``value_accum`` (CPU) 'auto' (int8 p . v for 2-bit values, g 32, D 128 on
+    CPUs with AVX-512 VNNI + VBMI: each output channel within 0.38
+    max|v_scale|, typically ~1e-3 of it, see vq_value_accum), 'f32' or 'int8'.
     Returns [B,Hq,Sq,D] in q's dtype. D <= 256; q must be 4-D."""
     ad = adapter(q)
     if out is None:
         out = ad.empty(_shape(q, "q"), ad.dtype(q), q)
     _vq.scalar_fused_decode_attend(ad.ctx(q), q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
                                    scale, nsg, out, causal, bits, lse_out,
-                                   _code(_KEY_SCORES, key_scores, "key_scores"))
+                                   _code(_KEY_SCORES, key_scores, "key_scores"),
+                                   _code(_VALUE_ACCUM, value_accum, "value_accum"))
     return out
 
 

@@ -44,6 +44,12 @@ static vq_status check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
     VQ_RETURN_IF(ctx, cfg->n_f16_layers < 0 || (cfg->n_f16_layers > 0 && cfg->f16_layers == NULL),
                  VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->f16_layers': NULL with n_f16_layers = %d",
                  cfg->n_f16_layers);
+    VQ_RETURN_IF(ctx, cfg->window != VQ_WINDOW_F16 && cfg->window != VQ_WINDOW_TURBO8, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->window': expected VQ_WINDOW_F16 (0) or VQ_WINDOW_TURBO8 (1), got %d",
+                 (int)cfg->window);
+    VQ_RETURN_IF(ctx, cfg->window == VQ_WINDOW_TURBO8 && !vq_is_pow2(cfg->head_dim), VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->window': VQ_WINDOW_TURBO8 needs a power-of-two head_dim (Hadamard rotation), got %d",
+                 cfg->head_dim);
     for (int i = 0; i < cfg->n_f16_layers; i++)
         VQ_RETURN_IF(ctx, cfg->f16_layers[i] < 0 || cfg->f16_layers[i] >= cfg->n_layers, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->f16_layers[%d]': layer %d outside [0, %d)", i, cfg->f16_layers[i],
@@ -134,6 +140,10 @@ static vq_status check_cuda_layer(vq_ctx *ctx, const vq_cache_layer *L, int l)
 static vq_status build(vq_cache *c, const vq_cache_config *cfg)
 {
     vq_ctx *ctx = c->ctx;
+    /* the CUDA cache attends an f16 window inside its merge kernel (cache_cuda.c) */
+    VQ_RETURN_IF(ctx, c->cuda && c->window != VQ_WINDOW_F16, VQ_ERR_UNSUPPORTED,
+                 "argument 'cfg->window': the CUDA cache keeps its residual window in f16 only "
+                 "(VQ_WINDOW_TURBO8 is CPU-only)");
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
     c->seqs = calloc((size_t)c->max_seqs, sizeof *c->seqs);
     VQ_RETURN_IF(ctx, c->layers == NULL || c->seqs == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");
@@ -181,7 +191,8 @@ vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **ou
                     .capacity_pages = cfg->capacity_pages ? cfg->capacity_pages : 64,
                     .grow_pages = cfg->grow_pages,
                     .max_seqs = cfg->max_sequences ? cfg->max_sequences : 256,
-                    .R = cfg->residual_tokens};
+                    .R = cfg->residual_tokens,
+                    .window = cfg->window};
 #ifndef VQ_WITH_CUDA
     if (c->cuda) {
         free(c);
@@ -249,6 +260,7 @@ vq_status vq_cache_get_config(const vq_cache *c, vq_cache_config *out)
     out->grow_pages = c->grow_pages;
     out->max_sequences = c->max_seqs;
     out->residual_tokens = c->R;
+    out->window = c->window;
     return VQ_OK;
 }
 

@@ -7,7 +7,14 @@
  * gathered (from the old window, then from the input) into one staging
  * block [Hkv][sum T][D] f16 for all sequences and encoded by one codec call
  * per stream; tokens [e1, n1) form the new window (old window rows that stay
- * are staged too, so no copy overlaps its source). */
+ * are staged too, so no copy overlaps its source).
+ *
+ * An 8-bit window (VQ_WINDOW_TURBO8) first codes all m new tokens of every
+ * sequence in the window's format (block Q); the tokens to encode are then
+ * gathered in that format too (from the old window and from Q) and decoded
+ * to f16 for the page codecs, and the new window rows are copied from Q. So
+ * every token reaches the pages through the same 8-bit round trip, whether
+ * it waited in the window or not (header, vq_cache_window). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +55,7 @@ static vq_status get_window(vq_cache *c, const vq_cache_layer *L, const vq_cache
 {
     if (count <= 0) return VQ_OK;
     const int64_t D = c->D, row = D * 2;
-    const char *src = (const char *)sl->res + ((int64_t)half * c->Hkv * L->res_cap + r0) * row;
+    const char *src = (const char *)sl->res + L->wstreams[half].off + r0 * row;
     return vq_cache_mem_copy2d(c, dst + col * D, (size_t)(dst_rows * row), src, (size_t)(L->res_cap * row),
                                (size_t)(count * row), (size_t)c->Hkv);
 }
@@ -112,9 +119,17 @@ static vq_status scatter(vq_cache *c, const vq_cache_layer *L, const seq_plan *p
     return VQ_OK;
 }
 
+/* Staged blocks an append reads in its commit: the window rows that stay
+ * (window layout, capacity sumM) and, for an 8-bit window, the new tokens
+ * in the window's format (capacity sumN = n_seq * m). */
+typedef struct staged {
+    const unsigned char *moved, *q;
+    int64_t sumM, sumN, m;
+} staged;
+
 /* The commit of one sequence: pages, scatter, new window, counters. */
 static vq_status commit(vq_cache *c, int l, seq_plan *pl, unsigned char *const *stage, int64_t sumT,
-                        const uint16_t *const *moved, int64_t sumM, const vq_cache_tensor *kv, int i)
+                        const staged *sg, const vq_cache_tensor *kv, int i)
 {
     vq_cache_layer *L = &c->layers[l];
     vq_cache_seq_layer *sl = pl->sl;
@@ -129,15 +144,18 @@ static vq_status commit(vq_cache *c, int l, seq_plan *pl, unsigned char *const *
     while (sl->n_pages < want) sl->pages[sl->n_pages++] = vq_cache_pool_take(L);
     if (pl->e1 > pl->e0) VQ_FORWARD_IF_ERROR(scatter(c, L, pl, stage, sumT));
     if (L->res_cap > 0) {
-        const int64_t row = D * 2, first_new = pl->e1 > pl->n0 ? pl->e1 : pl->n0;
-        for (int half = 0; half < 2; half++) {
-            uint16_t *res = (uint16_t *)sl->res + (int64_t)half * c->Hkv * L->res_cap * D;
-            if (pl->m > 0)
-                VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, res, (size_t)(L->res_cap * row), moved[half] + pl->m_off * D,
-                                                        (size_t)(sumM * row), (size_t)(pl->m * row), (size_t)c->Hkv));
-            for (int64_t h = 0; h < c->Hkv; h++)
-                VQ_FORWARD_IF_ERROR(put_rows(c, res + (h * L->res_cap + first_new - pl->e1) * D, &kv[half], i, h,
-                                             first_new - pl->n0, pl->n1 - first_new));
+        const int64_t first_new = pl->e1 > pl->n0 ? pl->e1 : pl->n0;
+        unsigned char *res = sl->res;
+        VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, res, L->res_cap, 0, sg->moved, sg->sumM, pl->m_off, pl->m));
+        if (c->window == VQ_WINDOW_TURBO8) {
+            VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, res, L->res_cap, first_new - pl->e1, sg->q, sg->sumN,
+                                                     i * sg->m + first_new - pl->n0, pl->n1 - first_new));
+        } else {
+            for (int half = 0; half < 2; half++)
+                for (int64_t h = 0; h < c->Hkv; h++)
+                    VQ_FORWARD_IF_ERROR(put_rows(
+                        c, (uint16_t *)(void *)(res + L->wstreams[half].off) + (h * L->res_cap + first_new - pl->e1) * D,
+                        &kv[half], i, h, first_new - pl->n0, pl->n1 - first_new));
         }
     }
     sl->n = pl->n1;
@@ -219,10 +237,16 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
     VQ_FORWARD_IF_ERROR(plan_all(c, layer, n_seq, plans, m, &sumT, &sumM, &pages));
     VQ_FORWARD_IF_ERROR(vq_cache_pool_reserve(c, layer, pages));
 
-    /* staging on the device: Ek, Ev, the streams, moved window rows (K, V), encode scratch */
-    const int64_t Hkv = c->Hkv, D = c->D;
-    const size_t ekv = align256((size_t)(Hkv * sumT * D * 2)), mv = align256((size_t)(Hkv * sumM * D * 2));
-    size_t off[VQ_CACHE_MAX_STREAMS], total = 2 * ekv + 2 * mv;
+    /* staging on the device: Ek, Ev, the moved window rows (window layout),
+     * for an 8-bit window the new tokens in f16 (X) and coded (Q) and the
+     * coded tokens to encode (W), the streams, encode scratch */
+    const int64_t Hkv = c->Hkv, D = c->D, sumN = (int64_t)n_seq * m;
+    const bool w8 = c->window == VQ_WINDOW_TURBO8 && L->res_cap > 0;
+    const size_t ekv = align256((size_t)(Hkv * sumT * D * 2)), mv = align256((size_t)(Hkv * sumM * L->win_token_bytes));
+    const size_t xb = w8 ? align256((size_t)(2 * Hkv * sumN * D * 2)) : 0;
+    const size_t qb = w8 ? align256((size_t)(Hkv * sumN * L->win_token_bytes)) : 0;
+    const size_t wb = w8 ? align256((size_t)(Hkv * sumT * L->win_token_bytes)) : 0;
+    size_t off[VQ_CACHE_MAX_STREAMS], total = 2 * ekv + mv + xb + qb + wb;
     for (int s = 0; s < L->n_streams; s++) {
         const vq_cache_stream *st = &L->streams[s];
         off[s] = total;
@@ -233,23 +257,44 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
     unsigned char *stage = vq_cache_stage(c, total);
     if (stage == NULL) return VQ_ERR_OUT_OF_MEMORY;
     uint16_t *E[2] = {(uint16_t *)(void *)stage, (uint16_t *)(void *)(stage + ekv)};
-    uint16_t *M[2] = {(uint16_t *)(void *)(stage + 2 * ekv), (uint16_t *)(void *)(stage + 2 * ekv + mv)};
+    unsigned char *M = stage + 2 * ekv;
+    uint16_t *X = (uint16_t *)(void *)(M + mv);
+    unsigned char *Q = M + mv + xb, *W = Q + qb;
     unsigned char *sp[VQ_CACHE_MAX_STREAMS];
     for (int s = 0; s < L->n_streams; s++) sp[s] = stage + off[s];
 
     /* gather */
+    if (w8) {
+        for (int i = 0; i < n_seq; i++)
+            for (int half = 0; half < 2; half++)
+                for (int64_t h = 0; h < Hkv; h++)
+                    VQ_FORWARD_IF_ERROR(put_rows(c, X + ((half * Hkv + h) * sumN + (int64_t)i * m) * D, &kv[half], i,
+                                                 h, 0, m));
+        VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_cache_window_encode(c, L, X, sumN, Q), "vq_cache_append"));
+    }
     for (int i = 0; i < n_seq; i++) {
         const seq_plan *pl = &plans[i];
         const int64_t from_win = (pl->e1 < pl->n0 ? pl->e1 : pl->n0) - pl->e0;
-        for (int half = 0; half < 2; half++) {
-            VQ_FORWARD_IF_ERROR(get_window(c, L, pl->sl, half, 0, from_win, E[half], sumT, pl->t_off));
+        if (w8) {
+            VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, W, sumT, pl->t_off, pl->sl->res, L->res_cap, 0, from_win));
             if (pl->e1 > pl->n0)
-                for (int64_t h = 0; h < Hkv; h++)
-                    VQ_FORWARD_IF_ERROR(put_rows(c, E[half] + (h * sumT + pl->t_off + pl->n0 - pl->e0) * D, &kv[half],
-                                                 i, h, 0, pl->e1 - pl->n0));
-            VQ_FORWARD_IF_ERROR(get_window(c, L, pl->sl, half, pl->e1 - pl->e0, pl->m, M[half], sumM, pl->m_off));
+                VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, W, sumT, pl->t_off + pl->n0 - pl->e0, Q, sumN,
+                                                         (int64_t)i * m, pl->e1 - pl->n0));
+        } else {
+            for (int half = 0; half < 2; half++) {
+                VQ_FORWARD_IF_ERROR(get_window(c, L, pl->sl, half, 0, from_win, E[half], sumT, pl->t_off));
+                if (pl->e1 > pl->n0)
+                    for (int64_t h = 0; h < Hkv; h++)
+                        VQ_FORWARD_IF_ERROR(put_rows(c, E[half] + (h * sumT + pl->t_off + pl->n0 - pl->e0) * D,
+                                                     &kv[half], i, h, 0, pl->e1 - pl->n0));
+            }
         }
+        if (L->res_cap > 0)
+            VQ_FORWARD_IF_ERROR(
+                vq_cache_window_copy(c, L, M, sumM, pl->m_off, pl->sl->res, L->res_cap, pl->e1 - pl->e0, pl->m));
     }
+    /* the tokens to encode, as the 8-bit window decodes them */
+    if (w8) VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_cache_window_decode(c, L, W, sumT, E[0], E[1]), "vq_cache_append"));
     /* encode */
     if (sumT > 0) {
         int n_key = 0;
@@ -281,8 +326,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
             ctx, vq_cache_encode(c, L, &ek, &ev, outs, n_key, stage + scratch_off, sumT), "vq_cache_append"));
     }
     /* commit: nothing above changed a sequence */
-    const uint16_t *moved[2] = {M[0], M[1]};
-    for (int i = 0; i < n_seq; i++)
-        VQ_FORWARD_IF_ERROR(commit(c, layer, &plans[i], sp, sumT, moved, sumM, kv, i));
+    const staged sg = {M, Q, sumM, sumN, m};
+    for (int i = 0; i < n_seq; i++) VQ_FORWARD_IF_ERROR(commit(c, layer, &plans[i], sp, sumT, &sg, kv, i));
     return VQ_OK;
 }

@@ -11,7 +11,12 @@
  *   f16 values in a rotated basis: the TurboQuant value pages accumulate
  *   P.V in the rotated basis and rotate each output row back once (their
  *   finish()); the window's f16 values must then be accumulated rotated too,
- *   o += p . rot(v) (a few tokens, one rotation each). */
+ *   o += p . rot(v) (a few tokens, one rotation each).
+ *
+ *   TurboQuant values in the plain basis: the converse, an 8-bit window
+ *   (VQ_WINDOW_TURBO8) next to pages whose values are not TurboQuant: a
+ *   block's P.V is accumulated rotated into scratch and each row rotated
+ *   back, o += rot^-1(p . y_hat) (linear, so equal to p . v_hat). */
 #include <math.h>
 #include <string.h>
 
@@ -76,4 +81,34 @@ void vq_cache_bind_rotated_values(vq_ctx *ctx, const DLTensor *v, const float *d
     out->ops = &rotated_ops;
     out->desc = desc;
     out->thread_floats = 0;
+}
+
+/* p [R][BN] -> o [R][D] += rot^-1(p . y_hat[t0 .. t0+n)) */
+static void unrotated_accumulate(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
+                                 int R, float *o)
+{
+    const vq_cache_unrotated_values *v = desc;
+    const int64_t D = v->D;
+    float *acc = th->extra; /* [R][D], then the inner format's scratch */
+    vq_attn_thread inner = *th;
+    inner.extra = th->extra + VQ_ATTN_MAX_ROWS * D;
+    memset(acc, 0, sizeof(float) * (size_t)(R * D));
+    v->inner->ops->accumulate(v->inner->desc, &inner, blk, p, R, acc);
+    for (int r = 0; r < R; r++) {
+        float *a = acc + (int64_t)r * D, *dst = o + (int64_t)r * D;
+        v->rotate(a, D, v->diag, true);
+        for (int64_t c = 0; c < D; c++) dst[c] += a[c];
+    }
+}
+
+static const vq_attn_value_ops unrotated_ops = {unrotated_accumulate, NULL};
+
+void vq_cache_bind_unrotated_values(vq_ctx *ctx, const vq_attn_values *inner, const float *diag, int64_t D,
+                                    vq_cache_unrotated_values *desc, vq_attn_values *out)
+{
+    *desc = (vq_cache_unrotated_values){inner, vq_hadamard_kernels_for(ctx->isa)->rotate_row, diag, D};
+    out->ops = &unrotated_ops;
+    out->desc = desc;
+    /* extra is 64-byte aligned and R <= VQ_ATTN_MAX_ROWS; D is a multiple of 8, so inner's part stays 32-byte aligned */
+    out->thread_floats = VQ_ATTN_MAX_ROWS * D + inner->thread_floats;
 }

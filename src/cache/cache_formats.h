@@ -22,6 +22,13 @@ typedef struct vq_cache_rotated_values {
     int64_t D;
 } vq_cache_rotated_values;
 
+typedef struct vq_cache_unrotated_values {
+    const vq_attn_values *inner; /* values bound in a rotated basis (TurboQuant), finish() not run */
+    vq_rotate_row_fn rotate;
+    const float *diag;           /* [D] their signs */
+    int64_t D;
+} vq_cache_unrotated_values;
+
 /* RaBitQ Hamming keys on raw queries: bits [B,Hkv,Skv,D/8] u8, mag
  * [B,Hkv,Skv] f32 (validated as vq_attn_bind_keys_rabitq does), diag [D]
  * host. inner and desc must outlive *out. */
@@ -33,5 +40,13 @@ vq_status vq_cache_bind_hamming(vq_ctx *ctx, const DLTensor *bits, const DLTenso
  * rot(v) with the signs diag. */
 void vq_cache_bind_rotated_values(vq_ctx *ctx, const DLTensor *v, const float *diag, vq_cache_rotated_values *desc,
                                   vq_attn_values *out);
+
+/* Values bound in a rotated basis (inner: TurboQuant, signs diag [D] host)
+ * accumulated in the plain basis, for a window coded as TurboQuant next to
+ * pages whose values are not: each block's rows are accumulated rotated
+ * into scratch and rotated back (R rotations per block). inner and desc must
+ * outlive *out. */
+void vq_cache_bind_unrotated_values(vq_ctx *ctx, const vq_attn_values *inner, const float *diag, int64_t D,
+                                    vq_cache_unrotated_values *desc, vq_attn_values *out);
 
 #endif

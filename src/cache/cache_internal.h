@@ -16,8 +16,12 @@
  *
  * Tokens of a sequence's layer: [0, n_enc) encoded, token t in page
  * pages[t / P] at row t % P (row (t % P) / g of group streams); [n_enc, n)
- * in the residual window, token t at row t - n_enc of res [2][Hkv][res_cap][D]
- * f16 (keys, then values).
+ * in the residual window, token t at row t - n_enc of every window stream
+ * (vq_cache_wstream): res holds stream w as [Hkv][res_cap][row_bytes_w] at
+ * byte offset off_w. VQ_WINDOW_F16: "k", "v" f16 [D] (so res is
+ * [2][Hkv][res_cap][D] f16, keys then values: what cache_cuda.c reads);
+ * VQ_WINDOW_TURBO8: "k_idx" u8 [D], "k_scale" f32, "v_idx" u8 [D],
+ * "v_scale" f32 (cache_window.c).
  *
  * On a CUDA ctx every chunk, residual window and device table is device
  * memory (cudaMalloc); the host keeps the page tables and all counters. */
@@ -89,11 +93,26 @@ typedef struct vq_cache_binding {
     vq_cache_hamming_keys hamming;
 } vq_cache_binding;
 
+/* One stream of a residual window (see the head of this file). */
+typedef struct vq_cache_wstream {
+    const char *name;
+    vq_dtype dtype;
+    int64_t last;       /* elements per token and head */
+    int64_t row_bytes;  /* last * element size */
+    int64_t off;        /* byte offset in the window: Hkv * res_cap * (row_bytes of the streams before) */
+    bool is_key;
+} vq_cache_wstream;
+
+#define VQ_CACHE_MAX_WSTREAMS 4
+
 typedef struct vq_cache_layer {
     vq_cache_layer_config cfg;  /* resolved; tensor pointers NULL (tables below) */
     int64_t g;                  /* key group: KIVI group_size, else 1 */
     int64_t res_cap;            /* residual window capacity in tokens: R + g - 1, 0 for CommVQ and
                                    when R = 0 and g = 1 */
+    int n_wstreams;             /* window streams (0 when res_cap == 0) */
+    vq_cache_wstream wstreams[VQ_CACHE_MAX_WSTREAMS];
+    int64_t win_token_bytes;    /* bytes of one window token of one head, keys and values */
     int n_streams;
     vq_cache_stream streams[VQ_CACHE_MAX_STREAMS];
     int64_t page_bytes;         /* all streams of one page */
@@ -121,7 +140,7 @@ typedef struct vq_cache_seq_layer {
     int64_t n_pages;    /* ceil(n_enc / P) entries of pages[] in use */
     int64_t cap_pages;  /* entries allocated */
     int32_t *pages;     /* page table */
-    void *res;          /* [2][Hkv][res_cap][D] f16, or NULL when res_cap == 0 */
+    void *res;          /* the window streams, Hkv * res_cap * win_token_bytes; NULL when res_cap == 0 */
 } vq_cache_seq_layer;
 
 typedef struct vq_cache_seq {
@@ -143,6 +162,7 @@ struct vq_cache {
     int64_t capacity_pages, grow_pages;
     int max_seqs;
     int R;
+    vq_cache_window window;  /* storage of the residual windows */
     int64_t next_id;
     vq_cache_layer *layers;  /* [L] */
     vq_cache_seq *seqs;      /* [max_seqs] slots */
@@ -204,6 +224,26 @@ int32_t vq_cache_pool_take(vq_cache_layer *L);        /* after reserve; refcount
 void vq_cache_pool_release(vq_cache_layer *L, int32_t page);
 /* Copies every stream of page src to page dst (copy-on-write). */
 vq_status vq_cache_pool_copy_page(vq_cache *c, int l, int32_t dst, int32_t src);
+
+/* ---- cache_window.c: the residual window's streams ---- */
+
+/* Fills L's window streams for c->window (after res_cap is known). */
+void vq_cache_window_layout(const vq_cache *c, vq_cache_layer *L);
+/* Bytes of one sequence's window of layer L. */
+size_t vq_cache_window_bytes(const vq_cache *c, const vq_cache_layer *L);
+/* Rows [src_row, src_row + count) of every window stream of a block in the
+ * window layout with capacity src_cap rows (a window: res_cap; a staging
+ * block: its own) -> rows [dst_row, ..) of a block of capacity dst_cap. */
+vq_status vq_cache_window_copy(vq_cache *c, const vq_cache_layer *L, unsigned char *dst, int64_t dst_cap,
+                               int64_t dst_row, const unsigned char *src, int64_t src_cap, int64_t src_row,
+                               int64_t count);
+/* VQ_WINDOW_TURBO8: x [2][Hkv][N][D] f16 (keys then values) -> the window
+ * layout of capacity N at w (all N rows). */
+vq_status vq_cache_window_encode(vq_cache *c, const vq_cache_layer *L, const uint16_t *x, int64_t N, unsigned char *w);
+/* VQ_WINDOW_TURBO8: all N rows of a window-layout block of capacity N ->
+ * f16 keys and values ek, ev [Hkv][N][D] (decoded, rounded to f16). */
+vq_status vq_cache_window_decode(vq_cache *c, const vq_cache_layer *L, const unsigned char *w, int64_t N,
+                                 uint16_t *ek, uint16_t *ev);
 
 /* ---- cache_seq.c ---- */
 

@@ -226,6 +226,7 @@ vq_status vq_cache_layout_layer(vq_cache *c, const vq_cache_layer_config *lc, co
      * them would mix two softmax temperatures. Both encode every token at once. */
     const bool no_window = L->cfg.keys.method == VQ_KEY_COMMVQ || L->cfg.keys.method == VQ_KEY_RABITQ;
     L->res_cap = no_window || (c->R == 0 && L->g == 1) ? 0 : c->R + L->g - 1;
+    vq_cache_window_layout(c, L);
     return VQ_OK;
 }
 
@@ -286,7 +287,13 @@ vq_status vq_cache_build_tables(vq_cache *c, const vq_cache_layer_config *user, 
         break;
     default: break;
     }
-    if (v->method == VQ_VALUE_TURBO) {
+    /* an 8-bit window codes keys and values as TurboQuant does: it needs both
+     * sign tables, drawn from the seeds the layer's TurboQuant methods use */
+    if (c->window == VQ_WINDOW_TURBO8 && L->res_cap > 0 && L->tables[VQ_CT_KDIAG].host == NULL) {
+        VQ_FORWARD_IF_ERROR(new_table(c, L, VQ_CT_KDIAG, "k_diag", 1, (const int64_t[]){D}));
+        (void)vq_random_signs(layer_seed(k->seed, l), D, L->tables[VQ_CT_KDIAG].host);
+    }
+    if (v->method == VQ_VALUE_TURBO || (c->window == VQ_WINDOW_TURBO8 && L->res_cap > 0)) {
         VQ_FORWARD_IF_ERROR(new_table(c, L, VQ_CT_VDIAG, "v_diag", 1, (const int64_t[]){D}));
         (void)vq_random_signs(layer_seed(v->seed, l) ^ 0x76ull, D, L->tables[VQ_CT_VDIAG].host);
     }

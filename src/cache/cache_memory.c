@@ -34,11 +34,15 @@ vq_status vq_cache_memory(const vq_cache *c, vq_cache_memory_report *out)
             if (q->id < 0) continue;
             const vq_cache_seq_layer *sl = &q->layers[l];
             r.tokens += sl->n;
-            const int64_t win = sl->n - sl->n_enc, half = (int64_t)c->Hkv * c->D * 2;
-            r.residual_bytes += 2 * win * half;
-            key_bytes += (double)(win * half);
-            value_bytes += (double)(win * half);
-            res_alloc += 2 * L->res_cap * half;
+            /* the window at its stored size (f16, or 8-bit codes + f32 scales) */
+            const int64_t win = sl->n - sl->n_enc;
+            for (int w = 0; w < L->n_wstreams; w++) {
+                const int64_t b = win * c->Hkv * L->wstreams[w].row_bytes;
+                r.residual_bytes += b;
+                if (L->wstreams[w].is_key) key_bytes += (double)b;
+                else value_bytes += (double)b;
+            }
+            res_alloc += (int64_t)vq_cache_window_bytes(c, L);
             pool_bytes += sl->cap_pages * 4;
             for (int64_t p = 0; p < sl->n_pages; p++) {
                 const int64_t f = sl->n_enc - p * c->P < c->P ? sl->n_enc - p * c->P : c->P;

@@ -1,6 +1,7 @@
 /* cache_seq.c — sequences: add, remove, truncate, fork, length. A sequence
  * is a slot with a page table and a residual window per layer; forks share
- * pages (reference counts in the pool) and copy the windows. */
+ * pages (reference counts in the pool) and copy the windows (whatever their
+ * storage: the bytes are copied). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,10 +22,7 @@ int64_t vq_cache_target_enc(const vq_cache *c, const vq_cache_layer *L, int64_t 
     return n - c->R < 0 ? 0 : e;
 }
 
-static size_t res_bytes(const vq_cache *c, const vq_cache_layer *L)
-{
-    return (size_t)(2 * (int64_t)c->Hkv * L->res_cap * c->D * 2);
-}
+static size_t res_bytes(const vq_cache *c, const vq_cache_layer *L) { return vq_cache_window_bytes(c, L); }
 
 static void free_seq(vq_cache *c, vq_cache_seq *q)
 {

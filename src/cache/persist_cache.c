@@ -2,6 +2,12 @@
  * whole vq_cache or one sequence, saved from and loaded onto either backend
  * (API: section 7 of veloxquant.h).
  *
+ * Versions: 1 (every cache before the 8-bit window), 2 (CONF gains the
+ * window storage, vq_cache_window, and a reserved word). A cache with an f16
+ * window is written as version 1, byte for byte as before, so older builds
+ * still read it; a VQ_WINDOW_TURBO8 cache is written as version 2, which
+ * older builds refuse ("format version 2 is newer than this library reads").
+ *
  * Sections: CONF (the cache's sizes), one LCFG per layer (the resolved layer
  * config, every table, the page layout), then one SQLY per (sequence, layer)
  * with its counters, the bytes of its filled pages and its residual window.
@@ -24,7 +30,7 @@
 #endif
 
 static const char CACHE_MAGIC[8] = {'V', 'Q', 'C', 'A', 'C', 'H', 'E', '\0'};
-enum { CACHE_VERSION = 1, CONF_BYTES = 8 * 4 + 3 * 8, SQLY_HEAD = 8 + 8 + 8 + 8 };
+enum { CACHE_VERSION = 2, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, SQLY_HEAD = 8 + 8 + 8 + 8 };
 #define TAG_CONF VQ_TAG('C', 'O', 'N', 'F')
 #define TAG_LCFG VQ_TAG('L', 'C', 'F', 'G')
 #define TAG_SQLY VQ_TAG('S', 'Q', 'L', 'Y')
@@ -143,16 +149,20 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
                 uint8_t *dst = vq_put_space(w, n);
                 if (dst) VQ_FORWARD_IF_ERROR(page_to_host(c, L, sl->pages[j], s, dst));
             }
-        /* window rows [0, n - n_enc) of keys then values, head by head */
-        const size_t row = (size_t)c->D * 2, rows = (size_t)(sl->n - sl->n_enc);
-        for (int kv = 0; kv < 2; kv++)
+        /* window rows [0, n - n_enc) of each window stream (f16: keys then
+         * values; TURBO8: k_idx, k_scale, v_idx, v_scale), head by head */
+        const size_t rows = (size_t)(sl->n - sl->n_enc);
+        for (int ws = 0; ws < L->n_wstreams; ws++) {
+            const size_t row = (size_t)L->wstreams[ws].row_bytes;
             for (int h = 0; h < c->Hkv; h++) {
                 uint8_t *dst = vq_put_space(w, rows * row);
                 if (dst && rows)
-                    VQ_FORWARD_IF_ERROR(to_host(
-                        c, dst, (const uint8_t *)sl->res + ((size_t)(kv * c->Hkv + h) * (size_t)L->res_cap) * row,
-                        rows * row));
+                    VQ_FORWARD_IF_ERROR(to_host(c, dst,
+                                                (const uint8_t *)sl->res + L->wstreams[ws].off +
+                                                    (size_t)h * (size_t)L->res_cap * row,
+                                                rows * row));
             }
+        }
         vq_section_end(w);
     }
     return VQ_OK;
@@ -169,6 +179,10 @@ static vq_status write_cache(vq_writer *w, const vq_cache *c, const vq_cache_seq
     vq_put_i64(w, c->capacity_pages);
     vq_put_i64(w, c->grow_pages);
     vq_put_i64(w, c->next_id);
+    if (c->window != VQ_WINDOW_F16) { /* version 2 */
+        vq_put_u32(w, (uint32_t)c->window);
+        vq_put_u32(w, 0);
+    }
     vq_section_end(w);
     for (int l = 0; l < c->L; l++) {
         vq_section_begin(w, TAG_LCFG);
@@ -189,7 +203,7 @@ static vq_status serialise(const vq_cache *c, const vq_cache_seq *only, void *bu
     vq_writer w;
     vq_writer_init(&w, buf, cap);
     VQ_FORWARD_IF_ERROR(write_cache(&w, c, only));
-    *size = vq_writer_finish(&w, CACHE_MAGIC, CACHE_VERSION);
+    *size = vq_writer_finish(&w, CACHE_MAGIC, c->window == VQ_WINDOW_F16 ? 1 : 2);
     return VQ_OK;
 }
 
@@ -285,13 +299,22 @@ static vq_status read_conf(vq_ctx *ctx, vq_container *f, plan *p)
 {
     vq_reader r;
     VQ_FORWARD_IF_ERROR(vq_container_section(ctx, f, TAG_CONF, &r));
-    CORRUPT(ctx, r.n != CONF_BYTES, "cache section 'CONF' has %zu bytes, version 1 has %d", r.n, CONF_BYTES);
-    uint32_t u[8];
+    const size_t want = f->version >= 2 ? CONF2_BYTES : CONF_BYTES;
+    CORRUPT(ctx, r.n != want, "cache section 'CONF' has %zu bytes, version %u has %zu", r.n, (unsigned)f->version,
+            want);
+    uint32_t u[8], window = VQ_WINDOW_F16, reserved = 0;
     int64_t cap, grow;
     for (int i = 0; i < 8; i++) vq_get_u32(&r, &u[i]);
     vq_get_i64(&r, &cap);
     vq_get_i64(&r, &grow);
     vq_get_i64(&r, &p->next_id);
+    if (f->version >= 2) {
+        vq_get_u32(&r, &window);
+        vq_get_u32(&r, &reserved);
+    }
+    CORRUPT(ctx, window > VQ_WINDOW_TURBO8 || reserved != 0,
+            "cache CONF: window storage %u (0 f16, 1 TurboQuant 8-bit) or reserved word %u out of range",
+            (unsigned)window, (unsigned)reserved);
     /* the ranges vq_cache_create accepts, so that the counts below are small */
     CORRUPT(ctx, u[0] < 1 || u[0] > 65536 || u[1] < 1 || u[1] > 4096 || u[2] < 1 || u[2] > 65536 ||
                      u[2] % u[1] != 0 || u[3] < 8 || u[3] > 256 || u[4] < 32 || u[4] > 65536 ||
@@ -310,7 +333,8 @@ static vq_status read_conf(vq_ctx *ctx, vq_container *f, plan *p)
             (unsigned)u[7], (unsigned long long)min_bytes, vq_reader_left(&f->all));
     p->cfg = (vq_cache_config){.n_layers = (int)u[0], .n_kv_heads = (int)u[1], .n_q_heads = (int)u[2],
                                .head_dim = (int)u[3], .page_size = (int)u[4], .capacity_pages = cap,
-                               .grow_pages = grow, .max_sequences = (int)u[5], .residual_tokens = (int)u[6]};
+                               .grow_pages = grow, .max_sequences = (int)u[5], .residual_tokens = (int)u[6],
+                               .window = (vq_cache_window)window};
     p->n_seqs = (int)u[7];
     return VQ_OK;
 }
@@ -426,8 +450,10 @@ static vq_status read_seq_layer(vq_ctx *ctx, vq_container *f, plan *p, int i, in
             "cache sequence %lld layer %d: %lld pages of %lld bytes, the section has %llu bytes left", (long long)id,
             l, (long long)q->n_pages, (long long)pl->page_bytes, (unsigned long long)left);
     const uint64_t page_total = (uint64_t)q->n_pages * (uint64_t)pl->page_bytes;
-    const uint64_t window = 2ull * (uint64_t)p->cfg.n_kv_heads * (uint64_t)(q->n - q->n_enc) *
-                            (uint64_t)p->cfg.head_dim * 2ull;
+    /* bytes of a window token of one head (cache_window.c): f16 keys and values, or 8-bit codes + f32 scales */
+    const uint64_t token = p->cfg.window == VQ_WINDOW_TURBO8 ? 2ull * ((uint64_t)p->cfg.head_dim + 4)
+                                                             : 4ull * (uint64_t)p->cfg.head_dim;
+    const uint64_t window = (uint64_t)p->cfg.n_kv_heads * (uint64_t)(q->n - q->n_enc) * token;
     CORRUPT(ctx, page_total + window != left,
             "cache sequence %lld layer %d: %lld pages and %lld window tokens take %llu bytes, the section has %llu",
             (long long)id, l, (long long)q->n_pages, (long long)(q->n - q->n_enc),
@@ -467,10 +493,13 @@ static vq_status check_against(vq_cache *c, const plan *p)
 {
     vq_ctx *ctx = c->ctx;
     CORRUPT(ctx, c->L != p->cfg.n_layers || c->Hkv != p->cfg.n_kv_heads || c->Hq != p->cfg.n_q_heads ||
-                     c->D != p->cfg.head_dim || c->P != p->cfg.page_size || c->R != p->cfg.residual_tokens,
-            "the file's cache [L %d, Hkv %d, Hq %d, D %d, P %d, R %d] is not this cache's [%d, %d, %d, %d, %lld, %d]",
+                     c->D != p->cfg.head_dim || c->P != p->cfg.page_size || c->R != p->cfg.residual_tokens ||
+                     c->window != p->cfg.window,
+            "the file's cache [L %d, Hkv %d, Hq %d, D %d, P %d, R %d, window %d] is not this cache's "
+            "[%d, %d, %d, %d, %lld, %d, %d]",
             p->cfg.n_layers, p->cfg.n_kv_heads, p->cfg.n_q_heads, p->cfg.head_dim, p->cfg.page_size,
-            p->cfg.residual_tokens, c->L, c->Hkv, c->Hq, c->D, (long long)c->P, c->R);
+            p->cfg.residual_tokens, (int)p->cfg.window, c->L, c->Hkv, c->Hq, c->D, (long long)c->P, c->R,
+            (int)c->window);
     for (int l = 0; l < c->L; l++) {
         vq_writer w;
         vq_writer_init(&w, NULL, 0);
@@ -535,12 +564,15 @@ static vq_status fill_seq(vq_cache *c, const plan *p, int i, vq_cache_seq *q)
                 src += n;
             }
         }
-        const size_t row = (size_t)c->D * 2, rows = (size_t)(ps->n - ps->n_enc);
-        for (int kv = 0; kv < 2 && rows; kv++)
-            for (int h = 0; h < c->Hkv; h++)
+        const size_t rows = (size_t)(ps->n - ps->n_enc);
+        const uint8_t *src = ps->window;
+        for (int ws = 0; ws < L->n_wstreams && rows; ws++) {
+            const size_t row = (size_t)L->wstreams[ws].row_bytes;
+            for (int h = 0; h < c->Hkv; h++, src += rows * row)
                 VQ_FORWARD_IF_ERROR(vq_cache_mem_upload(
-                    c, (uint8_t *)sl->res + (size_t)(kv * c->Hkv + h) * (size_t)L->res_cap * row,
-                    ps->window + (size_t)(kv * c->Hkv + h) * rows * row, rows * row));
+                    c, (uint8_t *)sl->res + L->wstreams[ws].off + (size_t)h * (size_t)L->res_cap * row, src,
+                    rows * row));
+        }
         sl->n = ps->n;
         sl->n_enc = ps->n_enc;
     }
@@ -556,7 +588,7 @@ static vq_status check_footprint(vq_ctx *ctx, const plan *p, size_t size)
     vq_cache dry = {.ctx = ctx, .cuda = vq_ctx_is_cuda(ctx), .L = p->cfg.n_layers, .Hkv = p->cfg.n_kv_heads,
                     .Hq = p->cfg.n_q_heads, .D = p->cfg.head_dim, .P = p->cfg.page_size,
                     .capacity_pages = p->cfg.capacity_pages, .max_seqs = p->cfg.max_sequences,
-                    .R = p->cfg.residual_tokens};
+                    .R = p->cfg.residual_tokens, .window = p->cfg.window};
     uint64_t bytes = 0;
     for (int l = 0; l < p->cfg.n_layers; l++) {
         vq_cache_layer L;
@@ -570,7 +602,7 @@ static vq_status check_footprint(vq_ctx *ctx, const plan *p, size_t size)
             return vq_fail(ctx, st == VQ_ERR_UNSUPPORTED ? st : VQ_ERR_CORRUPT_DATA, "the file's cache config: %s",
                            why);
         }
-        const uint64_t window = 4ull * (uint64_t)p->cfg.n_kv_heads * (uint64_t)L.res_cap * (uint64_t)p->cfg.head_dim;
+        const uint64_t window = (uint64_t)vq_cache_window_bytes(&dry, &L);
         bytes += (uint64_t)L.page_bytes * (uint64_t)p->cfg.capacity_pages + window * (uint64_t)p->n_seqs;
         CORRUPT(ctx, bytes > CACHE_MAX_WINDOW_SLACK + 4ull * size,
                 "the file's cache would allocate more than %llu bytes of pages and windows for %zu bytes of data",

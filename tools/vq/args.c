@@ -2,14 +2,53 @@
 #include "args.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define EXIT_USAGE 2
 
 /* ---- helpers ---------------------------------------------------------------- */
+
+/* Why `path` cannot be written as a file (VQA_OUT_FILE), or NULL when it can. */
+static const char *out_file_problem(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return "it is a directory";
+        return access(path, W_OK) == 0 ? NULL : "the file exists and is not writable";
+    }
+    char copy[4096];
+    if (strlen(path) >= sizeof copy) return "the path is too long";
+    strcpy(copy, path);
+    const char *dir = dirname(copy);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return "its directory does not exist";
+    return access(dir, W_OK | X_OK) == 0 ? NULL : "its directory is not writable";
+}
+
+/* Creates directory `path` and its missing parents (VQA_OUT_DIR); NULL when
+ * it is a writable directory afterwards, else why not. */
+static const char *out_dir_problem(const char *path)
+{
+    char p[4096];
+    if (strlen(path) >= sizeof p) return "the path is too long";
+    strcpy(p, path);
+    for (char *at = p + 1;; at++) {
+        const char c = *at;
+        if (c != '/' && c != '\0') continue;
+        *at = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return strerror(errno);
+        *at = c;
+        if (c == '\0') break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return "it exists and is not a directory";
+    return access(path, W_OK | X_OK) == 0 ? NULL : "the directory is not writable";
+}
 
 /* Levenshtein distance of two short strings (longer ones count as far apart). */
 static int edit_distance(const char *a, const char *b)
@@ -199,9 +238,15 @@ static int store(const vqa_cmd *cmd, const vqa_opt *o, const char *given, const 
         return VQA_RUN;
     }
     case VQA_STRING:
+    case VQA_OUT_FILE:
+    case VQA_OUT_DIR: {
         if (*val == '\0') return usage_error(cmd->name, "%s: the value must not be empty", given);
+        const char *why = o->kind == VQA_OUT_FILE ? out_file_problem(val)
+                          : o->kind == VQA_OUT_DIR ? out_dir_problem(val) : NULL;
+        if (why) return usage_error(cmd->name, "%s: cannot write '%s': %s", given, val, why);
         *(const char **)o->dst = val;
         return VQA_RUN;
+    }
     case VQA_CHOICE: {
         char list[256] = "";
         for (int i = 0; o->choices[i]; i++) {
@@ -244,6 +289,8 @@ static void default_text(const vqa_opt *o, char *buf, size_t n)
     case VQA_SIZE: snprintf(buf, n, " (default %s)", vqa_size_string(*(const int64_t *)o->dst, a)); break;
     case VQA_REAL: snprintf(buf, n, " (default %g)", *(const double *)o->dst); break;
     case VQA_STRING:
+    case VQA_OUT_FILE:
+    case VQA_OUT_DIR:
         if (*(const char *const *)o->dst) snprintf(buf, n, " (default %s)", *(const char *const *)o->dst);
         break;
     case VQA_CHOICE: snprintf(buf, n, " (default %s)", o->choices[*(const int *)o->dst]); break;

@@ -53,7 +53,16 @@ typedef enum vqa_kind {
     VQA_SIZES,   /* vqa_sizes *: comma-separated VQA_SIZE values, each in [lo, hi] */
     VQA_REAL,    /* double *: finite decimal number in [lo, hi] */
     VQA_STRING,  /* const char **: any non-empty value (points into argv) */
-    VQA_CHOICE   /* int *: index of the value in choices (exact match) */
+    VQA_CHOICE,  /* int *: index of the value in choices (exact match) */
+    /* const char **: a file the command writes (often only at its end, after
+     * minutes of work): checked when parsed, so a typo fails at once. Its
+     * directory must exist and be writable; an existing file must be a
+     * regular file we may write. Nothing is created. */
+    VQA_OUT_FILE,
+    /* const char **: a directory the command writes files into: created when
+     * parsed if missing (with its parents, like mkdir -p); it must end up a
+     * writable directory. */
+    VQA_OUT_DIR
 } vqa_kind;
 
 enum { VQA_MAX_SIZES = 16 };

@@ -331,7 +331,7 @@ int vq_cmd_cache_eval(int argc, char **argv)
         {"layers", VQA_INT, &o.layers, 0, 4096, "N", "grade the first N layers only (0 = all)"},
         {"repeats", VQA_INT, &o.repeats, 1, 64, "N", "timed attention calls per layer (median)"},
         {"threads", VQA_INT, &o.threads, 0, 1024, "T", "CPU threads, 0 = all cores"},
-        {"plot", VQA_STRING, &o.plot, 0, 0, "FILE.png", "write a PNG of out err against bits/elt"},
+        {"plot", VQA_OUT_FILE, &o.plot, 0, 0, "FILE.png", "write a PNG of out err against bits/elt"},
         VQA_JSON_OPT(&o.json),
     };
     vqa_cmd cmd;

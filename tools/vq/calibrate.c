@@ -53,7 +53,7 @@ int vq_cmd_calibrate(int argc, char **argv)
     const vqa_opt opts[] = {
         {"keys", VQA_STRING, &o.keys, 0, 0, "FILE", "keys .npy [L, Hkv, N, D] f16/f32 (required)"},
         {"values", VQA_STRING, &o.values, 0, 0, "FILE", "values .npy [L, Hkv, N, D] (needed by --value-centroids)"},
-        {"out", VQA_STRING, &o.out, 0, 0, "FILE", "calibration file to write (required)", NULL, 'o'},
+        {"out", VQA_OUT_FILE, &o.out, 0, 0, "FILE", "calibration file to write (required)", NULL, 'o'},
         {"pq-subspaces", VQA_INT, &o.pq_m, 0, 4096, "M", "VecInfer PQ subspaces (0 = no PQ; D % M == 0)"},
         {"pq-centroids", VQA_INT, &o.pq_c, 1, 65536, "C", "centroids per PQ subspace"},
         {"pq-shared", VQA_FLAG, &o.pq_shared, .help = "one PQ codebook for all kv heads"},

@@ -73,7 +73,7 @@ int vq_cmd_capture_kv(int argc, char **argv)
     const vqa_opt opts[] = {
         {"model", VQA_STRING, &model, 0, 0, "FILE", "GGUF model"},
         {"text", VQA_STRING, &text, 0, 0, "FILE", "UTF-8 text to run"},
-        {"out", VQA_STRING, &out, 0, 0, "DIR", "directory for keys.npy, values.npy, queries.npy (required)",
+        {"out", VQA_OUT_DIR, &out, 0, 0, "DIR", "directory for keys.npy, values.npy, queries.npy (created if missing; required)",
          NULL, 'o'},
         {"tokens", VQA_SIZE, &tokens, 1, 1 << 20, "S", "tokens whose keys and values are written"},
         {"queries", VQA_INT, &queries, 1, 4096, "Sq", "following tokens whose queries are written"},

@@ -89,6 +89,14 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         return VQ_EXIT_USAGE;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
+    /* a trailing "+w8": the residual window at 8 bits (VQ_WINDOW_TURBO8) */
+    snprintf(m->spec, sizeof m->spec, "%s", name);
+    const size_t nlen = strlen(m->spec), slen = strlen(VQM_CLI_WINDOW8);
+    if (nlen > slen && strcmp(m->spec + nlen - slen, VQM_CLI_WINDOW8) == 0) {
+        m->spec[nlen - slen] = 0;
+        m->cfg.window = VQ_WINDOW_TURBO8;
+    }
+    name = m->spec;
     /* BASE[@LAYERS=METHOD]...: per-layer configs when BASE is KEYS/VALUES or
      * has overrides; a plain preset name stays a preset (cfg.preset) */
     const char *at = strchr(name, '@');
@@ -126,7 +134,7 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         p = end ? end + 1 : p + len;
     }
     m->residual = residual;
-    m->cfg.preset = mixed ? NULL : m->name;
+    m->cfg.preset = mixed ? NULL : m->spec;
     m->cfg.layers = mixed ? m->layers : NULL;
     m->cfg.f16_layers = m->n_f16_layers ? m->f16_layers : NULL;
     m->cfg.n_f16_layers = m->n_f16_layers;

@@ -76,12 +76,12 @@ int vq_cmd_perplexity(int argc, char **argv)
     ppl_opts o = {.c = VQM_CLI_COMMON_DEFAULTS, .kv = "f16", .ctx = {3, {512, 2048, 8192}}};
     o.c.batch = PPL_CHUNK;
     const vqa_opt opts[] = {
-        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "comma-separated cache presets or KEYS/VALUES, each optionally with @LAYERS=METHOD overrides (f16 always runs as the reference)"},
+        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "comma-separated cache presets or KEYS/VALUES, each optionally with @LAYERS=METHOD overrides and a last +w8 (window at 8 bits) (f16 always runs as the reference)"},
         {"ctx", VQA_SIZES, &o.ctx, 2, 1 << 20, "LIST", "window sizes in tokens (512,2048,8192)"},
         {"max-tokens", VQA_SIZE, &o.max_tokens, 0, 1ll << 40, "N", "use at most the first N tokens (0 = all)"},
         {"windows", VQA_INT, &o.windows, 0, 1 << 30, "W", "at most W windows per context (0 = all)"},
-        {"plot", VQA_STRING, &o.plot, 0, 0, "FILE.png", "draw perplexity change against bits per element"},
-        {"tokens", VQA_STRING, &o.tokens, 0, 0, "FILE.tsv",
+        {"plot", VQA_OUT_FILE, &o.plot, 0, 0, "FILE.png", "draw perplexity change against bits per element"},
+        {"tokens", VQA_OUT_FILE, &o.tokens, 0, 0, "FILE.tsv",
          "write each window position's token id and each method's nll (nan where not scored)"},
         VQM_CLI_COMMON_OPTS(o.c),
         VQA_JSON_OPT(&o.json),

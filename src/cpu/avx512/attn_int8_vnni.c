@@ -64,7 +64,7 @@ static const stage_idx stages = {
 VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                            const float *dz, float *s, int64_t lds)
 {
-    const int K = 8 / bits, NA = RB == 1 ? 4 : RB == 2 ? 2 : 1;
+    const int K = 8 / bits, NA = RB <= 2 ? 4 : 2; /* >= 8 independent vpdpbusd chains (latency 5) */
     const int64_t P = D / K, NC = D * bits / 256;
     const __m512i mask = _mm512_set1_epi8(bits == 2 ? 3 : 15);
     __m512i acc[4][4];
