@@ -217,7 +217,8 @@ void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
-void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);
+void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);    /* integer key scores, smull (ARMv8.0) */
+void vq_attn_kernels_init_neon_dotprod(vq_attn_kernels *k); /* only where the CPU has the dot product (sdot) */
 
 /* An ISA file writes element-generic static inline qk_any(e, ...) and
  * pv_any(e, ...) with the signatures of qk[]/pv[] plus a leading vq_attn_elt;
