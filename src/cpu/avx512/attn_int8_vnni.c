@@ -110,6 +110,15 @@ static void affine_qk8_vnni(int R, int n, int64_t D, int bits, const uint8_t *co
             float *sr = s + r0 * lds + j;
 #define VQ_CASE(B, RB) \
     case B * 8 + RB: qk8_block16(B, RB, nb, D, cj, ldc, x, z, sr, lds); break;
+            if (D == 128 && bits == 2) { /* decode's layout: every offset a constant */
+                switch (rb) {
+                case 1: qk8_block16(2, 1, nb, 128, cj, ldc, x, z, sr, lds); break;
+                case 2: qk8_block16(2, 2, nb, 128, cj, ldc, x, z, sr, lds); break;
+                case 3: qk8_block16(2, 3, nb, 128, cj, ldc, x, z, sr, lds); break;
+                default: qk8_block16(2, 4, nb, 128, cj, ldc, x, z, sr, lds); break;
+                }
+                continue;
+            }
             switch (bits * 8 + rb) {
                 VQ_CASE(2, 1) VQ_CASE(2, 2) VQ_CASE(2, 3) VQ_CASE(2, 4)
                 VQ_CASE(4, 1) VQ_CASE(4, 2) VQ_CASE(4, 3) VQ_CASE(4, 4)
