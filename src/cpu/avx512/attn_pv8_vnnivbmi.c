@@ -99,7 +99,7 @@ VQ_INLINE __m512 row_p(bool full, int n, const float *p, int m)
     const int left = n - 16 * (m / 4);
     const __mmask16 k = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
     const __m512 P = _mm512_maskz_loadu_ps(k, p + 16 * (m / 4));
-    return _mm512_shuffle_f32x4(P, P, (m % 4) * 0x55);
+    return _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(4 * (m % 4)), _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0)), P); /* no immediate: -O0 builds too */
 }
 
 /* RB <= 4 rows: int8 weights w8t[r] [8 quads][4 groups][4 tokens] (the
