@@ -798,7 +798,10 @@ typedef enum vq_key_scores {
  * Codebook values (vq_rabitq_fused_attend, D = 128, at most 16 centroids):
  * the centroids are rounded once per call, cq_i = rint(cents_i / cstep) with
  * cstep = C / 127, C = max_i |cents_i|, and per query row and block of 32
- * tokens w_j = p_j * v_scale[j] (1 without v_scale) as above, so
+ * tokens w_j = p_j * v_scale[j] (1 without v_scale) are rounded as above,
+ * except that a row's block without a negative w_j (always without v_scale,
+ * or with v_scale >= 0) takes uint8 weights: step = max_j |w_j| / 255,
+ * wq_j = rint(w_j / step) in [0, 255], half the int8 step. So
  *   sum_j p_j v_hat[j][c] = step * cstep * sum_j wq_j cq[idx[j][c]]
  * (the integer dot exact, vpdpbusd; scalar reference elsewhere when INT8 is
  * asked for). Error bound. With |w_j - step wq_j| <= step / 2 and
@@ -807,7 +810,8 @@ typedef enum vq_key_scores {
  * and dividing by d (>= sum_b max_{j in b} p_j, and = sum_j p_j) a cache with
  * |v_scale| <= S moves each output channel by at most
  * C S (32 / 254 + 1 / 254 + 32 / (4 * 127^2)) = 0.131 C S plus f32 rounding
- * (worst case: every rounding error of one sign). The centroid part
+ * (worst case: every rounding error of one sign; with uint8 weights the
+ * weight terms halve, 0.067 C S). The centroid part
  * (cstep / 2 per centroid, <= C S / 254) is a fixed bias per centroid; the
  * weight part mostly averages out: typically ~1e-3 C S (0.4-2.6e-3 on the
  * test caches; a 4-bit codebook's own spacing is ~C / 8). Weights far below
@@ -815,9 +819,10 @@ typedef enum vq_key_scores {
  * grows with Skv. tests/test_attention_rabitq.c checks the bound
  * per output on every ISA, the float64 integer formulation, and the typical
  * error of the weight rounding.
- * Both: a row's block whose largest |w_j| is below 127 / FLT_MAX (~3.7e-37,
- * where 127 / max|w| overflows) rounds to 0; as d >= 1 that moves the
- * output by less than 1.2e-35 times the largest value.
+ * Both: a row's block whose largest |w_j| is below L / FLT_MAX (L = 127,
+ * or 255 for uint8 weights: < 7.5e-37, where L / max|w| overflows) rounds
+ * to 0; as d >= 1 that moves the output by less than 2.4e-35 times the
+ * largest value.
  * VQ_VALUE_ACCUM_F32: f32 FMAs of the decoded codes (relative error ~1e-6).
  * CUDA contexts ignore this field. */
 typedef enum vq_value_accum {

@@ -375,6 +375,95 @@ static void auto_on(vq_ctx *ctx, const char *isa)
 
 static void test_affine_pv8_auto(void) { vt_for_each_isa(2, auto_on); }
 
+/* A float drawn for the kernel checks below: mostly ordinary, sometimes 0,
+ * huge where `huge` (products overflow), tiny (maxima below 127 / FLT_MAX)
+ * or, where `special`, NaN / SNaN / +-inf. Zero terms are never huge: where
+ * their sums overflow, the order of the sum (free on every ISA) decides. */
+static float odd_float(vq_rng *rng, bool special, bool huge)
+{
+    const uint64_t u = vq_rng_next(rng) % 64;
+    const float x = (float)(vq_rng_normal(rng));
+    if (u == 0) return 0.0f;
+    if (u == 1) return huge ? x * 1e30f : x;
+    if (u == 2) return x * 1e-38f;
+    if (!special || u > 6) return x;
+    return u == 3 ? NAN : u == 4 ? __builtin_nansf("") : u == 5 ? INFINITY : -INFINITY;
+}
+
+/* Same float, NaN or not: bit for bit, any NaN matching any NaN. */
+static bool same_float(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0; }
+
+/* Every ISA's affine_q8 gives the scalar kernel's int8 planes and steps bit
+ * for bit (the integer scores then agree exactly) and its zero sums to f32
+ * rounding, and affine_pv8 gives its outputs to f32 rounding, NaN where it
+ * has NaN: ordinary rows, rows of zeros, overflowing products, maxima below
+ * 127 / FLT_MAX, NaN / SNaN / inf in q, scale, zero, p and v_scale, 1-5 rows,
+ * partial blocks. */
+static void int8_kernels_on(vq_ctx *ctx, const char *isa)
+{
+    const vq_attn_kernels *k = vq_attn_kernels_for(ctx->isa), *ref = vq_attn_kernels_for(VQ_ISA_SCALAR);
+    vq_rng rng;
+    vq_rng_seed(&rng, 1414);
+    enum { RMAX = 5, DMAX = 256 };
+    float q[RMAX * DMAX], sc[DMAX], ze[DMAX], dz[2][2 * RMAX];
+    int8_t xq[2][RMAX * DMAX];
+    for (int it = 0; it < 400; it++) {
+        const int bits = it % 2 ? 4 : 2, D = 64 * (1 + (int)(vq_rng_next(&rng) % 4)), R = 1 + it % RMAX;
+        if (!vq_attn_q8_supported(bits, D)) continue;
+        const bool special = it % 3 == 0, zero_rows = it % 7 == 0;
+        for (int c = 0; c < R * D; c++) q[c] = zero_rows && c < D ? 0.0f : odd_float(&rng, special, true);
+        for (int c = 0; c < D; c++) {
+            sc[c] = odd_float(&rng, special && it % 2 == 0, true);
+            ze[c] = odd_float(&rng, special && it % 4 == 0, false);
+        }
+        k->affine_q8(R, D, bits, q, D, sc, ze, xq[0], dz[0]);
+        ref->affine_q8(R, D, bits, q, D, sc, ze, xq[1], dz[1]);
+        for (int r = 0; r < R; r++) {
+            const bool fin = !isnan(dz[1][2 * r]);
+            VT_CHECK(same_float(dz[0][2 * r], dz[1][2 * r]), "%s q8 it %d row %d: step %g, scalar %g", isa, it, r,
+                     (double)dz[0][2 * r], (double)dz[1][2 * r]);
+            VT_CHECK(!fin || memcmp(xq[0] + r * D, xq[1] + r * D, (size_t)D) == 0, "%s q8 it %d row %d: planes differ",
+                     isa, it, r);
+            const float z0 = dz[0][2 * r + 1], z1 = dz[1][2 * r + 1];
+            VT_CHECK(!fin || fabsf(z0 - z1) <= 1e-5f * (fabsf(z1) + 1e-30f) * (float)D, "%s q8 it %d: zero sum %g, scalar %g",
+                     isa, it, (double)z0, (double)z1);
+        }
+    }
+    enum { BN = 32 };
+    float p[RMAX * BN], vs[BN * 4], vz[BN * 4], o[2][RMAX * 128];
+    uint8_t codes[BN * 32];
+    for (int it = 0; it < 300; it++) {
+        const int R = 1 + it % RMAX, n = it % 4 == 0 ? 1 + (int)(vq_rng_next(&rng) % BN) : BN;
+        const bool special = it % 5 == 0;
+        for (int j = 0; j < BN * 32; j++) codes[j] = (uint8_t)vq_rng_next(&rng);
+        for (int j = 0; j < R * BN; j++) p[j] = j % BN < n ? fabsf(odd_float(&rng, special && it % 2 == 0, true)) : NAN;
+        for (int j = 0; j < BN * 4; j++) {
+            vs[j] = j / 4 < n ? odd_float(&rng, special, true) : NAN; /* past n: never read */
+            vz[j] = j / 4 >= n ? NAN : it % 10 == 0 ? 0.0f : odd_float(&rng, false, false); /* 0: no NaN from p . vz */
+        }
+        if (it % 10 == 5) { /* w = inf * 0 = NaN: quiet NaNs that a max would skip; p . vz = +-inf, not NaN */
+            p[0] = INFINITY;
+            for (int g = 0; g < 4; g++) vs[g] = 0.0f;
+        }
+        for (int c = 0; c < R * 128; c++) o[0][c] = o[1][c] = (float)vq_rng_normal(&rng);
+        k->affine_pv8(R, n, codes, 32, vs, vz, p, BN, o[0], 128);
+        ref->affine_pv8(R, n, codes, 32, vs, vz, p, BN, o[1], 128);
+        for (int c = 0; c < R * 128; c++) {
+            const int r = c / 128, gi = (c % 128) / 32;
+            float mag = 1.0f; /* the terms' magnitude: what the f32 roundings of the sums are relative to */
+            for (int j = 0; j < n; j++) {
+                const float t = fabsf(p[r * BN + j]) * (3.0f * fabsf(vs[4 * j + gi]) + fabsf(vz[4 * j + gi]));
+                mag += isfinite(t) ? t : 0.0f;
+            }
+            const float a = o[0][c], b = o[1][c];
+            const bool ok = isnan(b) ? isnan(a) : isinf(b) ? a == b : fabsf(a - b) <= 1e-5f * (fabsf(b) + mag);
+            VT_CHECK(ok, "%s pv8 it %d R %d n %d [%d]: %g, scalar %g", isa, it, R, n, c, (double)a, (double)b);
+        }
+    }
+}
+
+static void test_int8_kernels(void) { vt_for_each_isa(1, int8_kernels_on); }
+
 static void test_affine_errors(void)
 {
     vq_ctx *ctx = vt_ctx(2);
@@ -449,6 +538,7 @@ int main(void)
     VT_RUN(test_affine_decode);
     VT_RUN(test_affine_pv8);
     VT_RUN(test_affine_pv8_auto);
+    VT_RUN(test_int8_kernels);
     VT_RUN(test_affine_errors);
     return vt_finish();
 }

@@ -175,7 +175,7 @@ static void test_rabitq_attend(void) { vt_for_each_isa(2, cases_on); }
 
 /* Integer p.V in float64 from the exact probabilities: per row and block of
  * 32 tokens (cut at the causal limit, as the skeleton cuts them) w = p *
- * v_scale rounded against max|w| / 127, centroids as the library rounds them
+ * v_scale rounded against max|w| / 255 (no w < 0) or / 127, centroids as the library rounds them
  * (vq_attn_cb8_round). ref_q: that formulation; ref_c: exact weights with
  * the rounded centroids (what is left differs from out by the weight
  * rounding alone); bound: the header's bound on |out - exact|; var: the
@@ -199,12 +199,17 @@ static void cb8_reference(const rq *x, bool causal, const int8_t *cq, double cst
                 for (int64_t t0 = 0; t0 < lim; t0 += 32) {
                     const int64_t t1 = t0 + 32 < lim ? t0 + 32 : lim;
                     double amax = 0.0;
-                    for (int64_t t = t0; t < t1; t++)
-                        amax = fmax(amax, fabs(s[t] * (x->v_scale ? vt_get(x->v_scale, bh * d->Skv + t) : 1.0)));
-                    const double step = amax / 127.0;
+                    bool nonneg = true;
                     for (int64_t t = t0; t < t1; t++) {
                         const double w = s[t] * (x->v_scale ? vt_get(x->v_scale, bh * d->Skv + t) : 1.0);
-                        const double wq = amax > 0 ? rint(w / amax * 127.0) * step : 0.0;
+                        amax = fmax(amax, fabs(w));
+                        nonneg = nonneg && !(w < 0.0);
+                    }
+                    /* uint8 weights where none is negative, else int8 */
+                    const double L = nonneg ? 255.0 : 127.0, step = amax / L;
+                    for (int64_t t = t0; t < t1; t++) {
+                        const double w = s[t] * (x->v_scale ? vt_get(x->v_scale, bh * d->Skv + t) : 1.0);
+                        const double wq = amax > 0 ? rint(w / amax * L) * step : 0.0;
                         for (int64_t c = 0; c < d->D; c++) {
                             const int64_t xi = (bh * d->Skv + t) * d->D + c, ci = u[xi] < nc ? u[xi] : nc - 1;
                             const double cent = vt_get(x->v_cents, ci), cr = cstep * cq[ci];

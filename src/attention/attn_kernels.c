@@ -36,6 +36,9 @@ static void build_tables(void)
         if (vq_isa_includes((vq_isa)i, VQ_ISA_NEON)) {
             vq_attn_kernels_init_neon(k);
             vq_attn_kernels_init_neon_int8(k);
+#ifdef VQ_HAVE_NEON_DOTPROD
+            if (vq_cpu_has_neon_dotprod()) vq_attn_kernels_init_neon_dotprod(k);
+#endif
         }
 #endif
     }

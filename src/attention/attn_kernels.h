@@ -111,7 +111,10 @@ typedef struct vq_attn_kernels {
      * the centroids rounded to int8 against cstep (vq_attn_cb8_round). Per
      * row r, with w_j = w[r*ldw + j] (f32: p_j times the token's value scale):
      *   amax = max_j |w_j|; a non-finite w_j makes the row's step NaN;
-     *   step = amax / 127, wq_j = rint(w_j * (127 / amax)) (0 when amax = 0),
+     *   L = 255 where no w_j < 0 (uint8 weights: always without v_scale),
+     *   else 127 (int8);
+     *   step = amax / L, wq_j = rint(w_j * vq_attn_q8_inv_levels(L, amax, ..))
+     *   clamped to [0, 255] or [-127, 127],
      *   o[r*ldo + c] += (step * cstep) * sum_j wq_j cq[idx(j, c)]
      * the integer sum exact, o in channel order. Every ISA computes wq and
      * step with these f32 operations, so outputs agree to f32 rounding. */
@@ -137,6 +140,14 @@ static inline float vq_attn_q8_inv(float amax, bool finite)
     return finite && inv <= 3.40282347e38f ? inv : 0.0f;
 }
 
+/* The same for `levels` steps (127: int8, 255: uint8): levels / amax, 0
+ * under the same conditions (amax < levels / FLT_MAX included). */
+static inline float vq_attn_q8_inv_levels(float levels, float amax, bool finite)
+{
+    const float inv = levels / amax;
+    return finite && inv <= 3.40282347e38f ? inv : 0.0f;
+}
+
 /* Where channel c of a quantised query row sits (affine_q8): grouped by the
  * shift that extracts it from a code byte. With K = 8 / bits codes per byte,
  * plane m = c % K holds the channels of shift m * bits in byte order, so that
@@ -150,10 +161,14 @@ static inline int64_t vq_attn_q8_pos(int64_t c, int bits, int64_t D)
 /* Whether the integer key-score kernels take codes of this width and D. */
 static inline bool vq_attn_q8_supported(int bits, int64_t D) { return (bits == 2 || bits == 4) && D * bits % 256 == 0; }
 
-/* Where affine_pv8 accumulates channel c (D = 128): lane b of register
- * (h, k) holds channel 64 h + 4 b + k (k: the code's position in its byte),
- * and sits at 64 h + 16 k + b. */
-static inline int vq_attn_pv8_pos(int c) { return 64 * (c / 64) + 16 * (c % 4) + (c % 64) / 4; }
+/* Where affine_pv8 accumulates channel c (D = 128): lane l = 2 b + i of
+ * register (h, k) holds channel 32 (2 h + i) + 4 b + k (k: the code's
+ * position in its byte, b: the byte within the group, i: which of the two
+ * groups of the half), and sits at 64 h + 16 k + l. */
+static inline int vq_attn_pv8_pos(int c)
+{
+    return 64 * (c / 64) + 16 * (c % 4) + 2 * ((c % 32) / 4) + (c / 32) % 2;
+}
 
 /* Whether affine_pv8 takes values of this width, group size and D. */
 static inline bool vq_attn_pv8_supported(int bits, int64_t g, int64_t D) { return bits == 2 && g == 32 && D == 128; }
@@ -202,7 +217,8 @@ void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
-void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);
+void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);    /* integer key scores, smull (ARMv8.0) */
+void vq_attn_kernels_init_neon_dotprod(vq_attn_kernels *k); /* only where the CPU has the dot product (sdot) */
 
 /* An ISA file writes element-generic static inline qk_any(e, ...) and
  * pv_any(e, ...) with the signatures of qk[]/pv[] plus a leading vq_attn_elt;

@@ -119,16 +119,19 @@ static void codebook_pv8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, c
     for (int r = 0; r < R; r++) {
         const float *wr = w + r * ldw;
         float amax = 0.0f;
-        bool finite = true;
+        bool finite = true, nonneg = true;
         for (int j = 0; j < n; j++) {
             finite = finite && isfinite(wr[j]);
+            nonneg = nonneg && !(wr[j] < 0.0f);
             amax = fabsf(wr[j]) > amax ? fabsf(wr[j]) : amax;
         }
-        const float inv = vq_attn_q8_inv(amax, finite), step = finite ? amax / 127.0f : NAN;
+        /* uint8 weights where none is negative: half the rounding step */
+        const float L = nonneg ? 255.0f : 127.0f, lo = nonneg ? 0.0f : -127.0f;
+        const float inv = vq_attn_q8_inv_levels(L, amax, finite), step = finite ? amax / L : NAN;
         int32_t isum[128] = {0};
         for (int j = 0; j < n; j++) {
             const float x = rintf(wr[j] * inv);
-            const int32_t wq = finite ? (int32_t)(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x) : 0;
+            const int32_t wq = finite ? (int32_t)(x > L ? L : x < lo ? lo : x) : 0;
             const uint8_t *row = idx + j * ldi;
             for (int c = 0; c < 128; c++) isum[c] += wq * (int32_t)cq[(row[c / 2] >> (4 * (c & 1))) & 15];
         }

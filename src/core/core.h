@@ -63,6 +63,11 @@ const char *vq_isa_name(vq_isa isa);
 bool vq_cpu_has_avx512_vnni(void);
 /* AVX512_VBMI (vpermb / vpermt2b byte permutes), likewise. */
 bool vq_cpu_has_avx512_vbmi(void);
+/* The ARMv8.2 dot-product instructions (sdot / udot; Linux HWCAP_ASIMDDP) on
+ * this CPU, built with NEON and a compiler that targets them: an extension
+ * within VQ_ISA_NEON whose kernels (src/cpu/neon, files named *_dotprod.c)
+ * are swapped in where present; ARMv8.0 CPUs run the smull versions. */
+bool vq_cpu_has_neon_dotprod(void);
 /* True when a kernel table for `want` may be installed on a ctx running `have`
  * (x86 ISAs are ordered scalar < avx2 < avx512; NEON stands alone). */
 bool vq_isa_includes(vq_isa have, vq_isa want);

@@ -6,6 +6,11 @@
 
 #include "core.h"
 
+#if defined(__aarch64__) && defined(__linux__) && defined(VQ_HAVE_NEON_DOTPROD)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
@@ -58,6 +63,15 @@ static bool avx512_leaf7_ecx(int bit)
 
 bool vq_cpu_has_avx512_vnni(void) { return avx512_leaf7_ecx(11); }
 bool vq_cpu_has_avx512_vbmi(void) { return avx512_leaf7_ecx(1); }
+
+bool vq_cpu_has_neon_dotprod(void)
+{
+#if defined(__aarch64__) && defined(__linux__) && defined(VQ_HAVE_NEON_DOTPROD)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+    return false;
+#endif
+}
 
 vq_isa vq_cpu_best_isa(void)
 {

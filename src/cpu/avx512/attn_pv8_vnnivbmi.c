@@ -8,15 +8,23 @@
  * its error bound: attn_kernels.h and veloxquant.h at vq_value_accum), so
  * sum_j w_j code_jc becomes step * sum_j wq_j code_jc, exact in int32, and
  * one vpdpbusd multiplies 4 tokens x 16 channels of codes by their 4
- * weights. The codes of 4 tokens are interleaved (one vpermt2b: dword b =
- * byte b of each token, i.e. 4 channels x 4 tokens), and the shift-and-mask
- * that extracts channel 4b + k of the 4 tokens is shared by all rows; each
- * row then adds 8 vpdpbusd per 4 tokens (2 per token, against 8 f32 FMAs)
- * with its weights picked by one vpermd. The zero term is kept in f32:
- * sum_j p_j vz[j][g], added once per block. Lane b of accumulator (h, k)
- * holds channel 64 h + 4 b + k, and o is accumulated in that order
- * (attn_kernels.h, affine_pv8_order): the permutation is undone once per row
- * by the format's finish(), not per block. */
+ * weights. The zero term is kept in f32: sum_j p_j vz[j][g], added once per
+ * block.
+ *
+ * Shared by all rows of a block: vs and vz transposed per 4 tokens (lane
+ * 4 g + t of register m = token 4 m + t, group g), their finite flags, and
+ * the codes of 4 tokens interleaved (one vpermt2b per half: lane l = 2 b + i
+ * gets code byte b of group 2 h + i of the 4 tokens, one byte each), with
+ * one shift-and-mask per code position. Per row: w = p (a 128-bit broadcast
+ * load per 4 tokens) * vs, the group maxima and zero sums reduced within
+ * 128-bit lanes (no cross-lane shuffles), the int8 weights narrowed with
+ * vpackssdw + vpacksswb and put in [4 tokens][group][token] order by one
+ * vpermd per 16 tokens, so that the weights of both groups of a half and 4
+ * tokens are one qword: one broadcast load and 8 vpdpbusd per 4 tokens.
+ * Lane l of accumulator (h, k) holds channel 32 (2 h + (l & 1)) + 4 (l >> 1)
+ * + k, and o is accumulated in that order (vq_attn_pv8_pos): the
+ * permutation is undone once per row by the format's finish(), not per
+ * block. */
 #include <immintrin.h>
 
 #include "attention/attn_kernels.h"
@@ -24,65 +32,128 @@
 #define VQ_INLINE static inline __attribute__((always_inline))
 
 typedef struct pv8_tables {
-    int32_t rep[4][16];  /* lane 4 t + g <- p of token 4 (m % 4) + t (m = register of 4 tokens) */
-    uint8_t tr[16];      /* bytes [t][g] -> [g][t] within a 16-byte quad */
-    uint8_t ilv[2][64];  /* vpermt2b: out byte 4 b + i = byte 16 h + b of token i (rows at 32 i) */
-    int32_t half_groups[2][16]; /* lane b of half h -> group 2h + (b >= 8) */
+    int32_t tr[16];             /* lane 4 g + t <- lane 4 t + g (a 4 x 4 transpose) */
+    int32_t quads[16];          /* dword 4 q + g <- dword 4 g + q (groups of a 4-token quad adjacent) */
+    uint8_t ilv[2][64];         /* vpermt2b: out byte 4 l + u = code byte 8 (2 h + (l & 1)) + (l >> 1) of token u */
+    int32_t half_groups[2][16]; /* lane l of half h <- lane 4 (2 h + (l & 1)) (+ r: row r's step, zero sum) */
 } pv8_tables;
 
 static pv8_tables T;
 
 static void build_tables(void)
 {
-    for (int m = 0; m < 4; m++)
-        for (int l = 0; l < 16; l++) T.rep[m][l] = 4 * m + l / 4;
     for (int t = 0; t < 4; t++)
-        for (int g = 0; g < 4; g++) T.tr[4 * g + t] = (uint8_t)(4 * t + g);
+        for (int g = 0; g < 4; g++) {
+            T.tr[4 * g + t] = 4 * t + g;
+            T.quads[4 * t + g] = 4 * g + t;
+        }
     for (int h = 0; h < 2; h++)
-        for (int b = 0; b < 16; b++)
-            for (int i = 0; i < 4; i++) T.ilv[h][4 * b + i] = (uint8_t)(32 * i + 16 * h + b);
-    for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 16; l++) T.half_groups[h][l] = 2 * h + (l >= 8);
+        for (int l = 0; l < 16; l++) {
+            for (int u = 0; u < 4; u++) T.ilv[h][4 * l + u] = (uint8_t)(32 * u + 8 * (2 * h + (l & 1)) + (l >> 1));
+            T.half_groups[h][l] = 4 * (2 * h + (l & 1));
+        }
 }
 
-/* One row: int8 weights w8t [32 tokens -> 8 quads][4 groups][4 tokens] (quad q
- * at byte 16 q, group g's 4 weights at dword 4 q + g), and per group (lane g
- * of every 128-bit chunk) the step and the zero sum. */
-VQ_INLINE void prep_row(int n, const float *vs, const float *vz, const float *p, uint8_t *w8t, __m512 *step_out,
-                        __m512 *zs_out)
+/* Mask of the lanes of register m (tokens 4 m .. 4 m + 3, lane 4 t + g in
+ * the cache's [token][group] order) that hold tokens < n. */
+VQ_INLINE __mmask16 token_lanes(int m, int n)
 {
-    const __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u);
-    const __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1u);
-    const __m512 P[2] = {_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p + 16)};
-    __m512 w[8], amax = _mm512_setzero_ps(), zs = _mm512_setzero_ps();
+    const int left = n - 4 * m;
+    return left >= 4 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << (4 * left)) - 1u);
+}
+
+/* vs, vz of the block transposed (lane 4 g + t: token 4 m + t, group g; 0
+ * past n) and the lanes of groups with a non-finite vs. */
+typedef struct pv8_block {
+    __m512 vs[8], vz[8];
+    __mmask16 vs_bad;
+} pv8_block;
+
+VQ_INLINE void prep_block(int n, const float *vs, const float *vz, pv8_block *b)
+{
+    const __m512i tr = _mm512_loadu_si512(T.tr);
     __mmask16 bad = 0;
     for (int m = 0; m < 8; m++) {
-        const int left = n - 4 * m; /* tokens of this register */
-        const __mmask16 k = left >= 4 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << (4 * left)) - 1u);
-        const __m512 pr = _mm512_permutexvar_ps(_mm512_loadu_si512(T.rep[m % 4]), P[m / 4]);
-        w[m] = _mm512_mul_ps(pr, _mm512_maskz_loadu_ps(k, vs + 16 * m));
-        amax = _mm512_max_ps(amax, _mm512_abs_ps(w[m]));
-        bad |= _mm512_fpclass_ps_mask(w[m], 0x99); /* NaN, +-inf */
-        zs = _mm512_fmadd_ps(pr, _mm512_maskz_loadu_ps(k, vz + 16 * m), zs);
+        const __mmask16 k = token_lanes(m, n);
+        const __m512 s = _mm512_maskz_loadu_ps(k, vs + 16 * m);
+        bad |= _mm512_fpclass_ps_mask(s, 0x99); /* NaN, +-inf */
+        b->vs[m] = _mm512_permutexvar_ps(tr, s);
+        b->vz[m] = _mm512_permutexvar_ps(tr, _mm512_maskz_loadu_ps(k, vz + 16 * m));
     }
-    /* per group over the four 128-bit chunks (tokens) */
-    amax = _mm512_max_ps(amax, _mm512_shuffle_f32x4(amax, amax, _MM_SHUFFLE(1, 0, 3, 2)));
-    amax = _mm512_max_ps(amax, _mm512_shuffle_f32x4(amax, amax, _MM_SHUFFLE(2, 3, 0, 1)));
-    zs = _mm512_add_ps(zs, _mm512_shuffle_f32x4(zs, zs, _MM_SHUFFLE(1, 0, 3, 2)));
-    zs = _mm512_add_ps(zs, _mm512_shuffle_f32x4(zs, zs, _MM_SHUFFLE(2, 3, 0, 1)));
-    unsigned gb = (unsigned)bad;
+    unsigned gb = (unsigned)bad; /* bit 4 t + g -> group g */
     gb = (gb | gb >> 4 | gb >> 8 | gb >> 12) & 15u;
-    const __mmask16 badl = (__mmask16)(gb * 0x1111u); /* the lanes of bad groups */
-    const __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ) & (__mmask16)~badl;
+    b->vs_bad = (__mmask16)((gb & 1u ? 0x000fu : 0u) | (gb & 2u ? 0x00f0u : 0u) | (gb & 4u ? 0x0f00u : 0u) |
+                            (gb & 8u ? 0xf000u : 0u));
+}
+
+/* Within each 128-bit lane: op over its four floats, in all four. */
+#define VQ_LANE4(op, x) op(op(x, _mm512_permute_ps(x, 0x4E)), _mm512_permute_ps(op(x, _mm512_permute_ps(x, 0x4E)), 0xB1))
+
+VQ_INLINE __m512 absmax(__m512 a, __m512 b) { return _mm512_range_ps(a, b, 0x0B); } /* max |.|, sign cleared */
+
+/* p . vs of one row for register m (lane 4 g + t: token 4 m + t, group g). */
+VQ_INLINE __m512 row_p(bool full, int n, const float *p, int m)
+{
+    if (full) return _mm512_broadcast_f32x4(_mm_loadu_ps(p + 4 * m));
+    /* nothing at or past n is read */
+    const int left = n - 16 * (m / 4);
+    const __mmask16 k = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+    const __m512 P = _mm512_maskz_loadu_ps(k, p + 16 * (m / 4));
+    return _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(4 * (m % 4)), _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0)), P); /* no immediate: -O0 builds too */
+}
+
+/* RB <= 4 rows: int8 weights w8t[r] [8 quads][4 groups][4 tokens] (the
+ * qword at 16 q + 8 h: groups 2 h, 2 h + 1 of quad q), and in lane 4 g + r
+ * of *step / *zs the step and zero sum of row r, group g (the four rows'
+ * divisions in one instruction). Non-finite weights: p and vs are checked as
+ * such; with both finite, w is finite or an overflow that amax shows
+ * (vrangeps ignores quiet NaNs, so they are never left to it). */
+VQ_INLINE void prep_rows(int RB, bool full, int n, const pv8_block *b, const float *p, int64_t ldp,
+                         uint8_t (*w8t)[128], __m512 *step, __m512 *zs)
+{
+    __m512 amax = _mm512_setzero_ps(), zsum = _mm512_setzero_ps();
+    __mmask16 bad = b->vs_bad;
+    __m512 wk[4][8]; /* the weights, kept for the rounding pass (cheaper than recomputing) */
+    for (int r = 0; r < RB; r++) {
+        const float *pr = p + r * ldp;
+        __m512 a[2], z[2];
+        for (int m = 0; m < 8; m++) {
+            const __m512 pb = row_p(full, n, pr, m), w = _mm512_mul_ps(pb, b->vs[m]);
+            wk[r][m] = w;
+            a[m & 1] = m < 2 ? w : absmax(a[m & 1], w);
+            z[m & 1] = m < 2 ? _mm512_mul_ps(pb, b->vz[m]) : _mm512_fmadd_ps(pb, b->vz[m], z[m & 1]);
+        }
+        const __m512 ar = VQ_LANE4(absmax, absmax(a[0], a[1]));
+        const __m512 zr = VQ_LANE4(_mm512_add_ps, _mm512_add_ps(z[0], z[1]));
+        const __mmask16 lanes = (__mmask16)(0x1111u << r);
+        amax = _mm512_mask_mov_ps(amax, lanes, ar);
+        zsum = _mm512_mask_mov_ps(zsum, lanes, zr);
+        __mmask16 pbad;
+        if (full)
+            pbad = _mm512_fpclass_ps_mask(_mm512_loadu_ps(pr), 0x99) | _mm512_fpclass_ps_mask(_mm512_loadu_ps(pr + 16), 0x99);
+        else
+            pbad = _mm512_fpclass_ps_mask(row_p(false, n, pr, 0), 0x99) | _mm512_fpclass_ps_mask(row_p(false, n, pr, 4), 0x99);
+        if (pbad) bad |= lanes;
+    }
+    bad |= _mm512_fpclass_ps_mask(amax, 0x99);
+    const __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ) & (__mmask16)~bad;
     __m512 inv = _mm512_maskz_div_ps(pos, _mm512_set1_ps(127.0f), amax);
     inv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(inv, _mm512_set1_ps(3.40282347e38f), _CMP_LE_OQ), inv); /* vq_attn_q8_inv */
-    *step_out = _mm512_mask_blend_ps(badl, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)), _mm512_set1_ps(__builtin_nanf("")));
-    *zs_out = zs;
-    for (int m = 0; m < 8; m++)
-        _mm_storeu_si128((__m128i *)(w8t + 16 * m), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(w[m], inv))));
-    const __m512i tr = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)T.tr));
-    for (int a = 0; a < 2; a++)
-        _mm512_store_si512(w8t + 64 * a, _mm512_shuffle_epi8(_mm512_load_si512(w8t + 64 * a), tr));
+    *step = _mm512_mask_blend_ps(bad, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)), _mm512_set1_ps(__builtin_nanf("")));
+    *zs = zsum;
+    const __m512i quads = _mm512_loadu_si512(T.quads);
+    for (int r = 0; r < RB; r++) {
+        const __m512 iv = _mm512_permutevar_ps(inv, _mm512_set1_epi32(r)); /* lanes 4 g .. 4 g + 3: row r, group g */
+        __m512i wq[8];
+        for (int m = 0; m < 8; m++)
+            wq[m] = _mm512_cvtps_epi32(_mm512_mul_ps(wk[r][m], iv));
+        /* 128-bit lane g of x: group g, tokens 16 a .. 16 a + 15 in order */
+        for (int a2 = 0; a2 < 2; a2++) {
+            const __m512i x = _mm512_packs_epi16(_mm512_packs_epi32(wq[4 * a2], wq[4 * a2 + 1]),
+                                                 _mm512_packs_epi32(wq[4 * a2 + 2], wq[4 * a2 + 3]));
+            _mm512_store_si512(w8t[r] + 64 * a2, _mm512_permutexvar_epi32(quads, x));
+        }
+    }
 }
 
 /* Code rows 4q .. 4q+3 (32 bytes each): tokens 0, 1 in A, 2, 3 in B; rows
@@ -103,12 +174,12 @@ VQ_INLINE void load_quad(const uint8_t *codes, int64_t ldc, int q, int n, __m512
 }
 
 /* RB <= 4 rows against one block: codes decoded once per 4 tokens for all rows. */
-VQ_INLINE void pv8_rows(int RB, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t ldc, const pv8_block *b,
                         const float *p, int64_t ldp, float *o, int64_t ldo)
 {
     _Alignas(64) uint8_t w8t[4][128];
-    __m512 step[4], zs[4];
-    for (int r = 0; r < RB; r++) prep_row(n, vs, vz, p + r * ldp, w8t[r], &step[r], &zs[r]);
+    __m512 step, zs;
+    prep_rows(RB, full, n, b, p, ldp, w8t, &step, &zs);
     const __m512i mask3 = _mm512_set1_epi8(3);
     const int nq = (n + 3) / 4;
     for (int h = 0; h < 2; h++) {
@@ -124,18 +195,18 @@ VQ_INLINE void pv8_rows(int RB, int n, const uint8_t *codes, int64_t ldc, const 
                                   _mm512_and_si512(_mm512_srli_epi32(C, 4), mask3),
                                   _mm512_and_si512(_mm512_srli_epi32(C, 6), mask3)};
             for (int r = 0; r < RB; r++) {
-                /* groups 2h (lanes 0-7) and 2h + 1 (lanes 8-15) of quad q: two broadcast loads, one blend */
-                int32_t lo, hi;
-                __builtin_memcpy(&lo, w8t[r] + 16 * q + 8 * h, 4);
-                __builtin_memcpy(&hi, w8t[r] + 16 * q + 8 * h + 4, 4);
-                const __m512i W = _mm512_mask_set1_epi32(_mm512_set1_epi32(lo), 0xff00, hi);
+                /* even lanes group 2h, odd lanes 2h + 1, 4 tokens each: one qword broadcast */
+                long long wv;
+                __builtin_memcpy(&wv, w8t[r] + 16 * q + 8 * h, 8);
+                const __m512i W = _mm512_set1_epi64(wv);
                 for (int k = 0; k < 4; k++) acc[r][k] = _mm512_dpbusd_epi32(acc[r][k], E[k], W);
             }
         }
-        /* o in the kernel's order (affine_pv8_order): lane b of (h, k) at 64 h + 16 k + b */
+        /* o in the kernel's order (vq_attn_pv8_pos): lane l of (h, k) at 64 h + 16 k + l */
         const __m512i hg = _mm512_loadu_si512(T.half_groups[h]);
         for (int r = 0; r < RB; r++) {
-            const __m512 sv = _mm512_permutexvar_ps(hg, step[r]), zv = _mm512_permutexvar_ps(hg, zs[r]);
+            const __m512i hr = _mm512_add_epi32(hg, _mm512_set1_epi32(r));
+            const __m512 sv = _mm512_permutexvar_ps(hr, step), zv = _mm512_permutexvar_ps(hr, zs);
             for (int k = 0; k < 4; k++) {
                 float *dst = o + r * ldo + 64 * h + 16 * k;
                 const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][k]), sv, zv);
@@ -145,19 +216,28 @@ VQ_INLINE void pv8_rows(int RB, int n, const uint8_t *codes, int64_t ldc, const 
     }
 }
 
-static void affine_pv8_avx512(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
-                              const float *p, int64_t ldp, float *o, int64_t ldo)
+VQ_INLINE void pv8_all(bool full, int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+                       const float *p, int64_t ldp, float *o, int64_t ldo)
 {
+    pv8_block b;
+    prep_block(n, vs, vz, &b);
     for (int r0 = 0; r0 < R; r0 += 4) {
         const float *pr = p + r0 * ldp;
         float *orow = o + r0 * ldo;
         switch (R - r0 < 4 ? R - r0 : 4) {
-        case 1: pv8_rows(1, n, codes, ldc, vs, vz, pr, ldp, orow, ldo); break;
-        case 2: pv8_rows(2, n, codes, ldc, vs, vz, pr, ldp, orow, ldo); break;
-        case 3: pv8_rows(3, n, codes, ldc, vs, vz, pr, ldp, orow, ldo); break;
-        default: pv8_rows(4, n, codes, ldc, vs, vz, pr, ldp, orow, ldo); break;
+        case 1: pv8_rows(1, full, n, codes, ldc, &b, pr, ldp, orow, ldo); break;
+        case 2: pv8_rows(2, full, n, codes, ldc, &b, pr, ldp, orow, ldo); break;
+        case 3: pv8_rows(3, full, n, codes, ldc, &b, pr, ldp, orow, ldo); break;
+        default: pv8_rows(4, full, n, codes, ldc, &b, pr, ldp, orow, ldo); break;
         }
     }
+}
+
+static void affine_pv8_avx512(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+                              const float *p, int64_t ldp, float *o, int64_t ldo)
+{
+    if (n == 32) pv8_all(true, R, 32, codes, ldc, vs, vz, p, ldp, o, ldo);
+    else pv8_all(false, R, n, codes, ldc, vs, vz, p, ldp, o, ldo);
 }
 
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k)

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "attention/attn_kernels.h"
+#include "cpu/avx512/attn_avx512_inline.h"
 
 /* exp(x) for x <= 0: x = n ln2 + r with n = rint(x / ln2) and r from a
  * two-part ln2 (Cody-Waite, so r is exact to ~2^-32 even for |x| ~ 87),
@@ -26,19 +27,6 @@ static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
     for (int i = 1; i < 8; i++) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(inv_fact[i]));
     return _mm512_maskz_scalef_ps(keep, y, n); /* y * 2^n, 0 below -87 and for NaN */
 }
-
-/* Per-row reduction of four registers at once: lane 4 r + k of the result
- * (every k) = op over the 16 lanes of v[r]. Two 256-bit and one 128-bit
- * exchange, then two in-lane ones: 9 shuffles and 5 ops for four rows, where
- * four _mm512_reduce_*_ps take 16 and 16 (and a dependent chain each). */
-#define VQ_REDUCE4(op, v)                                                                                   \
-    ({                                                                                                       \
-        const __m512 a_ = op(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xEE)); \
-        const __m512 b_ = op(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xEE)); \
-        __m512 c_ = op(_mm512_shuffle_f32x4(a_, b_, 0x88), _mm512_shuffle_f32x4(a_, b_, 0xDD));               \
-        c_ = op(c_, _mm512_permute_ps(c_, 0xB1));                                                           \
-        op(c_, _mm512_permute_ps(c_, 0x4E));                                                                \
-    })
 
 /* Four rows of one block (n <= 32) together: the row maxima and sums reduced
  * jointly, alpha of all four from one vector exp. Same exp16 of the same

@@ -1,0 +1,21 @@
+/* attn_avx512_inline.h — small AVX-512 helpers shared by the attention
+ * kernels of src/cpu/avx512 (include after immintrin.h). Internal. */
+#ifndef VQ_ATTN_AVX512_INLINE_H
+#define VQ_ATTN_AVX512_INLINE_H
+
+#include <immintrin.h>
+
+/* Per-row reduction of four registers at once: lane 4 r + k of the result
+ * (every k) = op over the 16 lanes of v[r]. Two 256-bit and one 128-bit
+ * exchange, then two in-lane ones: 9 shuffles and 5 ops for four rows, where
+ * four _mm512_reduce_*_ps take 16 and 16 (and a dependent chain each). */
+#define VQ_REDUCE4(op, v)                                                                                   \
+    ({                                                                                                       \
+        const __m512 a_ = op(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xEE)); \
+        const __m512 b_ = op(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xEE)); \
+        __m512 c_ = op(_mm512_shuffle_f32x4(a_, b_, 0x88), _mm512_shuffle_f32x4(a_, b_, 0xDD));               \
+        c_ = op(c_, _mm512_permute_ps(c_, 0xB1));                                                           \
+        op(c_, _mm512_permute_ps(c_, 0x4E));                                                                \
+    })
+
+#endif /* VQ_ATTN_AVX512_INLINE_H */
