@@ -32,6 +32,18 @@ void vq_attn_problem_init(vq_attn_problem *p, const vq_attn_dims *dims, const DL
 vq_status vq_attn_check_per_token(vq_ctx *ctx, const DLTensor *t, const char *name, unsigned dtypes,
                                   const vq_attn_dims *dims, int64_t last);
 
+/* Asks for the `bytes` at p ahead of use (prefetcht0, one per 64-byte line).
+ * The KIVI integer kernels take it for their six streams two blocks ahead:
+ * at 64K tokens their compute no longer hides the hardware prefetcher's
+ * restarts at every 4 KB page of each stream (bench/results/cpu.md). */
+static inline void vq_attn_prefetch(const void *p, int64_t bytes)
+{
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 3);
+}
+
+/* Tokens ahead of the block being scored that the KIVI integer paths prefetch. */
+#define VQ_ATTN_PREFETCH_AHEAD (2 * VQ_ATTN_BN)
+
 /* Element type of a float tensor for the plain kernels. */
 vq_attn_elt vq_attn_elt_of(const DLTensor *t);
 

@@ -14,7 +14,7 @@ typedef struct affine_keys {
     vq_attn_view scale, zero;    /* [B,Hkv,GK,D] f32/f16 */
     vq_dtype sz_dt;
     int bits;                    /* 2, 4 (packed) or 8 (one code per byte) */
-    int64_t g, D;
+    int64_t g, D, Skv;
     float softmax_scale;
     bool int8;                   /* integer scores (affine_q8 / affine_qk8) */
 } affine_keys;
@@ -59,6 +59,13 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     const affine_keys *k = desc;
     const int64_t ldc = k->codes.st;
     const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    if (k->int8 && ahead + VQ_ATTN_BN <= k->Skv) { /* codes of a later block, its group's scale and zero rows */
+        const int64_t row = k->D * (k->sz_dt == VQ_DT_F32 ? 4 : 2);
+        vq_attn_prefetch(vq_attn_at(&k->codes, blk->b, blk->hk, ahead), VQ_ATTN_BN * ldc);
+        vq_attn_prefetch(vq_attn_at(&k->scale, blk->b, blk->hk, ahead / k->g), row);
+        vq_attn_prefetch(vq_attn_at(&k->zero, blk->b, blk->hk, ahead / k->g), row);
+    }
     for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {
         const int64_t grp = t / k->g;
         int64_t end = (grp + 1) * k->g;
@@ -118,7 +125,7 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, zero, "k_zero", 4, want));
     affine_keys *d = (affine_keys *)(void *)out->storage.bytes;
     *d = (affine_keys){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_dtype_of(scale), lb,
-                       g, dims->D, softmax_scale, false};
+                       g, dims->D, dims->Skv, softmax_scale, false};
     out->ops = &affine_ops;
     out->desc = d;
     out->qp_floats = dims->D;

@@ -13,7 +13,7 @@ typedef struct affine_values {
     vq_attn_view scale, zero;   /* [B,Hkv,Skv,GV] f32/f16 */
     vq_dtype sz_dt;
     int bits;
-    int64_t g, GV, D;
+    int64_t g, GV, D, Skv;
     bool int8; /* integer p.V (affine_pv8) */
 } affine_values;
 _Static_assert(sizeof(affine_values) <= sizeof(vq_attn_desc_storage), "affine_values too big");
@@ -44,6 +44,12 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     }
     const uint8_t *codes = vq_attn_at(&v->codes, blk->b, blk->hk, blk->t0);
     const int64_t ldc = v->codes.st;
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    if (v->int8 && ahead + VQ_ATTN_BN <= v->Skv) { /* codes, scales and zeros of a later block */
+        vq_attn_prefetch(vq_attn_at(&v->codes, blk->b, blk->hk, ahead), VQ_ATTN_BN * ldc);
+        vq_attn_prefetch(vq_attn_at(&v->scale, blk->b, blk->hk, ahead), VQ_ATTN_BN * v->scale.st);
+        vq_attn_prefetch(vq_attn_at(&v->zero, blk->b, blk->hk, ahead), VQ_ATTN_BN * v->zero.st);
+    }
     if (v->int8) {
         th->kern->affine_pv8(R, blk->n, codes, ldc, vs, vz, p, VQ_ATTN_BN, o, v->D);
         return;
@@ -82,7 +88,7 @@ vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const D
     VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, zero, "v_zero", VQ_DTM(vq_dtype_of(scale)), dims, GV));
     affine_values *d = (affine_values *)(void *)out->storage.bytes;
     *d = (affine_values){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_dtype_of(scale),
-                         lb, g, GV, dims->D, false};
+                         lb, g, GV, dims->D, dims->Skv, false};
     out->ops = &affine_ops;
     out->desc = d;
     out->thread_floats = 2 * VQ_ATTN_BN * GV;

@@ -92,7 +92,8 @@ VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *co
         for (int a = 1; a < NA; a++) t = _mm512_add_epi32(t, acc[r][a]);
         t = _mm512_permutexvar_epi32(_mm512_loadu_si512(stages.order), t);
         const __m512 v = _mm512_fmadd_ps(_mm512_set1_ps(dz[2 * r]), _mm512_cvtepi32_ps(t), _mm512_set1_ps(dz[2 * r + 1]));
-        _mm512_mask_storeu_ps(s + r * lds, valid, v);
+        if (n == 16) _mm512_storeu_ps(s + r * lds, v); /* a masked store would not forward to the softmax's loads */
+        else _mm512_mask_storeu_ps(s + r * lds, valid, v);
     }
 }
 
@@ -109,6 +110,15 @@ static void affine_qk8_vnni(int R, int n, int64_t D, int bits, const uint8_t *co
             float *sr = s + r0 * lds + j;
 #define VQ_CASE(B, RB) \
     case B * 8 + RB: qk8_block16(B, RB, nb, D, cj, ldc, x, z, sr, lds); break;
+            if (D == 128 && bits == 2) { /* decode's layout: every offset a constant */
+                switch (rb) {
+                case 1: qk8_block16(2, 1, nb, 128, cj, ldc, x, z, sr, lds); break;
+                case 2: qk8_block16(2, 2, nb, 128, cj, ldc, x, z, sr, lds); break;
+                case 3: qk8_block16(2, 3, nb, 128, cj, ldc, x, z, sr, lds); break;
+                default: qk8_block16(2, 4, nb, 128, cj, ldc, x, z, sr, lds); break;
+                }
+                continue;
+            }
             switch (bits * 8 + rb) {
                 VQ_CASE(2, 1) VQ_CASE(2, 2) VQ_CASE(2, 3) VQ_CASE(2, 4)
                 VQ_CASE(4, 1) VQ_CASE(4, 2) VQ_CASE(4, 3) VQ_CASE(4, 4)

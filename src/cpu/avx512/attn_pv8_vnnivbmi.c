@@ -35,7 +35,7 @@ typedef struct pv8_tables {
     int32_t tr[16];             /* lane 4 g + t <- lane 4 t + g (a 4 x 4 transpose) */
     int32_t quads[16];          /* dword 4 q + g <- dword 4 g + q (groups of a 4-token quad adjacent) */
     uint8_t ilv[2][64];         /* vpermt2b: out byte 4 l + u = code byte 8 (2 h + (l & 1)) + (l >> 1) of token u */
-    int32_t half_groups[2][16]; /* lane l of half h <- lane 4 (2 h + (l & 1)) (the group's step, zero sum) */
+    int32_t half_groups[2][16]; /* lane l of half h <- lane 4 (2 h + (l & 1)) (+ r: row r's step, zero sum) */
 } pv8_tables;
 
 static pv8_tables T;
@@ -91,49 +91,68 @@ VQ_INLINE void prep_block(int n, const float *vs, const float *vz, pv8_block *b)
 
 VQ_INLINE __m512 absmax(__m512 a, __m512 b) { return _mm512_range_ps(a, b, 0x0B); } /* max |.|, sign cleared */
 
-/* One row: int8 weights w8t [8 quads][4 groups][4 tokens] (the qword at
- * 16 q + 8 h: groups 2 h, 2 h + 1 of quad q), and per group g (lanes
- * 4 g .. 4 g + 3) the step and the zero sum. Non-finite weights: p and vs
- * are checked as such; with both finite, w is finite or an overflow that
- * amax shows (vrangeps ignores quiet NaNs, so they are never left to it). */
-VQ_INLINE void prep_row(bool full, int n, const pv8_block *b, const float *p, uint8_t *w8t, __m512 *step_out,
-                        __m512 *zs_out)
+/* p . vs of one row for register m (lane 4 g + t: token 4 m + t, group g). */
+VQ_INLINE __m512 row_p(bool full, int n, const float *p, int m)
 {
-    __m512 pb[8];
-    __mmask16 pbad;
-    if (full) {
-        for (int m = 0; m < 8; m++) pb[m] = _mm512_broadcast_f32x4(_mm_loadu_ps(p + 4 * m));
-        pbad = _mm512_fpclass_ps_mask(_mm512_loadu_ps(p), 0x99) | _mm512_fpclass_ps_mask(_mm512_loadu_ps(p + 16), 0x99);
-    } else { /* nothing at or past n is read */
-        const __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u);
-        const __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1u);
-        const __m512 P[2] = {_mm512_maskz_loadu_ps(m0, p), _mm512_maskz_loadu_ps(m1, p + 16)};
-        for (int m = 0; m < 8; m++) pb[m] = _mm512_shuffle_f32x4(P[m / 4], P[m / 4], (m % 4) * 0x55);
-        pbad = _mm512_fpclass_ps_mask(P[0], 0x99) | _mm512_fpclass_ps_mask(P[1], 0x99);
+    if (full) return _mm512_broadcast_f32x4(_mm_loadu_ps(p + 4 * m));
+    /* nothing at or past n is read */
+    const int left = n - 16 * (m / 4);
+    const __mmask16 k = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
+    const __m512 P = _mm512_maskz_loadu_ps(k, p + 16 * (m / 4));
+    return _mm512_permutexvar_ps(_mm512_add_epi32(_mm512_set1_epi32(4 * (m % 4)), _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0)), P); /* no immediate: -O0 builds too */
+}
+
+/* RB <= 4 rows: int8 weights w8t[r] [8 quads][4 groups][4 tokens] (the
+ * qword at 16 q + 8 h: groups 2 h, 2 h + 1 of quad q), and in lane 4 g + r
+ * of *step / *zs the step and zero sum of row r, group g (the four rows'
+ * divisions in one instruction). Non-finite weights: p and vs are checked as
+ * such; with both finite, w is finite or an overflow that amax shows
+ * (vrangeps ignores quiet NaNs, so they are never left to it). */
+VQ_INLINE void prep_rows(int RB, bool full, int n, const pv8_block *b, const float *p, int64_t ldp,
+                         uint8_t (*w8t)[128], __m512 *step, __m512 *zs)
+{
+    __m512 amax = _mm512_setzero_ps(), zsum = _mm512_setzero_ps();
+    __mmask16 bad = b->vs_bad;
+    __m512 wk[4][8]; /* the weights, kept for the rounding pass (cheaper than recomputing) */
+    for (int r = 0; r < RB; r++) {
+        const float *pr = p + r * ldp;
+        __m512 a[2], z[2];
+        for (int m = 0; m < 8; m++) {
+            const __m512 pb = row_p(full, n, pr, m), w = _mm512_mul_ps(pb, b->vs[m]);
+            wk[r][m] = w;
+            a[m & 1] = m < 2 ? w : absmax(a[m & 1], w);
+            z[m & 1] = m < 2 ? _mm512_mul_ps(pb, b->vz[m]) : _mm512_fmadd_ps(pb, b->vz[m], z[m & 1]);
+        }
+        const __m512 ar = VQ_LANE4(absmax, absmax(a[0], a[1]));
+        const __m512 zr = VQ_LANE4(_mm512_add_ps, _mm512_add_ps(z[0], z[1]));
+        const __mmask16 lanes = (__mmask16)(0x1111u << r);
+        amax = _mm512_mask_mov_ps(amax, lanes, ar);
+        zsum = _mm512_mask_mov_ps(zsum, lanes, zr);
+        __mmask16 pbad;
+        if (full)
+            pbad = _mm512_fpclass_ps_mask(_mm512_loadu_ps(pr), 0x99) | _mm512_fpclass_ps_mask(_mm512_loadu_ps(pr + 16), 0x99);
+        else
+            pbad = _mm512_fpclass_ps_mask(row_p(false, n, pr, 0), 0x99) | _mm512_fpclass_ps_mask(row_p(false, n, pr, 4), 0x99);
+        if (pbad) bad |= lanes;
     }
-    __m512 w[8], a[2], z[2];
-    for (int m = 0; m < 8; m++) {
-        w[m] = _mm512_mul_ps(pb[m], b->vs[m]);
-        a[m & 1] = m < 2 ? w[m] : absmax(a[m & 1], w[m]);
-        z[m & 1] = m < 2 ? _mm512_mul_ps(pb[m], b->vz[m]) : _mm512_fmadd_ps(pb[m], b->vz[m], z[m & 1]);
-    }
-    __m512 amax = absmax(a[0], a[1]);
-    amax = VQ_LANE4(absmax, amax);
-    const __m512 zs = VQ_LANE4(_mm512_add_ps, _mm512_add_ps(z[0], z[1]));
-    const __mmask16 badl = b->vs_bad | (pbad ? (__mmask16)0xffff : 0) | _mm512_fpclass_ps_mask(amax, 0x99);
-    const __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ) & (__mmask16)~badl;
+    bad |= _mm512_fpclass_ps_mask(amax, 0x99);
+    const __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ) & (__mmask16)~bad;
     __m512 inv = _mm512_maskz_div_ps(pos, _mm512_set1_ps(127.0f), amax);
     inv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(inv, _mm512_set1_ps(3.40282347e38f), _CMP_LE_OQ), inv); /* vq_attn_q8_inv */
-    *step_out = _mm512_mask_blend_ps(badl, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)), _mm512_set1_ps(__builtin_nanf("")));
-    *zs_out = zs;
-    __m512i wq[8];
-    for (int m = 0; m < 8; m++) wq[m] = _mm512_cvtps_epi32(_mm512_mul_ps(w[m], inv));
-    /* 128-bit lane g of x: group g, tokens 16 a .. 16 a + 15 in order */
+    *step = _mm512_mask_blend_ps(bad, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)), _mm512_set1_ps(__builtin_nanf("")));
+    *zs = zsum;
     const __m512i quads = _mm512_loadu_si512(T.quads);
-    for (int a2 = 0; a2 < 2; a2++) {
-        const __m512i x = _mm512_packs_epi16(_mm512_packs_epi32(wq[4 * a2], wq[4 * a2 + 1]),
-                                             _mm512_packs_epi32(wq[4 * a2 + 2], wq[4 * a2 + 3]));
-        _mm512_store_si512(w8t + 64 * a2, _mm512_permutexvar_epi32(quads, x));
+    for (int r = 0; r < RB; r++) {
+        const __m512 iv = _mm512_permutevar_ps(inv, _mm512_set1_epi32(r)); /* lanes 4 g .. 4 g + 3: row r, group g */
+        __m512i wq[8];
+        for (int m = 0; m < 8; m++)
+            wq[m] = _mm512_cvtps_epi32(_mm512_mul_ps(wk[r][m], iv));
+        /* 128-bit lane g of x: group g, tokens 16 a .. 16 a + 15 in order */
+        for (int a2 = 0; a2 < 2; a2++) {
+            const __m512i x = _mm512_packs_epi16(_mm512_packs_epi32(wq[4 * a2], wq[4 * a2 + 1]),
+                                                 _mm512_packs_epi32(wq[4 * a2 + 2], wq[4 * a2 + 3]));
+            _mm512_store_si512(w8t[r] + 64 * a2, _mm512_permutexvar_epi32(quads, x));
+        }
     }
 }
 
@@ -159,8 +178,8 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
                         const float *p, int64_t ldp, float *o, int64_t ldo)
 {
     _Alignas(64) uint8_t w8t[4][128];
-    __m512 step[4], zs[4];
-    for (int r = 0; r < RB; r++) prep_row(full, n, b, p + r * ldp, w8t[r], &step[r], &zs[r]);
+    __m512 step, zs;
+    prep_rows(RB, full, n, b, p, ldp, w8t, &step, &zs);
     const __m512i mask3 = _mm512_set1_epi8(3);
     const int nq = (n + 3) / 4;
     for (int h = 0; h < 2; h++) {
@@ -186,7 +205,8 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
         /* o in the kernel's order (vq_attn_pv8_pos): lane l of (h, k) at 64 h + 16 k + l */
         const __m512i hg = _mm512_loadu_si512(T.half_groups[h]);
         for (int r = 0; r < RB; r++) {
-            const __m512 sv = _mm512_permutexvar_ps(hg, step[r]), zv = _mm512_permutexvar_ps(hg, zs[r]);
+            const __m512i hr = _mm512_add_epi32(hg, _mm512_set1_epi32(r));
+            const __m512 sv = _mm512_permutexvar_ps(hr, step), zv = _mm512_permutexvar_ps(hr, zs);
             for (int k = 0; k < 4; k++) {
                 float *dst = o + r * ldo + 64 * h + 16 * k;
                 const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][k]), sv, zv);

@@ -24,6 +24,7 @@
 #include <math.h>
 
 #include "attention/attn_kernels.h"
+#include "cpu/avx512/attn_avx512_inline.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
@@ -60,17 +61,6 @@ static void build_perms(void)
         }
 }
 
-/* Four vectors -> one whose 128-bit lane i holds op over all of v[i] in
- * each of its four floats. */
-#define VQ_REDUCE4(op, v, out)                                                                                 \
-    do {                                                                                                       \
-        const __m512 t01 = op(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xEE)); \
-        const __m512 t23 = op(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xEE)); \
-        __m512 u = op(_mm512_shuffle_f32x4(t01, t23, 0x88), _mm512_shuffle_f32x4(t01, t23, 0xDD));            \
-        u = op(u, _mm512_permute_ps(u, 0x4E));                                                                 \
-        out = op(u, _mm512_permute_ps(u, 0xB1));                                                               \
-    } while (0)
-
 VQ_INLINE __m512 absmax(__m512 a, __m512 b) { return _mm512_range_ps(a, b, 0x0B); } /* max |.|, sign cleared */
 
 /* RB <= 4 rows of NV = D / 16 vectors; sfin: every scale[c] is finite. */
@@ -93,9 +83,7 @@ VQ_INLINE void q8_rows(int RB, int NV, const __m512i *idx, const float *q, int64
         am[r] = absmax(a2[0], a2[1]);
         qz[r] = _mm512_add_ps(z2[0], z2[1]);
     }
-    __m512 amax, z;
-    VQ_REDUCE4(absmax, am, amax);
-    VQ_REDUCE4(_mm512_add_ps, qz, z);
+    const __m512 amax = VQ_REDUCE4(absmax, am), z = VQ_REDUCE4(_mm512_add_ps, qz);
     /* lane 4r: row r. finite: scale, q . zero and amax finite (top of file) */
     const __mmask16 fin = (__mmask16)(sfin ? 0xffff : 0) & (__mmask16)~_mm512_fpclass_ps_mask(amax, 0x99) &
                           (__mmask16)~_mm512_fpclass_ps_mask(z, 0x99);

@@ -217,9 +217,14 @@ static void codebook_pv_avx512(int R, int n, int64_t D, bool packed, const uint8
 
 /* f16 -> f32, 16 lanes per step and a masked tail (the per-block scales and
  * zeros of KIVI caches). */
+/* Whole runs of 16 with plain loads and stores: the kernels read dst right
+ * away, and a load cannot take its data from a masked store in flight (it
+ * waits for the store to reach L1). */
 static void cvt_f16_avx512(int64_t n, const uint16_t *src, float *dst)
 {
-    for (int64_t i = 0; i < n; i += 16) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+    for (; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1u);
         _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
     }
