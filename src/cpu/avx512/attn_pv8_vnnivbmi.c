@@ -113,11 +113,13 @@ VQ_INLINE void prep_rows(int RB, bool full, int n, const pv8_block *b, const flo
 {
     __m512 amax = _mm512_setzero_ps(), zsum = _mm512_setzero_ps();
     __mmask16 bad = b->vs_bad;
+    __m512 wk[4][8]; /* the weights, kept for the rounding pass (cheaper than recomputing) */
     for (int r = 0; r < RB; r++) {
         const float *pr = p + r * ldp;
         __m512 a[2], z[2];
         for (int m = 0; m < 8; m++) {
             const __m512 pb = row_p(full, n, pr, m), w = _mm512_mul_ps(pb, b->vs[m]);
+            wk[r][m] = w;
             a[m & 1] = m < 2 ? w : absmax(a[m & 1], w);
             z[m & 1] = m < 2 ? _mm512_mul_ps(pb, b->vz[m]) : _mm512_fmadd_ps(pb, b->vz[m], z[m & 1]);
         }
@@ -141,11 +143,10 @@ VQ_INLINE void prep_rows(int RB, bool full, int n, const pv8_block *b, const flo
     *zs = zsum;
     const __m512i quads = _mm512_loadu_si512(T.quads);
     for (int r = 0; r < RB; r++) {
-        const float *pr = p + r * ldp;
         const __m512 iv = _mm512_permutevar_ps(inv, _mm512_set1_epi32(r)); /* lanes 4 g .. 4 g + 3: row r, group g */
         __m512i wq[8];
         for (int m = 0; m < 8; m++)
-            wq[m] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_mul_ps(row_p(full, n, pr, m), b->vs[m]), iv));
+            wq[m] = _mm512_cvtps_epi32(_mm512_mul_ps(wk[r][m], iv));
         /* 128-bit lane g of x: group g, tokens 16 a .. 16 a + 15 in order */
         for (int a2 = 0; a2 < 2; a2++) {
             const __m512i x = _mm512_packs_epi16(_mm512_packs_epi32(wq[4 * a2], wq[4 * a2 + 1]),
