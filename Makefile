@@ -10,7 +10,9 @@
 #               install test), the Python package's pytest suite (pip install .
 #               into build-pyenv/, .ci/python_test.sh), then ctest on an
 #               ASan+UBSan build (CPU only), once per ISA pass in SANITIZE_ISAS,
-#               then every libFuzzer target for FUZZ_SECONDS each (clang)
+#               then every libFuzzer target for FUZZ_SECONDS each (clang),
+#               then the NEON kernels' tests: an aarch64 cross build run
+#               under qemu-user (test-aarch64; x86-64 hosts only)
 # The real build system is CMake; this file only strings the steps together.
 
 BUILD         ?= build
@@ -24,6 +26,19 @@ JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
 SANITIZE_ISAS ?= best scalar
 SANITIZE_ONCE ?= ^(test_model_forward|test_vq_cli)$$
 FUZZ_BUILD    ?= build-fuzz
+# test-aarch64: the library, tools and tests cross-compiled for aarch64
+# (cmake/aarch64-linux-gnu.cmake: Debian's gcc-aarch64-linux-gnu; ctest runs
+# each test program under qemu-aarch64), so that the NEON kernels
+# (src/cpu/neon) stay compiled and checked against the scalar kernels and the
+# float64 references. Everything is built; only AARCH64_TESTS run: the tests
+# of the kernels that NEON implements (qemu runs the code ~10x slower, and the
+# whole suite costs ~6.5 CPU-minutes there, the model golden test more). They
+# run as qemu's default CPU, which has the ARMv8.2 dot product (the sdot
+# kernels, *_dotprod.c), then AARCH64_V80_TESTS again as a Cortex-A53 (ARMv8.0:
+# the smull kernels). AARCH64_TESTS=. runs everything.
+AARCH64_BUILD ?= build-aarch64
+AARCH64_TESTS ?= ^(test_core|test_hadamard|test_turboquant|test_attention_(affine|sdpa|formats|rabitq|nonfinite)|test_codecs_nonfinite)$$
+AARCH64_V80_TESTS ?= ^test_attention_affine$$
 FUZZ_SECONDS  ?= 60
 CMAKE_FLAGS   ?=
 CUDA          ?= auto
@@ -59,7 +74,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps model build demo quality-table test test-release test-python test-sanitize test-fuzz install clean
+.PHONY: all deps model build demo quality-table test test-release test-python test-sanitize test-fuzz test-aarch64 install clean
 
 all: demo
 
@@ -85,7 +100,7 @@ demo: build
 quality-table: build
 	python3 tools/quality_table.py --vq $(VQ) $(QUALITY_ARGS)
 
-test: test-release test-python test-sanitize test-fuzz
+test: test-release test-python test-sanitize test-fuzz test-aarch64
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -113,10 +128,25 @@ test-sanitize: deps
 test-fuzz: deps
 	JOBS=$(JOBS) sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
+# The NEON kernels under qemu (see AARCH64_TESTS); on an aarch64 host the
+# Release ctest has run them natively already, elsewhere there is no
+# cross compiler to ask for.
+test-aarch64: deps
+	@if [ "$$(uname -m)" != x86_64 ]; then echo "test-aarch64: skipped (host $$(uname -m), not x86_64)"; exit 0; fi; \
+	set -e; start=$$(date +%s); \
+	cmake -S . -B $(AARCH64_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_CUDA=OFF \
+	    -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake; \
+	cmake --build $(AARCH64_BUILD) -j $(JOBS); \
+	echo "== aarch64 ctest under qemu-aarch64 (default CPU: NEON + dot product)"; \
+	(cd $(AARCH64_BUILD) && ctest --output-on-failure -j $(JOBS) -R '$(AARCH64_TESTS)'); \
+	echo "== aarch64 ctest under qemu-aarch64 -cpu cortex-a53 (ARMv8.0 NEON, no dot product)"; \
+	(cd $(AARCH64_BUILD) && QEMU_CPU=cortex-a53 ctest --output-on-failure -j $(JOBS) -R '$(AARCH64_V80_TESTS)'); \
+	echo "test-aarch64: passed in $$(( $$(date +%s) - start )) s"
+
 # PREFIX=/some/where make install
 PREFIX ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD) build-py build-pyenv
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD) $(AARCH64_BUILD) build-py build-pyenv

@@ -44,6 +44,14 @@ need_cmd clang clang
 if command -v clang >/dev/null 2>&1 && ! fuzzer_links; then
     missing="$missing libclang-rt-dev"
 fi
+# The aarch64 cross build of make test-aarch64 (cmake/aarch64-linux-gnu.cmake,
+# on x86-64 hosts: elsewhere the NEON kernels are the native build's or none):
+# Debian's cross compiler and C library, and qemu-user to run its tests.
+if [ "$(uname -m)" = x86_64 ]; then
+    need_cmd aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu
+    [ -f /usr/aarch64-linux-gnu/include/stdio.h ] || missing="$missing libc6-dev-arm64-cross"
+    need_cmd qemu-aarch64 qemu-user
+fi
 # nvcc compiles host code with g++.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     need_cmd g++ g++

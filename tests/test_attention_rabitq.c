@@ -2,8 +2,9 @@
  * scores, packed/unpacked values bit-identical, clamped indices, v_scale,
  * k_const, causal) and vq_rabitq_prefill_attend against the float64
  * reference, every ISA; integer p.V (vq_value_accum INT8) against the
- * header's bound, its float64 formulation and its typical error; AUTO's
- * choice; and the error paths. */
+ * header's bound, its float64 formulation and its typical error, and its
+ * kernel against the scalar one on odd inputs; AUTO's choice; and the error
+ * paths. */
 #include "attention/attn_kernels.h"
 #include "attention_ref.h"
 #include "harness.h"
@@ -377,6 +378,52 @@ static void cb8_tiny_on(vq_ctx *ctx, const char *isa)
 
 static void test_rabitq_cb8_tiny(void) { vt_for_each_isa(2, cb8_tiny_on); }
 
+/* Every ISA's codebook_pv8 kernel gives the scalar kernel's outputs to f32
+ * rounding (attn_kernels.h), NaN where it has NaN: rows without negative
+ * weights (uint8) and with (int8), rows of zeros, maxima near the smallest
+ * normal, NaN / inf weights, 1-5 rows, partial blocks, 1-16 centroids. */
+static void cb8_kernels_on(vq_ctx *ctx, const char *isa)
+{
+    const vq_attn_kernels *k = vq_attn_kernels_for(ctx->isa), *ref = vq_attn_kernels_for(VQ_ISA_SCALAR);
+    vq_rng rng;
+    vq_rng_seed(&rng, 1515);
+    enum { RMAX = 5, BN = 32 };
+    float w[RMAX * BN], o[2][RMAX * 128], cents[16], cstep = 0.0f;
+    uint8_t idx[BN * 64];
+    int8_t cq[16];
+    for (int it = 0; it < 300; it++) {
+        const int R = 1 + it % RMAX, n = it % 4 == 0 ? 1 + (int)(vq_rng_next(&rng) % BN) : BN;
+        const int n_cents = 1 + (int)(vq_rng_next(&rng) % 16);
+        for (int i = 0; i < n_cents; i++) cents[i] = (float)vq_rng_normal(&rng);
+        VT_CHECK(vq_attn_cb8_round(cents, n_cents, cq, &cstep), "it %d: centroids not roundable", it);
+        for (int j = 0; j < BN * 64; j++) idx[j] = (uint8_t)vq_rng_next(&rng);
+        for (int r = 0; r < R; r++) {
+            const int kind = (it + r) % 6; /* 0-2: no negative weight, 3: signed, 4: zeros, 5: special */
+            for (int j = 0; j < BN; j++) {
+                const uint64_t u = vq_rng_next(&rng) % 16;
+                float x = (float)vq_rng_normal(&rng);
+                x = kind <= 2 ? fabsf(x) : kind == 4 ? 0.0f : x;
+                if (kind == 5) x = u == 0 ? NAN : u == 1 ? INFINITY : u == 2 ? x * 1e-38f : x;
+                if (it % 7 == 3) x *= 1e-37f;
+                w[r * BN + j] = j < n ? x : NAN; /* past n: never read */
+            }
+        }
+        for (int c = 0; c < R * 128; c++) o[0][c] = o[1][c] = (float)vq_rng_normal(&rng);
+        k->codebook_pv8(R, n, idx, 64, cq, cstep, w, BN, o[0], 128);
+        ref->codebook_pv8(R, n, idx, 64, cq, cstep, w, BN, o[1], 128);
+        for (int c = 0; c < R * 128; c++) {
+            const int r = c / 128;
+            float mag = 1.0f; /* the terms' magnitude: what the f32 roundings are relative to */
+            for (int j = 0; j < n; j++) mag += isfinite(w[r * BN + j]) ? fabsf(w[r * BN + j]) * 127.0f * cstep : 0.0f;
+            const float a = o[0][c], b = o[1][c];
+            const bool ok = isnan(b) ? isnan(a) : isinf(b) ? a == b : fabsf(a - b) <= 1e-5f * (fabsf(b) + mag);
+            VT_CHECK(ok, "%s cb8 it %d R %d n %d [%d]: %g, scalar %g", isa, it, R, n, c, (double)a, (double)b);
+        }
+    }
+}
+
+static void test_rabitq_cb8_kernels(void) { vt_for_each_isa(1, cb8_kernels_on); }
+
 static void test_rabitq_errors(void)
 {
     vq_ctx *ctx = vt_ctx(2);
@@ -463,6 +510,7 @@ int main(void)
     VT_RUN(test_rabitq_cb8);
     VT_RUN(test_rabitq_cb8_auto);
     VT_RUN(test_rabitq_cb8_tiny);
+    VT_RUN(test_rabitq_cb8_kernels);
     VT_RUN(test_rabitq_errors);
     return vt_finish();
 }

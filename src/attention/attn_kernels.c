@@ -35,7 +35,9 @@ static void build_tables(void)
 #ifdef VQ_HAVE_NEON
         if (vq_isa_includes((vq_isa)i, VQ_ISA_NEON)) {
             vq_attn_kernels_init_neon(k);
+            vq_attn_kernels_init_neon_popcnt(k);
             vq_attn_kernels_init_neon_int8(k);
+            vq_attn_kernels_init_neon_pv8(k);
 #ifdef VQ_HAVE_NEON_DOTPROD
             if (vq_cpu_has_neon_dotprod()) vq_attn_kernels_init_neon_dotprod(k);
 #endif

@@ -217,7 +217,9 @@ void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
+void vq_attn_kernels_init_neon_popcnt(vq_attn_kernels *k);  /* Hamming distances, sign tiles */
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);    /* integer key scores, smull (ARMv8.0) */
+void vq_attn_kernels_init_neon_pv8(vq_attn_kernels *k);     /* integer p.V (affine_pv8, codebook_pv8) */
 void vq_attn_kernels_init_neon_dotprod(vq_attn_kernels *k); /* only where the CPU has the dot product (sdot) */
 
 /* An ISA file writes element-generic static inline qk_any(e, ...) and

@@ -13,7 +13,7 @@ typedef struct rabitq_keys {
     vq_attn_view q_scale_t;   /* [B,Hq,Sq], base NULL when absent */
     const float *q_scale_one; /* used when q_scale_t is absent */
     bool exact;
-    int64_t Hq, Sq, D, qp_floats;
+    int64_t Hq, Sq, D, qp_floats, Skv;
 } rabitq_keys;
 _Static_assert(sizeof(rabitq_keys) <= sizeof(vq_attn_desc_storage), "rabitq_keys too big");
 
@@ -46,6 +46,11 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     const float *mag = vq_attn_at(&k->mag, blk->b, blk->hk, blk->t0);
     const float *cn = k->cnst.base ? vq_attn_at(&k->cnst, blk->b, blk->hk, blk->t0) : NULL;
     const bool rows = k->bits.st == nb;  /* token rows contiguous */
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    if (rows && ahead + VQ_ATTN_BN <= k->Skv) { /* the bits and magnitudes of a later block */
+        vq_attn_prefetch(vq_attn_at(&k->bits, blk->b, blk->hk, ahead), VQ_ATTN_BN * nb);
+        if (k->mag.st == 4) vq_attn_prefetch(vq_attn_at(&k->mag, blk->b, blk->hk, ahead), VQ_ATTN_BN * 4);
+    }
     if (k->exact) {
         if (rows) th->kern->sign_tile(blk->n, k->D, bits, mag, th->tile);
         else
@@ -95,7 +100,8 @@ vq_status vq_attn_bind_keys_rabitq(vq_ctx *ctx, const DLTensor *bits, const DLTe
                        dims->Hq,
                        dims->Sq,
                        dims->D,
-                       qpf};
+                       qpf,
+                       dims->Skv};
     out->ops = &rabitq_ops;
     out->desc = d;
     out->qp_floats = qpf;

@@ -11,7 +11,7 @@ typedef struct codebook_values {
     vq_attn_view vscale;   /* [B,Hkv,Skv], base NULL when absent */
     bool packed;
     int n_cents;
-    int64_t D;
+    int64_t D, Skv;
     const float *cents;    /* [n_cents]; kernels clamp indices to n_cents - 1 */
     bool int8;             /* integer p.V (codebook_pv8) with cq, cstep */
     int8_t cq[16];
@@ -61,6 +61,9 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     const int64_t row = v->packed ? v->D / 2 : v->D;
     const uint8_t *idx = vq_attn_at(&v->idx, blk->b, blk->hk, blk->t0);
     const float *vscale = v->vscale.base ? vq_attn_at(&v->vscale, blk->b, blk->hk, blk->t0) : NULL;
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    if (v->idx.st == row && ahead + VQ_ATTN_BN <= v->Skv) /* the indices of a later block */
+        vq_attn_prefetch(vq_attn_at(&v->idx, blk->b, blk->hk, ahead), VQ_ATTN_BN * row);
     if (v->int8) {
         accumulate_int8(v, th, blk, idx, vscale, p, R, o);
         return;
@@ -106,6 +109,7 @@ vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const D
     d->packed = packed;
     d->n_cents = (int)nc;
     d->D = D;
+    d->Skv = dims->Skv;
     d->cents = vq_data(cents);
     out->ops = &codebook_ops;
     out->desc = d;

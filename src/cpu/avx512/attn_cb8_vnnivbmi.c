@@ -84,8 +84,10 @@ VQ_INLINE unsigned prep_rows(int RB, int n, const float *w, int64_t ldw, float c
     for (int r = 0; r < RB; r++) {
         sv[r] = svv[4 * r];
         const __m512 f = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * r), inv);
-        const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a[r], f)), qb = _mm512_cvtps_epi32(_mm512_mul_ps(b[r], f));
-        if (uns >> r & 1) { /* in [0, 255] (bad rows: f = 0) */
+        __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a[r], f)), qb = _mm512_cvtps_epi32(_mm512_mul_ps(b[r], f));
+        if (bad >> r & 1) /* f = 0, but inf * 0 = NaN converts to INT_MIN: the row's weights are 0 (its step NaN) */
+            qa = qb = _mm512_setzero_si512();
+        if (uns >> r & 1) { /* in [0, 255] */
             _mm_storeu_si128((__m128i *)w8[r], _mm512_cvtusepi32_epi8(qa));
             _mm_storeu_si128((__m128i *)w8[r] + 1, _mm512_cvtusepi32_epi8(qb));
             wsum[r] = 0;
