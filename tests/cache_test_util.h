@@ -56,6 +56,13 @@ static vq_status ct_append(vq_cache *c, int l, const ct_store *s, const int64_t 
                            ct_slice(&hv, s, s->v, s0, n, t0, m), NULL);
 }
 
+/* A named layer config (key + value method): the method tables of the
+ * cache tests. */
+typedef struct method {
+    const char *name;
+    vq_cache_layer_config lc;
+} method;
+
 /* The residual window storage of the caches ct_cache_seqs makes (tests that
  * run for both set it). */
 static vq_cache_window ct_window = VQ_WINDOW_F16;

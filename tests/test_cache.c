@@ -38,11 +38,6 @@ static void free_tables(tables *t)
     vt_free(t->pq_cb), vt_free(t->pq_sm), vt_free(t->cv_cb), vt_free(t->cos), vt_free(t->sin);
 }
 
-typedef struct method {
-    const char *name;
-    vq_cache_layer_config lc;
-} method;
-
 /* Every key method (with a value method each), and every value method. */
 static int methods(const tables *t, method *out)
 {

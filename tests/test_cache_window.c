@@ -10,23 +10,15 @@
 
 enum { HKV = 2, HQ = 4, DIM = 64, PAGE = 32 };
 
+/* A cache of L layers of one config (8 sequences) with the given window. */
 static vq_cache *w8_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int R, int64_t capacity, int64_t grow,
                           vq_cache_window window)
 {
-    vq_cache_layer_config layers[4];
-    for (int l = 0; l < L; l++) layers[l] = *lc;
-    const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
-                                 .page_size = PAGE, .capacity_pages = capacity, .grow_pages = grow,
-                                 .max_sequences = 8, .residual_tokens = R, .layers = layers, .window = window};
-    vq_cache *c = NULL;
-    VT_OK(ctx, vq_cache_create(ctx, &cfg, &c));
+    ct_window = window;
+    vq_cache *c = ct_cache_seqs(ctx, lc, L, HKV, HQ, DIM, PAGE, R, capacity, grow, 8);
+    ct_window = VQ_WINDOW_F16;
     return c;
 }
-
-typedef struct method {
-    const char *name;
-    vq_cache_layer_config lc;
-} method;
 
 /* Key and value methods with a window (KIVI keys always have one; the others
  * with R > 0), over TurboQuant values (the window shares their rotated
