@@ -68,10 +68,12 @@ def affine_clip(x, axis, bits):
 
 
 def kivi_keys(k, bits, clip=False):
-    n = k.shape[0] // GROUP * GROUP  # the partial last group stays exact (the cache's f16 window)
+    """k [..., S, D]: per channel over GROUP-token groups; the partial last group stays exact (the cache's f16
+    window)."""
+    n = k.shape[-2] // GROUP * GROUP
     out = k.copy()
-    g = k[:n].reshape(-1, GROUP, k.shape[1])
-    out[:n] = (affine_clip(g, 1, bits) if clip else affine(g, 1, bits)).reshape(n, -1)
+    g = k[..., :n, :].reshape(k.shape[:-2] + (-1, GROUP, k.shape[-1]))
+    out[..., :n, :] = (affine_clip(g, -2, bits) if clip else affine(g, -2, bits)).reshape(k.shape[:-2] + (n, -1))
     return out
 
 
@@ -88,12 +90,13 @@ def mixed_keys(k, q2, n_hi, b_hi, b_lo):
 
 
 def turbo_values(v, bits, rot, signs):
+    """v [..., D]: per token, rotated, Lloyd-Max codes, least-squares scale."""
     y = (v * signs) @ rot.T
-    s = np.linalg.norm(y, axis=1, keepdims=True) / np.sqrt(v.shape[1])
+    s = np.linalg.norm(y, axis=-1, keepdims=True) / np.sqrt(v.shape[-1])
     s[s == 0] = 1
     c = np.array(LLOYD_MAX[bits])
-    yh = c[np.abs(y[:, :, None] / s[:, :, None] - c).argmin(2)]
-    a = (yh * y).sum(1, keepdims=True) / np.maximum((yh * yh).sum(1, keepdims=True), 1e-30)
+    yh = c[np.abs(y[..., None] / s[..., None] - c).argmin(-1)]
+    a = (yh * y).sum(-1, keepdims=True) / np.maximum((yh * yh).sum(-1, keepdims=True), 1e-30)
     return ((yh * a) @ rot) * signs
 
 

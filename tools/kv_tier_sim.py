@@ -37,29 +37,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kv_error_sim import LLOYD_MAX, affine, hadamard  # noqa: E402
+from kv_error_sim import GROUP, hadamard, kivi_keys, turbo_values  # noqa: E402
 
-SINK, GROUP = 4, 128
-
-
-def kivi_keys(k, bits):
-    """k [Hkv, S, D]: per channel over GROUP-token groups (the partial last group exact)."""
-    out = k.copy()
-    n = k.shape[1] // GROUP * GROUP
-    g = k[:, :n].reshape(k.shape[0], -1, GROUP, k.shape[2])
-    out[:, :n] = affine(g, 2, bits).reshape(k.shape[0], n, -1)
-    return out
-
-
-def turbo_values(v, bits, rot, signs):
-    """v [Hkv, S, D]: per token, rotated, Lloyd-Max codes, least-squares scale."""
-    y = (v * signs) @ rot.T
-    s = np.linalg.norm(y, axis=-1, keepdims=True) / math.sqrt(v.shape[-1])
-    s[s == 0] = 1
-    c = np.array(LLOYD_MAX[bits])
-    yh = c[np.abs(y[..., None] / s[..., None] - c).argmin(-1)]
-    a = (yh * y).sum(-1, keepdims=True) / np.maximum((yh * yh).sum(-1, keepdims=True), 1e-30)
-    return ((yh * a) @ rot) * signs
+SINK = 4
 
 
 def parse_config(text):
