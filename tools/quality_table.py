@@ -30,9 +30,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join("bench", "results", "model")
 BEGIN, END = "<!-- quality-table:begin -->", "<!-- quality-table:end -->"
 OPTIONS = ["--sink", "4", "--smooth", "--batch", "1"]  # exact transforms (README "A real model"), decode-faithful
-# issue 10's target rows: 4-bit keys in the key-sensitive layers 1, 10, 18 (session 3's layer scan), the
-# 8-bit window (+w8); bench/results/model/README.md "session 5" has the screens that chose them
-EXTRA = ["kivi4-turbo2+w8", "kivi4-turbo3+w8"]
+# issue 10's target rows (bench/results/model/README.md, "session 5", has the screens that chose them): the
+# window at 8 bits (+w8); TurboQuant 3-bit values in the value-sensitive layers 0-2 (the cheapest measured
+# within 1 %); KIVI 2-bit keys over 32 tokens with 4-bit keys in the key-sensitive layers 1, 10, 18 (session
+# 3's layer scan) and the newest 28 tokens in the window (the cheapest measured within 5 %, <= 3.0 bits);
+# kivi4-turbo2 with R = 64 (free at 2048 tokens: the partial key group holds 124 tokens there anyway)
+EXTRA = ["kivi4-turbo3+w8", "kivi4-turbo2@0-2=kivi4-turbo3+w8", "kivi4-turbo2+w8", "kivi4-turbo2+w8+r64",
+         "kivi2/turbo2@1.10.18=kivi4/turbo2+w8+r28"]
 
 
 def presets(vq):

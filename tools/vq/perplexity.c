@@ -31,7 +31,7 @@
 #include "report.h"
 #include "tool.h"
 
-enum { PPL_MAX_METHODS = 16, PPL_CHUNK = 256 };
+enum { PPL_MAX_METHODS = 24, PPL_CHUNK = 256 }; /* methods with f16; logits of each: --batch x vocabulary floats */
 
 typedef struct ppl_acc {
     double nll, kl;
