@@ -5,6 +5,13 @@
 
 #include <immintrin.h>
 
+#ifndef VQ_INLINE
+#define VQ_INLINE static inline __attribute__((always_inline))
+#endif
+
+/* max |.| of two registers, sign cleared (vrangeps: one uop; ignores quiet NaNs) */
+VQ_INLINE __m512 absmax(__m512 a, __m512 b) { return _mm512_range_ps(a, b, 0x0B); }
+
 /* Per-row reduction of four registers at once: lane 4 r + k of the result
  * (every k) = op over the 16 lanes of v[r]. Two 256-bit and one 128-bit
  * exchange, then two in-lane ones: 9 shuffles and 5 ops for four rows, where
