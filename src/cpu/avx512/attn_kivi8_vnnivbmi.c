@@ -93,10 +93,8 @@ VQ_INLINE void scores(int RB, const vq_attn_kivi8_block *b, const float *q, int6
     }
 }
 
-/* Block b's values: o *= alpha (one product per element, as rescale), then
- * the integer p.V of p [RB][32] (affine_pv8). */
-VQ_INLINE void values(int RB, const vq_attn_kivi8_block *b, const float (*p)[32], const float *alpha, float *o,
-                      int64_t ldo)
+/* Block b's value scales and zeros, transposed (independent of p). */
+VQ_INLINE void value_scales(const vq_attn_kivi8_block *b, pv8_block *vb)
 {
     const int n = b->n;
     _Alignas(64) float vs[128], vz[128];
@@ -107,16 +105,23 @@ VQ_INLINE void values(int RB, const vq_attn_kivi8_block *b, const float (*p)[32]
         vsf = vs;
         vzf = vz;
     }
-    pv8_block vb;
-    prep_block(n, vsf, vzf, &vb);
+    prep_block(n, vsf, vzf, vb);
+}
+
+/* o *= alpha (one product per element, as rescale), then the integer p.V
+ * of p [RB][32] (affine_pv8). */
+VQ_INLINE void values(int RB, const vq_attn_kivi8_block *b, const pv8_block *vb, const float (*p)[32],
+                      const float *alpha, float *o, int64_t ldo)
+{
+    const int n = b->n;
     prefetch(b, 3, 6);
     for (int r = 0; r < RB; r++) {
         if (alpha[r] == 1.0f) continue;
         const __m512 a = _mm512_set1_ps(alpha[r]);
         for (int c = 0; c < 128; c += 16) _mm512_storeu_ps(o + r * ldo + c, _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c), a));
     }
-    if (n == 32) pv8_rows(RB, true, 32, b->vcodes, b->ldv, &vb, p[0], 32, o, ldo);
-    else pv8_rows(RB, false, n, b->vcodes, b->ldv, &vb, p[0], 32, o, ldo);
+    if (n == 32) pv8_rows(RB, true, 32, b->vcodes, b->ldv, vb, p[0], 32, o, ldo);
+    else pv8_rows(RB, false, n, b->vcodes, b->ldv, vb, p[0], 32, o, ldo);
 }
 
 VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
@@ -125,6 +130,8 @@ VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, 
     _Alignas(64) float p[4][32];
     _Alignas(16) float m4[4], d4[4], a4[4];
     __m512 x0[4], x1[4];
+    pv8_block vb;
+    value_scales(b, &vb);
     scores(RB, b, q, ldq, x0, x1, bad);
     if (RB == 4) {
         for (int r = 0; r < 4; r++) {
@@ -143,7 +150,7 @@ VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, 
         _mm512_store_ps(p[r] + 16, x1[r]);
     }
     __asm__ volatile("" : : "r"(p) : "memory"); /* p by broadcast loads, not shuffles (as in scores()) */
-    values(RB, b, (const float(*)[32])p, a4, o, ldo);
+    values(RB, b, &vb, (const float(*)[32])p, a4, o, ldo);
 }
 
 static void kivi8_block_avx512(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o,
