@@ -22,6 +22,7 @@
 #include <stdbool.h>
 
 #include "attention/attn_kernels.h"
+#define VQ_UNROLL /* the bodies' loops as GCC chooses (attn_avx512_inline.h) */
 #include "cpu/avx512/attn_avx512_inline.h"
 #include "cpu/avx512/attn_pv8_vnnivbmi.h"
 #include "cpu/avx512/attn_q8_vbmi.h"

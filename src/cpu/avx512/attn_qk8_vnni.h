@@ -26,6 +26,7 @@ VQ_INLINE __m512i load_pair(const uint8_t *codes, int64_t ldc, int64_t off, int 
  * pairs (i, i | 1 << A). */
 VQ_INLINE void swap_stage(__m512i *x, int A, const __m512i idx0, const __m512i idx1)
 {
+    VQ_UNROLL
     for (int i = 0; i < 8; i++) {
         if (i & (1 << A)) continue;
         const __m512i a = x[i], b = x[i | (1 << A)];
@@ -62,17 +63,24 @@ VQ_INLINE void qk8_regs16(int bits, int RB, int n, int64_t D, const uint8_t *cod
     const int64_t P = D / K, NC = D * bits / 256;
     const __m512i mask = _mm512_set1_epi8(bits == 2 ? 3 : 15);
     __m512i acc[4][4];
+    VQ_UNROLL
     for (int r = 0; r < RB; r++)
+        VQ_UNROLL
         for (int a = 0; a < NA; a++) acc[r][a] = _mm512_setzero_si512();
     for (int64_t k = 0; k < NC; k++) {
         __m512i x[8];
+        VQ_UNROLL
         for (int i = 0; i < 8; i++) x[i] = load_pair(codes, ldc, 32 * k, i, n);
+        VQ_UNROLL
         for (int st = 0; st < 3; st++)
             swap_stage(x, st, _mm512_loadu_si512(stages.lo[st]), _mm512_loadu_si512(stages.hi[st]));
+        VQ_UNROLL
         for (int w = 0; w < 8; w++)
+            VQ_UNROLL
             for (int m = 0; m < K; m++) {
                 const __m512i e = _mm512_and_si512(m ? _mm512_srli_epi32(x[w], m * bits) : x[w], mask);
                 const int a = (w * K + m) % NA;
+                VQ_UNROLL
                 for (int r = 0; r < RB; r++) {
                     int32_t qw;
                     memcpy(&qw, xq + r * D + m * P + 32 * k + 4 * w, 4);
@@ -80,8 +88,10 @@ VQ_INLINE void qk8_regs16(int bits, int RB, int n, int64_t D, const uint8_t *cod
                 }
             }
     }
+    VQ_UNROLL
     for (int r = 0; r < RB; r++) {
         __m512i t = acc[r][0];
+        VQ_UNROLL
         for (int a = 1; a < NA; a++) t = _mm512_add_epi32(t, acc[r][a]);
         t = _mm512_permutexvar_epi32(_mm512_loadu_si512(stages.order), t);
         v[r] = _mm512_fmadd_ps(_mm512_set1_ps(dz[2 * r]), _mm512_cvtepi32_ps(t), _mm512_set1_ps(dz[2 * r + 1]));
@@ -95,6 +105,7 @@ VQ_INLINE void qk8_block16(int bits, int RB, int n, int64_t D, const uint8_t *co
     __m512 v[4];
     qk8_regs16(bits, RB, n, D, codes, ldc, xq, dz, v);
     const __mmask16 valid = (__mmask16)((1u << n) - 1u);
+    VQ_UNROLL
     for (int r = 0; r < RB; r++) {
         if (n == 16) _mm512_storeu_ps(s + r * lds, v[r]); /* a masked store would not forward to the softmax's loads */
         else _mm512_mask_storeu_ps(s + r * lds, valid, v[r]);
