@@ -73,7 +73,8 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
 bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
 
 /* Bound KIVI keys on integer scores with 2-bit codes, D = 128 and g = 32
- * (one group per block): fills the key half of b for block blk (with the
+ * (one group per block): fills the key half of b for block blk, a whole
+ * one (VQ_ATTN_KIVI8_N tokens) (with the
  * ranges of a later block that score() would prefetch). False, filling nothing,
  * for any other keys (what the fused block kernel does not take). */
 bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, vq_attn_kivi8_block *b);

@@ -56,7 +56,7 @@ VQ_INLINE void prefetch(const vq_attn_kivi8_block *b, int i0, int i1)
 VQ_INLINE void scores(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, __m512 *x0, __m512 *x1,
                       bool *bad)
 {
-    const int n = b->n;
+    const int n = VQ_ATTN_KIVI8_N;
     _Alignas(64) float ks[128], kz[128];
     _Alignas(64) int8_t xq[4 * 128];
     float dz[8];
@@ -97,7 +97,7 @@ VQ_INLINE void scores(int RB, const vq_attn_kivi8_block *b, const float *q, int6
 /* Block b's value scales and zeros, transposed (independent of p). */
 VQ_INLINE void value_scales(const vq_attn_kivi8_block *b, pv8_block *vb)
 {
-    const int n = b->n;
+    const int n = VQ_ATTN_KIVI8_N;
     _Alignas(64) float vs[128], vz[128];
     const float *vsf = b->vs, *vzf = b->vz;
     if (b->f16) {
@@ -114,7 +114,7 @@ VQ_INLINE void value_scales(const vq_attn_kivi8_block *b, pv8_block *vb)
 VQ_INLINE void values(int RB, const vq_attn_kivi8_block *b, const pv8_block *vb, const float (*p)[32],
                       const float *alpha, float *o, int64_t ldo)
 {
-    const int n = b->n;
+    const int n = VQ_ATTN_KIVI8_N;
     prefetch(b, 3, 6);
     for (int r = 0; r < RB; r++) {
         if (alpha[r] == 1.0f) continue;
