@@ -9,14 +9,19 @@
 #define VQ_INLINE static inline __attribute__((always_inline))
 #endif
 
-/* Before the fixed-count loops of the integer kernels' bodies: unrolled
- * also where they are inlined into one large function
- * within the score kernel's own file GCC -O3 otherwise keeps the loop over
- * the code dwords rolled and copies its accumulators between registers
- * every iteration (affine_qk8 at four rows: -15 % in isolation). The fused
- * block kernel (attn_kivi8_vnnivbmi.c) defines it empty: unrolled there,
- * the whole block got no faster (1200-1280 against 1190-1230 TSC ticks per
- * block in cache). */
+/* Before fixed-count loops of the integer kernels' bodies, which GCC -O3
+ * otherwise keeps rolled, copying the loop-carried accumulators between
+ * registers every iteration. VQ_UNROLL: affine_qk8's loops (-15 % in
+ * isolation at four rows); the fused block kernel (attn_kivi8_vnnivbmi.c)
+ * defines it empty before including, as unrolled there the whole block got
+ * no faster (1200-1280 against 1190-1230 TSC ticks per block in cache).
+ * VQ_UNROLL_ALWAYS: affine_pv8's loop over token quads, everywhere (-9 % in
+ * isolation at four rows, -3 % in the fused kernel). */
+#if defined(__clang__)
+#define VQ_UNROLL_ALWAYS _Pragma("unroll")
+#else
+#define VQ_UNROLL_ALWAYS _Pragma("GCC unroll 16")
+#endif
 #if defined(VQ_UNROLL)
 /* the including file chose */
 #elif defined(__clang__)

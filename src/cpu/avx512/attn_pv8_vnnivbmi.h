@@ -165,7 +165,7 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
         __m512i acc[4][4];
         for (int r = 0; r < RB; r++)
             for (int k = 0; k < 4; k++) acc[r][k] = _mm512_setzero_si512();
-        VQ_UNROLL
+        VQ_UNROLL_ALWAYS
         for (int q = 0; q < nq; q++) {
             __m512i A, B;
             load_quad(codes, ldc, q, n, &A, &B);
