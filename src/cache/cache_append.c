@@ -41,7 +41,7 @@ static vq_status put_rows(vq_cache *c, uint16_t *dst, int64_t pitch, const vq_ca
 {
     if (count <= 0) return VQ_OK;
     const int64_t D = c->D, es = x->dt == VQ_DT_F16 ? 2 : 4;
-    if (x->dt == VQ_DT_F16 && count == 1)
+    if (x->dt == VQ_DT_F16 && count == 1 && x->stride[1] >= D) /* a pitch below the width is no 2D copy */
         return vq_cache_mem_copy2d(c, dst, (size_t)(pitch * D * 2), vq_cache_at(x, i, 0, j0), (size_t)(x->stride[1] * es),
                                    (size_t)D * 2, (size_t)c->Hkv);
     for (int64_t h = 0; h < c->Hkv; h++) {
