@@ -464,6 +464,88 @@ static void int8_kernels_on(vq_ctx *ctx, const char *isa)
 
 static void test_int8_kernels(void) { vt_for_each_isa(1, int8_kernels_on); }
 
+/* The fused block kernel (kivi8_block, where an ISA has one) against the
+ * same ISA's sequence affine_q8, affine_qk8, poison, softmax, rescale,
+ * affine_pv8 on one block: o, m, d and the poison flags bit for bit (NaN
+ * matching NaN), 1-4 rows, f16 and f32 scales, first and
+ * later blocks (m = -inf or finite, alpha 1 or not), NaN / SNaN / inf in q,
+ * the key scale and zero, and the value scale; rows already poisoned. */
+static void kivi8_block_on(vq_ctx *ctx, const char *isa)
+{
+    const vq_attn_kernels *k = vq_attn_kernels_for(ctx->isa);
+    if (k->kivi8_block == NULL) return;
+    vq_rng rng;
+    vq_rng_seed(&rng, 1415);
+    enum { BN = 32, D = 128 };
+    float q[4 * D], ks[D], kz[D], vs[BN * 4], vz[BN * 4], s[4 * BN], alpha[4];
+    float o[2][4 * D], m[2][4], d[2][4];
+    uint16_t ks16[D], kz16[D], vs16[BN * 4], vz16[BN * 4];
+    uint8_t kc[BN * 32], vc[BN * 32];
+    int8_t xq[4 * D];
+    float dz[8];
+    bool bad[2][4];
+    for (int it = 0; it < 600; it++) {
+        const int R = 1 + it % 4, n = VQ_ATTN_KIVI8_N;
+        const bool f16 = it % 2 == 1, special = it % 5 == 0;
+        for (int c = 0; c < R * D; c++) q[c] = odd_float(&rng, special && it % 3 == 0, false) * 0.1f;
+        for (int c = 0; c < D; c++) {
+            ks[c] = odd_float(&rng, special && it % 4 == 0, false) * 0.2f;
+            kz[c] = odd_float(&rng, special && it % 8 == 0, false) * 0.2f;
+        }
+        for (int j = 0; j < BN * 4; j++) {
+            vs[j] = j / 4 < n ? odd_float(&rng, special && it % 2 == 0, false) : NAN; /* past n: never read */
+            vz[j] = j / 4 < n ? odd_float(&rng, false, false) : NAN;
+        }
+        for (int j = 0; j < BN * 32; j++) {
+            kc[j] = (uint8_t)vq_rng_next(&rng);
+            vc[j] = (uint8_t)vq_rng_next(&rng);
+        }
+        if (f16) { /* both paths read the f16 values; the sequence gets them converted */
+            for (int c = 0; c < D; c++) {
+                ks16[c] = vq_f32_to_f16(ks[c]);
+                kz16[c] = vq_f32_to_f16(kz[c]);
+            }
+            for (int j = 0; j < BN * 4; j++) {
+                vs16[j] = vq_f32_to_f16(vs[j]);
+                vz16[j] = vq_f32_to_f16(vz[j]);
+            }
+            k->cvt_f16(D, ks16, ks);
+            k->cvt_f16(D, kz16, kz);
+            k->cvt_f16(BN * 4, vs16, vs);
+            k->cvt_f16(BN * 4, vz16, vz);
+        }
+        for (int r = 0; r < R; r++) {
+            const bool first = it % 7 < 2;
+            m[0][r] = m[1][r] = first ? -INFINITY : (float)vq_rng_normal(&rng) * 3.0f;
+            d[0][r] = d[1][r] = first ? 0.0f : 1.0f + (float)(vq_rng_next(&rng) % 100);
+            bad[0][r] = bad[1][r] = it % 11 == 0 && r == 0;
+            for (int c = 0; c < D; c++) o[0][r * D + c] = o[1][r * D + c] = (float)vq_rng_normal(&rng);
+        }
+        const vq_attn_kivi8_block b = {kc, vc, 32, 32, f16 ? (const void *)ks16 : ks, f16 ? (const void *)kz16 : kz,
+                                       f16 ? (const void *)vs16 : vs, f16 ? (const void *)vz16 : vz, f16,
+                                       {NULL, NULL, NULL, NULL, NULL, NULL}, {0, 0, 0, 0, 0, 0}};
+        k->kivi8_block(R, &b, q, D, o[0], D, m[0], d[0], bad[0]);
+        k->affine_q8(R, D, 2, q, D, ks, kz, xq, dz);
+        k->affine_qk8(R, n, D, 2, kc, 32, xq, dz, s, BN);
+        k->poison(R, n, s, BN, bad[1]);
+        k->softmax(R, n, s, BN, m[1], d[1], alpha);
+        k->rescale(R, D, o[1], D, alpha);
+        k->affine_pv8(R, n, vc, 32, vs, vz, s, BN, o[1], D);
+        for (int r = 0; r < R; r++) {
+            VT_CHECK(bad[0][r] == bad[1][r], "%s kivi8 it %d row %d: poison %d, sequence %d", isa, it, r, bad[0][r],
+                     bad[1][r]);
+            VT_CHECK(same_float(m[0][r], m[1][r]) && same_float(d[0][r], d[1][r]),
+                     "%s kivi8 it %d row %d: m %g d %g, sequence m %g d %g", isa, it, r, (double)m[0][r],
+                     (double)d[0][r], (double)m[1][r], (double)d[1][r]);
+            for (int c = 0; c < D; c++)
+                VT_CHECK(same_float(o[0][r * D + c], o[1][r * D + c]), "%s kivi8 it %d R %d n %d o[%d][%d]: %g, sequence %g",
+                         isa, it, R, n, r, c, (double)o[0][r * D + c], (double)o[1][r * D + c]);
+        }
+    }
+}
+
+static void test_kivi8_block(void) { vt_for_each_isa(1, kivi8_block_on); }
+
 static void test_affine_errors(void)
 {
     vq_ctx *ctx = vt_ctx(2);
@@ -539,6 +621,7 @@ int main(void)
     VT_RUN(test_affine_pv8);
     VT_RUN(test_affine_pv8_auto);
     VT_RUN(test_int8_kernels);
+    VT_RUN(test_kivi8_block);
     VT_RUN(test_affine_errors);
     return vt_finish();
 }

@@ -2,7 +2,7 @@
  * against a brute-force float64 nearest centroid on every ISA, and
  * vq_lloyd_max_fit against a plain float64 Lloyd iteration; exact ties,
  * statistical quality on N(0,1), and every error path. */
-#include "codecs/lloyd_max.h"
+#include "formats/lloyd_max.h"
 #include "harness.h"
 
 static int ref_nearest(double x, const float *c, int n)

@@ -9,8 +9,8 @@
  * Cases: vq_fused_sdpa with plain f16 keys and values (mask +inf, NaN, -inf,
  * fully masked rows, NaN query, NaN key, +inf/-inf scores, NaN/inf values,
  * causal Sq > 1), vq_scalar_fused_decode_attend (NaN key scale, NaN query),
- * vq_rabitq_fused_attend and vq_rabitq_prefill_attend (NaN and +inf
- * magnitudes, NaN query). Needs a GPU (skips without one). */
+ * vq_rabitq_fused_attend (Hamming and exact scores) and
+ * vq_rabitq_prefill_attend (NaN and +inf magnitudes, NaN query). Needs a GPU (skips without one). */
 #include "skip_without_cuda.h"
 #ifdef VQ_TEST_HAVE_CUDA
 #include "cuda_test_util.h"
@@ -174,7 +174,9 @@ static void test_affine(void)
 static void test_rabitq(void)
 {
     vq_ctx *cpu = vt_ctx(0), *gpu = ct_ctx();
-    for (int prefill = 0; prefill < 2; prefill++) {
+    /* mode 0: decode, Hamming scores; 1: decode, exact scores; 2: prefill (exact) */
+    for (int mode = 0; mode < 3; mode++) {
+        const bool prefill = mode == 2;
         const int64_t sq = prefill ? 64 : 1;
         vq_rng rng;
         vq_rng_seed(&rng, 5 + (uint64_t)prefill);
@@ -193,7 +195,7 @@ static void test_rabitq(void)
         vt_set(km, 0 * SKV + 77, NAN);        /* kv head 0: rows 0..3 NaN */
         vt_set(km, 1 * SKV + 78, INFINITY);   /* kv head 1: NaN rows where the score is +inf */
         vt_set(q, at(sq, 5, 0, 3), NAN);
-        const vq_rabitq_attend_opts o = {0};
+        const vq_rabitq_attend_opts o = {.score = mode == 1 ? VQ_RABITQ_SCORE_EXACT : VQ_RABITQ_SCORE_HAMMING};
         vt_poison(out);
         if (prefill) VT_OK(cpu, vq_rabitq_prefill_attend(cpu, q, sc, kb, km, NULL, vi, ce, out, &o));
         else VT_OK(cpu, vq_rabitq_fused_attend(cpu, q, qs, kb, km, NULL, vi, ce, out, &o));
@@ -204,7 +206,7 @@ static void test_rabitq(void)
         if (prefill) VT_OK(gpu, vq_rabitq_prefill_attend(gpu, dq, dsc, dkb, dkm, NULL, dvi, dce, dout, &o));
         else VT_OK(gpu, vq_rabitq_fused_attend(gpu, dq, dqs, dkb, dkm, NULL, dvi, dce, dout, &o));
         ct_download(dout, hout);
-        compare(out, hout, sq, prefill ? "rabitq prefill" : "rabitq decode");
+        compare(out, hout, sq, prefill ? "rabitq prefill" : mode == 1 ? "rabitq decode (exact)" : "rabitq decode");
         ct_free(dq); ct_free(dqs); ct_free(dsc); ct_free(dkb); ct_free(dkm); ct_free(dvi); ct_free(dce);
         ct_free(dout);
         vt_free(q); vt_free(out); vt_free(qs); vt_free(sc); vt_free(k); vt_free(kb); vt_free(km); vt_free(vi);

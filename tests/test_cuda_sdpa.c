@@ -26,7 +26,7 @@
 #ifdef VQ_TEST_HAVE_CUDA
 #include <float.h>
 
-#include "codecs/lloyd_max.h"
+#include "formats/lloyd_max.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/sdpa_params.h"
 #include "cuda_test_util.h"

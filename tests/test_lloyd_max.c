@@ -3,7 +3,7 @@
  * a variance-derived tolerance, thread-safe first use, the public copy. */
 #include <pthread.h>
 
-#include "codecs/lloyd_max.h"
+#include "formats/lloyd_max.h"
 #include "harness.h"
 
 static double normal_pdf(double x) { return exp(-0.5 * x * x) / sqrt(2.0 * M_PI); }

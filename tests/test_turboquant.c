@@ -2,7 +2,7 @@
  * scalar quantize/dequantize, Hadamard quantize (plain and norm_correct) and
  * dequantize, two-stage RVQ; every ISA, f32 and f16, odd shapes, zero rows,
  * poisoned outputs, statistical quality, and every error path. */
-#include "codecs/lloyd_max.h"
+#include "formats/lloyd_max.h"
 #include "harness.h"
 
 /* ---- float64 references ---- */

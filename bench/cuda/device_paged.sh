@@ -8,7 +8,8 @@
 #   OUT=/some/dir bash bench/cuda/device_paged.sh [tests|extra]
 # tests: build, tests and the 4K/32K tables; extra (a warm follow-up call: the
 # build lives in /tmp/vqb, outside the carried tree): the 128K table and the
-# Python package's CUDA tests. No argument: both.
+# Python package's CUDA tests. No argument: both. GATHER=0 skips the gathered
+# comparison, PYTHON=0 the Python package (a second CUDA build, ~5 min).
 . "$(dirname "$0")/device_env.sh" paged
 
 step configure
@@ -45,14 +46,17 @@ printf "$summary"
 step "bench cache (paged)"
 timeout 150 $B/tools/vq bench cache --backend cuda --skv 4096,32768 --batch 1,8 \
     --methods f16,kivi2,kivi4,turbo2,turbo4,rvq22 --repeats 5 | tee "$OUT/bench_cache_paged.txt"
-step "bench cache (gathered, for comparison)"
-VQ_CACHE_CUDA_GATHER=1 timeout 60 $B/tools/vq bench cache --backend cuda --skv 32768 --batch 1,8 \
-    --methods f16,kivi2,turbo2 --repeats 5 | tee "$OUT/bench_cache_gathered.txt"
+if [ "${GATHER:-1}" = 1 ]; then
+    step "bench cache (gathered, for comparison)"
+    VQ_CACHE_CUDA_GATHER=1 timeout 60 $B/tools/vq bench cache --backend cuda --skv 32768 --batch 1,8 \
+        --methods f16,kivi2,turbo2 --repeats 5 | tee "$OUT/bench_cache_gathered.txt"
+fi
 fi
 if [ "$MODE" != tests ]; then
     step "bench cache 128K (paged)"
     timeout 240 $B/tools/vq bench cache --backend cuda --skv 131072 --batch 1,8 \
         --methods f16,kivi2,turbo2 --repeats 5 | tee "$OUT/bench_cache_128k.txt"
+    [ "${PYTHON:-1}" = 1 ] || { step done; printf "$summary"; exit 0; }
     step "python package (CUDA) and its CUDA tests"
     PY=/tmp/vq_py
     ( SKBUILD_CMAKE_DEFINE="VQ_CUDA=ON;CMAKE_CUDA_ARCHITECTURES=90-real;DLPACK_INCLUDE_DIR=$DLP" \

@@ -72,9 +72,20 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
  * kernels do not apply (bits 8, or D * bits % 256 != 0). */
 bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
 
+/* Bound KIVI keys on integer scores with 2-bit codes, D = 128 and g = 32
+ * (one group per block): fills the key half of b for block blk, a whole
+ * one (VQ_ATTN_KIVI8_N tokens) (with the
+ * ranges of a later block that score() would prefetch). False, filling nothing,
+ * for any other keys (what the fused block kernel does not take). */
+bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, vq_attn_kivi8_block *b);
+
 /* Switches bound KIVI values (vq_attn_bind_values_affine) to integer p.V
  * (kern->affine_pv8). Returns false, changing nothing, where the kernel does
- * not apply (vq_attn_pv8_supported: 2-bit codes, g = 32, D = 128). */
+ * not apply (vq_attn_pv8_supported: 2-bit codes, g = 32, D = 128). With
+ * integer keys of the same layout (vq_attn_affine_keys_kivi8) and up to four
+ * rows per kv head, whole blocks then run as one kern->kivi8_block call
+ * where the ISA has one; the environment variable VQ_ATTN_UNFUSED=1 (read
+ * here) keeps the separate kernels, for benchmarks and tests. */
 bool vq_attn_affine_values_use_int8(vq_attn_values *values);
 
 /* Switches bound codebook values (vq_attn_bind_values_codebook) to integer

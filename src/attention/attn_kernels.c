@@ -29,6 +29,7 @@ static void build_tables(void)
             if (vq_cpu_has_avx512_vnni() && vq_cpu_has_avx512_vbmi()) {
                 vq_attn_kernels_init_avx512_pv8(k);
                 vq_attn_kernels_init_avx512_cb8(k);
+                vq_attn_kernels_init_avx512_kivi8(k);
             }
         }
 #endif

@@ -16,6 +16,26 @@
 /* Element types of plain keys/values, indexing qk[] and pv[]. */
 typedef enum vq_attn_elt { VQ_ATTN_F32 = 0, VQ_ATTN_F16 = 1, VQ_ATTN_BF16 = 2, VQ_ATTN_ELT_COUNT } vq_attn_elt;
 
+/* Tokens of a block of the fused KIVI kernel (kivi8_block): whole blocks
+ * only, the partial last block of a call runs the separate kernels (the
+ * kernel specialised to n = 32 is half the code and 3-5 % faster). */
+#define VQ_ATTN_KIVI8_N 32
+
+/* One block of the KIVI 2-bit integer decode (kivi8_block): n = 32 tokens
+ * that form one key group (g = 32), D = 128, 2-bit codes packed along D. */
+typedef struct vq_attn_kivi8_block {
+    const uint8_t *kcodes, *vcodes; /* [n][ldk], [n][ldv] */
+    int64_t ldk, ldv;
+    const void *kscale, *kzero;     /* [128]: the key group's scale and zero rows */
+    const void *vs, *vz;            /* [n][4]: the tokens' value scales and zeros */
+    bool f16;                       /* the four are f16, else f32 */
+    /* Ranges to prefetch (a later block's key codes, key scale, key zero,
+     * value codes, value scales, value zeros; NULL: none), the kernel
+     * issuing the key ones with the scores and the value ones with p.V. */
+    const void *pf[6];
+    int64_t pf_bytes[6];
+} vq_attn_kivi8_block;
+
 typedef struct vq_attn_kernels {
     /* q [R][ldq] f32, k [n][ldk] of elt -> s[r*lds + j] = sum_{c<D} q[r][c] * k[j][c]. */
     void (*qk[VQ_ATTN_ELT_COUNT])(int R, int n, int64_t D, const float *q, int64_t ldq, const void *k,
@@ -121,6 +141,17 @@ typedef struct vq_attn_kernels {
     void (*codebook_pv8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
                          const float *w, int64_t ldw, float *o, int64_t ldo);
     bool cb8_fast; /* codebook_pv8 is a SIMD kernel (VNNI + VBMI): what AUTO picks */
+    /* NULL, or the whole step of one KIVI block b for R <= 4 rows q [R][ldq]
+     * (softmax scale folded in) with no mask and no causal limit inside the
+     * block: the same as, in turn, affine_q8(R, 128, 2, q, ldq, kscale,
+     * kzero, ..), affine_qk8 into s [R][32], poison(R, n, s, 32, bad),
+     * softmax(R, n, s, 32, m, d, alpha), rescale(R, 128, o, ldo, alpha),
+     * affine_pv8(R, n, vcodes, ldv, vs, vz, s, 32, o, ldo) of the same ISA,
+     * bit for bit. Where
+     * it is NULL (every ISA but AVX-512 with VNNI and VBMI) the formats run
+     * that sequence. */
+    void (*kivi8_block)(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
+                        float *m, float *d, bool *bad);
     /* RaBitQ Hamming scores straight from the bits, D = 8 * nbytes:
      * s[r*lds + j] = (float)(D - 2 ham(r, j)) * qs[r*ldqs] * mag[j] + (cnst ? cnst[j] : 0),
      * ham as hamming(). NULL where an ISA has no fused kernel: the format then
@@ -216,6 +247,7 @@ void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k); /* only where the CPU
 void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU has AVX512_VBMI */
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
+void vq_attn_kernels_init_avx512_kivi8(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon_popcnt(vq_attn_kernels *k);  /* Hamming distances, sign tiles */
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);    /* integer key scores, smull (ARMv8.0) */

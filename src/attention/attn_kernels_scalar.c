@@ -283,6 +283,7 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->pv8_fast = false;
     k->codebook_pv8 = codebook_pv8_scalar;
     k->cb8_fast = false;
+    k->kivi8_block = NULL; /* the formats run the separate kernels */
     k->rescale = rescale_scalar;
     k->affine_k_tile = affine_k_tile_scalar;
     k->affine_v_tile = affine_v_tile_scalar;

@@ -25,6 +25,7 @@ typedef struct affine_keys {
 static int64_t xq_offset(int64_t D) { return 2 * D; }
 static int64_t dz_offset(int64_t D) { return 2 * D + VQ_ATTN_MAX_ROWS * D / 4; }
 _Static_assert(sizeof(affine_keys) <= sizeof(vq_attn_desc_storage), "affine_keys too big");
+_Static_assert(VQ_ATTN_KIVI8_N == VQ_ATTN_BN, "the fused KIVI kernel takes whole skeleton blocks");
 
 /* q [D] -> qp [D] = softmax_scale * q */
 static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
@@ -89,6 +90,28 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 }
 
 static const vq_attn_key_ops affine_ops = {prep_q, score};
+
+bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, vq_attn_kivi8_block *b)
+{
+    const affine_keys *k = keys->desc;
+    if (keys->ops != &affine_ops || !k->int8 || k->bits != 2 || k->D != 128 || k->g != VQ_ATTN_KIVI8_N ||
+        blk->n != VQ_ATTN_KIVI8_N || blk->t0 % VQ_ATTN_KIVI8_N != 0)
+        return false;
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD, grp = blk->t0 / k->g;
+    const bool pf = ahead + VQ_ATTN_BN <= k->Skv; /* what score() prefetches, for the kernel to */
+    const int64_t row = k->D * (k->sz_dt == VQ_DT_F32 ? 4 : 2);
+    b->pf[0] = pf ? vq_attn_at(&k->codes, blk->b, blk->hk, ahead) : NULL;
+    b->pf[1] = pf ? vq_attn_at(&k->scale, blk->b, blk->hk, ahead / k->g) : NULL;
+    b->pf[2] = pf ? vq_attn_at(&k->zero, blk->b, blk->hk, ahead / k->g) : NULL;
+    b->pf_bytes[0] = VQ_ATTN_BN * k->codes.st;
+    b->pf_bytes[1] = b->pf_bytes[2] = row;
+    b->kcodes = vq_attn_at(&k->codes, blk->b, blk->hk, blk->t0);
+    b->ldk = k->codes.st;
+    b->kscale = vq_attn_at(&k->scale, blk->b, blk->hk, grp);
+    b->kzero = vq_attn_at(&k->zero, blk->b, blk->hk, grp);
+    b->f16 = k->sz_dt != VQ_DT_F32;
+    return true;
+}
 
 vq_status vq_attn_affine_layout(vq_ctx *ctx, const DLTensor *codes, const char *name, const vq_attn_dims *dims,
                                 int bits, int *layout_bits)

@@ -220,6 +220,10 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
         for (int64_t k = blo > blk_i ? blo - blk_i : 0; k < nb && blk_i + k < bhi; k++) {
             const int64_t lt0 = k * VQ_ATTN_BN;
             const vq_attn_block blk = {sg.b, hk, lt0, (int)(seen - lt0 < VQ_ATTN_BN ? seen - lt0 : VQ_ATTN_BN)};
+            /* no mask, every row sees every token: the format pair may run the whole block at once */
+            if (!p->mask && min_lim >= t + lt0 + blk.n && sg.values->ops->block &&
+                sg.values->ops->block(sg.values->desc, sg.keys, &tm->th, &blk, qp, R, tm->o, tm->m, tm->d, tm->bad))
+                continue;
             sg.keys->ops->score(sg.keys->desc, &tm->th, &blk, qp, R, tm->s);
             if (p->mask || min_lim < t + lt0 + blk.n) /* else the block changes no score */
                 mask_block(pl, b, hk, r0, R, t + lt0, blk.n, tm->s);

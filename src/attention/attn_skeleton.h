@@ -100,6 +100,8 @@ typedef struct vq_attn_key_ops {
                   float *s);
 } vq_attn_key_ops;
 
+typedef struct vq_attn_keys vq_attn_keys;
+
 typedef struct vq_attn_value_ops {
     /* p [R][VQ_ATTN_BN], o [R][D]: o[r][c] += sum_{j<n} p[r][j] * B(v_hat[t0+j])[c]
      * for a linear map B of the format (the identity for most). */
@@ -109,6 +111,14 @@ typedef struct vq_attn_value_ops {
      * values stored in a rotated basis are accumulated there and rotated back
      * once (attention is linear in the values). */
     void (*finish)(const void *desc, float *o);
+    /* NULL, or the whole step of one block at once, for a block with no mask
+     * and no row's causal limit inside it: the keys' score, the non-finite
+     * rule and softmax step on m / d / bad (as the skeleton runs them), the
+     * rescale of o and accumulate, in one kernel where the format pair and
+     * the ISA have one. Returns false, having done nothing, where not (these
+     * keys, R, the ISA): the skeleton then runs the steps itself. */
+    bool (*block)(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th, const vq_attn_block *blk,
+                  const float *qp, int R, float *o, float *m, float *d, bool *bad);
 } vq_attn_value_ops;
 
 /* Storage big enough for any format's descriptor, so binders need no malloc. */
@@ -117,13 +127,13 @@ typedef struct vq_attn_desc_storage {
 } vq_attn_desc_storage;
 
 /* A bound key format: what a binder fills. */
-typedef struct vq_attn_keys {
+struct vq_attn_keys {
     const vq_attn_key_ops *ops;
     const void *desc;
     int64_t qp_floats;      /* floats per prepared query row */
     int64_t thread_floats;  /* per-thread scratch for score() */
     vq_attn_desc_storage storage;
-} vq_attn_keys;
+};
 
 typedef struct vq_attn_values {
     const vq_attn_value_ops *ops;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "attention/attn_turbo_stage.h"
-#include "codecs/lloyd_max.h"
+#include "formats/lloyd_max.h"
 #include "codecs/turboquant.h"
 #include "formats/format_bitpack.h"
 

@@ -6,6 +6,9 @@
  * kern->affine_pv8: the weights p * vs rounded to int8 per row, block and
  * group, integer dots with the codes (error bound: veloxquant.h at
  * vq_value_accum). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "attention/attn_formats.h"
 
 typedef struct affine_values {
@@ -62,7 +65,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     th->kern->affine_pv(R, blk->n, v->D, v->bits, codes, ldc, vs, vz, GV, v->g, p, VQ_ATTN_BN, o, v->D);
 }
 
-static const vq_attn_value_ops affine_ops = {accumulate, NULL};
+static const vq_attn_value_ops affine_ops = {accumulate, NULL, NULL};
 
 /* Integer p.V accumulates o in the kernel's lane order (vq_attn_pv8_pos):
  * back to channel order once per row. */
@@ -74,7 +77,35 @@ static void finish_int8(const void *desc, float *o)
     for (int c = 0; c < 128; c++) o[c] = tmp[c];
 }
 
-static const vq_attn_value_ops affine_int8_ops = {accumulate, finish_int8};
+static const vq_attn_value_ops affine_int8_ops = {accumulate, finish_int8, NULL};
+
+/* A whole block in one kernel call (kern->kivi8_block), where keys, rows and
+ * ISA allow; false: the skeleton runs score, softmax and accumulate. */
+static bool fused_block(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
+                        const vq_attn_block *blk, const float *qp, int R, float *o, float *m, float *d, bool *bad)
+{
+    const affine_values *v = desc;
+    const int64_t esz = v->sz_dt == VQ_DT_F32 ? 4 : 2;
+    if (R > 4 || th->kern->kivi8_block == NULL || v->scale.st != 4 * esz || v->zero.st != 4 * esz) return false;
+    vq_attn_kivi8_block b;
+    if (!vq_attn_affine_keys_kivi8(keys, blk, &b) || b.f16 != (v->sz_dt != VQ_DT_F32)) return false;
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    const bool pf = ahead + VQ_ATTN_BN <= v->Skv; /* what accumulate() prefetches */
+    b.pf[3] = pf ? vq_attn_at(&v->codes, blk->b, blk->hk, ahead) : NULL;
+    b.pf[4] = pf ? vq_attn_at(&v->scale, blk->b, blk->hk, ahead) : NULL;
+    b.pf[5] = pf ? vq_attn_at(&v->zero, blk->b, blk->hk, ahead) : NULL;
+    b.pf_bytes[3] = VQ_ATTN_BN * v->codes.st;
+    b.pf_bytes[4] = VQ_ATTN_BN * v->scale.st;
+    b.pf_bytes[5] = VQ_ATTN_BN * v->zero.st;
+    b.vcodes = vq_attn_at(&v->codes, blk->b, blk->hk, blk->t0);
+    b.ldv = v->codes.st;
+    b.vs = vq_attn_at(&v->scale, blk->b, blk->hk, blk->t0);
+    b.vz = vq_attn_at(&v->zero, blk->b, blk->hk, blk->t0);
+    th->kern->kivi8_block(R, &b, qp, v->D, o, v->D, m, d, bad);
+    return true;
+}
+
+static const vq_attn_value_ops affine_fused_ops = {accumulate, finish_int8, fused_block};
 
 vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                      const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
@@ -100,6 +131,7 @@ bool vq_attn_affine_values_use_int8(vq_attn_values *values)
     affine_values *d = (affine_values *)(void *)values->storage.bytes;
     if (values->ops != &affine_ops || !vq_attn_pv8_supported(d->bits, d->g, d->D)) return false;
     d->int8 = true;
-    values->ops = &affine_int8_ops;
+    const char *unfused = getenv("VQ_ATTN_UNFUSED");
+    values->ops = unfused && unfused[0] && strcmp(unfused, "0") != 0 ? &affine_int8_ops : &affine_fused_ops;
     return true;
 }

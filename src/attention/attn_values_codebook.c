@@ -83,7 +83,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     th->kern->codebook_pv(R, blk->n, v->D, v->packed, idx, v->cents, v->n_cents, w, VQ_ATTN_BN, o, v->D);
 }
 
-static const vq_attn_value_ops codebook_ops = {accumulate, NULL};
+static const vq_attn_value_ops codebook_ops = {accumulate, NULL, NULL};
 
 vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const DLTensor *cents,
                                        const DLTensor *vscale, bool packed_only, const vq_attn_dims *dims,

@@ -38,7 +38,7 @@ static void finish(const void *desc, float *o)
     v->rotate(o, v->D, v->diag, true);
 }
 
-static const vq_attn_value_ops turbo_ops = {accumulate, finish};
+static const vq_attn_value_ops turbo_ops = {accumulate, finish, NULL};
 
 vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values, const vq_attn_dims *dims,
                                     vq_attn_values *out)

@@ -31,20 +31,30 @@ typedef struct seq_plan {
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* Rows [j0, j0 + count) of head h of sequence i of the input -> dst rows of D
- * f16 (pitch D). f32 input (CPU only) is rounded here. */
-static vq_status put_rows(vq_cache *c, uint16_t *dst, const vq_cache_tensor *x, int64_t i, int64_t h, int64_t j0,
+/* Rows [j0, j0 + count) of every head h of sequence i of the input -> dst +
+ * h * pitch rows of D f16 (pitch: rows per head in dst). f32 input (CPU
+ * only) is rounded here. A decode step's single row per head is one 2D copy
+ * over the heads: on CUDA each copy is an API call of a few microseconds,
+ * which one per head per sequence turned into most of a decode step. */
+static vq_status put_rows(vq_cache *c, uint16_t *dst, int64_t pitch, const vq_cache_tensor *x, int64_t i, int64_t j0,
                           int64_t count)
 {
     if (count <= 0) return VQ_OK;
-    const int64_t D = c->D;
-    const char *src = vq_cache_at(x, i, h, j0);
-    if (x->dt == VQ_DT_F16)
-        return vq_cache_mem_copy2d(c, dst, (size_t)D * 2, src, (size_t)(x->stride[2] * 2), (size_t)D * 2,
-                                   (size_t)count);
-    const vq_row_kernels *rk = vq_row_kernels_for(c->ctx->isa);
-    for (int64_t r = 0; r < count; r++)
-        rk->from_f32((const float *)(src + r * x->stride[2] * 4), D, VQ_DT_F16, dst + r * D);
+    const int64_t D = c->D, es = x->dt == VQ_DT_F16 ? 2 : 4;
+    if (x->dt == VQ_DT_F16 && count == 1 && x->stride[1] >= D) /* a pitch below the width is no 2D copy */
+        return vq_cache_mem_copy2d(c, dst, (size_t)(pitch * D * 2), vq_cache_at(x, i, 0, j0), (size_t)(x->stride[1] * es),
+                                   (size_t)D * 2, (size_t)c->Hkv);
+    for (int64_t h = 0; h < c->Hkv; h++) {
+        const char *src = vq_cache_at(x, i, h, j0);
+        uint16_t *d = dst + h * pitch * D;
+        if (x->dt == VQ_DT_F16) {
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, d, (size_t)D * 2, src, (size_t)(x->stride[2] * 2), (size_t)D * 2,
+                                                    (size_t)count));
+            continue;
+        }
+        const vq_row_kernels *rk = vq_row_kernels_for(c->ctx->isa);
+        for (int64_t r = 0; r < count; r++) rk->from_f32((const float *)(src + r * x->stride[2] * 4), D, VQ_DT_F16, d + r * D);
+    }
     return VQ_OK;
 }
 
@@ -152,10 +162,8 @@ static vq_status commit(vq_cache *c, int l, seq_plan *pl, unsigned char *const *
                                                      i * sg->m + first_new - pl->n0, pl->n1 - first_new));
         } else {
             for (int half = 0; half < 2; half++)
-                for (int64_t h = 0; h < c->Hkv; h++)
-                    VQ_FORWARD_IF_ERROR(put_rows(
-                        c, (uint16_t *)(void *)(res + L->wstreams[half].off) + (h * L->res_cap + first_new - pl->e1) * D,
-                        &kv[half], i, h, first_new - pl->n0, pl->n1 - first_new));
+                VQ_FORWARD_IF_ERROR(put_rows(c, (uint16_t *)(void *)(res + L->wstreams[half].off) + (first_new - pl->e1) * D,
+                                             L->res_cap, &kv[half], i, first_new - pl->n0, pl->n1 - first_new));
         }
     }
     sl->n = pl->n1;
@@ -267,9 +275,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
     if (w8) {
         for (int i = 0; i < n_seq; i++)
             for (int half = 0; half < 2; half++)
-                for (int64_t h = 0; h < Hkv; h++)
-                    VQ_FORWARD_IF_ERROR(put_rows(c, X + ((half * Hkv + h) * sumN + (int64_t)i * m) * D, &kv[half], i,
-                                                 h, 0, m));
+                VQ_FORWARD_IF_ERROR(put_rows(c, X + (half * Hkv * sumN + (int64_t)i * m) * D, sumN, &kv[half], i, 0, m));
         VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_cache_window_encode(c, L, X, sumN, Q), "vq_cache_append"));
     }
     for (int i = 0; i < n_seq; i++) {
@@ -284,9 +290,8 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
             for (int half = 0; half < 2; half++) {
                 VQ_FORWARD_IF_ERROR(get_window(c, L, pl->sl, half, 0, from_win, E[half], sumT, pl->t_off));
                 if (pl->e1 > pl->n0)
-                    for (int64_t h = 0; h < Hkv; h++)
-                        VQ_FORWARD_IF_ERROR(put_rows(c, E[half] + (h * sumT + pl->t_off + pl->n0 - pl->e0) * D,
-                                                     &kv[half], i, h, 0, pl->e1 - pl->n0));
+                    VQ_FORWARD_IF_ERROR(put_rows(c, E[half] + (pl->t_off + pl->n0 - pl->e0) * D, sumT, &kv[half], i, 0,
+                                                 pl->e1 - pl->n0));
             }
         }
         if (L->res_cap > 0)

@@ -71,7 +71,7 @@ static void rotated_accumulate(const void *desc, const vq_attn_thread *th, const
     th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
 }
 
-static const vq_attn_value_ops rotated_ops = {rotated_accumulate, NULL};
+static const vq_attn_value_ops rotated_ops = {rotated_accumulate, NULL, NULL};
 
 void vq_cache_bind_rotated_values(vq_ctx *ctx, const DLTensor *v, const float *diag, vq_cache_rotated_values *desc,
                                   vq_attn_values *out)
@@ -101,7 +101,7 @@ static void unrotated_accumulate(const void *desc, const vq_attn_thread *th, con
     }
 }
 
-static const vq_attn_value_ops unrotated_ops = {unrotated_accumulate, NULL};
+static const vq_attn_value_ops unrotated_ops = {unrotated_accumulate, NULL, NULL};
 
 void vq_cache_bind_unrotated_values(vq_ctx *ctx, const vq_attn_values *inner, const float *diag, int64_t D,
                                     vq_cache_unrotated_values *desc, vq_attn_values *out)

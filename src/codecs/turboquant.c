@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "hadamard.h"
-#include "lloyd_max.h"
+#include "formats/lloyd_max.h"
 #include "turboquant.h"
 #ifdef VQ_WITH_CUDA
 #include "cuda/cuda_codecs.h"

@@ -78,6 +78,8 @@ struct RabitqPolicy {
     {
         load_row<NW>(kb + (int64_t)t * kRB, kRB, kr.w);
         kr.mag = __ldg(kmag + t);
+        /* exact scores: q . (+-mag) mixes +inf and -inf, NaN on the CPU */
+        if constexpr (EXACT) kr.mag = isfinite(kr.mag) ? kr.mag : NAN;
         kr.kc = kconst ? __ldg(kconst + t) * kLog2e : 0.0f;
     }
 

@@ -152,11 +152,14 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const Rows<R> rw = cta_rows<R>(c, b, hkv, chunk);
 
+    unsigned qbad = 0; /* the formats quantise q, so a non-finite element would not reach the scores */
     for (int i = threadIdx.x; i < R * D; i += kThreads) {
         const int r = i / D, d = i % D;
-        sm.q[r][d] = r < rw.n ? load_f(c.q, rw.out[r] * D + d, c.q_f16) : 0.0f;
+        const float v = r < rw.n ? load_f(c.q, rw.out[r] * D + d, c.q_f16) : 0.0f;
+        sm.q[r][d] = v;
+        qbad |= (unsigned)!isfinite(v) << r;
     }
-    __syncthreads();
+    qbad = cta_rows_nonfinite<R>(qbad);
     fmt.prepare(&sm.q[0][0], rw);
     __syncthreads();
 
@@ -219,6 +222,8 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
 #pragma unroll
     for (int k = 0; k < kStages - 1; k++) issue(t_first + k * 32 * kWarps);
 
+    /* paged: the page id of the warp's next tile is loaded a tile ahead (see kv_decode.cuh) */
+    int64_t off_next = t_first < t_end ? kv_offset(c, b, hkv, t_first) : 0;
     for (int t0 = t_first; t0 < t_end; t0 += 32 * kWarps) {
         /* tokens past t_end load their valid neighbour and get p = 0 */
         const int last = t_end - 1, t = t0 + lane;
@@ -227,7 +232,8 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
             cp_async_wait<kStages - 1>();
             __syncwarp(); /* every lane's copies of this tile have landed */
         }
-        const int64_t off = kv_offset(c, b, hkv, t0);
+        const int64_t off = off_next;
+        if (t0 + 32 * kWarps < t_end) off_next = kv_offset(c, b, hkv, t0 + 32 * kWarps);
         const TileView<NSEG> view = view_of(t0, off);
         typename Fmt::KRow kr;
         fmt.template key_load<!STAGED>(view, min(t, last) - t0, kr);
@@ -285,6 +291,7 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
             acc[r][j] = v;
         }
         l_lane[r] = warp_sum(l_lane[r]);
+        if ((qbad >> r) & 1u) l_lane[r] = NAN; /* the merge makes a row with a NaN l all NaN */
     }
     __syncthreads(); /* the format's shared memory is free: red_acc may alias it */
     if (lane == 0) {

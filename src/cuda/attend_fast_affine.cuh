@@ -123,7 +123,9 @@ struct AffineFast {
                     const float qv = q[r * D + ch];
                     v[k][r][b] = qv * sc;
                     amax[r] = fmaxf(amax[r], fabsf(v[k][r][b]));
-                    part[r] = fmaf(qv, zr, part[r]);
+                    /* + 0 * (q * scale): a NaN or inf scale, which the integer
+                     * query would lose, reaches the scores through qbias */
+                    part[r] = fmaf(v[k][r][b], 0.0f, fmaf(qv, zr, part[r]));
                 }
             }
         }

@@ -131,6 +131,8 @@ struct RabitqFast {
     {
         load_words<NW, G>(v.p[0] + j * KRB, kr.w);
         kr.mag = ld<float, G>(v.p[1] + 4 * j);
+        /* exact scores: q . (+-mag) mixes +inf and -inf, NaN on the CPU */
+        if constexpr (EXACT) kr.mag = isfinite(kr.mag) ? kr.mag : NAN;
         kr.kc = v.p[2] ? ld<float, G>(v.p[2] + 4 * j) * kLog2e : 0.0f;
     }
 

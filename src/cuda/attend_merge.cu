@@ -43,7 +43,10 @@ __device__ __forceinline__ float block_sum128(float x, float *red)
 
 /* The window's online-softmax state of one decode row (log2 domain):
  * m, l and the unnormalised acc[d] for the thread's channels d = tid, tid +
- * 128. Keys are scored 128 tokens at a time, one token per thread. */
+ * 128. Up to 128 tokens at a time: a warp scores a token (lanes over D, two
+ * channels each per step), so the score of even a single token (KIVI's
+ * partial key group) costs D / 64 dependent steps, not D; then thread i
+ * takes token i's score into the softmax. */
 struct WindowState {
     float m, l, acc[2];
 };
@@ -53,31 +56,32 @@ __device__ WindowState attend_window(const vq_cu_attend_common &c, const vq_cu_w
 {
     const int D = c.D, b = (int)(row / c.Hq), hq = (int)(row % c.Hq), hkv = hq / (c.Hq / c.Hkv);
     const int n = w.n[b];
+    const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
     const __half *K = (const __half *)w.kv[b] + (int64_t)hkv * w.cap * D;
     const __half *V = (const __half *)w.kv[b] + ((int64_t)c.Hkv + hkv) * w.cap * D;
     for (int d = threadIdx.x; d < D; d += blockDim.x) qv[d] = load_f(c.q, row * D + d, c.q_f16) * w.qmul;
     __syncthreads();
     WindowState st = {-INFINITY, 0.0f, {0.0f, 0.0f}};
     for (int t0 = 0; t0 < n; t0 += 128) {
-        const int t = t0 + (int)threadIdx.x;
-        float s = -INFINITY;
-        if (t < n) {
-            const __half2 *k2 = (const __half2 *)(K + (int64_t)t * D);
-            float a0 = 0.0f, a1 = 0.0f;
-            for (int d = 0; d < D; d += 2) {
-                const float2 kf = __half22float2(k2[d / 2]);
-                a0 = fmaf(qv[d], kf.x, a0);
-                a1 = fmaf(qv[d + 1], kf.y, a1);
+        const int nt = min(128, n - t0);
+        for (int j = warp; j < nt; j += 4) {
+            const __half *k = K + (int64_t)(t0 + j) * D;
+            float a = 0.0f;
+            for (int d = 2 * lane; d < D; d += 64) {
+                const float2 kf = __half22float2(*(const __half2 *)(k + d));
+                a = fmaf(qv[d], kf.x, fmaf(qv[d + 1], kf.y, a));
             }
-            s = a0 + a1;
+            a = warp_sum(a);
+            if (lane == 0) pw[j] = a;
         }
-        const float m_new = fmaxf(st.m, block_max128(s, red));
+        __syncthreads();
+        const float s = (int)threadIdx.x < nt ? pw[threadIdx.x] : -INFINITY;
+        const float m_new = fmaxf(st.m, block_max128(s, red)); /* its barriers: every score is read */
         const float p = s == -INFINITY ? 0.0f : exp2f(s - m_new);
         const float alpha = st.m == -INFINITY ? 0.0f : exp2f(st.m - m_new);
         pw[threadIdx.x] = p;
         st.l = st.l * alpha + block_sum128(p, red); /* its barriers publish pw */
         st.m = m_new;
-        const int nt = min(128, n - t0);
         for (int i = 0; i < 2; i++) {
             const int d = (int)threadIdx.x + 128 * i;
             if (d >= D) break;

@@ -169,6 +169,20 @@ struct SkelSmem {
     float red_m[kWarps][R], red_l[kWarps][R];
 };
 
+/* Bit r set: query row r of the CTA holds a NaN or +-inf element somewhere
+ * (the header's rule makes such a row NaN). `mine` has bit r set where the
+ * calling thread's own share of row r does. Block-wide (one __syncthreads_or
+ * per row), so it is also the barrier that publishes the queries the CTA
+ * just wrote to shared memory. */
+template <int R>
+__device__ __forceinline__ unsigned cta_rows_nonfinite(unsigned mine)
+{
+    unsigned bad = 0;
+#pragma unroll
+    for (int r = 0; r < R; r++) bad |= (__syncthreads_or((int)((mine >> r) & 1u)) ? 1u : 0u) << r;
+    return bad;
+}
+
 /* After a split's last tile, behind a barrier: combines the kWarps warps'
  * online-softmax states of each row (red_m, red_l [kWarps][R] and red_acc
  * [kWarps][R][stride] in shared memory) and writes the split's partial state
@@ -224,13 +238,15 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const Rows<R> rw = cta_rows<R>(c, b, hkv, chunk);
 
+    unsigned qbad = 0;
     for (int i = threadIdx.x; i < R * DMAX; i += kThreads) {
         const int r = i / DMAX, d = i % DMAX;
         float v = 0.0f;
         if (r < rw.n && d < c.D) v = load_f(c.q, rw.out[r] * c.D + d, c.q_f16);
         sm.q[r][d] = v;
+        qbad |= (unsigned)!isfinite(v) << r;
     }
-    __syncthreads();
+    qbad = cta_rows_nonfinite<R>(qbad);
     fmt.prepare(&sm.q[0][0], rw);
     __syncthreads();
 
@@ -320,6 +336,7 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
             acc[r][j] = v;
         }
         l_lane[r] = warp_sum(l_lane[r]);
+        if ((qbad >> r) & 1u) l_lane[r] = NAN; /* the merge makes a row with a NaN l all NaN */
     }
     __syncthreads(); /* the policy's shared memory is free from here: red_acc may alias it */
     if (lane == 0) {

@@ -4,7 +4,7 @@
  * (vq_cuda_begin / vq_cuda_check). */
 #include <math.h>
 
-#include "codecs/lloyd_max.h"
+#include "formats/lloyd_max.h"
 #include "cuda/codec_launch.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_codecs.h"

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "codecs/lloyd_max.h"
+#include "formats/lloyd_max.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/sdpa_params.h"
 

@@ -133,10 +133,14 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
     }
     const int slot = lane / LPT; /* the token of a value step this lane serves */
 
+    /* paged: the page id of the warp's next tile is loaded a tile ahead, so a
+     * tile's key and value loads do not wait for it */
+    int64_t tile0_next = t_begin + 32 * warp < t_end ? kv_token(c, b, hkv, t_begin + 32 * warp) - (t_begin + 32 * warp) : 0;
     for (int t0 = t_begin + 32 * warp; t0 < t_end; t0 += 32 * kWarps) {
         /* tokens past t_end read their valid neighbour and get p = 0 */
         const int last = t_end - 1, t = t0 + lane, tl = min(t, last);
-        const int64_t tile0 = kv_token(c, b, hkv, t0) - t0; /* token t of the tile is tile0 + t */
+        const int64_t tile0 = tile0_next; /* token t of the tile is tile0 + t */
+        if (t0 + 32 * kWarps < t_end) tile0_next = kv_token(c, b, hkv, t0 + 32 * kWarps) - (t0 + 32 * kWarps);
         typename VP::Pre vpre[VB];
 #pragma unroll
         for (int k = 0; k < VB; k++) vp.load(tile0 + min(t0 + slot + k * TPS, last), vpre[k]);

@@ -140,7 +140,9 @@ struct Ctx {
         if (threadIdx.x < kBN) {
             const int t = threadIdx.x;
             if (t < n) {
-                r.a = __ldg(kmag + t0 + t) * amul;
+                const float mag = __ldg(kmag + t0 + t);
+                /* q . (+-mag) mixes +inf and -inf: NaN, as the CPU's exact scores */
+                r.a = isfinite(mag) ? mag * amul : NAN;
                 r.c = kconst ? __ldg(kconst + t0 + t) * kLog2e : 0.0f;
                 r.w = vscale ? __ldg(vscale + t0 + t) : 1.0f;
             } else {
@@ -391,7 +393,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const vq_cu_prefil
             float lh = l[mb][h];
             lh += __shfl_xor_sync(0xffffffffu, lh, 1);
             lh += __shfl_xor_sync(0xffffffffu, lh, 2);
-            const float inv = lh > 0.0f ? cback / lh : 0.0f;
+            /* lh == 0: every score -inf, the row is 0 (whatever 0 * NaN left in o);
+             * lh NaN (a NaN or +inf score): the row is NaN */
+            const bool zero = lh == 0.0f;
+            const float inv = lh > 0.0f ? cback / lh : NAN;
             const int r = row0 + warp * 16 * MB + mb * 16 + g + h * 8;
             if (r >= p.rows) continue;
             const int64_t off = (((int64_t)b * p.Hq + hkv * p.G + r / p.Sq) * p.Sq + r % p.Sq) * D;
@@ -399,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const vq_cu_prefil
             for (int nb = 0; nb < 2 * KC; nb++) {
                 const int col = nb * 8 + 2 * tq;
                 if (col >= D) continue;
-                const float x = o[mb][nb][2 * h] * inv, y = o[mb][nb][2 * h + 1] * inv;
+                const float x = zero ? 0.0f : o[mb][nb][2 * h] * inv, y = zero ? 0.0f : o[mb][nb][2 * h + 1] * inv;
                 if (p.out_f16)
                     *reinterpret_cast<__half2 *>(static_cast<__half *>(p.out) + off + col) = __floats2half2_rn(x, y);
                 else

@@ -56,6 +56,15 @@ static vq_status run_kivi(vqb_case *c, vq_ctx *ctx)
 {
     return kivi_with(c->data, ctx, VQ_KEY_SCORES_AUTO, VQ_VALUE_ACCUM_AUTO);
 }
+/* the same kernels one by one (VQ_ATTN_UNFUSED, read per call): what the
+ * fused block kernel saves */
+static vq_status run_kivi_unfused(vqb_case *c, vq_ctx *ctx)
+{
+    setenv("VQ_ATTN_UNFUSED", "1", 1);
+    const vq_status s = kivi_with(c->data, ctx, VQ_KEY_SCORES_AUTO, VQ_VALUE_ACCUM_AUTO);
+    unsetenv("VQ_ATTN_UNFUSED");
+    return s;
+}
 /* the same kernels with f32 p.V: what the integer p.V saves */
 static vq_status run_kivi_f32v(vqb_case *c, vq_ctx *ctx)
 {
@@ -218,6 +227,7 @@ bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, in
     cases[(*n)++] = (vqb_case){"f16", "sdpa", vqb_bytes(&d->k16) + vqb_bytes(&d->v16), run_f16, d, NULL};
     cases[(*n)++] = (vqb_case){"f32", "sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused", kivi, run_kivi, d, NULL};
+    cases[(*n)++] = (vqb_case){"kivi-2b", "fused-unf", kivi, run_kivi_unfused, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-f32v", kivi, run_kivi_f32v, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-f32k", kivi, run_kivi_f32k, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-old", kivi, run_kivi_old, d, NULL};

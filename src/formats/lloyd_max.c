@@ -13,7 +13,7 @@
 #include <stdbool.h>
 
 #include "veloxquant.h"
-#include "lloyd_max.h"
+#include "formats/lloyd_max.h"
 
 #define LM_MAX_BITS 8
 #define LM_MAX_K (1 << (LM_MAX_BITS - 1))

@@ -1,0 +1,146 @@
+/* kivi8_block.c — the fused KIVI block kernel (kivi8_block, AVX-512 VNNI +
+ * VBMI) against the separate kernels it replaces, one whole block of 32
+ * tokens at D = 128, R query rows, in cache, one thread, TSC ticks and core
+ * cycles per block
+ * (least of 50 short passes: robust to other work on the cores): the numbers of bench/results/cpu.md,
+ * issue 14, fifth pass. Internal headers; link the static library:
+ *
+ *   gcc -O2 -mavx512f -Isrc -Iinclude bench/kivi8_block.c build/libveloxquant.a -lm -lpthread -o kivi8_block
+ *   ./kivi8_block [R (1-4, default 4)] [iterations] [once]
+ *
+ * With a third argument it makes one fused call and exits: the call that
+ * bench/insn_hist.py counts instruction by instruction under gdb. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <x86intrin.h> /* x86-64 with AVX-512 only */
+
+#include "attention/attn_kernels.h"
+
+enum { NBLK = 64 };
+
+static uint64_t rng = 99;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float uniform(void) { return (float)(next() >> 40) / (float)(1 << 24) * 2.0f - 1.0f; }
+
+/* TSC ticks per core cycle, from 12 independent vfmadd231ps chains (two per
+ * cycle on this core: bench/port_throughput.c), least of 50 short passes. */
+static double ticks_per_cycle(void)
+{
+    unsigned long long best = ~0ull;
+    for (int rep = 0; rep < 50; rep++) {
+        const unsigned long long t0 = __rdtsc();
+        /* zeroed operands (garbage could be subnormal: microcode assists) */
+        __asm__ volatile(
+            "vpxord %%zmm0, %%zmm0, %%zmm0\n\tvmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\t"
+            "vmovaps %%zmm0, %%zmm3\n\tvmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\t"
+            "vmovaps %%zmm0, %%zmm6\n\tvmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\t"
+            "vmovaps %%zmm0, %%zmm9\n\tvmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\t"
+            "vmovaps %%zmm0, %%zmm12\n\tvmovaps %%zmm0, %%zmm13\n\t"
+            "mov $20000, %%ecx\n"
+            "1:\n\t"
+            "vfmadd231ps %%zmm12, %%zmm13, %%zmm0\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm1\n\t"
+            "vfmadd231ps %%zmm12, %%zmm13, %%zmm2\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm3\n\t"
+            "vfmadd231ps %%zmm12, %%zmm13, %%zmm4\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm5\n\t"
+            "vfmadd231ps %%zmm12, %%zmm13, %%zmm6\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm7\n\t"
+            "vfmadd231ps %%zmm12, %%zmm13, %%zmm8\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm9\n\t"
+            "vfmadd231ps %%zmm12, %%zmm13, %%zmm10\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm11\n\t"
+            "dec %%ecx\n\tjnz 1b\n" ::
+                : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+                  "xmm11", "xmm12", "xmm13", "cc");
+        const unsigned long long t = __rdtsc() - t0;
+        best = t < best ? t : best;
+    }
+    return (double)best / (20000.0 * 12 / 2);
+}
+
+static uint8_t kc[NBLK][1024], vc[NBLK][1024];
+static uint16_t ks[NBLK][128], kz[NBLK][128], vs[NBLK][128], vz[NBLK][128];
+
+int main(int argc, char **argv)
+{
+    const int R = argc > 1 ? atoi(argv[1]) : 4;
+    const long iters = argc > 2 ? atol(argv[2]) : 2000;
+    const vq_attn_kernels *k = vq_attn_kernels_for(VQ_ISA_AVX512);
+    if (k->kivi8_block == NULL || R < 1 || R > 4) {
+        fprintf(stderr, "no fused kernel on this CPU (AVX-512 VNNI + VBMI), or R not in 1..4\n");
+        return 1;
+    }
+    for (int b = 0; b < NBLK; b++) {
+        for (int i = 0; i < 1024; i++) {
+            kc[b][i] = (uint8_t)next();
+            vc[b][i] = (uint8_t)next();
+        }
+        for (int i = 0; i < 128; i++) {
+            ks[b][i] = vq_f32_to_f16(0.05f + 0.3f * fabsf(uniform()));
+            kz[b][i] = vq_f32_to_f16(-0.5f + 0.2f * uniform());
+            vs[b][i] = vq_f32_to_f16(0.05f + 0.3f * fabsf(uniform()));
+            vz[b][i] = vq_f32_to_f16(-0.5f + 0.2f * uniform());
+        }
+    }
+    float q[4 * 128], o[4 * 128], m[4], d[4], s[4 * 32], al[4], dz[8], ksf[128], kzf[128], vsf[128], vzf[128];
+    int8_t xq[4 * 128];
+    bool bad[4] = {false, false, false, false};
+    for (int i = 0; i < 4 * 128; i++) {
+        q[i] = 0.1f * uniform();
+        o[i] = 0.0f;
+    }
+    for (int r = 0; r < 4; r++) {
+        m[r] = -INFINITY;
+        d[r] = 0.0f;
+    }
+    vq_attn_kivi8_block B = {kc[0], vc[0], 32, 32, ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}};
+    if (argc > 3) {
+        k->kivi8_block(R, &B, q, 128, o, 128, m, d, bad);
+        printf("%g\n", (double)o[0]);
+        return 0;
+    }
+    unsigned long long best = ~0ull;
+    for (int rep = 0; rep < 50; rep++) {
+        const unsigned long long t0 = __rdtsc();
+        for (long i = 0; i < iters; i++) {
+            const int b = (int)(i % NBLK);
+            B.kcodes = kc[b];
+            B.vcodes = vc[b];
+            B.kscale = ks[b];
+            B.kzero = kz[b];
+            B.vs = vs[b];
+            B.vz = vz[b];
+            k->kivi8_block(R, &B, q, 128, o, 128, m, d, bad);
+        }
+        const unsigned long long t = __rdtsc() - t0;
+        best = t < best ? t : best;
+    }
+    const double tpc = ticks_per_cycle();
+    printf("clock: %.3f TSC ticks per core cycle (12 vfmadd231ps chains, 2 per cycle)\n", tpc);
+    printf("R %d fused kivi8_block: %.0f TSC ticks = %.0f cycles per block\n", R, (double)best / (double)iters,
+           (double)best / (double)iters / tpc);
+    best = ~0ull;
+    for (int rep = 0; rep < 50; rep++) {
+        const unsigned long long t0 = __rdtsc();
+        for (long i = 0; i < iters; i++) {
+            const int b = (int)(i % NBLK);
+            k->cvt_f16(128, ks[b], ksf);
+            k->cvt_f16(128, kz[b], kzf);
+            k->affine_q8(R, 128, 2, q, 128, ksf, kzf, xq, dz);
+            k->affine_qk8(R, 32, 128, 2, kc[b], 32, xq, dz, s, 32);
+            k->poison(R, 32, s, 32, bad);
+            k->softmax(R, 32, s, 32, m, d, al);
+            k->rescale(R, 128, o, 128, al);
+            k->cvt_f16(128, vs[b], vsf);
+            k->cvt_f16(128, vz[b], vzf);
+            k->affine_pv8(R, 32, vc[b], 32, vsf, vzf, s, 32, o, 128);
+        }
+        const unsigned long long t = __rdtsc() - t0;
+        best = t < best ? t : best;
+    }
+    printf("R %d separate kernels:  %.0f TSC ticks = %.0f cycles per block (checksum %g)\n", R,
+           (double)best / (double)iters, (double)best / (double)iters / ticks_per_cycle(), (double)o[0]);
+    return 0;
+}
