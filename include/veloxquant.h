@@ -1124,7 +1124,10 @@ typedef struct vq_cache vq_cache;
  * TurboQuant 3- or 2-bit values: keys and values take different quantizers
  * and bits because they fail differently — per-token rotated codes lose most
  * on keys, whose channels carry large offsets and outliers, and least on
- * values; measured on SmolLM2-135M in the README, "A real model"); turbo2/3/4;
+ * values; measured on SmolLM2-135M in the README, "A real model"); kivi2-turbo2
+ * (the same split with 2-bit keys over 128 tokens: 2.25 + 2.25 bits at D = 128;
+ * on that model 2-bit keys need kivi2's 32-token groups, so it is meant for a
+ * few layers of a per-layer mix); turbo2/3/4;
  * rvq22; rabitq, rabitq-exact; qjl; vecinfer2 and commvq (fitted tables).
  * vq_cache_preset(i)->description names each one's parameters. */
 typedef struct vq_cache_preset_info {

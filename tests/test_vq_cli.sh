@@ -215,12 +215,21 @@ if [ -s "$model" ]; then
         echo "ok   perplexity --kv @LAYERS=METHOD overrides layers"
     else echo "FAIL: perplexity --kv @LAYERS=METHOD"; cat "$tmp/out"; failures=$((failures + 1)); fi
     # +w8: the window (16 tokens of a partial 32-token KIVI group at ctx 48) at 8 bits: fewer bits, same pages
-    expect 2 "not a preset" perplexity -m "$model" --kv kivi2+w9 "$text"
+    expect 2 "neither +w8 nor +rN" perplexity -m "$model" --kv kivi2+w9 "$text"
+    expect 2 "given twice" perplexity -m "$model" --kv kivi2+r4+w8+r8 "$text"
     expect 0 "kivi2+w8" perplexity -m "$model" --kv kivi2,kivi2+w8,f16@3=kivi2+w8 --ctx 48 --windows 1 --threads 1 "$text"
     if awk '$2 == "kivi2" { b = $NF } $2 == "kivi2+w8" { c = $NF } $2 == "f16@3=kivi2+w8" { m = $NF }
             END { exit !(b != "" && c < b && c > 2 && m < 16 && m > b) }' "$tmp/out"; then
         echo "ok   perplexity --kv +w8 stores the window at 8 bits"
     else echo "FAIL: perplexity --kv +w8"; cat "$tmp/out"; failures=$((failures + 1)); fi
+    # +rN: this method's residual (ctx 48, kivi2's 32-token key groups): +r32 keeps all 48 tokens in the window,
+    # --residual 32 with +r0 the same 16 as plain kivi2
+    expect 0 "kivi2+r32+w8" perplexity -m "$model" --residual 32 --kv kivi2+r0,kivi2+r32,kivi2+r32+w8 --ctx 48 --windows 1 \
+        --threads 1 "$text"
+    if awk '$2 == "kivi2+r0" { b = $NF } $2 == "kivi2+r32" { c = $NF } $2 == "kivi2+r32+w8" { w = $NF }
+            END { exit !(b != "" && b < 10 && c > 15 && w < c && w > 8) }' "$tmp/out"; then
+        echo "ok   perplexity --kv +rN sets the method's residual window"
+    else echo "FAIL: perplexity --kv +rN"; cat "$tmp/out"; failures=$((failures + 1)); fi
     expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json --tokens "$tmp/tok.tsv" "$text"
     # --tokens: a header and one line per window position, nll only in the scored second half
     if [ "$(wc -l < "$tmp/tok.tsv")" -eq 33 ] && head -1 "$tmp/tok.tsv" | grep -q "nll_f16.nll_kivi2" &&

@@ -9,7 +9,8 @@
 # tests: build, tests and the 4K/32K tables; extra (a warm follow-up call: the
 # build lives in /tmp/vqb, outside the carried tree): the 128K table and the
 # Python package's CUDA tests. No argument: both. GATHER=0 skips the gathered
-# comparison, PYTHON=0 the Python package (a second CUDA build, ~5 min).
+# comparison, PYTHON=0 the Python package (a second CUDA build, ~5 min),
+# SANITIZE=1 adds racecheck and initcheck on test_cuda_attend and test_cuda_cache.
 . "$(dirname "$0")/device_env.sh" paged
 
 step configure
@@ -41,6 +42,19 @@ done
 step "memcheck test_cuda_cache"
 VQ_TEST_QUICK=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_cuda_cache > "$L/san.log" 2>&1
 rc=$?; grep -E "ERROR SUMMARY" "$L/san.log" | head -2; summary="${summary}memcheck test_cuda_cache rc=$rc\n"
+# SANITIZE=1: racecheck and initcheck too (issue 13 asks for all three), on the
+# decode entry points and the cache, quick mode
+if [ "${SANITIZE:-0}" = 1 ]; then
+    for tool in racecheck initcheck; do
+        for t in test_cuda_attend test_cuda_cache; do
+            step "$tool $t"
+            VQ_TEST_QUICK=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/$t > "$L/$tool.$t.log" 2>&1
+            rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$L/$tool.$t.log" | head -2
+            [ $rc -ne 0 ] && cp "$L/$tool.$t.log" "$OUT/"
+            summary="${summary}$tool $t rc=$rc\n"
+        done
+    done
+fi
 printf "$summary"
 
 step "bench cache (paged)"

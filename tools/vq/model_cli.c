@@ -89,12 +89,29 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         return VQ_EXIT_USAGE;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
-    /* a trailing "+w8": the residual window at 8 bits (VQ_WINDOW_TURBO8) */
+    /* trailing "+w8" (the residual window at 8 bits, VQ_WINDOW_TURBO8) and
+     * "+rN" (this method's residual window), in either order, each at most
+     * once; preset names have no '+' */
     snprintf(m->spec, sizeof m->spec, "%s", name);
-    const size_t nlen = strlen(m->spec), slen = strlen(VQM_CLI_WINDOW8);
-    if (nlen > slen && strcmp(m->spec + nlen - slen, VQM_CLI_WINDOW8) == 0) {
-        m->spec[nlen - slen] = 0;
-        m->cfg.window = VQ_WINDOW_TURBO8;
+    bool seen_r = false;
+    for (char *plus; (plus = strrchr(m->spec, '+')) != NULL; *plus = 0) {
+        char *e = NULL;
+        const long r = plus[1] == 'r' && plus[2] >= '0' && plus[2] <= '9' ? strtol(plus + 2, &e, 10) : -1;
+        const bool w8 = strcmp(plus, VQM_CLI_WINDOW8) == 0;
+        if ((w8 && m->cfg.window == VQ_WINDOW_TURBO8) || (r >= 0 && seen_r)) {
+            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' given twice\n", cmd, m->name, plus);
+            return VQ_EXIT_USAGE;
+        }
+        if (w8) {
+            m->cfg.window = VQ_WINDOW_TURBO8;
+        } else if (r >= 0 && *e == 0 && r <= (1 << 20)) {
+            residual = (int)r;
+            seen_r = true;
+        } else {
+            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' is neither +w8 nor +rN (N in 0..%d: the window's newest "
+                            "tokens)\n", cmd, m->name, plus, 1 << 20);
+            return VQ_EXIT_USAGE;
+        }
     }
     name = m->spec;
     /* BASE[@LAYERS=METHOD]...: per-layer configs when BASE is KEYS/VALUES or

@@ -21,7 +21,7 @@ enum { VQM_CLI_MAX_F16_LAYERS = 64, VQM_CLI_MAX_LAYERS = 256 };
 
 typedef struct vqm_cli_method {
     char name[128];                      /* as given */
-    char spec[128];                      /* name without its "+w8" */
+    char spec[128];                      /* name without its "+w8" / "+rN" suffixes */
     vq_cache_layer_config layers[VQM_CLI_MAX_LAYERS]; /* KEYS/VALUES mixes */
     int f16_layers[VQM_CLI_MAX_F16_LAYERS];
     int n_f16_layers;
@@ -34,7 +34,10 @@ typedef struct vqm_cli_method {
  * ranges joined by '.', e.g. "kivi4-turbo2@0.18-20=kivi4-turbo3" or
  * "f16@5=kivi2"; later overrides win), and optionally a last "+w8": the
  * residual window (KIVI's partial key group, --residual tokens) stored at 8
- * bits (vq_cache_config.window = VQ_WINDOW_TURBO8) instead of f16 (checked
+ * bits (vq_cache_config.window = VQ_WINDOW_TURBO8) instead of f16, and
+ * optionally "+rN" (before or after "+w8"): this method's residual window
+ * holds the newest N tokens, overriding `residual` (--residual), so one run
+ * can compare methods at their own R (checked
  * against vq_cache_preset: unknown names and presets that need fitted tables
  * give 2 after a message naming the presets). f16 layers from the comma list `f16` (NULL = none; "first,last"
  * words allowed) for a model of n_layers. Returns 0 or 2 (usage error). */

@@ -9,7 +9,12 @@
  * perplexity and its change, mean KL(f16 || method) of the next-token
  * distribution, top-1 agreement with f16; plus the cache's bits per element
  * (codes, scales, norms and the f16 residual window, at the end of a window)
- * and bytes. --tokens writes every window position's token id and each
+ * and bytes. With --batch 1 (the quality table's protocol) each token is
+ * appended and then attended alone, so every query sees the cache as a
+ * decoding step does; larger chunks append a chunk before attending it, and
+ * the chunk's own tokens then reach its queries through the quantized cache
+ * (several times the loss of decoding with a residual window, bench/results/
+ * model/protocol/README.md). --tokens writes every window position's token id and each
  * method's nll, for comparisons with other runtimes token by token
  * (bench/python_perplexity.py). --max-tokens / --windows bound the work (the
  * full novel at 8K on 2 cores takes hours). */
@@ -26,7 +31,7 @@
 #include "report.h"
 #include "tool.h"
 
-enum { PPL_MAX_METHODS = 16, PPL_CHUNK = 256 };
+enum { PPL_MAX_METHODS = 24, PPL_CHUNK = 256 }; /* methods with f16; logits of each: --batch x vocabulary floats */
 
 typedef struct ppl_acc {
     double nll, kl;
@@ -76,7 +81,7 @@ int vq_cmd_perplexity(int argc, char **argv)
     ppl_opts o = {.c = VQM_CLI_COMMON_DEFAULTS, .kv = "f16", .ctx = {3, {512, 2048, 8192}}};
     o.c.batch = PPL_CHUNK;
     const vqa_opt opts[] = {
-        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "comma-separated cache presets or KEYS/VALUES, each optionally with @LAYERS=METHOD overrides and a last +w8 (window at 8 bits) (f16 always runs as the reference)"},
+        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "comma-separated cache presets or KEYS/VALUES, each optionally with @LAYERS=METHOD overrides and last suffixes +w8 (window at 8 bits) and +rN (this method's --residual) (f16 always runs as the reference)"},
         {"ctx", VQA_SIZES, &o.ctx, 2, 1 << 20, "LIST", "window sizes in tokens (512,2048,8192)"},
         {"max-tokens", VQA_SIZE, &o.max_tokens, 0, 1ll << 40, "N", "use at most the first N tokens (0 = all)"},
         {"windows", VQA_INT, &o.windows, 0, 1 << 30, "W", "at most W windows per context (0 = all)"},
@@ -92,7 +97,12 @@ int vq_cmd_perplexity(int argc, char **argv)
                          VQA_COUNT(opts),
                          "Non-overlapping windows of each --ctx size; the second half of each window is scored\n"
                          "(llama-perplexity's protocol). Every method runs on the same tokens as the f16 cache:\n"
-                         "perplexity, its change, mean KL(f16 || method), top-1 agreement, bits per element.\n",
+                         "perplexity, its change, mean KL(f16 || method), top-1 agreement, bits per element.\n"
+                         "Protocol of the README's quality table and issue 10's targets: --batch 1 --sink 4 --smooth\n"
+                         "(decode-faithful: each token is appended, then attended, as in generation). A --batch\n"
+                         "of N > 1 appends N tokens before attending them, so a chunk's queries see the chunk's\n"
+                         "own tokens through the quantized cache, not the window: faster, and a pessimistic\n"
+                         "measure of the cache (bench/results/model/protocol/README.md).\n",
                          "FILE", pos, 1, &n_pos};
     const int rc = vqa_parse(&cmd, argc, argv);
     if (rc != VQA_RUN) return rc;
