@@ -32,28 +32,31 @@ typedef struct seq_plan {
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 /* Rows [j0, j0 + count) of every head h of sequence i of the input -> dst +
- * h * pitch rows of D f16 (pitch: rows per head in dst). f32 input (CPU
- * only) is rounded here. A decode step's single row per head is one 2D copy
- * over the heads: on CUDA each copy is an API call of a few microseconds,
- * which one per head per sequence turned into most of a decode step. */
+ * h * pitch rows of D f16 (pitch: rows per head in dst, >= count). f32
+ * input (CPU only) is rounded here. Where each head's rows are one run (a
+ * decode step's single row, or compact rows) all heads are one 2D copy: on
+ * CUDA every copy is an API call of a few microseconds, and one per head per
+ * sequence was most of a decode step. */
 static vq_status put_rows(vq_cache *c, uint16_t *dst, int64_t pitch, const vq_cache_tensor *x, int64_t i, int64_t j0,
                           int64_t count)
 {
     if (count <= 0) return VQ_OK;
-    const int64_t D = c->D, es = x->dt == VQ_DT_F16 ? 2 : 4;
-    if (x->dt == VQ_DT_F16 && count == 1 && x->stride[1] >= D) /* a pitch below the width is no 2D copy */
-        return vq_cache_mem_copy2d(c, dst, (size_t)(pitch * D * 2), vq_cache_at(x, i, 0, j0), (size_t)(x->stride[1] * es),
-                                   (size_t)D * 2, (size_t)c->Hkv);
+    const int64_t D = c->D;
+    if (x->dt == VQ_DT_F16) {
+        const bool run = count == 1 || x->stride[2] == D;
+        if (run && x->stride[1] >= count * D) /* a pitch below the width is no 2D copy */
+            return vq_cache_mem_copy2d(c, dst, (size_t)(pitch * D * 2), vq_cache_at(x, i, 0, j0),
+                                       (size_t)(x->stride[1] * 2), (size_t)(count * D * 2), (size_t)c->Hkv);
+        for (int64_t h = 0; h < c->Hkv; h++)
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, dst + h * pitch * D, (size_t)D * 2, vq_cache_at(x, i, h, j0),
+                                                    (size_t)(x->stride[2] * 2), (size_t)D * 2, (size_t)count));
+        return VQ_OK;
+    }
+    const vq_row_kernels *rk = vq_row_kernels_for(c->ctx->isa);
     for (int64_t h = 0; h < c->Hkv; h++) {
         const char *src = vq_cache_at(x, i, h, j0);
-        uint16_t *d = dst + h * pitch * D;
-        if (x->dt == VQ_DT_F16) {
-            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, d, (size_t)D * 2, src, (size_t)(x->stride[2] * 2), (size_t)D * 2,
-                                                    (size_t)count));
-            continue;
-        }
-        const vq_row_kernels *rk = vq_row_kernels_for(c->ctx->isa);
-        for (int64_t r = 0; r < count; r++) rk->from_f32((const float *)(src + r * x->stride[2] * 4), D, VQ_DT_F16, d + r * D);
+        for (int64_t r = 0; r < count; r++)
+            rk->from_f32((const float *)(src + r * x->stride[2] * 4), D, VQ_DT_F16, dst + (h * pitch + r) * D);
     }
     return VQ_OK;
 }
