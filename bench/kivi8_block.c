@@ -6,10 +6,11 @@
  * issue 14, fifth pass. Internal headers; link the static library:
  *
  *   gcc -O2 -mavx512f -Isrc -Iinclude bench/kivi8_block.c build/libveloxquant.a -lm -lpthread -o kivi8_block
- *   ./kivi8_block [R (1-4, default 4)] [iterations] [once]
+ *   ./kivi8_block [R (1-4, default 4)] [iterations] [once [N]]
  *
- * With a third argument it makes one fused call and exits: the call that
- * bench/insn_hist.py counts instruction by instruction under gdb. */
+ * With a third argument it makes one fused call (on a run of N blocks) and
+ * exits: the call that bench/insn_hist.py counts instruction by instruction
+ * under gdb (a block's count: the difference of N = 3 and N = 1, halved). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +96,11 @@ int main(int argc, char **argv)
         m[r] = -INFINITY;
         d[r] = 0.0f;
     }
-    vq_attn_kivi8_block B = {kc[0], vc[0], 32, 32, ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}, 1, 0, {0}};
-    if (argc > 3) {
+    vq_attn_kivi8_block B = {kc[0], vc[0], ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}, 1, 0, {0}};
+    if (argc > 3) { /* "once [N]": one call on a run of N blocks (default 1) */
+        B.nb = argc > 4 ? atoi(argv[4]) : 1;
+        if (B.nb < 1 || B.nb > NBLK) return 1;
+        for (int j = 0; j < 6; j++) B.step[j] = j == 0 || j == 3 ? (int64_t)sizeof kc[0] : (int64_t)sizeof ks[0];
         k->kivi8_block(R, &B, q, 128, o, 128, m, d, bad);
         printf("%g\n", (double)o[0]);
         return 0;
@@ -122,7 +126,7 @@ int main(int argc, char **argv)
     printf("R %d fused kivi8_block: %.0f TSC ticks = %.0f cycles per block\n", R, (double)best / (double)iters,
            (double)best / (double)iters / tpc);
     /* the same blocks as runs of NBLK in one call each (what the skeleton passes) */
-    vq_attn_kivi8_block run = {kc[0], vc[0], 32, 32, ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}, NBLK, 0,
+    vq_attn_kivi8_block run = {kc[0], vc[0], ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}, NBLK, 0,
                                {sizeof kc[0], sizeof ks[0], sizeof kz[0], sizeof vc[0], sizeof vs[0], sizeof vz[0]}};
     best = ~0ull;
     for (int rep = 0; rep < 50; rep++) {

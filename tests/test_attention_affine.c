@@ -521,7 +521,7 @@ static void kivi8_block_on(vq_ctx *ctx, const char *isa)
             for (int c = 0; c < D; c++) o[0][r * D + c] = o[1][r * D + c] = (float)vq_rng_normal(&rng);
         }
         const int64_t sl = 1 + gap, esz = f16 ? 2 : 4; /* slots per block step */
-        vq_attn_kivi8_block b = {kc[0], vc[0], 32, 32, f16 ? (const void *)ks16[0] : ks[0],
+        vq_attn_kivi8_block b = {kc[0], vc[0], f16 ? (const void *)ks16[0] : ks[0],
                                  f16 ? (const void *)kz16[0] : kz[0], f16 ? (const void *)vs16[0] : vs[0],
                                  f16 ? (const void *)vz16[0] : vz[0], f16, {NULL, NULL, NULL, NULL, NULL, NULL},
                                  {0, 0, 0, 0, 0, 0}, nb, 0, {0, 0, 0, 0, 0, 0}};

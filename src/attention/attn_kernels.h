@@ -26,8 +26,10 @@ typedef enum vq_attn_elt { VQ_ATTN_F32 = 0, VQ_ATTN_F16 = 1, VQ_ATTN_BF16 = 2, V
  * packed along D: block 0 at the pointers below, block i at them plus
  * i * step[]. */
 typedef struct vq_attn_kivi8_block {
-    const uint8_t *kcodes, *vcodes; /* [n][ldk], [n][ldv] */
-    int64_t ldk, ldv;
+    /* [n][32]: rows of 128 codes, contiguous (the kernel's loads and
+     * shuffles take that layout as constants; other strides run the
+     * separate kernels) */
+    const uint8_t *kcodes, *vcodes;
     const void *kscale, *kzero;     /* [128]: the key group's scale and zero rows */
     const void *vs, *vz;            /* [n][4]: the tokens' value scales and zeros */
     bool f16;                       /* the four are f16, else f32 */

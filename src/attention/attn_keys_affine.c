@@ -105,7 +105,7 @@ bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *bl
 {
     const affine_keys *k = keys->desc;
     if (keys->ops != &affine_ops || !k->int8 || k->bits != 2 || k->D != 128 || k->g != VQ_ATTN_KIVI8_N ||
-        blk->n != VQ_ATTN_KIVI8_N || blk->t0 % VQ_ATTN_KIVI8_N != 0 || count < 1)
+        blk->n != VQ_ATTN_KIVI8_N || blk->t0 % VQ_ATTN_KIVI8_N != 0 || count < 1 || k->codes.st != 32)
         return false;
     const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD, grp = blk->t0 / k->g;
     const bool pf = ahead + VQ_ATTN_BN <= k->Skv; /* what score() prefetches, for the kernel to */
@@ -121,7 +121,6 @@ bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *bl
     b->pf_bytes[0] = VQ_ATTN_BN * k->codes.st;
     b->pf_bytes[1] = b->pf_bytes[2] = row;
     b->kcodes = vq_attn_at(&k->codes, blk->b, blk->hk, blk->t0);
-    b->ldk = k->codes.st;
     b->kscale = vq_attn_at(&k->scale, blk->b, blk->hk, grp);
     b->kzero = vq_attn_at(&k->zero, blk->b, blk->hk, grp);
     b->f16 = k->sz_dt != VQ_DT_F32;

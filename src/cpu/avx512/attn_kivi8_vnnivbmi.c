@@ -85,8 +85,8 @@ VQ_INLINE void scores(int RB, const vq_attn_kivi8_block *b, const float *q, int6
      * (port 5) instead of broadcast loads */
     __asm__ volatile("" : : "r"(xq), "r"(dz) : "memory");
     const __m512 ninf = _mm512_set1_ps(-INFINITY), pinf = _mm512_set1_ps(INFINITY);
-    qk8_regs16(2, RB, n < 16 ? n : 16, 128, b->kcodes, b->ldk, xq, dz, x0);
-    if (n > 16) qk8_regs16(2, RB, n - 16, 128, b->kcodes + 16 * b->ldk, b->ldk, xq, dz, x1);
+    qk8_regs16(2, RB, n < 16 ? n : 16, 128, b->kcodes, 32, xq, dz, x0);
+    if (n > 16) qk8_regs16(2, RB, n - 16, 128, b->kcodes + 16 * 32, 32, xq, dz, x1);
     const __mmask16 k0 = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
     const __mmask16 k1 = n >= 32 ? (__mmask16)0xffff : n <= 16 ? (__mmask16)0 : (__mmask16)((1u << (n - 16)) - 1u);
     for (int r = 0; r < 4; r++) {
@@ -133,8 +133,8 @@ VQ_INLINE void values(int RB, const vq_attn_kivi8_block *b, const pv8_block *vb,
         const __m512 a = _mm512_set1_ps(alpha[r]);
         for (int c = 0; c < 128; c += 16) _mm512_storeu_ps(o + r * ldo + c, _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c), a));
     }
-    if (n == 32) pv8_rows(RB, true, 32, b->vcodes, b->ldv, vb, p[0], 32, o, ldo);
-    else pv8_rows(RB, false, n, b->vcodes, b->ldv, vb, p[0], 32, o, ldo);
+    if (n == 32) pv8_rows(RB, true, 32, b->vcodes, 32, vb, p[0], 32, o, ldo);
+    else pv8_rows(RB, false, n, b->vcodes, 32, vb, p[0], 32, o, ldo);
 }
 
 VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
