@@ -5,7 +5,7 @@
  * (least of 50 short passes: robust to other work on the cores): the numbers of bench/results/cpu.md,
  * issue 14, fifth pass. Internal headers; link the static library:
  *
- *   gcc -O2 -mavx512f -Isrc -Iinclude bench/kivi8_block.c build/libveloxquant.a -lm -lpthread -o kivi8_block
+ *   gcc -O2 -mavx512f -Isrc -Iinclude -Itools/vq bench/kivi8_block.c build/libveloxquant.a -lm -lpthread -o kivi8_block
  *   ./kivi8_block [R (1-4, default 4)] [iterations] [once [N]]
  *
  * With a third argument it makes one fused call (on a run of N blocks) and
@@ -17,6 +17,7 @@
 #include <x86intrin.h> /* x86-64 with AVX-512 only */
 
 #include "attention/attn_kernels.h"
+#include "fma_chains.h" /* tools/vq */
 
 enum { NBLK = 64 };
 
@@ -37,24 +38,7 @@ static double ticks_per_cycle(void)
     unsigned long long best = ~0ull;
     for (int rep = 0; rep < 50; rep++) {
         const unsigned long long t0 = __rdtsc();
-        /* zeroed operands (garbage could be subnormal: microcode assists) */
-        __asm__ volatile(
-            "vpxord %%zmm0, %%zmm0, %%zmm0\n\tvmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\t"
-            "vmovaps %%zmm0, %%zmm3\n\tvmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\t"
-            "vmovaps %%zmm0, %%zmm6\n\tvmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\t"
-            "vmovaps %%zmm0, %%zmm9\n\tvmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\t"
-            "vmovaps %%zmm0, %%zmm12\n\tvmovaps %%zmm0, %%zmm13\n\t"
-            "mov $20000, %%ecx\n"
-            "1:\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm0\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm1\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm2\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm3\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm4\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm5\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm6\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm7\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm8\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm9\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm10\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm11\n\t"
-            "dec %%ecx\n\tjnz 1b\n" ::
-                : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-                  "xmm11", "xmm12", "xmm13", "cc");
+        vq_fma_chains(20000);
         const unsigned long long t = __rdtsc() - t0;
         best = t < best ? t : best;
     }
