@@ -73,11 +73,17 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
 bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
 
 /* Bound KIVI keys on integer scores with 2-bit codes, D = 128 and g = 32
- * (one group per block): fills the key half of b for block blk, a whole
- * one (VQ_ATTN_KIVI8_N tokens) (with the
- * ranges of a later block that score() would prefetch). False, filling nothing,
- * for any other keys (what the fused block kernel does not take). */
-bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, vq_attn_kivi8_block *b);
+ * (one group per block): fills the key half of b for the run of `count`
+ * whole blocks (VQ_ATTN_KIVI8_N tokens each) from block blk (with the
+ * ranges of a later block that score() would prefetch, their steps, and
+ * pf_nb from these keys' Skv). False, filling nothing, for any other keys
+ * (what the fused block kernel does not take). */
+bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
+                               vq_attn_kivi8_block *b);
+
+/* Blocks of a run of nb from token t0 whose prefetch ranges
+ * (VQ_ATTN_PREFETCH_AHEAD tokens ahead, one block long) lie within Skv. */
+int64_t vq_attn_kivi8_pf_blocks(int64_t t0, int64_t nb, int64_t Skv);
 
 /* Switches bound KIVI values (vq_attn_bind_values_affine) to integer p.V
  * (kern->affine_pv8). Returns false, changing nothing, where the kernel does

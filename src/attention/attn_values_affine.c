@@ -79,16 +79,25 @@ static void finish_int8(const void *desc, float *o)
 
 static const vq_attn_value_ops affine_int8_ops = {accumulate, finish_int8, NULL};
 
-/* A whole block in one kernel call (kern->kivi8_block), where keys, rows and
- * ISA allow; false: the skeleton runs score, softmax and accumulate. */
+/* A run of whole blocks in one kernel call (kern->kivi8_block), where keys,
+ * rows and ISA allow; false: the skeleton runs score, softmax and
+ * accumulate. */
 static bool fused_block(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
-                        const vq_attn_block *blk, const float *qp, int R, float *o, float *m, float *d, bool *bad)
+                        const vq_attn_block *blk, int64_t count, const float *qp, int R, float *o, float *m, float *d,
+                        bool *bad)
 {
     const affine_values *v = desc;
     const int64_t esz = v->sz_dt == VQ_DT_F32 ? 4 : 2;
-    if (R > 4 || th->kern->kivi8_block == NULL || v->scale.st != 4 * esz || v->zero.st != 4 * esz) return false;
+    if (R > 4 || th->kern->kivi8_block == NULL || v->scale.st != 4 * esz || v->zero.st != 4 * esz ||
+        v->codes.st != 32)
+        return false;
     vq_attn_kivi8_block b;
-    if (!vq_attn_affine_keys_kivi8(keys, blk, &b) || b.f16 != (v->sz_dt != VQ_DT_F32)) return false;
+    if (!vq_attn_affine_keys_kivi8(keys, blk, count, &b) || b.f16 != (v->sz_dt != VQ_DT_F32)) return false;
+    const int64_t vpf = vq_attn_kivi8_pf_blocks(blk->t0, count, v->Skv);
+    b.pf_nb = vpf < b.pf_nb ? vpf : b.pf_nb;
+    b.step[3] = VQ_ATTN_BN * v->codes.st;
+    b.step[4] = VQ_ATTN_BN * v->scale.st;
+    b.step[5] = VQ_ATTN_BN * v->zero.st;
     const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
     const bool pf = ahead + VQ_ATTN_BN <= v->Skv; /* what accumulate() prefetches */
     b.pf[3] = pf ? vq_attn_at(&v->codes, blk->b, blk->hk, ahead) : NULL;
@@ -98,7 +107,6 @@ static bool fused_block(const void *desc, const vq_attn_keys *keys, const vq_att
     b.pf_bytes[4] = VQ_ATTN_BN * v->scale.st;
     b.pf_bytes[5] = VQ_ATTN_BN * v->zero.st;
     b.vcodes = vq_attn_at(&v->codes, blk->b, blk->hk, blk->t0);
-    b.ldv = v->codes.st;
     b.vs = vq_attn_at(&v->scale, blk->b, blk->hk, blk->t0);
     b.vz = vq_attn_at(&v->zero, blk->b, blk->hk, blk->t0);
     th->kern->kivi8_block(R, &b, qp, v->D, o, v->D, m, d, bad);

@@ -57,6 +57,9 @@ static vq_status new_seq(vq_cache *c, const vq_cache_seq *like, vq_cache_seq **o
         sl->pages = malloc(sizeof *sl->pages * (size_t)sl->cap_pages);
         ok = sl->pages != NULL;
         if (ok && L->res_cap > 0) ok = (sl->res = vq_cache_mem_alloc(c, res_bytes(c, L))) != NULL;
+        /* zeroed like the pages: a fork copies the whole window, rows not yet
+         * written included, and a copy must not read uninitialised memory */
+        if (ok && L->res_cap > 0) ok = vq_cache_mem_zero(c, sl->res, res_bytes(c, L)) == VQ_OK;
     }
     if (!ok) {
         q->id = 0; /* free_seq resets it */

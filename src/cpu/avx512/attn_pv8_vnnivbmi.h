@@ -158,7 +158,11 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
     _Alignas(64) uint8_t w8t[4][128];
     __m512 step, zs;
     prep_rows(RB, full, n, b, p, ldp, w8t, &step, &zs);
-    const __m512i mask3 = _mm512_set1_epi8(3);
+    /* plane k as its bits in place, 4^k code (at most 192: vpdpbusd's
+     * unsigned operand): one and each, no shift; the accumulators of plane
+     * k hold 4^k times the dots, exact multiples, shifted back once per block */
+    const __m512i planes[4] = {_mm512_set1_epi8(0x03), _mm512_set1_epi8(0x0c), _mm512_set1_epi8(0x30),
+                               _mm512_set1_epi8((char)0xc0)};
     const int nq = (n + 3) / 4;
     for (int h = 0; h < 2; h++) {
         const __m512i ilv = _mm512_loadu_si512(T.ilv[h]);
@@ -170,9 +174,8 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
             __m512i A, B;
             load_quad(codes, ldc, q, n, &A, &B);
             const __m512i C = _mm512_permutex2var_epi8(A, ilv, B);
-            const __m512i E[4] = {_mm512_and_si512(C, mask3), _mm512_and_si512(_mm512_srli_epi32(C, 2), mask3),
-                                  _mm512_and_si512(_mm512_srli_epi32(C, 4), mask3),
-                                  _mm512_and_si512(_mm512_srli_epi32(C, 6), mask3)};
+            const __m512i E[4] = {_mm512_and_si512(C, planes[0]), _mm512_and_si512(C, planes[1]),
+                                  _mm512_and_si512(C, planes[2]), _mm512_and_si512(C, planes[3])};
             for (int r = 0; r < RB; r++) {
                 /* even lanes group 2h, odd lanes 2h + 1, 4 tokens each: one qword broadcast */
                 long long wv;
@@ -188,7 +191,8 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
             const __m512 sv = _mm512_permutexvar_ps(hr, step), zv = _mm512_permutexvar_ps(hr, zs);
             for (int k = 0; k < 4; k++) {
                 float *dst = o + r * ldo + 64 * h + 16 * k;
-                const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][k]), sv, zv);
+                const __m512i a = k ? _mm512_srai_epi32(acc[r][k], 2 * k) : acc[r][k];
+                const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), sv, zv);
                 _mm512_storeu_ps(dst, _mm512_add_ps(_mm512_loadu_ps(dst), f));
             }
         }
