@@ -89,9 +89,10 @@ int64_t vq_attn_kivi8_pf_blocks(int64_t t0, int64_t nb, int64_t Skv);
  * (kern->affine_pv8). Returns false, changing nothing, where the kernel does
  * not apply (vq_attn_pv8_supported: 2-bit codes, g = 32, D = 128). With
  * integer keys of the same layout (vq_attn_affine_keys_kivi8) and up to four
- * rows per kv head, whole blocks then run as one kern->kivi8_block call
- * where the ISA has one; the environment variable VQ_ATTN_UNFUSED=1 (read
- * here) keeps the separate kernels, for benchmarks and tests. */
+ * rows per kv head, runs of whole blocks then go to one kern->kivi8_block
+ * call each where the ISA has one; the environment variables (read here, for
+ * benchmarks and tests) VQ_ATTN_UNFUSED=1 keep the separate kernels,
+ * VQ_ATTN_ONE_BLOCK=1 one fused call per block. */
 bool vq_attn_affine_values_use_int8(vq_attn_values *values);
 
 /* Switches bound codebook values (vq_attn_bind_values_codebook) to integer

@@ -226,10 +226,12 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
             const int64_t lt0 = k * VQ_ATTN_BN;
             const vq_attn_block blk = {sg.b, hk, lt0, (int)(seen - lt0 < VQ_ATTN_BN ? seen - lt0 : VQ_ATTN_BN)};
             /* no mask, every row sees every token: the format pair may run the whole blocks at once */
-            if (!p->mask && k < whole && sg.values->ops->block &&
-                sg.values->ops->block(sg.values->desc, sg.keys, &tm->th, &blk, whole - k, qp, R, tm->o, tm->m, tm->d,
-                                      tm->bad)) {
-                k = whole - 1;
+            const int64_t ran = !p->mask && k < whole && sg.values->ops->block
+                                    ? sg.values->ops->block(sg.values->desc, sg.keys, &tm->th, &blk, whole - k, qp, R,
+                                                            tm->o, tm->m, tm->d, tm->bad)
+                                    : 0;
+            if (ran > 0) {
+                k += ran - 1;
                 continue;
             }
             sg.keys->ops->score(sg.keys->desc, &tm->th, &blk, qp, R, tm->s);

@@ -117,10 +117,11 @@ typedef struct vq_attn_value_ops {
      * softmax step on m / d / bad (as the skeleton runs them), the rescale
      * of o and accumulate, in one kernel call where the format pair and the
      * ISA have one (a run per call: the per-block glue once per run).
-     * Returns false, having done nothing, where not (these keys, R, the
-     * ISA): the skeleton then runs the steps itself. */
-    bool (*block)(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th, const vq_attn_block *blk,
-                  int64_t count, const float *qp, int R, float *o, float *m, float *d, bool *bad);
+     * Returns how many of the blocks it ran, from blk on (1..count), or 0,
+     * having done nothing, where it does not apply (these keys, R, the
+     * ISA): the skeleton then runs the steps of the block itself. */
+    int64_t (*block)(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th, const vq_attn_block *blk,
+                     int64_t count, const float *qp, int R, float *o, float *m, float *d, bool *bad);
 } vq_attn_value_ops;
 
 /* Storage big enough for any format's descriptor, so binders need no malloc. */

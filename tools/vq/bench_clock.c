@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "bench_attention.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
 #include "fma_chains.h"
 
 enum { PROBE_ITERS = 2000000 }; /* 24M FMAs per thread: ~4 ms at 3 GHz */
@@ -37,6 +39,8 @@ static void *run_probe(void *arg)
     pr->ghz = best;
     return NULL;
 }
+
+#endif
 
 double vqb_clock_ghz(int threads)
 {
