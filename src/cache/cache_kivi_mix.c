@@ -1,15 +1,16 @@
 /* cache_kivi_mix.c — mixed-width KIVI keys (VQ_KEY_KIVI_MIX), a cache-only
  * format (layout: formats/format_affine_mix.h): the encoder of whole key
  * groups, and the attention binding, which unpacks a group segment's code
- * rows into one byte per code in channel order and scores them with the
- * affine kernels' one-code-per-byte path (each channel's width is in its
- * scale, so decoding needs the mask only to unpack). Scalar unpacking; on
- * SmolLM2-135M at 2048 tokens a decode step costs about what 4-bit KIVI keys
- * cost (README, "A real model"). */
+ * rows into one byte per code and scores them with the affine kernels'
+ * one-code-per-byte path (each channel's width is in its scale, so decoding
+ * needs the mask only to order the channels). Decode (few rows) keeps the
+ * codes in stream order and permutes the queries; more rows unpack into
+ * channel order and decode a tile. */
 #include <math.h>
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "formats/format_affine.h"
 #include "formats/format_affine_mix.h"
 
 /* ---- encoder ---- */
@@ -92,9 +93,41 @@ typedef struct mix_keys {
 } mix_keys;
 _Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too big");
 
-/* Thread scratch: f32 scale and zero rows [2][D], then the unpacked codes
- * [VQ_ATTN_BN][D] u8. */
-static int64_t thread_floats(int64_t D) { return 2 * D + VQ_ATTN_BN * D / 4; }
+/* Thread scratch: f32 scale and zero rows [2][D], the same in stream order
+ * [2][D], the direct path's query rows in stream order
+ * [VQ_ATTN_DIRECT_ROWS][D], then the unpacked codes [VQ_ATTN_BN][D] u8. */
+static int64_t thread_floats(int64_t D) { return (4 + VQ_ATTN_DIRECT_ROWS) * D + VQ_ATTN_BN * D / 4; }
+
+/* Few rows (decode): the codes stay in stream order (two whole-row unpacks
+ * where both widths are 2, 4 or 8, no per-channel branch) and the query
+ * rows, scale and zero are permuted to it once per group segment instead:
+ * the score is the same sum over the channels. */
+static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                         int R, int64_t t, int n, const uint8_t *m, const float *sc, const float *ze, float *s)
+{
+    const int64_t D = k->D, h = D / 2;
+    float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + 4 * D;
+    uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
+    int perm[256];
+    vq_affine_mix_order(m, D, perm);
+    for (int64_t i = 0; i < D; i++) {
+        scp[i] = sc[perm[i]];
+        zep[i] = ze[perm[i]];
+        for (int r = 0; r < R; r++) qs[r * D + i] = qp[r * D + perm[i]];
+    }
+    const bool whole = vq_affine_packable_bits(k->bits) && vq_affine_packable_bits(k->bits2);
+    for (int j = 0; j < n; j++) {
+        const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
+        uint8_t *dst = u + (int64_t)j * D;
+        if (whole) {
+            vq_affine_unpack_row(row, h, k->bits2, dst);
+            vq_affine_unpack_row(row + h * k->bits2 / 8, h, k->bits, dst + h);
+        } else {
+            vq_affine_mix_unpack_stream(row, D, k->bits, k->bits2, dst);
+        }
+    }
+    th->kern->affine_qk(R, n, D, 8, u, D, scp, zep, qs, D, s, VQ_ATTN_BN);
+}
 
 static void mix_prep_q(const void *desc, const float *q, int64_t row, float *qp)
 {
@@ -110,7 +143,7 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
     const int64_t D = k->D;
     const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
     float *sc = th->extra, *ze = th->extra + D;
-    uint8_t *u = (uint8_t *)(th->extra + 2 * D);
+    uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
     for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {
         const int64_t grp = t / k->g;
         int64_t end = (grp + 1) * k->g;
@@ -119,13 +152,14 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
         th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
         const uint8_t *m = vq_attn_at(&k->mask, blk->b, blk->hk, grp);
         const int n = (int)(end - t);
-        for (int j = 0; j < n; j++)
-            vq_affine_mix_unpack_row(vq_attn_at(&k->codes, blk->b, blk->hk, t + j), m, D, k->bits, k->bits2,
-                                     u + (int64_t)j * D);
-        if (direct)
-            th->kern->affine_qk(R, n, D, 8, u, D, sc, ze, qp, D, s + (t - blk->t0), VQ_ATTN_BN);
-        else
+        if (direct) {
+            score_direct(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
+        } else {
+            for (int j = 0; j < n; j++)
+                vq_affine_mix_unpack_row(vq_attn_at(&k->codes, blk->b, blk->hk, t + j), m, D, k->bits, k->bits2,
+                                         u + (int64_t)j * D);
             th->kern->affine_k_tile(n, D, 8, u, D, sc, ze, th->tile + (t - blk->t0) * D);
+        }
         t = end;
     }
     if (!direct) th->kern->qk[VQ_ATTN_F32](R, blk->n, D, qp, D, th->tile, D, s, VQ_ATTN_BN);

@@ -58,6 +58,22 @@ static inline void vq_affine_mix_unpack_row(const uint8_t *row, const uint8_t *m
     }
 }
 
+/* The stream order of a group: perm[i] = the channel of code i of a row
+ * (the wide channels ascending, then the narrow ones). */
+static inline void vq_affine_mix_order(const uint8_t *mask, int64_t d, int *perm)
+{
+    int64_t w = 0, n = d / 2;
+    for (int64_t c = 0; c < d; c++) perm[vq_affine_mix_wide(mask, c) ? w++ : n++] = (int)c;
+}
+
+/* row [RB] -> codes [d] in stream order (code i is channel perm[i]'s). */
+static inline void vq_affine_mix_unpack_stream(const uint8_t *row, int64_t d, int bits, int bits2, uint8_t *codes)
+{
+    const int64_t h = d / 2;
+    for (int64_t i = 0; i < h; i++) codes[i] = (uint8_t)vq_affine_mix_get(row, i * bits2, bits2);
+    for (int64_t i = 0; i < h; i++) codes[h + i] = (uint8_t)vq_affine_mix_get(row, h * bits2 + i * bits, bits);
+}
+
 /* codes [d] (each below 2^(its width)) -> row [RB]; writes every byte. */
 static inline void vq_affine_mix_pack_row(const uint8_t *codes, const uint8_t *mask, int64_t d, int bits, int bits2,
                                           uint8_t *row)
