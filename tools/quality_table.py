@@ -34,9 +34,10 @@ OPTIONS = ["--sink", "4", "--smooth", "--batch", "1"]  # exact transforms (READM
 # window at 8 bits (+w8); TurboQuant 3-bit values in the value-sensitive layers 0-2 (the cheapest measured
 # within 1 %); KIVI 2-bit keys over 32 tokens with 4-bit keys in the key-sensitive layers 1, 10, 18 (session
 # 3's layer scan) and the newest 28 tokens in the window (the cheapest measured within 5 %, <= 3.0 bits);
-# kivi4-turbo2 with R = 64 (free at 2048 tokens: the partial key group holds 124 tokens there anyway)
+# kivi4-turbo2 with R = 64 (free at 2048 tokens: the partial key group holds 124 tokens there anyway);
+# the mixed-width keys (kivimix-turbo2, session 6) the same way: the fewest bits measured within 1 %
 EXTRA = ["kivi4-turbo3+w8", "kivi4-turbo2@0-2=kivi4-turbo3+w8", "kivi4-turbo2+w8", "kivi4-turbo2+w8+r64",
-         "kivi2/turbo2@1.10.18=kivi4/turbo2+w8+r28"]
+         "kivimix-turbo2+w8+r64", "kivi2/turbo2@1.10.18=kivi4/turbo2+w8+r28"]
 
 
 def presets(vq):
@@ -128,7 +129,7 @@ def render():
     lines.append("")
     lines.append("No layer in f16; bits count everything stored at the end of each window (codes, scales, zeros, "
                  "norms, the window: the partial key group and the newest R tokens, f16 or with +w8 8-bit "
-                 "TurboQuant codes, and the f32 sink tokens). Standard errors are paired per scored token (a "
+                 "TurboQuant codes, and the sink tokens: f32 in runs of binaries before 9a0fad3, f16 from it). Standard errors are paired per scored token (a "
                  "lower bound: tokens are correlated). Runs: %s." % "; ".join(src))
     table = "\n".join(lines)
     path = os.path.join(ROOT, "README.md")
