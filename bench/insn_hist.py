@@ -38,9 +38,9 @@ for k, v in hist.most_common():
 
 P5 = set("vpermt2d vpermt2b vpermps vpermilps vshuff32x4 vpermd vpackssdw vpacksswb vpermi2ps vpermi2d vpermi2b "
          "vpbroadcastd vpbroadcastq vbroadcastss vinserti64x4 vinsertps kmovw kmovb vmovd vmovq vextractf64x4 "
-         "vextractf128 vshufps vunpcklps".split())
+         "vextractf128 vshufps vunpcklps vunpckhps vpermt2ps valignq vextracti64x2 vextracti64x4 vextractps".split())
 P0 = set("vpsrld vfpclassps vfpclasspsz vdivps vrndscaleps vcvtdq2ps vcmpge_oqps vcmpnlt_uqps vcmple_oqps vcmpeqps "
-         "vcmpgt_oqps vucomiss knotw korw kandnw vscalefps".split())
+         "vcmpgt_oqps vucomiss knotw korw kandnw vscalefps vpsrad kortestb kortestw".split())
 EITHER = set("vpdpbusd vfmadd132ps vfmadd231ps vfmadd213ps vfnmadd231ps vfnmadd132ps vmulps vmulss vaddps vsubps "
              "vmaxps vpandd vrangeps vcvtps2dq vpaddd vblendmps vpxord vpxor vxorps vmaxss vsubss vaddss "
              "vfmadd231ss".split())

@@ -5,17 +5,19 @@
  * (least of 50 short passes: robust to other work on the cores): the numbers of bench/results/cpu.md,
  * issue 14, fifth pass. Internal headers; link the static library:
  *
- *   gcc -O2 -mavx512f -Isrc -Iinclude bench/kivi8_block.c build/libveloxquant.a -lm -lpthread -o kivi8_block
- *   ./kivi8_block [R (1-4, default 4)] [iterations] [once]
+ *   gcc -O2 -mavx512f -Isrc -Iinclude -Itools/vq bench/kivi8_block.c build/libveloxquant.a -lm -lpthread -o kivi8_block
+ *   ./kivi8_block [R (1-4, default 4)] [iterations] [once [N]]
  *
- * With a third argument it makes one fused call and exits: the call that
- * bench/insn_hist.py counts instruction by instruction under gdb. */
+ * With a third argument it makes one fused call (on a run of N blocks) and
+ * exits: the call that bench/insn_hist.py counts instruction by instruction
+ * under gdb (a block's count: the difference of N = 3 and N = 1, halved). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <x86intrin.h> /* x86-64 with AVX-512 only */
 
 #include "attention/attn_kernels.h"
+#include "fma_chains.h" /* tools/vq */
 
 enum { NBLK = 64 };
 
@@ -36,24 +38,7 @@ static double ticks_per_cycle(void)
     unsigned long long best = ~0ull;
     for (int rep = 0; rep < 50; rep++) {
         const unsigned long long t0 = __rdtsc();
-        /* zeroed operands (garbage could be subnormal: microcode assists) */
-        __asm__ volatile(
-            "vpxord %%zmm0, %%zmm0, %%zmm0\n\tvmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\t"
-            "vmovaps %%zmm0, %%zmm3\n\tvmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\t"
-            "vmovaps %%zmm0, %%zmm6\n\tvmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\t"
-            "vmovaps %%zmm0, %%zmm9\n\tvmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\t"
-            "vmovaps %%zmm0, %%zmm12\n\tvmovaps %%zmm0, %%zmm13\n\t"
-            "mov $20000, %%ecx\n"
-            "1:\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm0\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm1\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm2\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm3\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm4\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm5\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm6\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm7\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm8\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm9\n\t"
-            "vfmadd231ps %%zmm12, %%zmm13, %%zmm10\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm11\n\t"
-            "dec %%ecx\n\tjnz 1b\n" ::
-                : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-                  "xmm11", "xmm12", "xmm13", "cc");
+        vq_fma_chains(20000);
         const unsigned long long t = __rdtsc() - t0;
         best = t < best ? t : best;
     }
@@ -95,8 +80,11 @@ int main(int argc, char **argv)
         m[r] = -INFINITY;
         d[r] = 0.0f;
     }
-    vq_attn_kivi8_block B = {kc[0], vc[0], 32, 32, ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}};
-    if (argc > 3) {
+    vq_attn_kivi8_block B = {kc[0], vc[0], ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}, 1, 0, {0}};
+    if (argc > 3) { /* "once [N]": one call on a run of N blocks (default 1) */
+        B.nb = argc > 4 ? atoi(argv[4]) : 1;
+        if (B.nb < 1 || B.nb > NBLK) return 1;
+        for (int j = 0; j < 6; j++) B.step[j] = j == 0 || j == 3 ? (int64_t)sizeof kc[0] : (int64_t)sizeof ks[0];
         k->kivi8_block(R, &B, q, 128, o, 128, m, d, bad);
         printf("%g\n", (double)o[0]);
         return 0;
@@ -121,6 +109,19 @@ int main(int argc, char **argv)
     printf("clock: %.3f TSC ticks per core cycle (12 vfmadd231ps chains, 2 per cycle)\n", tpc);
     printf("R %d fused kivi8_block: %.0f TSC ticks = %.0f cycles per block\n", R, (double)best / (double)iters,
            (double)best / (double)iters / tpc);
+    /* the same blocks as runs of NBLK in one call each (what the skeleton passes) */
+    vq_attn_kivi8_block run = {kc[0], vc[0], ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}, NBLK, 0,
+                               {sizeof kc[0], sizeof ks[0], sizeof kz[0], sizeof vc[0], sizeof vs[0], sizeof vz[0]}};
+    best = ~0ull;
+    for (int rep = 0; rep < 50; rep++) {
+        const unsigned long long t0 = __rdtsc();
+        for (long i = 0; i < iters; i += NBLK) k->kivi8_block(R, &run, q, 128, o, 128, m, d, bad);
+        const unsigned long long t = __rdtsc() - t0;
+        best = t < best ? t : best;
+    }
+    const long ran = (iters + NBLK - 1) / NBLK * NBLK;
+    printf("R %d fused, runs of %d: %.0f TSC ticks = %.0f cycles per block\n", R, NBLK, (double)best / (double)ran,
+           (double)best / (double)ran / tpc);
     best = ~0ull;
     for (int rep = 0; rep < 50; rep++) {
         const unsigned long long t0 = __rdtsc();

@@ -999,8 +999,28 @@ typedef enum vq_key_method {
     VQ_KEY_RABITQ = 5,    /* 1-bit signs of rot(k) + f32 magnitude; rabitq_score Hamming or exact */
     VQ_KEY_QJL = 6,       /* QJL sign sketch of qjl_sketch rows + the key's norm */
     VQ_KEY_PQ = 7,        /* VecInfer product VQ: codebook (+ smooth) passed in */
-    VQ_KEY_COMMVQ = 8     /* CommVQ additive codes: codebook + RoPE tables passed in; keys appended
+    VQ_KEY_COMMVQ = 8,    /* CommVQ additive codes: codebook + RoPE tables passed in; keys appended
                              before RoPE, with positions */
+    /* KIVI with two code widths per group (a cache-only format, CPU only):
+     * per group of group_size tokens and per channel, as VQ_KEY_KIVI, but in
+     * each group the D/2 channels of the widest range (max - min over the
+     * group's tokens; ties to the lower channel) get codes of bits2 bits and
+     * the other D/2 codes of bits bits, 1 <= bits < bits2 <= 8:
+     * (bits + bits2) / 2 code bits per element. Per token and head the codes
+     * are one bit stream of ceil(D/2 * (bits + bits2) / 8) bytes: the wide
+     * channels' codes in channel order, then the narrow ones'; code i of a
+     * part at its bits [i*w, (i+1)*w) (bit j of the stream is bit j % 8 of
+     * byte j / 8). Per group and channel an f16 scale and zero,
+     * scale = (max - min) / (2^w - 1) for the channel's width w (0 for a
+     * flat channel), zero = min; per group a width mask of D/8 bytes (bit
+     * c % 8 of byte c / 8 set: channel c is wide). k_hat = code * scale +
+     * zero. So a key group spends its bits where its range is: on
+     * SmolLM2-135M, 4/2 bits (3.0 code bits) beside TurboQuant 2-bit values
+     * lose about what 4-bit KIVI keys lose, uniform 3-bit KIVI keys about
+     * three times more (README, "A real model"). Bits: (bits + bits2) / 2 +
+     * 32 / group_size + 1 / group_size per element. The CUDA cache gives
+     * VQ_ERR_UNSUPPORTED. */
+    VQ_KEY_KIVI_MIX = 9
 } vq_key_method;
 
 /* How values are stored. */
@@ -1015,9 +1035,10 @@ typedef enum vq_value_method {
  * fields a method does not read are ignored. */
 typedef struct vq_key_config {
     vq_key_method method;
-    int bits;                 /* KIVI 2/4/8; TURBO 1..8; TURBO_RVQ stage-1 bits 1..8 */
-    int bits2;                /* TURBO_RVQ stage-2 bits 1..8 */
-    int group_size;           /* KIVI: tokens per channel group g; divides page_size; 0 = 32 */
+    int bits;                 /* KIVI 2/4/8; TURBO 1..8; TURBO_RVQ stage-1 bits 1..8; KIVI_MIX the
+                                 narrow width 1..7 */
+    int bits2;                /* TURBO_RVQ stage-2 bits 1..8; KIVI_MIX the wide width bits+1..8 */
+    int group_size;           /* KIVI, KIVI_MIX: tokens per channel group g; divides page_size; 0 = 32 */
     bool norm_correct;        /* TURBO: norm-corrected scale (vq_turboquant_opts) */
     vq_rabitq_score rabitq_score; /* RABITQ: Hamming (the default) or exact scoring */
     vq_rabitq_mag rabitq_mag;     /* RABITQ: magnitude estimator */
@@ -1124,7 +1145,10 @@ typedef struct vq_cache vq_cache;
  * TurboQuant 3- or 2-bit values: keys and values take different quantizers
  * and bits because they fail differently — per-token rotated codes lose most
  * on keys, whose channels carry large offsets and outliers, and least on
- * values; measured on SmolLM2-135M in the README, "A real model"); kivi2-turbo2
+ * values; measured on SmolLM2-135M in the README, "A real model");
+ * kivimix-turbo2 (VQ_KEY_KIVI_MIX keys over 128 tokens, 4 bits in the half
+ * of each group's channels of the widest range and 2 in the other half:
+ * 3.26 + 2.25 bits; CPU only), kivi2-turbo2
  * (the same split with 2-bit keys over 128 tokens: 2.25 + 2.25 bits at D = 128;
  * on that model 2-bit keys need kivi2's 32-token groups, so it is meant for a
  * few layers of a per-layer mix); turbo2/3/4;

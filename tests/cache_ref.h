@@ -77,6 +77,40 @@ static void ref_keys(vq_ctx *ctx, const vq_cache_layer *L, ref_layer *r, const D
         vt_free(codes), vt_free(sc), vt_free(z);
         break;
     }
+    case VQ_KEY_KIVI_MIX: /* plain loops, as the header states the format */
+        for (int64_t h = 0; h < Hkv; h++)
+            for (int64_t g0 = 0; g0 < ne; g0 += k->group_size) {
+                float mn[256], mx[256];
+                int wide[256];
+                for (int64_t c = 0; c < D; c++) {
+                    mn[c] = mx[c] = (float)vt_get(x, (h * ne + g0) * D + c);
+                    for (int64_t t = g0; t < g0 + k->group_size; t++) {
+                        const float v = (float)vt_get(x, (h * ne + t) * D + c);
+                        mn[c] = v < mn[c] ? v : mn[c];
+                        mx[c] = v > mx[c] ? v : mx[c];
+                    }
+                }
+                /* wide: the D/2 widest ranges, ties to the lower channel */
+                for (int64_t c = 0; c < D; c++) {
+                    int64_t above = 0;
+                    for (int64_t o = 0; o < D; o++)
+                        above += (mx[o] - mn[o]) > (mx[c] - mn[c]) || ((mx[o] - mn[o]) == (mx[c] - mn[c]) && o < c);
+                    wide[c] = above < D / 2;
+                }
+                for (int64_t c = 0; c < D; c++) {
+                    const float maxq = (float)((1 << (wide[c] ? k->bits2 : k->bits)) - 1);
+                    const float sc = vq_f16_to_f32(vq_f32_to_f16(mx[c] > mn[c] ? (mx[c] - mn[c]) / maxq : 0.0f));
+                    const float z = vq_f16_to_f32(vq_f32_to_f16(mn[c]));
+                    for (int64_t t = g0; t < g0 + k->group_size; t++) {
+                        float q = ((float)vt_get(x, (h * ne + t) * D + c) - z) / sc;
+                        q = q > 0.0f ? q : 0.0f;
+                        q = q < maxq ? q : maxq;
+                        const double code = sc != 0.0f ? nearbyint((double)q) : 0.0;
+                        ((float *)xh->data)[(h * ne + t) * D + c] = (float)(code * (double)sc + (double)z);
+                    }
+                }
+            }
+        break;
     case VQ_KEY_TURBO:
     case VQ_KEY_TURBO_RVQ: {
         DLTensor *diag = ref_table(&L->tables[VQ_CT_KDIAG]);

@@ -466,53 +466,52 @@ static void test_int8_kernels(void) { vt_for_each_isa(1, int8_kernels_on); }
 
 /* The fused block kernel (kivi8_block, where an ISA has one) against the
  * same ISA's sequence affine_q8, affine_qk8, poison, softmax, rescale,
- * affine_pv8 on one block: o, m, d and the poison flags bit for bit (NaN
- * matching NaN), 1-4 rows, f16 and f32 scales, first and
- * later blocks (m = -inf or finite, alpha 1 or not), NaN / SNaN / inf in q,
- * the key scale and zero, and the value scale; rows already poisoned. */
+ * affine_pv8 on each block of a run of 1-3 (one call): o, m, d and the
+ * poison flags bit for bit (NaN matching NaN), 1-4 rows, f16 and f32
+ * scales, first and later blocks (m = -inf or finite, alpha 1 or not), NaN /
+ * SNaN / inf in q, the key scale and zero, and the value scale; rows already
+ * poisoned; the blocks' arrays at steps of one block or more. */
 static void kivi8_block_on(vq_ctx *ctx, const char *isa)
 {
     const vq_attn_kernels *k = vq_attn_kernels_for(ctx->isa);
     if (k->kivi8_block == NULL) return;
     vq_rng rng;
     vq_rng_seed(&rng, 1415);
-    enum { BN = 32, D = 128 };
-    float q[4 * D], ks[D], kz[D], vs[BN * 4], vz[BN * 4], s[4 * BN], alpha[4];
+    enum { BN = 32, D = 128, NBMAX = 3, GAP = 2 }; /* block i at i * (1 + gap) blocks, gap < GAP */
+    enum { SLOTS = NBMAX * GAP };
+    static float ks[SLOTS][D], kz[SLOTS][D], vs[SLOTS][BN * 4], vz[SLOTS][BN * 4];
+    static uint16_t ks16[SLOTS][D], kz16[SLOTS][D], vs16[SLOTS][BN * 4], vz16[SLOTS][BN * 4];
+    static uint8_t kc[SLOTS][BN * 32], vc[SLOTS][BN * 32];
+    float q[4 * D], s[4 * BN], alpha[4], ksf[D], kzf[D], vsf[BN * 4], vzf[BN * 4];
     float o[2][4 * D], m[2][4], d[2][4];
-    uint16_t ks16[D], kz16[D], vs16[BN * 4], vz16[BN * 4];
-    uint8_t kc[BN * 32], vc[BN * 32];
     int8_t xq[4 * D];
     float dz[8];
     bool bad[2][4];
     for (int it = 0; it < 600; it++) {
-        const int R = 1 + it % 4, n = VQ_ATTN_KIVI8_N;
+        const int R = 1 + it % 4, n = VQ_ATTN_KIVI8_N, nb = 1 + (it / 4) % NBMAX, gap = (it / 12) % GAP;
         const bool f16 = it % 2 == 1, special = it % 5 == 0;
         for (int c = 0; c < R * D; c++) q[c] = odd_float(&rng, special && it % 3 == 0, false) * 0.1f;
-        for (int c = 0; c < D; c++) {
-            ks[c] = odd_float(&rng, special && it % 4 == 0, false) * 0.2f;
-            kz[c] = odd_float(&rng, special && it % 8 == 0, false) * 0.2f;
-        }
-        for (int j = 0; j < BN * 4; j++) {
-            vs[j] = j / 4 < n ? odd_float(&rng, special && it % 2 == 0, false) : NAN; /* past n: never read */
-            vz[j] = j / 4 < n ? odd_float(&rng, false, false) : NAN;
-        }
-        for (int j = 0; j < BN * 32; j++) {
-            kc[j] = (uint8_t)vq_rng_next(&rng);
-            vc[j] = (uint8_t)vq_rng_next(&rng);
-        }
-        if (f16) { /* both paths read the f16 values; the sequence gets them converted */
+        for (int i = 0; i < SLOTS; i++) {
             for (int c = 0; c < D; c++) {
-                ks16[c] = vq_f32_to_f16(ks[c]);
-                kz16[c] = vq_f32_to_f16(kz[c]);
+                ks[i][c] = odd_float(&rng, special && it % 4 == 0 && i == 0, false) * 0.2f;
+                kz[i][c] = odd_float(&rng, special && it % 8 == 0 && i == nb - 1, false) * 0.2f;
             }
             for (int j = 0; j < BN * 4; j++) {
-                vs16[j] = vq_f32_to_f16(vs[j]);
-                vz16[j] = vq_f32_to_f16(vz[j]);
+                vs[i][j] = odd_float(&rng, special && it % 2 == 0, false);
+                vz[i][j] = odd_float(&rng, false, false);
             }
-            k->cvt_f16(D, ks16, ks);
-            k->cvt_f16(D, kz16, kz);
-            k->cvt_f16(BN * 4, vs16, vs);
-            k->cvt_f16(BN * 4, vz16, vz);
+            for (int j = 0; j < BN * 32; j++) {
+                kc[i][j] = (uint8_t)vq_rng_next(&rng);
+                vc[i][j] = (uint8_t)vq_rng_next(&rng);
+            }
+            for (int c = 0; c < D; c++) {
+                ks16[i][c] = vq_f32_to_f16(ks[i][c]);
+                kz16[i][c] = vq_f32_to_f16(kz[i][c]);
+            }
+            for (int j = 0; j < BN * 4; j++) {
+                vs16[i][j] = vq_f32_to_f16(vs[i][j]);
+                vz16[i][j] = vq_f32_to_f16(vz[i][j]);
+            }
         }
         for (int r = 0; r < R; r++) {
             const bool first = it % 7 < 2;
@@ -521,16 +520,43 @@ static void kivi8_block_on(vq_ctx *ctx, const char *isa)
             bad[0][r] = bad[1][r] = it % 11 == 0 && r == 0;
             for (int c = 0; c < D; c++) o[0][r * D + c] = o[1][r * D + c] = (float)vq_rng_normal(&rng);
         }
-        const vq_attn_kivi8_block b = {kc, vc, 32, 32, f16 ? (const void *)ks16 : ks, f16 ? (const void *)kz16 : kz,
-                                       f16 ? (const void *)vs16 : vs, f16 ? (const void *)vz16 : vz, f16,
-                                       {NULL, NULL, NULL, NULL, NULL, NULL}, {0, 0, 0, 0, 0, 0}};
+        const int64_t sl = 1 + gap, esz = f16 ? 2 : 4; /* slots per block step */
+        vq_attn_kivi8_block b = {kc[0], vc[0], f16 ? (const void *)ks16[0] : ks[0],
+                                 f16 ? (const void *)kz16[0] : kz[0], f16 ? (const void *)vs16[0] : vs[0],
+                                 f16 ? (const void *)vz16[0] : vz[0], f16, {NULL, NULL, NULL, NULL, NULL, NULL},
+                                 {0, 0, 0, 0, 0, 0}, nb, 0, {0, 0, 0, 0, 0, 0}};
+        const int64_t step[6] = {sl * BN * 32, sl * D * esz, sl * D * esz, sl * BN * 32, sl * BN * 4 * esz,
+                                 sl * BN * 4 * esz};
+        for (int j = 0; j < 6; j++) b.step[j] = step[j];
+        if (it % 3 == 0) { /* prefetches of the next block but for the last (addresses only: never read as data) */
+            b.pf_nb = nb - 1;
+            const void *next[6] = {kc[sl], ks[sl], kz[sl], vc[sl], vs[sl], vz[sl]};
+            for (int j = 0; j < 6; j++) {
+                b.pf[j] = next[j];
+                b.pf_bytes[j] = 256;
+            }
+        }
         k->kivi8_block(R, &b, q, D, o[0], D, m[0], d[0], bad[0]);
-        k->affine_q8(R, D, 2, q, D, ks, kz, xq, dz);
-        k->affine_qk8(R, n, D, 2, kc, 32, xq, dz, s, BN);
-        k->poison(R, n, s, BN, bad[1]);
-        k->softmax(R, n, s, BN, m[1], d[1], alpha);
-        k->rescale(R, D, o[1], D, alpha);
-        k->affine_pv8(R, n, vc, 32, vs, vz, s, BN, o[1], D);
+        for (int i = 0; i < nb; i++) { /* the sequence gets the f16 values converted */
+            const int si = (int)(i * sl);
+            if (f16) {
+                k->cvt_f16(D, ks16[si], ksf);
+                k->cvt_f16(D, kz16[si], kzf);
+                k->cvt_f16(BN * 4, vs16[si], vsf);
+                k->cvt_f16(BN * 4, vz16[si], vzf);
+            } else {
+                memcpy(ksf, ks[si], sizeof ksf);
+                memcpy(kzf, kz[si], sizeof kzf);
+                memcpy(vsf, vs[si], sizeof vsf);
+                memcpy(vzf, vz[si], sizeof vzf);
+            }
+            k->affine_q8(R, D, 2, q, D, ksf, kzf, xq, dz);
+            k->affine_qk8(R, n, D, 2, kc[si], 32, xq, dz, s, BN);
+            k->poison(R, n, s, BN, bad[1]);
+            k->softmax(R, n, s, BN, m[1], d[1], alpha);
+            k->rescale(R, D, o[1], D, alpha);
+            k->affine_pv8(R, n, vc[si], 32, vsf, vzf, s, BN, o[1], D);
+        }
         for (int r = 0; r < R; r++) {
             VT_CHECK(bad[0][r] == bad[1][r], "%s kivi8 it %d row %d: poison %d, sequence %d", isa, it, r, bad[0][r],
                      bad[1][r]);
@@ -538,8 +564,9 @@ static void kivi8_block_on(vq_ctx *ctx, const char *isa)
                      "%s kivi8 it %d row %d: m %g d %g, sequence m %g d %g", isa, it, r, (double)m[0][r],
                      (double)d[0][r], (double)m[1][r], (double)d[1][r]);
             for (int c = 0; c < D; c++)
-                VT_CHECK(same_float(o[0][r * D + c], o[1][r * D + c]), "%s kivi8 it %d R %d n %d o[%d][%d]: %g, sequence %g",
-                         isa, it, R, n, r, c, (double)o[0][r * D + c], (double)o[1][r * D + c]);
+                VT_CHECK(same_float(o[0][r * D + c], o[1][r * D + c]),
+                         "%s kivi8 it %d R %d nb %d o[%d][%d]: %g, sequence %g", isa, it, R, nb, r, c,
+                         (double)o[0][r * D + c], (double)o[1][r * D + c]);
         }
     }
 }

@@ -48,6 +48,8 @@ static int methods(const tables *t, method *out)
     M("kivi4", {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32}, {.method = VQ_VALUE_KIVI, .bits = 4, .group_size = 32}});
     M("kivi8/codebook", {{.method = VQ_KEY_KIVI, .bits = 8, .group_size = 8}, {.method = VQ_VALUE_CODEBOOK}});
     M("kivi4/turbo2", {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32}, {.method = VQ_VALUE_TURBO, .bits = 2}});
+    M("kivimix42/turbo2", {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 16}, {.method = VQ_VALUE_TURBO, .bits = 2}});
+    M("kivimix37/f16", {{.method = VQ_KEY_KIVI_MIX, .bits = 3, .bits2 = 7, .group_size = 32}, {.method = VQ_VALUE_F16}});
     M("turbo1", {{.method = VQ_KEY_TURBO, .bits = 1}, {.method = VQ_VALUE_TURBO, .bits = 1}});
     M("turbo3nc", {{.method = VQ_KEY_TURBO, .bits = 3, .norm_correct = true}, {.method = VQ_VALUE_TURBO, .bits = 3}});
     M("turbo8/kivi2", {{.method = VQ_KEY_TURBO, .bits = 8}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}});
@@ -132,7 +134,7 @@ static void methods_isa(vq_ctx *ctx, const char *isa)
     vq_rng rng;
     vq_rng_seed(&rng, 7);
     tables tb = make_tables(&rng, 128);
-    method ms[16];
+    method ms[20];
     const int nm = methods(&tb, ms);
     const int64_t len[3] = {1, 7, 97};
     ct_store st = ct_store_new(3, HKV, 97, DIM, &rng);
@@ -220,7 +222,7 @@ static void token_by_token(void)
     vq_rng rng;
     vq_rng_seed(&rng, 13);
     tables tb = make_tables(&rng, 128);
-    method ms[16];
+    method ms[20];
     const int nm = methods(&tb, ms);
     ct_store st = ct_store_new(1, HKV, 70, DIM, &rng);
     for (int R = 0; R <= 3; R += 3)
@@ -260,7 +262,7 @@ static void pages_isa(vq_ctx *ctx, const char *isa)
     vq_rng rng;
     vq_rng_seed(&rng, 23);
     tables tb = make_tables(&rng, 256);
-    method ms[16];
+    method ms[20];
     const int nm = methods(&tb, ms);
     enum { N = 5 * PAGE + 9 };
     ct_store st = ct_store_new(2, HKV, N, DIM, &rng);

@@ -31,7 +31,8 @@ static vq_cache *make_cache(vq_ctx *ctx, const char *preset, int residual)
         }
     }
     /* a page holds whole key groups (kivi4-turbo*: 128 tokens) */
-    const int64_t page = lc[0].keys.method == VQ_KEY_KIVI && lc[0].keys.group_size > P ? lc[0].keys.group_size : P;
+    const bool kivi = lc[0].keys.method == VQ_KEY_KIVI || lc[0].keys.method == VQ_KEY_KIVI_MIX;
+    const int64_t page = kivi && lc[0].keys.group_size > P ? lc[0].keys.group_size : P;
     const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = D, .page_size = page,
                                  .capacity_pages = 4, .grow_pages = 2, .max_sequences = 8,
                                  .residual_tokens = residual, .layers = lc, .calibration = cal,
@@ -171,9 +172,9 @@ static uint32_t file_version(const uint8_t *buf)
 static void test_window8(void)
 {
     vq_ctx *ctx = vt_ctx(2);
-    const char *presets[] = {"kivi4-turbo2", "kivi2", "turbo3", "f16"};
+    const char *presets[] = {"kivi4-turbo2", "kivi2", "turbo3", "f16", "kivimix-turbo2"};
     window = VQ_WINDOW_TURBO8;
-    for (int i = 0; i < 4; i++) round_trip(ctx, presets[i]);
+    for (int i = 0; i < 5; i++) round_trip(ctx, presets[i]);
     vq_cache *c = make_cache(ctx, "kivi4", R);
     window = VQ_WINDOW_F16;
     vq_cache *f16 = make_cache(ctx, "kivi4", R);

@@ -176,6 +176,9 @@ static void test_cuda_vs_cpu(void)
     const vq_cache_config c3 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi4",
                                 .window = VQ_WINDOW_TURBO8}; /* the 8-bit window is CPU-only */
     VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "cfg->window", vq_cache_create(gpu, &c3, &c));
+    const vq_cache_config c4 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
+                                .preset = "kivimix-turbo2"}; /* mixed-width KIVI keys are CPU-only */
+    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "KIVI_MIX", vq_cache_create(gpu, &c4, &c));
     VT_CHECK(c == NULL, "a refused create returned a cache");
     const vq_cache_layer_config f16 = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
     c = ct_cache(gpu, &f16, 1, HKV, HQ, DIM, PAGE, 0, 4, 0);

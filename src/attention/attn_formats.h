@@ -73,19 +73,26 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
 bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
 
 /* Bound KIVI keys on integer scores with 2-bit codes, D = 128 and g = 32
- * (one group per block): fills the key half of b for block blk, a whole
- * one (VQ_ATTN_KIVI8_N tokens) (with the
- * ranges of a later block that score() would prefetch). False, filling nothing,
- * for any other keys (what the fused block kernel does not take). */
-bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, vq_attn_kivi8_block *b);
+ * (one group per block): fills the key half of b for the run of `count`
+ * whole blocks (VQ_ATTN_KIVI8_N tokens each) from block blk (with the
+ * ranges of a later block that score() would prefetch, their steps, and
+ * pf_nb from these keys' Skv). False, filling nothing, for any other keys
+ * (what the fused block kernel does not take). */
+bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
+                               vq_attn_kivi8_block *b);
+
+/* Blocks of a run of nb from token t0 whose prefetch ranges
+ * (VQ_ATTN_PREFETCH_AHEAD tokens ahead, one block long) lie within Skv. */
+int64_t vq_attn_kivi8_pf_blocks(int64_t t0, int64_t nb, int64_t Skv);
 
 /* Switches bound KIVI values (vq_attn_bind_values_affine) to integer p.V
  * (kern->affine_pv8). Returns false, changing nothing, where the kernel does
  * not apply (vq_attn_pv8_supported: 2-bit codes, g = 32, D = 128). With
  * integer keys of the same layout (vq_attn_affine_keys_kivi8) and up to four
- * rows per kv head, whole blocks then run as one kern->kivi8_block call
- * where the ISA has one; the environment variable VQ_ATTN_UNFUSED=1 (read
- * here) keeps the separate kernels, for benchmarks and tests. */
+ * rows per kv head, runs of whole blocks then go to one kern->kivi8_block
+ * call each where the ISA has one; the environment variables (read here, for
+ * benchmarks and tests) VQ_ATTN_UNFUSED=1 keep the separate kernels,
+ * VQ_ATTN_ONE_BLOCK=1 one fused call per block. */
 bool vq_attn_affine_values_use_int8(vq_attn_values *values);
 
 /* Switches bound codebook values (vq_attn_bind_values_codebook) to integer

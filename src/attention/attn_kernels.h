@@ -21,11 +21,15 @@ typedef enum vq_attn_elt { VQ_ATTN_F32 = 0, VQ_ATTN_F16 = 1, VQ_ATTN_BF16 = 2, V
  * kernel specialised to n = 32 is half the code and 3-5 % faster). */
 #define VQ_ATTN_KIVI8_N 32
 
-/* One block of the KIVI 2-bit integer decode (kivi8_block): n = 32 tokens
- * that form one key group (g = 32), D = 128, 2-bit codes packed along D. */
+/* A run of nb blocks of the KIVI 2-bit integer decode (kivi8_block), each
+ * n = 32 tokens that form one key group (g = 32), D = 128, 2-bit codes
+ * packed along D: block 0 at the pointers below, block i at them plus
+ * i * step[]. */
 typedef struct vq_attn_kivi8_block {
-    const uint8_t *kcodes, *vcodes; /* [n][ldk], [n][ldv] */
-    int64_t ldk, ldv;
+    /* [n][32]: rows of 128 codes, contiguous (the kernel's loads and
+     * shuffles take that layout as constants; other strides run the
+     * separate kernels) */
+    const uint8_t *kcodes, *vcodes;
     const void *kscale, *kzero;     /* [128]: the key group's scale and zero rows */
     const void *vs, *vz;            /* [n][4]: the tokens' value scales and zeros */
     bool f16;                       /* the four are f16, else f32 */
@@ -34,6 +38,12 @@ typedef struct vq_attn_kivi8_block {
      * issuing the key ones with the scores and the value ones with p.V. */
     const void *pf[6];
     int64_t pf_bytes[6];
+    /* Blocks in the run (>= 1); the first pf_nb of them issue their
+     * prefetches (the later ones' would lie past the data); the byte step
+     * from one block to the next of the six arrays in pf's order (key codes,
+     * key scale, key zero, value codes, value scales, value zeros), which
+     * the prefetch addresses advance by too. */
+    int64_t nb, pf_nb, step[6];
 } vq_attn_kivi8_block;
 
 typedef struct vq_attn_kernels {
@@ -141,13 +151,14 @@ typedef struct vq_attn_kernels {
     void (*codebook_pv8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
                          const float *w, int64_t ldw, float *o, int64_t ldo);
     bool cb8_fast; /* codebook_pv8 is a SIMD kernel (VNNI + VBMI): what AUTO picks */
-    /* NULL, or the whole step of one KIVI block b for R <= 4 rows q [R][ldq]
-     * (softmax scale folded in) with no mask and no causal limit inside the
-     * block: the same as, in turn, affine_q8(R, 128, 2, q, ldq, kscale,
-     * kzero, ..), affine_qk8 into s [R][32], poison(R, n, s, 32, bad),
-     * softmax(R, n, s, 32, m, d, alpha), rescale(R, 128, o, ldo, alpha),
-     * affine_pv8(R, n, vcodes, ldv, vs, vz, s, 32, o, ldo) of the same ISA,
-     * bit for bit. Where
+    /* NULL, or the whole step of each KIVI block of the run b (b->nb blocks
+     * in turn) for R <= 4 rows q [R][ldq] (softmax scale folded in) with no
+     * mask and no causal limit inside the blocks: per block the same as, in
+     * turn, affine_q8(R, 128, 2, q, ldq, kscale, kzero, ..), affine_qk8 into
+     * s [R][32], poison(R, n, s, 32, bad), softmax(R, n, s, 32, m, d, alpha),
+     * rescale(R, 128, o, ldo, alpha), affine_pv8(R, n, vcodes, ldv, vs, vz,
+     * s, 32, o, ldo) of the same ISA, bit for bit (a run in one call: the
+     * skeleton's and the format's per-block glue once per run). Where
      * it is NULL (every ISA but AVX-512 with VNNI and VBMI) the formats run
      * that sequence. */
     void (*kivi8_block)(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,

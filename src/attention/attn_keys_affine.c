@@ -91,22 +91,36 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 
 static const vq_attn_key_ops affine_ops = {prep_q, score};
 
-bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, vq_attn_kivi8_block *b)
+/* Blocks of a run from token t0 whose prefetch VQ_ATTN_PREFETCH_AHEAD
+ * tokens ahead lies within Skv tokens (what score() and accumulate() issue). */
+int64_t vq_attn_kivi8_pf_blocks(int64_t t0, int64_t nb, int64_t Skv)
+{
+    const int64_t room = Skv - VQ_ATTN_BN - VQ_ATTN_PREFETCH_AHEAD - t0;
+    const int64_t n = room < 0 ? 0 : room / VQ_ATTN_BN + 1;
+    return n < nb ? n : nb;
+}
+
+bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
+                               vq_attn_kivi8_block *b)
 {
     const affine_keys *k = keys->desc;
     if (keys->ops != &affine_ops || !k->int8 || k->bits != 2 || k->D != 128 || k->g != VQ_ATTN_KIVI8_N ||
-        blk->n != VQ_ATTN_KIVI8_N || blk->t0 % VQ_ATTN_KIVI8_N != 0)
+        blk->n != VQ_ATTN_KIVI8_N || blk->t0 % VQ_ATTN_KIVI8_N != 0 || count < 1 || k->codes.st != 32)
         return false;
     const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD, grp = blk->t0 / k->g;
     const bool pf = ahead + VQ_ATTN_BN <= k->Skv; /* what score() prefetches, for the kernel to */
     const int64_t row = k->D * (k->sz_dt == VQ_DT_F32 ? 4 : 2);
+    b->nb = count;
+    b->pf_nb = vq_attn_kivi8_pf_blocks(blk->t0, count, k->Skv);
+    b->step[0] = VQ_ATTN_BN * k->codes.st; /* one group (g = BN) per block */
+    b->step[1] = k->scale.st;
+    b->step[2] = k->zero.st;
     b->pf[0] = pf ? vq_attn_at(&k->codes, blk->b, blk->hk, ahead) : NULL;
     b->pf[1] = pf ? vq_attn_at(&k->scale, blk->b, blk->hk, ahead / k->g) : NULL;
     b->pf[2] = pf ? vq_attn_at(&k->zero, blk->b, blk->hk, ahead / k->g) : NULL;
     b->pf_bytes[0] = VQ_ATTN_BN * k->codes.st;
     b->pf_bytes[1] = b->pf_bytes[2] = row;
     b->kcodes = vq_attn_at(&k->codes, blk->b, blk->hk, blk->t0);
-    b->ldk = k->codes.st;
     b->kscale = vq_attn_at(&k->scale, blk->b, blk->hk, grp);
     b->kzero = vq_attn_at(&k->zero, blk->b, blk->hk, grp);
     b->f16 = k->sz_dt != VQ_DT_F32;

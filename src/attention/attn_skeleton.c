@@ -217,13 +217,23 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
             continue;
         }
         const float *qp = tm->qp + (int64_t)sg.kind * pl->RT * pl->kq;
-        for (int64_t k = blo > blk_i ? blo - blk_i : 0; k < nb && blk_i + k < bhi; k++) {
+        const int64_t k1 = nb < bhi - blk_i ? nb : bhi - blk_i;
+        /* blocks below `whole` are full and every row sees all their tokens */
+        int64_t whole = seen / VQ_ATTN_BN;
+        if (min_lim - t < whole * VQ_ATTN_BN) whole = min_lim - t < 0 ? 0 : (min_lim - t) / VQ_ATTN_BN;
+        if (whole > k1) whole = k1;
+        for (int64_t k = blo > blk_i ? blo - blk_i : 0; k < k1; k++) {
             const int64_t lt0 = k * VQ_ATTN_BN;
             const vq_attn_block blk = {sg.b, hk, lt0, (int)(seen - lt0 < VQ_ATTN_BN ? seen - lt0 : VQ_ATTN_BN)};
-            /* no mask, every row sees every token: the format pair may run the whole block at once */
-            if (!p->mask && min_lim >= t + lt0 + blk.n && sg.values->ops->block &&
-                sg.values->ops->block(sg.values->desc, sg.keys, &tm->th, &blk, qp, R, tm->o, tm->m, tm->d, tm->bad))
+            /* no mask, every row sees every token: the format pair may run the whole blocks at once */
+            const int64_t ran = !p->mask && k < whole && sg.values->ops->block
+                                    ? sg.values->ops->block(sg.values->desc, sg.keys, &tm->th, &blk, whole - k, qp, R,
+                                                            tm->o, tm->m, tm->d, tm->bad)
+                                    : 0;
+            if (ran > 0) {
+                k += ran - 1;
                 continue;
+            }
             sg.keys->ops->score(sg.keys->desc, &tm->th, &blk, qp, R, tm->s);
             if (p->mask || min_lim < t + lt0 + blk.n) /* else the block changes no score */
                 mask_block(pl, b, hk, r0, R, t + lt0, blk.n, tm->s);

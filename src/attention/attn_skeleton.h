@@ -111,14 +111,17 @@ typedef struct vq_attn_value_ops {
      * values stored in a rotated basis are accumulated there and rotated back
      * once (attention is linear in the values). */
     void (*finish)(const void *desc, float *o);
-    /* NULL, or the whole step of one block at once, for a block with no mask
-     * and no row's causal limit inside it: the keys' score, the non-finite
-     * rule and softmax step on m / d / bad (as the skeleton runs them), the
-     * rescale of o and accumulate, in one kernel where the format pair and
-     * the ISA have one. Returns false, having done nothing, where not (these
-     * keys, R, the ISA): the skeleton then runs the steps itself. */
-    bool (*block)(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th, const vq_attn_block *blk,
-                  const float *qp, int R, float *o, float *m, float *d, bool *bad);
+    /* NULL, or the whole step of `count` consecutive blocks at once, blk the
+     * first, each whole (VQ_ATTN_BN tokens) with no mask and no row's causal
+     * limit inside it: per block the keys' score, the non-finite rule and
+     * softmax step on m / d / bad (as the skeleton runs them), the rescale
+     * of o and accumulate, in one kernel call where the format pair and the
+     * ISA have one (a run per call: the per-block glue once per run).
+     * Returns how many of the blocks it ran, from blk on (1..count), or 0,
+     * having done nothing, where it does not apply (these keys, R, the
+     * ISA): the skeleton then runs the steps of the block itself. */
+    int64_t (*block)(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th, const vq_attn_block *blk,
+                     int64_t count, const float *qp, int R, float *o, float *m, float *d, bool *bad);
 } vq_attn_value_ops;
 
 /* Storage big enough for any format's descriptor, so binders need no malloc. */

@@ -79,16 +79,25 @@ static void finish_int8(const void *desc, float *o)
 
 static const vq_attn_value_ops affine_int8_ops = {accumulate, finish_int8, NULL};
 
-/* A whole block in one kernel call (kern->kivi8_block), where keys, rows and
- * ISA allow; false: the skeleton runs score, softmax and accumulate. */
-static bool fused_block(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
-                        const vq_attn_block *blk, const float *qp, int R, float *o, float *m, float *d, bool *bad)
+/* A run of whole blocks in one kernel call (kern->kivi8_block), where keys,
+ * rows and ISA allow; false: the skeleton runs score, softmax and
+ * accumulate. */
+static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
+                           const vq_attn_block *blk, int64_t count, const float *qp, int R, float *o, float *m,
+                           float *d, bool *bad)
 {
     const affine_values *v = desc;
     const int64_t esz = v->sz_dt == VQ_DT_F32 ? 4 : 2;
-    if (R > 4 || th->kern->kivi8_block == NULL || v->scale.st != 4 * esz || v->zero.st != 4 * esz) return false;
+    if (R > 4 || th->kern->kivi8_block == NULL || v->scale.st != 4 * esz || v->zero.st != 4 * esz ||
+        v->codes.st != 32)
+        return 0;
     vq_attn_kivi8_block b;
-    if (!vq_attn_affine_keys_kivi8(keys, blk, &b) || b.f16 != (v->sz_dt != VQ_DT_F32)) return false;
+    if (!vq_attn_affine_keys_kivi8(keys, blk, count, &b) || b.f16 != (v->sz_dt != VQ_DT_F32)) return 0;
+    const int64_t vpf = vq_attn_kivi8_pf_blocks(blk->t0, count, v->Skv);
+    b.pf_nb = vpf < b.pf_nb ? vpf : b.pf_nb;
+    b.step[3] = VQ_ATTN_BN * v->codes.st;
+    b.step[4] = VQ_ATTN_BN * v->scale.st;
+    b.step[5] = VQ_ATTN_BN * v->zero.st;
     const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
     const bool pf = ahead + VQ_ATTN_BN <= v->Skv; /* what accumulate() prefetches */
     b.pf[3] = pf ? vq_attn_at(&v->codes, blk->b, blk->hk, ahead) : NULL;
@@ -98,14 +107,32 @@ static bool fused_block(const void *desc, const vq_attn_keys *keys, const vq_att
     b.pf_bytes[4] = VQ_ATTN_BN * v->scale.st;
     b.pf_bytes[5] = VQ_ATTN_BN * v->zero.st;
     b.vcodes = vq_attn_at(&v->codes, blk->b, blk->hk, blk->t0);
-    b.ldv = v->codes.st;
     b.vs = vq_attn_at(&v->scale, blk->b, blk->hk, blk->t0);
     b.vz = vq_attn_at(&v->zero, blk->b, blk->hk, blk->t0);
     th->kern->kivi8_block(R, &b, qp, v->D, o, v->D, m, d, bad);
-    return true;
+    return count;
 }
 
 static const vq_attn_value_ops affine_fused_ops = {accumulate, finish_int8, fused_block};
+
+/* One block per kernel call (VQ_ATTN_ONE_BLOCK=1): the calls before runs of
+ * blocks were passed, for the bench's fused-blk1 row. */
+static int64_t fused_one_block(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
+                               const vq_attn_block *blk, int64_t count, const float *qp, int R, float *o, float *m,
+                               float *d, bool *bad)
+{
+    (void)count;
+    return fused_block(desc, keys, th, blk, 1, qp, R, o, m, d, bad);
+}
+
+static const vq_attn_value_ops affine_fused1_ops = {accumulate, finish_int8, fused_one_block};
+
+/* An environment switch is on: set, not empty and not "0". */
+static bool env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
 
 vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                      const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
@@ -131,7 +158,7 @@ bool vq_attn_affine_values_use_int8(vq_attn_values *values)
     affine_values *d = (affine_values *)(void *)values->storage.bytes;
     if (values->ops != &affine_ops || !vq_attn_pv8_supported(d->bits, d->g, d->D)) return false;
     d->int8 = true;
-    const char *unfused = getenv("VQ_ATTN_UNFUSED");
-    values->ops = unfused && unfused[0] && strcmp(unfused, "0") != 0 ? &affine_int8_ops : &affine_fused_ops;
+    values->ops = env_on("VQ_ATTN_UNFUSED") ? &affine_int8_ops : env_on("VQ_ATTN_ONE_BLOCK") ? &affine_fused1_ops
+                                                                                         : &affine_fused_ops;
     return true;
 }

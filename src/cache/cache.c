@@ -127,6 +127,10 @@ static vq_status user_layer_base(vq_ctx *ctx, const vq_cache_config *cfg, int l,
  * encode on the device. */
 static vq_status check_cuda_layer(vq_ctx *ctx, const vq_cache_layer *L, int l)
 {
+    VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_KIVI_MIX, VQ_ERR_UNSUPPORTED,
+                 "layer %d: KIVI_MIX keys are not supported by the CUDA cache yet (CPU only: no device encoder or "
+                 "attention kernel)",
+                 l);
     VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_QJL, VQ_ERR_UNSUPPORTED,
                  "layer %d: QJL keys are not supported by the CUDA cache yet (the key norms have no device encoder)",
                  l);

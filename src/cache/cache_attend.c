@@ -56,6 +56,10 @@ void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTenso
         ek.affine.codes = &sv[0], ek.affine.scale = &sv[1], ek.affine.zero = &sv[2];
         ek.affine.bits = kc->bits, ek.affine.group_size = kc->group_size, nk = 3;
         break;
+    case VQ_KEY_KIVI_MIX:
+        /* no public format: bind_chunk binds its four streams itself */
+        nk = 4;
+        break;
     case VQ_KEY_TURBO:
         ek.format = VQ_KEYS_TURBO;
         ek.turbo.idx = &sv[0], ek.turbo.scale = &sv[1], ek.turbo.diag = &tb[VQ_CT_KDIAG], ek.turbo.bits = kc->bits;
@@ -134,7 +138,9 @@ static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, 
     vq_encoded_keys ek;
     vq_encoded_values ev;
     vq_cache_describe(c, L, sv, tb, &ek, &ev);
-    if (kc->method == VQ_KEY_RABITQ && kc->rabitq_score == VQ_RABITQ_SCORE_HAMMING) {
+    if (kc->method == VQ_KEY_KIVI_MIX) {
+        VQ_FORWARD_IF_ERROR(vq_cache_bind_kivi_mix(ctx, &sv[0], &sv[1], &sv[2], &sv[3], kc, &dims, scale, &bd->keys));
+    } else if (kc->method == VQ_KEY_RABITQ && kc->rabitq_score == VQ_RABITQ_SCORE_HAMMING) {
         VQ_FORWARD_IF_ERROR(vq_cache_bind_hamming(ctx, &sv[0], &sv[1], L->tables[VQ_CT_KDIAG].host, scale, &dims,
                                                   &bd->hamming, &bd->inner, &bd->keys));
     } else {

@@ -69,6 +69,7 @@ static vq_status encode_keys(vq_cache *c, vq_cache_layer *L, const DLTensor *k, 
         return vq_cache_mem_copy2d(c, outs[0]->data, bytes, k->data, bytes, bytes, 1);
     }
     case VQ_KEY_KIVI: return vq_affine_quantize_keys(ctx, k, kc->bits, kc->group_size, outs[0], outs[1], outs[2]);
+    case VQ_KEY_KIVI_MIX: return vq_cache_kivi_mix_encode(c, kc, k, outs[0], outs[1], outs[2], outs[3]);
     case VQ_KEY_TURBO: {
         table_view(c, L, VQ_CT_KDIAG, &tab, tsh);
         const vq_turboquant_opts o = {.norm_correct = kc->norm_correct};

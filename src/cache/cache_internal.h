@@ -263,6 +263,19 @@ vq_status vq_cache_encode(vq_cache *c, vq_cache_layer *L, const DLTensor *k, con
                           DLTensor *const *outs, int n_key_streams, unsigned char *scratch, int64_t T);
 size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64_t T);
 
+/* ---- cache_kivi_mix.c: mixed-width KIVI keys (formats/format_affine_mix.h) ---- */
+
+/* k [1,Hkv,T,D] f16 compact host, T a multiple of kc->group_size -> compact
+ * host staging views codes [1,Hkv,T,RB] u8, scale and zero [1,Hkv,T/g,D]
+ * f16, mask [1,Hkv,T/g,D/8] u8. */
+vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const DLTensor *k, DLTensor *codes,
+                                   DLTensor *scale, DLTensor *zero, DLTensor *mask);
+/* The attention binding of such streams (chunk views [B,Hkv,Skv,...] and
+ * [B,Hkv,ceil(Skv/g),...], validated) with the softmax scale. */
+vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
+                                 const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,
+                                 float softmax_scale, vq_attn_keys *out);
+
 /* ---- cache_attend.c ---- */
 
 /* The layer's formats over stream tensors sv[] (one per stream, any leading

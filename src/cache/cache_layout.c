@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "formats/format_affine_mix.h"
 
 #define DEFAULT_SEED 0x7665636163686531ull /* "vecache1" */
 
@@ -83,6 +84,21 @@ static vq_status layout_keys(vq_cache *c, vq_key_config *k, const char *name, vq
         add_stream(c, L, "k_codes", VQ_DT_U8, P, (int64_t)D * k->bits / 8, 4, true, VQ_CACHE_PART_CODE);
         add_stream(c, L, "k_scale", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
         add_stream(c, L, "k_zero", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
+        return VQ_OK;
+    case VQ_KEY_KIVI_MIX:
+        VQ_RETURN_IF(ctx, !in_range(k->bits, 1, 7) || !in_range(k->bits2, k->bits + 1, 8), VQ_ERR_INVALID_ARGUMENT,
+                     "argument '%s.keys.bits/bits2': KIVI_MIX takes 1 <= bits < bits2 <= 8, got %d and %d", name,
+                     k->bits, k->bits2);
+        if (k->group_size == 0) k->group_size = 32;
+        VQ_RETURN_IF(ctx, k->group_size < 1 || P % k->group_size != 0, VQ_ERR_INVALID_ARGUMENT,
+                     "argument '%s.keys.group_size': must divide page_size %lld, got %d", name, (long long)P,
+                     k->group_size);
+        L->g = k->group_size;
+        add_stream(c, L, "k_codes", VQ_DT_U8, P, vq_affine_mix_row_bytes(D, k->bits, k->bits2), 4, true,
+                   VQ_CACHE_PART_CODE);
+        add_stream(c, L, "k_scale", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
+        add_stream(c, L, "k_zero", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
+        add_stream(c, L, "k_mask", VQ_DT_U8, P / L->g, vq_affine_mix_mask_bytes(D), 4, true, VQ_CACHE_PART_PARAM);
         return VQ_OK;
     case VQ_KEY_TURBO:
     case VQ_KEY_TURBO_RVQ: {

@@ -32,6 +32,17 @@ static const preset presets[] = {
     {{"kivi4-turbo2", "KIVI 4-bit keys per channel over 128 tokens (f16 scale/zero), TurboQuant 2-bit values",
       4.25, 2.25, false},
      {.method = VQ_KEY_KIVI, .bits = 4, .group_size = 128}, {.method = VQ_VALUE_TURBO, .bits = 2}},
+    /* Keys at two widths per group (VQ_KEY_KIVI_MIX): the half of the
+     * channels of the widest range at 4 bits, the other half at 2, 3.0 code
+     * bits + 0.25 of f16 scale/zero + 1/128 of width mask. On SmolLM2-135M,
+     * decoding with the 8-bit window, it loses about what kivi4-turbo2 loses
+     * where uniform 3-bit KIVI keys lose three times more (README, "A real
+     * model"). CPU only. */
+    {{"kivimix-turbo2",
+      "KIVI keys per channel over 128 tokens, the widest-range half of each group's channels at 4 bits, the other "
+      "half at 2 (f16 scale/zero, a width bit per channel), TurboQuant 2-bit values",
+      3.2578125, 2.25, false},
+     {.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 128}, {.method = VQ_VALUE_TURBO, .bits = 2}},
     /* The same split at 2-bit keys: 128-token key groups cost 0.25 bits of
      * scale/zero where kivi2's 32-token groups cost 1.0. The fewest bits of
      * the scalar codes (2.80 bits all-in at 2048 tokens on SmolLM2-135M with

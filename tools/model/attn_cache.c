@@ -121,7 +121,7 @@ static void merge_sinks(vqm_session *s, int layer, int64_t T, int64_t ns)
 {
     const vqm_config *c = &s->m->cfg;
     const int D = c->head_dim, kvd = c->n_kv_heads * D, G = c->n_heads / c->n_kv_heads, Hq = c->n_heads;
-    const float *K = s->sink_k + (size_t)layer * s->cfg.sink * kvd, *V = s->sink_v + (size_t)layer * s->cfg.sink * kvd;
+    const uint16_t *K = s->sink_k + (size_t)layer * s->cfg.sink * kvd, *V = s->sink_v + (size_t)layer * s->cfg.sink * kvd;
     const double scale = 1.0 / sqrt((double)D);
     for (int64_t t = 0; t < T; t++) {
         const int64_t pos = s->n_past + t;
@@ -131,9 +131,9 @@ static void merge_sinks(vqm_session *s, int layer, int64_t T, int64_t ns)
             float *o = s->att + ((size_t)t * Hq + (size_t)h) * D;
             double sc[64], mx = -INFINITY;
             for (int j = 0; j < nvis; j++) {
-                const float *k = K + (size_t)j * kvd + (size_t)(h / G) * D;
+                const uint16_t *k = K + (size_t)j * kvd + (size_t)(h / G) * D;
                 double d = 0;
-                for (int e = 0; e < D; e++) d += (double)q[e] * k[e];
+                for (int e = 0; e < D; e++) d += (double)q[e] * vq_f16_to_f32(k[e]);
                 sc[j] = d * scale;
                 if (sc[j] > mx) mx = sc[j];
             }
@@ -144,9 +144,9 @@ static void merge_sinks(vqm_session *s, int layer, int64_t T, int64_t ns)
             for (int e = 0; e < D; e++) acc[e] = wc * o[e];
             for (int j = 0; j < nvis; j++) {
                 const double w = exp(sc[j] - mx);
-                const float *v = V + (size_t)j * kvd + (size_t)(h / G) * D;
+                const uint16_t *v = V + (size_t)j * kvd + (size_t)(h / G) * D;
                 sum += w;
-                for (int e = 0; e < D; e++) acc[e] += w * v[e];
+                for (int e = 0; e < D; e++) acc[e] += w * vq_f16_to_f32(v[e]);
             }
             for (int e = 0; e < D; e++) o[e] = (float)(acc[e] / sum);
         }
@@ -163,8 +163,10 @@ static vq_status cache_step(vqm_session *s, int layer, int64_t T, char *err)
     const int64_t ns = s->n_past < s->cfg.sink ? (T < s->cfg.sink - s->n_past ? T : s->cfg.sink - s->n_past) : 0;
     if (ns > 0) {
         const size_t at = ((size_t)layer * s->cfg.sink + (size_t)s->n_past) * kvd;
-        memcpy(s->sink_k + at, s->kb, (size_t)ns * kvd * sizeof(float));
-        memcpy(s->sink_v + at, s->vb, (size_t)ns * kvd * sizeof(float));
+        for (size_t i = 0; i < (size_t)ns * kvd; i++) {
+            s->sink_k[at + i] = vq_f32_to_f16(s->kb[i]);
+            s->sink_v[at + i] = vq_f32_to_f16(s->vb[i]);
+        }
     }
     const int64_t Tc = T - ns;
     if (Tc > 0) {
@@ -249,8 +251,8 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session: sink is %d, expected 0..64", s->cfg.sink);
     if (s->cfg.sink > 0) {
         const size_t n = (size_t)c->n_layers * (size_t)s->cfg.sink * (size_t)c->n_kv_heads * (size_t)c->head_dim;
-        s->sink_k = malloc(n * sizeof(float));
-        s->sink_v = malloc(n * sizeof(float));
+        s->sink_k = malloc(n * sizeof(uint16_t));
+        s->sink_v = malloc(n * sizeof(uint16_t));
         s->lse = malloc((size_t)s->cfg.max_batch * (size_t)c->n_heads * sizeof(float));
         if (s->sink_k == NULL || s->sink_v == NULL || s->lse == NULL)
             return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "session: out of memory for the sink tokens");
@@ -269,13 +271,13 @@ vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, 
     const vqm_config *c = &s->m->cfg;
     const int64_t n_sink = s->n_past < s->cfg.sink ? s->n_past : s->cfg.sink;
     const int64_t elems = (int64_t)c->n_kv_heads * c->head_dim; /* per token, keys or values */
-    const int64_t sink_bytes = (int64_t)c->n_layers * n_sink * elems * 2 * (int64_t)sizeof(float);
+    const int64_t sink_bytes = (int64_t)c->n_layers * n_sink * elems * 2 * (int64_t)sizeof(uint16_t);
     out->residual_bytes += sink_bytes;
     out->total_bytes += sink_bytes;
     out->tokens += (int64_t)c->n_layers * n_sink;
     const double den = (double)out->tokens * (double)elems * 2;
     out->bits_per_element = den > 0 ? (double)(out->code_bytes + out->param_bytes + out->residual_bytes) * 8 / den : 0;
-    /* keys and values: the sink adds the same f32 bytes to each */
+    /* keys and values: the sink adds the same f16 bytes to each */
     const double half = den / 2, sink_half = (double)sink_bytes / 2 * 8;
     const double cache_half = (double)(out->tokens - (int64_t)c->n_layers * n_sink) * (double)elems;
     out->key_bits_per_element = half > 0 ? (out->key_bits_per_element * cache_half + sink_half) / half : 0;

@@ -28,7 +28,7 @@ struct vqm_session {
     int64_t seq;
     float *mu_k, *mu_v;   /* center: [L, Hkv*D] means, valid where mu_set[l] */
     float *sk;            /* smooth: [L, Hkv*D] key channel scales (1 without smooth) */
-    float *sink_k, *sink_v; /* sink: [L, sink, Hkv*D] (transformed like the cache's tokens) */
+    uint16_t *sink_k, *sink_v; /* sink: [L, sink, Hkv*D] f16 (transformed like the cache's tokens) */
     float *lse;           /* sink: [Hq, B] log-sum-exp of the cache rows */
     bool *mu_set;
     /* the attention back end, set by its init */

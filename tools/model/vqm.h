@@ -297,7 +297,7 @@ typedef struct vqm_session_config {
     bool smooth;
     /* VQM_ATTN_CACHE: the sequence's first `sink` tokens (the attention
      * sink: every head puts much of its weight there, so an error in their
-     * scores moves every other weight) are kept by the runtime in f32 and
+     * scores moves every other weight) are kept by the runtime in f16 and
      * never enter the cache; attention over them is merged exactly with the
      * cache's through its log-sum-exp. 0 = off. Counted in
      * vqm_session_memory. */

@@ -104,6 +104,15 @@ static int cmp_double(const void *a, const void *b)
 /* Median wall seconds of `repeats` calls after one warm-up (< 0 on failure);
  * cpu[0] = median, cpu[1] = least process CPU seconds per call (the least
  * is what the read loop reports too: its best of 5). */
+/* The clock line of the text output (vqb_clock_ghz; nothing where it does not run). */
+static void print_clock(const char *when, int threads, double ghz)
+{
+    if (ghz > 0.0)
+        printf("clock %s the rows: %.2f GHz (512-bit FMA chains on all %d threads at once, 2 per cycle, per CPU "
+               "second)\n",
+               when, ghz, threads);
+}
+
 static double time_case(vqb_case *c, vq_ctx *ctx, int64_t repeats, double *cpu)
 {
     double *t = calloc((size_t)repeats * 2, sizeof *t), *u = t + repeats;
@@ -282,10 +291,12 @@ int vq_cmd_bench_attention(int argc, char **argv)
     double bw_cpu = 0.0;
     const double bw = vqb_read_bandwidth(threads, (size_t)1 << 30, &bw_cpu);
     vqp_clear(&p);
+    const double ghz0 = vqb_clock_ghz(threads);
     if (!a.json) {
         printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s wall, %.2f GB/s by CPU time "
                "(bytes / (CPU seconds / threads)); kernels: %s\n",
                threads, bw, bw_cpu, vq_ctx_isa(ctx));
+        print_clock("before", threads, ghz0);
         fflush(stdout);
     }
     result *res = calloc(MAX_ROWS, sizeof *res);
@@ -312,6 +323,7 @@ int vq_cmd_bench_attention(int argc, char **argv)
         vqr_end(rep);
     } else {
         print_table(res, n, bw, bw_cpu);
+        print_clock("after", threads, vqb_clock_ghz(threads));
     }
     free(res);
     vq_ctx_free(ctx);

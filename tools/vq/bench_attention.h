@@ -16,6 +16,11 @@ double vqb_cpu_now(void);
  * may be NULL). 0 when the buffer cannot be allocated or threads < 1. */
 double vqb_read_bandwidth(int threads, size_t bytes, double *per_cpu);
 
+/* The core clock in GHz with `threads` threads busy at once (each running
+ * 512-bit FMA chains: cycles per second of its own CPU time, the mean over
+ * the threads); 0 where the probe does not run (not x86-64 AVX-512). */
+double vqb_clock_ghz(int threads);
+
 /* An owned CPU tensor of up to 4 dims, 64-byte aligned. */
 typedef struct vqb_tensor {
     DLTensor t;

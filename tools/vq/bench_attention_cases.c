@@ -65,6 +65,15 @@ static vq_status run_kivi_unfused(vqb_case *c, vq_ctx *ctx)
     unsetenv("VQ_ATTN_UNFUSED");
     return s;
 }
+/* the fused kernel called once per block (VQ_ATTN_ONE_BLOCK, read per
+ * call): what passing runs of blocks saves */
+static vq_status run_kivi_one_block(vqb_case *c, vq_ctx *ctx)
+{
+    setenv("VQ_ATTN_ONE_BLOCK", "1", 1);
+    const vq_status s = kivi_with(c->data, ctx, VQ_KEY_SCORES_AUTO, VQ_VALUE_ACCUM_AUTO);
+    unsetenv("VQ_ATTN_ONE_BLOCK");
+    return s;
+}
 /* the same kernels with f32 p.V: what the integer p.V saves */
 static vq_status run_kivi_f32v(vqb_case *c, vq_ctx *ctx)
 {
@@ -227,6 +236,7 @@ bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, in
     cases[(*n)++] = (vqb_case){"f16", "sdpa", vqb_bytes(&d->k16) + vqb_bytes(&d->v16), run_f16, d, NULL};
     cases[(*n)++] = (vqb_case){"f32", "sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused", kivi, run_kivi, d, NULL};
+    cases[(*n)++] = (vqb_case){"kivi-2b", "fused-blk1", kivi, run_kivi_one_block, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-unf", kivi, run_kivi_unfused, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-f32v", kivi, run_kivi_f32v, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-f32k", kivi, run_kivi_f32k, d, NULL};

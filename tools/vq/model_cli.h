@@ -62,7 +62,7 @@ typedef struct vqm_cli_common {
      "fitted tables (vq capture-kv, then vq calibrate) for presets that need them: vecinfer2, commvq"},       \
     {"f16-layers", VQA_STRING, &(c).f16_layers, 0, 0, "LIST", "layers kept in f16, e.g. 0,last (default none)"}, \
     {"residual", VQA_INT, &(c).residual, 0, 1 << 20, "N", "newest N tokens kept in the window (f16; +w8: 8-bit)"}, \
-    {"sink", VQA_INT, &(c).sink, 0, 64, "N", "first N tokens kept in f32 outside the cache (attention sink)"}, \
+    {"sink", VQA_INT, &(c).sink, 0, 64, "N", "first N tokens kept in f16 outside the cache (attention sink)"}, \
     {"no-center", VQA_FLAG, &(c).no_center, .help = "store raw keys/values (default: minus their mean, exact)"}, \
     {"center-keys", VQA_FLAG, &(c).center_keys, .help = "center keys only, store values raw"},             \
     {"smooth", VQA_FLAG, &(c).smooth, .help = "balance key/query channels before quantizing (exact)"},       \

@@ -41,12 +41,24 @@ VQ_INLINE void to_f32(bool f16, const void *src, int n, float *dst)
     }
 }
 
-/* The prefetches [i0, i1) of b. */
+/* The prefetches [i0, i1) of b, four lines per loop step (the ranges are
+ * 256 bytes or multiples of it): the loop's scalar increments and branches
+ * otherwise take issue slots from the block's vector work. */
 VQ_INLINE void prefetch(const vq_attn_kivi8_block *b, int i0, int i1)
 {
-    for (int i = i0; i < i1; i++)
-        if (b->pf[i])
-            for (int64_t off = 0; off < b->pf_bytes[i]; off += 64) _mm_prefetch((const char *)b->pf[i] + off, _MM_HINT_T0);
+    for (int i = i0; i < i1; i++) {
+        const char *p = b->pf[i];
+        if (p == NULL) continue;
+        const int64_t n = b->pf_bytes[i];
+        int64_t off = 0;
+        for (; off + 256 <= n; off += 256) {
+            _mm_prefetch(p + off, _MM_HINT_T0);
+            _mm_prefetch(p + off + 64, _MM_HINT_T0);
+            _mm_prefetch(p + off + 128, _MM_HINT_T0);
+            _mm_prefetch(p + off + 192, _MM_HINT_T0);
+        }
+        for (; off < n; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+    }
 }
 
 /* Block b's keys: the query rows rounded against its group (affine_q8),
@@ -73,8 +85,8 @@ VQ_INLINE void scores(int RB, const vq_attn_kivi8_block *b, const float *q, int6
      * (port 5) instead of broadcast loads */
     __asm__ volatile("" : : "r"(xq), "r"(dz) : "memory");
     const __m512 ninf = _mm512_set1_ps(-INFINITY), pinf = _mm512_set1_ps(INFINITY);
-    qk8_regs16(2, RB, n < 16 ? n : 16, 128, b->kcodes, b->ldk, xq, dz, x0);
-    if (n > 16) qk8_regs16(2, RB, n - 16, 128, b->kcodes + 16 * b->ldk, b->ldk, xq, dz, x1);
+    qk8_regs16(2, RB, n < 16 ? n : 16, 128, b->kcodes, 32, xq, dz, x0);
+    if (n > 16) qk8_regs16(2, RB, n - 16, 128, b->kcodes + 16 * 32, 32, xq, dz, x1);
     const __mmask16 k0 = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
     const __mmask16 k1 = n >= 32 ? (__mmask16)0xffff : n <= 16 ? (__mmask16)0 : (__mmask16)((1u << (n - 16)) - 1u);
     for (int r = 0; r < 4; r++) {
@@ -121,8 +133,8 @@ VQ_INLINE void values(int RB, const vq_attn_kivi8_block *b, const pv8_block *vb,
         const __m512 a = _mm512_set1_ps(alpha[r]);
         for (int c = 0; c < 128; c += 16) _mm512_storeu_ps(o + r * ldo + c, _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c), a));
     }
-    if (n == 32) pv8_rows(RB, true, 32, b->vcodes, b->ldv, vb, p[0], 32, o, ldo);
-    else pv8_rows(RB, false, n, b->vcodes, b->ldv, vb, p[0], 32, o, ldo);
+    if (n == 32) pv8_rows(RB, true, 32, b->vcodes, 32, vb, p[0], 32, o, ldo);
+    else pv8_rows(RB, false, n, b->vcodes, 32, vb, p[0], 32, o, ldo);
 }
 
 VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
@@ -154,14 +166,35 @@ VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, 
     values(RB, b, &vb, (const float(*)[32])p, a4, o, ldo);
 }
 
+/* The run's blocks in turn: each block's pointers, its prefetches (none
+ * from block pf_nb on), then the step. */
+VQ_INLINE void kivi8_run(int RB, const vq_attn_kivi8_block *run, const float *q, int64_t ldq, float *o, int64_t ldo,
+                         float *m, float *d, bool *bad)
+{
+    vq_attn_kivi8_block b = *run;
+    for (int64_t i = 0; i < run->nb; i++) {
+        if (i == run->pf_nb)
+            for (int j = 0; j < 6; j++) b.pf[j] = NULL;
+        kivi8_rows(RB, &b, q, ldq, o, ldo, m, d, bad);
+        b.kcodes += b.step[0];
+        b.kscale = (const char *)b.kscale + b.step[1];
+        b.kzero = (const char *)b.kzero + b.step[2];
+        b.vcodes += b.step[3];
+        b.vs = (const char *)b.vs + b.step[4];
+        b.vz = (const char *)b.vz + b.step[5];
+        for (int j = 0; j < 6; j++)
+            if (b.pf[j]) b.pf[j] = (const char *)b.pf[j] + b.step[j];
+    }
+}
+
 static void kivi8_block_avx512(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o,
                                int64_t ldo, float *m, float *d, bool *bad)
 {
     switch (R) {
-    case 1: kivi8_rows(1, b, q, ldq, o, ldo, m, d, bad); break;
-    case 2: kivi8_rows(2, b, q, ldq, o, ldo, m, d, bad); break;
-    case 3: kivi8_rows(3, b, q, ldq, o, ldo, m, d, bad); break;
-    default: kivi8_rows(4, b, q, ldq, o, ldo, m, d, bad); break;
+    case 1: kivi8_run(1, b, q, ldq, o, ldo, m, d, bad); break;
+    case 2: kivi8_run(2, b, q, ldq, o, ldo, m, d, bad); break;
+    case 3: kivi8_run(3, b, q, ldq, o, ldo, m, d, bad); break;
+    default: kivi8_run(4, b, q, ldq, o, ldo, m, d, bad); break;
     }
 }
 

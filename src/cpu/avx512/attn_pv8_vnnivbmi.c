@@ -15,7 +15,9 @@
  * 4 g + t of register m = token 4 m + t, group g), their finite flags, and
  * the codes of 4 tokens interleaved (one vpermt2b per half: lane l = 2 b + i
  * gets code byte b of group 2 h + i of the 4 tokens, one byte each), with
- * one shift-and-mask per code position. Per row: w = p (a 128-bit broadcast
+ * one mask per code position: its bits left in place (4^k times the code,
+ * still an unsigned byte), the accumulators of position k shifted right by
+ * 2k once per block (exact: every term is a multiple of 4^k). Per row: w = p (a 128-bit broadcast
  * load per 4 tokens) * vs, the group maxima and zero sums reduced within
  * 128-bit lanes (no cross-lane shuffles), the int8 weights narrowed with
  * vpackssdw + vpacksswb and put in [4 tokens][group][token] order by one

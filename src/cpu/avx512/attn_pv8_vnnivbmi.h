@@ -68,6 +68,16 @@ VQ_INLINE void prep_block(int n, const float *vs, const float *vz, pv8_block *b)
 /* Within each 128-bit lane: op over its four floats, in all four. */
 #define VQ_LANE4(op, x) op(op(x, _mm512_permute_ps(x, 0x4E)), _mm512_permute_ps(op(x, _mm512_permute_ps(x, 0x4E)), 0xB1))
 
+/* The same for four registers at once: lane 4 g + r of the result = op over
+ * the four floats of 128-bit lane g of v[r] (6 shuffles and 3 ops, where
+ * four VQ_LANE4 and the merge of their lanes take 8, 8 and 4). */
+#define VQ_LANE4X4(op, v)                                                                          \
+    ({                                                                                             \
+        const __m512 u01_ = op(_mm512_unpacklo_ps(v[0], v[1]), _mm512_unpackhi_ps(v[0], v[1]));  \
+        const __m512 u23_ = op(_mm512_unpacklo_ps(v[2], v[3]), _mm512_unpackhi_ps(v[2], v[3]));  \
+        op(_mm512_shuffle_ps(u01_, u23_, 0x44), _mm512_shuffle_ps(u01_, u23_, 0xEE));             \
+    })
+
 
 /* p . vs of one row for register m (lane 4 g + t: token 4 m + t, group g). */
 VQ_INLINE __m512 row_p(bool full, int n, const float *p, int m)
@@ -90,9 +100,12 @@ VQ_INLINE void prep_rows(int RB, bool full, int n, const pv8_block *b, const flo
                          uint8_t (*w8t)[128], __m512 *step, __m512 *zs)
 {
     __m512 amax = _mm512_setzero_ps(), zsum = _mm512_setzero_ps();
+    __m512 am4[4], zs4[4]; /* per row, reduced over tokens but not yet within the 128-bit lanes */
     __mmask16 bad = b->vs_bad;
     __m512 wk[4][8]; /* the weights, kept for the rounding pass (cheaper than recomputing) */
-    for (int r = 0; r < RB; r++) {
+    for (int r = 0; r < 4; r++) {
+        am4[r] = zs4[r] = _mm512_setzero_ps();
+        if (r >= RB) continue;
         const float *pr = p + r * ldp;
         __m512 a[2], z[2];
         for (int m = 0; m < 8; m++) {
@@ -101,17 +114,23 @@ VQ_INLINE void prep_rows(int RB, bool full, int n, const pv8_block *b, const flo
             a[m & 1] = m < 2 ? w : absmax(a[m & 1], w);
             z[m & 1] = m < 2 ? _mm512_mul_ps(pb, b->vz[m]) : _mm512_fmadd_ps(pb, b->vz[m], z[m & 1]);
         }
-        const __m512 ar = VQ_LANE4(absmax, absmax(a[0], a[1]));
-        const __m512 zr = VQ_LANE4(_mm512_add_ps, _mm512_add_ps(z[0], z[1]));
         const __mmask16 lanes = (__mmask16)(0x1111u << r);
-        amax = _mm512_mask_mov_ps(amax, lanes, ar);
-        zsum = _mm512_mask_mov_ps(zsum, lanes, zr);
+        am4[r] = absmax(a[0], a[1]);
+        zs4[r] = _mm512_add_ps(z[0], z[1]);
+        if (RB <= 2) { /* one or two rows: each alone is fewer shuffles */
+            amax = _mm512_mask_mov_ps(amax, lanes, VQ_LANE4(absmax, am4[r]));
+            zsum = _mm512_mask_mov_ps(zsum, lanes, VQ_LANE4(_mm512_add_ps, zs4[r]));
+        }
         __mmask16 pbad;
         if (full)
             pbad = _mm512_fpclass_ps_mask(_mm512_loadu_ps(pr), 0x99) | _mm512_fpclass_ps_mask(_mm512_loadu_ps(pr + 16), 0x99);
         else
             pbad = _mm512_fpclass_ps_mask(row_p(false, n, pr, 0), 0x99) | _mm512_fpclass_ps_mask(row_p(false, n, pr, 4), 0x99);
         if (pbad) bad |= lanes;
+    }
+    if (RB > 2) {
+        amax = VQ_LANE4X4(absmax, am4);
+        zsum = VQ_LANE4X4(_mm512_add_ps, zs4);
     }
     bad |= _mm512_fpclass_ps_mask(amax, 0x99);
     const __mmask16 pos = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ) & (__mmask16)~bad;
@@ -158,7 +177,11 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
     _Alignas(64) uint8_t w8t[4][128];
     __m512 step, zs;
     prep_rows(RB, full, n, b, p, ldp, w8t, &step, &zs);
-    const __m512i mask3 = _mm512_set1_epi8(3);
+    /* plane k as its bits in place, 4^k code (at most 192: vpdpbusd's
+     * unsigned operand): one and each, no shift; the accumulators of plane
+     * k hold 4^k times the dots, exact multiples, shifted back once per block */
+    const __m512i planes[4] = {_mm512_set1_epi8(0x03), _mm512_set1_epi8(0x0c), _mm512_set1_epi8(0x30),
+                               _mm512_set1_epi8((char)0xc0)};
     const int nq = (n + 3) / 4;
     for (int h = 0; h < 2; h++) {
         const __m512i ilv = _mm512_loadu_si512(T.ilv[h]);
@@ -170,9 +193,8 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
             __m512i A, B;
             load_quad(codes, ldc, q, n, &A, &B);
             const __m512i C = _mm512_permutex2var_epi8(A, ilv, B);
-            const __m512i E[4] = {_mm512_and_si512(C, mask3), _mm512_and_si512(_mm512_srli_epi32(C, 2), mask3),
-                                  _mm512_and_si512(_mm512_srli_epi32(C, 4), mask3),
-                                  _mm512_and_si512(_mm512_srli_epi32(C, 6), mask3)};
+            const __m512i E[4] = {_mm512_and_si512(C, planes[0]), _mm512_and_si512(C, planes[1]),
+                                  _mm512_and_si512(C, planes[2]), _mm512_and_si512(C, planes[3])};
             for (int r = 0; r < RB; r++) {
                 /* even lanes group 2h, odd lanes 2h + 1, 4 tokens each: one qword broadcast */
                 long long wv;
@@ -188,7 +210,8 @@ VQ_INLINE void pv8_rows(int RB, bool full, int n, const uint8_t *codes, int64_t 
             const __m512 sv = _mm512_permutexvar_ps(hr, step), zv = _mm512_permutexvar_ps(hr, zs);
             for (int k = 0; k < 4; k++) {
                 float *dst = o + r * ldo + 64 * h + 16 * k;
-                const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][k]), sv, zv);
+                const __m512i a = k ? _mm512_srai_epi32(acc[r][k], 2 * k) : acc[r][k];
+                const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), sv, zv);
                 _mm512_storeu_ps(dst, _mm512_add_ps(_mm512_loadu_ps(dst), f));
             }
         }

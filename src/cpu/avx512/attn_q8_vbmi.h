@@ -50,6 +50,10 @@ VQ_INLINE void q8_rows(int RB, int NV, const __m512i *idx, const float *q, int64
                        const float *zero, bool sfin, int8_t *xq, float *dz)
 {
     const int NR = NV / 4; /* 64-channel registers */
+    /* the products q * scale, kept for the rounding pass: a load there (a
+     * memory operand of its product) where recomputing them was a second
+     * vector product per element, on the ports the block is bound by */
+    _Alignas(64) float xs[4][256];
     __m512 am[4], qz[4];
     for (int r = 0; r < 4; r++) {
         am[r] = _mm512_setzero_ps();
@@ -58,8 +62,9 @@ VQ_INLINE void q8_rows(int RB, int NV, const __m512i *idx, const float *q, int64
         const float *qr = q + r * ldq;
         __m512 a2[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, z2[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
         for (int v = 0; v < NV; v++) {
-            const __m512 qv = _mm512_loadu_ps(qr + 16 * v);
-            a2[v & 1] = absmax(a2[v & 1], _mm512_mul_ps(qv, _mm512_loadu_ps(scale + 16 * v)));
+            const __m512 qv = _mm512_loadu_ps(qr + 16 * v), x = _mm512_mul_ps(qv, _mm512_loadu_ps(scale + 16 * v));
+            _mm512_store_ps(xs[r] + 16 * v, x);
+            a2[v & 1] = absmax(a2[v & 1], x);
             z2[v & 1] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(zero + 16 * v), z2[v & 1]);
         }
         am[r] = absmax(a2[0], a2[1]);
@@ -76,15 +81,13 @@ VQ_INLINE void q8_rows(int RB, int NV, const __m512i *idx, const float *q, int64
     _mm512_store_ps(st, step);
     _mm512_store_ps(zz, z);
     for (int r = 0; r < RB; r++) {
-        const float *qr = q + r * ldq;
         const __m512 iv = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * r), inv);
         __m512i pk[4]; /* int8 in the packs' order, 64 channels per register */
         for (int a = 0; a < NR; a++) {
             __m512i w[4];
             for (int u = 0; u < 4; u++) {
                 const int v = 4 * a + u;
-                const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(qr + 16 * v), _mm512_loadu_ps(scale + 16 * v));
-                w[u] = _mm512_cvtps_epi32(_mm512_mul_ps(x, iv));
+                w[u] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(xs[r] + 16 * v), iv));
             }
             pk[a] = _mm512_packs_epi16(_mm512_packs_epi32(w[0], w[1]), _mm512_packs_epi32(w[2], w[3]));
         }

@@ -1,0 +1,161 @@
+/* cache_kivi_mix.c — mixed-width KIVI keys (VQ_KEY_KIVI_MIX), a cache-only
+ * format (layout: formats/format_affine_mix.h): the encoder of whole key
+ * groups, and the attention binding, which unpacks a group segment's code
+ * rows into one byte per code in channel order and scores them with the
+ * affine kernels' one-code-per-byte path (each channel's width is in its
+ * scale, so decoding needs the mask only to unpack). Scalar unpacking; on
+ * SmolLM2-135M at 2048 tokens a decode step costs about what 4-bit KIVI keys
+ * cost (README, "A real model"). */
+#include <math.h>
+#include <string.h>
+
+#include "cache/cache_internal.h"
+#include "formats/format_affine_mix.h"
+
+/* ---- encoder ---- */
+
+/* Marks in mask [D/8] the D/2 channels of the widest range[c] (ties to the
+ * lower channel): a stable selection, D <= 256. */
+static void widest_half(const float *range, int64_t D, uint8_t *mask)
+{
+    int order[256];
+    for (int64_t c = 0; c < D; c++) {
+        int64_t j = c;
+        /* insertion by descending range; an equal range stays after the lower channel */
+        while (j > 0 && range[order[j - 1]] < range[c]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = (int)c;
+    }
+    memset(mask, 0, (size_t)vq_affine_mix_mask_bytes(D));
+    for (int64_t i = 0; i < D / 2; i++) mask[order[i] >> 3] |= (uint8_t)(1u << (order[i] & 7));
+}
+
+vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const DLTensor *k, DLTensor *codes,
+                                   DLTensor *scale, DLTensor *zero, DLTensor *mask)
+{
+    const int64_t Hkv = c->Hkv, D = c->D, T = vq_dim(k, 2), g = kc->group_size;
+    const int64_t rb = vq_affine_mix_row_bytes(D, kc->bits, kc->bits2), mb = vq_affine_mix_mask_bytes(D);
+    VQ_RETURN_IF(c->ctx, T % g != 0, VQ_ERR_INVALID_ARGUMENT, "kivi_mix encode: %lld tokens, not whole groups of %lld",
+                 (long long)T, (long long)g);
+    const uint16_t *x = k->data;
+    uint8_t *cd = codes->data, *mk = mask->data;
+    uint16_t *sc16 = scale->data, *ze16 = zero->data;
+    float mn[256], mx[256], range[256], sc[256], ze[256];
+    uint8_t row[256];
+    for (int64_t h = 0; h < Hkv; h++)
+        for (int64_t g0 = 0; g0 < T; g0 += g) {
+            const int64_t gi = h * (T / g) + g0 / g;
+            const uint16_t *xg = x + (h * T + g0) * D;
+            for (int64_t ch = 0; ch < D; ch++) mn[ch] = mx[ch] = vq_half_to_float(xg[ch]);
+            for (int64_t t = 1; t < g; t++)
+                for (int64_t ch = 0; ch < D; ch++) {
+                    const float v = vq_half_to_float(xg[t * D + ch]);
+                    mn[ch] = v < mn[ch] ? v : mn[ch];
+                    mx[ch] = v > mx[ch] ? v : mx[ch];
+                }
+            for (int64_t ch = 0; ch < D; ch++) range[ch] = mx[ch] - mn[ch];
+            uint8_t *m = mk + gi * mb;
+            widest_half(range, D, m);
+            for (int64_t ch = 0; ch < D; ch++) {
+                const float maxq = (float)((1 << (vq_affine_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
+                /* stored in f16; the codes are computed against what decoding reads */
+                sc16[gi * D + ch] = vq_f32_to_f16(mx[ch] > mn[ch] ? range[ch] / maxq : 0.0f);
+                ze16[gi * D + ch] = vq_f32_to_f16(mn[ch]);
+                sc[ch] = vq_half_to_float(sc16[gi * D + ch]);
+                ze[ch] = vq_half_to_float(ze16[gi * D + ch]);
+            }
+            for (int64_t t = 0; t < g; t++) {
+                for (int64_t ch = 0; ch < D; ch++) {
+                    const float maxq = (float)((1 << (vq_affine_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
+                    float q = (vq_half_to_float(xg[t * D + ch]) - ze[ch]) / sc[ch];
+                    q = q > 0.0f ? q : 0.0f; /* also maps NaN to 0 */
+                    q = q < maxq ? q : maxq;
+                    row[ch] = sc[ch] != 0.0f ? (uint8_t)nearbyintf(q) : 0;
+                }
+                vq_affine_mix_pack_row(row, m, D, kc->bits, kc->bits2, cd + (h * T + g0 + t) * rb);
+            }
+        }
+    return VQ_OK;
+}
+
+/* ---- attention ---- */
+
+typedef struct mix_keys {
+    vq_attn_view codes;       /* [B,Hkv,Skv,RB] */
+    vq_attn_view scale, zero; /* [B,Hkv,GK,D] f16 */
+    vq_attn_view mask;        /* [B,Hkv,GK,D/8] u8 */
+    int bits, bits2;
+    int64_t g, D;
+    float softmax_scale;
+} mix_keys;
+_Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too big");
+
+/* Thread scratch: f32 scale and zero rows [2][D], then the unpacked codes
+ * [VQ_ATTN_BN][D] u8. */
+static int64_t thread_floats(int64_t D) { return 2 * D + VQ_ATTN_BN * D / 4; }
+
+static void mix_prep_q(const void *desc, const float *q, int64_t row, float *qp)
+{
+    const mix_keys *k = desc;
+    (void)row;
+    for (int64_t c = 0; c < k->D; c++) qp[c] = q[c] * k->softmax_scale;
+}
+
+static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
+                      float *s)
+{
+    const mix_keys *k = desc;
+    const int64_t D = k->D;
+    const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
+    float *sc = th->extra, *ze = th->extra + D;
+    uint8_t *u = (uint8_t *)(th->extra + 2 * D);
+    for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {
+        const int64_t grp = t / k->g;
+        int64_t end = (grp + 1) * k->g;
+        if (end > blk->t0 + blk->n) end = blk->t0 + blk->n;
+        th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
+        th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
+        const uint8_t *m = vq_attn_at(&k->mask, blk->b, blk->hk, grp);
+        const int n = (int)(end - t);
+        for (int j = 0; j < n; j++)
+            vq_affine_mix_unpack_row(vq_attn_at(&k->codes, blk->b, blk->hk, t + j), m, D, k->bits, k->bits2,
+                                     u + (int64_t)j * D);
+        if (direct)
+            th->kern->affine_qk(R, n, D, 8, u, D, sc, ze, qp, D, s + (t - blk->t0), VQ_ATTN_BN);
+        else
+            th->kern->affine_k_tile(n, D, 8, u, D, sc, ze, th->tile + (t - blk->t0) * D);
+        t = end;
+    }
+    if (!direct) th->kern->qk[VQ_ATTN_F32](R, blk->n, D, qp, D, th->tile, D, s, VQ_ATTN_BN);
+}
+
+static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score};
+
+vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
+                                 const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,
+                                 float softmax_scale, vq_attn_keys *out)
+{
+    const int64_t D = dims->D, GK = vq_ceil_div(dims->Skv, kc->group_size);
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, codes, "k_codes", VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(
+        ctx, codes, "k_codes", 4,
+        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, vq_affine_mix_row_bytes(D, kc->bits, kc->bits2)}));
+    const int64_t want[4] = {dims->B, dims->Hkv, GK, D};
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, scale, "k_scale", VQ_DTM_F16, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, scale, "k_scale", 4, want));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, zero, "k_zero", VQ_DTM_F16, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, zero, "k_zero", 4, want));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, mask, "k_mask", VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, mask, "k_mask", 4,
+                                       (const int64_t[]){dims->B, dims->Hkv, GK, vq_affine_mix_mask_bytes(D)}));
+    mix_keys *d = (mix_keys *)(void *)out->storage.bytes;
+    *d = (mix_keys){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_attn_view_of(mask),
+                    kc->bits, kc->bits2, kc->group_size, D, softmax_scale};
+    out->ops = &mix_ops;
+    out->desc = d;
+    out->qp_floats = D;
+    out->thread_floats = thread_floats(D);
+    return VQ_OK;
+}
