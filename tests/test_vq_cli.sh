@@ -195,6 +195,14 @@ expect 1 "not a GGUF" generate -m "$text" "hi"
 if [ -s "$model" ]; then
     expect 2 "not a preset" generate -m "$model" --kv kivi3 "hi"
     expect 2 "needs fitted tables" perplexity -m "$model" --kv vecinfer2 "$text"
+    # --calibration: tables fitted on the model's own keys (the text's tail, disjoint from the scored windows)
+    expect 0 "keys,values,queries" capture-kv --model "$model" --text "$text" -o "$tmp/cap" --tokens 96 --queries 1 --offset 4000 --threads 1
+    expect 0 "fitted 30 layers" calibrate --keys "$tmp/cap/keys.npy" -o "$tmp/pq.vqcal" --pq-subspaces 16 --pq-centroids 16 \
+        --iters 2 --threads 1
+    expect 0 "vecinfer2" perplexity -m "$model" --kv vecinfer2,vecinfer2/turbo2 --calibration "$tmp/pq.vqcal" --ctx 32 \
+        --windows 1 --threads 1 "$text"
+    expect 1 "--calibration $text" perplexity -m "$model" --kv vecinfer2 --calibration "$text" --ctx 32 --windows 1 "$text"
+    expect 1 "no VQ_CAL_PQ_CODEBOOK" generate -m "$model" --kv vecinfer2 --calibration "$tmp/c.vqcal" -n 1 "hi"
     expect 2 "not a layer index" generate -m "$model" --f16-layers 30 "hi"
     expect 0 "bits per element" generate -m "$model" --kv kivi2 -n 3 --threads 1 "The capital of France is"
     expect_json generate -m "$model" --kv turbo3/kivi2 --sink 1 --smooth -n 2 --json "Hello"

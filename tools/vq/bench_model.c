@@ -92,7 +92,7 @@ int vq_cmd_bench_model(int argc, char **argv)
     vqr_info_num(r, "load_average", loadavg, NULL);
     /* short context */
     vqm_cli_method f16;
-    int st = vqm_cli_method_init(&f16, "bench model", "f16", NULL, 0, model->cfg.n_layers, model->cfg.head_dim);
+    int st = vqm_cli_method_init(&f16, "bench model", "f16", NULL, 0, model->cfg.n_layers, model->cfg.head_dim, false);
     if (st != VQ_EXIT_OK) return st;
     vqm_session *s = vqm_cli_session("bench model", model, ctx, &f16, 64 + (int)o.steps, &o.c);
     if (s == NULL) return VQ_EXIT_FAILURE;
@@ -140,7 +140,7 @@ int vq_cmd_bench_model(int argc, char **argv)
         if (seen++ > 0 && strcmp(w, "f16") == 0) continue;
         static vqm_cli_method m;
         st = vqm_cli_method_init(&m, "bench model", w, o.c.f16_layers, (int)o.c.residual, model->cfg.n_layers,
-                                 model->cfg.head_dim);
+                                 model->cfg.head_dim, o.c.calibration != NULL);
         if (st != VQ_EXIT_OK) return st;
         s = vqm_cli_session("bench model", model, ctx, &m, (int)(o.ctx + o.steps + 1), &o.c);
         if (s == NULL) return VQ_EXIT_FAILURE;

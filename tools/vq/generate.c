@@ -48,7 +48,8 @@ int vq_cmd_generate(int argc, char **argv)
     vqm_model *model = vqm_cli_load("generate", o.c.model);
     if (model == NULL) return VQ_EXIT_FAILURE;
     vqm_cli_method method;
-    int st = vqm_cli_method_init(&method, "generate", o.kv, o.c.f16_layers, (int)o.c.residual, model->cfg.n_layers, model->cfg.head_dim);
+    int st = vqm_cli_method_init(&method, "generate", o.kv, o.c.f16_layers, (int)o.c.residual, model->cfg.n_layers,
+                                 model->cfg.head_dim, o.c.calibration != NULL);
     if (st != VQ_EXIT_OK) {
         vqm_model_free(model);
         return st;

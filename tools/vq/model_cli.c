@@ -17,15 +17,16 @@ void vqm_cli_list_presets(FILE *f)
 }
 
 /* The preset called name[0..len), or NULL after a message. */
-static const vq_cache_preset_info *find_preset(const char *cmd, const char *name, size_t len)
+static const vq_cache_preset_info *find_preset(const char *cmd, const char *name, size_t len, bool tables)
 {
     const vq_cache_preset_info *found = NULL;
     for (int i = 0; i < vq_cache_preset_count(); i++)
         if (strlen(vq_cache_preset(i)->name) == len && memcmp(vq_cache_preset(i)->name, name, len) == 0)
             found = vq_cache_preset(i);
-    if (found == NULL || found->needs_tables) {
+    if (found == NULL || (found->needs_tables && !tables)) {
         fprintf(stderr, "vq %s: --kv '%.*s' is %s; the presets are (or KEYS/VALUES of two):\n", cmd, (int)len, name,
-                found ? "a preset that needs fitted tables (not run by the model commands)" : "not a preset");
+                found ? "a preset that needs fitted tables: give --calibration FILE (vq capture-kv, then vq calibrate)"
+                      : "not a preset");
         vqm_cli_list_presets(stderr);
         return NULL;
     }
@@ -34,12 +35,13 @@ static const vq_cache_preset_info *find_preset(const char *cmd, const char *name
 
 /* KEYS/VALUES or PRESET in name[0..len) -> *out (keys and values of the
  * layer config). Returns 0 or 2 after a message. */
-static int parse_pair(const char *cmd, const char *name, size_t len, int head_dim, vq_cache_layer_config *out)
+static int parse_pair(const char *cmd, const char *name, size_t len, int head_dim, bool tables,
+                      vq_cache_layer_config *out)
 {
     const char *slash = memchr(name, '/', len);
     const size_t klen = slash ? (size_t)(slash - name) : len;
-    const vq_cache_preset_info *kp = find_preset(cmd, name, klen);
-    const vq_cache_preset_info *vp = slash ? find_preset(cmd, slash + 1, len - klen - 1) : kp;
+    const vq_cache_preset_info *kp = find_preset(cmd, name, klen, tables);
+    const vq_cache_preset_info *vp = slash ? find_preset(cmd, slash + 1, len - klen - 1, tables) : kp;
     if (kp == NULL || vp == NULL) return VQ_EXIT_USAGE;
     vq_cache_layer_config kc, vc;
     if (vq_cache_preset_layer_config(kp->name, head_dim, &kc) != VQ_OK ||
@@ -52,7 +54,7 @@ static int parse_pair(const char *cmd, const char *name, size_t len, int head_di
 }
 
 /* One override "A-B.C=SPEC" (layers A..B and C take SPEC) of s[0..len). */
-static int parse_override(const char *cmd, const char *s, size_t len, int n_layers, int head_dim,
+static int parse_override(const char *cmd, const char *s, size_t len, int n_layers, int head_dim, bool tables,
                           vq_cache_layer_config *layers)
 {
     const char *eq = memchr(s, '=', len);
@@ -62,7 +64,7 @@ static int parse_override(const char *cmd, const char *s, size_t len, int n_laye
                 s);
         return VQ_EXIT_USAGE;
     }
-    const int st = parse_pair(cmd, eq + 1, len - (size_t)(eq + 1 - s), head_dim, &lc);
+    const int st = parse_pair(cmd, eq + 1, len - (size_t)(eq + 1 - s), head_dim, tables, &lc);
     if (st != VQ_EXIT_OK) return st;
     for (const char *p = s; p < eq;) {
         char *e = NULL;
@@ -81,7 +83,7 @@ static int parse_override(const char *cmd, const char *s, size_t len, int n_laye
 }
 
 int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, const char *f16, int residual,
-                        int n_layers, int head_dim)
+                        int n_layers, int head_dim, bool tables)
 {
     memset(m, 0, sizeof *m);
     if (strlen(name) >= sizeof m->name || n_layers > VQM_CLI_MAX_LAYERS) {
@@ -120,14 +122,14 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
     const size_t blen = at ? (size_t)(at - name) : strlen(name);
     const bool mixed = at != NULL || memchr(name, '/', blen) != NULL;
     vq_cache_layer_config base;
-    int st = parse_pair(cmd, name, blen, head_dim, &base);
+    int st = parse_pair(cmd, name, blen, head_dim, tables, &base);
     if (st != VQ_EXIT_OK) return st;
     if (mixed)
         for (int l = 0; l < n_layers; l++) m->layers[l] = base;
     for (const char *o = at; o != NULL;) {
         const char *next = strchr(o + 1, '@');
         const size_t olen = next ? (size_t)(next - o - 1) : strlen(o + 1);
-        if ((st = parse_override(cmd, o + 1, olen, n_layers, head_dim, m->layers)) != VQ_EXIT_OK) return st;
+        if ((st = parse_override(cmd, o + 1, olen, n_layers, head_dim, tables, m->layers)) != VQ_EXIT_OK) return st;
         o = next;
     }
     for (const char *p = f16; p != NULL && *p;) {
@@ -175,12 +177,25 @@ vqm_model *vqm_cli_load(const char *cmd, const char *path)
 vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ctx, const vqm_cli_method *m,
                              int max_tokens, const vqm_cli_common *c)
 {
+    /* the cache copies the calibration's tables, so it lives only as long as
+     * the session's creation */
+    vq_cache_config cc = m != NULL ? m->cfg : (vq_cache_config){0};
+    vq_calibration *cal = NULL;
+    if (m != NULL && c->calibration != NULL) {
+        if (vq_calibration_load(ctx, c->calibration, &cal) != VQ_OK) {
+            fprintf(stderr, "vq %s: --calibration %s: %s\n", cmd, c->calibration, vq_ctx_last_error(ctx));
+            return NULL;
+        }
+        cc.calibration = cal;
+    }
     const vqm_session_config sc = {.max_tokens = max_tokens, .max_batch = (int)c->batch,
                                    .attn = m != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32,
-                                   .cache = m != NULL ? &m->cfg : NULL, .center = !c->no_center, .center_keys_only = c->center_keys, .smooth = c->smooth, .sink = (int)c->sink};
+                                   .cache = m != NULL ? &cc : NULL, .center = !c->no_center, .center_keys_only = c->center_keys, .smooth = c->smooth, .sink = (int)c->sink};
     char err[VQM_ERR_LEN];
     vqm_session *s = NULL;
-    if (vqm_session_create(model, ctx, &sc, &s, err) != VQ_OK) {
+    const vq_status st = vqm_session_create(model, ctx, &sc, &s, err);
+    vq_calibration_free(cal);
+    if (st != VQ_OK) {
         fprintf(stderr, "vq %s: --kv %s: %s\n", cmd, m != NULL ? m->name : "f32", err);
         return NULL;
     }

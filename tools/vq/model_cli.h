@@ -38,11 +38,12 @@ typedef struct vqm_cli_method {
  * optionally "+rN" (before or after "+w8"): this method's residual window
  * holds the newest N tokens, overriding `residual` (--residual), so one run
  * can compare methods at their own R (checked
- * against vq_cache_preset: unknown names and presets that need fitted tables
- * give 2 after a message naming the presets). f16 layers from the comma list `f16` (NULL = none; "first,last"
+ * against vq_cache_preset: unknown names give 2 after a message naming the
+ * presets, and so do presets that need fitted tables unless `tables`, i.e.
+ * the command has a --calibration file). f16 layers from the comma list `f16` (NULL = none; "first,last"
  * words allowed) for a model of n_layers. Returns 0 or 2 (usage error). */
 int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, const char *f16, int residual,
-                        int n_layers, int head_dim);
+                        int n_layers, int head_dim, bool tables);
 
 /* Loads the model, printing the reason on failure (NULL). */
 vqm_model *vqm_cli_load(const char *cmd, const char *path);
@@ -50,12 +51,15 @@ vqm_model *vqm_cli_load(const char *cmd, const char *path);
 /* The options every model command takes, and their table entries (needs args.h). */
 typedef struct vqm_cli_common {
     const char *model, *f16_layers;
+    const char *calibration; /* a vq_calibration file (vq calibrate) for presets that need fitted tables */
     int64_t residual, sink, threads, batch;
     bool no_center, center_keys, smooth;
 } vqm_cli_common;
 #define VQM_CLI_COMMON_DEFAULTS {.model = VQM_DEFAULT_MODEL, .batch = 64}
 #define VQM_CLI_COMMON_OPTS(c)                                                                                 \
     {"model", VQA_STRING, &(c).model, 0, 0, "FILE", "GGUF model", .short_name = 'm'},                          \
+    {"calibration", VQA_STRING, &(c).calibration, 0, 0, "FILE",                                              \
+     "fitted tables (vq capture-kv, then vq calibrate) for presets that need them: vecinfer2, commvq"},       \
     {"f16-layers", VQA_STRING, &(c).f16_layers, 0, 0, "LIST", "layers kept in f16, e.g. 0,last (default none)"}, \
     {"residual", VQA_INT, &(c).residual, 0, 1 << 20, "N", "newest N tokens kept in the window (f16; +w8: 8-bit)"}, \
     {"sink", VQA_INT, &(c).sink, 0, 64, "N", "first N tokens kept in f16 outside the cache (attention sink)"}, \
@@ -66,7 +70,8 @@ typedef struct vqm_cli_common {
     {"threads", VQA_INT, &(c).threads, 0, 1024, "T", "CPU threads, 0 = all cores"}
 
 /* A session with m's cache (m NULL = the f32 oracle) refined by c (center,
- * smooth, sink: vqm_session_config), or NULL after a message. */
+ * smooth, sink: vqm_session_config; the tables of c->calibration, loaded on
+ * ctx), or NULL after a message. */
 vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ctx, const vqm_cli_method *m,
                              int max_tokens, const vqm_cli_common *c);
 

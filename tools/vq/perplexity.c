@@ -123,7 +123,7 @@ int vq_cmd_perplexity(int argc, char **argv)
             return vqa_usage_error(&cmd, "at most %d methods", PPL_MAX_METHODS - 1);
         }
         const int st = vqm_cli_method_init(&methods[nm], "perplexity", w, o.c.f16_layers, (int)o.c.residual,
-                                           model->cfg.n_layers, model->cfg.head_dim);
+                                           model->cfg.n_layers, model->cfg.head_dim, o.c.calibration != NULL);
         if (st != VQ_EXIT_OK) { /* a bad --kv: nothing but the model is held yet */
             vqm_model_free(model);
             return st;
