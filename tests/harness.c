@@ -1,6 +1,8 @@
 /* harness.c — see harness.h. */
 #include "harness.h"
 
+#include "attention/attn_kernels.h"
+
 int vt_failures = 0;
 int vt_checks = 0;
 const char *vt_current = "";
@@ -201,4 +203,39 @@ void vt_for_each_isa(int threads, void (*fn)(vq_ctx *ctx, const char *isa))
     }
     if (saved_copy) { setenv("VQ_ISA", saved_copy, 1); free(saved_copy); }
     else unsetenv("VQ_ISA");
+}
+
+void vt_check_block_state(const char *isa, const char *what, int it, int R, int nb, int D, bool (*bad)[4],
+                          float (*m)[4], float (*d)[4], const float *o0, const float *o1)
+{
+    for (int r = 0; r < R; r++) {
+        VT_CHECK(bad[0][r] == bad[1][r], "%s %s it %d row %d: poison %d, sequence %d", isa, what, it, r, bad[0][r],
+                 bad[1][r]);
+        VT_CHECK(vt_same_float(m[0][r], m[1][r]) && vt_same_float(d[0][r], d[1][r]),
+                 "%s %s it %d row %d: m %g d %g, sequence m %g d %g", isa, what, it, r, (double)m[0][r],
+                 (double)d[0][r], (double)m[1][r], (double)d[1][r]);
+        for (int c = 0; c < D; c++)
+            VT_CHECK(vt_same_float(o0[r * D + c], o1[r * D + c]), "%s %s it %d R %d nb %d o[%d][%d]: %g, sequence %g",
+                     isa, what, it, R, nb, r, c, (double)o0[r * D + c], (double)o1[r * D + c]);
+    }
+}
+
+void vt_init_block_state(vq_rng *rng, int it, int R, int D, bool (*bad)[4], float (*m)[4], float (*d)[4], float *o0,
+                         float *o1)
+{
+    for (int r = 0; r < R; r++) {
+        const bool first = it % 7 < 2;
+        m[0][r] = m[1][r] = first ? -INFINITY : (float)vq_rng_normal(rng) * 3.0f;
+        d[0][r] = d[1][r] = first ? 0.0f : 1.0f + (float)(vq_rng_next(rng) % 100);
+        bad[0][r] = bad[1][r] = it % 11 == 0 && r == 0;
+        for (int c = 0; c < D; c++) o0[r * D + c] = o1[r * D + c] = (float)vq_rng_normal(rng);
+    }
+}
+
+void vt_softmax_step(const struct vq_attn_kernels *k, int R, int n, float *s, int64_t lds, bool *bad, float *m,
+                     float *d, float *alpha, float *o, int D)
+{
+    k->poison(R, n, s, lds, bad);
+    k->softmax(R, n, s, lds, m, d, alpha);
+    k->rescale(R, D, o, D, alpha);
 }

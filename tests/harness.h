@@ -109,4 +109,27 @@ vq_ctx *vt_ctx(int threads);                     /* CPU ctx, best ISA */
  * avx512 / neon), each with a fresh ctx of `threads` threads. */
 void vt_for_each_isa(int threads, void (*fn)(vq_ctx *ctx, const char *isa));
 
+/* The skeleton's middle steps of one block on s [R][lds] (n scores a row):
+ * poison, softmax, rescale of o [R][D], with the kernels k (the separate
+ * sequence the fused block kernels are checked against). */
+struct vq_attn_kernels;
+void vt_softmax_step(const struct vq_attn_kernels *k, int R, int n, float *s, int64_t lds, bool *bad, float *m,
+                     float *d, float *alpha, float *o, int D);
+
+/* The state of R rows before a fused block kernel check, the same in both
+ * copies (index 0 and 1; o0 / o1 [R][D]): a first block (m = -inf, d = 0)
+ * for it % 7 < 2, else a later one; row 0 poisoned already for it % 11 == 0. */
+void vt_init_block_state(vq_rng *rng, int it, int R, int D, bool (*bad)[4], float (*m)[4], float (*d)[4], float *o0,
+                         float *o1);
+
+/* The state of R rows after a fused block kernel (index 0) against the
+ * separate kernels' sequence (index 1), bit for bit: the poison flags, m,
+ * d and o [R][D] (what: the kernel's name in the messages, it / nb the
+ * iteration and blocks of the run). */
+void vt_check_block_state(const char *isa, const char *what, int it, int R, int nb, int D, bool (*bad)[4],
+                          float (*m)[4], float (*d)[4], const float *o0, const float *o1);
+
+/* Same float, NaN or not: bit for bit, any NaN matching any NaN. */
+static inline bool vt_same_float(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0; }
+
 #endif

@@ -390,8 +390,6 @@ static float odd_float(vq_rng *rng, bool special, bool huge)
     return u == 3 ? NAN : u == 4 ? __builtin_nansf("") : u == 5 ? INFINITY : -INFINITY;
 }
 
-/* Same float, NaN or not: bit for bit, any NaN matching any NaN. */
-static bool same_float(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0; }
 
 /* Every ISA's affine_q8 gives the scalar kernel's int8 planes and steps bit
  * for bit (the integer scores then agree exactly) and its zero sums to f32
@@ -420,7 +418,7 @@ static void int8_kernels_on(vq_ctx *ctx, const char *isa)
         ref->affine_q8(R, D, bits, q, D, sc, ze, xq[1], dz[1]);
         for (int r = 0; r < R; r++) {
             const bool fin = !isnan(dz[1][2 * r]);
-            VT_CHECK(same_float(dz[0][2 * r], dz[1][2 * r]), "%s q8 it %d row %d: step %g, scalar %g", isa, it, r,
+            VT_CHECK(vt_same_float(dz[0][2 * r], dz[1][2 * r]), "%s q8 it %d row %d: step %g, scalar %g", isa, it, r,
                      (double)dz[0][2 * r], (double)dz[1][2 * r]);
             VT_CHECK(!fin || memcmp(xq[0] + r * D, xq[1] + r * D, (size_t)D) == 0, "%s q8 it %d row %d: planes differ",
                      isa, it, r);
@@ -513,13 +511,7 @@ static void kivi8_block_on(vq_ctx *ctx, const char *isa)
                 vz16[i][j] = vq_f32_to_f16(vz[i][j]);
             }
         }
-        for (int r = 0; r < R; r++) {
-            const bool first = it % 7 < 2;
-            m[0][r] = m[1][r] = first ? -INFINITY : (float)vq_rng_normal(&rng) * 3.0f;
-            d[0][r] = d[1][r] = first ? 0.0f : 1.0f + (float)(vq_rng_next(&rng) % 100);
-            bad[0][r] = bad[1][r] = it % 11 == 0 && r == 0;
-            for (int c = 0; c < D; c++) o[0][r * D + c] = o[1][r * D + c] = (float)vq_rng_normal(&rng);
-        }
+        vt_init_block_state(&rng, it, R, D, bad, m, d, o[0], o[1]);
         const int64_t sl = 1 + gap, esz = f16 ? 2 : 4; /* slots per block step */
         vq_attn_kivi8_block b = {kc[0], vc[0], f16 ? (const void *)ks16[0] : ks[0],
                                  f16 ? (const void *)kz16[0] : kz[0], f16 ? (const void *)vs16[0] : vs[0],
@@ -552,22 +544,10 @@ static void kivi8_block_on(vq_ctx *ctx, const char *isa)
             }
             k->affine_q8(R, D, 2, q, D, ksf, kzf, xq, dz);
             k->affine_qk8(R, n, D, 2, kc[si], 32, xq, dz, s, BN);
-            k->poison(R, n, s, BN, bad[1]);
-            k->softmax(R, n, s, BN, m[1], d[1], alpha);
-            k->rescale(R, D, o[1], D, alpha);
+            vt_softmax_step(k, R, n, s, BN, bad[1], m[1], d[1], alpha, o[1], D);
             k->affine_pv8(R, n, vc[si], 32, vsf, vzf, s, BN, o[1], D);
         }
-        for (int r = 0; r < R; r++) {
-            VT_CHECK(bad[0][r] == bad[1][r], "%s kivi8 it %d row %d: poison %d, sequence %d", isa, it, r, bad[0][r],
-                     bad[1][r]);
-            VT_CHECK(same_float(m[0][r], m[1][r]) && same_float(d[0][r], d[1][r]),
-                     "%s kivi8 it %d row %d: m %g d %g, sequence m %g d %g", isa, it, r, (double)m[0][r],
-                     (double)d[0][r], (double)m[1][r], (double)d[1][r]);
-            for (int c = 0; c < D; c++)
-                VT_CHECK(same_float(o[0][r * D + c], o[1][r * D + c]),
-                         "%s kivi8 it %d R %d nb %d o[%d][%d]: %g, sequence %g", isa, it, R, nb, r, c,
-                         (double)o[0][r * D + c], (double)o[1][r * D + c]);
-        }
+        vt_check_block_state(isa, "kivi8", it, R, nb, D, bad, m, d, o[0], o[1]);
     }
 }
 

@@ -3,8 +3,8 @@
  * k_const, causal) and vq_rabitq_prefill_attend against the float64
  * reference, every ISA; integer p.V (vq_value_accum INT8) against the
  * header's bound, its float64 formulation and its typical error, and its
- * kernel against the scalar one on odd inputs; AUTO's choice; and the error
- * paths. */
+ * kernel against the scalar one on odd inputs; AUTO's choice; the fused
+ * block kernel against the separate ones; and the error paths. */
 #include "attention/attn_kernels.h"
 #include "attention_ref.h"
 #include "harness.h"
@@ -424,6 +424,124 @@ static void cb8_kernels_on(vq_ctx *ctx, const char *isa)
 
 static void test_rabitq_cb8_kernels(void) { vt_for_each_isa(1, cb8_kernels_on); }
 
+/* A float for the block kernel check: ordinary, sometimes 0 or tiny, and
+ * where `special` NaN or +-inf (scores NaN / +-inf: the non-finite rule). */
+static float rq_odd(vq_rng *rng, bool special)
+{
+    const float x = (float)vq_rng_normal(rng);
+    switch (vq_rng_next(rng) % 48) {
+    case 0: return 0.0f;
+    case 1: return x * 1e-38f;
+    case 2: return special ? NAN : x;
+    case 3: return special ? INFINITY : x;
+    case 4: return special ? -INFINITY : x;
+    default: return x;
+    }
+}
+
+/* The fused RaBitQ block kernel (kern->rabitq_block, where an ISA has one)
+ * gives the sequence hamming_score, poison, softmax, rescale, codebook_pv8
+ * of the same ISA bit for bit (o, m, d, poison flags): 1-4 rows, first
+ * blocks (m = -inf, d = 0) and later ones, runs of 1-3 blocks with gaps
+ * between them (the steps), with and without k_const, NaN / inf in the
+ * query scales, magnitudes and constants, prefetch ranges set or not. */
+static void rabitq_block_on(vq_ctx *ctx, const char *isa)
+{
+    const vq_attn_kernels *k = vq_attn_kernels_for(ctx->isa);
+    if (k->rabitq_block == NULL) return;
+    vq_rng rng;
+    vq_rng_seed(&rng, 1416);
+    enum { BN = 32, D = 128, NBMAX = 3, GAP = 2, QPF = 5 }; /* block i at i * (1 + gap) slots; QPF floats per row */
+    enum { SLOTS = NBMAX * GAP };
+    static uint8_t kb[SLOTS][BN * 16], vi[SLOTS][BN * 64];
+    static float mag[SLOTS][BN], cn[SLOTS][BN];
+    float qp[4 * QPF], s[4 * BN], alpha[4], cents[16], cstep = 0.0f;
+    float o[2][4 * D], m[2][4], d[2][4];
+    int8_t cq[16];
+    bool bad[2][4];
+    for (int it = 0; it < 600; it++) {
+        const int R = 1 + it % 4, nb = 1 + (it / 4) % NBMAX, gap = (it / 12) % GAP;
+        const bool with_const = it % 2 == 1, special = it % 5 == 0;
+        const int n_cents = 1 + (int)(vq_rng_next(&rng) % 16);
+        for (int i = 0; i < n_cents; i++) cents[i] = (float)vq_rng_normal(&rng);
+        VT_CHECK(vq_attn_cb8_round(cents, n_cents, cq, &cstep), "it %d: centroids not roundable", it);
+        for (int r = 0; r < R; r++) {
+            qp[r * QPF] = fabsf(rq_odd(&rng, special && it % 3 == 0)) * 0.05f;
+            for (int c = 0; c < D / 8; c++) ((uint8_t *)(qp + r * QPF + 1))[c] = (uint8_t)vq_rng_next(&rng);
+        }
+        for (int i = 0; i < SLOTS; i++) {
+            for (int j = 0; j < BN * 16; j++) kb[i][j] = (uint8_t)vq_rng_next(&rng);
+            for (int j = 0; j < BN * 64; j++) vi[i][j] = (uint8_t)vq_rng_next(&rng);
+            for (int j = 0; j < BN; j++) {
+                mag[i][j] = fabsf(rq_odd(&rng, special && it % 2 == 0));
+                cn[i][j] = rq_odd(&rng, special && it % 4 == 1);
+            }
+        }
+        vt_init_block_state(&rng, it, R, D, bad, m, d, o[0], o[1]);
+        const int64_t sl = 1 + gap; /* slots per block step */
+        vq_attn_rabitq_block b = {kb[0], mag[0], with_const ? cn[0] : NULL, vi[0], cq, cstep, {NULL, NULL, NULL},
+                                  {0, 0, 0}, nb, 0, {sl * BN * 16, sl * BN * 4, sl * BN * 4, sl * BN * 64}};
+        if (it % 3 == 0) { /* prefetches of the next block but for the last (addresses only: never read as data) */
+            b.pf_nb = nb - 1;
+            const void *next[3] = {kb[sl], mag[sl], vi[sl]};
+            for (int j = 0; j < 3; j++) {
+                b.pf[j] = next[j];
+                b.pf_bytes[j] = 256;
+            }
+        }
+        const uint8_t *qb = (const uint8_t *)(qp + 1);
+        k->rabitq_block(R, &b, qb, QPF * 4, qp, QPF, o[0], D, m[0], d[0], bad[0]);
+        for (int i = 0; i < nb; i++) {
+            const int si = (int)(i * sl);
+            k->hamming_score(R, BN, D, qb, QPF * 4, qp, QPF, kb[si], mag[si], with_const ? cn[si] : NULL, s, BN);
+            vt_softmax_step(k, R, BN, s, BN, bad[1], m[1], d[1], alpha, o[1], D);
+            k->codebook_pv8(R, BN, vi[si], 64, cq, cstep, s, BN, o[1], D);
+        }
+        vt_check_block_state(isa, "rabitq block", it, R, nb, D, bad, m, d, o[0], o[1]);
+    }
+}
+
+static void test_rabitq_block(void) { vt_for_each_isa(1, rabitq_block_on); }
+
+/* Through the public API the fused path (runs of blocks), one fused call per
+ * block (VQ_ATTN_ONE_BLOCK) and the separate kernels (VQ_ATTN_UNFUSED) give
+ * the same bytes on every ISA: GQA 4 and 1, a partial last block, k_const,
+ * splits, causal rows (blocks the hook does not take), v_scale (idem). */
+static void block_paths_on(vq_ctx *ctx, const char *isa)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, 1417);
+    static const rq_case cases[] = {
+        {1, 8, 2, 1, 300, 128, 16, true, false, false, false, false, false, 0},
+        {2, 4, 4, 1, 257, 128, 11, true, false, false, true, false, false, 3},
+        {1, 12, 3, 1, 96, 128, 16, true, false, false, true, false, true, 1},
+        {1, 2, 1, 2, 130, 128, 16, true, false, true, false, false, false, 0},
+        {1, 8, 2, 1, 200, 128, 16, true, false, false, false, true, false, 0},
+    };
+    static const char *env[3] = {NULL, "VQ_ATTN_ONE_BLOCK", "VQ_ATTN_UNFUSED"};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const rq_case *k = &cases[ci];
+        rq x;
+        rq_make(&x, k, &rng);
+        DLTensor *out[3];
+        for (int e = 0; e < 3; e++) {
+            out[e] = vt_new(VT_F32, VT_DIMS(k->B, k->Hq, k->Sq, k->D));
+            const vq_rabitq_attend_opts opts = {.v_scale = x.v_scale, .causal = k->causal, .num_splits = k->splits};
+            if (env[e]) setenv(env[e], "1", 1);
+            VT_OK(ctx, vq_rabitq_fused_attend(ctx, x.q, x.q_scale, x.k_bits, x.k_mag, x.k_const, x.v_packed, x.v_cents,
+                                              out[e], &opts));
+            if (env[e]) unsetenv(env[e]);
+        }
+        for (int e = 1; e < 3; e++)
+            VT_CHECK(memcmp(out[0]->data, out[e]->data, vt_bytes(out[0])) == 0, "%s case %zu: fused and %s differ", isa,
+                     ci, env[e]);
+        for (int e = 0; e < 3; e++) vt_free(out[e]);
+        rq_free(&x);
+    }
+}
+
+static void test_rabitq_block_paths(void) { vt_for_each_isa(2, block_paths_on); }
+
 static void test_rabitq_errors(void)
 {
     vq_ctx *ctx = vt_ctx(2);
@@ -511,6 +629,8 @@ int main(void)
     VT_RUN(test_rabitq_cb8_auto);
     VT_RUN(test_rabitq_cb8_tiny);
     VT_RUN(test_rabitq_cb8_kernels);
+    VT_RUN(test_rabitq_block);
+    VT_RUN(test_rabitq_block_paths);
     VT_RUN(test_rabitq_errors);
     return vt_finish();
 }

@@ -98,7 +98,12 @@ bool vq_attn_affine_values_use_int8(vq_attn_values *values);
 /* Switches bound codebook values (vq_attn_bind_values_codebook) to integer
  * p.V (kern->codebook_pv8; reads the centroids, so CPU data only). Returns
  * false, changing nothing, where the kernel does not apply: D != 128, more
- * than 16 centroids, or a centroid that is not finite. */
+ * than 16 centroids, or a centroid that is not finite. With RaBitQ Hamming
+ * keys of that layout (vq_attn_rabitq_keys_block), nibble-packed contiguous
+ * indices, no v_scale and up to four rows per kv head, runs of whole blocks
+ * then go to one kern->rabitq_block call each where the ISA has one; the
+ * same environment switches as for KIVI (VQ_ATTN_UNFUSED=1,
+ * VQ_ATTN_ONE_BLOCK=1) keep the separate kernels or one call per block. */
 bool vq_attn_codebook_values_use_int8(vq_attn_values *values);
 
 /* RaBitQ 1-bit keys: bits [B,Hkv,Skv,D/8] u8, mag and cnst (nullable)
@@ -109,6 +114,15 @@ bool vq_attn_codebook_values_use_int8(vq_attn_values *values);
 vq_status vq_attn_bind_keys_rabitq(vq_ctx *ctx, const DLTensor *bits, const DLTensor *mag, const DLTensor *cnst,
                                    bool exact, const DLTensor *q_scale_t, const float *q_scale_one,
                                    const vq_attn_dims *dims, vq_attn_keys *out);
+
+/* Bound RaBitQ keys on Hamming scores with D = 128, contiguous bit rows
+ * and per-token f32 magnitudes (and constants): fills the key half of b for
+ * the run of `count` whole blocks from block blk (the ranges of a later
+ * block that score() would prefetch, their steps, pf_nb from these keys'
+ * Skv), and *qb / *ldq, *ldqs for the prepared rows qp (sign bytes at qp + 1,
+ * the scale at qp[0]). False, filling nothing, for any other keys. */
+bool vq_attn_rabitq_keys_block(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
+                               vq_attn_rabitq_block *b, int64_t *ldq, int64_t *ldqs);
 
 /* The key formats of vq_encoded_keys beyond plain keys (vq_fused_sdpa's
  * binders table), each validating keys-><member> with messages that name it

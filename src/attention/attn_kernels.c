@@ -30,6 +30,7 @@ static void build_tables(void)
                 vq_attn_kernels_init_avx512_pv8(k);
                 vq_attn_kernels_init_avx512_cb8(k);
                 vq_attn_kernels_init_avx512_kivi8(k);
+                vq_attn_kernels_init_avx512_rabitq(k);
             }
         }
 #endif

@@ -46,6 +46,26 @@ typedef struct vq_attn_kivi8_block {
     int64_t nb, pf_nb, step[6];
 } vq_attn_kivi8_block;
 
+/* A run of nb blocks of the RaBitQ Hamming decode with 4-bit codebook
+ * values (rabitq_block), each n = 32 tokens, D = 128: block 0 at the
+ * pointers below, block i at them plus i * step[]. */
+typedef struct vq_attn_rabitq_block {
+    const uint8_t *kbits;  /* [32][16]: the tokens' sign bits, rows contiguous */
+    const float *mag;      /* [32] */
+    const float *cnst;     /* [32], or NULL */
+    const uint8_t *vidx;   /* [32][64]: nibble-packed centroid indices, rows contiguous */
+    const int8_t *cq;      /* [16]: the centroids rounded (vq_attn_cb8_round) */
+    float cstep;
+    /* Ranges to prefetch (a later block's key bits, magnitudes, value
+     * indices; NULL: none), as vq_attn_kivi8_block's */
+    const void *pf[3];
+    int64_t pf_bytes[3];
+    /* Blocks in the run (>= 1), how many of them issue their prefetches,
+     * and the byte step from one block to the next of kbits, mag, cnst,
+     * vidx (the prefetches of pf[0], pf[1], pf[2] advance by steps 0, 1, 3). */
+    int64_t nb, pf_nb, step[4];
+} vq_attn_rabitq_block;
+
 typedef struct vq_attn_kernels {
     /* q [R][ldq] f32, k [n][ldk] of elt -> s[r*lds + j] = sum_{c<D} q[r][c] * k[j][c]. */
     void (*qk[VQ_ATTN_ELT_COUNT])(int R, int n, int64_t D, const float *q, int64_t ldq, const void *k,
@@ -163,6 +183,17 @@ typedef struct vq_attn_kernels {
      * that sequence. */
     void (*kivi8_block)(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
                         float *m, float *d, bool *bad);
+    /* NULL, or the whole step of each RaBitQ block of the run b (b->nb
+     * blocks in turn) for R <= 4 rows, qb [R][ldq] their sign bytes and qs
+     * [R][ldqs] their scales, with no mask and no causal limit inside the
+     * blocks: per block the same as, in turn, hamming_score(R, 32, 128, qb,
+     * ldq, qs, ldqs, kbits, mag, cnst, s, 32), poison(R, 32, s, 32, bad),
+     * softmax(R, 32, s, 32, m, d, alpha), rescale(R, 128, o, ldo, alpha),
+     * codebook_pv8(R, 32, vidx, 64, cq, cstep, s, 32, o, ldo) of the same
+     * ISA, bit for bit. Where it is NULL (every ISA but AVX-512 with VNNI
+     * and VBMI) the formats run that sequence. */
+    void (*rabitq_block)(int R, const vq_attn_rabitq_block *b, const uint8_t *qb, int64_t ldq, const float *qs,
+                         int64_t ldqs, float *o, int64_t ldo, float *m, float *d, bool *bad);
     /* RaBitQ Hamming scores straight from the bits, D = 8 * nbytes:
      * s[r*lds + j] = (float)(D - 2 ham(r, j)) * qs[r*ldqs] * mag[j] + (cnst ? cnst[j] : 0),
      * ham as hamming(). NULL where an ISA has no fused kernel: the format then
@@ -259,6 +290,7 @@ void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_kivi8(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
+void vq_attn_kernels_init_avx512_rabitq(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon_popcnt(vq_attn_kernels *k);  /* Hamming distances, sign tiles */
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);    /* integer key scores, smull (ARMv8.0) */

@@ -82,6 +82,31 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 
 static const vq_attn_key_ops rabitq_ops = {prep_q, score};
 
+bool vq_attn_rabitq_keys_block(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
+                               vq_attn_rabitq_block *b, int64_t *ldq, int64_t *ldqs)
+{
+    const rabitq_keys *k = keys->desc;
+    if (keys->ops != &rabitq_ops || k->exact || k->D != 128 || k->bits.st != 16 || k->mag.st != 4 ||
+        (k->cnst.base && k->cnst.st != 4) || blk->n != VQ_ATTN_BN || count < 1)
+        return false;
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    const bool pf = ahead + VQ_ATTN_BN <= k->Skv; /* what score() prefetches, for the kernel to */
+    b->kbits = vq_attn_at(&k->bits, blk->b, blk->hk, blk->t0);
+    b->mag = vq_attn_at(&k->mag, blk->b, blk->hk, blk->t0);
+    b->cnst = k->cnst.base ? vq_attn_at(&k->cnst, blk->b, blk->hk, blk->t0) : NULL;
+    b->pf[0] = pf ? vq_attn_at(&k->bits, blk->b, blk->hk, ahead) : NULL;
+    b->pf[1] = pf ? vq_attn_at(&k->mag, blk->b, blk->hk, ahead) : NULL;
+    b->pf_bytes[0] = VQ_ATTN_BN * 16;
+    b->pf_bytes[1] = VQ_ATTN_BN * 4;
+    b->nb = count;
+    b->pf_nb = vq_attn_kivi8_pf_blocks(blk->t0, count, k->Skv);
+    b->step[0] = VQ_ATTN_BN * 16;
+    b->step[1] = b->step[2] = VQ_ATTN_BN * 4;
+    *ldq = k->qp_floats * (int64_t)sizeof(float);
+    *ldqs = k->qp_floats;
+    return true;
+}
+
 vq_status vq_attn_bind_keys_rabitq(vq_ctx *ctx, const DLTensor *bits, const DLTensor *mag, const DLTensor *cnst,
                                    bool exact, const DLTensor *q_scale_t, const float *q_scale_one,
                                    const vq_attn_dims *dims, vq_attn_keys *out)

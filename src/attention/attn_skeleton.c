@@ -23,6 +23,7 @@
  * row's causal limit are never accumulated into it (the values of a block
  * that crosses some row's limit are accumulated row by row). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention/attn_skeleton.h"
@@ -35,6 +36,7 @@ typedef struct plan {
     const vq_attn_value_ops *finish_ops;  /* whose finish() every row gets, or NULL */
     const void *finish_desc;
     int64_t G, R_total, RT, n_rt, units, S;
+    bool one_block;     /* VQ_ATTN_ONE_BLOCK: the block hook gets runs of one block */
     int64_t kq;         /* floats per prepared row of any kind; kind k's rows start at k * RT * kq */
     int64_t stride;     /* floats of per-thread scratch */
     float *threads;     /* num_threads * stride */
@@ -227,7 +229,8 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
             const vq_attn_block blk = {sg.b, hk, lt0, (int)(seen - lt0 < VQ_ATTN_BN ? seen - lt0 : VQ_ATTN_BN)};
             /* no mask, every row sees every token: the format pair may run the whole blocks at once */
             const int64_t ran = !p->mask && k < whole && sg.values->ops->block
-                                    ? sg.values->ops->block(sg.values->desc, sg.keys, &tm->th, &blk, whole - k, qp, R,
+                                    ? sg.values->ops->block(sg.values->desc, sg.keys, &tm->th, &blk,
+                                                            pl->one_block ? 1 : whole - k, qp, R,
                                                             tm->o, tm->m, tm->d, tm->bad)
                                     : 0;
             if (ran > 0) {
@@ -389,7 +392,7 @@ static int64_t max_blocks(const vq_attn_problem *p)
 
 vq_status vq_attn_run(vq_ctx *ctx, const vq_attn_problem *p)
 {
-    plan pl = {.p = p, .kern = vq_attn_kernels_for(ctx->isa)};
+    plan pl = {.p = p, .kern = vq_attn_kernels_for(ctx->isa), .one_block = vq_attn_env_on("VQ_ATTN_ONE_BLOCK")};
     plan_kinds(&pl);
     const vq_attn_dims *dm = &p->dims;
     pl.G = dm->Hq / dm->Hkv;
@@ -411,6 +414,12 @@ vq_status vq_attn_run(vq_ctx *ctx, const vq_attn_problem *p)
     vq_parallel_for(ctx, pl.units * pl.S, run_task, &pl);
     if (pl.S > 1) vq_parallel_for(ctx, pl.units, merge_unit, &pl);
     return VQ_OK;
+}
+
+bool vq_attn_env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
 }
 
 vq_attn_view vq_attn_view_of(const DLTensor *t)

@@ -214,6 +214,13 @@ typedef struct vq_attn_state {
  * poisons the union. */
 void vq_attn_state_merge(vq_attn_state *a, const vq_attn_state *b, int64_t D);
 
+/* An environment switch is on: set, not empty and not "0" (for benchmarks
+ * and tests of the fused block kernels: VQ_ATTN_UNFUSED, read by the value
+ * formats when they bind, keeps the separate kernels; VQ_ATTN_ONE_BLOCK,
+ * read by vq_attn_run once per call, passes the block hook runs of one
+ * block). */
+bool vq_attn_env_on(const char *name);
+
 /* Each format file checks its descriptor fits:
  * _Static_assert(sizeof(my_desc) <= sizeof(vq_attn_desc_storage), "...");  */
 

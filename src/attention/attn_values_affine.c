@@ -115,25 +115,6 @@ static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_
 
 static const vq_attn_value_ops affine_fused_ops = {accumulate, finish_int8, fused_block};
 
-/* One block per kernel call (VQ_ATTN_ONE_BLOCK=1): the calls before runs of
- * blocks were passed, for the bench's fused-blk1 row. */
-static int64_t fused_one_block(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
-                               const vq_attn_block *blk, int64_t count, const float *qp, int R, float *o, float *m,
-                               float *d, bool *bad)
-{
-    (void)count;
-    return fused_block(desc, keys, th, blk, 1, qp, R, o, m, d, bad);
-}
-
-static const vq_attn_value_ops affine_fused1_ops = {accumulate, finish_int8, fused_one_block};
-
-/* An environment switch is on: set, not empty and not "0". */
-static bool env_on(const char *name)
-{
-    const char *v = getenv(name);
-    return v && v[0] && strcmp(v, "0") != 0;
-}
-
 vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                      const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
                                      vq_attn_values *out)
@@ -158,7 +139,6 @@ bool vq_attn_affine_values_use_int8(vq_attn_values *values)
     affine_values *d = (affine_values *)(void *)values->storage.bytes;
     if (values->ops != &affine_ops || !vq_attn_pv8_supported(d->bits, d->g, d->D)) return false;
     d->int8 = true;
-    values->ops = env_on("VQ_ATTN_UNFUSED") ? &affine_int8_ops : env_on("VQ_ATTN_ONE_BLOCK") ? &affine_fused1_ops
-                                                                                         : &affine_fused_ops;
+    values->ops = vq_attn_env_on("VQ_ATTN_UNFUSED") ? &affine_int8_ops : &affine_fused_ops;
     return true;
 }

@@ -85,6 +85,36 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
 
 static const vq_attn_value_ops codebook_ops = {accumulate, NULL, NULL};
 
+static const vq_attn_value_ops codebook_int8_ops = {accumulate, NULL, NULL};
+
+/* A run of whole blocks in one kernel call (kern->rabitq_block), where keys,
+ * layout, rows and ISA allow; 0: the skeleton runs score, softmax and
+ * accumulate. */
+static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
+                           const vq_attn_block *blk, int64_t count, const float *qp, int R, float *o, float *m,
+                           float *d, bool *bad)
+{
+    const codebook_values *v = desc;
+    if (R > 4 || th->kern->rabitq_block == NULL || !v->int8 || !v->packed || v->vscale.base || v->idx.st != 64)
+        return 0;
+    vq_attn_rabitq_block b;
+    int64_t ldq, ldqs;
+    if (!vq_attn_rabitq_keys_block(keys, blk, count, &b, &ldq, &ldqs)) return 0;
+    const int64_t vpf = vq_attn_kivi8_pf_blocks(blk->t0, count, v->Skv);
+    b.pf_nb = vpf < b.pf_nb ? vpf : b.pf_nb;
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    b.pf[2] = ahead + VQ_ATTN_BN <= v->Skv ? vq_attn_at(&v->idx, blk->b, blk->hk, ahead) : NULL; /* as accumulate() */
+    b.pf_bytes[2] = VQ_ATTN_BN * 64;
+    b.step[3] = VQ_ATTN_BN * 64;
+    b.vidx = vq_attn_at(&v->idx, blk->b, blk->hk, blk->t0);
+    b.cq = v->cq;
+    b.cstep = v->cstep;
+    th->kern->rabitq_block(R, &b, (const uint8_t *)(qp + 1), ldq, qp, ldqs, o, v->D, m, d, bad);
+    return count;
+}
+
+static const vq_attn_value_ops codebook_fused_ops = {accumulate, NULL, fused_block};
+
 vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const DLTensor *cents,
                                        const DLTensor *vscale, bool packed_only, const vq_attn_dims *dims,
                                        vq_attn_values *out)
@@ -124,6 +154,7 @@ bool vq_attn_codebook_values_use_int8(vq_attn_values *values)
     if (values->ops != &codebook_ops || d->D != 128 || !vq_attn_cb8_round(d->cents, d->n_cents, d->cq, &d->cstep))
         return false;
     d->int8 = true;
+    values->ops = vq_attn_env_on("VQ_ATTN_UNFUSED") ? &codebook_int8_ops : &codebook_fused_ops;
     /* weights of up to VQ_ATTN_MAX_ROWS rows, then 32 tokens x 64 packed index bytes */
     values->thread_floats = VQ_ATTN_MAX_ROWS * VQ_ATTN_BN + VQ_ATTN_BN * 64 / (int64_t)sizeof(float);
     return true;

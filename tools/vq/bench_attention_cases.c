@@ -123,6 +123,18 @@ static vq_status run_rabitq(vqb_case *c, vq_ctx *ctx)
                                   &d->cents.t, &d->out.t, NULL);
 }
 
+/* the separate kernels per block (VQ_ATTN_UNFUSED) and the fused kernel
+ * once per block (VQ_ATTN_ONE_BLOCK), as for KIVI */
+static vq_status run_rabitq_env(vqb_case *c, vq_ctx *ctx, const char *name)
+{
+    setenv(name, "1", 1);
+    const vq_status s = run_rabitq(c, ctx);
+    unsetenv(name);
+    return s;
+}
+static vq_status run_rabitq_unfused(vqb_case *c, vq_ctx *ctx) { return run_rabitq_env(c, ctx, "VQ_ATTN_UNFUSED"); }
+static vq_status run_rabitq_one_block(vqb_case *c, vq_ctx *ctx) { return run_rabitq_env(c, ctx, "VQ_ATTN_ONE_BLOCK"); }
+
 /* the same with f32 p.V of the codebook values: what the integer p.V saves */
 static vq_status run_rabitq_f32v(vqb_case *c, vq_ctx *ctx)
 {
@@ -243,6 +255,8 @@ bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, in
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-old", kivi, run_kivi_old, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "dequant+sdpa", kivi, run_kivi_deq, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused", rabitq, run_rabitq, d, NULL};
+    cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused-blk1", rabitq, run_rabitq_one_block, d, NULL};
+    cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused-unf", rabitq, run_rabitq_unfused, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused-f32v", rabitq, run_rabitq_f32v, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "fused-old", rabitq, run_rabitq_old, d, NULL};
     cases[(*n)++] = (vqb_case){"rabitq-1b/4b", "dequant+sdpa", rabitq, run_rabitq_deq, d, NULL};

@@ -41,25 +41,8 @@ VQ_INLINE void to_f32(bool f16, const void *src, int n, float *dst)
     }
 }
 
-/* The prefetches [i0, i1) of b, four lines per loop step (the ranges are
- * 256 bytes or multiples of it): the loop's scalar increments and branches
- * otherwise take issue slots from the block's vector work. */
-VQ_INLINE void prefetch(const vq_attn_kivi8_block *b, int i0, int i1)
-{
-    for (int i = i0; i < i1; i++) {
-        const char *p = b->pf[i];
-        if (p == NULL) continue;
-        const int64_t n = b->pf_bytes[i];
-        int64_t off = 0;
-        for (; off + 256 <= n; off += 256) {
-            _mm_prefetch(p + off, _MM_HINT_T0);
-            _mm_prefetch(p + off + 64, _MM_HINT_T0);
-            _mm_prefetch(p + off + 128, _MM_HINT_T0);
-            _mm_prefetch(p + off + 192, _MM_HINT_T0);
-        }
-        for (; off < n; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-    }
-}
+/* The prefetches [i0, i1) of b (attn_avx512_inline.h). */
+VQ_INLINE void prefetch(const vq_attn_kivi8_block *b, int i0, int i1) { prefetch_ranges(b->pf, b->pf_bytes, i0, i1); }
 
 /* Block b's keys: the query rows rounded against its group (affine_q8),
  * the scores of tokens 0-15 / 16-31 (affine_qk8) in x0 / x1, then the
@@ -84,7 +67,7 @@ VQ_INLINE void scores(int RB, const vq_attn_kivi8_block *b, const float *q, int6
      * kernels: without this the compiler forwards them through shuffles
      * (port 5) instead of broadcast loads */
     __asm__ volatile("" : : "r"(xq), "r"(dz) : "memory");
-    const __m512 ninf = _mm512_set1_ps(-INFINITY), pinf = _mm512_set1_ps(INFINITY);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
     qk8_regs16(2, RB, n < 16 ? n : 16, 128, b->kcodes, 32, xq, dz, x0);
     if (n > 16) qk8_regs16(2, RB, n - 16, 128, b->kcodes + 16 * 32, 32, xq, dz, x1);
     const __mmask16 k0 = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
@@ -94,15 +77,11 @@ VQ_INLINE void scores(int RB, const vq_attn_kivi8_block *b, const float *q, int6
             x0[r] = x1[r] = ninf;
             continue;
         }
-        const __mmask16 h0 = _mm512_mask_cmp_ps_mask(k0, x0[r], pinf, _CMP_NLT_UQ);
-        x0[r] = _mm512_mask_blend_ps(k0 & (__mmask16)~h0, ninf, x0[r]);
-        __mmask16 h1 = 0;
-        if (n > 16) {
-            h1 = _mm512_mask_cmp_ps_mask(k1, x1[r], pinf, _CMP_NLT_UQ);
-            x1[r] = _mm512_mask_blend_ps(k1 & (__mmask16)~h1, ninf, x1[r]);
-        } else
+        bool hit = poison_regs(&x0[r], k0);
+        if (n > 16) hit |= poison_regs(&x1[r], k1);
+        else
             x1[r] = ninf;
-        if (h0 | h1) bad[r] = true;
+        if (hit) bad[r] = true;
     }
 }
 
@@ -128,11 +107,7 @@ VQ_INLINE void values(int RB, const vq_attn_kivi8_block *b, const pv8_block *vb,
 {
     const int n = VQ_ATTN_KIVI8_N;
     prefetch(b, 3, 6);
-    for (int r = 0; r < RB; r++) {
-        if (alpha[r] == 1.0f) continue;
-        const __m512 a = _mm512_set1_ps(alpha[r]);
-        for (int c = 0; c < 128; c += 16) _mm512_storeu_ps(o + r * ldo + c, _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c), a));
-    }
+    rescale_rows128(RB, alpha, o, ldo);
     if (n == 32) pv8_rows(RB, true, 32, b->vcodes, 32, vb, p[0], 32, o, ldo);
     else pv8_rows(RB, false, n, b->vcodes, 32, vb, p[0], 32, o, ldo);
 }
@@ -141,23 +116,12 @@ VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, 
                           float *m, float *d, bool *bad)
 {
     _Alignas(64) float p[4][32];
-    _Alignas(16) float m4[4], d4[4], a4[4];
+    _Alignas(16) float a4[4];
     __m512 x0[4], x1[4];
     pv8_block vb;
     value_scales(b, &vb);
     scores(RB, b, q, ldq, x0, x1, bad);
-    if (RB == 4) {
-        for (int r = 0; r < 4; r++) {
-            m4[r] = m[r];
-            d4[r] = d[r];
-        }
-        softmax4_regs(x0, x1, m4, d4, a4);
-        for (int r = 0; r < 4; r++) {
-            m[r] = m4[r];
-            d[r] = d4[r];
-        }
-    } else /* as softmax(): the one-row step below four rows */
-        for (int r = 0; r < RB; r++) softmax1_regs(&x0[r], &x1[r], &m[r], &d[r], &a4[r]);
+    softmax_rows_regs(RB, x0, x1, m, d, a4);
     for (int r = 0; r < RB; r++) {
         _mm512_store_ps(p[r], x0[r]);
         _mm512_store_ps(p[r] + 16, x1[r]);

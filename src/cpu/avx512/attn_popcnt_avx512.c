@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "attention/attn_kernels.h"
+#include "cpu/avx512/attn_ham_avx512.h"
 
 #define VQ_INLINE16 static inline __attribute__((always_inline))
 
@@ -50,40 +51,17 @@ static void sign_tile_avx512(int n, int64_t D, const uint8_t *bits, const float 
  * attn_kernels.h): 16 tokens per step, their rows loaded once (2W registers,
  * 8/W tokens each) and XORed with each query row repeated across the lanes;
  * the qword popcounts of a token are summed by W/2-level even/odd adds, and
- * the 16 distances go to the score formula as one vector. */
+ * the 16 distances go to the score formula as one vector (the bodies:
+ * attn_ham_avx512.h). */
 VQ_INLINE16 void ham16(int W, int R, int n, const uint8_t *qb, int64_t ldq, const float *qs, int64_t ldqs,
                        const uint8_t *kb, const float *mag, const float *cnst, float *s, int64_t lds, float Df)
 {
     __m512i k[8];
-    const int tpz = 8 / W; /* tokens per register */
-    for (int i = 0; i < 2 * W; i++) {
-        const int left = (n - i * tpz) * W; /* valid qwords of this register */
-        const __mmask8 m = left >= 8 ? 0xff : left <= 0 ? 0 : (__mmask8)((1u << left) - 1u);
-        k[i] = _mm512_maskz_loadu_epi64(m, kb + (int64_t)i * 64);
-    }
+    __m512 mg, cn;
+    ham16_load(W, n, kb, mag, cnst, k, &mg, &cn);
     const __mmask16 valid = (__mmask16)((1u << n) - 1u);
-    const __m512 mg = _mm512_maskz_loadu_ps(valid, mag);
-    const __m512 cn = cnst ? _mm512_maskz_loadu_ps(valid, cnst) : _mm512_setzero_ps();
-    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
-    for (int r = 0; r < R; r++) {
-        const uint8_t *q = qb + r * ldq;
-        long long q8;
-        memcpy(&q8, q, 8);
-        const __m512i qv = W == 1   ? _mm512_set1_epi64(q8)
-                           : W == 2 ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q))
-                                    : _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q));
-        __m512i p[8];
-        for (int i = 0; i < 2 * W; i++) p[i] = _mm512_popcnt_epi64(_mm512_xor_si512(k[i], qv));
-        for (int w = W; w > 1; w /= 2) /* sum adjacent qwords: 2w registers -> w */
-            for (int i = 0; i < w; i++)
-                p[i] = _mm512_add_epi64(_mm512_permutex2var_epi64(p[2 * i], even, p[2 * i + 1]),
-                                        _mm512_permutex2var_epi64(p[2 * i], odd, p[2 * i + 1]));
-        const __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(p[0])),
-                                             _mm512_cvtepi64_epi32(p[1]), 1);
-        const __m512 d = _mm512_sub_ps(_mm512_set1_ps(Df), _mm512_cvtepi32_ps(_mm512_add_epi32(h, h)));
-        const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(qs[r * ldqs])), mg), cn);
-        _mm512_mask_storeu_ps(s + r * lds, valid, v);
-    }
+    for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(s + r * lds, valid, ham16_row(W, k, qb + r * ldq, qs[r * ldqs], mg, cn, Df));
 }
 
 static void hamming_score_avx512(int R, int n, int64_t D, const uint8_t *qb, int64_t ldq, const float *qs,

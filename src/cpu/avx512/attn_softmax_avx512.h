@@ -1,11 +1,12 @@
 /* attn_softmax_avx512.h — the inline bodies of the AVX-512 softmax step (attn_softmax_avx512.c: how it works), shared with the
- * fused KIVI block kernel (attn_kivi8_vnnivbmi.c). Internal; include only from a file built with its
+ * fused KIVI and RaBitQ block kernels (attn_kivi8_vnnivbmi.c, attn_rabitq_vnnivbmi.c). Internal; include only from a file built with its
  * flags (the file names say which). */
 #ifndef VQ_ATTN_SOFTMAX_AVX512_H
 #define VQ_ATTN_SOFTMAX_AVX512_H
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 
 #include "attention/attn_kernels.h"
 #include "cpu/avx512/attn_avx512_inline.h"
@@ -25,6 +26,16 @@ static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
     __m512 y = _mm512_set1_ps(inv_fact[0]);
     for (int i = 1; i < 8; i++) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(inv_fact[i]));
     return _mm512_maskz_scalef_ps(keep, y, n); /* y * 2^n, 0 below -87 and for NaN */
+}
+
+/* The non-finite rule (poison) on a register of scores: of the lanes k, a
+ * NaN or +inf score becomes -inf, as do the lanes outside k; true where a
+ * lane of k was hit (its row is poisoned). */
+static inline __attribute__((always_inline)) bool poison_regs(__m512 *x, __mmask16 k)
+{
+    const __mmask16 h = _mm512_mask_cmp_ps_mask(k, *x, _mm512_set1_ps(INFINITY), _CMP_NLT_UQ);
+    *x = _mm512_mask_blend_ps(k & (__mmask16)~h, _mm512_set1_ps(-INFINITY), *x);
+    return h != 0;
 }
 
 /* One row of one block (n <= 32) on registers: x0, x1 the scores of
@@ -80,6 +91,37 @@ static inline __attribute__((always_inline)) void softmax4_regs(__m512 *x0, __m5
     _mm_storeu_ps(alpha, a4);
     _mm_storeu_ps(d, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(d), a4), s4));
     _mm_storeu_ps(m, _mm512_castps512_ps128(_mm512_permutexvar_ps(pick, mnew)));
+}
+
+/* The step of RB <= 4 rows of one block on registers, as softmax() runs it:
+ * four rows together (softmax4_regs), fewer one by one (softmax1_regs). */
+static inline __attribute__((always_inline)) void softmax_rows_regs(int RB, __m512 *x0, __m512 *x1, float *m, float *d,
+                                                                    float *alpha)
+{
+    if (RB == 4) {
+        _Alignas(16) float m4[4], d4[4];
+        for (int r = 0; r < 4; r++) {
+            m4[r] = m[r];
+            d4[r] = d[r];
+        }
+        softmax4_regs(x0, x1, m4, d4, alpha);
+        for (int r = 0; r < 4; r++) {
+            m[r] = m4[r];
+            d[r] = d4[r];
+        }
+    } else
+        for (int r = 0; r < RB; r++) softmax1_regs(&x0[r], &x1[r], &m[r], &d[r], &alpha[r]);
+}
+
+/* o [RB][ldo] (D = 128) *= alpha[r] where alpha[r] != 1, one product per
+ * element, as rescale. */
+static inline __attribute__((always_inline)) void rescale_rows128(int RB, const float *alpha, float *o, int64_t ldo)
+{
+    for (int r = 0; r < RB; r++) {
+        if (alpha[r] == 1.0f) continue;
+        const __m512 a = _mm512_set1_ps(alpha[r]);
+        for (int c = 0; c < 128; c += 16) _mm512_storeu_ps(o + r * ldo + c, _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c), a));
+    }
 }
 
 /* The step on four rows of s [4][lds] (n <= 32 scores each, k0 / k1 the
