@@ -153,6 +153,10 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         p = end ? end + 1 : p + len;
     }
     m->residual = residual;
+    for (int l = 0; l < (mixed ? n_layers : 1); l++) {
+        const vq_key_method km = mixed ? m->layers[l].keys.method : base.keys.method;
+        m->needs_tables |= km == VQ_KEY_PQ || km == VQ_KEY_COMMVQ;
+    }
     m->cfg.preset = mixed ? NULL : m->spec;
     m->cfg.layers = mixed ? m->layers : NULL;
     m->cfg.f16_layers = m->n_f16_layers ? m->f16_layers : NULL;
@@ -177,11 +181,12 @@ vqm_model *vqm_cli_load(const char *cmd, const char *path)
 vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ctx, const vqm_cli_method *m,
                              int max_tokens, const vqm_cli_common *c)
 {
-    /* the cache copies the calibration's tables, so it lives only as long as
-     * the session's creation */
+    /* only for the methods that need tables (not the f16 reference); the
+     * cache copies them, so the calibration lives only as long as the
+     * session's creation */
     vq_cache_config cc = m != NULL ? m->cfg : (vq_cache_config){0};
     vq_calibration *cal = NULL;
-    if (m != NULL && c->calibration != NULL) {
+    if (m != NULL && m->needs_tables && c->calibration != NULL) {
         if (vq_calibration_load(ctx, c->calibration, &cal) != VQ_OK) {
             fprintf(stderr, "vq %s: --calibration %s: %s\n", cmd, c->calibration, vq_ctx_last_error(ctx));
             return NULL;
