@@ -1,8 +1,9 @@
 /* rabitq_ab.c — RaBitQ decode (vq_rabitq_fused_attend: Hamming keys, 16
  * nibble-packed centroids, B 1, Hq 32, D 128, 2 threads) with its three CPU
  * paths alternated call by call in one process: the fused runs of blocks
- * (default), VQ_ATTN_ONE_BLOCK=1 (one fused call per block) and
- * VQ_ATTN_UNFUSED=1 (the separate kernels); median / least / quartiles of
+ * (default), VQ_ATTN_ONE_BLOCK=1 (one fused call per block),
+ * VQ_ATTN_UNFUSED=1 (the separate kernels) and value_accum F32 (the f32
+ * p.V: what AUTO runs where cb8_fast is false); median / least / quartiles of
  * the process CPU time per call and thread, and whether the outputs agree.
  * Calls alternate, so the clock and the other work on the machine touch the
  * three alike (bench/results/cpu.md, issue 14, seventh pass). Public API only:
@@ -41,24 +42,27 @@ int main(int argc, char **argv) {
     DLTensor tq = mk(q,F32,4,sq), tqs = mk(qs,F32,3,sqs), tb = mk(bits,U8,4,sb), tm = mk(mag,F32,3,sm), tv = mk(vi,U8,4,sv), tc = mk(cents,F32,1,sc), to = mk(out,F32,4,so);
     vq_ctx *ctx; vq_ctx_config cfg = {0}; cfg.num_threads = 2;
     if (vq_ctx_create(&cfg, &ctx) != VQ_OK) return 1;
-    const char *env[3] = {NULL, "VQ_ATTN_ONE_BLOCK", "VQ_ATTN_UNFUSED"};
-    static double t[3][1000];
-    float ref[3][8];
+    const char *env[4] = {NULL, "VQ_ATTN_ONE_BLOCK", "VQ_ATTN_UNFUSED", NULL};
+    const char *name[4] = {"fused (runs)", "VQ_ATTN_ONE_BLOCK", "VQ_ATTN_UNFUSED", "value_accum F32"};
+    static double t[4][1000];
+    float ref[4][8];
     for (int i = -2; i < N; i++)
-        for (int e = 0; e < 3; e++) {
+        for (int e = 0; e < 4; e++) {
             if (env[e]) setenv(env[e], "1", 1);
+            vq_rabitq_attend_opts opts; memset(&opts, 0, sizeof opts);
+            opts.value_accum = e == 3 ? VQ_VALUE_ACCUM_F32 : VQ_VALUE_ACCUM_INT8;
             const double c0 = cpu_now();
-            if (vq_rabitq_fused_attend(ctx, &tq, &tqs, &tb, &tm, NULL, &tv, &tc, &to, NULL) != VQ_OK) return 2;
+            if (vq_rabitq_fused_attend(ctx, &tq, &tqs, &tb, &tm, NULL, &tv, &tc, &to, &opts) != VQ_OK) return 2;
             const double c1 = cpu_now();
             if (env[e]) unsetenv(env[e]);
             if (i >= 0) t[e][i] = (c1 - c0) / 2 * 1e3;
             memcpy(ref[e], out, sizeof ref[e]);
         }
-    for (int e = 0; e < 3; e++) {
+    for (int e = 0; e < 4; e++) {
         qsort(t[e], N, sizeof(double), cmp);
         printf("Hkv %lld Skv %lld %-18s median %.3f cpu-ms/call (per thread)  least %.3f  q1 %.3f q3 %.3f  out[0] %a\n", (long long)Hkv, (long long)Skv,
-               env[e] ? env[e] : "fused (runs)", t[e][N/2], t[e][0], t[e][N/4], t[e][3*N/4], ref[e][0]);
+               name[e], t[e][N/2], t[e][0], t[e][N/4], t[e][3*N/4], ref[e][0]);
     }
-    printf("same outputs: %d %d\n", memcmp(ref[0], ref[1], sizeof ref[0]) == 0, memcmp(ref[0], ref[2], sizeof ref[0]) == 0);
+    printf("same outputs (one block, unfused): %d %d\n", memcmp(ref[0], ref[1], sizeof ref[0]) == 0, memcmp(ref[0], ref[2], sizeof ref[0]) == 0);
     return 0;
 }

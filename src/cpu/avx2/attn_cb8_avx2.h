@@ -1,0 +1,179 @@
+/* attn_cb8_avx2.h — the inline bodies of the AVX2 codebook p.V
+ * (attn_cb8_avx2.c: how it works), shared with the fused RaBitQ block kernel
+ * (attn_rabitq_avx2.c). Internal; include only from src/cpu/avx2 files
+ * (built with AVX2). */
+#ifndef VQ_ATTN_CB8_AVX2_H
+#define VQ_ATTN_CB8_AVX2_H
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "attention/attn_kernels.h"
+#include "cpu/avx2/attn_avx2_inline.h"
+
+/* The looked-up table: cq + 128 (in [1, 255]) as unsigned bytes, both lanes. */
+VQ_INLINE __m256i cb8_lut_avx2(const int8_t *cq)
+{
+    const __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)cq), _mm_set1_epi8(-128));
+    return _mm256_broadcastsi128_si256(t);
+}
+
+/* One row's weights (n <= 32 of them, nothing past n read) -> wb[p], pair
+ * p's int16 weights (wq_2p, wq_2p+1) in every dword (0 past n); *sv = step *
+ * cstep; *wsum = sum_j wq_j. The f32 operations of codebook_pv8_scalar:
+ * amax, L, inv and step in scalar code, wq = rint(w * inv) by cvtps
+ * (round to nearest even), clamped. */
+VQ_INLINE void cb8_prep_row_avx2(int n, const float *w, float cstep, __m256i *wb, float *sv, int32_t *wsum)
+{
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(__builtin_inff());
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 a[4];
+    for (int i = 0; i < 4; i++) {
+        const int left = n - 8 * i;
+        if (left >= 8) a[i] = _mm256_loadu_ps(w + 8 * i);
+        else if (left <= 0) a[i] = zero;
+        else
+            a[i] = _mm256_maskload_ps(w + 8 * i, _mm256_cmpgt_epi32(_mm256_set1_epi32(left),
+                                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    }
+    __m256 mx = zero, fin = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), neg = zero;
+    for (int i = 0; i < 4; i++) {
+        const __m256 x = _mm256_and_ps(a[i], absm);
+        fin = _mm256_and_ps(fin, _mm256_cmp_ps(x, inf, _CMP_LT_OQ)); /* NaN and +-inf: false */
+        neg = _mm256_or_ps(neg, _mm256_cmp_ps(a[i], zero, _CMP_LT_OQ));
+        mx = _mm256_max_ps(mx, x);
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h); /* when every weight is finite: max_j |w_j| */
+    const bool finite = _mm256_movemask_ps(fin) == 0xff, nonneg = _mm256_movemask_ps(neg) == 0;
+    const float L = nonneg ? 255.0f : 127.0f;
+    const float inv = vq_attn_q8_inv_levels(L, amax, finite), step = finite ? amax / L : __builtin_nanf("");
+    *sv = step * cstep;
+    __m256i q[4];
+    if (finite) {
+        const __m256 f = _mm256_set1_ps(inv);
+        const __m256i lo = _mm256_set1_epi32(nonneg ? 0 : -127), hi = _mm256_set1_epi32(nonneg ? 255 : 127);
+        for (int i = 0; i < 4; i++)
+            q[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(a[i], f)), lo), hi);
+    } else {
+        for (int i = 0; i < 4; i++) q[i] = _mm256_setzero_si256();
+    }
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    *wsum = _mm_cvtsi128_si32(t);
+    /* packs: qwords (w0-3, w8-11, w4-7, w12-15) -> in order: dword p = (w_2p, w_2p+1) */
+    _Alignas(32) int32_t pw[16];
+    _mm256_store_si256((__m256i *)pw, _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8));
+    _mm256_store_si256((__m256i *)pw + 1, _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8));
+    for (int p = 0; p < 16; p++) wb[p] = _mm256_set1_epi32(pw[p]);
+}
+
+/* RB <= 4 rows against one block of 32 tokens (rows idx + t * ldi, 64 bytes
+ * each, all 32 read; weights of tokens past the row's n are 0), weights
+ * prepared (wb, sv, wsum). Per slot (h, pl, dl) of 16 channels and pair of
+ * tokens (a, b): vpunpck{l,h}bw of the two rows' 32 bytes of half h, then
+ * of that with 0x80 bytes, gives dwords [a_i, 0x80, b_i, 0x80] of 4 + 4
+ * index bytes i (in-lane); and 0x0f / arithmetic >> 4 of the words give
+ * the low / high nibble with 0x80 above, so that one vpshufb each looks up
+ * cq + 128 zero-extended to int16: [u_a, u_b] (even / odd channels), one
+ * vpmaddwd per row with (wq_a, wq_b) into int32. The accumulators start at
+ * -128 sum_j wq_j (u = cq + 128); one vpunpck{l,h}dq and vperm2i128 put
+ * the slot's 16 channels in order. */
+/* One slot (h, pl, dl) of cb8_block_avx2: 16 pairs into aL / aH (asm for
+ * the multiply-adds: gcc 12 otherwise copies every loop-carried accumulator
+ * between registers after each add, or spills them when unrolled). */
+VQ_INLINE void cb8_slot_avx2(int RB, int pl, int dl, const uint8_t *row, int64_t ldi, __m256i lut, __m256i M,
+                             __m256i F, const __m256i (*wb)[16], __m256i *aL, __m256i *aH)
+{
+    for (int p = 0; p < 16; p++, row += 2 * ldi) {
+        const __m256i Ra = _mm256_loadu_si256((const __m256i *)row);
+        const __m256i Rb = _mm256_loadu_si256((const __m256i *)(row + ldi));
+        const __m256i P = pl ? _mm256_unpackhi_epi8(Ra, Rb) : _mm256_unpacklo_epi8(Ra, Rb);
+        const __m256i D = dl ? _mm256_unpackhi_epi8(P, F) : _mm256_unpacklo_epi8(P, F);
+        const __m256i XL = _mm256_shuffle_epi8(lut, _mm256_and_si256(D, M));
+        const __m256i XH = _mm256_shuffle_epi8(lut, _mm256_srai_epi16(D, 4));
+        for (int r = 0; r < RB; r++) {
+            __m256i t0, t1;
+            __asm__("vpmaddwd %[w], %[xl], %[t0]\n\t"
+                    "vpmaddwd %[w], %[xh], %[t1]\n\t"
+                    "vpaddd %[t0], %[al], %[al]\n\t"
+                    "vpaddd %[t1], %[ah], %[ah]"
+                    : [al] "+x"(aL[r]), [ah] "+x"(aH[r]), [t0] "=&x"(t0), [t1] "=&x"(t1)
+                    : [xl] "x"(XL), [xh] "x"(XH), [w] "m"(wb[r][p]));
+        }
+    }
+}
+
+/* The slot's 16 channels c0 .. c0+7, c0+32 .. c0+39 (c0 = 64 h + 16 pl + 8
+ * dl) in order: o += sv * acc. */
+VQ_INLINE void cb8_store_avx2(int RB, int c0, const __m256i *aL, const __m256i *aH, const float *sv, float *o,
+                              int64_t ldo)
+{
+    for (int r = 0; r < RB; r++) {
+        const __m256i A = _mm256_unpacklo_epi32(aL[r], aH[r]), B = _mm256_unpackhi_epi32(aL[r], aH[r]);
+        const __m256 s = _mm256_set1_ps(sv[r]);
+        float *d0 = o + r * ldo + c0, *d1 = d0 + 32;
+        _mm256_storeu_ps(d0, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_permute2x128_si256(A, B, 0x20)), s,
+                                             _mm256_loadu_ps(d0)));
+        _mm256_storeu_ps(d1, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_permute2x128_si256(A, B, 0x31)), s,
+                                             _mm256_loadu_ps(d1)));
+    }
+}
+
+/* RB <= 4 rows against one block of 32 tokens (rows idx + t * ldi, 64 bytes
+ * each, all 32 read; weights of tokens past the row's n are 0), weights
+ * prepared (wb, sv, wsum). Per slot (h, pl, dl) of 16 channels and pair of
+ * tokens (a, b): vpunpck{l,h}bw of the two rows' 32 bytes of half h, then
+ * of that with 0x80 bytes, gives dwords [a_i, 0x80, b_i, 0x80] of 4 + 4
+ * index bytes i (in-lane); and 0x0f / arithmetic >> 4 of the words give
+ * the low / high nibble with 0x80 above, so that one vpshufb each looks up
+ * cq + 128 zero-extended to int16: [u_a, u_b] (even / odd channels), one
+ * vpmaddwd per row with (wq_a, wq_b) into int32. The accumulators start at
+ * -128 sum_j wq_j (u = cq + 128); one vpunpck{l,h}dq and vperm2i128 put
+ * the slot's 16 channels in order. */
+VQ_INLINE void cb8_block_avx2(int RB, const uint8_t *idx, int64_t ldi, __m256i lut, const __m256i (*wb)[16],
+                              const float *sv, const int32_t *wsum, float *o, int64_t ldo)
+{
+    const __m256i M = _mm256_set1_epi16((short)0xff0f), F = _mm256_set1_epi8((char)0x80);
+    for (int h = 0; h < 2; h++) {
+        __m256i aL[4], aH[4];
+#define VQ_CB8_SLOT(pl, dl)                                                                        \
+        for (int r = 0; r < RB; r++) aL[r] = aH[r] = _mm256_set1_epi32(-128 * wsum[r]);           \
+        cb8_slot_avx2(RB, pl, dl, idx + 32 * h, ldi, lut, M, F, wb, aL, aH);                       \
+        cb8_store_avx2(RB, 64 * h + 16 * (pl) + 8 * (dl), aL, aH, sv, o, ldo);
+        VQ_CB8_SLOT(0, 0)
+        VQ_CB8_SLOT(0, 1)
+        VQ_CB8_SLOT(1, 0)
+        VQ_CB8_SLOT(1, 1)
+#undef VQ_CB8_SLOT
+    }
+}
+
+/* RB <= 4 rows of w [RB][ldw] (n <= 32 weights each) against one block:
+ * weights prepared, then the block (rows past n from a zero copy). */
+VQ_INLINE void cb8_rows_avx2(int RB, int n, const uint8_t *idx, int64_t ldi, __m256i lut, float cstep, const float *w,
+                             int64_t ldw, float *o, int64_t ldo)
+{
+    _Alignas(32) __m256i wb[4][16];
+    float sv[4];
+    int32_t wsum[4];
+    for (int r = 0; r < RB; r++) cb8_prep_row_avx2(n, w + r * ldw, cstep, wb[r], &sv[r], &wsum[r]);
+    if (n == 32) { /* rows of 64 bytes (the layout the formats use): constant offsets */
+        if (ldi == 64) cb8_block_avx2(RB, idx, 64, lut, (const __m256i(*)[16])wb, sv, wsum, o, ldo);
+        else cb8_block_avx2(RB, idx, ldi, lut, (const __m256i(*)[16])wb, sv, wsum, o, ldo);
+        return;
+    }
+    _Alignas(32) uint8_t pad[32 * 64];
+    for (int t = 0; t < 32; t++)
+        for (int c = 0; c < 64; c += 32)
+            _mm256_store_si256((__m256i *)(pad + 64 * t + c),
+                               t < n ? _mm256_loadu_si256((const __m256i *)(idx + t * ldi + c)) : _mm256_setzero_si256());
+    cb8_block_avx2(RB, pad, 64, lut, (const __m256i(*)[16])wb, sv, wsum, o, ldo);
+}
+
+#endif /* VQ_ATTN_CB8_AVX2_H */
