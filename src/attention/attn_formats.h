@@ -47,6 +47,16 @@ static inline void vq_attn_prefetch(const void *p, int64_t bytes)
  * the RaBitQ formats prefetch. */
 #define VQ_ATTN_PREFETCH_AHEAD (2 * VQ_ATTN_BN)
 
+/* Blocks of a run of nb from token t0 whose prefetch ranges
+ * (VQ_ATTN_PREFETCH_AHEAD tokens ahead, one block long) lie within Skv: the
+ * pf_nb of the fused block kernels' runs (KIVI and RaBitQ alike). */
+static inline int64_t vq_attn_prefetch_blocks(int64_t t0, int64_t nb, int64_t Skv)
+{
+    const int64_t room = Skv - VQ_ATTN_BN - VQ_ATTN_PREFETCH_AHEAD - t0;
+    const int64_t n = room < 0 ? 0 : room / VQ_ATTN_BN + 1;
+    return n < nb ? n : nb;
+}
+
 /* Element type of a float tensor for the plain kernels. */
 vq_attn_elt vq_attn_elt_of(const DLTensor *t);
 
@@ -80,10 +90,6 @@ bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
  * (what the fused block kernel does not take). */
 bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
                                vq_attn_kivi8_block *b);
-
-/* Blocks of a run of nb from token t0 whose prefetch ranges
- * (VQ_ATTN_PREFETCH_AHEAD tokens ahead, one block long) lie within Skv. */
-int64_t vq_attn_kivi8_pf_blocks(int64_t t0, int64_t nb, int64_t Skv);
 
 /* Switches bound KIVI values (vq_attn_bind_values_affine) to integer p.V
  * (kern->affine_pv8). Returns false, changing nothing, where the kernel does

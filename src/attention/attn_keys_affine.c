@@ -91,15 +91,6 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 
 static const vq_attn_key_ops affine_ops = {prep_q, score};
 
-/* Blocks of a run from token t0 whose prefetch VQ_ATTN_PREFETCH_AHEAD
- * tokens ahead lies within Skv tokens (what score() and accumulate() issue). */
-int64_t vq_attn_kivi8_pf_blocks(int64_t t0, int64_t nb, int64_t Skv)
-{
-    const int64_t room = Skv - VQ_ATTN_BN - VQ_ATTN_PREFETCH_AHEAD - t0;
-    const int64_t n = room < 0 ? 0 : room / VQ_ATTN_BN + 1;
-    return n < nb ? n : nb;
-}
-
 bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
                                vq_attn_kivi8_block *b)
 {
@@ -111,7 +102,7 @@ bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *bl
     const bool pf = ahead + VQ_ATTN_BN <= k->Skv; /* what score() prefetches, for the kernel to */
     const int64_t row = k->D * (k->sz_dt == VQ_DT_F32 ? 4 : 2);
     b->nb = count;
-    b->pf_nb = vq_attn_kivi8_pf_blocks(blk->t0, count, k->Skv);
+    b->pf_nb = vq_attn_prefetch_blocks(blk->t0, count, k->Skv);
     b->step[0] = VQ_ATTN_BN * k->codes.st; /* one group (g = BN) per block */
     b->step[1] = k->scale.st;
     b->step[2] = k->zero.st;

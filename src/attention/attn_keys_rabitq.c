@@ -99,7 +99,7 @@ bool vq_attn_rabitq_keys_block(const vq_attn_keys *keys, const vq_attn_block *bl
     b->pf_bytes[0] = VQ_ATTN_BN * 16;
     b->pf_bytes[1] = VQ_ATTN_BN * 4;
     b->nb = count;
-    b->pf_nb = vq_attn_kivi8_pf_blocks(blk->t0, count, k->Skv);
+    b->pf_nb = vq_attn_prefetch_blocks(blk->t0, count, k->Skv);
     b->step[0] = VQ_ATTN_BN * 16;
     b->step[1] = b->step[2] = VQ_ATTN_BN * 4;
     *ldq = k->qp_floats * (int64_t)sizeof(float);

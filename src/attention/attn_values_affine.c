@@ -93,7 +93,7 @@ static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_
         return 0;
     vq_attn_kivi8_block b;
     if (!vq_attn_affine_keys_kivi8(keys, blk, count, &b) || b.f16 != (v->sz_dt != VQ_DT_F32)) return 0;
-    const int64_t vpf = vq_attn_kivi8_pf_blocks(blk->t0, count, v->Skv);
+    const int64_t vpf = vq_attn_prefetch_blocks(blk->t0, count, v->Skv);
     b.pf_nb = vpf < b.pf_nb ? vpf : b.pf_nb;
     b.step[3] = VQ_ATTN_BN * v->codes.st;
     b.step[4] = VQ_ATTN_BN * v->scale.st;

@@ -100,7 +100,7 @@ static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_
     vq_attn_rabitq_block b;
     int64_t ldq, ldqs;
     if (!vq_attn_rabitq_keys_block(keys, blk, count, &b, &ldq, &ldqs)) return 0;
-    const int64_t vpf = vq_attn_kivi8_pf_blocks(blk->t0, count, v->Skv);
+    const int64_t vpf = vq_attn_prefetch_blocks(blk->t0, count, v->Skv);
     b.pf_nb = vpf < b.pf_nb ? vpf : b.pf_nb;
     const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
     b.pf[2] = ahead + VQ_ATTN_BN <= v->Skv ? vq_attn_at(&v->idx, blk->b, blk->hk, ahead) : NULL; /* as accumulate() */
