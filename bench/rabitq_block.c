@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < 4; r++) {
         qp[r * QPF] = 0.01f;
         for (int c = 0; c < 16; c++) ((uint8_t *)(qp + r * QPF + 1))[c] = (uint8_t)next();
-        m[r] = 100.0f; /* above every score: alpha stays 1, p < 1, nothing overflows */
+        m[r] = 1.0f; /* at or above every score (in [0, 1)): alpha stays 1, p normal (no denormal assists) */
         d[r] = 1.0f;
     }
     for (int i = 0; i < 16; i++) cents[i] = (i - 7.5f) / 8;

@@ -424,6 +424,54 @@ static void cb8_kernels_on(vq_ctx *ctx, const char *isa)
 
 static void test_rabitq_cb8_kernels(void) { vt_for_each_isa(1, cb8_kernels_on); }
 
+/* Every ISA's hamming_score (where it has one) gives the scores of the
+ * format's hamming() + formula, (D - 2 ham) * qs * mag + cnst, to FMA
+ * rounding, NaN where they are NaN, +-inf where they are: D 64-256 (128 the
+ * SIMD path), 1-33 tokens (partial steps), 1-6 rows, with and without
+ * k_const, NaN / inf / zero / tiny query scales, magnitudes and constants. */
+static float rq_odd(vq_rng *rng, bool special);
+static void ham_kernels_on(vq_ctx *ctx, const char *isa)
+{
+    const vq_attn_kernels *k = vq_attn_kernels_for(ctx->isa), *ref = vq_attn_kernels_for(VQ_ISA_SCALAR);
+    if (k->hamming_score == NULL) return;
+    vq_rng rng;
+    vq_rng_seed(&rng, 1418);
+    enum { RMAX = 6, NMAX = 33, LDQ = 40, LDS = 40 };
+    static const int Ds[4] = {128, 64, 256, 136};
+    uint8_t qb[RMAX * LDQ], kb[NMAX * 32];
+    float qs[RMAX * 2], mag[NMAX], cn[NMAX], s[RMAX * LDS];
+    int32_t ham[RMAX * LDS];
+    for (int it = 0; it < 400; it++) {
+        const int D = Ds[it % 7 < 4 ? 0 : it % 4], R = 1 + it % RMAX, n = 1 + (int)(vq_rng_next(&rng) % NMAX);
+        const bool with_const = it % 3 != 0, special = it % 5 == 0;
+        for (size_t i = 0; i < sizeof qb; i++) qb[i] = (uint8_t)vq_rng_next(&rng);
+        for (size_t i = 0; i < sizeof kb; i++) kb[i] = (uint8_t)vq_rng_next(&rng);
+        for (int r = 0; r < 2 * RMAX; r++) qs[r] = fabsf(rq_odd(&rng, special && it % 2 == 0));
+        for (int j = 0; j < NMAX; j++) {
+            mag[j] = fabsf(rq_odd(&rng, special && it % 3 == 1));
+            cn[j] = rq_odd(&rng, special);
+        }
+        for (int i = 0; i < RMAX * LDS; i++) s[i] = -1.0f; /* past n: left alone */
+        k->hamming_score(R, n, D, qb, LDQ, qs, 2, kb, mag, with_const ? cn : NULL, s, LDS);
+        ref->hamming(R, n, D / 8, qb, LDQ, kb, ham, LDS);
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < LDS; j++) {
+                const float a = s[r * LDS + j];
+                if (j >= n) {
+                    VT_CHECK(a == -1.0f, "%s ham it %d: s[%d][%d] past n %d written", isa, it, r, j, n);
+                    continue;
+                }
+                const float b = (float)(D - 2 * ham[r * LDS + j]) * qs[2 * r] * mag[j] + (with_const ? cn[j] : 0.0f);
+                const float tol = 1e-6f * (fabsf(b) + (with_const ? fabsf(cn[j]) : 0.0f));
+                const bool ok = isnan(b) ? isnan(a) : isinf(b) ? a == b : fabsf(a - b) <= tol;
+                VT_CHECK(ok, "%s ham it %d D %d R %d n %d [%d][%d]: %g, hamming + formula %g", isa, it, D, R, n, r, j,
+                         (double)a, (double)b);
+            }
+    }
+}
+
+static void test_rabitq_ham_kernels(void) { vt_for_each_isa(1, ham_kernels_on); }
+
 /* A float for the block kernel check: ordinary, sometimes 0 or tiny, and
  * where `special` NaN or +-inf (scores NaN / +-inf: the non-finite rule). */
 static float rq_odd(vq_rng *rng, bool special)
@@ -629,6 +677,7 @@ int main(void)
     VT_RUN(test_rabitq_cb8_auto);
     VT_RUN(test_rabitq_cb8_tiny);
     VT_RUN(test_rabitq_cb8_kernels);
+    VT_RUN(test_rabitq_ham_kernels);
     VT_RUN(test_rabitq_block);
     VT_RUN(test_rabitq_block_paths);
     VT_RUN(test_rabitq_errors);

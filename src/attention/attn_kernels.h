@@ -283,6 +283,7 @@ void vq_attn_kernels_init_avx2_decode(vq_attn_kernels *k); /* block decoders */
 void vq_attn_kernels_init_avx2_direct(vq_attn_kernels *k); /* direct decode paths */
 void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k);  /* integer key scores */
 void vq_attn_kernels_init_avx2_cb8(vq_attn_kernels *k);   /* integer codebook p.V (codebook_pv8) */
+void vq_attn_kernels_init_avx2_ham(vq_attn_kernels *k);   /* RaBitQ Hamming scores (hamming_score) */
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, after the AVX2 fillers */
 void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);
