@@ -776,14 +776,14 @@ typedef enum vq_key_scores {
  * values, below) accumulates p . v_hat.
  *
  * VQ_VALUE_ACCUM_INT8 (what VQ_VALUE_ACCUM_AUTO picks on CPUs with AVX-512
- * VNNI and VBMI, for 2-bit values with group_size 32 at D = 128; every other
- * case runs F32): per query row, block of 32 tokens j and value group gi,
+ * VNNI and VBMI or with AVX2, for 2-bit values with group_size 32 at D = 128;
+ * every other case runs F32): per query row, block of 32 tokens j and value group gi,
  * the weights w_j = p_j * v_scale[j][gi] (f32, p_j = exp(s_j - m) <= 1 the
  * unnormalised probabilities) are rounded once to int8,
  * wq_j = rint(w_j / step) with step = max_j |w_j| / 127, and
  *   sum_j p_j v_hat[j][c] = step * sum_j wq_j code[j][c] + sum_j p_j v_zero[j][gi]
  * with the integer dot exact (AVX-512 vpdpbusd: 4 tokens x 16 channels per
- * instruction; the scalar kernel is the reference other ISAs run when INT8
+ * instruction; AVX2 vpmaddubsw: 2 tokens x 16 channels; the scalar kernel is the reference other ISAs run when INT8
  * is asked for). Error bound. |w_j - step * wq_j| <= step / 2, hence per
  * block b and channel c, against the same sum in exact arithmetic,
  *   |err_b,c| <= (step / 2) * sum_{j in b} code[j][c] <= max_{j in b} |w_j| * 3 * n_b / 254,

@@ -154,7 +154,7 @@ typedef struct vq_attn_kernels {
      * may differ), so their outputs agree to f32 rounding for equal p. */
     void (*affine_pv8)(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
                        const float *p, int64_t ldp, float *o, int64_t ldo);
-    bool pv8_fast; /* affine_pv8 is a SIMD kernel (VNNI): faster than the f32 p.V, what AUTO picks */
+    bool pv8_fast; /* affine_pv8 is a SIMD kernel (AVX-512 VNNI, AVX2): faster than the f32 p.V, what AUTO picks */
     /* Integer p.V for nibble-packed codebook values at D = 128 (RaBitQ's
      * 4-bit values): idx [n][ldi] bytes, 64 per token (low nibble = even
      * channel, every nibble < 16 valid: the caller pads the table), cq [16]
@@ -284,6 +284,7 @@ void vq_attn_kernels_init_avx2_direct(vq_attn_kernels *k); /* direct decode path
 void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k);  /* integer key scores */
 void vq_attn_kernels_init_avx2_cb8(vq_attn_kernels *k);   /* integer codebook p.V (codebook_pv8) */
 void vq_attn_kernels_init_avx2_ham(vq_attn_kernels *k);   /* RaBitQ Hamming scores (hamming_score) */
+void vq_attn_kernels_init_avx2_pv8(vq_attn_kernels *k);   /* integer p.V (affine_pv8) */
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, after the AVX2 fillers */
 void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);

@@ -3,32 +3,38 @@
  * two 512-bit FMA units, as bench/port_throughput.c measures), on zeroed
  * operands (garbage could be subnormal: microcode assists). Used by
  * vq bench attention's clock line (bench_clock.c) and bench/kivi8_block.c.
- * x86-64 GCC / Clang only; the caller checks for AVX-512F. */
+ * x86-64 GCC / Clang only; the caller checks for AVX-512F (vq_fma_chains) or
+ * AVX2 with FMA (vq_fma_chains_ymm). */
 #ifndef VQ_FMA_CHAINS_H
 #define VQ_FMA_CHAINS_H
 
-static inline void vq_fma_chains(int iters)
-{
-    __asm__ volatile("vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
-                     "vmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\tvmovaps %%zmm0, %%zmm3\n\t"
-                     "vmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\tvmovaps %%zmm0, %%zmm6\n\t"
-                     "vmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\tvmovaps %%zmm0, %%zmm9\n\t"
-                     "vmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\tvmovaps %%zmm0, %%zmm12\n\t"
-                     "vmovaps %%zmm0, %%zmm13\n\t"
-                     "mov %0, %%ecx\n"
-                     "1:\n\t"
-                     "vfmadd231ps %%zmm12, %%zmm13, %%zmm0\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm1\n\t"
-                     "vfmadd231ps %%zmm12, %%zmm13, %%zmm2\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm3\n\t"
-                     "vfmadd231ps %%zmm12, %%zmm13, %%zmm4\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm5\n\t"
-                     "vfmadd231ps %%zmm12, %%zmm13, %%zmm6\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm7\n\t"
-                     "vfmadd231ps %%zmm12, %%zmm13, %%zmm8\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm9\n\t"
-                     "vfmadd231ps %%zmm12, %%zmm13, %%zmm10\n\tvfmadd231ps %%zmm12, %%zmm13, %%zmm11\n\t"
-                     "dec %%ecx\n\tjnz 1b\n\t"
-                     "vzeroupper"
-                     :
-                     : "r"(iters)
-                     : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-                       "xmm10", "xmm11", "xmm12", "xmm13", "cc");
-}
+/* The loop for registers named R ("zmm" or "ymm"; zero idiom Z). */
+#define VQ_FMA_CHAINS_ASM(Z, R)                                                                            \
+    __asm__ volatile(Z " %%" R "0, %%" R "0, %%" R "0\n\t"                                                   \
+                     "vmovaps %%" R "0, %%" R "1\n\tvmovaps %%" R "0, %%" R "2\n\tvmovaps %%" R "0, %%" R "3\n\t"     \
+                     "vmovaps %%" R "0, %%" R "4\n\tvmovaps %%" R "0, %%" R "5\n\tvmovaps %%" R "0, %%" R "6\n\t"     \
+                     "vmovaps %%" R "0, %%" R "7\n\tvmovaps %%" R "0, %%" R "8\n\tvmovaps %%" R "0, %%" R "9\n\t"     \
+                     "vmovaps %%" R "0, %%" R "10\n\tvmovaps %%" R "0, %%" R "11\n\tvmovaps %%" R "0, %%" R "12\n\t"  \
+                     "vmovaps %%" R "0, %%" R "13\n\t"                                                          \
+                     "mov %0, %%ecx\n"                                                                        \
+                     "1:\n\t"                                                                                \
+                     "vfmadd231ps %%" R "12, %%" R "13, %%" R "0\n\tvfmadd231ps %%" R "12, %%" R "13, %%" R "1\n\t"   \
+                     "vfmadd231ps %%" R "12, %%" R "13, %%" R "2\n\tvfmadd231ps %%" R "12, %%" R "13, %%" R "3\n\t"   \
+                     "vfmadd231ps %%" R "12, %%" R "13, %%" R "4\n\tvfmadd231ps %%" R "12, %%" R "13, %%" R "5\n\t"   \
+                     "vfmadd231ps %%" R "12, %%" R "13, %%" R "6\n\tvfmadd231ps %%" R "12, %%" R "13, %%" R "7\n\t"   \
+                     "vfmadd231ps %%" R "12, %%" R "13, %%" R "8\n\tvfmadd231ps %%" R "12, %%" R "13, %%" R "9\n\t"   \
+                     "vfmadd231ps %%" R "12, %%" R "13, %%" R "10\n\tvfmadd231ps %%" R "12, %%" R "13, %%" R "11\n\t" \
+                     "dec %%ecx\n\tjnz 1b\n\t"                                                               \
+                     "vzeroupper"                                                                              \
+                     :                                                                                         \
+                     : "r"(iters)                                                                              \
+                     : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",   \
+                       "xmm10", "xmm11", "xmm12", "xmm13", "cc")
+
+static inline void vq_fma_chains(int iters) { VQ_FMA_CHAINS_ASM("vpxord", "zmm"); }
+
+/* The same with 256-bit registers (vfmadd231ps ymm: two per cycle on Zen 3,
+ * FP0 and FP1), for CPUs without AVX-512 (bench/kivi8_block.c). */
+static inline void vq_fma_chains_ymm(int iters) { VQ_FMA_CHAINS_ASM("vxorps", "ymm"); }
 
 #endif /* VQ_FMA_CHAINS_H */
