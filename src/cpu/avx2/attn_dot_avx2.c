@@ -9,6 +9,7 @@
 #include "attention/attn_kernels.h"
 
 #include "cpu/avx2/attn_avx2_inline.h"
+#include "cpu/avx2/attn_softmax_avx2.h" /* softmax, poison, rescale */
 
 /* 8 elements of a plain block as f32 */
 VQ_INLINE __m256 load8(const void *base, vq_attn_elt e, int64_t i)
@@ -115,102 +116,16 @@ VQ_INLINE void pv_any(vq_attn_elt e, int R, int n, int64_t D, const float *p, in
 
 VQ_ATTN_DEFINE_PLAIN_KERNELS
 
-/* exp(x) for x <= 0 (Cephes polynomial after range reduction, ~1 ulp); x
- * below -87 (and NaN) gives exactly 0, so masked (-inf) scores vanish. */
-VQ_INLINE __m256 exp8(__m256 x)
-{
-    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
-}
-
-/* One online-softmax step over s [R][lds] (see attn_kernels.h). Tails of
- * n % 8 are padded to -inf in a local vector so every lane runs the same. */
 static void softmax_avx2(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
 {
-    for (int r = 0; r < R; r++) {
-        float *row = s + r * lds;
-        __m256 vmax = _mm256_set1_ps(-INFINITY);
-        int j = 0;
-        for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
-        float mx = m[r];
-        for (int t = j; t < n; t++) mx = row[t] > mx ? row[t] : mx;
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        mx = _mm_cvtss_f32(h) > mx ? _mm_cvtss_f32(h) : mx;
-        if (mx == -INFINITY) {
-            for (int t = 0; t < n; t++) row[t] = 0.0f;
-            alpha[r] = 1.0f;
-            continue;
-        }
-        const __m256 vm = _mm256_set1_ps(mx);
-        __m256 vsum = _mm256_setzero_ps();
-        for (j = 0; j + 8 <= n; j += 8) {
-            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
-            _mm256_storeu_ps(row + j, e);
-            vsum = _mm256_add_ps(vsum, e);
-        }
-        if (j < n) {
-            float tmp[8];
-            for (int t = 0; t < 8; t++) tmp[t] = j + t < n ? row[j + t] : -INFINITY;
-            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(tmp), vm));
-            _mm256_storeu_ps(tmp, e);
-            for (int t = 0; j + t < n; t++) row[j + t] = tmp[t];
-            vsum = _mm256_add_ps(vsum, e);
-        }
-        const float a = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
-        alpha[r] = a;
-        d[r] = d[r] * a + hsum8(vsum);
-        m[r] = mx;
-    }
+    softmax_rows_avx2(R, n, s, lds, m, d, alpha);
 }
 
-/* s [R][lds]: NaN / +inf scores -> -inf, rows marked bad; 8 lanes, one
- * compare (not less than +inf, unordered: NaN or +inf) per step. */
-static void poison_avx2(int R, int n, float *s, int64_t lds, bool *bad)
-{
-    const __m256 inf = _mm256_set1_ps(INFINITY), ninf = _mm256_set1_ps(-INFINITY);
-    for (int r = 0; r < R; r++) {
-        float *row = s + r * lds;
-        int j = 0, hit = 0;
-        for (; j + 8 <= n; j += 8) {
-            const __m256 x = _mm256_loadu_ps(row + j), m = _mm256_cmp_ps(x, inf, _CMP_NLT_UQ);
-            if (_mm256_movemask_ps(m)) {
-                _mm256_storeu_ps(row + j, _mm256_blendv_ps(x, ninf, m));
-                hit = 1;
-            }
-        }
-        for (; j < n; j++)
-            if (!(row[j] < INFINITY)) {
-                row[j] = -INFINITY;
-                hit = 1;
-            }
-        if (hit) bad[r] = true;
-    }
-}
+static void poison_avx2(int R, int n, float *s, int64_t lds, bool *bad) { poison_rows_avx2(R, n, s, lds, bad); }
 
-/* o [R][ldo] *= alpha[r] where alpha[r] != 1 */
 static void rescale_avx2(int R, int64_t D, float *o, int64_t ldo, const float *alpha)
 {
-    for (int r = 0; r < R; r++) {
-        if (alpha[r] == 1.0f) continue;
-        const __m256 a = _mm256_set1_ps(alpha[r]);
-        float *row = o + r * ldo;
-        for (int64_t c = 0; c < D; c += 8) _mm256_storeu_ps(row + c, _mm256_mul_ps(_mm256_loadu_ps(row + c), a));
-    }
+    rescale_rows_avx2(R, D, o, ldo, alpha);
 }
 
 void vq_attn_kernels_init_avx2(vq_attn_kernels *k)
