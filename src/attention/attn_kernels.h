@@ -66,6 +66,21 @@ typedef struct vq_attn_rabitq_block {
     int64_t nb, pf_nb, step[4];
 } vq_attn_rabitq_block;
 
+/* The next block of a run (rabitq_block): kbits, mag, cnst and vidx by
+ * step[0 .. 3], the prefetch ranges pf[0 .. 2] by steps 0, 1 and 3; the
+ * prefetches stop (NULL) from block pf_nb on (`next` its index). Every
+ * ISA's kernel walks its runs with it. */
+static inline void vq_attn_rabitq_block_next(vq_attn_rabitq_block *b, int64_t next)
+{
+    static const int pf_step[3] = {0, 1, 3};
+    b->kbits += b->step[0];
+    b->mag = (const float *)((const char *)b->mag + b->step[1]);
+    if (b->cnst) b->cnst = (const float *)((const char *)b->cnst + b->step[2]);
+    b->vidx += b->step[3];
+    for (int j = 0; j < 3; j++)
+        b->pf[j] = next == b->pf_nb || b->pf[j] == NULL ? NULL : (const char *)b->pf[j] + b->step[pf_step[j]];
+}
+
 typedef struct vq_attn_kernels {
     /* q [R][ldq] f32, k [n][ldk] of elt -> s[r*lds + j] = sum_{c<D} q[r][c] * k[j][c]. */
     void (*qk[VQ_ATTN_ELT_COUNT])(int R, int n, int64_t D, const float *q, int64_t ldq, const void *k,
@@ -170,7 +185,7 @@ typedef struct vq_attn_kernels {
      * step with these f32 operations, so outputs agree to f32 rounding. */
     void (*codebook_pv8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
                          const float *w, int64_t ldw, float *o, int64_t ldo);
-    bool cb8_fast; /* codebook_pv8 is a SIMD kernel (VNNI + VBMI): what AUTO picks */
+    bool cb8_fast; /* codebook_pv8 is a SIMD kernel (AVX2; AVX-512 VNNI + VBMI): what AUTO picks */
     /* NULL, or the whole step of each KIVI block of the run b (b->nb blocks
      * in turn) for R <= 4 rows q [R][ldq] (softmax scale folded in) with no
      * mask and no causal limit inside the blocks: per block the same as, in
@@ -190,8 +205,10 @@ typedef struct vq_attn_kernels {
      * ldq, qs, ldqs, kbits, mag, cnst, s, 32), poison(R, 32, s, 32, bad),
      * softmax(R, 32, s, 32, m, d, alpha), rescale(R, 128, o, ldo, alpha),
      * codebook_pv8(R, 32, vidx, 64, cq, cstep, s, 32, o, ldo) of the same
-     * ISA, bit for bit. Where it is NULL (every ISA but AVX-512 with VNNI
-     * and VBMI) the formats run that sequence. */
+     * ISA, bit for bit. Where it is NULL (every ISA but AVX2 and AVX-512
+     * with VNNI and VBMI; AVX-512 without both runs the sequence, its
+     * scores and softmax not being the AVX2 kernel's) the formats run that
+     * sequence. */
     void (*rabitq_block)(int R, const vq_attn_rabitq_block *b, const uint8_t *qb, int64_t ldq, const float *qs,
                          int64_t ldqs, float *o, int64_t ldo, float *m, float *d, bool *bad);
     /* RaBitQ Hamming scores straight from the bits, D = 8 * nbytes:
@@ -285,6 +302,7 @@ void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k);  /* integer key scores 
 void vq_attn_kernels_init_avx2_cb8(vq_attn_kernels *k);   /* integer codebook p.V (codebook_pv8) */
 void vq_attn_kernels_init_avx2_ham(vq_attn_kernels *k);   /* RaBitQ Hamming scores (hamming_score) */
 void vq_attn_kernels_init_avx2_pv8(vq_attn_kernels *k);   /* integer p.V (affine_pv8) */
+void vq_attn_kernels_init_avx2_rabitq(vq_attn_kernels *k); /* fused RaBitQ blocks (rabitq_block) */
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, after the AVX2 fillers */
 void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);

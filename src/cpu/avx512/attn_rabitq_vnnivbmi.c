@@ -61,18 +61,9 @@ VQ_INLINE void rabitq_run(int RB, const vq_attn_rabitq_block *run, const uint8_t
 {
     const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)run->cq));
     vq_attn_rabitq_block b = *run;
-    static const int pf_step[3] = {0, 1, 3};
-    for (int64_t i = 0; i < run->nb; i++) {
-        if (i == run->pf_nb)
-            for (int j = 0; j < 3; j++) b.pf[j] = NULL;
+    if (b.pf_nb == 0) b.pf[0] = b.pf[1] = b.pf[2] = NULL;
+    for (int64_t i = 0; i < run->nb; i++, vq_attn_rabitq_block_next(&b, i))
         rabitq_rows(RB, &b, lut, qb, ldq, qs, ldqs, o, ldo, m, d, bad);
-        b.kbits += b.step[0];
-        b.mag = (const float *)((const char *)b.mag + b.step[1]);
-        if (b.cnst) b.cnst = (const float *)((const char *)b.cnst + b.step[2]);
-        b.vidx += b.step[3];
-        for (int j = 0; j < 3; j++)
-            if (b.pf[j]) b.pf[j] = (const char *)b.pf[j] + b.step[pf_step[j]];
-    }
 }
 
 static void rabitq_block_avx512(int R, const vq_attn_rabitq_block *b, const uint8_t *qb, int64_t ldq,

@@ -1,0 +1,79 @@
+/* attn_rabitq_avx2.c — a run of blocks of the RaBitQ decode (1-bit keys,
+ * Hamming scores; nibble-packed 4-bit codebook values, integer p.V) in one
+ * function on AVX2 (attn_kernels.h, rabitq_block): per block the scores,
+ * the non-finite rule, the online-softmax step, the rescale of o and the
+ * integer p.V, for up to four rows of a kv head (GQA 4 at Hkv = 8, one row
+ * at Hkv = 32).
+ *
+ * It runs the bodies of the separate AVX2 kernels (attn_ham_avx2.h,
+ * attn_softmax_avx2.h, attn_cb8_avx2.h) on the same operands in the same
+ * order, so its scores, p, m, d, alpha and o are bit for bit those of the
+ * sequence hamming_score, poison, softmax, rescale, codebook_pv8. What it
+ * saves (as the AVX-512 one, attn_rabitq_vnnivbmi.c): the query nibbles
+ * once per run, not per block, and the skeleton's and the formats'
+ * per-block glue (address arithmetic, table calls, prologues) paid once per
+ * run. */
+#include <immintrin.h>
+#include <stdbool.h>
+
+#include "attention/attn_kernels.h"
+#include "cpu/avx2/attn_cb8_avx2.h"
+#include "cpu/avx2/attn_ham_avx2.h"
+#include "cpu/avx2/attn_softmax_avx2.h"
+
+/* Lines of the ranges pf[i0 .. i1) (NULL: none) into L1. */
+VQ_INLINE void rabitq_prefetch_avx2(const vq_attn_rabitq_block *b, int i0, int i1)
+{
+    for (int i = i0; i < i1; i++)
+        if (b->pf[i])
+            for (int64_t off = 0; off < b->pf_bytes[i]; off += 64) _mm_prefetch((const char *)b->pf[i] + off, _MM_HINT_T0);
+}
+
+/* One block for RB rows: scores as hamming_score (8 tokens per step) into
+ * p, poison, softmax step, rescale, p.V. */
+VQ_INLINE void rabitq_rows_avx2(int RB, const vq_attn_rabitq_block *b, __m256i lut, const __m256i *ql,
+                                const __m256i *qh, const float *q, float *o, int64_t ldo, float *m, float *d, bool *bad)
+{
+    _Alignas(32) float p[4][32];
+    float alpha[4];
+    rabitq_prefetch_avx2(b, 0, 2);
+    for (int g = 0; g < 4; g++) {
+        __m256 x[4];
+        const __m256 mg = _mm256_loadu_ps(b->mag + 8 * g);
+        const __m256 cn = b->cnst ? _mm256_loadu_ps(b->cnst + 8 * g) : _mm256_setzero_ps();
+        ham8_avx2(RB, b->kbits + 128 * g, ql, qh, q, mg, cn, x);
+        for (int r = 0; r < RB; r++) _mm256_store_ps(p[r] + 8 * g, x[r]);
+    }
+    poison_rows_avx2(RB, 32, p[0], 32, bad);
+    softmax_rows_avx2(RB, 32, p[0], 32, m, d, alpha);
+    rabitq_prefetch_avx2(b, 2, 3);
+    rescale_rows_avx2(RB, 128, o, ldo, alpha);
+    cb8_rows_avx2(RB, 32, b->vidx, 64, lut, b->cstep, p[0], 32, o, ldo);
+}
+
+/* The run's blocks in turn: each block's pointers, its prefetches (none
+ * from block pf_nb on), then the step. */
+VQ_INLINE void rabitq_run_avx2(int RB, const vq_attn_rabitq_block *run, const uint8_t *qb, int64_t ldq, const float *qs,
+                               int64_t ldqs, float *o, int64_t ldo, float *m, float *d, bool *bad)
+{
+    const __m256i lut = cb8_lut_avx2(run->cq);
+    __m256i ql[4], qh[4];
+    float q[4];
+    ham_q_avx2(RB, qb, ldq, ql, qh);
+    for (int r = 0; r < RB; r++) q[r] = qs[r * ldqs];
+    vq_attn_rabitq_block b = *run;
+    if (b.pf_nb == 0) b.pf[0] = b.pf[1] = b.pf[2] = NULL;
+    for (int64_t i = 0; i < run->nb; i++, vq_attn_rabitq_block_next(&b, i))
+        rabitq_rows_avx2(RB, &b, lut, ql, qh, q, o, ldo, m, d, bad);
+}
+
+static void rabitq_block_avx2(int R, const vq_attn_rabitq_block *b, const uint8_t *qb, int64_t ldq, const float *qs,
+                              int64_t ldqs, float *o, int64_t ldo, float *m, float *d, bool *bad)
+{
+    if (R == 4) rabitq_run_avx2(4, b, qb, ldq, qs, ldqs, o, ldo, m, d, bad);
+    else if (R == 1) rabitq_run_avx2(1, b, qb, ldq, qs, ldqs, o, ldo, m, d, bad);
+    else if (R == 2) rabitq_run_avx2(2, b, qb, ldq, qs, ldqs, o, ldo, m, d, bad);
+    else rabitq_run_avx2(3, b, qb, ldq, qs, ldqs, o, ldo, m, d, bad);
+}
+
+void vq_attn_kernels_init_avx2_rabitq(vq_attn_kernels *k) { k->rabitq_block = rabitq_block_avx2; }
