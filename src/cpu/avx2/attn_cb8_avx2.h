@@ -84,27 +84,35 @@ VQ_INLINE void cb8_prep_row_avx2(int n, const float *w, float cstep, __m256i *wb
  * vpmaddwd per row with (wq_a, wq_b) into int32. The accumulators start at
  * -128 sum_j wq_j (u = cq + 128); one vpunpck{l,h}dq and vperm2i128 put
  * the slot's 16 channels in order. */
-/* One slot (h, pl, dl) of cb8_block_avx2: 16 pairs into aL / aH (asm for
- * the multiply-adds: gcc 12 otherwise copies every loop-carried accumulator
- * between registers after each add, or spills them when unrolled). */
-VQ_INLINE void cb8_slot_avx2(int RB, int pl, int dl, const uint8_t *row, int64_t ldi, __m256i lut, __m256i M,
-                             __m256i F, const __m256i (*wb)[16], __m256i *aL, __m256i *aH)
+/* Row r's two multiply-adds of one pair (asm: gcc 12 otherwise copies every
+ * loop-carried accumulator between registers after each add, or spills
+ * them when unrolled). */
+VQ_INLINE void cb8_madd2_avx2(__m256i XL, __m256i XH, const __m256i *w, __m256i *aL, __m256i *aH)
+{
+    __m256i t0, t1;
+    __asm__("vpmaddwd %[w], %[xl], %[t0]\n\t"
+            "vpmaddwd %[w], %[xh], %[t1]\n\t"
+            "vpaddd %[t0], %[al], %[al]\n\t"
+            "vpaddd %[t1], %[ah], %[ah]"
+            : [al] "+x"(*aL), [ah] "+x"(*aH), [t0] "=&x"(t0), [t1] "=&x"(t1)
+            : [xl] "x"(XL), [xh] "x"(XH), [w] "m"(*w));
+}
+
+/* The slots (h, pl, dl) for dl in [dl0, dl0 + ND) of cb8_block_avx2 (ND 1
+ * or 2: both D's of one unpack of the two rows, for RB <= 2 rows), 16
+ * pairs into aL[k][r] / aH[k][r]. */
+VQ_INLINE void cb8_slot_avx2(int RB, int pl, int dl0, int ND, const uint8_t *row, int64_t ldi, __m256i lut, __m256i M,
+                             __m256i F, const __m256i (*wb)[16], __m256i (*aL)[4], __m256i (*aH)[4])
 {
     for (int p = 0; p < 16; p++, row += 2 * ldi) {
         const __m256i Ra = _mm256_loadu_si256((const __m256i *)row);
         const __m256i Rb = _mm256_loadu_si256((const __m256i *)(row + ldi));
         const __m256i P = pl ? _mm256_unpackhi_epi8(Ra, Rb) : _mm256_unpacklo_epi8(Ra, Rb);
-        const __m256i D = dl ? _mm256_unpackhi_epi8(P, F) : _mm256_unpacklo_epi8(P, F);
-        const __m256i XL = _mm256_shuffle_epi8(lut, _mm256_and_si256(D, M));
-        const __m256i XH = _mm256_shuffle_epi8(lut, _mm256_srai_epi16(D, 4));
-        for (int r = 0; r < RB; r++) {
-            __m256i t0, t1;
-            __asm__("vpmaddwd %[w], %[xl], %[t0]\n\t"
-                    "vpmaddwd %[w], %[xh], %[t1]\n\t"
-                    "vpaddd %[t0], %[al], %[al]\n\t"
-                    "vpaddd %[t1], %[ah], %[ah]"
-                    : [al] "+x"(aL[r]), [ah] "+x"(aH[r]), [t0] "=&x"(t0), [t1] "=&x"(t1)
-                    : [xl] "x"(XL), [xh] "x"(XH), [w] "m"(wb[r][p]));
+        for (int k = 0; k < ND; k++) {
+            const __m256i D = dl0 + k ? _mm256_unpackhi_epi8(P, F) : _mm256_unpacklo_epi8(P, F);
+            const __m256i XL = _mm256_shuffle_epi8(lut, _mm256_and_si256(D, M));
+            const __m256i XH = _mm256_shuffle_epi8(lut, _mm256_srai_epi16(D, 4));
+            for (int r = 0; r < RB; r++) cb8_madd2_avx2(XL, XH, &wb[r][p], &aL[k][r], &aH[k][r]);
         }
     }
 }
@@ -140,18 +148,16 @@ VQ_INLINE void cb8_block_avx2(int RB, const uint8_t *idx, int64_t ldi, __m256i l
                               const float *sv, const int32_t *wsum, float *o, int64_t ldo)
 {
     const __m256i M = _mm256_set1_epi16((short)0xff0f), F = _mm256_set1_epi8((char)0x80);
-    for (int h = 0; h < 2; h++) {
-        __m256i aL[4], aH[4];
-#define VQ_CB8_SLOT(pl, dl)                                                                        \
-        for (int r = 0; r < RB; r++) aL[r] = aH[r] = _mm256_set1_epi32(-128 * wsum[r]);           \
-        cb8_slot_avx2(RB, pl, dl, idx + 32 * h, ldi, lut, M, F, wb, aL, aH);                       \
-        cb8_store_avx2(RB, 64 * h + 16 * (pl) + 8 * (dl), aL, aH, sv, o, ldo);
-        VQ_CB8_SLOT(0, 0)
-        VQ_CB8_SLOT(0, 1)
-        VQ_CB8_SLOT(1, 0)
-        VQ_CB8_SLOT(1, 1)
-#undef VQ_CB8_SLOT
-    }
+    const int ND = RB <= 2 ? 2 : 1; /* D's per pass: 4 ND accumulators per row */
+    for (int h = 0; h < 2; h++)
+        for (int pl = 0; pl < 2; pl++)
+            for (int dl0 = 0; dl0 < 2; dl0 += ND) {
+                __m256i aL[2][4], aH[2][4];
+                for (int k = 0; k < ND; k++)
+                    for (int r = 0; r < RB; r++) aL[k][r] = aH[k][r] = _mm256_set1_epi32(-128 * wsum[r]);
+                cb8_slot_avx2(RB, pl, dl0, ND, idx + 32 * h, ldi, lut, M, F, wb, aL, aH);
+                for (int k = 0; k < ND; k++) cb8_store_avx2(RB, 64 * h + 16 * pl + 8 * (dl0 + k), aL[k], aH[k], sv, o, ldo);
+            }
 }
 
 /* RB <= 4 rows of w [RB][ldw] (n <= 32 weights each) against one block:
