@@ -21,12 +21,14 @@ static void build_tables(void)
             vq_attn_kernels_init_avx2_ham(k);
             vq_attn_kernels_init_avx2_pv8(k);
             vq_attn_kernels_init_avx2_rabitq(k);
+            vq_attn_kernels_init_avx2_kivi8(k);
         }
 #endif
 #ifdef VQ_HAVE_AVX512
         if (vq_isa_includes((vq_isa)i, VQ_ISA_AVX512)) {
             vq_attn_kernels_init_avx512(k);
             k->rabitq_block = NULL; /* the AVX2 one runs the AVX2 bodies, not the AVX-512 scores and softmax */
+            k->kivi8_block = NULL;  /* the same */
             vq_attn_kernels_init_avx512_values(k);
             vq_attn_kernels_init_avx512_softmax(k);
             if (vq_cpu_has_avx512_vnni()) vq_attn_kernels_init_avx512_vnni(k);

@@ -46,6 +46,42 @@ typedef struct vq_attn_kivi8_block {
     int64_t nb, pf_nb, step[6];
 } vq_attn_kivi8_block;
 
+/* The run loop of a kivi8_block kernel, shared by the ISAs: defines
+ * `static void name(R, b, q, ldq, o, ldo, m, d, bad)` that runs
+ * rows(RB, &block, q, ldq, o, ldo, m, d, bad) (RB = R as a constant, 1-4)
+ * on each block of the run in turn: its pointers, its prefetches (none from
+ * block pf_nb on), then the step to the next. */
+#define VQ_ATTN_DEFINE_KIVI8_BLOCK(name, rows)                                                              \
+    static inline __attribute__((always_inline)) void name##_run(int RB, const vq_attn_kivi8_block *run,     \
+                                                                 const float *q, int64_t ldq, float *o,       \
+                                                                 int64_t ldo, float *m, float *d, bool *bad)  \
+    {                                                                                                        \
+        vq_attn_kivi8_block b = *run;                                                                        \
+        for (int64_t i = 0; i < run->nb; i++) {                                                              \
+            if (i == run->pf_nb)                                                                             \
+                for (int j = 0; j < 6; j++) b.pf[j] = NULL;                                                  \
+            rows(RB, &b, q, ldq, o, ldo, m, d, bad);                                                         \
+            b.kcodes += b.step[0];                                                                           \
+            b.kscale = (const char *)b.kscale + b.step[1];                                                   \
+            b.kzero = (const char *)b.kzero + b.step[2];                                                     \
+            b.vcodes += b.step[3];                                                                           \
+            b.vs = (const char *)b.vs + b.step[4];                                                           \
+            b.vz = (const char *)b.vz + b.step[5];                                                           \
+            for (int j = 0; j < 6; j++)                                                                      \
+                if (b.pf[j]) b.pf[j] = (const char *)b.pf[j] + b.step[j];                                    \
+        }                                                                                                    \
+    }                                                                                                        \
+    static void name(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo, \
+                     float *m, float *d, bool *bad)                                                          \
+    {                                                                                                        \
+        switch (R) {                                                                                         \
+        case 1: name##_run(1, b, q, ldq, o, ldo, m, d, bad); break;                                          \
+        case 2: name##_run(2, b, q, ldq, o, ldo, m, d, bad); break;                                          \
+        case 3: name##_run(3, b, q, ldq, o, ldo, m, d, bad); break;                                          \
+        default: name##_run(4, b, q, ldq, o, ldo, m, d, bad); break;                                         \
+        }                                                                                                    \
+    }
+
 /* A run of nb blocks of the RaBitQ Hamming decode with 4-bit codebook
  * values (rabitq_block), each n = 32 tokens, D = 128: block 0 at the
  * pointers below, block i at them plus i * step[]. */
@@ -194,8 +230,8 @@ typedef struct vq_attn_kernels {
      * rescale(R, 128, o, ldo, alpha), affine_pv8(R, n, vcodes, ldv, vs, vz,
      * s, 32, o, ldo) of the same ISA, bit for bit (a run in one call: the
      * skeleton's and the format's per-block glue once per run). Where
-     * it is NULL (every ISA but AVX-512 with VNNI and VBMI) the formats run
-     * that sequence. */
+     * it is NULL (every ISA but AVX-512 with VNNI and VBMI, and AVX2) the
+     * formats run that sequence. */
     void (*kivi8_block)(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
                         float *m, float *d, bool *bad);
     /* NULL, or the whole step of each RaBitQ block of the run b (b->nb
@@ -303,6 +339,7 @@ void vq_attn_kernels_init_avx2_cb8(vq_attn_kernels *k);   /* integer codebook p.
 void vq_attn_kernels_init_avx2_ham(vq_attn_kernels *k);   /* RaBitQ Hamming scores (hamming_score) */
 void vq_attn_kernels_init_avx2_pv8(vq_attn_kernels *k);   /* integer p.V (affine_pv8) */
 void vq_attn_kernels_init_avx2_rabitq(vq_attn_kernels *k); /* fused RaBitQ blocks (rabitq_block) */
+void vq_attn_kernels_init_avx2_kivi8(vq_attn_kernels *k); /* fused KIVI block kernel (kivi8_block) */
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, after the AVX2 fillers */
 void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);

@@ -7,7 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifndef VQ_INLINE
 #define VQ_INLINE static inline __attribute__((always_inline))
+#endif
 
 /* Nibbles c .. c+7 of a packed row (low nibble first) as 8 int32 lanes. */
 VQ_INLINE __m256i nibbles8(const uint8_t *row, int64_t c)
@@ -63,6 +65,27 @@ VQ_INLINE float hsum8(__m256 v)
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     x = _mm_add_ss(x, _mm_movehdup_ps(x));
     return _mm_cvtss_f32(x);
+}
+
+/* Prefetches ranges i0 .. i1-1 of pf / bytes (NULL: none) into L1, four
+ * lines per loop step (the ranges are 256 bytes or multiples of it): the
+ * loop's scalar increments and branches otherwise take issue slots from the
+ * fused kernels' vector work. */
+VQ_INLINE void prefetch_ranges(const void *const *pf, const int64_t *bytes, int i0, int i1)
+{
+    for (int i = i0; i < i1; i++) {
+        const char *p = pf[i];
+        if (p == NULL) continue;
+        const int64_t n = bytes[i];
+        int64_t off = 0;
+        for (; off + 256 <= n; off += 256) {
+            _mm_prefetch(p + off, _MM_HINT_T0);
+            _mm_prefetch(p + off + 64, _MM_HINT_T0);
+            _mm_prefetch(p + off + 128, _MM_HINT_T0);
+            _mm_prefetch(p + off + 192, _MM_HINT_T0);
+        }
+        for (; off < n; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+    }
 }
 
 #endif

@@ -6,6 +6,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "cpu/avx2/attn_avx2_inline.h" /* prefetch_ranges */
+
 #ifndef VQ_INLINE
 #define VQ_INLINE static inline __attribute__((always_inline))
 #endif
@@ -47,25 +49,6 @@ VQ_INLINE __m512 absmax(__m512 a, __m512 b) { return _mm512_range_ps(a, b, 0x0B)
         op(c_, _mm512_permute_ps(c_, 0x4E));                                                                \
     })
 
-/* Prefetches ranges i0 .. i1-1 of pf / bytes (NULL: none) into L1, four
- * lines per loop step (the ranges are 256 bytes or multiples of it): the
- * loop's scalar increments and branches otherwise take issue slots from the
- * fused kernels' vector work. */
-VQ_INLINE void prefetch_ranges(const void *const *pf, const int64_t *bytes, int i0, int i1)
-{
-    for (int i = i0; i < i1; i++) {
-        const char *p = pf[i];
-        if (p == NULL) continue;
-        const int64_t n = bytes[i];
-        int64_t off = 0;
-        for (; off + 256 <= n; off += 256) {
-            _mm_prefetch(p + off, _MM_HINT_T0);
-            _mm_prefetch(p + off + 64, _MM_HINT_T0);
-            _mm_prefetch(p + off + 128, _MM_HINT_T0);
-            _mm_prefetch(p + off + 192, _MM_HINT_T0);
-        }
-        for (; off < n; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-    }
-}
+/* prefetch_ranges: attn_avx2_inline.h (included above), shared with the AVX2 fused kernels. */
 
 #endif /* VQ_ATTN_AVX512_INLINE_H */

@@ -130,37 +130,7 @@ VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, 
     values(RB, b, &vb, (const float(*)[32])p, a4, o, ldo);
 }
 
-/* The run's blocks in turn: each block's pointers, its prefetches (none
- * from block pf_nb on), then the step. */
-VQ_INLINE void kivi8_run(int RB, const vq_attn_kivi8_block *run, const float *q, int64_t ldq, float *o, int64_t ldo,
-                         float *m, float *d, bool *bad)
-{
-    vq_attn_kivi8_block b = *run;
-    for (int64_t i = 0; i < run->nb; i++) {
-        if (i == run->pf_nb)
-            for (int j = 0; j < 6; j++) b.pf[j] = NULL;
-        kivi8_rows(RB, &b, q, ldq, o, ldo, m, d, bad);
-        b.kcodes += b.step[0];
-        b.kscale = (const char *)b.kscale + b.step[1];
-        b.kzero = (const char *)b.kzero + b.step[2];
-        b.vcodes += b.step[3];
-        b.vs = (const char *)b.vs + b.step[4];
-        b.vz = (const char *)b.vz + b.step[5];
-        for (int j = 0; j < 6; j++)
-            if (b.pf[j]) b.pf[j] = (const char *)b.pf[j] + b.step[j];
-    }
-}
-
-static void kivi8_block_avx512(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o,
-                               int64_t ldo, float *m, float *d, bool *bad)
-{
-    switch (R) {
-    case 1: kivi8_run(1, b, q, ldq, o, ldo, m, d, bad); break;
-    case 2: kivi8_run(2, b, q, ldq, o, ldo, m, d, bad); break;
-    case 3: kivi8_run(3, b, q, ldq, o, ldo, m, d, bad); break;
-    default: kivi8_run(4, b, q, ldq, o, ldo, m, d, bad); break;
-    }
-}
+VQ_ATTN_DEFINE_KIVI8_BLOCK(kivi8_block_avx512, kivi8_rows)
 
 void vq_attn_kernels_init_avx512_kivi8(vq_attn_kernels *k)
 {

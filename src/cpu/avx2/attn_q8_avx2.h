@@ -1,0 +1,130 @@
+/* attn_q8_avx2.h — the inline bodies of the AVX2 integer key scores
+ * (attn_int8_avx2.c: how they work; attn_kernels.h: affine_q8, affine_qk8),
+ * shared with the fused KIVI block kernel (attn_kivi8_avx2.c), which so
+ * computes the same planes, steps and scores. Internal; include only from
+ * files built with the AVX2 flags. */
+#ifndef VQ_ATTN_Q8_AVX2_H
+#define VQ_ATTN_Q8_AVX2_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attention/attn_kernels.h"
+#include "cpu/avx2/attn_avx2_inline.h"
+
+/* Stores 32 int8 in natural channel order (channels c0 .. c0+31 of the row)
+ * into their plane positions (vq_attn_q8_pos). */
+VQ_INLINE void store_planes(__m256i v, int bits, int64_t D, int64_t c0, int8_t *xq)
+{
+    if (bits == 2) { /* per 16-byte lane: the 4 bytes of each shift together, then dwords by shift */
+        const __m256i byshift =
+            _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
+                             14, 3, 7, 11, 15);
+        v = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, byshift), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+        const int64_t P = D / 4, i0 = c0 / 4;
+        _mm_storel_epi64((__m128i *)(xq + i0), lo);
+        _mm_storel_epi64((__m128i *)(xq + P + i0), _mm_unpackhi_epi64(lo, lo));
+        _mm_storel_epi64((__m128i *)(xq + 2 * P + i0), hi);
+        _mm_storel_epi64((__m128i *)(xq + 3 * P + i0), _mm_unpackhi_epi64(hi, hi));
+        return;
+    }
+    const __m256i byshift =
+        _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9,
+                         11, 13, 15);
+    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, byshift), 0xD8); /* qwords 0 2 1 3 */
+    const int64_t P = D / 2, i0 = c0 / 2;
+    _mm_storeu_si128((__m128i *)(xq + i0), _mm256_castsi256_si128(v));
+    _mm_storeu_si128((__m128i *)(xq + P + i0), _mm256_extracti128_si256(v, 1));
+}
+
+VQ_INLINE void q8_rows_avx2(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
+                            const float *zero, int8_t *xq, float *dz)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int r = 0; r < R; r++) {
+        const float *qr = q + r * ldq;
+        __m256 amax = _mm256_setzero_ps(), qz = _mm256_setzero_ps(), nonfin = _mm256_setzero_ps();
+        for (int64_t c = 0; c < D; c += 8) {
+            const __m256 qv = _mm256_loadu_ps(qr + c), x = _mm256_mul_ps(qv, _mm256_loadu_ps(scale + c));
+            amax = _mm256_max_ps(amax, _mm256_and_ps(x, absmask));
+            nonfin = _mm256_or_ps(nonfin, _mm256_cmp_ps(_mm256_sub_ps(x, x), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+            qz = _mm256_fmadd_ps(qv, _mm256_loadu_ps(zero + c), qz);
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float am = _mm_cvtss_f32(h), z = hsum8(qz);
+        const bool finite = _mm256_movemask_ps(nonfin) == 0 && isfinite(z);
+        const __m256 inv = _mm256_set1_ps(vq_attn_q8_inv(am, finite));
+        int8_t *xr = xq + r * D;
+        for (int64_t c = 0; c < D; c += 32) {
+            __m256i w[4];
+            for (int u = 0; u < 4; u++) {
+                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(qr + c + 8 * u), _mm256_loadu_ps(scale + c + 8 * u));
+                w[u] = _mm256_cvtps_epi32(_mm256_mul_ps(x, inv)); /* round to nearest even */
+            }
+            /* |w| <= 127: the packs never saturate; they interleave 128-bit lanes, vpermd restores order */
+            const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(w[0], w[1]), _mm256_packs_epi32(w[2], w[3]));
+            store_planes(_mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)), bits, D, c, xr);
+        }
+        dz[2 * r] = finite ? am / 127.0f : NAN;
+        dz[2 * r + 1] = z;
+    }
+}
+
+/* Horizontal sums of four i32 vectors: {sum a, sum b, sum c, sum d}. */
+VQ_INLINE __m128i hsum4_epi32(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+    const __m256i abcd = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+
+/* RB rows x TB tokens: integer dots, then s = step * dot + qz. */
+VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+                        const float *dz, float *s, int64_t lds)
+{
+    const int K = 8 / bits;
+    const int64_t P = D / K, NC = D * bits / 256;
+    const __m256i mask = _mm256_set1_epi8(bits == 2 ? 3 : 15);
+    __m256i acc[8];
+    for (int i = 0; i < RB * TB; i++) acc[i] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < NC; k++) {
+        __m256i raw[4];
+        for (int t = 0; t < TB; t++) raw[t] = _mm256_loadu_si256((const __m256i *)(codes + t * ldc + 32 * k));
+        for (int m = 0; m < K; m++) {
+            __m256i e[4];
+            for (int t = 0; t < TB; t++) e[t] = _mm256_and_si256(_mm256_srli_epi16(raw[t], m * bits), mask);
+            for (int r = 0; r < RB; r++) {
+                const __m256i qv = _mm256_loadu_si256((const __m256i *)(xq + r * D + m * P + 32 * k));
+                for (int t = 0; t < TB; t++)
+                    acc[r * TB + t] = _mm256_add_epi16(acc[r * TB + t], _mm256_maddubs_epi16(e[t], qv));
+            }
+        }
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    int32_t dot[8];
+    for (int i = 0; i < RB * TB; i++) acc[i] = _mm256_madd_epi16(acc[i], ones);
+    for (int i = 0; i < RB * TB; i += 4) { /* RB * TB is 1, 2, 3, 4, 6 or 8: pad groups of four with zeros */
+        const __m256i z = _mm256_setzero_si256();
+        const __m128i h = hsum4_epi32(acc[i], i + 1 < RB * TB ? acc[i + 1] : z, i + 2 < RB * TB ? acc[i + 2] : z,
+                                      i + 3 < RB * TB ? acc[i + 3] : z);
+        int32_t tmp[4];
+        _mm_storeu_si128((__m128i *)tmp, h);
+        for (int u = 0; u < 4 && i + u < RB * TB; u++) dot[i + u] = tmp[u];
+    }
+    for (int r = 0; r < RB; r++)
+        for (int t = 0; t < TB; t++) s[r * lds + t] = dz[2 * r] * (float)dot[r * TB + t] + dz[2 * r + 1];
+}
+
+VQ_INLINE void qk8_rows(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+                        const float *dz, float *s, int64_t lds)
+{
+    const int TB = RB <= 2 ? 4 : 2;
+    int j = 0;
+    for (; j + TB <= n; j += TB) qk8_tile(bits, RB, TB, D, codes + j * ldc, ldc, xq, dz, s + j, lds);
+    for (; j < n; j++) qk8_tile(bits, RB, 1, D, codes + j * ldc, ldc, xq, dz, s + j, lds);
+}
+
+#endif /* VQ_ATTN_Q8_AVX2_H */
