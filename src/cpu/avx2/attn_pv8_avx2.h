@@ -131,32 +131,45 @@ VQ_INLINE void pv8_prep_row(bool full, int n, const pv8_avx2_block *b, const flo
     }
 }
 
+/* One quad of a pass: acc [NR][NK] += planes k0 .. k0 + NK - 1 of code set
+ * x times the rows' weights. */
+VQ_INLINE void pv8_quad_mac(int NR, int x, int k0, int NK, int qd, const pv8_avx2_block *b,
+                            uint8_t (*const *W)[2][32], __m256i (*acc)[4])
+{
+    const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0c);
+    const __m256i c = _mm256_load_si256((const __m256i *)b->q[qd][x]);
+    const __m256i s = k0 + NK > 2 ? _mm256_srli_epi16(c, 4) : c;
+    __m256i e[4];
+    for (int k = 0; k < NK; k++) { /* planes 0, 2: the code; 1, 3: 4 times it */
+        const int kk = k0 + k;
+        e[k] = _mm256_and_si256(kk >= 2 ? s : c, kk % 2 ? m0c : m03);
+    }
+    for (int r = 0; r < NR; r++) {
+        const __m256i w = _mm256_load_si256((const __m256i *)W[r][qd][x >> 1]);
+        /* vpaddsw, never saturating here (every partial sum is within the
+         * bound above): GCC reassociates vpaddw chains (plain vector +)
+         * into all products first, spilled, then a tree */
+        for (int k = 0; k < NK; k++) acc[r][k] = _mm256_adds_epi16(acc[r][k], _mm256_maddubs_epi16(e[k], w));
+    }
+}
+
 /* acc [NR][NK] += the pass's planes k0 .. k0 + NK - 1 of code set x times
  * the rows' weights, over the 8 quads; then the i32 sums (plane k's divided
- * by 4 where the bits stayed in place) into I [r][x][k]. */
+ * by 4 where the bits stayed in place) into I [r][x][k]. The quad loop is
+ * unrolled for up to 4 accumulators and rolled beyond (unrolled, GCC keeps
+ * other passes' values live and spills the 8 accumulators of 3-4 rows). */
 VQ_INLINE void pv8_pass(int NR, int x, int k0, int NK, const pv8_avx2_block *b, uint8_t (*const *W)[2][32],
                         int32_t (*I)[4][4][8])
 {
-    const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0c);
     __m256i acc[4][4];
     for (int r = 0; r < NR; r++)
         for (int k = 0; k < NK; k++) acc[r][k] = _mm256_setzero_si256();
-    VQ_PV8_UNROLL
-    for (int qd = 0; qd < 8; qd++) {
-        const __m256i c = _mm256_load_si256((const __m256i *)b->q[qd][x]);
-        const __m256i s = k0 + NK > 2 ? _mm256_srli_epi16(c, 4) : c;
-        __m256i e[4];
-        for (int k = 0; k < NK; k++) { /* planes 0, 2: the code; 1, 3: 4 times it */
-            const int kk = k0 + k;
-            e[k] = _mm256_and_si256(kk >= 2 ? s : c, kk % 2 ? m0c : m03);
-        }
-        for (int r = 0; r < NR; r++) {
-            const __m256i w = _mm256_load_si256((const __m256i *)W[r][qd][x >> 1]);
-            /* vpaddsw, never saturating here (every partial sum is within the
-             * bound above): GCC reassociates vpaddw chains (plain vector +)
-             * into all products first, spilled, then a tree */
-            for (int k = 0; k < NK; k++) acc[r][k] = _mm256_adds_epi16(acc[r][k], _mm256_maddubs_epi16(e[k], w));
-        }
+    if (NR * NK <= 4) {
+        VQ_PV8_UNROLL
+        for (int qd = 0; qd < 8; qd++) pv8_quad_mac(NR, x, k0, NK, qd, b, W, acc);
+    } else {
+#pragma GCC unroll 1
+        for (int qd = 0; qd < 8; qd++) pv8_quad_mac(NR, x, k0, NK, qd, b, W, acc);
     }
     const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < NR; r++)
