@@ -104,9 +104,28 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
         }
     }
     const __m256i ones = _mm256_set1_epi16(1);
-    int32_t dot[8];
     for (int i = 0; i < RB * TB; i++) acc[i] = _mm256_madd_epi16(acc[i], ones);
-    for (int i = 0; i < RB * TB; i += 4) { /* RB * TB is 1, 2, 3, 4, 6 or 8: pad groups of four with zeros */
+    if (TB == 4 || (TB == 2 && RB % 2 == 0)) {
+        /* groups of four: one row's 4 tokens (TB 4) or two rows' 2 (TB 2): the
+         * dots, s = step * dot + qz as one vector each (fmadd: the scalar form's
+         * contraction) */
+        for (int i = 0; i < RB * TB; i += 4) {
+            const __m128 d = _mm_cvtepi32_ps(hsum4_epi32(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
+            const int r = i / TB;
+            if (TB == 4) {
+                _mm_storeu_ps(s + r * lds, _mm_fmadd_ps(d, _mm_set1_ps(dz[2 * r]), _mm_set1_ps(dz[2 * r + 1])));
+            } else {
+                const __m128 st = _mm_setr_ps(dz[2 * r], dz[2 * r], dz[2 * r + 2], dz[2 * r + 2]);
+                const __m128 qz = _mm_setr_ps(dz[2 * r + 1], dz[2 * r + 1], dz[2 * r + 3], dz[2 * r + 3]);
+                const __m128 v = _mm_fmadd_ps(d, st, qz);
+                _mm_storel_pi((__m64 *)(s + r * lds), v);
+                _mm_storeh_pi((__m64 *)(s + (r + 1) * lds), v);
+            }
+        }
+        return;
+    }
+    int32_t dot[8];
+    for (int i = 0; i < RB * TB; i += 4) { /* RB * TB is 1, 2, 3 or 6 here: pad groups of four with zeros */
         const __m256i z = _mm256_setzero_si256();
         const __m128i h = hsum4_epi32(acc[i], i + 1 < RB * TB ? acc[i + 1] : z, i + 2 < RB * TB ? acc[i + 2] : z,
                                       i + 3 < RB * TB ? acc[i + 3] : z);
@@ -115,7 +134,7 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
         for (int u = 0; u < 4 && i + u < RB * TB; u++) dot[i + u] = tmp[u];
     }
     for (int r = 0; r < RB; r++)
-        for (int t = 0; t < TB; t++) s[r * lds + t] = dz[2 * r] * (float)dot[r * TB + t] + dz[2 * r + 1];
+        for (int t = 0; t < TB; t++) s[r * lds + t] = fmaf(dz[2 * r], (float)dot[r * TB + t], dz[2 * r + 1]);
 }
 
 VQ_INLINE void qk8_rows(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
