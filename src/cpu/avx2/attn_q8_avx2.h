@@ -98,8 +98,12 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
             for (int t = 0; t < TB; t++) e[t] = _mm256_and_si256(_mm256_srli_epi16(raw[t], m * bits), mask);
             for (int r = 0; r < RB; r++) {
                 const __m256i qv = _mm256_loadu_si256((const __m256i *)(xq + r * D + m * P + 32 * k));
+                /* vpaddsw, never saturating (the i16 bound in attn_int8_avx2.c):
+                 * GCC reassociates plain vpaddw chains into all products
+                 * first, spilled to the stack, then a tree (9200 -> 8618
+                 * instructions per fused block at four rows) */
                 for (int t = 0; t < TB; t++)
-                    acc[r * TB + t] = _mm256_add_epi16(acc[r * TB + t], _mm256_maddubs_epi16(e[t], qv));
+                    acc[r * TB + t] = _mm256_adds_epi16(acc[r * TB + t], _mm256_maddubs_epi16(e[t], qv));
             }
         }
     }
