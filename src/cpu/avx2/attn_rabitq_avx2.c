@@ -17,17 +17,10 @@
 #include <stdbool.h>
 
 #include "attention/attn_kernels.h"
+#include "cpu/avx2/attn_avx2_inline.h" /* prefetch_ranges */
 #include "cpu/avx2/attn_cb8_avx2.h"
 #include "cpu/avx2/attn_ham_avx2.h"
 #include "cpu/avx2/attn_softmax_avx2.h"
-
-/* Lines of the ranges pf[i0 .. i1) (NULL: none) into L1. */
-VQ_INLINE void rabitq_prefetch_avx2(const vq_attn_rabitq_block *b, int i0, int i1)
-{
-    for (int i = i0; i < i1; i++)
-        if (b->pf[i])
-            for (int64_t off = 0; off < b->pf_bytes[i]; off += 64) _mm_prefetch((const char *)b->pf[i] + off, _MM_HINT_T0);
-}
 
 /* One block for RB rows: scores as hamming_score (8 tokens per step) into
  * p, poison, softmax step, rescale, p.V. */
@@ -36,7 +29,7 @@ VQ_INLINE void rabitq_rows_avx2(int RB, const vq_attn_rabitq_block *b, __m256i l
 {
     _Alignas(32) float p[4][32];
     float alpha[4];
-    rabitq_prefetch_avx2(b, 0, 2);
+    prefetch_ranges(b->pf, b->pf_bytes, 0, 2);
     for (int g = 0; g < 4; g++) {
         __m256 x[4];
         const __m256 mg = _mm256_loadu_ps(b->mag + 8 * g);
@@ -46,7 +39,7 @@ VQ_INLINE void rabitq_rows_avx2(int RB, const vq_attn_rabitq_block *b, __m256i l
     }
     poison_rows_avx2(RB, 32, p[0], 32, bad);
     softmax_rows_avx2(RB, 32, p[0], 32, m, d, alpha);
-    rabitq_prefetch_avx2(b, 2, 3);
+    prefetch_ranges(b->pf, b->pf_bytes, 2, 3);
     rescale_rows_avx2(RB, 128, o, ldo, alpha);
     cb8_rows_avx2(RB, 32, b->vidx, 64, lut, b->cstep, p[0], 32, o, ldo);
 }
