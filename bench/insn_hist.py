@@ -1,6 +1,7 @@
 # insn_hist.py — gdb script: steps one call of a function instruction by
 # instruction and prints how many times each mnemonic ran, split by operand
-# kind (.r registers only, .ld a memory source, .st a memory destination);
+# kind (.r registers only, .ld a memory source, .st a memory destination)
+# and register width (@z zmm, @y ymm, none: xmm or scalar);
 # the dynamic counts behind the instruction floors of bench/results/cpu.md
 # (issue 14, fifth pass), and a port floor from them: 512-bit uops by port
 # class on this core (bench/port_throughput.c: p0 and p5, two per cycle; p5
@@ -27,7 +28,8 @@ while True:
     asm = arch.disassemble(int(gdb.parse_and_eval("$pc")))[0]["asm"]
     mnem = asm.split()[0]
     ops = asm[len(mnem):].strip()
-    hist[mnem + (".st" if ops.endswith(")") else ".ld" if "(" in ops else ".r")] += 1
+    width = "@z" if "zmm" in ops else "@y" if "ymm" in ops else ""
+    hist[mnem + (".st" if ops.endswith(")") else ".ld" if "(" in ops else ".r") + width] += 1
     total += 1
     if mnem.startswith("ret") and int(gdb.parse_and_eval("$sp")) == sp0:
         break
@@ -49,7 +51,7 @@ MOVES = set("vmovdqa32 vmovdqa64 vmovaps vmovups vmovdqu64 vmovdqu32 vmovdqu16 v
 cls = collections.Counter()
 unknown = {}
 for k, v in hist.items():
-    m, kind = k.rsplit(".", 1)
+    m, kind = k.split("@")[0].rsplit(".", 1)
     if m in MOVES:
         cls["move" if kind == "r" else kind] += v
     elif m == "vcvtph2ps":  # one p0 and one p5 uop

@@ -8,10 +8,12 @@
  * ISA has them. Internal headers; link the static library:
  *
  *   gcc -O2 -Isrc -Iinclude bench/rabitq_block.c build/libveloxquant.a -lm -lpthread -o rabitq_block
- *   ./rabitq_block [R (1-4, default 4)] [isa (default: best)] [once]
+ *   ./rabitq_block [R (1-4, default 4)] [isa (default: best)] [once [N]]
  *
- * With "once" it runs one fused call (or, without rabitq_block, one block of
- * the separate sequence) and exits: a call for callgrind / insn_hist.py. */
+ * With "once" it runs one fused call on a run of N blocks (default 1; or,
+ * without rabitq_block, one block of the separate sequence) and exits: a
+ * call for callgrind / insn_hist.py (a block's count: the difference of
+ * N = 3 and N = 1, halved). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,7 +123,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4 * BN; i++) s[i] = s0[i] = unif();
     if (argc > 3) {
         if (k->rabitq_block) {
-            vq_attn_rabitq_block blk = {kb[0], mag[0], NULL, vi[0], cq, cstep, {NULL, NULL, NULL}, {0, 0, 0}, 1, 0,
+            const int64_t nb = argc > 4 ? atoi(argv[4]) : 1;
+            if (nb < 1 || nb > NBLK) return 1;
+            vq_attn_rabitq_block blk = {kb[0], mag[0], NULL, vi[0], cq, cstep, {NULL, NULL, NULL}, {0, 0, 0}, nb, 0,
                                         {BN * 16, BN * 4, BN * 4, BN * 64}};
             k->rabitq_block(R, &blk, (const uint8_t *)(qp + 1), QPF * 4, qp, QPF, o, D, m, d, bad);
         } else {
