@@ -90,7 +90,7 @@ T(t_pop_pop, "zmm", B1("vpopcntq"), B1("vpopcntq"))
 T(t_pop_shuf, "zmm", B1("vpopcntq"), B2("vpshufb"))
 T(t_pop_dp, "zmm", B1("vpopcntq"), B2("vpdpbusd"))
 T(t_pop_add, "zmm", B1("vpopcntq"), B2("vpaddd"))
-T(t_ternlog_ternlog, "zmm", B2("vpxord"), B2("vpxord"))
+T(t_pxor_pxor, "zmm", B2("vpxord"), B2("vpxord"))
 int main(void)
 {
     /* finite zero sources (denormal or NaN inputs would take microcode assists) */
@@ -110,7 +110,7 @@ int main(void)
              {"paddd+pandd", t_add_and},     {"addps+addps", t_addps_addps}, {"maxps+maxps", t_max_max},
              {"cvtdq2ps+cvtdq2ps", t_cvt_cvt}, {"cvtdq2ps+dpbusd", t_cvt_dp}, {"cvtdq2ps+pshufb", t_cvt_shuf},
              {"popcntq+popcntq", t_pop_pop}, {"popcntq+pshufb", t_pop_shuf}, {"popcntq+dpbusd", t_pop_dp},
-             {"popcntq+paddd", t_pop_add},   {"pxord+pxord", t_ternlog_ternlog},
+             {"popcntq+paddd", t_pop_add},   {"pxord+pxord", t_pxor_pxor},
              {"load+load", t_ld_ld},         {"store+store", t_st_st},       {"load+store", t_ld_st},
              {"dpbusd.ld+dpbusd.ld", t_dpl_dpl}, {"load+dpbusd", t_ld_dp},
              {"bcastd.ld+bcastd.ld", t_bc_bc}, {"bcastd.ld+load", t_bc_ld}, {"ymm load+load", t_ldy_ldy}};
