@@ -649,7 +649,8 @@ typedef struct vq_encoded_values {
     } codebook;                 /* v_hat[t,c] = cents[min(idx, n_cents - 1)] * scale[t] */
     struct {
         const DLTensor *idx;    /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,ceil(D*bits/32)] u32 packed */
-        const DLTensor *scale;  /* [B,Hkv,Skv] f32 */
+        const DLTensor *scale;  /* [B,Hkv,Skv] f32 (or f16 on a CPU ctx: the CUDA backend gives
+                                   VQ_ERR_UNSUPPORTED) */
         const DLTensor *diag;   /* [D] f32 ±1 used at encode time, or NULL (ones) */
         int bits;               /* 1..8 */
     } turbo;                    /* v_hat = rot^-1(scale * c_bits[idx]) (vq_turboquant_hadamard_dequantize);
@@ -1003,11 +1004,12 @@ typedef enum vq_key_method {
                              before RoPE, with positions */
     /* KIVI with two code widths per group (a cache-only format, CPU only):
      * per group of group_size tokens and per channel, as VQ_KEY_KIVI, but in
-     * each group the D/2 channels of the widest range (max - min over the
+     * each group the W channels of the widest range (max - min over the
      * group's tokens; ties to the lower channel) get codes of bits2 bits and
-     * the other D/2 codes of bits bits, 1 <= bits < bits2 <= 8:
-     * (bits + bits2) / 2 code bits per element. Per token and head the codes
-     * are one bit stream of ceil(D/2 * (bits + bits2) / 8) bytes: the wide
+     * the other D - W codes of bits bits, 1 <= bits < bits2 <= 8, W =
+     * wide_channels (0 = D/2): (W * bits2 + (D - W) * bits) / D code bits
+     * per element. Per token and head the codes are one bit stream of
+     * ceil((W * bits2 + (D - W) * bits) / 8) bytes: the wide
      * channels' codes in channel order, then the narrow ones'; code i of a
      * part at its bits [i*w, (i+1)*w) (bit j of the stream is bit j % 8 of
      * byte j / 8). Per group and channel an f16 scale and zero,
@@ -1017,7 +1019,7 @@ typedef enum vq_key_method {
      * zero. So a key group spends its bits where its range is: on
      * SmolLM2-135M, 4/2 bits (3.0 code bits) beside TurboQuant 2-bit values
      * lose about what 4-bit KIVI keys lose, uniform 3-bit KIVI keys about
-     * three times more (README, "A real model"). Bits: (bits + bits2) / 2 +
+     * three times more (README, "A real model"). Bits: the code bits +
      * 32 / group_size + 1 / group_size per element. The CUDA cache gives
      * VQ_ERR_UNSUPPORTED. */
     VQ_KEY_KIVI_MIX = 9
@@ -1039,6 +1041,7 @@ typedef struct vq_key_config {
                                  narrow width 1..7 */
     int bits2;                /* TURBO_RVQ stage-2 bits 1..8; KIVI_MIX the wide width bits+1..8 */
     int group_size;           /* KIVI, KIVI_MIX: tokens per channel group g; divides page_size; 0 = 32 */
+    int wide_channels;        /* KIVI_MIX: W channels per group at bits2, 1..D-1 (0 = D/2) */
     bool norm_correct;        /* TURBO: norm-corrected scale (vq_turboquant_opts) */
     vq_rabitq_score rabitq_score; /* RABITQ: Hamming (the default) or exact scoring */
     vq_rabitq_mag rabitq_mag;     /* RABITQ: magnitude estimator */
@@ -1061,6 +1064,10 @@ typedef struct vq_value_config {
                                  N(0,1) 4-bit table (vq_lloyd_max_codebook(4)) */
     uint64_t seed;            /* TURBO random signs (0 = a fixed default; layer l draws them from
                                  seed + l, xor a constant so they differ from the keys') */
+    bool scale_f16;           /* TURBO: each token's scale stored in f16 (2 bytes, not 4: 0.25 bits
+                                 per element less at D = 64; relative rounding <= 2^-11 of the
+                                 token's whole vector, far below the codes' error). CPU only: the
+                                 CUDA cache gives VQ_ERR_UNSUPPORTED */
 } vq_value_config;
 
 typedef struct vq_cache_layer_config {

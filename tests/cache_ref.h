@@ -90,12 +90,13 @@ static void ref_keys(vq_ctx *ctx, const vq_cache_layer *L, ref_layer *r, const D
                         mx[c] = v > mx[c] ? v : mx[c];
                     }
                 }
-                /* wide: the D/2 widest ranges, ties to the lower channel */
+                /* wide: the W widest ranges (W = wide_channels, 0 = D/2), ties to the lower channel */
+                const int64_t nw = k->wide_channels ? k->wide_channels : D / 2;
                 for (int64_t c = 0; c < D; c++) {
                     int64_t above = 0;
                     for (int64_t o = 0; o < D; o++)
                         above += (mx[o] - mn[o]) > (mx[c] - mn[c]) || ((mx[o] - mn[o]) == (mx[c] - mn[c]) && o < c);
-                    wide[c] = above < D / 2;
+                    wide[c] = above < nw;
                 }
                 for (int64_t c = 0; c < D; c++) {
                     const float maxq = (float)((1 << (wide[c] ? k->bits2 : k->bits)) - 1);
@@ -243,6 +244,8 @@ static void ref_values(vq_ctx *ctx, const vq_cache_layer *L, ref_layer *r, const
         DLTensor *diag = ref_table(&L->tables[VQ_CT_VDIAG]);
         DLTensor *i1 = vt_new(VT_U8, VT_DIMS(1, Hkv, ne, D)), *s1 = vt_new(VT_F32, VT_DIMS(1, Hkv, ne));
         VT_OK(ctx, vq_turboquant_hadamard_quantize(ctx, x, diag, v->bits, i1, s1, NULL));
+        if (v->scale_f16) /* the scale as the cache stores it */
+            for (int64_t i = 0; i < Hkv * ne; i++) ((float *)s1->data)[i] = vq_f16_to_f32(vq_f32_to_f16(((float *)s1->data)[i]));
         VT_OK(ctx, vq_turboquant_hadamard_dequantize(ctx, i1, s1, diag, v->bits, xh));
         vt_free(diag), vt_free(i1), vt_free(s1);
         break;

@@ -501,6 +501,16 @@ static void test_value_formats_on(vq_ctx *ctx, const char *isa)
         const vq_encoded_values e32 = {.format = VQ_VALUES_TURBO, .turbo = {packed, sc, diag, bits}};
         check_values(ctx, isa, "TurboQuant values (u8)", &e8, vhat, q, k, &d, bits == 3);
         check_values(ctx, isa, "TurboQuant values (u32 packed)", &e32, vhat, q, k, &d, false);
+        /* f16 scales: the same attention as f32 scales holding the f16-rounded values */
+        DLTensor *sc16 = vt_like(sc, VT_F16);
+        for (int64_t e = 0; e < vt_numel(sc); e++) {
+            vt_set(sc16, e, vt_get(sc, e));
+            vt_set(sc, e, vt_get(sc16, e));
+        }
+        VT_OK(ctx, vq_turboquant_hadamard_dequantize(ctx, idx, sc, diag, bits, vhat));
+        const vq_encoded_values e16 = {.format = VQ_VALUES_TURBO, .turbo = {packed, sc16, diag, bits}};
+        check_values(ctx, isa, "TurboQuant values (f16 scales)", &e16, vhat, q, k, &d, bits == 2);
+        vt_free(sc16);
         vt_free(idx);
         vt_free(sc);
         vt_free(diag);

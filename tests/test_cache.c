@@ -50,6 +50,13 @@ static int methods(const tables *t, method *out)
     M("kivi4/turbo2", {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32}, {.method = VQ_VALUE_TURBO, .bits = 2}});
     M("kivimix42/turbo2", {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 16}, {.method = VQ_VALUE_TURBO, .bits = 2}});
     M("kivimix37/f16", {{.method = VQ_KEY_KIVI_MIX, .bits = 3, .bits2 = 7, .group_size = 32}, {.method = VQ_VALUE_F16}});
+    /* W wide channels other than D/2: byte-aligned parts (whole-row unpacks) and not (W = 3, 63) */
+    M("kivimix42w20/turbo2h", {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 16, .wide_channels = 20},
+                               {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}});
+    M("kivimix24w3/turbo3h", {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 32, .wide_channels = 3},
+                              {.method = VQ_VALUE_TURBO, .bits = 3, .scale_f16 = true}});
+    M("kivimix13w63/turbo8h", {{.method = VQ_KEY_KIVI_MIX, .bits = 1, .bits2 = 3, .group_size = 16, .wide_channels = 63},
+                               {.method = VQ_VALUE_TURBO, .bits = 8, .scale_f16 = true}});
     M("turbo1", {{.method = VQ_KEY_TURBO, .bits = 1}, {.method = VQ_VALUE_TURBO, .bits = 1}});
     M("turbo3nc", {{.method = VQ_KEY_TURBO, .bits = 3, .norm_correct = true}, {.method = VQ_VALUE_TURBO, .bits = 3}});
     M("turbo8/kivi2", {{.method = VQ_KEY_TURBO, .bits = 8}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}});
@@ -134,7 +141,7 @@ static void methods_isa(vq_ctx *ctx, const char *isa)
     vq_rng rng;
     vq_rng_seed(&rng, 7);
     tables tb = make_tables(&rng, 128);
-    method ms[20];
+    method ms[24];
     const int nm = methods(&tb, ms);
     const int64_t len[3] = {1, 7, 97};
     ct_store st = ct_store_new(3, HKV, 97, DIM, &rng);
@@ -222,7 +229,7 @@ static void token_by_token(void)
     vq_rng rng;
     vq_rng_seed(&rng, 13);
     tables tb = make_tables(&rng, 128);
-    method ms[20];
+    method ms[24];
     const int nm = methods(&tb, ms);
     ct_store st = ct_store_new(1, HKV, 70, DIM, &rng);
     for (int R = 0; R <= 3; R += 3)
@@ -262,7 +269,7 @@ static void pages_isa(vq_ctx *ctx, const char *isa)
     vq_rng rng;
     vq_rng_seed(&rng, 23);
     tables tb = make_tables(&rng, 256);
-    method ms[20];
+    method ms[24];
     const int nm = methods(&tb, ms);
     enum { N = 5 * PAGE + 9 };
     ct_store st = ct_store_new(2, HKV, N, DIM, &rng);

@@ -288,6 +288,8 @@ static void test_create_errors(void)
         {{{.method = VQ_KEY_KIVI_MIX, .bits = 0, .bits2 = 4}, {.method = VQ_VALUE_F16}}, "1 <= bits < bits2 <= 8"},
         {{{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 9}, {.method = VQ_VALUE_F16}}, "keys.bits/bits2"},
         {{{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 48}, {.method = VQ_VALUE_F16}}, "keys.group_size"},
+        {{{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .wide_channels = 64}, {.method = VQ_VALUE_F16}}, "keys.wide_channels"},
+        {{{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .wide_channels = -1}, {.method = VQ_VALUE_F16}}, "1..63 (0 = 32), got -1"},
         {{{.method = VQ_KEY_TURBO_RVQ, .bits = 2, .bits2 = 0}, {.method = VQ_VALUE_F16}}, "keys.bits2"},
         {{{.method = VQ_KEY_RABITQ, .rabitq_score = 7}, {.method = VQ_VALUE_F16}}, "keys.rabitq_score"},
         {{{.method = VQ_KEY_QJL, .qjl_sketch = 2000}, {.method = VQ_VALUE_F16}}, "keys.qjl_sketch"},

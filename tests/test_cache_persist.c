@@ -7,7 +7,8 @@
  * that pass the checksums but not the RoPE table. The presets that need
  * tables take them from a vq_calibration fitted here. 8-bit windows
  * (VQ_WINDOW_TURBO8): round trips, file version 2 (f16 windows stay version
- * 1), refused by a cache of the other window, and corruption. */
+ * 1), refused by a cache of the other window, and corruption. Version 3
+ * (KIVI_MIX wide_channels, f16 TurboQuant value scales) likewise. */
 #include <unistd.h>
 
 #include "cache/cache_internal.h"
@@ -18,6 +19,8 @@ static const int64_t lengths[NSEQ] = {1, 37, 97};
 
 static vq_calibration *cal;
 static vq_cache_window window; /* of the caches make_cache makes */
+static int wide_channels;      /* of their KIVI_MIX layers */
+static bool scale_f16;         /* of their TurboQuant-value layers */
 static DLTensor *rope_cos, *rope_sin;
 
 static vq_cache *make_cache(vq_ctx *ctx, const char *preset, int residual)
@@ -25,6 +28,11 @@ static vq_cache *make_cache(vq_ctx *ctx, const char *preset, int residual)
     vq_cache_layer_config lc[L];
     for (int l = 0; l < L; l++) {
         VT_CHECK(vq_cache_preset_layer_config(preset, D, &lc[l]) == VQ_OK, "preset %s", preset);
+        if (lc[l].keys.method == VQ_KEY_KIVI_MIX && wide_channels) {
+            lc[l].keys.wide_channels = wide_channels;
+            lc[l].keys.group_size = 16; /* groups that the sequences fill, so pages hold codes */
+        }
+        if (lc[l].values.method == VQ_VALUE_TURBO) lc[l].values.scale_f16 = scale_f16;
         if (lc[l].keys.method == VQ_KEY_COMMVQ) {
             lc[l].keys.cos_freqs = rope_cos;
             lc[l].keys.sin_freqs = rope_sin;
@@ -167,6 +175,41 @@ static uint32_t file_version(const uint8_t *buf)
     return (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
 }
 
+/* Sequence 1 of a and of b (two caches of different layouts, filled here)
+ * as files: a's smaller, of versions va and vb, and each refused by the
+ * other cache with `why`, which stays as it was. Returns a's file. */
+static uint8_t *save_refused_pair(vq_ctx *ctx, vq_cache *a, vq_cache *b, uint32_t va, uint32_t vb, const char *why,
+                                  size_t *size)
+{
+    int64_t ids[NSEQ], bids[NSEQ], id;
+    fill(ctx, a, ids);
+    fill(ctx, b, bids);
+    size_t bsize;
+    uint8_t *buf = save(ctx, a, ids[1], size), *bbuf = save(ctx, b, bids[1], &bsize);
+    VT_CHECK(file_version(buf) == va && file_version(bbuf) == vb, "file versions %u, %u: expected %u, %u",
+             (unsigned)file_version(buf), (unsigned)file_version(bbuf), (unsigned)va, (unsigned)vb);
+    VT_CHECK(bsize > *size, "version %u file (%zu bytes) not smaller than version %u's (%zu)", (unsigned)va, *size,
+             (unsigned)vb, bsize);
+    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, why, vq_cache_seq_load_buffer(b, buf, *size, &id));
+    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, why, vq_cache_seq_load_buffer(a, bbuf, bsize, &id));
+    vq_cache_memory_report rep;
+    VT_OK(ctx, vq_cache_memory(b, &rep));
+    VT_CHECK(rep.sequences == NSEQ, "a refused load changed the cache");
+    free(bbuf);
+    return buf;
+}
+
+/* buf (a sequence file of c, freed here) relabelled as version v, checksums
+ * fixed, is refused by c with `why`. */
+static void refused_as_version(vq_ctx *ctx, vq_cache *c, uint8_t *buf, size_t size, uint8_t v, const char *why)
+{
+    buf[8] = v;
+    vq_container_fixup(buf, size);
+    int64_t id;
+    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, why, vq_cache_seq_load_buffer(c, buf, size, &id));
+    free(buf);
+}
+
 /* 8-bit windows round-trip as the f16 ones do; their files are version 2
  * (f16 windows: 1) and a cache of the other window refuses them. */
 static void test_window8(void)
@@ -178,26 +221,31 @@ static void test_window8(void)
     vq_cache *c = make_cache(ctx, "kivi4", R);
     window = VQ_WINDOW_F16;
     vq_cache *f16 = make_cache(ctx, "kivi4", R);
-    int64_t ids[NSEQ], fids[NSEQ];
-    fill(ctx, c, ids);
-    fill(ctx, f16, fids);
-    size_t size, fsize;
-    uint8_t *buf = save(ctx, c, ids[1], &size), *fbuf = save(ctx, f16, fids[1], &fsize);
-    VT_CHECK(file_version(buf) == 2 && file_version(fbuf) == 1, "file versions %u (8-bit window), %u (f16)",
-             (unsigned)file_version(buf), (unsigned)file_version(fbuf));
-    VT_CHECK(fsize > size, "the 8-bit window's file (%zu bytes) is not smaller than the f16 one's (%zu)", size, fsize);
-    int64_t id;
-    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, "not this cache", vq_cache_seq_load_buffer(f16, buf, size, &id));
-    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, "not this cache", vq_cache_seq_load_buffer(c, fbuf, fsize, &id));
-    vq_cache_memory_report rep;
-    VT_OK(ctx, vq_cache_memory(f16, &rep));
-    VT_CHECK(rep.sequences == NSEQ, "a refused load changed the cache");
-    /* a version-2 file whose header says version 1 (checksums fixed): its CONF is too long */
-    buf[8] = 1;
-    vq_container_fixup(buf, size);
-    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, "version 1 has", vq_cache_seq_load_buffer(c, buf, size, &id));
-    free(buf), free(fbuf);
+    size_t size;
+    uint8_t *buf = save_refused_pair(ctx, c, f16, 2, 1, "not this cache", &size);
+    refused_as_version(ctx, c, buf, size, 1, "version 1 has"); /* version 1's CONF is shorter */
     vq_cache_free(c), vq_cache_free(f16);
+    vq_ctx_free(ctx);
+}
+
+/* KIVI_MIX wide_channels and f16 TurboQuant value scales round-trip; their
+ * files are version 3 (the same presets without them stay 1); a cache of
+ * the default fields refuses them; a version-2 header over them is corrupt
+ * (its LCFG reserved words are not 0). */
+static void test_layer_fields_v3(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    wide_channels = 20, scale_f16 = true;
+    round_trip(ctx, "kivimix-turbo2");
+    round_trip(ctx, "kivi4-turbo2");
+    vq_cache *c = make_cache(ctx, "kivimix-turbo2", R);
+    wide_channels = 32, scale_f16 = false; /* D/2: the default, with the same 16-token groups */
+    vq_cache *plain = make_cache(ctx, "kivimix-turbo2", R);
+    wide_channels = 0;
+    size_t size;
+    uint8_t *buf = save_refused_pair(ctx, c, plain, 3, 1, "layer 0", &size);
+    refused_as_version(ctx, c, buf, size, 2, "reserved fields");
+    vq_cache_free(c), vq_cache_free(plain);
     vq_ctx_free(ctx);
 }
 
@@ -385,6 +433,7 @@ int main(void)
         }
     VT_RUN(test_presets_round_trip);
     VT_RUN(test_window8);
+    VT_RUN(test_layer_fields_v3);
     VT_RUN(test_files_and_errors);
     VT_RUN(test_corruption);
     vq_calibration_free(cal);

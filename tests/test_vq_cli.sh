@@ -223,7 +223,7 @@ if [ -s "$model" ]; then
         echo "ok   perplexity --kv @LAYERS=METHOD overrides layers"
     else echo "FAIL: perplexity --kv @LAYERS=METHOD"; cat "$tmp/out"; failures=$((failures + 1)); fi
     # +w8: the window (16 tokens of a partial 32-token KIVI group at ctx 48) at 8 bits: fewer bits, same pages
-    expect 2 "neither +w8 nor +rN" perplexity -m "$model" --kv kivi2+w9 "$text"
+    expect 2 "none of +w8, +rN" perplexity -m "$model" --kv kivi2+w9 "$text"
     expect 2 "given twice" perplexity -m "$model" --kv kivi2+r4+w8+r8 "$text"
     expect 0 "kivi2+w8" perplexity -m "$model" --kv kivi2,kivi2+w8,f16@3=kivi2+w8 --ctx 48 --windows 1 --threads 1 "$text"
     if awk '$2 == "kivi2" { b = $NF } $2 == "kivi2+w8" { c = $NF } $2 == "f16@3=kivi2+w8" { m = $NF }
@@ -238,6 +238,20 @@ if [ -s "$model" ]; then
             END { exit !(b != "" && b < 10 && c > 15 && w < c && w > 8) }' "$tmp/out"; then
         echo "ok   perplexity --kv +rN sets the method's residual window"
     else echo "FAIL: perplexity --kv +rN"; cat "$tmp/out"; failures=$((failures + 1)); fi
+    # +wideN / :wideN (KIVI_MIX wide channels, ctx 256: two whole 128-token key groups) and +vs16 (f16
+    # TurboQuant value scales) cut bits; one layer at 40 wide channels beside 29 at 20 lies between
+    expect 2 "is not :wideN" perplexity -m "$model" --kv kivimix-turbo2:wide64 "$text"
+    expect 2 "needs KIVI_MIX keys" perplexity -m "$model" --kv kivi4-turbo2:wide20 "$text"
+    expect 2 "no layer has KIVI_MIX" perplexity -m "$model" --kv kivi2+wide20 "$text"
+    expect 2 "no layer has TurboQuant values" perplexity -m "$model" --kv kivi2+vs16 "$text"
+    expect 0 "kivimix-turbo2+vs16" perplexity -m "$model" --kv \
+        kivimix-turbo2,kivimix-turbo2+wide20,kivimix-turbo2+vs16,kivimix-turbo2@1=kivimix-turbo2:wide40+wide20 \
+        --ctx 256 --windows 1 --threads 1 "$text"
+    if awk '$2 == "kivimix-turbo2" { a = $NF } $2 == "kivimix-turbo2+wide20" { b = $NF }
+            $2 == "kivimix-turbo2+vs16" { c = $NF } $2 == "kivimix-turbo2@1=kivimix-turbo2:wide40+wide20" { d = $NF }
+            END { exit !(a != "" && b < a && c < a && d > b && d < a) }' "$tmp/out"; then
+        echo "ok   perplexity --kv +wideN, :wideN and +vs16 cut the bits they should"
+    else echo "FAIL: perplexity --kv +wideN / :wideN / +vs16"; cat "$tmp/out"; failures=$((failures + 1)); fi
     expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json --tokens "$tmp/tok.tsv" "$text"
     # --tokens: a header and one line per window position, nll only in the scored second half
     if [ "$(wc -l < "$tmp/tok.tsv")" -eq 33 ] && head -1 "$tmp/tok.tsv" | grep -q "nll_f16.nll_kivi2" &&

@@ -11,6 +11,7 @@
  *           rabitq_mag, qjl_sketch, seed, codebook, smooth, cos_freqs,
  *           sin_freqs, rope                                   (14 items)
  *   values: method, bits, group_size, centroids, seed        (5 items)
+ *   then keys.wide_channels, values.scale_f16                (2 items)
  * Table entries are host arrays (DLPack) or None.
  */
 #include "vq_module.h"
@@ -18,7 +19,7 @@
 #include <string.h>
 
 static const char CACHE_CAPSULE[] = "veloxquant.cache";
-#define LAYER_TUPLE 19
+#define LAYER_TUPLE 21
 
 static void cache_capsule_free(PyObject *cap)
 {
@@ -91,7 +92,8 @@ static int layer_config_arg(args *A, PyObject *o, vq_cache_layer_config *lc)
         tensor_arg(A, t[12], "keys.sin_freqs", 1, &sf) || int_arg(t[13], "keys.rope", &rope) ||
         int_arg(t[14], "values.method", &vm) || int_arg(t[15], "values.bits", &v->bits) ||
         int_arg(t[16], "values.group_size", &v->group_size) ||
-        tensor_arg(A, t[17], "values.centroids", 1, &cents) || u64_arg(t[18], "values.seed", &v->seed))
+        tensor_arg(A, t[17], "values.centroids", 1, &cents) || u64_arg(t[18], "values.seed", &v->seed) ||
+        int_arg(t[19], "keys.wide_channels", &k->wide_channels) || bool_arg(t[20], "values.scale_f16", &v->scale_f16))
         return -1;
     k->method = (vq_key_method)km;
     k->rabitq_score = (vq_rabitq_score)ks;
@@ -110,10 +112,11 @@ static PyObject *layer_config_tuple(const vq_cache_layer_config *lc)
 {
     const vq_key_config *k = &lc->keys;
     const vq_value_config *v = &lc->values;
-    return Py_BuildValue("(iiiiNiiiKOOOOiiiiOK)", (int)k->method, k->bits, k->bits2, k->group_size,
+    return Py_BuildValue("(iiiiNiiiKOOOOiiiiOKiN)", (int)k->method, k->bits, k->bits2, k->group_size,
                          PyBool_FromLong(k->norm_correct), (int)k->rabitq_score, (int)k->rabitq_mag, k->qjl_sketch,
                          (unsigned long long)k->seed, Py_None, Py_None, Py_None, Py_None, (int)k->rope,
-                         (int)v->method, v->bits, v->group_size, Py_None, (unsigned long long)v->seed);
+                         (int)v->method, v->bits, v->group_size, Py_None, (unsigned long long)v->seed,
+                         k->wide_channels, PyBool_FromLong(v->scale_f16));
 }
 
 /* cache_presets() -> [(name, description, key_bits, value_bits, needs_tables)] */

@@ -2,6 +2,7 @@
 against float64 references built from the codec functions; sequences (fork,
 truncate, remove), memory report, errors that change nothing."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -158,6 +159,22 @@ def test_errors_change_nothing(fw, rng):
 def test_per_layer_methods(rng):
     c = vq.KVCache(3, 1, 64, layers=["f16", "kivi2", vq.LayerConfig.preset("turbo3", 64)], f16_layers=[1])
     assert [c.layer_config(i).key_method for i in range(3)] == ["f16", "f16", "turbo"]
+
+
+def test_wide_channels_and_f16_value_scales(rng):
+    # fewer wide KIVI_MIX key channels and f16 TurboQuant value scales: fewer bytes, the same fields back
+    lc = vq.LayerConfig.preset("kivimix-turbo2", 64)
+    lc.key_group_size = 32
+    small = dataclasses.replace(lc, key_wide_channels=20, value_scale_f16=True)
+    caches = [vq.KVCache(1, 2, 64, n_q_heads=4, layers=[x]) for x in (lc, small)]
+    k, v = _kv(rng, 1, 2, 64, 64)
+    for c in caches:
+        c.append(0, [c.add_sequence()], k, v)
+    got = caches[1].layer_config(0)
+    assert got.key_wide_channels == 20 and got.value_scale_f16 and caches[0].layer_config(0).key_wide_channels == 0
+    assert caches[1].memory()["bits_per_element"] < caches[0].memory()["bits_per_element"]
+    with pytest.raises(vq.InvalidArgumentError, match="wide_channels"):
+        vq.KVCache(1, 2, 64, layers=[dataclasses.replace(lc, key_wide_channels=64)])
 
 
 def test_save_load_roundtrip(tmp_path, rng):

@@ -167,11 +167,13 @@ class LayerConfig:
     codebook: Optional[ArrayLike]; smooth: Optional[ArrayLike]; cos_freqs: Optional[ArrayLike]
     sin_freqs: Optional[ArrayLike]; rope: str
     value_method: str; value_bits: int; value_group_size: int; value_centroids: Optional[ArrayLike]; value_seed: int
+    key_wide_channels: int; value_scale_f16: bool
     def __init__(self, key_method: str = ..., key_bits: int = ..., key_bits2: int = ..., key_group_size: int = ...,
                  norm_correct: bool = ..., rabitq_score: str = ..., rabitq_mag: str = ..., qjl_sketch: int = ...,
                  key_seed: int = ..., codebook: Any = ..., smooth: Any = ..., cos_freqs: Any = ...,
                  sin_freqs: Any = ..., rope: str = ..., value_method: str = ..., value_bits: int = ...,
-                 value_group_size: int = ..., value_centroids: Any = ..., value_seed: int = ...) -> None: ...
+                 value_group_size: int = ..., value_centroids: Any = ..., value_seed: int = ...,
+                 key_wide_channels: int = ..., value_scale_f16: bool = ...) -> None: ...
     @classmethod
     def preset(cls, name: str, head_dim: int) -> "LayerConfig": ...
 

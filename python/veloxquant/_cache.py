@@ -55,6 +55,8 @@ class LayerConfig:
     value_group_size: int = 0
     value_centroids: object = None
     value_seed: int = 0
+    key_wide_channels: int = 0  # KIVI_MIX: wide channels per group (0 = head_dim / 2)
+    value_scale_f16: bool = False  # TurboQuant values: f16 scales (CPU only)
 
     @classmethod
     def preset(cls, name, head_dim):
@@ -65,7 +67,7 @@ class LayerConfig:
     def _from_tuple(cls, t):
         return cls(_name(KEY_METHODS, t[0]), t[1], t[2], t[3], bool(t[4]), _name(_RABITQ_SCORE, t[5]),
                    _name(_RABITQ_MAG, t[6]), t[7], t[8], None, None, None, None, _name(ROPE_LAYOUTS, t[13]),
-                   _name(VALUE_METHODS, t[14]), t[15], t[16], None, t[18])
+                   _name(VALUE_METHODS, t[14]), t[15], t[16], None, t[18], t[19], bool(t[20]))
 
     def _tuple(self):
         return (choice(KEY_METHODS, self.key_method, "key_method"), self.key_bits, self.key_bits2,
@@ -73,7 +75,7 @@ class LayerConfig:
                 choice(_RABITQ_MAG, self.rabitq_mag, "rabitq_mag"), self.qjl_sketch, self.key_seed, self.codebook,
                 self.smooth, self.cos_freqs, self.sin_freqs, choice(ROPE_LAYOUTS, self.rope, "rope"),
                 choice(VALUE_METHODS, self.value_method, "value_method"), self.value_bits, self.value_group_size,
-                self.value_centroids, self.value_seed)
+                self.value_centroids, self.value_seed, self.key_wide_channels, self.value_scale_f16)
 
 
 def presets():

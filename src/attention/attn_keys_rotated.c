@@ -47,8 +47,8 @@ static void decode_turbo(const rotated_keys *k, const vq_attn_kernels *kern, con
             const vq_attn_turbo_stage *st = &k->stage[s];
             bool nibbles;
             const uint8_t *codes = vq_attn_turbo_stage_codes(st, blk->b, blk->hk, t, k->D, scratch, &nibbles);
-            kern->codebook_tile(1, k->D, nibbles, codes, st->cents, 1 << st->bits,
-                                vq_attn_turbo_stage_scale(st, blk->b, blk->hk, t), s ? row : y);
+            const float scale = vq_attn_turbo_stage_scale(st, blk->b, blk->hk, t);
+            kern->codebook_tile(1, k->D, nibbles, codes, st->cents, 1 << st->bits, &scale, s ? row : y);
             if (s)
                 for (int64_t c = 0; c < k->D; c++) y[c] += row[c];
         }
@@ -122,8 +122,8 @@ vq_status vq_attn_bind_keys_turbo(vq_ctx *ctx, const vq_encoded_keys *keys, cons
     rotated_keys *d = NULL;
     VQ_FORWARD_IF_ERROR(bind_common(ctx, "keys.turbo", keys->turbo.diag, dims, scale, out, &d));
     d->n_stages = 1;
-    return vq_attn_turbo_check_stage(ctx, "keys.turbo", "idx", keys->turbo.idx, "scale", keys->turbo.scale, "bits",
-                       keys->turbo.bits, dims, &d->stage[0]);
+    return vq_attn_turbo_check_stage(ctx, "keys.turbo", "idx", keys->turbo.idx, "scale", keys->turbo.scale,
+                                     VQ_DTM_F32, "bits", keys->turbo.bits, dims, &d->stage[0]);
 }
 
 vq_status vq_attn_bind_keys_rvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
@@ -132,10 +132,11 @@ vq_status vq_attn_bind_keys_rvq(vq_ctx *ctx, const vq_encoded_keys *keys, const 
     rotated_keys *d = NULL;
     VQ_FORWARD_IF_ERROR(bind_common(ctx, "keys.rvq", keys->rvq.diag, dims, scale, out, &d));
     d->n_stages = 2;
-    VQ_FORWARD_IF_ERROR(vq_attn_turbo_check_stage(ctx, "keys.rvq", "idx1", keys->rvq.idx1, "scale1", keys->rvq.scale1, "b1",
-                                    keys->rvq.b1, dims, &d->stage[0]));
-    return vq_attn_turbo_check_stage(ctx, "keys.rvq", "idx2", keys->rvq.idx2, "scale2", keys->rvq.scale2, "b2", keys->rvq.b2,
-                       dims, &d->stage[1]);
+    VQ_FORWARD_IF_ERROR(vq_attn_turbo_check_stage(ctx, "keys.rvq", "idx1", keys->rvq.idx1, "scale1",
+                                                  keys->rvq.scale1, VQ_DTM_F32, "b1", keys->rvq.b1, dims,
+                                                  &d->stage[0]));
+    return vq_attn_turbo_check_stage(ctx, "keys.rvq", "idx2", keys->rvq.idx2, "scale2", keys->rvq.scale2,
+                                     VQ_DTM_F32, "b2", keys->rvq.b2, dims, &d->stage[1]);
 }
 
 vq_status vq_attn_bind_keys_rabitq_rotated(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,

@@ -57,8 +57,9 @@ const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t 
 }
 
 vq_status vq_attn_turbo_check_stage(vq_ctx *ctx, const char *fmt, const char *idx_name, const DLTensor *idx,
-                                    const char *scale_name, const DLTensor *scale, const char *bits_name, int bits,
-                                    const vq_attn_dims *dims, vq_attn_turbo_stage *st)
+                                    const char *scale_name, const DLTensor *scale, unsigned scale_dtypes,
+                                    const char *bits_name, int bits, const vq_attn_dims *dims,
+                                    vq_attn_turbo_stage *st)
 {
     char name[64];
     snprintf(name, sizeof name, "%s.%s", fmt, bits_name);
@@ -69,8 +70,8 @@ vq_status vq_attn_turbo_check_stage(vq_ctx *ctx, const char *fmt, const char *id
     const int64_t ld = packed ? vq_bitpack_words(dims->D, bits) : dims->D;
     VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, idx, name, VQ_DTM_U8 | VQ_DTM_U32, dims, ld));
     snprintf(name, sizeof name, "%s.%s", fmt, scale_name);
-    VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, scale, name, VQ_DTM_F32, dims, 0));
+    VQ_FORWARD_IF_ERROR(vq_attn_check_per_token(ctx, scale, name, scale_dtypes, dims, 0));
     *st = (vq_attn_turbo_stage){vq_attn_view_of(idx), vq_attn_view_of(scale), vq_lloyd_max_centroids(bits), ld,
-                                bits, packed};
+                                bits, packed, vq_dtype_of(scale) == VQ_DT_F16};
     return VQ_OK;
 }

@@ -8,19 +8,22 @@
 
 typedef struct vq_attn_turbo_stage {
     vq_attn_view idx;    /* [B,Hkv,Skv,ld]: u8 codes (ld = D) or u32 words (ld = ceil(D*bits/32)) */
-    vq_attn_view scale;  /* [B,Hkv,Skv] f32 */
+    vq_attn_view scale;  /* [B,Hkv,Skv] f32, or f16 where scale_f16 */
     const float *cents;  /* the 2^bits Lloyd-Max centroids */
     int64_t ld;
     int bits;
     bool packed;
+    bool scale_f16;
 } vq_attn_turbo_stage;
 
 /* Validates one stage — bits 1..8, idx [B,Hkv,Skv,D] u8 or
- * [B,Hkv,Skv,ceil(D*bits/32)] u32, scale [B,Hkv,Skv] f32, all views; names
- * "<fmt>.<idx_name>" etc. — and binds it to *st. */
+ * [B,Hkv,Skv,ceil(D*bits/32)] u32, scale [B,Hkv,Skv] of a dtype in
+ * scale_dtypes (VQ_DTM_F32, or VQ_DTM_F16_F32 where the format allows f16
+ * scales), all views; names "<fmt>.<idx_name>" etc. — and binds it to *st. */
 vq_status vq_attn_turbo_check_stage(vq_ctx *ctx, const char *fmt, const char *idx_name, const DLTensor *idx,
-                                    const char *scale_name, const DLTensor *scale, const char *bits_name, int bits,
-                                    const vq_attn_dims *dims, vq_attn_turbo_stage *st);
+                                    const char *scale_name, const DLTensor *scale, unsigned scale_dtypes,
+                                    const char *bits_name, int bits, const vq_attn_dims *dims,
+                                    vq_attn_turbo_stage *st);
 
 /* Codes of token t of kv head hk in batch b as kern->codebook_tile reads
  * them (*nibbles: two per byte, low nibble first; else one per byte), masked
@@ -30,10 +33,10 @@ const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t 
                                          int64_t D, uint8_t *scratch, bool *nibbles);
 
 /* Token t's scale. */
-static inline const float *vq_attn_turbo_stage_scale(const vq_attn_turbo_stage *st, int64_t b, int64_t hk,
-                                                     int64_t t)
+static inline float vq_attn_turbo_stage_scale(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t)
 {
-    return (const float *)vq_attn_at(&st->scale, b, hk, t);
+    const void *p = vq_attn_at(&st->scale, b, hk, t);
+    return st->scale_f16 ? vq_half_to_float(*(const uint16_t *)p) : *(const float *)p;
 }
 
 #endif

@@ -25,8 +25,9 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
         bool nibbles;
         const int64_t t = blk->t0 + j;
         const uint8_t *codes = vq_attn_turbo_stage_codes(&v->stage, blk->b, blk->hk, t, v->D, scratch, &nibbles);
-        th->kern->codebook_tile(1, v->D, nibbles, codes, v->stage.cents, 1 << v->stage.bits,
-                                vq_attn_turbo_stage_scale(&v->stage, blk->b, blk->hk, t), th->tile + j * v->D);
+        const float scale = vq_attn_turbo_stage_scale(&v->stage, blk->b, blk->hk, t);
+        th->kern->codebook_tile(1, v->D, nibbles, codes, v->stage.cents, 1 << v->stage.bits, &scale,
+                                th->tile + j * v->D);
     }
     th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
 }
@@ -52,7 +53,7 @@ vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values
     }
     turbo_values *d = (turbo_values *)(void *)out->storage.bytes;
     VQ_FORWARD_IF_ERROR(vq_attn_turbo_check_stage(ctx, "values.turbo", "idx", values->turbo.idx, "scale",
-                                                  values->turbo.scale, "bits", values->turbo.bits, dims, &d->stage));
+                                                  values->turbo.scale, VQ_DTM_F16_F32, "bits", values->turbo.bits, dims, &d->stage));
     d->rotate = vq_hadamard_kernels_for(ctx->isa)->rotate_row;
     d->diag = diag ? vq_data(diag) : NULL;
     d->D = dims->D;

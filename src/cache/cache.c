@@ -131,6 +131,10 @@ static vq_status check_cuda_layer(vq_ctx *ctx, const vq_cache_layer *L, int l)
                  "layer %d: KIVI_MIX keys are not supported by the CUDA cache yet (CPU only: no device encoder or "
                  "attention kernel)",
                  l);
+    VQ_RETURN_IF(ctx, L->cfg.values.scale_f16, VQ_ERR_UNSUPPORTED,
+                 "layer %d: values.scale_f16 is not supported by the CUDA cache yet (CPU only: the device "
+                 "TurboQuant value stage reads f32 scales)",
+                 l);
     VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_QJL, VQ_ERR_UNSUPPORTED,
                  "layer %d: QJL keys are not supported by the CUDA cache yet (the key norms have no device encoder)",
                  l);

@@ -9,13 +9,14 @@
 #include "cache/cache_internal.h"
 
 /* Bytes of the u8 codes before bit packing (TURBO / RVQ stages below 8 bits),
- * or of the f32 normalised values (CODEBOOK): [Hkv,T,D] each. */
+ * or of the f32 normalised values (CODEBOOK): [Hkv,T,D] each; and the f32
+ * scales [Hkv,T] that TURBO values with scale_f16 round to f16. */
 size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64_t T)
 {
     const size_t n = (size_t)((int64_t)c->Hkv * T * c->D);
     size_t b = 0;
     if (L->cfg.keys.method == VQ_KEY_TURBO || L->cfg.keys.method == VQ_KEY_TURBO_RVQ) b += 2 * n;
-    if (L->cfg.values.method == VQ_VALUE_TURBO) b += n;
+    if (L->cfg.values.method == VQ_VALUE_TURBO) b += n + (L->cfg.values.scale_f16 ? 4 * n / c->D : 0);
     if (L->cfg.values.method == VQ_VALUE_CODEBOOK) b += 5 * n;
     return (b + 63) & ~(size_t)63;
 }
@@ -124,12 +125,20 @@ static vq_status encode_values(vq_cache *c, vq_cache_layer *L, const DLTensor *v
         table_view(c, L, VQ_CT_VCENTS, &tab, tsh);
         VQ_FORWARD_IF_ERROR(vq_codebook_quantize(ctx, &xn, &tab, &idx));
         return vq_rabitq_pack_values(ctx, &idx, outs[0]);
-    case VQ_VALUE_TURBO:
+    case VQ_VALUE_TURBO: {
+        DLTensor s32;
         vq_cache_view(c, &idx, sh, 4, VQ_DT_U8, scratch);
+        vq_cache_view(c, &s32, sh, 3, VQ_DT_F32, scratch + n);
         table_view(c, L, VQ_CT_VDIAG, &tab, tsh);
-        VQ_FORWARD_IF_ERROR(
-            vq_turboquant_hadamard_quantize(ctx, v, &tab, vc->bits, vc->bits == 8 ? outs[0] : &idx, outs[1], NULL));
+        VQ_FORWARD_IF_ERROR(vq_turboquant_hadamard_quantize(ctx, v, &tab, vc->bits, vc->bits == 8 ? outs[0] : &idx,
+                                                            vc->scale_f16 ? &s32 : outs[1], NULL));
+        if (vc->scale_f16) { /* host only (the CUDA cache refuses scale_f16) */
+            const float *from = s32.data;
+            uint16_t *to = outs[1]->data;
+            for (int64_t i = 0; i < n / c->D; i++) to[i] = vq_f32_to_f16(from[i]);
+        }
         return pack_codes(c, &idx, vc->bits, outs[0]);
+    }
     }
     return VQ_ERR_INVALID_ARGUMENT;
 }

@@ -265,6 +265,12 @@ size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64
 
 /* ---- cache_kivi_mix.c: mixed-width KIVI keys (formats/format_affine_mix.h) ---- */
 
+/* W, the wide channels of a group (vq_key_config.wide_channels, 0 = D/2). */
+static inline int64_t vq_cache_kivi_mix_wide(const vq_key_config *kc, int64_t D)
+{
+    return kc->wide_channels > 0 ? kc->wide_channels : D / 2;
+}
+
 /* k [1,Hkv,T,D] f16 compact host, T a multiple of kc->group_size -> compact
  * host staging views codes [1,Hkv,T,RB] u8, scale and zero [1,Hkv,T/g,D]
  * f16, mask [1,Hkv,T/g,D/8] u8. */

@@ -15,9 +15,9 @@
 
 /* ---- encoder ---- */
 
-/* Marks in mask [D/8] the D/2 channels of the widest range[c] (ties to the
+/* Marks in mask [D/8] the nw channels of the widest range[c] (ties to the
  * lower channel): a stable selection, D <= 256. */
-static void widest_half(const float *range, int64_t D, uint8_t *mask)
+static void widest(const float *range, int64_t D, int64_t nw, uint8_t *mask)
 {
     int order[256];
     for (int64_t c = 0; c < D; c++) {
@@ -30,14 +30,14 @@ static void widest_half(const float *range, int64_t D, uint8_t *mask)
         order[j] = (int)c;
     }
     memset(mask, 0, (size_t)vq_affine_mix_mask_bytes(D));
-    for (int64_t i = 0; i < D / 2; i++) mask[order[i] >> 3] |= (uint8_t)(1u << (order[i] & 7));
+    for (int64_t i = 0; i < nw; i++) mask[order[i] >> 3] |= (uint8_t)(1u << (order[i] & 7));
 }
 
 vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const DLTensor *k, DLTensor *codes,
                                    DLTensor *scale, DLTensor *zero, DLTensor *mask)
 {
-    const int64_t Hkv = c->Hkv, D = c->D, T = vq_dim(k, 2), g = kc->group_size;
-    const int64_t rb = vq_affine_mix_row_bytes(D, kc->bits, kc->bits2), mb = vq_affine_mix_mask_bytes(D);
+    const int64_t Hkv = c->Hkv, D = c->D, T = vq_dim(k, 2), g = kc->group_size, nw = vq_cache_kivi_mix_wide(kc, D);
+    const int64_t rb = vq_affine_mix_row_bytes(D, nw, kc->bits, kc->bits2), mb = vq_affine_mix_mask_bytes(D);
     VQ_RETURN_IF(c->ctx, T % g != 0, VQ_ERR_INVALID_ARGUMENT, "kivi_mix encode: %lld tokens, not whole groups of %lld",
                  (long long)T, (long long)g);
     const uint16_t *x = k->data;
@@ -58,7 +58,7 @@ vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const D
                 }
             for (int64_t ch = 0; ch < D; ch++) range[ch] = mx[ch] - mn[ch];
             uint8_t *m = mk + gi * mb;
-            widest_half(range, D, m);
+            widest(range, D, nw, m);
             for (int64_t ch = 0; ch < D; ch++) {
                 const float maxq = (float)((1 << (vq_affine_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
                 /* stored in f16; the codes are computed against what decoding reads */
@@ -75,7 +75,7 @@ vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const D
                     q = q < maxq ? q : maxq;
                     row[ch] = sc[ch] != 0.0f ? (uint8_t)nearbyintf(q) : 0;
                 }
-                vq_affine_mix_pack_row(row, m, D, kc->bits, kc->bits2, cd + (h * T + g0 + t) * rb);
+                vq_affine_mix_pack_row(row, m, D, nw, kc->bits, kc->bits2, cd + (h * T + g0 + t) * rb);
             }
         }
     return VQ_OK;
@@ -88,7 +88,7 @@ typedef struct mix_keys {
     vq_attn_view scale, zero; /* [B,Hkv,GK,D] f16 */
     vq_attn_view mask;        /* [B,Hkv,GK,D/8] u8 */
     int bits, bits2;
-    int64_t g, D;
+    int64_t g, D, nw; /* nw wide channels */
     float softmax_scale;
 } mix_keys;
 _Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too big");
@@ -99,31 +99,33 @@ _Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too b
 static int64_t thread_floats(int64_t D) { return (4 + VQ_ATTN_DIRECT_ROWS) * D + VQ_ATTN_BN * D / 4; }
 
 /* Few rows (decode): the codes stay in stream order (two whole-row unpacks
- * where both widths are 2, 4 or 8, no per-channel branch) and the query
+ * where both widths are 2, 4 or 8 and both parts fill whole bytes, no
+ * per-channel branch) and the query
  * rows, scale and zero are permuted to it once per group segment instead:
  * the score is the same sum over the channels. */
 static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
                          int R, int64_t t, int n, const uint8_t *m, const float *sc, const float *ze, float *s)
 {
-    const int64_t D = k->D, h = D / 2;
+    const int64_t D = k->D, nw = k->nw;
     float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + 4 * D;
     uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
     int perm[256];
-    vq_affine_mix_order(m, D, perm);
+    vq_affine_mix_order(m, D, nw, perm);
     for (int64_t i = 0; i < D; i++) {
         scp[i] = sc[perm[i]];
         zep[i] = ze[perm[i]];
         for (int r = 0; r < R; r++) qs[r * D + i] = qp[r * D + perm[i]];
     }
-    const bool whole = vq_affine_packable_bits(k->bits) && vq_affine_packable_bits(k->bits2);
+    const bool whole = vq_affine_packable_bits(k->bits) && vq_affine_packable_bits(k->bits2) &&
+                       (nw * k->bits2) % 8 == 0 && ((D - nw) * k->bits) % 8 == 0;
     for (int j = 0; j < n; j++) {
         const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
         uint8_t *dst = u + (int64_t)j * D;
         if (whole) {
-            vq_affine_unpack_row(row, h, k->bits2, dst);
-            vq_affine_unpack_row(row + h * k->bits2 / 8, h, k->bits, dst + h);
+            vq_affine_unpack_row(row, nw, k->bits2, dst);
+            vq_affine_unpack_row(row + nw * k->bits2 / 8, D - nw, k->bits, dst + nw);
         } else {
-            vq_affine_mix_unpack_stream(row, D, k->bits, k->bits2, dst);
+            vq_affine_mix_unpack_stream(row, D, nw, k->bits, k->bits2, dst);
         }
     }
     th->kern->affine_qk(R, n, D, 8, u, D, scp, zep, qs, D, s, VQ_ATTN_BN);
@@ -156,8 +158,8 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
             score_direct(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
         } else {
             for (int j = 0; j < n; j++)
-                vq_affine_mix_unpack_row(vq_attn_at(&k->codes, blk->b, blk->hk, t + j), m, D, k->bits, k->bits2,
-                                         u + (int64_t)j * D);
+                vq_affine_mix_unpack_row(vq_attn_at(&k->codes, blk->b, blk->hk, t + j), m, D, k->nw, k->bits,
+                                         k->bits2, u + (int64_t)j * D);
             th->kern->affine_k_tile(n, D, 8, u, D, sc, ze, th->tile + (t - blk->t0) * D);
         }
         t = end;
@@ -171,11 +173,11 @@ vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTen
                                  const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,
                                  float softmax_scale, vq_attn_keys *out)
 {
-    const int64_t D = dims->D, GK = vq_ceil_div(dims->Skv, kc->group_size);
+    const int64_t D = dims->D, GK = vq_ceil_div(dims->Skv, kc->group_size), nw = vq_cache_kivi_mix_wide(kc, D);
     VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, codes, "k_codes", VQ_DTM_U8, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(
         ctx, codes, "k_codes", 4,
-        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, vq_affine_mix_row_bytes(D, kc->bits, kc->bits2)}));
+        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, vq_affine_mix_row_bytes(D, nw, kc->bits, kc->bits2)}));
     const int64_t want[4] = {dims->B, dims->Hkv, GK, D};
     VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, scale, "k_scale", VQ_DTM_F16, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, scale, "k_scale", 4, want));
@@ -186,7 +188,7 @@ vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTen
                                        (const int64_t[]){dims->B, dims->Hkv, GK, vq_affine_mix_mask_bytes(D)}));
     mix_keys *d = (mix_keys *)(void *)out->storage.bytes;
     *d = (mix_keys){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_attn_view_of(mask),
-                    kc->bits, kc->bits2, kc->group_size, D, softmax_scale};
+                    kc->bits, kc->bits2, kc->group_size, D, nw, softmax_scale};
     out->ops = &mix_ops;
     out->desc = d;
     out->qp_floats = D;

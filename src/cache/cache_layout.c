@@ -71,6 +71,7 @@ static vq_status layout_keys(vq_cache *c, vq_key_config *k, const char *name, vq
     const int64_t P = c->P;
     const bool pow2 = vq_is_pow2(D);
     L->g = 1;
+    if (k->method != VQ_KEY_KIVI_MIX) k->wide_channels = 0; /* ignored: one LCFG per format */
     switch (k->method) {
     case VQ_KEY_F16: add_stream(c, L, "k", VQ_DT_F16, P, D, 4, true, VQ_CACHE_PART_CODE); return VQ_OK;
     case VQ_KEY_KIVI:
@@ -93,8 +94,13 @@ static vq_status layout_keys(vq_cache *c, vq_key_config *k, const char *name, vq
         VQ_RETURN_IF(ctx, k->group_size < 1 || P % k->group_size != 0, VQ_ERR_INVALID_ARGUMENT,
                      "argument '%s.keys.group_size': must divide page_size %lld, got %d", name, (long long)P,
                      k->group_size);
+        VQ_RETURN_IF(ctx, !in_range(k->wide_channels, 0, D - 1), VQ_ERR_INVALID_ARGUMENT,
+                     "argument '%s.keys.wide_channels': KIVI_MIX takes 1..%d (0 = %d), got %d", name, D - 1, D / 2,
+                     k->wide_channels);
+        if (k->wide_channels == D / 2) k->wide_channels = 0; /* one spelling of the default (LCFG) */
         L->g = k->group_size;
-        add_stream(c, L, "k_codes", VQ_DT_U8, P, vq_affine_mix_row_bytes(D, k->bits, k->bits2), 4, true,
+        add_stream(c, L, "k_codes", VQ_DT_U8, P,
+                   vq_affine_mix_row_bytes(D, vq_cache_kivi_mix_wide(k, D), k->bits, k->bits2), 4, true,
                    VQ_CACHE_PART_CODE);
         add_stream(c, L, "k_scale", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
         add_stream(c, L, "k_zero", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
@@ -185,6 +191,7 @@ static vq_status layout_values(vq_cache *c, vq_value_config *v, const char *name
     vq_ctx *ctx = c->ctx;
     const int D = c->D;
     const int64_t P = c->P;
+    if (v->method != VQ_VALUE_TURBO) v->scale_f16 = false; /* ignored: one LCFG per format */
     switch (v->method) {
     case VQ_VALUE_F16: add_stream(c, L, "v", VQ_DT_F16, P, D, 4, false, VQ_CACHE_PART_CODE); return VQ_OK;
     case VQ_VALUE_KIVI:
@@ -220,7 +227,7 @@ static vq_status layout_values(vq_cache *c, vq_value_config *v, const char *name
         VQ_RETURN_IF(ctx, !in_range(v->bits, 1, 8), VQ_ERR_INVALID_ARGUMENT,
                      "argument '%s.values.bits': expected 1..8, got %d", name, v->bits);
         add_turbo_codes(c, L, "v_idx", v->bits, false);
-        add_stream(c, L, "v_scale", VQ_DT_F32, P, 1, 3, false, VQ_CACHE_PART_PARAM);
+        add_stream(c, L, "v_scale", v->scale_f16 ? VQ_DT_F16 : VQ_DT_F32, P, 1, 3, false, VQ_CACHE_PART_PARAM);
         return VQ_OK;
     }
     return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument '%s.values.method': unknown method %d", name,

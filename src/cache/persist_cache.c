@@ -6,7 +6,9 @@
  * window storage, vq_cache_window, and a reserved word). A cache with an f16
  * window is written as version 1, byte for byte as before, so older builds
  * still read it; a VQ_WINDOW_TURBO8 cache is written as version 2, which
- * older builds refuse ("format version 2 is newer than this library reads").
+ * older builds refuse ("format version 2 is newer than this library reads");
+ * 3 (LCFG's two reserved words hold keys.wide_channels and
+ * values.scale_f16) is written only where a layer sets one of them.
  *
  * Sections: CONF (the cache's sizes), one LCFG per layer (the resolved layer
  * config, every table, the page layout), then one SQLY per (sequence, layer)
@@ -30,7 +32,7 @@
 #endif
 
 static const char CACHE_MAGIC[8] = {'V', 'Q', 'C', 'A', 'C', 'H', 'E', '\0'};
-enum { CACHE_VERSION = 2, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, SQLY_HEAD = 8 + 8 + 8 + 8 };
+enum { CACHE_VERSION = 3, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, SQLY_HEAD = 8 + 8 + 8 + 8 };
 #define TAG_CONF VQ_TAG('C', 'O', 'N', 'F')
 #define TAG_LCFG VQ_TAG('L', 'C', 'F', 'G')
 #define TAG_SQLY VQ_TAG('S', 'Q', 'L', 'Y')
@@ -71,12 +73,12 @@ static void put_layer(vq_writer *w, const vq_cache *c, int l)
                             k->norm_correct ? 1u : 0u, u32_of(k->rabitq_score), u32_of(k->rabitq_mag),
                             u32_of(k->qjl_sketch), u32_of(k->rope)};
     for (int i = 0; i < 9; i++) vq_put_u32(w, ku[i]);
-    vq_put_u32(w, 0);
+    vq_put_u32(w, u32_of(k->wide_channels)); /* version 3; 0 before */
     vq_put_u64(w, k->seed);
     vq_put_u32(w, u32_of(v->method));
     vq_put_u32(w, u32_of(v->bits));
     vq_put_u32(w, u32_of(v->group_size));
-    vq_put_u32(w, 0);
+    vq_put_u32(w, v->scale_f16 ? 1u : 0u); /* version 3; 0 before */
     vq_put_u64(w, v->seed);
     uint32_t n_tables = 0;
     for (int t = 0; t < VQ_CT_COUNT; t++) n_tables += L->tables[t].host != NULL;
@@ -168,6 +170,16 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
     return VQ_OK;
 }
 
+/* The oldest version that holds the cache: 3 where a layer has KIVI_MIX
+ * wide_channels or f16 TurboQuant value scales, else 2 with an 8-bit
+ * window, else 1. */
+static uint32_t file_version(const vq_cache *c)
+{
+    for (int l = 0; l < c->L; l++)
+        if (c->layers[l].cfg.keys.wide_channels != 0 || c->layers[l].cfg.values.scale_f16) return 3;
+    return c->window == VQ_WINDOW_F16 ? 1 : 2;
+}
+
 /* Serialises the cache (seq == NULL: every live sequence) into w. */
 static vq_status write_cache(vq_writer *w, const vq_cache *c, const vq_cache_seq *only)
 {
@@ -179,7 +191,7 @@ static vq_status write_cache(vq_writer *w, const vq_cache *c, const vq_cache_seq
     vq_put_i64(w, c->capacity_pages);
     vq_put_i64(w, c->grow_pages);
     vq_put_i64(w, c->next_id);
-    if (c->window != VQ_WINDOW_F16) { /* version 2 */
+    if (file_version(c) >= 2) {
         vq_put_u32(w, (uint32_t)c->window);
         vq_put_u32(w, 0);
     }
@@ -203,7 +215,7 @@ static vq_status serialise(const vq_cache *c, const vq_cache_seq *only, void *bu
     vq_writer w;
     vq_writer_init(&w, buf, cap);
     VQ_FORWARD_IF_ERROR(write_cache(&w, c, only));
-    *size = vq_writer_finish(&w, CACHE_MAGIC, c->window == VQ_WINDOW_F16 ? 1 : 2);
+    *size = vq_writer_finish(&w, CACHE_MAGIC, file_version(c));
     return VQ_OK;
 }
 
@@ -359,7 +371,8 @@ static vq_status read_layer(vq_ctx *ctx, vq_container *f, plan *p, int l)
     CORRUPT(ctx, !ok, "cache layer %d: section 'LCFG' of %zu bytes is too short", l, r.n);
     for (int i = 0; i < 9; i++)
         CORRUPT(ctx, ku[i] > 65536, "cache layer %d: key config field %d is %u, out of range", l, i, (unsigned)ku[i]);
-    CORRUPT(ctx, ku[9] != 0 || vu[3] != 0 || ku[4] > 1 || vu[0] > 16 || vu[1] > 16 || vu[2] > 65536,
+    CORRUPT(ctx, (f->version < 3 && (ku[9] != 0 || vu[3] != 0)) || ku[9] > 256 || vu[3] > 1 || ku[4] > 1 ||
+                     vu[0] > 16 || vu[1] > 16 || vu[2] > 65536,
             "cache layer %d: value config or reserved fields out of range", l);
     CORRUPT(ctx, n_tables > VQ_CT_COUNT || n_streams > VQ_CACHE_MAX_STREAMS,
             "cache layer %d: %u tables and %u streams, at most %d and %d", l, (unsigned)n_tables,
@@ -369,9 +382,10 @@ static vq_status read_layer(vq_ctx *ctx, vq_container *f, plan *p, int l)
     *k = (vq_key_config){.method = (vq_key_method)ku[0], .bits = (int)ku[1], .bits2 = (int)ku[2],
                          .group_size = (int)ku[3], .norm_correct = ku[4] != 0,
                          .rabitq_score = (vq_rabitq_score)ku[5], .rabitq_mag = (vq_rabitq_mag)ku[6],
-                         .qjl_sketch = (int)ku[7], .seed = kseed, .rope = (vq_rope_layout)ku[8]};
+                         .qjl_sketch = (int)ku[7], .seed = kseed, .rope = (vq_rope_layout)ku[8],
+                         .wide_channels = (int)ku[9]};
     *v = (vq_value_config){.method = (vq_value_method)vu[0], .bits = (int)vu[1], .group_size = (int)vu[2],
-                           .seed = vseed};
+                           .seed = vseed, .scale_f16 = vu[3] != 0};
     int last = -1;
     for (uint32_t i = 0; i < n_tables; i++) {
         uint32_t id, ndim;

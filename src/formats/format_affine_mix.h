@@ -3,16 +3,18 @@
  * (the CUDA cache refuses the format); no libc calls, as the other formats.
  *
  * Per (page, head), with P tokens, D channels (a multiple of 8), group size
- * g, the narrow width bits and the wide width bits2 (1 <= bits < bits2 <= 8):
- *   codes  [P, RB] u8      RB = ceil(D/2 * (bits + bits2) / 8): per token one
- *                          bit stream, the D/2 wide channels' codes in channel
- *                          order (bits2 bits each), then the D/2 narrow ones'
- *                          (bits bits each); stream bit j is bit j % 8 of
- *                          byte j / 8; a code may straddle two bytes
+ * g, the narrow width bits, the wide width bits2 (1 <= bits < bits2 <= 8)
+ * and W wide channels (0 < W < D):
+ *   codes  [P, RB] u8      RB = ceil((W * bits2 + (D - W) * bits) / 8): per
+ *                          token one bit stream, the W wide channels' codes
+ *                          in channel order (bits2 bits each), then the
+ *                          D - W narrow ones' (bits bits each); stream bit j
+ *                          is bit j % 8 of byte j / 8; a code may straddle
+ *                          two bytes
  *   scale, zero [P/g, D] f16   per group and channel: x_hat = code * scale + zero
  *   mask   [P/g, D/8] u8   per group: bit c % 8 of byte c / 8 set = channel c
- *                          is wide; exactly D/2 bits set
- * The encoder picks the D/2 channels of the widest range (max - min in f32
+ *                          is wide; exactly W bits set
+ * The encoder picks the W channels of the widest range (max - min in f32
  * over the group's tokens, ties to the lower channel), scale = range /
  * (2^w - 1) for the channel's width w (0 when flat), zero = min, and codes
  * clamp(round_half_even((x - zero) / scale), 0, 2^w - 1) against the f16
@@ -23,9 +25,9 @@
 #include <stdint.h>
 
 /* Bytes of one token's code row. */
-static inline int64_t vq_affine_mix_row_bytes(int64_t d, int bits, int bits2)
+static inline int64_t vq_affine_mix_row_bytes(int64_t d, int64_t nw, int bits, int bits2)
 {
-    return (d / 2 * (bits + bits2) + 7) / 8;
+    return (nw * bits2 + (d - nw) * bits + 7) / 8;
 }
 
 /* Bytes of one group's width mask. */
@@ -43,10 +45,10 @@ static inline uint32_t vq_affine_mix_get(const uint8_t *row, int64_t s, int w)
 }
 
 /* row [RB] -> codes [d], one per byte in channel order. */
-static inline void vq_affine_mix_unpack_row(const uint8_t *row, const uint8_t *mask, int64_t d, int bits, int bits2,
-                                            uint8_t *codes)
+static inline void vq_affine_mix_unpack_row(const uint8_t *row, const uint8_t *mask, int64_t d, int64_t nw, int bits,
+                                            int bits2, uint8_t *codes)
 {
-    int64_t sw = 0, sn = d / 2 * bits2; /* next wide / narrow stream bit */
+    int64_t sw = 0, sn = nw * bits2; /* next wide / narrow stream bit */
     for (int64_t c = 0; c < d; c++) {
         if (vq_affine_mix_wide(mask, c)) {
             codes[c] = (uint8_t)vq_affine_mix_get(row, sw, bits2);
@@ -60,27 +62,27 @@ static inline void vq_affine_mix_unpack_row(const uint8_t *row, const uint8_t *m
 
 /* The stream order of a group: perm[i] = the channel of code i of a row
  * (the wide channels ascending, then the narrow ones). */
-static inline void vq_affine_mix_order(const uint8_t *mask, int64_t d, int *perm)
+static inline void vq_affine_mix_order(const uint8_t *mask, int64_t d, int64_t nw, int *perm)
 {
-    int64_t w = 0, n = d / 2;
+    int64_t w = 0, n = nw;
     for (int64_t c = 0; c < d; c++) perm[vq_affine_mix_wide(mask, c) ? w++ : n++] = (int)c;
 }
 
 /* row [RB] -> codes [d] in stream order (code i is channel perm[i]'s). */
-static inline void vq_affine_mix_unpack_stream(const uint8_t *row, int64_t d, int bits, int bits2, uint8_t *codes)
+static inline void vq_affine_mix_unpack_stream(const uint8_t *row, int64_t d, int64_t nw, int bits, int bits2,
+                                               uint8_t *codes)
 {
-    const int64_t h = d / 2;
-    for (int64_t i = 0; i < h; i++) codes[i] = (uint8_t)vq_affine_mix_get(row, i * bits2, bits2);
-    for (int64_t i = 0; i < h; i++) codes[h + i] = (uint8_t)vq_affine_mix_get(row, h * bits2 + i * bits, bits);
+    for (int64_t i = 0; i < nw; i++) codes[i] = (uint8_t)vq_affine_mix_get(row, i * bits2, bits2);
+    for (int64_t i = 0; i < d - nw; i++) codes[nw + i] = (uint8_t)vq_affine_mix_get(row, nw * bits2 + i * bits, bits);
 }
 
 /* codes [d] (each below 2^(its width)) -> row [RB]; writes every byte. */
-static inline void vq_affine_mix_pack_row(const uint8_t *codes, const uint8_t *mask, int64_t d, int bits, int bits2,
-                                          uint8_t *row)
+static inline void vq_affine_mix_pack_row(const uint8_t *codes, const uint8_t *mask, int64_t d, int64_t nw, int bits,
+                                          int bits2, uint8_t *row)
 {
-    const int64_t rb = vq_affine_mix_row_bytes(d, bits, bits2);
+    const int64_t rb = vq_affine_mix_row_bytes(d, nw, bits, bits2);
     for (int64_t i = 0; i < rb; i++) row[i] = 0;
-    int64_t sw = 0, sn = d / 2 * bits2;
+    int64_t sw = 0, sn = nw * bits2;
     for (int64_t c = 0; c < d; c++) {
         const int wide = vq_affine_mix_wide(mask, c);
         int64_t *s = wide ? &sw : &sn;

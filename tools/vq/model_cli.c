@@ -33,15 +33,30 @@ static const vq_cache_preset_info *find_preset(const char *cmd, const char *name
     return found;
 }
 
-/* KEYS/VALUES or PRESET in name[0..len) -> *out (keys and values of the
- * layer config). Returns 0 or 2 after a message. */
+/* KEYS[:wideN]/VALUES or PRESET[:wideN] in name[0..len) -> *out (keys and
+ * values of the layer config; ":wideN" sets the KIVI_MIX keys' wide
+ * channels). Returns 0 or 2 after a message. */
 static int parse_pair(const char *cmd, const char *name, size_t len, int head_dim, bool tables,
                       vq_cache_layer_config *out)
 {
     const char *slash = memchr(name, '/', len);
-    const size_t klen = slash ? (size_t)(slash - name) : len;
+    size_t klen = slash ? (size_t)(slash - name) : len;
+    const char *colon = memchr(name, ':', klen);
+    long wide = 0;
+    if (colon != NULL) {
+        char mod[16] = {0}, *e = NULL;
+        const size_t mlen = klen - (size_t)(colon + 1 - name);
+        if (mlen < sizeof mod) memcpy(mod, colon + 1, mlen);
+        wide = strncmp(mod, "wide", 4) == 0 && mod[4] >= '0' && mod[4] <= '9' ? strtol(mod + 4, &e, 10) : -1;
+        if (wide < 1 || wide >= head_dim || *e != 0) {
+            fprintf(stderr, "vq %s: --kv '%.*s': modifier ':%.*s' is not :wideN (N in 1..%d: KIVI_MIX wide channels)\n",
+                    cmd, (int)len, name, (int)mlen, colon + 1, head_dim - 1);
+            return VQ_EXIT_USAGE;
+        }
+        klen = (size_t)(colon - name);
+    }
     const vq_cache_preset_info *kp = find_preset(cmd, name, klen, tables);
-    const vq_cache_preset_info *vp = slash ? find_preset(cmd, slash + 1, len - klen - 1, tables) : kp;
+    const vq_cache_preset_info *vp = slash ? find_preset(cmd, slash + 1, len - (size_t)(slash + 1 - name), tables) : kp;
     if (kp == NULL || vp == NULL) return VQ_EXIT_USAGE;
     vq_cache_layer_config kc, vc;
     if (vq_cache_preset_layer_config(kp->name, head_dim, &kc) != VQ_OK ||
@@ -49,6 +64,12 @@ static int parse_pair(const char *cmd, const char *name, size_t len, int head_di
         fprintf(stderr, "vq %s: --kv '%.*s': no layer config at head dim %d\n", cmd, (int)len, name, head_dim);
         return VQ_EXIT_USAGE;
     }
+    if (wide > 0 && kc.keys.method != VQ_KEY_KIVI_MIX) {
+        fprintf(stderr, "vq %s: --kv '%.*s': ':wide%ld' needs KIVI_MIX keys (kivimix-...)\n", cmd, (int)len, name,
+                wide);
+        return VQ_EXIT_USAGE;
+    }
+    kc.keys.wide_channels = (int)wide;
     *out = (vq_cache_layer_config){kc.keys, vc.values};
     return VQ_EXIT_OK;
 }
@@ -82,6 +103,31 @@ static int parse_override(const char *cmd, const char *s, size_t len, int n_laye
     return VQ_EXIT_OK;
 }
 
+/* "+wideN" and "+vs16" (wide > 0, vs16) onto every layer that reads them
+ * (+wideN: those without their own ":wideN"); a suffix no layer reads is a
+ * usage error. */
+static int apply_layer_suffixes(const char *cmd, const char *name, int wide, bool vs16, int n_layers,
+                                vq_cache_layer_config *layers)
+{
+    bool mix = false, turbo = false;
+    for (int l = 0; l < n_layers; l++) {
+        if (layers[l].keys.method == VQ_KEY_KIVI_MIX) {
+            if (layers[l].keys.wide_channels == 0) layers[l].keys.wide_channels = wide;
+            mix = true;
+        }
+        if (layers[l].values.method == VQ_VALUE_TURBO) {
+            layers[l].values.scale_f16 = vs16;
+            turbo = true;
+        }
+    }
+    if ((wide > 0 && !mix) || (vs16 && !turbo)) {
+        fprintf(stderr, "vq %s: --kv '%s': %s, but no layer has %s\n", cmd, name, wide > 0 && !mix ? "+wideN" : "+vs16",
+                wide > 0 && !mix ? "KIVI_MIX keys (kivimix-...)" : "TurboQuant values (...-turbo2, turbo3, ...)");
+        return VQ_EXIT_USAGE;
+    }
+    return VQ_EXIT_OK;
+}
+
 int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, const char *f16, int residual,
                         int n_layers, int head_dim, bool tables)
 {
@@ -91,27 +137,34 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         return VQ_EXIT_USAGE;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
-    /* trailing "+w8" (the residual window at 8 bits, VQ_WINDOW_TURBO8) and
-     * "+rN" (this method's residual window), in either order, each at most
-     * once; preset names have no '+' */
+    /* trailing suffixes (model_cli.h), in any order, each at most once;
+     * preset names have no '+' */
     snprintf(m->spec, sizeof m->spec, "%s", name);
-    bool seen_r = false;
+    bool seen_r = false, vs16 = false;
+    long wide = 0;
     for (char *plus; (plus = strrchr(m->spec, '+')) != NULL; *plus = 0) {
         char *e = NULL;
         const long r = plus[1] == 'r' && plus[2] >= '0' && plus[2] <= '9' ? strtol(plus + 2, &e, 10) : -1;
-        const bool w8 = strcmp(plus, VQM_CLI_WINDOW8) == 0;
-        if ((w8 && m->cfg.window == VQ_WINDOW_TURBO8) || (r >= 0 && seen_r)) {
+        const bool wide_digits = strncmp(plus, "+wide", 5) == 0 && plus[5] >= '0' && plus[5] <= '9';
+        const long w = wide_digits ? strtol(plus + 5, &e, 10) : -1;
+        const bool w8 = strcmp(plus, VQM_CLI_WINDOW8) == 0, s16 = strcmp(plus, "+vs16") == 0;
+        if ((w8 && m->cfg.window == VQ_WINDOW_TURBO8) || (r >= 0 && seen_r) || (w >= 0 && wide > 0) || (s16 && vs16)) {
             fprintf(stderr, "vq %s: --kv '%s': suffix '%s' given twice\n", cmd, m->name, plus);
             return VQ_EXIT_USAGE;
         }
         if (w8) {
             m->cfg.window = VQ_WINDOW_TURBO8;
+        } else if (s16) {
+            vs16 = true;
         } else if (r >= 0 && *e == 0 && r <= (1 << 20)) {
             residual = (int)r;
             seen_r = true;
+        } else if (w >= 1 && *e == 0 && w < head_dim) {
+            wide = w;
         } else {
-            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' is neither +w8 nor +rN (N in 0..%d: the window's newest "
-                            "tokens)\n", cmd, m->name, plus, 1 << 20);
+            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' is none of +w8, +rN (N in 0..%d: the window's newest "
+                            "tokens), +wideN (N in 1..%d: KIVI_MIX wide channels), +vs16 (f16 TurboQuant value "
+                            "scales)\n", cmd, m->name, plus, 1 << 20, head_dim - 1);
             return VQ_EXIT_USAGE;
         }
     }
@@ -120,7 +173,8 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
      * has overrides; a plain preset name stays a preset (cfg.preset) */
     const char *at = strchr(name, '@');
     const size_t blen = at ? (size_t)(at - name) : strlen(name);
-    const bool mixed = at != NULL || memchr(name, '/', blen) != NULL;
+    const bool mixed = at != NULL || memchr(name, '/', blen) != NULL || memchr(name, ':', blen) != NULL ||
+                       wide > 0 || vs16;
     vq_cache_layer_config base;
     int st = parse_pair(cmd, name, blen, head_dim, tables, &base);
     if (st != VQ_EXIT_OK) return st;
@@ -152,6 +206,7 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         m->f16_layers[m->n_f16_layers++] = (int)l;
         p = end ? end + 1 : p + len;
     }
+    if ((st = apply_layer_suffixes(cmd, m->name, (int)wide, vs16, n_layers, m->layers)) != VQ_EXIT_OK) return st;
     m->residual = residual;
     for (int l = 0; l < (mixed ? n_layers : 1); l++) {
         const vq_key_method km = mixed ? m->layers[l].keys.method : base.keys.method;

@@ -21,7 +21,7 @@ enum { VQM_CLI_MAX_F16_LAYERS = 64, VQM_CLI_MAX_LAYERS = 256 };
 
 typedef struct vqm_cli_method {
     char name[128];                      /* as given */
-    char spec[128];                      /* name without its "+w8" / "+rN" suffixes */
+    char spec[128];                      /* name without its "+..." suffixes */
     vq_cache_layer_config layers[VQM_CLI_MAX_LAYERS]; /* KEYS/VALUES mixes */
     int f16_layers[VQM_CLI_MAX_F16_LAYERS];
     int n_f16_layers;
@@ -38,7 +38,12 @@ typedef struct vqm_cli_method {
  * bits (vq_cache_config.window = VQ_WINDOW_TURBO8) instead of f16, and
  * optionally "+rN" (before or after "+w8"): this method's residual window
  * holds the newest N tokens, overriding `residual` (--residual), so one run
- * can compare methods at their own R (checked
+ * can compare methods at their own R; "+wideN": every KIVI_MIX layer keeps
+ * N wide channels per key group (vq_key_config.wide_channels), except those
+ * whose KEYS name carries its own ":wideN" (e.g. "kivimix-turbo2:wide32",
+ * base or override); "+vs16":
+ * every TurboQuant-value layer stores f16 scales (vq_value_config.scale_f16).
+ * The suffixes come last, in any order, each at most once (names checked
  * against vq_cache_preset: unknown names give 2 after a message naming the
  * presets, and so do presets that need fitted tables unless `tables`, i.e.
  * the command has a --calibration file). f16 layers from the comma list `f16` (NULL = none; "first,last"
