@@ -566,12 +566,13 @@ typedef struct vq_encoded_keys {
     } plain;
     struct {
         const DLTensor *idx;   /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,ceil(D*bits/32)] u32 packed */
-        const DLTensor *scale; /* [B,Hkv,Skv] f32 */
+        const DLTensor *scale; /* [B,Hkv,Skv] f32 (or f16 on a CPU ctx: the CUDA backend gives
+                                  VQ_ERR_UNSUPPORTED) */
         const DLTensor *diag;  /* [D] f32 ±1, or NULL (ones) */
         int bits;              /* 1..8 */
     } turbo;
     struct {
-        const DLTensor *idx1, *scale1;  /* stage 1: as turbo.idx / turbo.scale with b1 bits */
+        const DLTensor *idx1, *scale1;  /* stage 1: as turbo.idx / turbo.scale (f32 only) with b1 bits */
         const DLTensor *idx2, *scale2;  /* stage 2: as turbo.idx / turbo.scale with b2 bits */
         const DLTensor *diag;           /* [D] f32 ±1, or NULL */
         int b1, b2;                     /* 1..8 each */
@@ -1102,7 +1103,14 @@ typedef enum vq_cache_window {
      * Needs a power-of-two head_dim. CPU only: a CUDA ctx gives
      * VQ_ERR_UNSUPPORTED. Layers without a window (RaBitQ, CommVQ, or R = 0
      * with a key group of 1) are unaffected. */
-    VQ_WINDOW_TURBO8 = 1
+    VQ_WINDOW_TURBO8 = 1,
+    /* As VQ_WINDOW_TURBO8 with codes of window_bits bits (1..8), bit-packed
+     * as the pages' TurboQuant codes (ceil(D * bits / 32) u32 words per
+     * token, head and half), and s stored in f16: at D = 64 and 6 bits
+     * 6.25 bits per element (TURBO8: 8.5), 100 bytes per token and head
+     * instead of 136. The tokens leaving the window take the same round
+     * trip (decoded at window_bits bits). Same requirements as TURBO8. */
+    VQ_WINDOW_TURBO = 2
 } vq_cache_window;
 
 /* Description of a cache. Zero-initialise and set what you need. */
@@ -1135,10 +1143,12 @@ typedef struct vq_cache_config {
      * after vq_cache_create. */
     const struct vq_calibration *calibration;
     /* Storage of the residual window (vq_cache_window; 0 = VQ_WINDOW_F16).
-     * Errors at create: a value outside the enum, or VQ_WINDOW_TURBO8 with a
-     * head_dim that is not a power of two -> VQ_ERR_INVALID_ARGUMENT;
-     * VQ_WINDOW_TURBO8 on a CUDA ctx -> VQ_ERR_UNSUPPORTED. */
+     * Errors at create: a value outside the enum, VQ_WINDOW_TURBO8 or
+     * VQ_WINDOW_TURBO with a head_dim that is not a power of two, or
+     * VQ_WINDOW_TURBO with window_bits outside 1..8 ->
+     * VQ_ERR_INVALID_ARGUMENT; either on a CUDA ctx -> VQ_ERR_UNSUPPORTED. */
     vq_cache_window window;
+    int window_bits;          /* VQ_WINDOW_TURBO: code bits 1..8; ignored (0) otherwise */
 } vq_cache_config;
 
 /* The cache (opaque). */

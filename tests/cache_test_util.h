@@ -66,6 +66,7 @@ typedef struct method {
 /* The residual window storage of the caches ct_cache_seqs makes (tests that
  * run for both set it). */
 static vq_cache_window ct_window = VQ_WINDOW_F16;
+static int ct_window_bits; /* VQ_WINDOW_TURBO's */
 
 /* A cache of L layers of one config, for max_seqs sequences. */
 static vq_cache *ct_cache_seqs(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int Hkv, int Hq, int D, int P,
@@ -83,7 +84,8 @@ static vq_cache *ct_cache_seqs(vq_ctx *ctx, const vq_cache_layer_config *lc, int
                                  .max_sequences = max_seqs,
                                  .residual_tokens = R,
                                  .layers = layers,
-                                 .window = ct_window};
+                                 .window = ct_window,
+                                 .window_bits = ct_window_bits};
     vq_cache *c = NULL;
     VT_OK(ctx, vq_cache_create(ctx, &cfg, &c));
     free(layers);

@@ -537,7 +537,8 @@ static vq_status c_rq_prefill(vq_ctx *c, fz_args *a)
 /* ---- the KV cache: a fresh cache per call (1 layer, Hkv 1, Hq 2, pages of
  * 32, two sequences); s0 = layer, s1 = n_seq. kind 0: KIVI 2-bit keys (g 8)
  * and values with a window of 3; kind 1: CommVQ keys (R 2, C 4, P 8); kind
- * 2: kind 0 with the window at 8 bits (VQ_WINDOW_TURBO8). A failed append
+ * 2: kind 0 with the window at 8 bits (VQ_WINDOW_TURBO8); kind 3: at 3 bits
+ * (VQ_WINDOW_TURBO: packed codes, f16 scales). A failed append
  * must leave both sequences empty. ---- */
 static vq_cache *fz_cache(vq_ctx *c, int kind, int64_t *ids, bool tokens)
 {
@@ -550,13 +551,15 @@ static vq_cache *fz_cache(vq_ctx *c, int kind, int64_t *ids, bool tokens)
     tcs = (DLTensor){.data = cs, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = rope_shape};
     tsn = tcs;
     tsn.data = sn;
-    const vq_cache_layer_config lc[3] = {
+    const vq_cache_layer_config lc[4] = {
         {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 8}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 8}},
         {{.method = VQ_KEY_COMMVQ, .codebook = &tcb, .cos_freqs = &tcs, .sin_freqs = &tsn}, {.method = VQ_VALUE_F16}},
+        {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 8}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 8}},
         {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 8}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 8}}};
     const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = 1, .n_q_heads = 2, .head_dim = D, .page_size = 32,
                                  .capacity_pages = 2, .residual_tokens = kind == 1 ? 0 : 3, .layers = &lc[kind],
-                                 .window = kind == 2 ? VQ_WINDOW_TURBO8 : VQ_WINDOW_F16};
+                                 .window = kind == 2 ? VQ_WINDOW_TURBO8 : kind == 3 ? VQ_WINDOW_TURBO : VQ_WINDOW_F16,
+                                 .window_bits = kind == 3 ? 3 : 0};
     vq_cache *cache = NULL;
     if (vq_cache_create(c, &cfg, &cache) != VQ_OK) return NULL;
     for (int i = 0; i < 2; i++) (void)vq_cache_seq_add(cache, &ids[i]);
@@ -584,6 +587,7 @@ static vq_status fz_append(vq_ctx *c, fz_args *a, int kind)
 static vq_status c_ca_append(vq_ctx *c, fz_args *a) { return fz_append(c, a, 0); }
 static vq_status c_ca_append_cvq(vq_ctx *c, fz_args *a) { return fz_append(c, a, 1); }
 static vq_status c_ca_append_w8(vq_ctx *c, fz_args *a) { return fz_append(c, a, 2); }
+static vq_status c_ca_append_w3(vq_ctx *c, fz_args *a) { return fz_append(c, a, 3); }
 static void b_ca_attend(fz_args *a) { IN(VT_F32, 2, 2, 2, D); OUT(VT_F32, 2, 2, 2, D); OUT(VT_F32, 2, 2, 2); SCALARS(0, 2); }
 static vq_status fz_attend(vq_ctx *c, fz_args *a, int kind)
 {
@@ -596,6 +600,7 @@ static vq_status fz_attend(vq_ctx *c, fz_args *a, int kind)
 }
 static vq_status c_ca_attend(vq_ctx *c, fz_args *a) { return fz_attend(c, a, 0); }
 static vq_status c_ca_attend_w8(vq_ctx *c, fz_args *a) { return fz_attend(c, a, 2); }
+static vq_status c_ca_attend_w3(vq_ctx *c, fz_args *a) { return fz_attend(c, a, 3); }
 
 /* Calibration: keys, values [L=1, Hkv=2, N=5, D]; scalars = PQ subspaces,
  * PQ centroids, value centroids, iters. A fitted calibration is freed at
@@ -666,8 +671,10 @@ static const fz_case fz_cases[] = {
     ROW("vq_cache_append/kivi", "vq_cache_append", b_ca_append, c_ca_append),
     ROW("vq_cache_append/commvq", "vq_cache_append", b_ca_append, c_ca_append_cvq),
     ROW("vq_cache_append/kivi window8", "vq_cache_append", b_ca_append, c_ca_append_w8),
+    ROW("vq_cache_append/kivi window3", "vq_cache_append", b_ca_append, c_ca_append_w3),
     FN(vq_cache_attend, b_ca_attend, c_ca_attend),
     ROW("vq_cache_attend/window8", "vq_cache_attend", b_ca_attend, c_ca_attend_w8),
+    ROW("vq_cache_attend/window3", "vq_cache_attend", b_ca_attend, c_ca_attend_w3),
 };
 
 /* Applies one random mutation to `m` (a copy of the valid arguments) and

@@ -85,7 +85,7 @@ static DLTensor *random_diag(built *bk, int64_t D, uint64_t seed)
 }
 
 /* ---- TurboQuant (VQ_KEYS_TURBO): k1 bits, k2 codes bit-packed (u32),
- * k3 norm_correct scales ---- */
+ * k3 bit 0 norm_correct scales, bit 1 the scales stored in f16 ---- */
 
 /* One stage of Hadamard codes: idx u8 [.., D] and (packed) its u32 stream. */
 static const DLTensor *maybe_pack(vq_ctx *ctx, built *bk, const DLTensor *idx, int bits, bool packed)
@@ -124,8 +124,13 @@ static void encode_turbo(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_r
     DLTensor *diag = random_diag(bk, c->D, 11);
     DLTensor *idx = own(bk, vt_new(VT_U8, VT_DIMS(c->B, c->Hkv, c->Skv, c->D)));
     DLTensor *scale = own(bk, vt_new(VT_F32, VT_DIMS(c->B, c->Hkv, c->Skv)));
-    const vq_turboquant_opts o = {.norm_correct = c->k3 != 0};
+    const vq_turboquant_opts o = {.norm_correct = (c->k3 & 1) != 0};
     VT_OK(ctx, vq_turboquant_hadamard_quantize(ctx, keys, diag, bits, idx, scale, &o));
+    if (c->k3 & 2) { /* f16 scales: the reference reads the rounded values */
+        DLTensor *s16 = own(bk, vt_like(scale, VT_F16));
+        for (int64_t i = 0; i < vt_numel(scale); i++) vt_set(s16, i, vt_get(scale, i));
+        scale = s16;
+    }
     bk->ek = (vq_encoded_keys){.format = VQ_KEYS_TURBO};
     bk->ek.turbo.idx = maybe_pack(ctx, bk, idx, bits, c->k2 != 0);
     bk->ek.turbo.scale = scale;
@@ -487,6 +492,8 @@ static void test_turbo(void)
         {1, 6, 2, 1, 200, 256, 'h', 'f', 'f', false, 2, 0, 7, 1, 0},
         {1, 4, 1, 4, 97, 128, 'f', 'f', 'f', true, 0, 0, 4, 0, 1},
         {1, 4, 2, 4, 70, 64, 'f', 'f', 'f', false, 1, 0, 8, 1, 0},
+        {1, 4, 2, 1, 150, 64, 'f', 'f', 'f', false, 0, 0, 5, 1, 2},
+        {2, 6, 3, 3, 77, 128, 'h', 'f', 'f', true, 0, 2, 8, 0, 3},
     };
     run_cases("turbo", encode_turbo, cases, sizeof cases / sizeof cases[0]);
 }
@@ -622,6 +629,7 @@ static void test_turbo_errors(void)
     DLTensor *idx_bad = vt_new(VT_U8, VT_DIMS(1, 2, 9, 64)), *idx_i32 = vt_new(VT_I32, VT_DIMS(1, 2, 10, 64));
     DLTensor *words_bad = vt_new(VT_U32, VT_DIMS(1, 2, 10, 8)); /* 4 bits need 8 words: fine for bits 4 */
     DLTensor *sc_f16 = vt_new(VT_F16, VT_DIMS(1, 2, 10)), *diag_bad = vt_new(VT_F32, VT_DIMS(32));
+    DLTensor *sc_bf16 = vt_new(VT_BF16, VT_DIMS(1, 2, 10));
     memset(idx->data, 0x35, vt_bytes(idx));
     for (int64_t t = 0; t < vt_numel(sc); t++) vt_set(sc, t, 1.0);
     vq_encoded_keys ek = {.format = VQ_KEYS_TURBO};
@@ -644,7 +652,7 @@ static void test_turbo_errors(void)
     ek.turbo.idx = idx;
     ek.turbo.scale = NULL;
     SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.turbo.scale");
-    ek.turbo.scale = sc_f16;
+    ek.turbo.scale = sc_bf16; /* f32, or f16 on the CPU */
     SDPA_FAILS(ctx, s, ek, VQ_ERR_INVALID_ARGUMENT, "keys.turbo.scale");
     ek.turbo.scale = sc;
     ek.turbo.diag = diag_bad;
@@ -712,7 +720,7 @@ static void test_turbo_errors(void)
     SDPA_FAILS(ctx, s, eb, VQ_ERR_INVALID_ARGUMENT, "keys.rabitq.diag");
 
     small_free(&s);
-    DLTensor *all[] = {idx, sc, idx_bad, idx_i32, words_bad, sc_f16, diag_bad, bits, bits_bad};
+    DLTensor *all[] = {idx, sc, idx_bad, idx_i32, words_bad, sc_f16, sc_bf16, diag_bad, bits, bits_bad};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
     vq_ctx_free(ctx);
 }

@@ -19,6 +19,7 @@ static const int64_t lengths[NSEQ] = {1, 37, 97};
 
 static vq_calibration *cal;
 static vq_cache_window window; /* of the caches make_cache makes */
+static int window_bits;        /* theirs, with VQ_WINDOW_TURBO */
 static int wide_channels;      /* of their KIVI_MIX layers */
 static bool scale_f16;         /* of their TurboQuant-value layers */
 static DLTensor *rope_cos, *rope_sin;
@@ -44,7 +45,7 @@ static vq_cache *make_cache(vq_ctx *ctx, const char *preset, int residual)
     const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = D, .page_size = page,
                                  .capacity_pages = 4, .grow_pages = 2, .max_sequences = 8,
                                  .residual_tokens = residual, .layers = lc, .calibration = cal,
-                                 .window = window};
+                                 .window = window, .window_bits = window_bits};
     vq_cache *c = NULL;
     VT_OK(ctx, vq_cache_create(ctx, &cfg, &c));
     return c;
@@ -225,6 +226,26 @@ static void test_window8(void)
     uint8_t *buf = save_refused_pair(ctx, c, f16, 2, 1, "not this cache", &size);
     refused_as_version(ctx, c, buf, size, 1, "version 1 has"); /* version 1's CONF is shorter */
     vq_cache_free(c), vq_cache_free(f16);
+    vq_ctx_free(ctx);
+}
+
+/* VQ_WINDOW_TURBO windows (5 bits) round-trip; their files are version 3
+ * and a cache of the 8-bit window refuses them (and they its files); as
+ * version 2 their window word is out of range. */
+static void test_window_bits(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    const char *presets[] = {"kivi4-turbo2", "turbo3", "kivimix-turbo2"};
+    window = VQ_WINDOW_TURBO, window_bits = 5;
+    for (int i = 0; i < 3; i++) round_trip(ctx, presets[i]);
+    vq_cache *c = make_cache(ctx, "kivi4", R);
+    window = VQ_WINDOW_TURBO8, window_bits = 0;
+    vq_cache *c8 = make_cache(ctx, "kivi4", R);
+    window = VQ_WINDOW_F16;
+    size_t size;
+    uint8_t *buf = save_refused_pair(ctx, c, c8, 3, 2, "not this cache", &size);
+    refused_as_version(ctx, c, buf, size, 2, "window storage 2");
+    vq_cache_free(c), vq_cache_free(c8);
     vq_ctx_free(ctx);
 }
 
@@ -434,6 +455,7 @@ int main(void)
     VT_RUN(test_presets_round_trip);
     VT_RUN(test_window8);
     VT_RUN(test_layer_fields_v3);
+    VT_RUN(test_window_bits);
     VT_RUN(test_files_and_errors);
     VT_RUN(test_corruption);
     vq_calibration_free(cal);

@@ -1,22 +1,30 @@
-/* test_cache_window.c — the 8-bit residual window (VQ_WINDOW_TURBO8) on the
- * CPU: attention through the cache against the float64 reference of what it
- * stores (every token of a windowed layer through the 8-bit round trip: the
- * pages encode f16(decode(code8(x))), the window holds decode(code8(x)) in
- * f32), on every ISA; accounting at the stored size, layers without a
- * window unchanged, validation and "a failing call changes nothing". Token
- * by token equal to all at once, truncate and fork, bit for bit:
- * test_cache.c (run for both windows). Persistence: test_cache_persist.c. */
+/* test_cache_window.c — the TurboQuant residual windows (VQ_WINDOW_TURBO8;
+ * VQ_WINDOW_TURBO at 5 bits, packed, f16 scales) on the CPU: attention
+ * through the cache against the float64 reference of what it stores (every
+ * token of a windowed layer through the window's round trip: the pages
+ * encode f16(decode(code(x))), the window holds decode(code(x)) in f32), on
+ * every ISA; accounting at the stored size, layers without a window
+ * unchanged, validation and "a failing call changes nothing". Token by token
+ * equal to all at once, truncate and fork, bit for bit: test_cache.c (run
+ * for every window). Persistence: test_cache_persist.c. */
 #include "cache_ref.h"
 
 enum { HKV = 2, HQ = 4, DIM = 64, PAGE = 32 };
 
-/* A cache of L layers of one config (8 sequences) with the given window. */
+/* The window under test: VQ_WINDOW_TURBO8, or VQ_WINDOW_TURBO of t_bits. */
+static vq_cache_window t_window = VQ_WINDOW_TURBO8;
+static int t_bits = 8;
+
+/* A cache of L layers of one config (8 sequences) with the given window
+ * (VQ_WINDOW_TURBO: t_bits). */
 static vq_cache *w8_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int R, int64_t capacity, int64_t grow,
                           vq_cache_window window)
 {
     ct_window = window;
+    ct_window_bits = window == VQ_WINDOW_TURBO ? t_bits : 0;
     vq_cache *c = ct_cache_seqs(ctx, lc, L, HKV, HQ, DIM, PAGE, R, capacity, grow, 8);
     ct_window = VQ_WINDOW_F16;
+    ct_window_bits = 0;
     return c;
 }
 
@@ -40,9 +48,10 @@ static int methods(const DLTensor *pq_cb, method *out)
     return n;
 }
 
-/* The tokens of a store through the 8-bit window of layer L (its signs):
- * rt = f16(decode(code8(x))) (what the pages encode) and dec = decode(code8(x))
- * in f32 [S][Hkv][N][D] (what the window holds). */
+/* The tokens of a store through the window of layer L (its signs):
+ * rt = f16(decode(code(x))) (what the pages encode) and dec = decode(code(x))
+ * in f32 [S][Hkv][N][D] (what the window holds); code: TurboQuant at t_bits,
+ * the scale rounded to f16 for VQ_WINDOW_TURBO. */
 typedef struct round_trip {
     ct_store rt;
     DLTensor *kdec, *vdec;
@@ -52,9 +61,11 @@ static void code8(vq_ctx *ctx, const DLTensor *x, const vq_cache_table *signs, D
 {
     DLTensor *diag = ref_table(signs);
     DLTensor *idx = vt_new(VT_U8, x->ndim, x->shape), *sc = vt_new(VT_F32, 3, x->shape);
-    VT_OK(ctx, vq_turboquant_hadamard_quantize(ctx, x, diag, 8, idx, sc, NULL));
-    VT_OK(ctx, vq_turboquant_hadamard_dequantize(ctx, idx, sc, diag, 8, rt));
-    VT_OK(ctx, vq_turboquant_hadamard_dequantize(ctx, idx, sc, diag, 8, dec));
+    VT_OK(ctx, vq_turboquant_hadamard_quantize(ctx, x, diag, t_bits, idx, sc, NULL));
+    if (t_window == VQ_WINDOW_TURBO)
+        for (int64_t i = 0; i < vt_numel(sc); i++) vt_set(sc, i, vq_f16_to_f32(vq_f32_to_f16((float)vt_get(sc, i))));
+    VT_OK(ctx, vq_turboquant_hadamard_dequantize(ctx, idx, sc, diag, t_bits, rt));
+    VT_OK(ctx, vq_turboquant_hadamard_dequantize(ctx, idx, sc, diag, t_bits, dec));
     vt_free(diag), vt_free(idx), vt_free(sc);
 }
 
@@ -137,7 +148,7 @@ static void methods_isa(vq_ctx *ctx, const char *isa)
     for (int R = 0; R <= 5; R += 5)
         for (int mi = 0; mi < nm; mi++) {
             if ((mi + R / 5) % 2 != parity && strcmp(isa, "scalar") != 0) continue;
-            vq_cache *c = w8_cache(ctx, &ms[mi].lc, 2, R, 8, 4, VQ_WINDOW_TURBO8);
+            vq_cache *c = w8_cache(ctx, &ms[mi].lc, 2, R, 8, 4, t_window);
             if (c == NULL) continue;
             int64_t ids[3];
             for (int s = 0; s < 3; s++) VT_OK(ctx, vq_cache_seq_add(c, &ids[s]));
@@ -152,7 +163,7 @@ static void methods_isa(vq_ctx *ctx, const char *isa)
                 VT_OK(ctx, ct_append(c, 1, &st, ids, s, 1, 0, len[s]));
             }
             char what[96];
-            snprintf(what, sizeof what, "%s %s R%d", isa, ms[mi].name, R);
+            snprintf(what, sizeof what, "%s %s R%d window %d/%d bits", isa, ms[mi].name, R, (int)t_window, t_bits);
             for (int l = 0; l < 2; l++) check_attend(ctx, what, c, l, &st, ids, len, 3, 1, false, CACHE_TOL);
             check_attend(ctx, what, c, 0, &st, ids, len, 3, 5, true, CACHE_TOL);
             vq_cache_free(c);
@@ -161,7 +172,13 @@ static void methods_isa(vq_ctx *ctx, const char *isa)
     vt_free(pq);
 }
 
-static void test_methods(void) { vt_for_each_isa(2, methods_isa); }
+static void test_methods(void)
+{
+    vt_for_each_isa(2, methods_isa);
+    t_window = VQ_WINDOW_TURBO, t_bits = 5; /* packed codes straddling words, f16 scales */
+    vt_for_each_isa(2, methods_isa);
+    t_window = VQ_WINDOW_TURBO8, t_bits = 8;
+}
 
 static float *decode_out(vq_ctx *ctx, vq_cache *c, int l, const int64_t *ids, int S, uint64_t seed)
 {
@@ -169,7 +186,8 @@ static float *decode_out(vq_ctx *ctx, vq_cache *c, int l, const int64_t *ids, in
 }
 
 /* The window counts at its stored size: D + 4 bytes per token, head and
- * half instead of 2 D; the pages' bytes are the f16 window's. */
+ * half instead of 2 D (VQ_WINDOW_TURBO at 6 bits: 4 ceil(6 D / 32) + 2); the
+ * pages' bytes are the f16 window's. */
 static void test_memory(void)
 {
     vq_ctx *ctx = vt_ctx(1);
@@ -178,20 +196,29 @@ static void test_memory(void)
     ct_store st = ct_store_new(1, HKV, 100, DIM, &rng);
     const vq_cache_layer_config lc = {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32},
                                       {.method = VQ_VALUE_TURBO, .bits = 2}};
+    t_bits = 6;
     vq_cache *a = w8_cache(ctx, &lc, 1, 8, 8, 0, VQ_WINDOW_F16), *b = w8_cache(ctx, &lc, 1, 8, 8, 0, VQ_WINDOW_TURBO8);
-    int64_t ia, ib;
+    vq_cache *b6 = w8_cache(ctx, &lc, 1, 8, 8, 0, VQ_WINDOW_TURBO);
+    t_bits = 8;
+    int64_t ia, ib, i6;
     VT_OK(ctx, vq_cache_seq_add(a, &ia));
     VT_OK(ctx, vq_cache_seq_add(b, &ib));
+    VT_OK(ctx, vq_cache_seq_add(b6, &i6));
     VT_OK(ctx, ct_append(a, 0, &st, &ia, 0, 1, 0, 100));
     VT_OK(ctx, ct_append(b, 0, &st, &ib, 0, 1, 0, 100));
-    vq_cache_memory_report ra, rb;
+    VT_OK(ctx, ct_append(b6, 0, &st, &i6, 0, 1, 0, 100));
+    vq_cache_memory_report ra, rb, r6;
     VT_OK(ctx, vq_cache_memory(a, &ra));
     VT_OK(ctx, vq_cache_memory(b, &rb));
+    VT_OK(ctx, vq_cache_memory(b6, &r6));
     const int64_t win = 100 - 64; /* f(100) = floor((100 - 8) / 32) * 32 = 64 */
-    VT_CHECK(ra.residual_bytes == win * HKV * 2 * DIM * 2 && rb.residual_bytes == win * HKV * 2 * (DIM + 4),
-             "window bytes: f16 %lld, 8-bit %lld (expected %lld, %lld)", (long long)ra.residual_bytes,
-             (long long)rb.residual_bytes, (long long)(win * HKV * 4 * DIM), (long long)(win * HKV * 2 * (DIM + 4)));
-    VT_CHECK(ra.code_bytes == rb.code_bytes && ra.param_bytes == rb.param_bytes && ra.tokens == rb.tokens,
+    VT_CHECK(ra.residual_bytes == win * HKV * 2 * DIM * 2 && rb.residual_bytes == win * HKV * 2 * (DIM + 4) &&
+                 r6.residual_bytes == win * HKV * 2 * (4 * (6 * DIM / 32) + 2),
+             "window bytes: f16 %lld, 8-bit %lld, 6-bit %lld (expected %lld, %lld, %lld)", (long long)ra.residual_bytes,
+             (long long)rb.residual_bytes, (long long)r6.residual_bytes, (long long)(win * HKV * 4 * DIM),
+             (long long)(win * HKV * 2 * (DIM + 4)), (long long)(win * HKV * 2 * (4 * (6 * DIM / 32) + 2)));
+    VT_CHECK(ra.code_bytes == rb.code_bytes && ra.param_bytes == rb.param_bytes && ra.tokens == rb.tokens &&
+                 r6.code_bytes == rb.code_bytes && r6.param_bytes == rb.param_bytes,
              "pages differ in size");
     const double elems = 100.0 * HKV * DIM;
     const double want = (double)(rb.code_bytes + rb.param_bytes + win * HKV * 2 * (DIM + 4)) * 8 / (2 * elems);
@@ -203,8 +230,12 @@ static void test_memory(void)
              "parts do not add up");
     vq_cache_config got;
     VT_OK(ctx, vq_cache_get_config(b, &got));
-    VT_CHECK(got.window == VQ_WINDOW_TURBO8, "get_config window %d", (int)got.window);
-    vq_cache_free(a), vq_cache_free(b);
+    VT_CHECK(got.window == VQ_WINDOW_TURBO8 && got.window_bits == 0, "get_config window %d/%d", (int)got.window,
+             got.window_bits);
+    VT_OK(ctx, vq_cache_get_config(b6, &got));
+    VT_CHECK(got.window == VQ_WINDOW_TURBO && got.window_bits == 6, "get_config window %d/%d", (int)got.window,
+             got.window_bits);
+    vq_cache_free(a), vq_cache_free(b), vq_cache_free(b6);
     ct_store_free(&st);
     vq_ctx_free(ctx);
 }
@@ -249,9 +280,15 @@ static void test_errors(void)
     vq_ctx *ctx = vt_ctx(1);
     vq_cache *c = NULL;
     vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi4",
-                           .window = (vq_cache_window)2};
+                           .window = (vq_cache_window)3};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "cfg->window", vq_cache_create(ctx, &cfg, &c));
     VT_CHECK(c == NULL, "a refused create returned a cache");
+    cfg.window = VQ_WINDOW_TURBO;
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'cfg->window_bits': VQ_WINDOW_TURBO takes 1..8, got 0",
+             vq_cache_create(ctx, &cfg, &c));
+    cfg.window_bits = 9;
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "cfg->window_bits", vq_cache_create(ctx, &cfg, &c));
+    cfg.window_bits = 0;
     cfg.window = (vq_cache_window)-1;
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "cfg->window", vq_cache_create(ctx, &cfg, &c));
     cfg = (vq_cache_config){.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = 24, .preset = "kivi4",

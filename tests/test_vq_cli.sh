@@ -223,13 +223,18 @@ if [ -s "$model" ]; then
         echo "ok   perplexity --kv @LAYERS=METHOD overrides layers"
     else echo "FAIL: perplexity --kv @LAYERS=METHOD"; cat "$tmp/out"; failures=$((failures + 1)); fi
     # +w8: the window (16 tokens of a partial 32-token KIVI group at ctx 48) at 8 bits: fewer bits, same pages
-    expect 2 "none of +w8, +rN" perplexity -m "$model" --kv kivi2+w9 "$text"
+    expect 2 "none of +w8 / +w1..+w7" perplexity -m "$model" --kv kivi2+w9 "$text"
     expect 2 "given twice" perplexity -m "$model" --kv kivi2+r4+w8+r8 "$text"
     expect 0 "kivi2+w8" perplexity -m "$model" --kv kivi2,kivi2+w8,f16@3=kivi2+w8 --ctx 48 --windows 1 --threads 1 "$text"
     if awk '$2 == "kivi2" { b = $NF } $2 == "kivi2+w8" { c = $NF } $2 == "f16@3=kivi2+w8" { m = $NF }
             END { exit !(b != "" && c < b && c > 2 && m < 16 && m > b) }' "$tmp/out"; then
         echo "ok   perplexity --kv +w8 stores the window at 8 bits"
     else echo "FAIL: perplexity --kv +w8"; cat "$tmp/out"; failures=$((failures + 1)); fi
+    # +w6: the same window at 6 bits (VQ_WINDOW_TURBO: packed codes, f16 scales): fewer bits still
+    expect 0 "kivi2+w6" perplexity -m "$model" --kv kivi2+w8,kivi2+w6 --ctx 48 --windows 1 --threads 1 "$text"
+    if awk '$2 == "kivi2+w8" { b = $NF } $2 == "kivi2+w6" { c = $NF } END { exit !(b != "" && c < b && c > 2) }' \
+        "$tmp/out"; then echo "ok   perplexity --kv +w6 stores the window at 6 bits"
+    else echo "FAIL: perplexity --kv +w6"; cat "$tmp/out"; failures=$((failures + 1)); fi
     # +rN: this method's residual (ctx 48, kivi2's 32-token key groups): +r32 keeps all 48 tokens in the window,
     # --residual 32 with +r0 the same 16 as plain kivi2
     expect 0 "kivi2+r32+w8" perplexity -m "$model" --residual 32 --kv kivi2+r0,kivi2+r32,kivi2+r32+w8 --ctx 48 --windows 1 \
@@ -242,15 +247,18 @@ if [ -s "$model" ]; then
     # TurboQuant value scales) cut bits; one layer at 40 wide channels beside 29 at 20 lies between
     expect 2 "is not :wideN" perplexity -m "$model" --kv kivimix-turbo2:wide64 "$text"
     expect 2 "needs KIVI_MIX keys" perplexity -m "$model" --kv kivi4-turbo2:wide20 "$text"
+    expect 2 ":widebitsN (N in 2..8" perplexity -m "$model" --kv kivimix-turbo2:wide8:widebits9 "$text"
+    expect 2 "given twice (or a second window)" perplexity -m "$model" --kv kivi2+w8+w6 "$text"
     expect 2 "no layer has KIVI_MIX" perplexity -m "$model" --kv kivi2+wide20 "$text"
     expect 2 "no layer has TurboQuant values" perplexity -m "$model" --kv kivi2+vs16 "$text"
     expect 0 "kivimix-turbo2+vs16" perplexity -m "$model" --kv \
-        kivimix-turbo2,kivimix-turbo2+wide20,kivimix-turbo2+vs16,kivimix-turbo2@1=kivimix-turbo2:wide40+wide20 \
+        kivimix-turbo2,kivimix-turbo2+wide20,kivimix-turbo2+vs16,kivimix-turbo2@1=kivimix-turbo2:wide40+wide20,kivimix-turbo2:wide20:widebits8 \
         --ctx 256 --windows 1 --threads 1 "$text"
     if awk '$2 == "kivimix-turbo2" { a = $NF } $2 == "kivimix-turbo2+wide20" { b = $NF }
             $2 == "kivimix-turbo2+vs16" { c = $NF } $2 == "kivimix-turbo2@1=kivimix-turbo2:wide40+wide20" { d = $NF }
-            END { exit !(a != "" && b < a && c < a && d > b && d < a) }' "$tmp/out"; then
-        echo "ok   perplexity --kv +wideN, :wideN and +vs16 cut the bits they should"
+            $2 == "kivimix-turbo2:wide20:widebits8" { e = $NF }
+            END { exit !(a != "" && b < a && c < a && d > b && d < a && e > b) }' "$tmp/out"; then
+        echo "ok   perplexity --kv +wideN, :wideN, :widebitsN and +vs16 set the bits they should"
     else echo "FAIL: perplexity --kv +wideN / :wideN / +vs16"; cat "$tmp/out"; failures=$((failures + 1)); fi
     expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json --tokens "$tmp/tok.tsv" "$text"
     # --tokens: a header and one line per window position, nll only in the scored second half

@@ -157,10 +157,11 @@ static PyObject *py_cache_preset_layer_config(PyObject *self, PyObject *const *a
 
 /* cache_create(ctx, n_layers, n_kv_heads, n_q_heads, head_dim, page_size, capacity_pages, grow_pages,
  *              max_sequences, residual_tokens, preset or None, layers (tuple of layer tuples) or None,
- *              f16_layers (sequence of ints) or None, window (vq_cache_window as int)) -> cache capsule */
+ *              f16_layers (sequence of ints) or None, window (vq_cache_window as int), window_bits)
+ *              -> cache capsule */
 static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 14) return PyErr_Format(PyExc_TypeError, "cache_create takes 14 arguments (%zd given)", n);
+    if (n != 15) return PyErr_Format(PyExc_TypeError, "cache_create takes 15 arguments (%zd given)", n);
     vq_ctx *ctx;
     if (ctx_arg(a[0], &ctx)) return NULL;
     vq_cache_config cfg = {0};
@@ -176,7 +177,7 @@ static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t 
         int_arg(a[9], "residual_tokens", &cfg.residual_tokens))
         goto done;
     int window;
-    if (int_arg(a[13], "window", &window)) goto done;
+    if (int_arg(a[13], "window", &window) || int_arg(a[14], "window_bits", &cfg.window_bits)) goto done;
     cfg.window = (vq_cache_window)window; /* the library checks the range */
     if (a[10] != Py_None) {
         cfg.preset = PyUnicode_AsUTF8(a[10]);
@@ -251,7 +252,7 @@ static PyObject *py_cache_layer_config(PyObject *self, PyObject *const *a, Py_ss
 }
 
 /* cache_config(cache) -> (n_layers, n_kv_heads, n_q_heads, head_dim, page_size,
- * capacity_pages, grow_pages, max_sequences, residual_tokens, window) */
+ * capacity_pages, grow_pages, max_sequences, residual_tokens, window, window_bits) */
 static PyObject *py_cache_config(PyObject *self, PyObject *o)
 {
     vq_cache *c;
@@ -259,9 +260,9 @@ static PyObject *py_cache_config(PyObject *self, PyObject *o)
     vq_cache_config cfg;
     vq_status s = vq_cache_get_config(c, &cfg);
     if (s != VQ_OK) return cache_error(c, s);
-    return Py_BuildValue("(iiiiiLLiii)", cfg.n_layers, cfg.n_kv_heads, cfg.n_q_heads, cfg.head_dim, cfg.page_size,
+    return Py_BuildValue("(iiiiiLLiiii)", cfg.n_layers, cfg.n_kv_heads, cfg.n_q_heads, cfg.head_dim, cfg.page_size,
                          (long long)cfg.capacity_pages, (long long)cfg.grow_pages, cfg.max_sequences,
-                         cfg.residual_tokens, (int)cfg.window);
+                         cfg.residual_tokens, (int)cfg.window, cfg.window_bits);
 }
 
 static PyObject *py_cache_seq_add(PyObject *self, PyObject *o)

@@ -214,7 +214,7 @@ def test_window_turbo8(rng):
     k, v = _kv(rng, 1, hkv, n, d)
     q = rng.standard_normal((1, hq, 1, d)).astype(np.float32)
     outs, mems = {}, {}
-    for w in ("f16", "turbo8"):
+    for w in ("turbo6", "f16", "turbo8"):
         c = vq.KVCache(1, hkv, d, n_q_heads=hq, method="kivi4", residual_tokens=n, window=w)
         s = c.add_sequence()
         c.append(0, [s], k, v)
@@ -222,8 +222,11 @@ def test_window_turbo8(rng):
         assert c.config()["window"] == w
     assert mems["f16"]["residual_bytes"] == n * hkv * 4 * d
     assert mems["turbo8"]["residual_bytes"] == n * hkv * 2 * (d + 4)
+    assert mems["turbo6"]["residual_bytes"] == n * hkv * 2 * (6 * d // 8 + 2)  # packed codes, f16 scales
     rel = np.linalg.norm(outs["turbo8"] - outs["f16"]) / np.linalg.norm(outs["f16"])
     assert 1e-5 < rel < 3e-2, rel  # 8-bit codes: ~0.6 % RMS per token
+    rel6 = np.linalg.norm(outs["turbo6"] - outs["f16"]) / np.linalg.norm(outs["f16"])
+    assert rel < rel6 < 1e-1, rel6  # 6-bit codes: ~4x the 8-bit error
     c2 = vq.KVCache.load(c.save())
     assert c2.config()["window"] == "turbo8"
     assert np.array_equal(c2.attend(0, [s], q), outs["turbo8"])

@@ -103,8 +103,8 @@ def _device_ctx(device):
     return device_ctx(CUDA, idx, stream)
 
 
-# vq_cache_window by name
-_WINDOWS = {"f16": 0, "turbo8": 1}
+# vq_cache_window (and window_bits) by name: turbo8 is VQ_WINDOW_TURBO8, turbo1..turbo7 VQ_WINDOW_TURBO
+_WINDOWS = {"f16": (0, 0), "turbo8": (1, 0), **{f"turbo{b}": (2, b) for b in range(1, 8)}}
 
 
 class KVCache:
@@ -124,10 +124,11 @@ class KVCache:
         max_sequences: live sequences at most (0 = 256).
         residual_tokens: newest tokens of every sequence kept in the residual
             window (with KIVI keys' partial group).
-        window: how the residual window is stored: "f16" (default) or
+        window: how the residual window is stored: "f16" (default),
             "turbo8" (TurboQuant 8-bit keys and values per token, D + 4 bytes
-            per token and head: 8.5 bits per element at D = 64; CPU only;
-            vq_cache_config.window).
+            per token and head: 8.5 bits per element at D = 64) or "turbo1"
+            .. "turbo7" (that many bits, packed, f16 scales); CPU only;
+            vq_cache_config.window and window_bits.
         device: 'cpu' (default) or 'cuda[:N]' (the cache runs on torch's
             current stream of that device at creation).
 
@@ -152,7 +153,7 @@ class KVCache:
         self._cache = _vq.cache_create(self._ctx, self.n_layers, self.n_kv_heads, self.n_q_heads, self.head_dim,
                                        page_size, capacity_pages, grow_pages, max_sequences, residual_tokens,
                                        None if layers is not None else method, layer_tuples,
-                                       None if f16_layers is None else tuple(f16_layers), _WINDOWS[window])
+                                       None if f16_layers is None else tuple(f16_layers), *_WINDOWS[window])
         self.method = method if layers is None else "per-layer"
 
     def __repr__(self):
@@ -231,12 +232,13 @@ class KVCache:
     def config(self):
         """The cache's sizes (vq_cache_get_config) as a dict: n_layers,
         n_kv_heads, n_q_heads, head_dim, page_size, capacity_pages (now),
-        grow_pages, max_sequences, residual_tokens, window ("f16" or
-        "turbo8"). Methods per layer: :meth:`layer_config`."""
+        grow_pages, max_sequences, residual_tokens, window ("f16", "turbo8",
+        "turbo1".."turbo7"). Methods per layer: :meth:`layer_config`."""
         names = ("n_layers", "n_kv_heads", "n_q_heads", "head_dim", "page_size", "capacity_pages", "grow_pages",
-                 "max_sequences", "residual_tokens", "window")
-        cfg = dict(zip(names, _vq.cache_config(self._cache)))
-        cfg["window"] = {v: k for k, v in _WINDOWS.items()}[cfg["window"]]
+                 "max_sequences", "residual_tokens")
+        t = _vq.cache_config(self._cache)
+        cfg = dict(zip(names, t))
+        cfg["window"] = {v: k for k, v in _WINDOWS.items()}[(t[9], t[10])]
         return cfg
 
     def load_sequence(self, source):

@@ -123,7 +123,7 @@ vq_status vq_attn_bind_keys_turbo(vq_ctx *ctx, const vq_encoded_keys *keys, cons
     VQ_FORWARD_IF_ERROR(bind_common(ctx, "keys.turbo", keys->turbo.diag, dims, scale, out, &d));
     d->n_stages = 1;
     return vq_attn_turbo_check_stage(ctx, "keys.turbo", "idx", keys->turbo.idx, "scale", keys->turbo.scale,
-                                     VQ_DTM_F32, "bits", keys->turbo.bits, dims, &d->stage[0]);
+                                     VQ_DTM_F16_F32, "bits", keys->turbo.bits, dims, &d->stage[0]);
 }
 
 vq_status vq_attn_bind_keys_rvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,

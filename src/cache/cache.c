@@ -44,12 +44,16 @@ static vq_status check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
     VQ_RETURN_IF(ctx, cfg->n_f16_layers < 0 || (cfg->n_f16_layers > 0 && cfg->f16_layers == NULL),
                  VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->f16_layers': NULL with n_f16_layers = %d",
                  cfg->n_f16_layers);
-    VQ_RETURN_IF(ctx, cfg->window != VQ_WINDOW_F16 && cfg->window != VQ_WINDOW_TURBO8, VQ_ERR_INVALID_ARGUMENT,
-                 "argument 'cfg->window': expected VQ_WINDOW_F16 (0) or VQ_WINDOW_TURBO8 (1), got %d",
+    VQ_RETURN_IF(ctx, cfg->window < VQ_WINDOW_F16 || cfg->window > VQ_WINDOW_TURBO, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->window': expected VQ_WINDOW_F16 (0), VQ_WINDOW_TURBO8 (1) or VQ_WINDOW_TURBO (2), "
+                 "got %d",
                  (int)cfg->window);
-    VQ_RETURN_IF(ctx, cfg->window == VQ_WINDOW_TURBO8 && !vq_is_pow2(cfg->head_dim), VQ_ERR_INVALID_ARGUMENT,
-                 "argument 'cfg->window': VQ_WINDOW_TURBO8 needs a power-of-two head_dim (Hadamard rotation), got %d",
+    VQ_RETURN_IF(ctx, cfg->window != VQ_WINDOW_F16 && !vq_is_pow2(cfg->head_dim), VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->window': a TurboQuant window needs a power-of-two head_dim (Hadamard rotation), got %d",
                  cfg->head_dim);
+    VQ_RETURN_IF(ctx, cfg->window == VQ_WINDOW_TURBO && (cfg->window_bits < 1 || cfg->window_bits > 8),
+                 VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->window_bits': VQ_WINDOW_TURBO takes 1..8, got %d",
+                 cfg->window_bits);
     for (int i = 0; i < cfg->n_f16_layers; i++)
         VQ_RETURN_IF(ctx, cfg->f16_layers[i] < 0 || cfg->f16_layers[i] >= cfg->n_layers, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->f16_layers[%d]': layer %d outside [0, %d)", i, cfg->f16_layers[i],
@@ -151,7 +155,7 @@ static vq_status build(vq_cache *c, const vq_cache_config *cfg)
     /* the CUDA cache attends an f16 window inside its merge kernel (cache_cuda.c) */
     VQ_RETURN_IF(ctx, c->cuda && c->window != VQ_WINDOW_F16, VQ_ERR_UNSUPPORTED,
                  "argument 'cfg->window': the CUDA cache keeps its residual window in f16 only "
-                 "(VQ_WINDOW_TURBO8 is CPU-only)");
+                 "(the TurboQuant windows are CPU-only)");
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
     c->seqs = calloc((size_t)c->max_seqs, sizeof *c->seqs);
     VQ_RETURN_IF(ctx, c->layers == NULL || c->seqs == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");
@@ -200,7 +204,8 @@ vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **ou
                     .grow_pages = cfg->grow_pages,
                     .max_seqs = cfg->max_sequences ? cfg->max_sequences : 256,
                     .R = cfg->residual_tokens,
-                    .window = cfg->window};
+                    .window = cfg->window,
+                    .window_bits = cfg->window == VQ_WINDOW_TURBO ? cfg->window_bits : 0};
 #ifndef VQ_WITH_CUDA
     if (c->cuda) {
         free(c);
@@ -269,6 +274,7 @@ vq_status vq_cache_get_config(const vq_cache *c, vq_cache_config *out)
     out->max_sequences = c->max_seqs;
     out->residual_tokens = c->R;
     out->window = c->window;
+    out->window_bits = c->window_bits;
     return VQ_OK;
 }
 

@@ -9,11 +9,11 @@
  * per stream; tokens [e1, n1) form the new window (old window rows that stay
  * are staged too, so no copy overlaps its source).
  *
- * An 8-bit window (VQ_WINDOW_TURBO8) first codes all m new tokens of every
+ * A TurboQuant window (VQ_WINDOW_TURBO8, VQ_WINDOW_TURBO) first codes all m new tokens of every
  * sequence in the window's format (block Q); the tokens to encode are then
  * gathered in that format too (from the old window and from Q) and decoded
  * to f16 for the page codecs, and the new window rows are copied from Q. So
- * every token reaches the pages through the same 8-bit round trip, whether
+ * every token reaches the pages through the same window round trip, whether
  * it waited in the window or not (header, vq_cache_window). */
 #include <stdlib.h>
 #include <string.h>
@@ -160,7 +160,7 @@ static vq_status commit(vq_cache *c, int l, seq_plan *pl, unsigned char *const *
         const int64_t first_new = pl->e1 > pl->n0 ? pl->e1 : pl->n0;
         unsigned char *res = sl->res;
         VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, res, L->res_cap, 0, sg->moved, sg->sumM, pl->m_off, pl->m));
-        if (c->window == VQ_WINDOW_TURBO8) {
+        if (vq_cache_coded_window(c)) {
             VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, res, L->res_cap, first_new - pl->e1, sg->q, sg->sumN,
                                                      i * sg->m + first_new - pl->n0, pl->n1 - first_new));
         } else {
@@ -249,15 +249,17 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
     VQ_FORWARD_IF_ERROR(vq_cache_pool_reserve(c, layer, pages));
 
     /* staging on the device: Ek, Ev, the moved window rows (window layout),
-     * for an 8-bit window the new tokens in f16 (X) and coded (Q) and the
-     * coded tokens to encode (W), the streams, encode scratch */
+     * for a TurboQuant window the new tokens in f16 (X) and coded (Q), the
+     * coded tokens to encode (W) and the window codec's scratch (C), the
+     * streams, encode scratch */
     const int64_t Hkv = c->Hkv, D = c->D, sumN = (int64_t)n_seq * m;
-    const bool w8 = c->window == VQ_WINDOW_TURBO8 && L->res_cap > 0;
+    const bool w8 = vq_cache_coded_window(c) && L->res_cap > 0;
     const size_t ekv = align256((size_t)(Hkv * sumT * D * 2)), mv = align256((size_t)(Hkv * sumM * L->win_token_bytes));
     const size_t xb = w8 ? align256((size_t)(2 * Hkv * sumN * D * 2)) : 0;
     const size_t qb = w8 ? align256((size_t)(Hkv * sumN * L->win_token_bytes)) : 0;
     const size_t wb = w8 ? align256((size_t)(Hkv * sumT * L->win_token_bytes)) : 0;
-    size_t off[VQ_CACHE_MAX_STREAMS], total = 2 * ekv + mv + xb + qb + wb;
+    const size_t cb = w8 ? align256(vq_cache_window_scratch(c, sumN > sumT ? sumN : sumT)) : 0;
+    size_t off[VQ_CACHE_MAX_STREAMS], total = 2 * ekv + mv + xb + qb + wb + cb;
     for (int s = 0; s < L->n_streams; s++) {
         const vq_cache_stream *st = &L->streams[s];
         off[s] = total;
@@ -270,7 +272,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
     uint16_t *E[2] = {(uint16_t *)(void *)stage, (uint16_t *)(void *)(stage + ekv)};
     unsigned char *M = stage + 2 * ekv;
     uint16_t *X = (uint16_t *)(void *)(M + mv);
-    unsigned char *Q = M + mv + xb, *W = Q + qb;
+    unsigned char *Q = M + mv + xb, *W = Q + qb, *C = W + wb;
     unsigned char *sp[VQ_CACHE_MAX_STREAMS];
     for (int s = 0; s < L->n_streams; s++) sp[s] = stage + off[s];
 
@@ -279,7 +281,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
         for (int i = 0; i < n_seq; i++)
             for (int half = 0; half < 2; half++)
                 VQ_FORWARD_IF_ERROR(put_rows(c, X + (half * Hkv * sumN + (int64_t)i * m) * D, sumN, &kv[half], i, 0, m));
-        VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_cache_window_encode(c, L, X, sumN, Q), "vq_cache_append"));
+        VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_cache_window_encode(c, L, X, sumN, Q, C), "vq_cache_append"));
     }
     for (int i = 0; i < n_seq; i++) {
         const seq_plan *pl = &plans[i];
@@ -301,8 +303,10 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
             VQ_FORWARD_IF_ERROR(
                 vq_cache_window_copy(c, L, M, sumM, pl->m_off, pl->sl->res, L->res_cap, pl->e1 - pl->e0, pl->m));
     }
-    /* the tokens to encode, as the 8-bit window decodes them */
-    if (w8) VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_cache_window_decode(c, L, W, sumT, E[0], E[1]), "vq_cache_append"));
+    /* the tokens to encode, as the window decodes them */
+    if (w8)
+        VQ_FORWARD_IF_ERROR(
+            vq_cache_forward(ctx, vq_cache_window_decode(c, L, W, sumT, E[0], E[1], C), "vq_cache_append"));
     /* encode */
     if (sumT > 0) {
         int n_key = 0;

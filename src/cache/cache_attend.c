@@ -13,7 +13,7 @@
  * Page bindings are made once per chunk and kept (valid while the softmax
  * scale and Sq stay the same), so a decode step validates nothing per page.
  * The window of each sequence is bound per call (a plain f16 view, or the
- * 8-bit TurboQuant views of VQ_WINDOW_TURBO8; cheap). */
+ * TurboQuant views of VQ_WINDOW_TURBO8 / VQ_WINDOW_TURBO; cheap). */
 #include <math.h>
 #include <string.h>
 
@@ -160,28 +160,32 @@ typedef struct window_binding {
     vq_attn_keys keys;
     vq_attn_values values;
     vq_cache_rotated_values rotated;
-    vq_attn_values inner;               /* TURBO8 over non-TurboQuant values: the wrapped binding */
+    vq_attn_values inner;               /* a TurboQuant window over other values: the wrapped binding */
     vq_cache_unrotated_values unrotated;
 } window_binding;
 
-/* An 8-bit window: TurboQuant keys and values of 8 bits with the layer's
- * signs. The values share the pages' rotated basis (and finish()) when the
- * pages hold TurboQuant values; otherwise they are rotated back per row. */
-static vq_status bind_window_turbo8(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, float scale,
-                                    const vq_attn_dims *dims, window_binding *w)
+/* A TurboQuant window: TurboQuant keys and values (8 bits one per byte, or
+ * window_bits packed) with the layer's signs. The values share the pages'
+ * rotated basis (and finish()) when the pages hold TurboQuant values;
+ * otherwise they are rotated back per row. */
+static vq_status bind_window_turbo(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, float scale,
+                                   const vq_attn_dims *dims, window_binding *w)
 {
-    int64_t ish[4] = {1, c->Hkv, L->res_cap, c->D}, ssh[3] = {1, c->Hkv, L->res_cap}, dsh[1] = {c->D};
-    DLTensor t[4], diag[2];
-    for (int s = 0; s < 4; s++)
-        vq_cache_view(c, &t[s], s % 2 ? ssh : ish, s % 2 ? 3 : 4, L->wstreams[s].dtype,
-                      (unsigned char *)sl->res + L->wstreams[s].off);
+    const int bits = c->window == VQ_WINDOW_TURBO ? c->window_bits : 8;
+    int64_t ish[4] = {1, c->Hkv, L->res_cap, L->wstreams[0].last}, ssh[3] = {1, c->Hkv, L->res_cap}, dsh[1] = {c->D};
+    DLTensor t[4], diag[2]; /* k_idx, k_scale, v_idx, v_scale */
+    for (int s = 0; s < 4; s++) {
+        const int ws = s % 2 ? vq_cache_window_scale_stream(c, s / 2) : vq_cache_window_idx_stream(c, s / 2);
+        vq_cache_view(c, &t[s], s % 2 ? ssh : ish, s % 2 ? 3 : 4, L->wstreams[ws].dtype,
+                      (unsigned char *)sl->res + L->wstreams[ws].off);
+    }
     vq_cache_view(c, &diag[0], dsh, 1, VQ_DT_F32, L->tables[VQ_CT_KDIAG].dev);
     vq_cache_view(c, &diag[1], dsh, 1, VQ_DT_F32, L->tables[VQ_CT_VDIAG].dev);
     vq_encoded_keys ek = {.format = VQ_KEYS_TURBO};
-    ek.turbo.idx = &t[0], ek.turbo.scale = &t[1], ek.turbo.diag = &diag[0], ek.turbo.bits = 8;
+    ek.turbo.idx = &t[0], ek.turbo.scale = &t[1], ek.turbo.diag = &diag[0], ek.turbo.bits = bits;
     VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(c->ctx, &ek, dims, scale, &w->keys));
     vq_encoded_values ev = {.format = VQ_VALUES_TURBO};
-    ev.turbo.idx = &t[2], ev.turbo.scale = &t[3], ev.turbo.diag = &diag[1], ev.turbo.bits = 8;
+    ev.turbo.idx = &t[2], ev.turbo.scale = &t[3], ev.turbo.diag = &diag[1], ev.turbo.bits = bits;
     if (L->cfg.values.method == VQ_VALUE_TURBO) return vq_attn_bind_values(c->ctx, &ev, dims, &w->values);
     VQ_FORWARD_IF_ERROR(vq_attn_bind_values(c->ctx, &ev, dims, &w->inner));
     vq_cache_bind_unrotated_values(c->ctx, &w->inner, L->tables[VQ_CT_VDIAG].host, c->D, &w->unrotated, &w->values);
@@ -191,9 +195,9 @@ static vq_status bind_window_turbo8(vq_cache *c, const vq_cache_layer *L, const 
 static vq_status bind_window(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, float scale,
                              int64_t Sq, window_binding *w)
 {
-    if (c->window == VQ_WINDOW_TURBO8) {
+    if (vq_cache_coded_window(c)) {
         const vq_attn_dims dims = {1, c->Hq, c->Hkv, Sq, L->res_cap, c->D};
-        return bind_window_turbo8(c, L, sl, scale, &dims, w);
+        return bind_window_turbo(c, L, sl, scale, &dims, w);
     }
     int64_t shape[4] = {1, c->Hkv, L->res_cap, c->D};
     DLTensor k, v;

@@ -13,8 +13,8 @@
  *   finish()); the window's f16 values must then be accumulated rotated too,
  *   o += p . rot(v) (a few tokens, one rotation each).
  *
- *   TurboQuant values in the plain basis: the converse, an 8-bit window
- *   (VQ_WINDOW_TURBO8) next to pages whose values are not TurboQuant: a
+ *   TurboQuant values in the plain basis: the converse, a TurboQuant window
+ *   (VQ_WINDOW_TURBO8 / VQ_WINDOW_TURBO) next to pages whose values are not TurboQuant: a
  *   block's P.V is accumulated rotated into scratch and each row rotated
  *   back, o += rot^-1(p . y_hat) (linear, so equal to p . v_hat). */
 #include <math.h>

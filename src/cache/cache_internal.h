@@ -21,7 +21,8 @@
  * byte offset off_w. VQ_WINDOW_F16: "k", "v" f16 [D] (so res is
  * [2][Hkv][res_cap][D] f16, keys then values: what cache_cuda.c reads);
  * VQ_WINDOW_TURBO8: "k_idx" u8 [D], "k_scale" f32, "v_idx" u8 [D],
- * "v_scale" f32 (cache_window.c).
+ * "v_scale" f32; VQ_WINDOW_TURBO: "k_idx", "v_idx" u32 [ceil(D*bits/32)]
+ * bit-packed, then "k_scale", "v_scale" f16 (cache_window.c).
  *
  * On a CUDA ctx every chunk, residual window and device table is device
  * memory (cudaMalloc); the host keeps the page tables and all counters. */
@@ -163,6 +164,7 @@ struct vq_cache {
     int max_seqs;
     int R;
     vq_cache_window window;  /* storage of the residual windows */
+    int window_bits;         /* VQ_WINDOW_TURBO's code bits; 0 otherwise */
     int64_t next_id;
     vq_cache_layer *layers;  /* [L] */
     vq_cache_seq *seqs;      /* [max_seqs] slots */
@@ -237,13 +239,35 @@ size_t vq_cache_window_bytes(const vq_cache *c, const vq_cache_layer *L);
 vq_status vq_cache_window_copy(vq_cache *c, const vq_cache_layer *L, unsigned char *dst, int64_t dst_cap,
                                int64_t dst_row, const unsigned char *src, int64_t src_cap, int64_t src_row,
                                int64_t count);
-/* VQ_WINDOW_TURBO8: x [2][Hkv][N][D] f16 (keys then values) -> the window
- * layout of capacity N at w (all N rows). */
-vq_status vq_cache_window_encode(vq_cache *c, const vq_cache_layer *L, const uint16_t *x, int64_t N, unsigned char *w);
-/* VQ_WINDOW_TURBO8: all N rows of a window-layout block of capacity N ->
+/* Bytes of one window token of one head, keys and values (the streams
+ * vq_cache_window_layout gives): f16, 8-bit codes + f32 scales, or
+ * packed codes + f16 scales. */
+static inline int64_t vq_cache_window_token_bytes(vq_cache_window w, int bits, int64_t D)
+{
+    if (w == VQ_WINDOW_TURBO8) return 2 * (D + 4);
+    if (w == VQ_WINDOW_TURBO) return 2 * (4 * ((D * bits + 31) / 32) + 2);
+    return 4 * D;
+}
+
+/* True for the TurboQuant windows (VQ_WINDOW_TURBO8, VQ_WINDOW_TURBO). */
+static inline bool vq_cache_coded_window(const vq_cache *c) { return c->window != VQ_WINDOW_F16; }
+/* The window streams of a TurboQuant window's codes and scales of half
+ * 0 (keys) or 1 (values): TURBO8 k_idx, k_scale, v_idx, v_scale; TURBO
+ * k_idx, v_idx, k_scale, v_scale (the u32 streams first, so that each
+ * stream of a block is aligned). */
+int vq_cache_window_idx_stream(const vq_cache *c, int half);
+int vq_cache_window_scale_stream(const vq_cache *c, int half);
+/* Scratch bytes the window codec needs for N rows (0 for TURBO8). */
+size_t vq_cache_window_scratch(const vq_cache *c, int64_t N);
+/* A TurboQuant window: x [2][Hkv][N][D] f16 (keys then values) -> the
+ * window layout of capacity N at w (all N rows); scratch of
+ * vq_cache_window_scratch(c, N) bytes, 4-byte aligned. */
+vq_status vq_cache_window_encode(vq_cache *c, const vq_cache_layer *L, const uint16_t *x, int64_t N, unsigned char *w,
+                                 unsigned char *scratch);
+/* A TurboQuant window: all N rows of a window-layout block of capacity N ->
  * f16 keys and values ek, ev [Hkv][N][D] (decoded, rounded to f16). */
 vq_status vq_cache_window_decode(vq_cache *c, const vq_cache_layer *L, const unsigned char *w, int64_t N,
-                                 uint16_t *ek, uint16_t *ev);
+                                 uint16_t *ek, uint16_t *ev, unsigned char *scratch);
 
 /* ---- cache_seq.c ---- */
 

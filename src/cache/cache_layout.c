@@ -310,13 +310,13 @@ vq_status vq_cache_build_tables(vq_cache *c, const vq_cache_layer_config *user, 
         break;
     default: break;
     }
-    /* an 8-bit window codes keys and values as TurboQuant does: it needs both
-     * sign tables, drawn from the seeds the layer's TurboQuant methods use */
-    if (c->window == VQ_WINDOW_TURBO8 && L->res_cap > 0 && L->tables[VQ_CT_KDIAG].host == NULL) {
+    /* a TurboQuant window codes keys and values as TurboQuant does: it needs
+     * both sign tables, drawn from the seeds the layer's TurboQuant methods use */
+    if (vq_cache_coded_window(c) && L->res_cap > 0 && L->tables[VQ_CT_KDIAG].host == NULL) {
         VQ_FORWARD_IF_ERROR(new_table(c, L, VQ_CT_KDIAG, "k_diag", 1, (const int64_t[]){D}));
         (void)vq_random_signs(layer_seed(k->seed, l), D, L->tables[VQ_CT_KDIAG].host);
     }
-    if (v->method == VQ_VALUE_TURBO || (c->window == VQ_WINDOW_TURBO8 && L->res_cap > 0)) {
+    if (v->method == VQ_VALUE_TURBO || (vq_cache_coded_window(c) && L->res_cap > 0)) {
         VQ_FORWARD_IF_ERROR(new_table(c, L, VQ_CT_VDIAG, "v_diag", 1, (const int64_t[]){D}));
         (void)vq_random_signs(layer_seed(v->seed, l) ^ 0x76ull, D, L->tables[VQ_CT_VDIAG].host);
     }

@@ -1,13 +1,16 @@
 /* cache_window.c — the residual window's storage (vq_cache_window): its
  * streams, copies of window rows between windows and staging blocks, and the
- * 8-bit codec of VQ_WINDOW_TURBO8 (the public TurboQuant codec with 8 bits
- * and the layer's key / value signs).
+ * codec of the TurboQuant windows (the public TurboQuant codec with the
+ * layer's key / value signs: 8 bits one per byte with f32 scales for
+ * VQ_WINDOW_TURBO8; window_bits bit-packed with f16 scales for
+ * VQ_WINDOW_TURBO, through u8 codes and f32 scales in scratch).
  *
  * A block "in the window layout with capacity N" holds stream w as
  * [Hkv][N][row_bytes_w] at byte offset Hkv * N * (row bytes of the streams
  * before w): a sequence's window is such a block with N = res_cap, and
  * append stages rows in blocks of other capacities. */
 #include "cache/cache_internal.h"
+#include "formats/format_bitpack.h"
 
 static void add_wstream(const vq_cache *c, vq_cache_layer *L, const char *name, vq_dtype dt, int64_t last,
                         bool is_key, int64_t *row_total)
@@ -29,6 +32,14 @@ void vq_cache_window_layout(const vq_cache *c, vq_cache_layer *L)
         add_wstream(c, L, "k_scale", VQ_DT_F32, 1, true, t);
         add_wstream(c, L, "v_idx", VQ_DT_U8, c->D, false, t);
         add_wstream(c, L, "v_scale", VQ_DT_F32, 1, false, t);
+    } else if (c->window == VQ_WINDOW_TURBO) {
+        /* the u32 streams first: every stream of a block then starts aligned
+         * to its elements whatever Hkv * N is */
+        const int64_t words = vq_bitpack_words(c->D, c->window_bits);
+        add_wstream(c, L, "k_idx", VQ_DT_U32, words, true, t);
+        add_wstream(c, L, "v_idx", VQ_DT_U32, words, false, t);
+        add_wstream(c, L, "k_scale", VQ_DT_F16, 1, true, t);
+        add_wstream(c, L, "v_scale", VQ_DT_F16, 1, false, t);
     } else {
         add_wstream(c, L, "k", VQ_DT_F16, c->D, true, t);
         add_wstream(c, L, "v", VQ_DT_F16, c->D, false, t);
@@ -62,51 +73,96 @@ vq_status vq_cache_window_copy(vq_cache *c, const vq_cache_layer *L, unsigned ch
     return VQ_OK;
 }
 
-/* Views of one half (0 keys, 1 values) of a TURBO8 block of capacity N:
- * codes [1,Hkv,N,D] u8, scales [1,Hkv,N] f32, the half's signs [D]. */
+/* Views of one half (0 keys, 1 values) of a TurboQuant window block of
+ * capacity N: codes [1,Hkv,N,D] u8 (TURBO8) or [1,Hkv,N,words] u32, scales
+ * [1,Hkv,N] f32 (TURBO8) or f16, the half's signs [D]. */
 typedef struct half_views {
     DLTensor idx, scale, diag;
     int64_t ish[4], ssh[3], dsh[1];
 } half_views;
 
-static void turbo8_views(const vq_cache *c, const vq_cache_layer *L, const unsigned char *w, int64_t N, int half,
+int vq_cache_window_idx_stream(const vq_cache *c, int half) { return c->window == VQ_WINDOW_TURBO ? half : 2 * half; }
+
+int vq_cache_window_scale_stream(const vq_cache *c, int half)
+{
+    return c->window == VQ_WINDOW_TURBO ? 2 + half : 2 * half + 1;
+}
+
+static void window_views(const vq_cache *c, const vq_cache_layer *L, const unsigned char *w, int64_t N, int half,
                          half_views *hv)
 {
-    hv->ish[0] = 1, hv->ish[1] = c->Hkv, hv->ish[2] = N, hv->ish[3] = c->D;
+    const int si = vq_cache_window_idx_stream(c, half), ss = vq_cache_window_scale_stream(c, half);
+    hv->ish[0] = 1, hv->ish[1] = c->Hkv, hv->ish[2] = N, hv->ish[3] = L->wstreams[si].last;
     hv->ssh[0] = 1, hv->ssh[1] = c->Hkv, hv->ssh[2] = N;
     hv->dsh[0] = c->D;
-    vq_cache_view(c, &hv->idx, hv->ish, 4, VQ_DT_U8, (void *)(w + block_off(c, L, 2 * half, N)));
-    vq_cache_view(c, &hv->scale, hv->ssh, 3, VQ_DT_F32, (void *)(w + block_off(c, L, 2 * half + 1, N)));
+    vq_cache_view(c, &hv->idx, hv->ish, 4, L->wstreams[si].dtype, (void *)(w + block_off(c, L, si, N)));
+    vq_cache_view(c, &hv->scale, hv->ssh, 3, L->wstreams[ss].dtype, (void *)(w + block_off(c, L, ss, N)));
     vq_cache_view(c, &hv->diag, hv->dsh, 1, VQ_DT_F32, L->tables[half ? VQ_CT_VDIAG : VQ_CT_KDIAG].dev);
 }
 
-/* x [2][Hkv][N][D] f16 <-> the TURBO8 block w of capacity N (decode: w -> x). */
-static vq_status turbo8_code(vq_cache *c, const vq_cache_layer *L, unsigned char *w, int64_t N, uint16_t *xk,
-                             uint16_t *xv, bool decode)
+size_t vq_cache_window_scratch(const vq_cache *c, int64_t N)
+{
+    /* u8 codes [Hkv][N][D], then f32 scales [Hkv][N] */
+    return c->window == VQ_WINDOW_TURBO ? (size_t)(c->Hkv * N * (c->D + 4)) : 0;
+}
+
+/* f32 <-> f16 scales, n of them (host: the TurboQuant windows are CPU-only). */
+static void scales_to_f16(const float *from, uint16_t *to, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) to[i] = vq_f32_to_f16(from[i]);
+}
+
+static void scales_to_f32(const uint16_t *from, float *to, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) to[i] = vq_half_to_float(from[i]);
+}
+
+/* x [2][Hkv][N][D] f16 <-> the window block w of capacity N (decode: w -> x). */
+static vq_status window_code(vq_cache *c, const vq_cache_layer *L, unsigned char *w, int64_t N, uint16_t *xk,
+                             uint16_t *xv, bool decode, unsigned char *scratch)
 {
     if (N <= 0) return VQ_OK;
+    const bool packed = c->window == VQ_WINDOW_TURBO;
+    const int bits = packed ? c->window_bits : 8;
+    const int64_t rows = c->Hkv * N;
     for (int half = 0; half < 2; half++) {
         half_views hv;
-        turbo8_views(c, L, w, N, half, &hv);
+        window_views(c, L, w, N, half, &hv);
         int64_t xsh[4] = {1, c->Hkv, N, c->D};
-        DLTensor xt;
+        DLTensor xt, idx = hv.idx, scale = hv.scale;
         vq_cache_view(c, &xt, xsh, 4, VQ_DT_F16, half ? xv : xk);
-        VQ_FORWARD_IF_ERROR(decode ? vq_turboquant_hadamard_dequantize(c->ctx, &hv.idx, &hv.scale, &hv.diag, 8, &xt)
-                                   : vq_turboquant_hadamard_quantize(c->ctx, &xt, &hv.diag, 8, &hv.idx, &hv.scale, NULL));
+        if (packed) { /* the codec's u8 codes and f32 scales, in scratch */
+            vq_cache_view(c, &idx, xsh, 4, VQ_DT_U8, scratch);
+            vq_cache_view(c, &scale, hv.ssh, 3, VQ_DT_F32, scratch + rows * c->D);
+        }
+        if (decode) {
+            if (packed) {
+                VQ_FORWARD_IF_ERROR(vq_bit_unpack(c->ctx, &hv.idx, bits, c->D, &idx));
+                scales_to_f32(hv.scale.data, scale.data, rows);
+            }
+            VQ_FORWARD_IF_ERROR(vq_turboquant_hadamard_dequantize(c->ctx, &idx, &scale, &hv.diag, bits, &xt));
+        } else {
+            VQ_FORWARD_IF_ERROR(vq_turboquant_hadamard_quantize(c->ctx, &xt, &hv.diag, bits, &idx, &scale, NULL));
+            if (packed) {
+                VQ_FORWARD_IF_ERROR(vq_bit_pack(c->ctx, &idx, bits, &hv.idx));
+                scales_to_f16(scale.data, hv.scale.data, rows);
+            }
+        }
     }
     return VQ_OK;
 }
 
-vq_status vq_cache_window_encode(vq_cache *c, const vq_cache_layer *L, const uint16_t *x, int64_t N, unsigned char *w)
+vq_status vq_cache_window_encode(vq_cache *c, const vq_cache_layer *L, const uint16_t *x, int64_t N, unsigned char *w,
+                                 unsigned char *scratch)
 {
     /* the codec only reads x */
-    return turbo8_code(c, L, w, N, (uint16_t *)(uintptr_t)x, (uint16_t *)(uintptr_t)(x + (int64_t)c->Hkv * N * c->D),
-                       false);
+    return window_code(c, L, w, N, (uint16_t *)(uintptr_t)x, (uint16_t *)(uintptr_t)(x + (int64_t)c->Hkv * N * c->D),
+                       false, scratch);
 }
 
 vq_status vq_cache_window_decode(vq_cache *c, const vq_cache_layer *L, const unsigned char *w, int64_t N,
-                                 uint16_t *ek, uint16_t *ev)
+                                 uint16_t *ek, uint16_t *ev, unsigned char *scratch)
 {
     /* the codec only reads w */
-    return turbo8_code(c, L, (unsigned char *)(uintptr_t)w, N, ek, ev, true);
+    return window_code(c, L, (unsigned char *)(uintptr_t)w, N, ek, ev, true, scratch);
 }

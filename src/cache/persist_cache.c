@@ -8,7 +8,8 @@
  * still read it; a VQ_WINDOW_TURBO8 cache is written as version 2, which
  * older builds refuse ("format version 2 is newer than this library reads");
  * 3 (LCFG's two reserved words hold keys.wide_channels and
- * values.scale_f16) is written only where a layer sets one of them.
+ * values.scale_f16, CONF's the bits of a VQ_WINDOW_TURBO window) is written
+ * only where a layer sets one of them or the window is VQ_WINDOW_TURBO.
  *
  * Sections: CONF (the cache's sizes), one LCFG per layer (the resolved layer
  * config, every table, the page layout), then one SQLY per (sequence, layer)
@@ -152,7 +153,7 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
                 if (dst) VQ_FORWARD_IF_ERROR(page_to_host(c, L, sl->pages[j], s, dst));
             }
         /* window rows [0, n - n_enc) of each window stream (f16: keys then
-         * values; TURBO8: k_idx, k_scale, v_idx, v_scale), head by head */
+         * values; TurboQuant: k_idx, k_scale, v_idx, v_scale), head by head */
         const size_t rows = (size_t)(sl->n - sl->n_enc);
         for (int ws = 0; ws < L->n_wstreams; ws++) {
             const size_t row = (size_t)L->wstreams[ws].row_bytes;
@@ -171,10 +172,11 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
 }
 
 /* The oldest version that holds the cache: 3 where a layer has KIVI_MIX
- * wide_channels or f16 TurboQuant value scales, else 2 with an 8-bit
- * window, else 1. */
+ * wide_channels or f16 TurboQuant value scales, or with a VQ_WINDOW_TURBO
+ * window, else 2 with an 8-bit window, else 1. */
 static uint32_t file_version(const vq_cache *c)
 {
+    if (c->window == VQ_WINDOW_TURBO) return 3;
     for (int l = 0; l < c->L; l++)
         if (c->layers[l].cfg.keys.wide_channels != 0 || c->layers[l].cfg.values.scale_f16) return 3;
     return c->window == VQ_WINDOW_F16 ? 1 : 2;
@@ -193,7 +195,7 @@ static vq_status write_cache(vq_writer *w, const vq_cache *c, const vq_cache_seq
     vq_put_i64(w, c->next_id);
     if (file_version(c) >= 2) {
         vq_put_u32(w, (uint32_t)c->window);
-        vq_put_u32(w, 0);
+        vq_put_u32(w, (uint32_t)c->window_bits); /* version 3; 0 before */
     }
     vq_section_end(w);
     for (int l = 0; l < c->L; l++) {
@@ -324,8 +326,11 @@ static vq_status read_conf(vq_ctx *ctx, vq_container *f, plan *p)
         vq_get_u32(&r, &window);
         vq_get_u32(&r, &reserved);
     }
-    CORRUPT(ctx, window > VQ_WINDOW_TURBO8 || reserved != 0,
-            "cache CONF: window storage %u (0 f16, 1 TurboQuant 8-bit) or reserved word %u out of range",
+    const bool turbo = window == VQ_WINDOW_TURBO && f->version >= 3;
+    CORRUPT(ctx, window > (f->version >= 3 ? VQ_WINDOW_TURBO : VQ_WINDOW_TURBO8) ||
+                     (turbo ? reserved < 1 || reserved > 8 : reserved != 0),
+            "cache CONF: window storage %u (0 f16, 1 TurboQuant 8-bit, 2 TurboQuant of 1..8 bits) or its bits %u "
+            "out of range",
             (unsigned)window, (unsigned)reserved);
     /* the ranges vq_cache_create accepts, so that the counts below are small */
     CORRUPT(ctx, u[0] < 1 || u[0] > 65536 || u[1] < 1 || u[1] > 4096 || u[2] < 1 || u[2] > 65536 ||
@@ -346,7 +351,7 @@ static vq_status read_conf(vq_ctx *ctx, vq_container *f, plan *p)
     p->cfg = (vq_cache_config){.n_layers = (int)u[0], .n_kv_heads = (int)u[1], .n_q_heads = (int)u[2],
                                .head_dim = (int)u[3], .page_size = (int)u[4], .capacity_pages = cap,
                                .grow_pages = grow, .max_sequences = (int)u[5], .residual_tokens = (int)u[6],
-                               .window = (vq_cache_window)window};
+                               .window = (vq_cache_window)window, .window_bits = (int)reserved};
     p->n_seqs = (int)u[7];
     return VQ_OK;
 }
@@ -464,9 +469,7 @@ static vq_status read_seq_layer(vq_ctx *ctx, vq_container *f, plan *p, int i, in
             "cache sequence %lld layer %d: %lld pages of %lld bytes, the section has %llu bytes left", (long long)id,
             l, (long long)q->n_pages, (long long)pl->page_bytes, (unsigned long long)left);
     const uint64_t page_total = (uint64_t)q->n_pages * (uint64_t)pl->page_bytes;
-    /* bytes of a window token of one head (cache_window.c): f16 keys and values, or 8-bit codes + f32 scales */
-    const uint64_t token = p->cfg.window == VQ_WINDOW_TURBO8 ? 2ull * ((uint64_t)p->cfg.head_dim + 4)
-                                                             : 4ull * (uint64_t)p->cfg.head_dim;
+    const uint64_t token = (uint64_t)vq_cache_window_token_bytes(p->cfg.window, p->cfg.window_bits, p->cfg.head_dim);
     const uint64_t window = (uint64_t)p->cfg.n_kv_heads * (uint64_t)(q->n - q->n_enc) * token;
     CORRUPT(ctx, page_total + window != left,
             "cache sequence %lld layer %d: %lld pages and %lld window tokens take %llu bytes, the section has %llu",
@@ -508,12 +511,12 @@ static vq_status check_against(vq_cache *c, const plan *p)
     vq_ctx *ctx = c->ctx;
     CORRUPT(ctx, c->L != p->cfg.n_layers || c->Hkv != p->cfg.n_kv_heads || c->Hq != p->cfg.n_q_heads ||
                      c->D != p->cfg.head_dim || c->P != p->cfg.page_size || c->R != p->cfg.residual_tokens ||
-                     c->window != p->cfg.window,
-            "the file's cache [L %d, Hkv %d, Hq %d, D %d, P %d, R %d, window %d] is not this cache's "
-            "[%d, %d, %d, %d, %lld, %d, %d]",
+                     c->window != p->cfg.window || c->window_bits != p->cfg.window_bits,
+            "the file's cache [L %d, Hkv %d, Hq %d, D %d, P %d, R %d, window %d/%d bits] is not this cache's "
+            "[%d, %d, %d, %d, %lld, %d, %d/%d]",
             p->cfg.n_layers, p->cfg.n_kv_heads, p->cfg.n_q_heads, p->cfg.head_dim, p->cfg.page_size,
-            p->cfg.residual_tokens, (int)p->cfg.window, c->L, c->Hkv, c->Hq, c->D, (long long)c->P, c->R,
-            (int)c->window);
+            p->cfg.residual_tokens, (int)p->cfg.window, p->cfg.window_bits, c->L, c->Hkv, c->Hq, c->D,
+            (long long)c->P, c->R, (int)c->window, c->window_bits);
     for (int l = 0; l < c->L; l++) {
         vq_writer w;
         vq_writer_init(&w, NULL, 0);

@@ -59,13 +59,15 @@ static void npy_seed(const char *dir, int idx, int elem, int ndim, const int64_t
     free(data);
 }
 
-/* A cache of layers lc[0..L) with sequences of the given lengths, saved. */
+/* A cache of layers lc[0..L) with sequences of the given lengths, saved
+ * (window storage: f16, or window_bits > 0: VQ_WINDOW_TURBO of that many). */
 static void cache_seed(vq_ctx *ctx, const char *dir, int idx, int L, int hkv, int hq, int d, int page, int res,
-                       const vq_cache_layer_config *lc, int n_seqs, const int *lens)
+                       const vq_cache_layer_config *lc, int n_seqs, const int *lens, int window_bits)
 {
     const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = hkv, .n_q_heads = hq, .head_dim = d,
                                  .page_size = page, .capacity_pages = 4, .grow_pages = 1, .max_sequences = 4,
-                                 .residual_tokens = res, .layers = lc};
+                                 .residual_tokens = res, .layers = lc,
+                                 .window = window_bits ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = window_bits};
     vq_cache *c;
     if (vq_cache_create(ctx, &cfg, &c) != VQ_OK) die(ctx, "cache create");
     vq_rng rng;
@@ -104,7 +106,7 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
         for (int l = 0; l < 2; l++)
             if (vq_cache_preset_layer_config(presets[i], 16, &lc[l]) != VQ_OK) die(NULL, presets[i]);
         const int lens[2] = {3 + i, 40};
-        cache_seed(ctx, dir, i, i % 2 + 1, 1, 2, 16, 32, i % 3 == 0 ? 0 : 4, lc, 2, lens);
+        cache_seed(ctx, dir, i, i % 2 + 1, 1, 2, 16, 32, i % 3 == 0 ? 0 : 4, lc, 2, lens, 0);
     }
     /* tables in the file: PQ (2 subspaces of 4) and CommVQ (one stage of 4, RoPE of 64 positions) */
     float pq[2 * 4 * 4], smooth[8], cv[1 * 4 * 8], cs[64 * 4], sn[64 * 4];
@@ -123,7 +125,13 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
     lc[1] = (vq_cache_layer_config){{.method = VQ_KEY_COMMVQ, .codebook = &tcv, .cos_freqs = &tcs, .sin_freqs = &tsn},
                                     {.method = VQ_VALUE_TURBO, .bits = 2}};
     const int lens[2] = {5, 33};
-    cache_seed(ctx, dir, 7, 2, 1, 1, 8, 32, 2, lc, 2, lens);
+    cache_seed(ctx, dir, 7, 2, 1, 1, 8, 32, 2, lc, 2, lens, 0);
+    /* version 3: KIVI_MIX keys with 6 of 16 wide channels, f16 TurboQuant value scales, a 3-bit window */
+    lc[0] = (vq_cache_layer_config){{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 8,
+                                     .wide_channels = 6},
+                                    {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}};
+    const int lens8[2] = {7, 37};
+    cache_seed(ctx, dir, 8, 1, 1, 2, 16, 32, 4, lc, 2, lens8, 3);
 }
 
 /* A version 2.0 / 3.0 header, as NumPy writes for large headers. */

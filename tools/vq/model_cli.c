@@ -33,26 +33,48 @@ static const vq_cache_preset_info *find_preset(const char *cmd, const char *name
     return found;
 }
 
-/* KEYS[:wideN]/VALUES or PRESET[:wideN] in name[0..len) -> *out (keys and
- * values of the layer config; ":wideN" sets the KIVI_MIX keys' wide
- * channels). Returns 0 or 2 after a message. */
+/* The KIVI_MIX modifiers m[0..len) (":wideN", ":widebitsN", each after a
+ * ':') -> *wide, *widebits (0 where not given). Returns 0 or 2 after a
+ * message naming spec[0..slen). */
+static int parse_key_modifiers(const char *cmd, const char *spec, size_t slen, const char *m, size_t len, int head_dim,
+                               long *wide, long *widebits)
+{
+    *wide = *widebits = 0;
+    for (const char *p = m; p < m + len;) {
+        const char *end = memchr(p + 1, ':', (size_t)(m + len - p - 1));
+        if (end == NULL) end = m + len;
+        char mod[24] = {0}, *e = NULL;
+        const size_t n = (size_t)(end - p - 1);
+        if (n < sizeof mod) memcpy(mod, p + 1, n);
+        const bool bits = strncmp(mod, "widebits", 8) == 0, count = !bits && strncmp(mod, "wide", 4) == 0;
+        const char *digits = mod + (bits ? 8 : 4);
+        const long v = (bits || count) && *digits >= '0' && *digits <= '9' ? strtol(digits, &e, 10) : -1;
+        if (v < 1 || *e != 0 || (count && (v >= head_dim || *wide)) || (bits && (v < 2 || v > 8 || *widebits))) {
+            fprintf(stderr, "vq %s: --kv '%.*s': modifier ':%.*s' is not :wideN (N in 1..%d: KIVI_MIX wide channels) "
+                            "or :widebitsN (N in 2..8: their bits), each at most once\n",
+                    cmd, (int)slen, spec, (int)n, p + 1, head_dim - 1);
+            return VQ_EXIT_USAGE;
+        }
+        *(bits ? widebits : wide) = v;
+        p = end;
+    }
+    return VQ_EXIT_OK;
+}
+
+/* KEYS[:MODS]/VALUES or PRESET[:MODS] in name[0..len) -> *out (keys and
+ * values of the layer config; MODS: the KIVI_MIX keys' ":wideN" wide
+ * channels and ":widebitsN" their bits). Returns 0 or 2 after a message. */
 static int parse_pair(const char *cmd, const char *name, size_t len, int head_dim, bool tables,
                       vq_cache_layer_config *out)
 {
     const char *slash = memchr(name, '/', len);
     size_t klen = slash ? (size_t)(slash - name) : len;
     const char *colon = memchr(name, ':', klen);
-    long wide = 0;
+    long wide = 0, widebits = 0;
     if (colon != NULL) {
-        char mod[16] = {0}, *e = NULL;
-        const size_t mlen = klen - (size_t)(colon + 1 - name);
-        if (mlen < sizeof mod) memcpy(mod, colon + 1, mlen);
-        wide = strncmp(mod, "wide", 4) == 0 && mod[4] >= '0' && mod[4] <= '9' ? strtol(mod + 4, &e, 10) : -1;
-        if (wide < 1 || wide >= head_dim || *e != 0) {
-            fprintf(stderr, "vq %s: --kv '%.*s': modifier ':%.*s' is not :wideN (N in 1..%d: KIVI_MIX wide channels)\n",
-                    cmd, (int)len, name, (int)mlen, colon + 1, head_dim - 1);
-            return VQ_EXIT_USAGE;
-        }
+        const int st = parse_key_modifiers(cmd, name, len, colon, klen - (size_t)(colon - name), head_dim, &wide,
+                                           &widebits);
+        if (st != VQ_EXIT_OK) return st;
         klen = (size_t)(colon - name);
     }
     const vq_cache_preset_info *kp = find_preset(cmd, name, klen, tables);
@@ -64,12 +86,12 @@ static int parse_pair(const char *cmd, const char *name, size_t len, int head_di
         fprintf(stderr, "vq %s: --kv '%.*s': no layer config at head dim %d\n", cmd, (int)len, name, head_dim);
         return VQ_EXIT_USAGE;
     }
-    if (wide > 0 && kc.keys.method != VQ_KEY_KIVI_MIX) {
-        fprintf(stderr, "vq %s: --kv '%.*s': ':wide%ld' needs KIVI_MIX keys (kivimix-...)\n", cmd, (int)len, name,
-                wide);
+    if (colon != NULL && kc.keys.method != VQ_KEY_KIVI_MIX) {
+        fprintf(stderr, "vq %s: --kv '%.*s': ':wide...' needs KIVI_MIX keys (kivimix-...)\n", cmd, (int)len, name);
         return VQ_EXIT_USAGE;
     }
     kc.keys.wide_channels = (int)wide;
+    if (widebits) kc.keys.bits2 = (int)widebits;
     *out = (vq_cache_layer_config){kc.keys, vc.values};
     return VQ_EXIT_OK;
 }
@@ -148,12 +170,18 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         const bool wide_digits = strncmp(plus, "+wide", 5) == 0 && plus[5] >= '0' && plus[5] <= '9';
         const long w = wide_digits ? strtol(plus + 5, &e, 10) : -1;
         const bool w8 = strcmp(plus, VQM_CLI_WINDOW8) == 0, s16 = strcmp(plus, "+vs16") == 0;
-        if ((w8 && m->cfg.window == VQ_WINDOW_TURBO8) || (r >= 0 && seen_r) || (w >= 0 && wide > 0) || (s16 && vs16)) {
-            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' given twice\n", cmd, m->name, plus);
+        /* "+w1" .. "+w7": a VQ_WINDOW_TURBO window of that many bits */
+        const int wbits = plus[1] == 'w' && plus[2] >= '1' && plus[2] <= '7' && plus[3] == 0 ? plus[2] - '0' : 0;
+        if (((w8 || wbits) && m->cfg.window != VQ_WINDOW_F16) || (r >= 0 && seen_r) || (w >= 0 && wide > 0) ||
+            (s16 && vs16)) {
+            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' given twice (or a second window)\n", cmd, m->name, plus);
             return VQ_EXIT_USAGE;
         }
         if (w8) {
             m->cfg.window = VQ_WINDOW_TURBO8;
+        } else if (wbits) {
+            m->cfg.window = VQ_WINDOW_TURBO;
+            m->cfg.window_bits = wbits;
         } else if (s16) {
             vs16 = true;
         } else if (r >= 0 && *e == 0 && r <= (1 << 20)) {
@@ -162,9 +190,10 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         } else if (w >= 1 && *e == 0 && w < head_dim) {
             wide = w;
         } else {
-            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' is none of +w8, +rN (N in 0..%d: the window's newest "
-                            "tokens), +wideN (N in 1..%d: KIVI_MIX wide channels), +vs16 (f16 TurboQuant value "
-                            "scales)\n", cmd, m->name, plus, 1 << 20, head_dim - 1);
+            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' is none of +w8 / +w1..+w7 (the window at 8 or 1..7 bits), "
+                            "+rN (N in 0..%d: the window's newest tokens), +wideN (N in 1..%d: KIVI_MIX wide "
+                            "channels), +vs16 (f16 TurboQuant value scales)\n", cmd, m->name, plus, 1 << 20,
+                    head_dim - 1);
             return VQ_EXIT_USAGE;
         }
     }

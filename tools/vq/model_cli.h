@@ -20,8 +20,8 @@ enum { VQM_CLI_MAX_F16_LAYERS = 64, VQM_CLI_MAX_LAYERS = 256 };
 #define VQM_CLI_WINDOW8 "+w8"
 
 typedef struct vqm_cli_method {
-    char name[128];                      /* as given */
-    char spec[128];                      /* name without its "+..." suffixes */
+    char name[256];                      /* as given */
+    char spec[256];                      /* name without its "+..." suffixes */
     vq_cache_layer_config layers[VQM_CLI_MAX_LAYERS]; /* KEYS/VALUES mixes */
     int f16_layers[VQM_CLI_MAX_F16_LAYERS];
     int n_f16_layers;
@@ -35,13 +35,14 @@ typedef struct vqm_cli_method {
  * ranges joined by '.', e.g. "kivi4-turbo2@0.18-20=kivi4-turbo3" or
  * "f16@5=kivi2"; later overrides win), and optionally a last "+w8": the
  * residual window (KIVI's partial key group, --residual tokens) stored at 8
- * bits (vq_cache_config.window = VQ_WINDOW_TURBO8) instead of f16, and
+ * bits (vq_cache_config.window = VQ_WINDOW_TURBO8) instead of f16, or
+ * "+w1" .. "+w7" at that many bits (VQ_WINDOW_TURBO, window_bits), and
  * optionally "+rN" (before or after "+w8"): this method's residual window
  * holds the newest N tokens, overriding `residual` (--residual), so one run
  * can compare methods at their own R; "+wideN": every KIVI_MIX layer keeps
  * N wide channels per key group (vq_key_config.wide_channels), except those
  * whose KEYS name carries its own ":wideN" (e.g. "kivimix-turbo2:wide32",
- * base or override); "+vs16":
+ * base or override; ":widebitsN" sets their bits, bits2); "+vs16":
  * every TurboQuant-value layer stores f16 scales (vq_value_config.scale_f16).
  * The suffixes come last, in any order, each at most once (names checked
  * against vq_cache_preset: unknown names give 2 after a message naming the
