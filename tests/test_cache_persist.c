@@ -265,6 +265,20 @@ static void test_layer_fields_v3(void)
     wide_channels = 0;
     size_t size;
     uint8_t *buf = save_refused_pair(ctx, c, plain, 3, 1, "layer 0", &size);
+    /* a width mask of another count (checksums fixed): the attention would misorder the channels */
+    size_t bounds[8];
+    VT_CHECK(vt_section_bounds(buf, size, bounds, 8) == 6, "CONF, 2 LCFG, 2 SQLY");
+    const vq_cache_layer *L0 = &c->layers[0];
+    const size_t mask_at = bounds[3] + VQ_FILE_SECTION_HEADER_BYTES + 32 /* SQLY head */ +
+                           (size_t)L0->streams[3].page_off; /* k_codes, k_scale, k_zero, k_mask */
+    VT_CHECK(strcmp(L0->streams[3].name, "k_mask") == 0, "stream 3 is %s", L0->streams[3].name);
+    uint8_t *bad = malloc(size);
+    memcpy(bad, buf, size);
+    bad[mask_at] ^= 1u;
+    vq_container_fixup(bad, size);
+    int64_t id;
+    VT_FAILS(ctx, VQ_ERR_CORRUPT_DATA, "width mask marks", vq_cache_seq_load_buffer(c, bad, size, &id));
+    free(bad);
     refused_as_version(ctx, c, buf, size, 2, "reserved fields");
     vq_cache_free(c), vq_cache_free(plain);
     vq_ctx_free(ctx);

@@ -35,9 +35,12 @@ OPTIONS = ["--sink", "4", "--smooth", "--batch", "1"]  # exact transforms (READM
 # within 1 %); KIVI 2-bit keys over 32 tokens with 4-bit keys in the key-sensitive layers 1, 10, 18 (session
 # 3's layer scan) and the newest 28 tokens in the window (the cheapest measured within 5 %, <= 3.0 bits);
 # kivi4-turbo2 with R = 64 (free at 2048 tokens: the partial key group holds 124 tokens there anyway);
-# the mixed-width keys (kivimix-turbo2, session 6) the same way: the fewest bits measured within 1 %
+# the mixed-width keys (kivimix-turbo2, session 6) the same way; and (session 10) 20 wide key channels, f16
+# value scales and TurboQuant 3-bit values in layers 0-2: the fewest bits measured within 1 %, <= 3.0 bits
+# (bench/results/model/screen/session10_3bits)
 EXTRA = ["kivi4-turbo3+w8", "kivi4-turbo2@0-2=kivi4-turbo3+w8", "kivi4-turbo2+w8", "kivi4-turbo2+w8+r64",
-         "kivimix-turbo2+w8+r64", "kivi2/turbo2@1.10.18=kivi4/turbo2+w8+r28"]
+         "kivimix-turbo2+w8+r64", "kivimix-turbo2@0-2=kivimix-turbo2/kivi4-turbo3+wide20+vs16+w8+r64",
+         "kivi2/turbo2@1.10.18=kivi4/turbo2+w8+r28"]
 
 
 def presets(vq):

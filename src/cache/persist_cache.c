@@ -504,6 +504,29 @@ static vq_status read_plan(vq_ctx *ctx, const void *buf, size_t size, plan *p)
 
 /* ---- reading: commit ---- */
 
+/* KIVI_MIX width masks order the channels of every filled key group: each
+ * must mark exactly W channels (the attention trusts it). The file holds a
+ * page's stream as [Hkv][rows][last]. */
+static vq_status check_width_masks(const vq_cache *c, const vq_cache_layer *L, int s, const plan_seq_layer *q, int i,
+                                   int l)
+{
+    const vq_cache_stream *st = &L->streams[s];
+    const int64_t want = vq_cache_kivi_mix_wide(&L->cfg.keys, c->D);
+    for (int64_t g = 0; g < q->n_enc / L->g; g++) {
+        const int64_t page = g * L->g / c->P, row = g % st->rows;
+        for (int64_t h = 0; h < c->Hkv; h++) {
+            const uint8_t *m = q->pages + page * L->page_bytes + st->page_off + (h * st->rows + row) * st->last;
+            int64_t wide = 0;
+            for (int64_t b = 0; b < st->last; b++)
+                for (unsigned x = m[b]; x; x &= x - 1u) wide++;
+            CORRUPT(c->ctx, wide != want, "cache sequence %d layer %d key group %lld head %lld: its width mask marks "
+                    "%lld wide channels, the layer has %lld", i, l, (long long)g, (long long)h, (long long)wide,
+                    (long long)want);
+        }
+    }
+    return VQ_OK;
+}
+
 /* The plan's layers against the cache's: same sizes, same serialised layer
  * (config, tables, layout), and every sequence within the layer's rules. */
 static vq_status check_against(vq_cache *c, const plan *p)
@@ -532,15 +555,18 @@ static vq_status check_against(vq_cache *c, const plan *p)
         CORRUPT(ctx, !same, "cache layer %d: the file's config, tables or page layout differ from %s", l,
                 "what this cache has (or what the config regenerates)");
         const vq_cache_layer *L = &c->layers[l];
-        int pos_stream = -1;
-        for (int s = 0; s < L->n_streams; s++)
+        int pos_stream = -1, mask_stream = -1;
+        for (int s = 0; s < L->n_streams; s++) {
             if (strcmp(L->streams[s].name, "k_pos") == 0) pos_stream = s;
+            if (strcmp(L->streams[s].name, "k_mask") == 0) mask_stream = s;
+        }
         for (int i = 0; i < p->n_seqs; i++) {
             const plan_seq_layer *q = &p->sl[(size_t)i * (size_t)c->L + (size_t)l];
             CORRUPT(ctx, q->n_enc % L->g != 0 || q->n - q->n_enc > L->res_cap,
                     "cache sequence %d layer %d: n_enc %lld is not a multiple of the key group %lld, or the window "
                     "of %lld tokens exceeds its capacity %lld",
                     i, l, (long long)q->n_enc, (long long)L->g, (long long)(q->n - q->n_enc), (long long)L->res_cap);
+            if (mask_stream >= 0) VQ_FORWARD_IF_ERROR(check_width_masks(c, L, mask_stream, q, i, l));
             if (pos_stream < 0) continue;
             /* CommVQ positions index the RoPE tables: each filled one must be in [0, Pmax) */
             const int64_t pmax = L->tables[VQ_CT_COS].shape[0];
