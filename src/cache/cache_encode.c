@@ -132,11 +132,7 @@ static vq_status encode_values(vq_cache *c, vq_cache_layer *L, const DLTensor *v
         table_view(c, L, VQ_CT_VDIAG, &tab, tsh);
         VQ_FORWARD_IF_ERROR(vq_turboquant_hadamard_quantize(ctx, v, &tab, vc->bits, vc->bits == 8 ? outs[0] : &idx,
                                                             vc->scale_f16 ? &s32 : outs[1], NULL));
-        if (vc->scale_f16) { /* host only (the CUDA cache refuses scale_f16) */
-            const float *from = s32.data;
-            uint16_t *to = outs[1]->data;
-            for (int64_t i = 0; i < n / c->D; i++) to[i] = vq_f32_to_f16(from[i]);
-        }
+        if (vc->scale_f16) vq_cache_scales_to_f16(s32.data, outs[1]->data, n / c->D); /* host: CPU-only */
         return pack_codes(c, &idx, vc->bits, outs[0]);
     }
     }

@@ -106,12 +106,7 @@ size_t vq_cache_window_scratch(const vq_cache *c, int64_t N)
     return c->window == VQ_WINDOW_TURBO ? (size_t)(c->Hkv * N * (c->D + 4)) : 0;
 }
 
-/* f32 <-> f16 scales, n of them (host: the TurboQuant windows are CPU-only). */
-static void scales_to_f16(const float *from, uint16_t *to, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) to[i] = vq_f32_to_f16(from[i]);
-}
-
+/* f16 -> f32 scales, n of them (host: the TurboQuant windows are CPU-only). */
 static void scales_to_f32(const uint16_t *from, float *to, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) to[i] = vq_half_to_float(from[i]);
@@ -145,7 +140,7 @@ static vq_status window_code(vq_cache *c, const vq_cache_layer *L, unsigned char
             VQ_FORWARD_IF_ERROR(vq_turboquant_hadamard_quantize(c->ctx, &xt, &hv.diag, bits, &idx, &scale, NULL));
             if (packed) {
                 VQ_FORWARD_IF_ERROR(vq_bit_pack(c->ctx, &idx, bits, &hv.idx));
-                scales_to_f16(scale.data, hv.scale.data, rows);
+                vq_cache_scales_to_f16(scale.data, hv.scale.data, rows);
             }
         }
     }
