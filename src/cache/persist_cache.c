@@ -153,7 +153,7 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
                 if (dst) VQ_FORWARD_IF_ERROR(page_to_host(c, L, sl->pages[j], s, dst));
             }
         /* window rows [0, n - n_enc) of each window stream (f16: keys then
-         * values; TurboQuant: k_idx, k_scale, v_idx, v_scale), head by head */
+         * values; TurboQuant: the window streams in their order), head by head */
         const size_t rows = (size_t)(sl->n - sl->n_enc);
         for (int ws = 0; ws < L->n_wstreams; ws++) {
             const size_t row = (size_t)L->wstreams[ws].row_bytes;
