@@ -161,8 +161,9 @@ typedef struct vq_ctx vq_ctx;
 
 /* Creates a context. cfg NULL = CPU with all cores.
  * The CPU instruction set is detected at run time (scalar, AVX2+FMA+F16C,
- * AVX-512 on x86; NEON on ARM). The environment variable VQ_ISA =
- * scalar|avx2|avx512|neon caps it, for testing every path on one machine;
+ * AVX-512, AVX-512 with AMX tiles on x86; NEON on ARM). The environment
+ * variable VQ_ISA = scalar|avx2|avx512|amx|neon caps it, for testing every
+ * path on one machine;
  * asking for an ISA the CPU lacks falls back to the best one it has.
  * On a CUDA context, VQ_CUDA_DECODE_STAGED=1 makes the fast decode kernels
  * (vq_scalar_fused_decode_attend, vq_rabitq_fused_attend at D = 64/128/256)
@@ -191,7 +192,7 @@ VQ_API const char *vq_last_error(void);
 /* The backend of the context. */
 VQ_API vq_backend vq_ctx_backend(const vq_ctx *ctx);
 
-/* Name of the CPU kernel set in use: "scalar", "avx2", "avx512" or "neon". */
+/* Name of the CPU kernel set in use: "scalar", "avx2", "avx512", "amx" or "neon". */
 VQ_API const char *vq_ctx_isa(const vq_ctx *ctx);
 
 /* Number of CPU threads the context computes with (caller included). */

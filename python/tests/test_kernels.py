@@ -22,7 +22,7 @@ def test_availability_and_version():
     assert vq.backend_available("cpu") is True
     assert vq.cuda_available() == vq.backend_available("cuda")
     assert vq.version() == "0.1.0"
-    assert vq.isa() in ("scalar", "avx2", "avx512", "neon")
+    assert vq.isa() in ("scalar", "avx2", "avx512", "amx", "neon")
     with pytest.raises(vq.InvalidArgumentError):
         vq.backend_available("metal")
 

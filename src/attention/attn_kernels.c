@@ -41,6 +41,9 @@ static void build_tables(void)
             }
         }
 #endif
+#ifdef VQ_HAVE_AMX
+        if (vq_isa_includes((vq_isa)i, VQ_ISA_AMX)) vq_attn_kernels_init_avx512_kivi8_amx(k);
+#endif
 #ifdef VQ_HAVE_NEON
         if (vq_isa_includes((vq_isa)i, VQ_ISA_NEON)) {
             vq_attn_kernels_init_neon(k);

@@ -348,6 +348,8 @@ void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_kivi8(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
+/* The amx kernel set: the AMX kivi8_block over the VNNI one (k has it; the OS granted the tiles). */
+void vq_attn_kernels_init_avx512_kivi8_amx(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_rabitq(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon_popcnt(vq_attn_kernels *k);  /* Hamming distances, sign tiles */

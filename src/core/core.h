@@ -50,6 +50,7 @@ typedef enum vq_isa {
     VQ_ISA_SCALAR = 0,
     VQ_ISA_AVX2,    /* AVX2 + FMA + F16C */
     VQ_ISA_AVX512,  /* AVX-512 F/BW/VL/DQ + VPOPCNTDQ */
+    VQ_ISA_AMX,     /* AVX-512 with VNNI + VBMI, and AMX-TILE + AMX-INT8 tiles the OS grants */
     VQ_ISA_NEON,
     VQ_ISA_COUNT
 } vq_isa;
@@ -69,7 +70,7 @@ bool vq_cpu_has_avx512_vbmi(void);
  * are swapped in where present; ARMv8.0 CPUs run the smull versions. */
 bool vq_cpu_has_neon_dotprod(void);
 /* True when a kernel table for `want` may be installed on a ctx running `have`
- * (x86 ISAs are ordered scalar < avx2 < avx512; NEON stands alone). */
+ * (x86 ISAs are ordered scalar < avx2 < avx512 < amx; NEON stands alone). */
 bool vq_isa_includes(vq_isa have, vq_isa want);
 
 /* ---- the context ---- */

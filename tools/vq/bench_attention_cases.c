@@ -85,27 +85,50 @@ static vq_status run_kivi_f32k(vqb_case *c, vq_ctx *ctx)
     return kivi_with(c->data, ctx, VQ_KEY_SCORES_F32, VQ_VALUE_ACCUM_F32);
 }
 
-/* The kernels before issue 14: float key scores on a ctx capped at AVX2
- * (AVX-512 CPUs then ran the AVX2 decode kernels), same thread count. */
-static vq_ctx *old_ctx(vqb_data *d)
+/* A ctx of the bench's thread count on the CPU kernel set `isa` (VQ_ISA
+ * set while it is made), kept in *slot; NULL when it cannot be made. */
+static vq_ctx *capped_ctx(vqb_data *d, const char *isa, vq_ctx **slot)
 {
-    if (d->old_ctx) return d->old_ctx;
+    if (*slot) return *slot;
     const char *saved = getenv("VQ_ISA");
     char keep[32] = "";
     if (saved) snprintf(keep, sizeof keep, "%s", saved);
-    setenv("VQ_ISA", "avx2", 1);
+    setenv("VQ_ISA", isa, 1);
     const vq_ctx_config cfg = {.backend = VQ_BACKEND_CPU, .num_threads = d->threads};
-    if (vq_ctx_create(&cfg, &d->old_ctx) != VQ_OK) d->old_ctx = NULL;
+    if (vq_ctx_create(&cfg, slot) != VQ_OK) *slot = NULL;
     if (saved) setenv("VQ_ISA", keep, 1);
     else unsetenv("VQ_ISA");
-    return d->old_ctx;
+    return *slot;
 }
+
+/* The kernels before issue 14: float key scores on a ctx capped at AVX2
+ * (AVX-512 CPUs then ran the AVX2 decode kernels), same thread count. */
+static vq_ctx *old_ctx(vqb_data *d) { return capped_ctx(d, "avx2", &d->old_ctx); }
 
 static vq_status run_kivi_old(vqb_case *c, vq_ctx *ctx)
 {
     (void)ctx;
     vq_ctx *o = old_ctx(c->data);
     return o ? kivi_with(c->data, o, VQ_KEY_SCORES_F32, VQ_VALUE_ACCUM_F32) : VQ_ERR_OUT_OF_MEMORY;
+}
+
+/* The fused kernel on the vector ports (a ctx capped at AVX-512), where the
+ * CPU runs the amx set: what the tiles save. */
+static vq_status run_kivi_avx512(vqb_case *c, vq_ctx *ctx)
+{
+    (void)ctx;
+    vq_ctx *v = capped_ctx(c->data, "avx512", &c->data->avx512_ctx);
+    return v ? kivi_with(c->data, v, VQ_KEY_SCORES_AUTO, VQ_VALUE_ACCUM_AUTO) : VQ_ERR_OUT_OF_MEMORY;
+}
+
+/* Whether the default ctx runs the amx kernel set. */
+static bool runs_amx(int threads)
+{
+    vq_ctx *ctx = NULL;
+    const vq_ctx_config cfg = {.backend = VQ_BACKEND_CPU, .num_threads = threads};
+    const bool amx = vq_ctx_create(&cfg, &ctx) == VQ_OK && strcmp(vq_ctx_isa(ctx), "amx") == 0;
+    vq_ctx_free(ctx);
+    return amx;
 }
 
 static vq_status run_kivi_deq(vqb_case *c, vq_ctx *ctx)
@@ -198,6 +221,7 @@ static void free_data(vqb_data *d)
 {
     for (int i = 0; i < d->n_all; i++) vqb_release(d->all[i]);
     vq_ctx_free(d->old_ctx);
+    vq_ctx_free(d->avx512_ctx);
     free(d->formats);
     free(d);
 }
@@ -248,6 +272,7 @@ bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, in
     cases[(*n)++] = (vqb_case){"f16", "sdpa", vqb_bytes(&d->k16) + vqb_bytes(&d->v16), run_f16, d, NULL};
     cases[(*n)++] = (vqb_case){"f32", "sdpa", vqb_bytes(&d->k32) + vqb_bytes(&d->v32), run_f32, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused", kivi, run_kivi, d, NULL};
+    if (runs_amx(threads)) cases[(*n)++] = (vqb_case){"kivi-2b", "fused-avx512", kivi, run_kivi_avx512, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-blk1", kivi, run_kivi_one_block, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-unf", kivi, run_kivi_unfused, d, NULL};
     cases[(*n)++] = (vqb_case){"kivi-2b", "fused-f32v", kivi, run_kivi_f32v, d, NULL};

@@ -22,6 +22,7 @@ typedef struct vqb_data {
     vqb_tensor kbits, kmag, vnib, cents;  /* RaBitQ 1-bit keys, 4-bit packed values */
     struct vqb_formats *formats;          /* vq_fused_sdpa key formats (bench_attention_formats.c) */
     vq_ctx *old_ctx;                      /* the "fused-old" cases' ctx (capped at AVX2), made on first use */
+    vq_ctx *avx512_ctx;                   /* the "fused-avx512" case's ctx (capped at AVX-512), likewise */
     vqb_tensor *all[64];
     int n_all;
 } vqb_data;
@@ -44,7 +45,8 @@ typedef struct vqb_case {
     void *arg;          /* the case's own state, if any */
 } vqb_case;
 
-/* Decode (Sq = 1): f16 and f32 SDPA, KIVI 2-bit fused (default, "fused-f32k"
+/* Decode (Sq = 1): f16 and f32 SDPA, KIVI 2-bit fused (default, "fused-avx512"
+ * = the vector-port kernel where the default runs the amx set, "fused-f32k"
  * = float key scores, "fused-old" = the kernels before issue 14: float key
  * scores on a ctx capped at AVX2) and dequantize-then-SDPA, RaBitQ 1-bit/4-bit
  * fused, fused-old and dequantize-then-SDPA. False on out-of-memory. */

@@ -53,6 +53,25 @@ static const stage_idx stages = {
     .order = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15},
 };
 
+/* The 32 bytes at `off` of code rows 0-15 (n valid; zeros past them),
+ * transposed: lane l of x[w] holds the dword w of token order[l]'s chunk. */
+VQ_INLINE void qk8_transpose16(int n, const uint8_t *codes, int64_t ldc, int64_t off, __m512i *x)
+{
+    VQ_UNROLL
+    for (int i = 0; i < 8; i++) x[i] = load_pair(codes, ldc, off, i, n);
+    VQ_UNROLL
+    for (int st = 0; st < 3; st++)
+        swap_stage(x, st, _mm512_loadu_si512(stages.lo[st]), _mm512_loadu_si512(stages.hi[st]));
+}
+
+/* A row's integer dots t (lanes in the transposed order) -> its scores in
+ * token order: step * t + q . zero, dz = {step, q . zero}. */
+VQ_INLINE __m512 qk8_finish(__m512i t, const float *dz)
+{
+    t = _mm512_permutexvar_epi32(_mm512_loadu_si512(stages.order), t);
+    return _mm512_fmadd_ps(_mm512_set1_ps(dz[0]), _mm512_cvtepi32_ps(t), _mm512_set1_ps(dz[1]));
+}
+
 /* 16 tokens (n of them valid) x RB rows; NA accumulators per row: the
  * scores of row r in token order in v[r] (lanes at or past n: the scores of
  * zero codes). */
@@ -69,11 +88,7 @@ VQ_INLINE void qk8_regs16(int bits, int RB, int n, int64_t D, const uint8_t *cod
         for (int a = 0; a < NA; a++) acc[r][a] = _mm512_setzero_si512();
     for (int64_t k = 0; k < NC; k++) {
         __m512i x[8];
-        VQ_UNROLL
-        for (int i = 0; i < 8; i++) x[i] = load_pair(codes, ldc, 32 * k, i, n);
-        VQ_UNROLL
-        for (int st = 0; st < 3; st++)
-            swap_stage(x, st, _mm512_loadu_si512(stages.lo[st]), _mm512_loadu_si512(stages.hi[st]));
+        qk8_transpose16(n, codes, ldc, 32 * k, x);
         VQ_UNROLL
         for (int w = 0; w < 8; w++)
             VQ_UNROLL
@@ -93,8 +108,7 @@ VQ_INLINE void qk8_regs16(int bits, int RB, int n, int64_t D, const uint8_t *cod
         __m512i t = acc[r][0];
         VQ_UNROLL
         for (int a = 1; a < NA; a++) t = _mm512_add_epi32(t, acc[r][a]);
-        t = _mm512_permutexvar_epi32(_mm512_loadu_si512(stages.order), t);
-        v[r] = _mm512_fmadd_ps(_mm512_set1_ps(dz[2 * r]), _mm512_cvtepi32_ps(t), _mm512_set1_ps(dz[2 * r + 1]));
+        v[r] = qk8_finish(t, dz + 2 * r);
     }
 }
 
