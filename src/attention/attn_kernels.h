@@ -46,6 +46,25 @@ typedef struct vq_attn_kivi8_block {
     int64_t nb, pf_nb, step[6];
 } vq_attn_kivi8_block;
 
+/* The run's next block: every pointer (and prefetch address) one step on. */
+static inline void vq_attn_kivi8_next(vq_attn_kivi8_block *b)
+{
+    b->kcodes += b->step[0];
+    b->kscale = (const char *)b->kscale + b->step[1];
+    b->kzero = (const char *)b->kzero + b->step[2];
+    b->vcodes += b->step[3];
+    b->vs = (const char *)b->vs + b->step[4];
+    b->vz = (const char *)b->vz + b->step[5];
+    for (int j = 0; j < 6; j++)
+        if (b->pf[j]) b->pf[j] = (const char *)b->pf[j] + b->step[j];
+}
+
+/* From block pf_nb of a run on, no prefetches (they would lie past the data). */
+static inline void vq_attn_kivi8_no_prefetch(vq_attn_kivi8_block *b)
+{
+    for (int j = 0; j < 6; j++) b->pf[j] = NULL;
+}
+
 /* The run loop of a kivi8_block kernel, shared by the ISAs: defines
  * `static void name(R, b, q, ldq, o, ldo, m, d, bad)` that runs
  * rows(RB, &block, q, ldq, o, ldo, m, d, bad) (RB = R as a constant, 1-4)
@@ -58,17 +77,9 @@ typedef struct vq_attn_kivi8_block {
     {                                                                                                        \
         vq_attn_kivi8_block b = *run;                                                                        \
         for (int64_t i = 0; i < run->nb; i++) {                                                              \
-            if (i == run->pf_nb)                                                                             \
-                for (int j = 0; j < 6; j++) b.pf[j] = NULL;                                                  \
+            if (i == run->pf_nb) vq_attn_kivi8_no_prefetch(&b);                                              \
             rows(RB, &b, q, ldq, o, ldo, m, d, bad);                                                         \
-            b.kcodes += b.step[0];                                                                           \
-            b.kscale = (const char *)b.kscale + b.step[1];                                                   \
-            b.kzero = (const char *)b.kzero + b.step[2];                                                     \
-            b.vcodes += b.step[3];                                                                           \
-            b.vs = (const char *)b.vs + b.step[4];                                                           \
-            b.vz = (const char *)b.vz + b.step[5];                                                           \
-            for (int j = 0; j < 6; j++)                                                                      \
-                if (b.pf[j]) b.pf[j] = (const char *)b.pf[j] + b.step[j];                                    \
+            vq_attn_kivi8_next(&b);                                                                          \
         }                                                                                                    \
     }                                                                                                        \
     static void name(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo, \

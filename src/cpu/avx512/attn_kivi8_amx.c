@@ -69,13 +69,16 @@ VQ_INLINE void code_planes16(int n, const uint8_t *codes, uint8_t (*eb)[16][64])
         }
 }
 
-/* Four rows' scores of block b on the tiles: x0 / x1 as affine_qk8's. */
-VQ_INLINE void qk8_amx(int RB, const vq_attn_kivi8_block *b, const int8_t *xq, const float *dz, __m512 *x0,
-                       __m512 *x1)
+/* Block b's integer scores on the tiles, issued: the query rows rounded
+ * against its key group (xq, dz), its code planes, the four TDPBSUD, the
+ * dots stored to c [2 halves][4 rows][16]. Nothing here depends on the
+ * softmax state, so the run issues block i + 1's while the vector ports
+ * still work on block i (kivi8_run_amx). */
+VQ_INLINE void scores_issue(const vq_attn_kivi8_block *b, const float *q, int64_t ldq, int8_t *xq, float *dz,
+                            int32_t (*c)[4][16])
 {
-    (void)RB; /* 4: the tiles' rows */
     _Alignas(64) uint8_t eb[2][2][16][64];
-    _Alignas(64) int32_t c[2][4][16];
+    kivi8_round_query(4, b, q, ldq, xq, dz);
     code_planes16(16, b->kcodes, eb[0]);
     code_planes16(16, b->kcodes + 16 * 32, eb[1]);
     _tile_loadd(0, xq, 128);
@@ -92,15 +95,46 @@ VQ_INLINE void qk8_amx(int RB, const vq_attn_kivi8_block *b, const int8_t *xq, c
     _tile_dpbsud(5, 1, 3);
     _tile_stored(4, c[0], 64);
     _tile_stored(5, c[1], 64);
+}
+
+/* The scores of tokens 0-15 / 16-31 from the stored dots, as affine_qk8's. */
+VQ_INLINE void scores_finish(int32_t (*c)[4][16], const float *dz, __m512 *x0, __m512 *x1)
+{
     for (int r = 0; r < 4; r++) {
         x0[r] = qk8_finish(_mm512_load_si512(c[0][r]), dz + 2 * r);
         x1[r] = qk8_finish(_mm512_load_si512(c[1][r]), dz + 2 * r);
     }
 }
 
-VQ_KIVI8_ROWS(kivi8_rows_amx, qk8_amx, pv8_vnni)
-
-VQ_ATTN_DEFINE_KIVI8_BLOCK(kivi8_run_amx, kivi8_rows_amx)
+/* A run at four rows, software-pipelined: block i + 1's scores go to the
+ * tile unit before block i's softmax and p.V, so the trip of its operands
+ * through memory (vector stores, tile loads, tile stores, vector loads)
+ * overlaps block i's vector work instead of stalling it. The same
+ * operations on the same operands as one block after the other. */
+static void kivi8_run_amx(const vq_attn_kivi8_block *run, const float *q, int64_t ldq, float *o, int64_t ldo,
+                          float *m, float *d, bool *bad)
+{
+    _Alignas(64) int8_t xq[4 * 128];
+    _Alignas(64) int32_t c[2][2][4][16]; /* [block i % 2]: its dots */
+    float dz[2][8];
+    vq_attn_kivi8_block b = *run, next = *run; /* the block of the step, the block whose scores are issued */
+    if (run->pf_nb == 0) vq_attn_kivi8_no_prefetch(&next);
+    scores_issue(&next, q, ldq, xq, dz[0], c[0]);
+    for (int64_t i = 0; i < run->nb; i++) {
+        if (i == run->pf_nb) vq_attn_kivi8_no_prefetch(&b);
+        pv8_block vb;
+        kivi8_value_scales(&b, &vb);
+        if (i + 1 < run->nb) {
+            vq_attn_kivi8_next(&next);
+            if (i + 1 == run->pf_nb) vq_attn_kivi8_no_prefetch(&next);
+            scores_issue(&next, q, ldq, xq, dz[(i + 1) % 2], c[(i + 1) % 2]);
+        }
+        __m512 x0[4], x1[4];
+        scores_finish(c[i % 2], dz[i % 2], x0, x1);
+        VQ_KIVI8_STEP(4, &b, &vb, x0, x1, o, ldo, m, d, bad, pv8_vnni);
+        vq_attn_kivi8_next(&b);
+    }
+}
 
 /* The VNNI kernel, for fewer than four rows. */
 static void (*kivi8_block_vnni)(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o,
@@ -114,7 +148,7 @@ static void kivi8_block_amx(int R, const vq_attn_kivi8_block *b, const float *q,
         return;
     }
     _tile_loadconfig(&tiles);
-    kivi8_run_amx(4, b, q, ldq, o, ldo, m, d, bad);
+    kivi8_run_amx(b, q, ldq, o, ldo, m, d, bad);
     _tile_release(); /* the tile state back to init: nothing for the OS to save */
 }
 

@@ -97,29 +97,37 @@ VQ_INLINE void pv8_vnni(int RB, const vq_attn_kivi8_block *b, const pv8_block *v
     pv8_rows(RB, true, VQ_ATTN_KIVI8_N, b->vcodes, 32, vb, p[0], 32, o, ldo);
 }
 
-#define VQ_KIVI8_ROWS(name, qk, pv)                                                                           \
+/* The step of RB rows on block b's scores x0 / x1: the poison rule, the
+ * online softmax, o *= alpha (one product per element, as rescale), then
+ * pv(RB, b, &vb, p, o, ldo). */
+#define VQ_KIVI8_STEP(RB, b, vb, x0, x1, o, ldo, m, d, bad, pv)                                           \
+    do {                                                                                                  \
+        _Alignas(64) float p_[4][32];                                                                     \
+        _Alignas(16) float a4_[4];                                                                        \
+        kivi8_poison(RB, x0, x1, bad);                                                                    \
+        softmax_rows_regs(RB, x0, x1, m, d, a4_);                                                         \
+        for (int r_ = 0; r_ < (RB); r_++) {                                                               \
+            _mm512_store_ps(p_[r_], x0[r_]);                                                              \
+            _mm512_store_ps(p_[r_] + 16, x1[r_]);                                                         \
+        }                                                                                                 \
+        __asm__ volatile("" : : "r"(p_) : "memory"); /* p by broadcast loads, not shuffles (as for xq) */ \
+        kivi8_prefetch(b, 3, 6);                                                                          \
+        rescale_rows128(RB, a4_, o, ldo);                                                                 \
+        pv(RB, b, vb, (const float(*)[32])p_, o, ldo);                                                    \
+    } while (0)
+
+#define VQ_KIVI8_ROWS(name, qk, pv)                                                                       \
     VQ_INLINE void name(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o,     \
                         int64_t ldo, float *m, float *d, bool *bad)                                       \
     {                                                                                                     \
-        _Alignas(64) float p[4][32];                                                                      \
         _Alignas(64) int8_t xq[4 * 128];                                                                  \
-        _Alignas(16) float a4[4];                                                                         \
         float dz[8];                                                                                      \
         __m512 x0[4], x1[4];                                                                              \
         pv8_block vb;                                                                                     \
         kivi8_value_scales(b, &vb);                                                                       \
         kivi8_round_query(RB, b, q, ldq, xq, dz);                                                         \
         qk(RB, b, xq, dz, x0, x1);                                                                        \
-        kivi8_poison(RB, x0, x1, bad);                                                                    \
-        softmax_rows_regs(RB, x0, x1, m, d, a4);                                                          \
-        for (int r = 0; r < RB; r++) {                                                                    \
-            _mm512_store_ps(p[r], x0[r]);                                                                 \
-            _mm512_store_ps(p[r] + 16, x1[r]);                                                            \
-        }                                                                                                 \
-        __asm__ volatile("" : : "r"(p) : "memory"); /* p by broadcast loads, not shuffles (as for xq) */ \
-        kivi8_prefetch(b, 3, 6);                                                                          \
-        rescale_rows128(RB, a4, o, ldo); /* o *= alpha, one product per element, as rescale */           \
-        pv(RB, b, &vb, (const float(*)[32])p, o, ldo);                                                    \
+        VQ_KIVI8_STEP(RB, b, &vb, x0, x1, o, ldo, m, d, bad, pv);                                         \
     }
 
 #endif /* VQ_ATTN_KIVI8_AVX512_H */
