@@ -163,7 +163,10 @@ typedef struct vq_ctx vq_ctx;
  * The CPU instruction set is detected at run time (scalar, AVX2+FMA+F16C,
  * AVX-512, AVX-512 with AMX tiles on x86; NEON on ARM). The environment
  * variable VQ_ISA = scalar|avx2|avx512|amx|neon caps it, for testing every
- * path on one machine;
+ * path on one machine; amx (where the CPU has AMX-INT8 and Linux grants the
+ * tile state, which the library asks for once) loads its own tile
+ * configuration in the calls that use the tiles and releases the tiles when
+ * they return, so a caller's tile registers do not survive those calls;
  * asking for an ISA the CPU lacks falls back to the best one it has.
  * On a CUDA context, VQ_CUDA_DECODE_STAGED=1 makes the fast decode kernels
  * (vq_scalar_fused_decode_attend, vq_rabitq_fused_attend at D = 64/128/256)
