@@ -158,6 +158,19 @@ static void test_isa_names(void)
     VT_CHECK(strcmp(k.isa, "scalar") == 0, "unknown name gives scalar: %s", k.isa);
     vqm_kernels_init(&k, NULL);
     VT_CHECK(strcmp(k.isa, "scalar") == 0 && k.dot[3] != NULL && k.dot[14] == NULL, "NULL gives scalar");
+    /* every name vq_ctx_isa gives: "amx" the AVX-512 set (a ctx on an AMX
+     * CPU ran the scalar matrix kernels while the name was unknown here) */
+    vqm_kernels want;
+    vqm_kernels_init(&want, "avx512");
+    vqm_kernels_init(&k, "amx");
+    VT_CHECK(strcmp(k.isa, want.isa) == 0, "amx gives the %s set, expected %s", k.isa, want.isa);
+    vq_ctx *ctx = NULL;
+    VT_CHECK(vq_ctx_create(NULL, &ctx) == VQ_OK, "ctx");
+    const char *isa = vq_ctx_isa(ctx);
+    vqm_kernels_init(&k, isa);
+    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0 || strcmp(isa, "amx") == 0)
+        VT_CHECK(strcmp(k.isa, "scalar") != 0, "the ctx's %s gives the scalar set", isa);
+    vq_ctx_free(ctx);
     uint64_t bytes = vqm_wtype_row_bytes(3, 576, NULL);
     VT_CHECK(bytes == 360, "Q4_1 row of 576: %llu", (unsigned long long)bytes);
     VT_CHECK(vqm_wtype_row_bytes(3, 33, NULL) == 0 && vqm_wtype_row_bytes(99, 32, NULL) == 0, "bad rows");

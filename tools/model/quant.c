@@ -157,15 +157,28 @@ void vqm_kernels_scalar(vqm_kernels *k)
     scalar_tiles(k);
     VQM_FILL(k->dot, k_);
 }
+/* The library's x86 kernel sets in order (vq_ctx_isa's names): each one
+ * runs on a CPU that runs the next, so "amx" (AVX-512 with tiles, which
+ * these matrix kernels do not use) gets the AVX-512 set. 0 for the rest. */
+static int x86_rank(const char *isa)
+{
+    static const char *const order[] = {"scalar", "avx2", "avx512", "amx"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(isa, order[i]) == 0) return i;
+    return 0;
+}
+
 void vqm_kernels_init(vqm_kernels *k, const char *isa)
 {
     vqm_kernels_scalar(k);
     if (isa == NULL) return;
+    const int rank = x86_rank(isa);
+    (void)rank;
 #if defined(VQM_HAVE_AVX2)
-    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512") == 0) vqm_kernels_avx2(k);
+    if (rank >= 1) vqm_kernels_avx2(k);
 #endif
 #if defined(VQM_HAVE_AVX512)
-    if (strcmp(isa, "avx512") == 0) vqm_kernels_avx512(k);
+    if (rank >= 2) vqm_kernels_avx512(k);
 #endif
 }
 

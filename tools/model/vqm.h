@@ -164,8 +164,9 @@ typedef struct vqm_kernels {
     vqm_tile_fn tile[31]; /* by ggml type, packed matrices (the ISA's); NULL = unsupported */
 } vqm_kernels;
 
-/* Kernel set for an ISA name ("scalar", "avx2", "avx512"; other names and
- * ISAs not compiled in give the best available that is not above it). */
+/* Kernel set for an ISA name as vq_ctx_isa gives it ("scalar", "avx2",
+ * "avx512", "amx": the AVX-512 set; other names give scalar, ISAs not
+ * compiled in the best available that is not above it). */
 void vqm_kernels_init(vqm_kernels *k, const char *isa);
 
 /* Bytes of w's packed layout (the same as its data: the 16 rows of a tile
