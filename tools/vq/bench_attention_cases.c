@@ -85,19 +85,11 @@ static vq_status run_kivi_f32k(vqb_case *c, vq_ctx *ctx)
     return kivi_with(c->data, ctx, VQ_KEY_SCORES_F32, VQ_VALUE_ACCUM_F32);
 }
 
-/* A ctx of the bench's thread count on the CPU kernel set `isa` (VQ_ISA
- * set while it is made), kept in *slot; NULL when it cannot be made. */
+/* The ctx in *slot, made on first use: the bench's thread count on the CPU
+ * kernel set `isa` (tool_ctx). */
 static vq_ctx *capped_ctx(vqb_data *d, const char *isa, vq_ctx **slot)
 {
-    if (*slot) return *slot;
-    const char *saved = getenv("VQ_ISA");
-    char keep[32] = "";
-    if (saved) snprintf(keep, sizeof keep, "%s", saved);
-    setenv("VQ_ISA", isa, 1);
-    const vq_ctx_config cfg = {.backend = VQ_BACKEND_CPU, .num_threads = d->threads};
-    if (vq_ctx_create(&cfg, slot) != VQ_OK) *slot = NULL;
-    if (saved) setenv("VQ_ISA", keep, 1);
-    else unsetenv("VQ_ISA");
+    if (*slot == NULL) *slot = tool_ctx(d->threads, isa);
     return *slot;
 }
 
@@ -108,8 +100,7 @@ static vq_ctx *old_ctx(vqb_data *d) { return capped_ctx(d, "avx2", &d->old_ctx);
 static vq_status run_kivi_old(vqb_case *c, vq_ctx *ctx)
 {
     (void)ctx;
-    vq_ctx *o = old_ctx(c->data);
-    return o ? kivi_with(c->data, o, VQ_KEY_SCORES_F32, VQ_VALUE_ACCUM_F32) : VQ_ERR_OUT_OF_MEMORY;
+    return kivi_with(c->data, old_ctx(c->data), VQ_KEY_SCORES_F32, VQ_VALUE_ACCUM_F32);
 }
 
 /* The fused kernel on the vector ports (a ctx capped at AVX-512), where the
@@ -117,16 +108,15 @@ static vq_status run_kivi_old(vqb_case *c, vq_ctx *ctx)
 static vq_status run_kivi_avx512(vqb_case *c, vq_ctx *ctx)
 {
     (void)ctx;
-    vq_ctx *v = capped_ctx(c->data, "avx512", &c->data->avx512_ctx);
-    return v ? kivi_with(c->data, v, VQ_KEY_SCORES_AUTO, VQ_VALUE_ACCUM_AUTO) : VQ_ERR_OUT_OF_MEMORY;
+    return kivi_with(c->data, capped_ctx(c->data, "avx512", &c->data->avx512_ctx), VQ_KEY_SCORES_AUTO,
+                     VQ_VALUE_ACCUM_AUTO);
 }
 
 /* Whether the default ctx runs the amx kernel set. */
 static bool runs_amx(int threads)
 {
-    vq_ctx *ctx = NULL;
-    const vq_ctx_config cfg = {.backend = VQ_BACKEND_CPU, .num_threads = threads};
-    const bool amx = vq_ctx_create(&cfg, &ctx) == VQ_OK && strcmp(vq_ctx_isa(ctx), "amx") == 0;
+    vq_ctx *ctx = tool_ctx(threads, NULL);
+    const bool amx = strcmp(vq_ctx_isa(ctx), "amx") == 0;
     vq_ctx_free(ctx);
     return amx;
 }
@@ -170,8 +160,7 @@ static vq_status run_rabitq_f32v(vqb_case *c, vq_ctx *ctx)
 static vq_status run_rabitq_old(vqb_case *c, vq_ctx *ctx)
 {
     (void)ctx;
-    vq_ctx *o = old_ctx(c->data);
-    return o ? run_rabitq(c, o) : VQ_ERR_OUT_OF_MEMORY;
+    return run_rabitq(c, old_ctx(c->data));
 }
 
 void vqb_decode_signs(void *arg, int64_t lo, int64_t hi)
