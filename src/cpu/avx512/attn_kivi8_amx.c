@@ -134,7 +134,7 @@ static void kivi8_run_amx(const vq_attn_kivi8_block *run, const float *q, int64_
         }
         __m512 x0[4], x1[4];
         scores_finish(c[i % 2], dz[i % 2], x0, x1);
-        VQ_KIVI8_STEP(4, &b, &vb, x0, x1, o, ldo, m, d, bad, pv8_vnni);
+        kivi8_step(4, &b, &vb, x0, x1, o, ldo, m, d, bad);
         vq_attn_kivi8_next(&b);
     }
 }

@@ -2,14 +2,9 @@
  * (attn_kernels.h, kivi8_block) around its integer key scores, shared by the
  * VNNI kernel (attn_kivi8_vnnivbmi.c: what the fusion saves) and the AMX one
  * (attn_kivi8_amx.c), which differ only in the unit that sums the scores'
- * integer dots. Internal; include only from a file built with AVX-512 VNNI
- * and VBMI.
- *
- * VQ_KIVI8_ROWS(name, qk, pv) defines the rows function of one block, where
- * qk(RB, b, xq, dz, x0, x1) puts the scores of tokens 0-15 / 16-31 of RB
- * rows in x0 / x1 from the rounded query rows xq [4][128] and their steps
- * dz [4][2] (affine_qk8), and pv(RB, b, vb, p, o, ldo) adds the integer p.V
- * of the weights p [RB][32] to o (affine_pv8). */
+ * integer dots: a block is kivi8_value_scales, kivi8_round_query, the
+ * kernel's integer scores, then kivi8_step. Internal; include only from a
+ * file built with AVX-512 VNNI and VBMI. */
 #ifndef VQ_ATTN_KIVI8_AVX512_H
 #define VQ_ATTN_KIVI8_AVX512_H
 
@@ -90,44 +85,24 @@ VQ_INLINE void kivi8_value_scales(const vq_attn_kivi8_block *b, pv8_block *vb)
     prep_block(VQ_ATTN_KIVI8_N, vsf, vzf, vb);
 }
 
-/* The integer p.V of p [RB][32] (affine_pv8) on the vector ports. */
-VQ_INLINE void pv8_vnni(int RB, const vq_attn_kivi8_block *b, const pv8_block *vb, const float (*p)[32], float *o,
-                        int64_t ldo)
+/* The step of RB rows on block b's scores x0 / x1 (tokens 0-15 / 16-31):
+ * the poison rule, the online softmax, o *= alpha (one product per element,
+ * as rescale), then the integer p.V of the weights (affine_pv8). */
+VQ_INLINE void kivi8_step(int RB, const vq_attn_kivi8_block *b, const pv8_block *vb, __m512 *x0, __m512 *x1, float *o,
+                          int64_t ldo, float *m, float *d, bool *bad)
 {
+    _Alignas(64) float p[4][32];
+    _Alignas(16) float a4[4];
+    kivi8_poison(RB, x0, x1, bad);
+    softmax_rows_regs(RB, x0, x1, m, d, a4);
+    for (int r = 0; r < RB; r++) {
+        _mm512_store_ps(p[r], x0[r]);
+        _mm512_store_ps(p[r] + 16, x1[r]);
+    }
+    __asm__ volatile("" : : "r"(p) : "memory"); /* p by broadcast loads, not shuffles (as for xq) */
+    kivi8_prefetch(b, 3, 6);
+    rescale_rows128(RB, a4, o, ldo);
     pv8_rows(RB, true, VQ_ATTN_KIVI8_N, b->vcodes, 32, vb, p[0], 32, o, ldo);
 }
-
-/* The step of RB rows on block b's scores x0 / x1: the poison rule, the
- * online softmax, o *= alpha (one product per element, as rescale), then
- * pv(RB, b, &vb, p, o, ldo). */
-#define VQ_KIVI8_STEP(RB, b, vb, x0, x1, o, ldo, m, d, bad, pv)                                           \
-    do {                                                                                                  \
-        _Alignas(64) float p_[4][32];                                                                     \
-        _Alignas(16) float a4_[4];                                                                        \
-        kivi8_poison(RB, x0, x1, bad);                                                                    \
-        softmax_rows_regs(RB, x0, x1, m, d, a4_);                                                         \
-        for (int r_ = 0; r_ < (RB); r_++) {                                                               \
-            _mm512_store_ps(p_[r_], x0[r_]);                                                              \
-            _mm512_store_ps(p_[r_] + 16, x1[r_]);                                                         \
-        }                                                                                                 \
-        __asm__ volatile("" : : "r"(p_) : "memory"); /* p by broadcast loads, not shuffles (as for xq) */ \
-        kivi8_prefetch(b, 3, 6);                                                                          \
-        rescale_rows128(RB, a4_, o, ldo);                                                                 \
-        pv(RB, b, vb, (const float(*)[32])p_, o, ldo);                                                    \
-    } while (0)
-
-#define VQ_KIVI8_ROWS(name, qk, pv)                                                                       \
-    VQ_INLINE void name(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o,     \
-                        int64_t ldo, float *m, float *d, bool *bad)                                       \
-    {                                                                                                     \
-        _Alignas(64) int8_t xq[4 * 128];                                                                  \
-        float dz[8];                                                                                      \
-        __m512 x0[4], x1[4];                                                                              \
-        pv8_block vb;                                                                                     \
-        kivi8_value_scales(b, &vb);                                                                       \
-        kivi8_round_query(RB, b, q, ldq, xq, dz);                                                         \
-        qk(RB, b, xq, dz, x0, x1);                                                                        \
-        VQ_KIVI8_STEP(RB, b, &vb, x0, x1, o, ldo, m, d, bad, pv);                                         \
-    }
 
 #endif /* VQ_ATTN_KIVI8_AVX512_H */

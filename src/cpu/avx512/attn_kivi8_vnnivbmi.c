@@ -21,15 +21,20 @@
 #define VQ_UNROLL /* the bodies' loops as GCC chooses (attn_avx512_inline.h) */
 #include "cpu/avx512/attn_kivi8_avx512.h"
 
-/* Block b's scores of RB rows on the vector ports: tokens 0-15 / 16-31 into x0 / x1. */
-VQ_INLINE void qk8_vnni(int RB, const vq_attn_kivi8_block *b, const int8_t *xq, const float *dz, __m512 *x0,
-                        __m512 *x1)
+/* One block of RB rows, its scores on the vector ports (affine_qk8). */
+VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
+                          float *m, float *d, bool *bad)
 {
+    _Alignas(64) int8_t xq[4 * 128];
+    float dz[8];
+    __m512 x0[4], x1[4];
+    pv8_block vb;
+    kivi8_value_scales(b, &vb);
+    kivi8_round_query(RB, b, q, ldq, xq, dz);
     qk8_regs16(2, RB, 16, 128, b->kcodes, 32, xq, dz, x0);
     qk8_regs16(2, RB, 16, 128, b->kcodes + 16 * 32, 32, xq, dz, x1);
+    kivi8_step(RB, b, &vb, x0, x1, o, ldo, m, d, bad);
 }
-
-VQ_KIVI8_ROWS(kivi8_rows, qk8_vnni, pv8_vnni)
 
 VQ_ATTN_DEFINE_KIVI8_BLOCK(kivi8_block_avx512, kivi8_rows)
 
