@@ -201,6 +201,28 @@ VQ_API const char *vq_ctx_isa(const vq_ctx *ctx);
 /* Number of CPU threads the context computes with (caller included). */
 VQ_API int vq_ctx_num_threads(const vq_ctx *ctx);
 
+/* A task of vq_ctx_parallel_for: task in [0, n_tasks), thread in
+ * [0, vq_ctx_num_threads(ctx)), the thread running it (0 = the caller). */
+typedef void (*vq_parallel_fn)(void *arg, int64_t task, int thread);
+
+/* Runs fn(arg, task, thread) for every task in [0, n_tasks) on the
+ * context's CPU threads, the caller being thread 0, and returns when all
+ * are done: the threads the library computes with, lent to the caller's own
+ * parallel work (a model's matrix products between attention calls), so an
+ * engine need not keep a second pool whose threads would contend with these
+ * for the cores. Tasks are handed out one at a time from a shared counter,
+ * so uneven tasks balance themselves; a task's index, not its thread,
+ * should pick any per-task state when tasks may land on any thread. Waiting
+ * threads spin up to VQ_SPIN_US microseconds (environment, read when the
+ * ctx is created; default 100, 0 = sleep at once: for cores shared with
+ * other busy processes) before they sleep, since a decode step is many
+ * short jobs and a sleeping thread's wake-up costs more than most of them.
+ * Tasks must not call the library with this ctx (they would share its
+ * scratch memory and threads). n_tasks = 0 is a no-op.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (ctx or fn NULL, n_tasks < 0, called from
+ * inside a task of any ctx). */
+VQ_API vq_status vq_ctx_parallel_for(vq_ctx *ctx, int64_t n_tasks, vq_parallel_fn fn, void *arg);
+
 /* Waits for all work enqueued on the context (CUDA); returns at once on CPU. */
 VQ_API vq_status vq_ctx_synchronize(vq_ctx *ctx);
 

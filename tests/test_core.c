@@ -1,5 +1,5 @@
 /* test_core.c — status strings, ctx lifecycle, f16/bf16, PRNG, tensor checks,
- * thread pool. */
+ * thread pool and its public entry. */
 #include <pthread.h>
 
 #include "harness.h"
@@ -301,6 +301,61 @@ static void test_thread_pool(void)
     vq_ctx_free(ctx);
 }
 
+typedef struct nest_probe {
+    vq_ctx *ctx;
+    _Atomic int refused, ran;
+} nest_probe;
+
+static void nested_task(void *arg, int64_t task, int thread)
+{
+    (void)thread;
+    (void)task;
+    nest_probe *p = arg;
+    p->refused += vq_ctx_parallel_for(p->ctx, 4, count_task, NULL) == VQ_ERR_INVALID_ARGUMENT;
+    p->ran++;
+}
+
+/* The public entry: every task once, thread ids in range, with and without
+ * the spin (VQ_SPIN_US=0 sleeps at once), short jobs back to back (the
+ * spin's hand-over), and the errors: NULL ctx or fn, n_tasks < 0, a task
+ * that starts another loop. */
+static void test_ctx_parallel_for(void)
+{
+    static const char *const spins[] = {"0", "100"};
+    for (int sp = 0; sp < 2; sp++) {
+        setenv("VQ_SPIN_US", spins[sp], 1);
+        vq_ctx *ctx = vt_ctx(3);
+        unsetenv("VQ_SPIN_US");
+        for (int round = 0; round < 2000; round++) {
+            static pool_probe p;
+            memset(&p, 0, sizeof p);
+            const int64_t n = 1 + round % 7;
+            VT_CHECK(vq_ctx_parallel_for(ctx, n, count_task, &p) == VQ_OK, "round %d", round);
+            int ok = 1;
+            for (int64_t i = 0; i < 1000; i++) ok &= p.hits[i] == (i < n);
+            if (!ok || p.max_thread >= 3) {
+                VT_CHECK(0, "spin %s round %d: each of %lld tasks once, thread %d < 3", spins[sp], round, (long long)n,
+                         (int)p.max_thread);
+                break;
+            }
+        }
+        VT_CHECK(vq_ctx_parallel_for(ctx, 0, count_task, NULL) == VQ_OK, "0 tasks");
+        VT_CHECK(vq_ctx_parallel_for(ctx, -1, count_task, NULL) == VQ_ERR_INVALID_ARGUMENT &&
+                     strstr(vq_ctx_last_error(ctx), "n_tasks must be >= 0, got -1") != NULL,
+                 "n_tasks -1: %s", vq_ctx_last_error(ctx));
+        VT_CHECK(vq_ctx_parallel_for(ctx, 4, NULL, NULL) == VQ_ERR_INVALID_ARGUMENT &&
+                     strstr(vq_ctx_last_error(ctx), "fn") != NULL,
+                 "fn NULL: %s", vq_ctx_last_error(ctx));
+        nest_probe np = {ctx, 0, 0};
+        VT_CHECK(vq_ctx_parallel_for(ctx, 5, nested_task, &np) == VQ_OK && np.ran == 5 && np.refused == 5,
+                 "nested calls refused: %d of %d", (int)np.refused, (int)np.ran);
+        VT_CHECK(vq_ctx_parallel_for(ctx, 1, nested_task, &np) == VQ_OK && np.refused == 6,
+                 "nested call refused on the inline path too");
+        vq_ctx_free(ctx);
+    }
+    VT_CHECK(vq_ctx_parallel_for(NULL, 4, count_task, NULL) == VQ_ERR_INVALID_ARGUMENT, "NULL ctx");
+}
+
 int main(void)
 {
     VT_RUN(test_status_strings);
@@ -313,5 +368,6 @@ int main(void)
     VT_RUN(test_prng);
     VT_RUN(test_tensor_checks);
     VT_RUN(test_thread_pool);
+    VT_RUN(test_ctx_parallel_for);
     return vt_finish();
 }

@@ -126,8 +126,11 @@ static void test_matmul_all(void)
     vq_rng rng;
     vq_rng_seed(&rng, 42);
     for (int th = 1; th <= 3; th += 2) {
+        vq_ctx *ctx = NULL;
+        const vq_ctx_config cfg = {.num_threads = th};
+        VT_CHECK(vq_ctx_create(&cfg, &ctx) == VQ_OK, "ctx of %d threads", th);
         vqm_pool *pool = NULL;
-        VT_CHECK(vqm_pool_create(th, &pool) == VQ_OK, "pool");
+        VT_CHECK(vqm_pool_create(ctx, &pool) == VQ_OK, "pool");
         for (size_t ii = 0; ii < 3; ii++) {
             vqm_kernels k;
             vqm_kernels_init(&k, isas[ii]);
@@ -146,6 +149,7 @@ static void test_matmul_all(void)
             if (th == 1) printf("  isa %s checked\n", k.isa);
         }
         vqm_pool_free(pool);
+        vq_ctx_free(ctx);
     }
 }
 

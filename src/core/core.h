@@ -254,8 +254,11 @@ void vq_row_kernels_init_avx512(vq_row_kernels *k);
  * thread is in [0, vq_ctx_num_threads(ctx)) and identifies per-thread scratch.
  * Returns when all tasks are done. Runs inline when n_tasks == 1 or the pool
  * has one thread. Not re-entrant: tasks must not call vq_parallel_for. */
-typedef void (*vq_task_fn)(void *arg, int64_t task, int thread);
+typedef vq_parallel_fn vq_task_fn;
 void vq_parallel_for(vq_ctx *ctx, int64_t n_tasks, vq_task_fn fn, void *arg);
+/* True on a thread while it runs a task of any pool (the public
+ * vq_ctx_parallel_for refuses to nest). */
+bool vq_threadpool_in_task(void);
 
 vq_threadpool *vq_threadpool_create(int num_threads);
 void vq_threadpool_free(vq_threadpool *pool);

@@ -103,6 +103,17 @@ vq_backend vq_ctx_backend(const vq_ctx *ctx) { return ctx ? ctx->backend : VQ_BA
 const char *vq_ctx_isa(const vq_ctx *ctx) { return ctx ? vq_isa_name(ctx->isa) : "unknown"; }
 int vq_ctx_num_threads(const vq_ctx *ctx) { return ctx ? ctx->num_threads : 0; }
 
+vq_status vq_ctx_parallel_for(vq_ctx *ctx, int64_t n_tasks, vq_parallel_fn fn, void *arg)
+{
+    VQ_ENTER(ctx);
+    VQ_RETURN_IF(ctx, fn == NULL, VQ_ERR_INVALID_ARGUMENT, "fn must not be NULL");
+    VQ_RETURN_IF(ctx, n_tasks < 0, VQ_ERR_INVALID_ARGUMENT, "n_tasks must be >= 0, got %lld", (long long)n_tasks);
+    VQ_RETURN_IF(ctx, vq_threadpool_in_task(), VQ_ERR_INVALID_ARGUMENT,
+                 "called from inside a task (a task must not start another parallel loop)");
+    vq_parallel_for(ctx, n_tasks, fn, arg);
+    return VQ_OK;
+}
+
 vq_status vq_ctx_synchronize(vq_ctx *ctx)
 {
     VQ_ENTER(ctx);

@@ -66,7 +66,7 @@ vq_status vqm_session_create(const vqm_model *m, vq_ctx *ctx, const vqm_session_
     s->rope_cos = falloc(B * (size_t)c->rope_dim / 2);
     s->rope_sin = falloc(B * (size_t)c->rope_dim / 2);
     s->inv_freq = malloc((size_t)c->rope_dim / 2 * sizeof(double));
-    vq_status st = vqm_pool_create(vq_ctx_num_threads(ctx), &s->pool);
+    vq_status st = vqm_pool_create(ctx, &s->pool);
     if (st == VQ_OK && (!s->x || !s->xb || !s->q || !s->att || !s->kb || !s->vb || !s->h1 || !s->h3 || !s->xsum ||
                         !s->rope_cos || !s->rope_sin || !s->inv_freq))
         st = VQ_ERR_OUT_OF_MEMORY;

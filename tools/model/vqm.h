@@ -122,12 +122,14 @@ bool vqm_wtype_supported(uint32_t type);
  * ====================================================================== */
 
 typedef struct vqm_pool vqm_pool;
-/* n threads including the caller (n >= 1). */
-vq_status vqm_pool_create(int n, vqm_pool **out);
+/* The ctx's threads (vq_ctx_parallel_for), as many parts as it has threads;
+ * VQ_ERR_INVALID_ARGUMENT for a NULL ctx. */
+vq_status vqm_pool_create(vq_ctx *ctx, vqm_pool **out);
 void vqm_pool_free(vqm_pool *p);
 int vqm_pool_size(const vqm_pool *p);
-/* Runs fn(arg, i, n) for i = 0..n-1 on the pool's threads (i = the thread
- * index, n = the thread count) and returns when all are done. */
+/* Runs fn(arg, i, n) for i = 0..n-1 on the pool's threads (i = the part,
+ * n = the thread count: part i may run on any thread, so per-part state is
+ * indexed by i) and returns when all are done. */
 void vqm_pool_run(vqm_pool *p, void (*fn)(void *arg, int i, int n), void *arg);
 
 /* A weight matrix [rows, cols] of one type, rows contiguous (row_bytes).
