@@ -18,7 +18,7 @@
 
 typedef struct bench_args {
     int64_t max_skv, min_skv, prefill_s, hkv, repeats, threads, prefill_heads;
-    bool json, no_prefill, no_decode;
+    bool json, no_prefill, no_decode, warm;
     int backend;                /* index in backends[]: 0 cpu, 1 cuda */
     const char *only;
     vqb_cuda_args cuda;
@@ -46,6 +46,7 @@ static int parse(int argc, char **argv, bench_args *a)
         {"prefill-heads", VQA_INT, &a->prefill_heads, 1, 256, "N", "cpu: prefill Hq = Hkv"},
         {"no-prefill", VQA_FLAG, &a->no_prefill, .help = "cpu: skip the prefill rows"},
         {"no-decode", VQA_FLAG, &a->no_decode, .help = "cpu: skip the decode rows"},
+        {"warm", VQA_FLAG, &a->warm, .help = "cpu: leave the caches warm between calls (default: a read pass evicts them)"},
         {"only", VQA_STRING, &a->only, 0, 0, "NAME", "cpu: only the formats whose name contains NAME (and f16)"},
         {"b1", VQA_FLAG, &a->cuda.b1, .help = "cuda: batch 1 only, no split sweep (a shorter run)"},
         {"format", VQA_CHOICE, &a->cuda.format, .choices = cuda_formats, .help = "cuda: only this format's rows"},
@@ -57,12 +58,16 @@ static int parse(int argc, char **argv, bench_args *a)
         "decode (and prefill) attention over every cache format: fused vs dequantize-then-SDPA vs f16",
         opts, VQA_COUNT(opts),
         "cpu decode: B=1 Hq=32 D=128, Hkv in {32, 8}, Skv in {512, 2K, 8K, 32K, 64K} within\n"
-        "[--min-skv, --max-skv]; median of --repeats calls after one warm-up. cpu prefill: Sq = Skv =\n"
+        "[--min-skv, --max-skv]; median of --repeats calls after one warm-up, each call cold: a pass of\n"
+        "the read loop over 4x the last-level cache (at least 1 GiB) evicts the caches before it, as a\n"
+        "decode step finds a layer's cache (--warm: no pass). cpu prefill: Sq = Skv =\n"
         "--prefill-s, Hq = Hkv = --prefill-heads, median of min(--repeats, 3) calls.\n"
         "Times are wall-clock medians; cpu-ms is the process CPU time per call divided by the threads,\n"
-        "which stays meaningful when other work shares the cores; %bwcpu compares the kernel's bytes per\n"
-        "CPU-second with the read loop's; cpu-min and %bwmin use the least CPU time of the calls (the\n"
-        "read loop's figure is its best of 5 passes too).\n"
+        "which stays meaningful when other work shares the cores (with VQ_SPIN_US=0: the pool's threads\n"
+        "spin between jobs by default, which CPU time counts); %bwcpu compares the kernel's bytes per\n"
+        "CPU-second with the read loop's; cpu-min and %bwmin use the least CPU time of the calls. The\n"
+        "read bandwidth is the best pass of the run (5 at the start, then the evicting ones): 8 streams\n"
+        "of the widest vector loads per thread.\n"
         "cuda: KIVI 2-bit and RaBitQ decode at Hq=32 D=128, B in {1, 8}, Hkv in {32, 8}, Skv in {4K, 32K,\n"
         "128K}, CUDA-event medians, against the device's copy bandwidth; then a kv-split sweep.\n"};
     const int rc = vqa_parse(&cmd, argc, argv);
@@ -101,9 +106,10 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median wall seconds of `repeats` calls after one warm-up (< 0 on failure);
- * cpu[0] = median, cpu[1] = least process CPU seconds per call (the least
- * is what the read loop reports too: its best of 5). */
+/* Median wall seconds of `repeats` calls after one warm-up (< 0 on failure),
+ * each after a pass of `evict` (NULL: warm calls); cpu[0] = median, cpu[1] =
+ * least process CPU seconds per call (the least is what the read loop
+ * reports too: its best pass). */
 /* The clock line of the text output (vqb_clock_ghz; nothing where it does not run). */
 static void print_clock(const char *when, int threads, double ghz)
 {
@@ -113,13 +119,14 @@ static void print_clock(const char *when, int threads, double ghz)
                when, ghz, threads);
 }
 
-static double time_case(vqb_case *c, vq_ctx *ctx, int64_t repeats, double *cpu)
+static double time_case(vqb_case *c, vq_ctx *ctx, int64_t repeats, vqb_stream *evict, double *cpu)
 {
     double *t = calloc((size_t)repeats * 2, sizeof *t), *u = t + repeats;
     if (t == NULL) return -1.0;
     double med = -1.0;
     if (c->run(c, ctx) != VQ_OK) goto done;
     for (int64_t r = 0; r < repeats; r++) {
+        if (evict != NULL) vqb_stream_pass(evict);
         const double t0 = vqb_now(), c0 = vqb_cpu_now();
         if (c->run(c, ctx) != VQ_OK) goto done;
         t[r] = vqb_now() - t0;
@@ -190,7 +197,8 @@ static void report_rows(vqr *rep, const result *r, int n, double bw, double bw_c
 }
 
 /* Runs every decode format at one (Hkv, Skv) and appends results. */
-static int bench_decode(vq_ctx *ctx, const bench_args *a, int64_t hkv, int64_t skv, result *out, int *n)
+static int bench_decode(vq_ctx *ctx, const bench_args *a, vqb_stream *evict, int64_t hkv, int64_t skv, result *out,
+                        int *n)
 {
     vqb_shape sh = {1, 32, hkv, 1, skv, 128};
     vqb_case cases[VQB_MAX_CASES];
@@ -205,7 +213,7 @@ static int bench_decode(vq_ctx *ctx, const bench_args *a, int64_t hkv, int64_t s
     for (int i = 0; i < nc; i++) {
         sec[i] = 0.0;
         if (a->only && strcmp(cases[i].name, "f16") != 0 && !strstr(cases[i].name, a->only)) continue;
-        sec[i] = time_case(&cases[i], ctx, a->repeats, cpu[i]);
+        sec[i] = time_case(&cases[i], ctx, a->repeats, evict, cpu[i]);
         cpu[i][0] /= threads;
         cpu[i][1] /= threads;
         if (sec[i] < 0) {
@@ -232,7 +240,7 @@ static int bench_decode(vq_ctx *ctx, const bench_args *a, int64_t hkv, int64_t s
     return status;
 }
 
-static int bench_prefill(vq_ctx *ctx, const bench_args *a, result *out, int *n)
+static int bench_prefill(vq_ctx *ctx, const bench_args *a, vqb_stream *evict, result *out, int *n)
 {
     vqb_shape sh = {1, a->prefill_heads, a->prefill_heads, a->prefill_s, a->prefill_s, 128};
     vqb_case cases[VQB_MAX_CASES];
@@ -244,7 +252,7 @@ static int bench_prefill(vq_ctx *ctx, const bench_args *a, result *out, int *n)
     const int64_t repeats = a->repeats < 3 ? a->repeats : 3;  /* documented in --help */
     double sec[VQB_MAX_CASES], cpu[VQB_MAX_CASES][2];
     for (int i = 0; i < nc; i++) {
-        sec[i] = time_case(&cases[i], ctx, repeats, cpu[i]);
+        sec[i] = time_case(&cases[i], ctx, repeats, evict, cpu[i]);
         cpu[i][0] /= vq_ctx_num_threads(ctx);
         cpu[i][1] /= vq_ctx_num_threads(ctx);
         if (sec[i] < 0) {
@@ -287,45 +295,60 @@ int vq_cmd_bench_attention(int argc, char **argv)
         n_sizes += decode_sizes[s] <= a.max_skv && decode_sizes[s] >= a.min_skv;
     vqp p;
     vqp_begin(&p, "bench attention", 1 + (a.no_decode ? 0 : n_hkv * n_sizes) + !a.no_prefill);
-    vqp_step(&p, "read bandwidth (1 GiB streaming sum)");
-    double bw_cpu = 0.0;
-    const double bw = vqb_read_bandwidth(threads, (size_t)1 << 30, &bw_cpu);
-    vqp_clear(&p);
-    const double ghz0 = vqb_clock_ghz(threads);
-    if (!a.json) {
-        printf("read bandwidth (all %d threads, 1 GiB streaming sum): %.2f GB/s wall, %.2f GB/s by CPU time "
-               "(bytes / (CPU seconds / threads)); kernels: %s\n",
-               threads, bw, bw_cpu, vq_ctx_isa(ctx));
-        print_clock("before", threads, ghz0);
-        fflush(stdout);
-    }
+    vqp_step(&p, "read bandwidth (streaming read of %.2f GiB)", (double)vqb_stream_bytes() / (1 << 30));
+    vqb_stream *stream = vqb_stream_create(threads, vqb_stream_bytes(), ctx);
     result *res = calloc(MAX_ROWS, sizeof *res);
-    if (res == NULL) {
+    if (res == NULL || stream == NULL) {
         fprintf(stderr, "vq bench attention: out of memory\n");
+        free(res);
+        vqb_stream_free(stream);
         vq_ctx_free(ctx);
         return VQ_EXIT_FAILURE;
     }
+    for (int pass = 0; pass < 5; pass++) vqb_stream_pass(stream);
+    vqp_clear(&p);
+    const double ghz0 = vqb_clock_ghz(threads);
+    if (!a.json) {
+        double c = 0.0;
+        const double w = vqb_stream_best(stream, &c, NULL);
+        printf("read bandwidth (all %d threads, %.2f GiB, 8 streams of %d-bit loads per thread, best of 5): %.2f GB/s "
+               "wall, %.2f GB/s by CPU time (bytes / (CPU seconds / threads)); kernels: %s; calls %s\n",
+               threads, (double)vqb_stream_size(stream) / (1 << 30), vqb_stream_load_bits(stream), w, c,
+               vq_ctx_isa(ctx), a.warm ? "warm (--warm)" : "cold (a read pass evicts the caches before each)");
+        print_clock("before", threads, ghz0);
+        fflush(stdout);
+    }
+    vqb_stream *evict = a.warm ? NULL : stream;
     int n = 0, status = VQ_EXIT_OK;
     for (int h = 0; !a.no_decode && h < n_hkv && status == VQ_EXIT_OK; h++)
         for (int s = 0; s < VQA_COUNT(decode_sizes) && status == VQ_EXIT_OK; s++) {
             if (decode_sizes[s] > a.max_skv || decode_sizes[s] < a.min_skv) continue;
             vqp_step(&p, "decode Hkv %lld Skv %lld", (long long)hkv_list[h], (long long)decode_sizes[s]);
-            status = bench_decode(ctx, &a, hkv_list[h], decode_sizes[s], res, &n);
+            status = bench_decode(ctx, &a, evict, hkv_list[h], decode_sizes[s], res, &n);
         }
     if (!a.no_prefill && status == VQ_EXIT_OK) {
         vqp_step(&p, "prefill Sq = Skv = %lld", (long long)a.prefill_s);
-        status = bench_prefill(ctx, &a, res, &n);
+        status = bench_prefill(ctx, &a, evict, res, &n);
     }
     vqp_end(&p);
+    double bw_cpu = 0.0;
+    int64_t passes = 0;
+    const double bw = vqb_stream_best(stream, &bw_cpu, &passes);
     if (a.json) {
         vqr *rep = vqr_begin("bench attention", argc, argv, ctx, true);
+        vqr_info_num(rep, "read_passes", (double)passes, NULL);
+        vqr_info_str(rep, "calls", a.warm ? "warm" : "cold");
         report_rows(rep, res, n, bw, bw_cpu);
         vqr_end(rep);
     } else {
+        printf("read bandwidth, the best of the run's %lld passes: %.2f GB/s wall, %.2f GB/s by CPU time (the "
+               "%%bw columns' base)\n",
+               (long long)passes, bw, bw_cpu);
         print_table(res, n, bw, bw_cpu);
         print_clock("after", threads, vqb_clock_ghz(threads));
     }
     free(res);
+    vqb_stream_free(stream);
     vq_ctx_free(ctx);
     return status;
 }

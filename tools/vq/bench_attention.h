@@ -10,10 +10,31 @@
 /* Monotonic seconds; CPU seconds of the whole process (all threads). */
 double vqb_now(void);
 double vqb_cpu_now(void);
-/* Best of 5 streaming-read passes over `bytes` with `threads` threads, GB/s
- * of wall time; *per_cpu = best bytes / (CPU seconds / threads): what the
- * threads reach while they run, when other work shares the cores (per_cpu
- * may be NULL). 0 when the buffer cannot be allocated or threads < 1. */
+/* The streaming read bandwidth (bench_membw.c): each thread reads its slice
+ * of one buffer as 8 streams of the widest vector loads the CPU has. A pass
+ * over a buffer of vqb_stream_bytes() also evicts the caches, so the bench
+ * times a cold call after one, as a decode step meets its cache.
+ *
+ * vqb_stream_bytes: max(1 GiB, 4 x the last-level cache), at most a quarter
+ * of physical memory. vqb_stream_create: the passes run on ctx's threads
+ * (threads is then the ctx's count), so a timed call after one finds them
+ * awake as a decode step does; ctx NULL: on `threads` pthreads of their
+ * own. NULL when threads is outside
+ * [1, 256], bytes is under one slice unit, or memory is short.
+ * vqb_stream_pass: one pass (false: a thread did not start); the best
+ * pass's GB/s so far is vqb_stream_best's, wall time, *per_cpu = bytes /
+ * (CPU seconds / threads): what the threads reach while they run, when
+ * other work shares the cores (per_cpu and passes may be NULL). */
+typedef struct vqb_stream vqb_stream;
+size_t vqb_stream_bytes(void);
+vqb_stream *vqb_stream_create(int threads, size_t bytes, vq_ctx *ctx);
+void vqb_stream_free(vqb_stream *s);
+bool vqb_stream_pass(vqb_stream *s);
+double vqb_stream_best(const vqb_stream *s, double *per_cpu, int64_t *passes);
+size_t vqb_stream_size(const vqb_stream *s);   /* bytes one pass reads */
+int vqb_stream_load_bits(const vqb_stream *s); /* 128, 256 or 512 */
+/* Best of 5 passes over `bytes` with `threads` threads (GB/s, wall; per_cpu
+ * as above); 0 (and *per_cpu 0) when the stream cannot be made. */
 double vqb_read_bandwidth(int threads, size_t bytes, double *per_cpu);
 
 /* The core clock in GHz with `threads` threads busy at once (each running

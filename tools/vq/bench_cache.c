@@ -423,7 +423,7 @@ int vq_cmd_bench_cache(int argc, char **argv)
 #ifdef VQ_TOOL_CUDA
     if (cuda) bw = vqb_cu_copy_bw() / 2.0; /* read bytes per second of a copy */
 #endif
-    if (!cuda) bw = 1e9 * vqb_read_bandwidth(vq_ctx_num_threads(ctx), (size_t)512 << 20, &per_cpu); /* GB/s -> B/s */
+    if (!cuda) bw = 1e9 * vqb_read_bandwidth(vq_ctx_num_threads(ctx), vqb_stream_bytes(), &per_cpu); /* GB/s -> B/s */
     vqr *rep = vqr_begin("bench cache", argc, argv, ctx, o.json);
     vqr_info_num(rep, "read_bandwidth", bw / 1e9, "GB/s");
     vqr_info_num(rep, "layers", (double)o.layers, NULL);

@@ -7,9 +7,12 @@
  *     cost depends on length and format only), then --steps decode steps
  *     are timed; the speed-up over the f16 cache of the same run.
  * CPU time per step is given as the mean and as the fastest step (the
- * counterpart of the read test's best of 5 passes).
- * Ratios are taken within one run (the machine is shared); the load average
- * is printed. */
+ * counterpart of the read test's best of 5 passes). The ctx's waiting
+ * threads spin between jobs (vq_ctx_parallel_for, VQ_SPIN_US), which CPU
+ * time counts too, and Linux accounts a running thread's time late, so one
+ * step's CPU time is coarse: on an idle machine the wall figures are the
+ * measure; the CPU ones are for a shared machine, with VQ_SPIN_US=0.
+ * Ratios are taken within one run; the load average is printed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +71,11 @@ int vq_cmd_bench_model(int argc, char **argv)
         VQA_JSON_OPT(&o.json),
     };
     const vqa_cmd cmd = {"bench model", "decode speed of the model runtime: weight bandwidth, long-context speed-up",
-                         opts, VQA_COUNT(opts), NULL};
+                         opts, VQA_COUNT(opts),
+                         "The read bandwidth is the best of 5 passes of a streaming read of 4x the last-level\n"
+                         "cache (at least 1 GiB), 8 streams of the widest vector loads per thread. Wall times are\n"
+                         "the measure on an idle machine; CPU times also count the threads' spin between jobs\n"
+                         "(VQ_SPIN_US, default 100 us; set 0 on a shared machine and read the CPU columns).\n"};
     const int rc = vqa_parse(&cmd, argc, argv);
     if (rc != VQA_RUN) return rc;
     if (o.c.sink != 0) return vqa_usage_error(&cmd, "--sink is not timed here (the fill has no sink tokens)");
@@ -83,7 +90,7 @@ int vq_cmd_bench_model(int argc, char **argv)
         fclose(la);
     }
     double bw_cpu = 0;
-    const double bw = vqb_read_bandwidth(threads, (size_t)512 << 20, &bw_cpu);
+    const double bw = vqb_read_bandwidth(threads, vqb_stream_bytes(), &bw_cpu);
     float *logits = tool_calloc((size_t)model->cfg.vocab, sizeof *logits);
     vqr *r = vqr_begin("bench model", argc, argv, ctx, o.json);
     vqr_info_num(r, "read_bandwidth", bw, "GB/s");
