@@ -231,6 +231,11 @@ static void cases_on(vq_ctx *ctx, const char *isa)
         {2, 12, 4, 2, 65, 128, 4, 16, false, true, 2},
         {1, 5, 1, 1, 33, 128, 2, 64, false, false, 0},
         {1, 16, 2, 1, 50, 192, 4, 32, false, false, 0},
+        /* 2-bit half chunks (16 bytes per row at D 64, 48 at 192): 1-5 rows, tails, f32 and f16 scales */
+        {1, 9, 3, 1, 100, 64, 2, 32, true, false, 0},
+        {1, 5, 1, 1, 37, 64, 2, 32, false, false, 0},
+        {2, 8, 4, 3, 70, 64, 2, 16, false, true, 2},
+        {1, 8, 2, 1, 83, 192, 2, 32, true, false, 0},
         /* direct p.V: groups of 24 (not whole 16-lane registers) and a 64-column strip inside a group of 128 */
         {1, 3, 1, 1, 45, 128, 4, 24, true, false, 0},
         {1, 2, 1, 1, 40, 256, 2, 128, false, false, 0},

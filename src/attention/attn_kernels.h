@@ -188,7 +188,8 @@ typedef struct vq_attn_kernels {
 
     /* Integer key scores for 2/4-bit affine keys (attn_keys_affine.c; the
      * error bound is in veloxquant.h at vq_scalar_attend_opts). Both need
-     * bits 2 or 4 and D * bits % 256 == 0 (whole 32-byte chunks of codes).
+     * bits 2 or 4 and D % 64 == 0 (vq_attn_q8_supported: whole 32-byte
+     * chunks of codes, then at most one 16-byte half chunk).
      * affine_q8 quantises R query rows against one key group, once per group:
      *   x_c = q[r*ldq + c] * scale[c] (f32), amax = max_c |x_c|,
      *   xq[r*D + vq_attn_q8_pos(c, bits, D)] = rint(x_c * (127 / amax)),
@@ -295,8 +296,10 @@ static inline int64_t vq_attn_q8_pos(int64_t c, int bits, int64_t D)
     return (c % K) * (D / K) + c / K;
 }
 
-/* Whether the integer key-score kernels take codes of this width and D. */
-static inline bool vq_attn_q8_supported(int bits, int64_t D) { return (bits == 2 || bits == 4) && D * bits % 256 == 0; }
+/* Whether the integer key-score kernels take codes of this width and D:
+ * 2 or 4 bits, D a multiple of 64, so a code row is whole 32-byte chunks
+ * and at most one 16-byte half chunk (2 bits at D = 64 or 192). */
+static inline bool vq_attn_q8_supported(int bits, int64_t D) { return (bits == 2 || bits == 4) && D % 64 == 0; }
 
 /* Where affine_pv8 accumulates channel c (D = 128): lane l = 2 b + i of
  * register (h, k) holds channel 32 (2 h + i) + 4 b + k (k: the code's

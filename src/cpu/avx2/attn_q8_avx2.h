@@ -88,16 +88,21 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
     const int K = 8 / bits;
     const int64_t P = D / K, NC = D * bits / 256;
     const __m256i mask = _mm256_set1_epi8(bits == 2 ? 3 : 15);
+    const bool half = D * bits % 256 != 0; /* a last 16-byte half chunk, zero-extended */
     __m256i acc[8];
     for (int i = 0; i < RB * TB; i++) acc[i] = _mm256_setzero_si256();
-    for (int64_t k = 0; k < NC; k++) {
+    for (int64_t k = 0; k < NC + half; k++) {
         __m256i raw[4];
-        for (int t = 0; t < TB; t++) raw[t] = _mm256_loadu_si256((const __m256i *)(codes + t * ldc + 32 * k));
+        for (int t = 0; t < TB; t++)
+            raw[t] = k < NC ? _mm256_loadu_si256((const __m256i *)(codes + t * ldc + 32 * k))
+                            : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(codes + t * ldc + 32 * k)));
         for (int m = 0; m < K; m++) {
             __m256i e[4];
             for (int t = 0; t < TB; t++) e[t] = _mm256_and_si256(_mm256_srli_epi16(raw[t], m * bits), mask);
             for (int r = 0; r < RB; r++) {
-                const __m256i qv = _mm256_loadu_si256((const __m256i *)(xq + r * D + m * P + 32 * k));
+                const int8_t *qp = xq + r * D + m * P + 32 * k; /* a half chunk's plane has 16 bytes left */
+                const __m256i qv = k < NC ? _mm256_loadu_si256((const __m256i *)qp)
+                                          : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)qp));
                 /* vpaddsw, never saturating (the i16 bound in attn_int8_avx2.c):
                  * GCC reassociates plain vpaddw chains into all products
                  * first, spilled to the stack, then a tree (9200 -> 8618

@@ -63,7 +63,7 @@ static void build_tile_config(void)
 VQ_INLINE void code_planes16(int n, const uint8_t *codes, uint8_t (*eb)[16][64])
 {
     __m512i x[8];
-    qk8_transpose16(n, codes, 32, 0, x);
+    qk8_transpose16(n, codes, 32, 0, x, false);
     const __m512i mask = _mm512_set1_epi8(3);
     for (int w = 0; w < 8; w++)
         for (int m = 0; m < 4; m++) {

@@ -11,14 +11,21 @@
 #include "cpu/avx512/attn_avx512_inline.h"
 
 
-/* Rows 2i and 2i+1 of the chunk (32 bytes at `off` of each code row) in one
- * register; rows at or past n read as zeros (masked, nothing past them is read). */
-VQ_INLINE __m512i load_pair(const uint8_t *codes, int64_t ldc, int64_t off, int i, int n)
+/* 32 bytes at p as the chunk of a row, or (half) 16 bytes zero-extended. */
+VQ_INLINE __m256i load_chunk(const uint8_t *p, bool half)
+{
+    return half ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* Rows 2i and 2i+1 of the chunk (32 bytes at `off` of each code row; half:
+ * 16, the upper 16 zeros) in one register; rows at or past n read as zeros
+ * (masked, nothing past them is read). */
+VQ_INLINE __m512i load_pair(const uint8_t *codes, int64_t ldc, int64_t off, int i, int n, bool half)
 {
     const int t0 = 2 * i, t1 = 2 * i + 1;
-    if (t1 < n && ldc == 32) return _mm512_loadu_si512(codes + t0 * ldc + off);
-    const __m256i lo = t0 < n ? _mm256_loadu_si256((const __m256i *)(codes + t0 * ldc + off)) : _mm256_setzero_si256();
-    const __m256i hi = t1 < n ? _mm256_loadu_si256((const __m256i *)(codes + t1 * ldc + off)) : _mm256_setzero_si256();
+    if (t1 < n && ldc == 32 && !half) return _mm512_loadu_si512(codes + t0 * ldc + off);
+    const __m256i lo = t0 < n ? load_chunk(codes + t0 * ldc + off, half) : _mm256_setzero_si256();
+    const __m256i hi = t1 < n ? load_chunk(codes + t1 * ldc + off, half) : _mm256_setzero_si256();
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
@@ -53,12 +60,13 @@ static const stage_idx stages = {
     .order = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15},
 };
 
-/* The 32 bytes at `off` of code rows 0-15 (n valid; zeros past them),
- * transposed: lane l of x[w] holds the dword w of token order[l]'s chunk. */
-VQ_INLINE void qk8_transpose16(int n, const uint8_t *codes, int64_t ldc, int64_t off, __m512i *x)
+/* The 32 bytes at `off` of code rows 0-15 (n valid; zeros past them; half:
+ * 16 bytes, dwords 4-7 zero), transposed: lane l of x[w] holds the dword w
+ * of token order[l]'s chunk. */
+VQ_INLINE void qk8_transpose16(int n, const uint8_t *codes, int64_t ldc, int64_t off, __m512i *x, bool half)
 {
     VQ_UNROLL
-    for (int i = 0; i < 8; i++) x[i] = load_pair(codes, ldc, off, i, n);
+    for (int i = 0; i < 8; i++) x[i] = load_pair(codes, ldc, off, i, n, half);
     VQ_UNROLL
     for (int st = 0; st < 3; st++)
         swap_stage(x, st, _mm512_loadu_si512(stages.lo[st]), _mm512_loadu_si512(stages.hi[st]));
@@ -86,13 +94,16 @@ VQ_INLINE void qk8_regs16(int bits, int RB, int n, int64_t D, const uint8_t *cod
     for (int r = 0; r < RB; r++)
         VQ_UNROLL
         for (int a = 0; a < NA; a++) acc[r][a] = _mm512_setzero_si512();
-    for (int64_t k = 0; k < NC; k++) {
+    const bool tail = D * bits % 256 != 0; /* a last 16-byte half chunk: dwords 0-3 */
+    for (int64_t k = 0; k < NC + tail; k++) {
         __m512i x[8];
-        qk8_transpose16(n, codes, ldc, 32 * k, x);
+        const bool half = k == NC;
+        qk8_transpose16(n, codes, ldc, 32 * k, x, half);
         VQ_UNROLL
         for (int w = 0; w < 8; w++)
             VQ_UNROLL
             for (int m = 0; m < K; m++) {
+                if (half && w >= 4) continue; /* the half chunk's dwords 4-7: zeros */
                 const __m512i e = _mm512_and_si512(m ? _mm512_srli_epi32(x[w], m * bits) : x[w], mask);
                 const int a = (w * K + m) % NA;
                 VQ_UNROLL
