@@ -768,8 +768,8 @@ VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTens
 /* How the CPU affine decode kernel computes q . k_hat.
  *
  * VQ_KEY_SCORES_INT8 (what VQ_KEY_SCORES_AUTO picks for 2- and 4-bit codes
- * with D * bits % 256 == 0, e.g. D = 128 or 256 at 2 bits, D = 64..256 at 4
- * bits; other layouts run F32): per query row and per key group met in a
+ * with D = 64, 128, 192 or 256; other layouts run F32; until 0.1.0's
+ * session-13 change 2-bit codes at D = 64 and 192 ran F32): per query row and per key group met in a
  * block of 32 tokens, x = (scale * q) * k_scale[group] (f32) is quantised
  * once to int8, xq_c = rint(x_c / step) with step = max_c |x_c| / 127, and
  * every token of the group is scored with exact integer dots (AVX-512 VNNI
@@ -1328,6 +1328,17 @@ typedef struct vq_cache_attend_opts {
                            (the Sq queries are its last Sq tokens) */
     DLTensor *lse_out;  /* [n_seq, Hq, Sq] f32 natural-log log-sum-exp of each row's scaled scores
                            (-inf for a row that sees no token), or NULL */
+    /* CPU arithmetic of KIVI pages (VQ_KEY_KIVI keys, VQ_VALUE_KIVI values),
+     * as for vq_scalar_fused_decode_attend (see vq_key_scores and
+     * vq_value_accum); 0 = AUTO: integer key scores wherever the layout allows
+     * (2/4-bit codes, D a multiple of 64) and integer p.V where the CPU has
+     * its SIMD kernel (2-bit values, group 32, D = 128), so at D = 128 with
+     * 2-bit keys of group 32 and 2-bit values a decode with up to four query
+     * rows per kv head runs the fused block kernel. Other methods, the
+     * residual window and CUDA contexts ignore them. (Until session 13 the
+     * cache ran F32 for both, whatever the layout.) */
+    vq_key_scores key_scores;
+    vq_value_accum value_accum;
 } vq_cache_attend_opts;
 
 /* Attention of each sequence's queries over all its cached tokens of

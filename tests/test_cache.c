@@ -88,17 +88,21 @@ static float *rotated_queries(vq_ctx *ctx, const vq_cache *c, int l, const DLTen
 }
 
 /* Attends layer l of sequences ids[0..S) (lengths len[]) with queries q and
- * checks out and lse against the reference. tol: relative L2 per sequence. */
-static void check_attend(vq_ctx *ctx, const char *what, vq_cache *c, int l, const ct_store *st, const int64_t *ids,
-                         const int64_t *len, int S, int64_t Sq, bool causal, DLTensor *pos_all, double tol)
+ * checks out and lse against the reference. tol: relative L2 per sequence.
+ * KIVI pages in the exact F32 arithmetic (this checks what the cache
+ * stores); check_attend_arith takes another (test_kivi_arith). */
+static void check_attend_arith(vq_ctx *ctx, const char *what, vq_cache *c, int l, const ct_store *st,
+                               const int64_t *ids, const int64_t *len, int S, int64_t Sq, bool causal,
+                               DLTensor *pos_all, double tol, vq_key_scores ks, vq_value_accum va, DLTensor *out_copy)
 {
     vq_rng rng;
     vq_rng_seed(&rng, 99 + (uint64_t)S);
     DLTensor *q = vt_new(VT_F32, VT_DIMS(S, HQ, Sq, DIM)), *out = vt_new(VT_F32, VT_DIMS(S, HQ, Sq, DIM));
     DLTensor *lse = vt_new(VT_F32, VT_DIMS(S, HQ, Sq));
     vt_fill_normal(q, &rng, 0.0, 1.0);
-    const vq_cache_attend_opts opts = {.causal = causal, .lse_out = lse};
+    const vq_cache_attend_opts opts = {.causal = causal, .lse_out = lse, .key_scores = ks, .value_accum = va};
     VT_OK(ctx, vq_cache_attend(c, l, S, ids, q, out, &opts));
+    if (out_copy) memcpy(out_copy->data, out->data, vt_bytes(out));
     float *qrot = rotated_queries(ctx, c, l, q);
     const double scale = (double)(1.0f / sqrtf((float)DIM));
     double *ref = malloc(sizeof(double) * (size_t)(HQ * Sq * DIM)), *rl = malloc(sizeof(double) * (size_t)(HQ * Sq));
@@ -121,6 +125,13 @@ static void check_attend(vq_ctx *ctx, const char *what, vq_cache *c, int l, cons
     }
     free(ref), free(rl), free(qrot);
     vt_free(q), vt_free(out), vt_free(lse);
+}
+
+static void check_attend(vq_ctx *ctx, const char *what, vq_cache *c, int l, const ct_store *st, const int64_t *ids,
+                         const int64_t *len, int S, int64_t Sq, bool causal, DLTensor *pos_all, double tol)
+{
+    check_attend_arith(ctx, what, c, l, st, ids, len, S, Sq, causal, pos_all, tol, VQ_KEY_SCORES_F32,
+                       VQ_VALUE_ACCUM_F32, NULL);
 }
 
 /* Tolerance of cache vs reference. The reference decodes with the same
@@ -179,6 +190,64 @@ static void methods_isa(vq_ctx *ctx, const char *isa)
 }
 
 static void test_methods(void) { vt_for_each_isa(2, methods_isa); }
+
+/* The arithmetic of KIVI pages (vq_cache_attend_opts key_scores and
+ * value_accum): AUTO gives INT8's output bit for bit where the integer
+ * scores apply (2-bit keys at D = 64: half chunks), which differs from F32's;
+ * each is within its tolerance of the exact reference: F32 to f32
+ * rounding, INT8 to KIVI_INT8_TOL (the query's int8 rounding, at most
+ * max|x| / 254 per unit of code in each score: 0.006-0.020 relative L2 on
+ * these unit-normal queries, measured). A bad enum value is refused. */
+enum { KIVI_SEQS = 2 };
+#define KIVI_INT8_TOL 0.06
+
+static void kivi_arith_isa(vq_ctx *ctx, const char *isa)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, 11);
+    const int64_t len[KIVI_SEQS] = {45, 97};
+    ct_store st = ct_store_new(KIVI_SEQS, HKV, 97, DIM, &rng);
+    static const vq_cache_layer_config lcs[] = {
+        {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 32}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}},
+        {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 16}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}},
+    };
+    for (size_t li = 0; li < sizeof lcs / sizeof lcs[0]; li++) {
+        vq_cache *c = ct_cache(ctx, &lcs[li], 1, HKV, HQ, DIM, PAGE, 0, 8, 4);
+        int64_t ids[KIVI_SEQS];
+        for (int s = 0; s < KIVI_SEQS; s++) {
+            VT_OK(ctx, vq_cache_seq_add(c, &ids[s]));
+            VT_OK(ctx, ct_append(c, 0, &st, ids, s, 1, 0, len[s]));
+        }
+        DLTensor *o[3];
+        static const vq_key_scores kss[3] = {VQ_KEY_SCORES_F32, VQ_KEY_SCORES_AUTO, VQ_KEY_SCORES_INT8};
+        static const double tols[3] = {CACHE_TOL, KIVI_INT8_TOL, KIVI_INT8_TOL};
+        for (int a = 0; a < 3; a++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s kivi arith %zu scores %d", isa, li, (int)kss[a]);
+            o[a] = vt_new(VT_F32, VT_DIMS(KIVI_SEQS, HQ, 1, DIM));
+            check_attend_arith(ctx, what, c, 0, &st, ids, len, KIVI_SEQS, 1, false, NULL, tols[a], kss[a],
+                               kss[a] == VQ_KEY_SCORES_F32 ? VQ_VALUE_ACCUM_F32 : VQ_VALUE_ACCUM_AUTO, o[a]);
+        }
+        VT_CHECK(memcmp(o[1]->data, o[2]->data, vt_bytes(o[1])) == 0, "%s kivi arith %zu: AUTO differs from INT8", isa,
+                 li);
+        VT_CHECK(memcmp(o[0]->data, o[1]->data, vt_bytes(o[0])) != 0, "%s kivi arith %zu: AUTO equals F32", isa, li);
+        DLTensor *q = vt_new(VT_F32, VT_DIMS(1, HQ, 1, DIM)), *o1 = vt_new(VT_F32, VT_DIMS(1, HQ, 1, DIM));
+        vt_fill_normal(q, &rng, 0.0, 1.0);
+        const vq_cache_attend_opts bad_ks = {.key_scores = (vq_key_scores)7}, bad_va = {.value_accum = (vq_value_accum)-1};
+        VT_CHECK(vq_cache_attend(c, 0, 1, ids, q, o1, &bad_ks) == VQ_ERR_INVALID_ARGUMENT &&
+                     strstr(vq_ctx_last_error(ctx), "opts->key_scores") != NULL,
+                 "%s bad key_scores: %s", isa, vq_ctx_last_error(ctx));
+        VT_CHECK(vq_cache_attend(c, 0, 1, ids, q, o1, &bad_va) == VQ_ERR_INVALID_ARGUMENT &&
+                     strstr(vq_ctx_last_error(ctx), "opts->value_accum") != NULL,
+                 "%s bad value_accum: %s", isa, vq_ctx_last_error(ctx));
+        for (int a = 0; a < 3; a++) vt_free(o[a]);
+        vt_free(q), vt_free(o1);
+        vq_cache_free(c);
+    }
+    ct_store_free(&st);
+}
+
+static void test_kivi_arith(void) { vt_for_each_isa(2, kivi_arith_isa); }
 
 /* The f16 method equals exact attention over the f16-rounded tokens, and
  * f32 inputs are rounded to f16 (same cache as f16 inputs, bit for bit). */
@@ -621,6 +690,7 @@ static void test_calibration(void)
 int main(void)
 {
     VT_RUN(test_methods);
+    VT_RUN(test_kivi_arith);
     VT_RUN(test_f16_exact);
     VT_RUN(test_token_by_token);
     VT_RUN(test_page_runs);

@@ -100,7 +100,9 @@ static void check_attend(vq_ctx *ctx, const char *what, vq_cache *c, int l, cons
     DLTensor *lse = vt_new(VT_F32, VT_DIMS(S, HQ, Sq));
     vt_fill_normal(q, &rng, 0.0, 1.0);
     vt_poison(out), vt_poison(lse);
-    const vq_cache_attend_opts opts = {.causal = causal, .lse_out = lse};
+    /* KIVI pages in the exact F32 arithmetic: this checks what the cache stores */
+    const vq_cache_attend_opts opts = {
+        .causal = causal, .lse_out = lse, .key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
     VT_OK(ctx, vq_cache_attend(c, l, S, ids, q, out, &opts));
     const double scale = (double)(1.0f / sqrtf((float)DIM));
     double *ref = malloc(sizeof(double) * (size_t)(HQ * Sq * DIM)), *rl = malloc(sizeof(double) * (size_t)(HQ * Sq));

@@ -79,8 +79,16 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
 /* Switches bound KIVI keys (vq_attn_bind_keys_affine) to integer scores: the
  * query quantised to int8 once per key group and block, exact integer dots
  * (kern->affine_q8 / affine_qk8). Returns false, changing nothing, where the
- * kernels do not apply (bits 8, or D * bits % 256 != 0). */
+ * kernels do not apply (bits 8, or D % 64 != 0: vq_attn_q8_supported). */
 bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
+
+/* The arithmetic of bound KIVI keys and values as ks and va ask (the rules
+ * of vq_key_scores / vq_value_accum in veloxquant.h; AUTO: integer scores
+ * wherever the layout allows, integer p.V where the ctx's ISA has it as a
+ * SIMD kernel); other formats, and layouts the integer kernels do not take,
+ * stay as bound. ks and va must be valid enum values. */
+void vq_attn_affine_arith(const vq_ctx *ctx, vq_attn_keys *keys, vq_attn_values *values, vq_key_scores ks,
+                          vq_value_accum va);
 
 /* Bound KIVI keys on integer scores with 2-bit codes, D = 128 and g = 32
  * (one group per block): fills the key half of b for the run of `count`

@@ -14,6 +14,7 @@
  * scale and Sq stay the same), so a decode step validates nothing per page.
  * The window of each sequence is bound per call (a plain f16 view, or the
  * TurboQuant views of VQ_WINDOW_TURBO8 / VQ_WINDOW_TURBO; cheap). */
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
@@ -123,8 +124,10 @@ void vq_cache_table_tensors(const vq_cache *c, const vq_cache_layer *L, DLTensor
     }
 }
 
-/* Binds the keys and values of chunk k of layer L for (scale, Sq). */
-static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, int64_t Sq)
+/* Binds the keys and values of chunk k of layer L for (scale, Sq), KIVI's
+ * arithmetic as ks and va ask. */
+static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, int64_t Sq, vq_key_scores ks,
+                            vq_value_accum va)
 {
     vq_ctx *ctx = c->ctx;
     const vq_cache_chunk *ch = &L->chunks[k];
@@ -145,13 +148,16 @@ static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, 
                                                   &bd->hamming, &bd->inner, &bd->keys));
     } else {
         /* QJL's norm stream holds ||k|| / sqrt(D) (cache_encode.c) */
-        const float ks = kc->method == VQ_KEY_QJL ? scale * sqrtf((float)c->D) : scale;
-        VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(ctx, &ek, &dims, ks, &bd->keys));
+        const float qjl_scale = kc->method == VQ_KEY_QJL ? scale * sqrtf((float)c->D) : scale;
+        VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(ctx, &ek, &dims, qjl_scale, &bd->keys));
     }
     VQ_FORWARD_IF_ERROR(vq_attn_bind_values(ctx, &ev, &dims, &bd->values));
+    vq_attn_affine_arith(ctx, &bd->keys, &bd->values, ks, va);
     bd->valid = true;
     bd->scale = scale;
     bd->Sq = Sq;
+    bd->ks = ks;
+    bd->va = va;
     return VQ_OK;
 }
 
@@ -243,17 +249,29 @@ static vq_status check_io(vq_cache *c, int n_seq, const DLTensor *q, const DLTen
     VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dims, lse));
     VQ_RETURN_IF(ctx, opts && (!isfinite(opts->scale) || opts->scale < 0), VQ_ERR_INVALID_ARGUMENT,
                  "argument 'opts->scale': expected a finite value >= 0 (0 = 1/sqrt(D)), got %g", (double)opts->scale);
+    const vq_key_scores ks = opts ? opts->key_scores : VQ_KEY_SCORES_AUTO;
+    VQ_RETURN_IF(ctx, ks != VQ_KEY_SCORES_AUTO && ks != VQ_KEY_SCORES_F32 && ks != VQ_KEY_SCORES_INT8,
+                 VQ_ERR_INVALID_ARGUMENT, "argument 'opts->key_scores': expected VQ_KEY_SCORES_AUTO, _F32 or _INT8, got %d",
+                 (int)ks);
+    const vq_value_accum va = opts ? opts->value_accum : VQ_VALUE_ACCUM_AUTO;
+    VQ_RETURN_IF(ctx, va != VQ_VALUE_ACCUM_AUTO && va != VQ_VALUE_ACCUM_F32 && va != VQ_VALUE_ACCUM_INT8,
+                 VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'opts->value_accum': expected VQ_VALUE_ACCUM_AUTO, _F32 or _INT8, got %d", (int)va);
     return VQ_OK;
 }
 
 static vq_status attend_cpu(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const DLTensor *q,
-                            DLTensor *out, const vq_attn_view *lse, float scale, bool causal, int64_t Sq)
+                            DLTensor *out, const vq_attn_view *lse, float scale, bool causal, int64_t Sq,
+                            const vq_cache_attend_opts *opts)
 {
     vq_ctx *ctx = c->ctx;
     vq_cache_layer *L = &c->layers[layer];
+    const vq_key_scores ks = opts ? opts->key_scores : VQ_KEY_SCORES_AUTO;
+    const vq_value_accum va = opts ? opts->value_accum : VQ_VALUE_ACCUM_AUTO;
     for (int k = 0; k < L->n_chunks; k++) {
         const vq_cache_binding *bd = &L->bindings[k];
-        if (!bd->valid || bd->scale != scale || bd->Sq != Sq) VQ_FORWARD_IF_ERROR(bind_chunk(c, L, k, scale, Sq));
+        if (!bd->valid || bd->scale != scale || bd->Sq != Sq || bd->ks != ks || bd->va != va)
+            VQ_FORWARD_IF_ERROR(bind_chunk(c, L, k, scale, Sq, ks, va));
     }
     int64_t n_segs = 0;
     for (int i = 0; i < n_seq; i++) n_segs += sls[i]->n_pages + 1;
@@ -344,5 +362,5 @@ vq_status vq_cache_attend(vq_cache *c, int layer, int n_seq, const int64_t *seq_
         return vq_cache_attend_cuda(c, layer, n_seq, sls, slots, q, out, opts ? opts->lse_out : NULL, scale, causal,
                                     Sq);
 #endif
-    return attend_cpu(c, layer, n_seq, sls, q, out, &lse, scale, causal, Sq);
+    return attend_cpu(c, layer, n_seq, sls, q, out, &lse, scale, causal, Sq, opts);
 }

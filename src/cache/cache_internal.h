@@ -81,13 +81,16 @@ typedef struct vq_cache_chunk {
     int64_t n_pages;
 } vq_cache_chunk;
 
-/* Cached attention bindings of one chunk (CPU): valid while (scale, Sq)
- * equal what they were bound for. Descriptors point into the struct itself,
- * so moving one (growing the array) invalidates it. */
+/* Cached attention bindings of one chunk (CPU): valid while (scale, Sq,
+ * key_scores, value_accum) equal what they were bound for. Descriptors
+ * point into the struct itself, so moving one (growing the array)
+ * invalidates it. */
 typedef struct vq_cache_binding {
     bool valid;
     float scale;
     int64_t Sq;
+    vq_key_scores ks;
+    vq_value_accum va;
     vq_attn_keys keys;
     vq_attn_values values;
     vq_attn_keys inner;               /* RaBitQ Hamming: the wrapped binding */
