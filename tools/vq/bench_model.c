@@ -31,33 +31,49 @@ typedef struct bm_opts {
     bool json;
 } bm_opts;
 
-/* Seconds per decode step over `steps` steps after one warm-up step; *cpu:
- * process CPU seconds per step (what the threads got of the shared cores);
- * *cpu_best: the fastest step's CPU seconds (the decode side of the read
- * test's best-of-5: both the least disturbed by the other users). */
-static double time_decode(vqm_session *s, const vqm_model *m, int64_t steps, float *logits, double *cpu,
-                          double *cpu_best)
+/* The seconds of `steps` decode steps after one warm-up step: wall time
+ * per step (mean, median, fastest: the median is what a slow step now and
+ * then does not move), process CPU seconds per step (what the threads got
+ * of the shared cores) and the fastest step's CPU seconds. */
+typedef struct step_times {
+    double mean, median, fastest, cpu, cpu_best;
+} step_times;
+
+static int cmp_seconds(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static step_times time_decode(vqm_session *s, const vqm_model *m, int64_t steps, float *logits)
 {
     char err[VQM_ERR_LEN];
     int32_t tok = 198;
+    double *wall = tool_calloc((size_t)steps, sizeof *wall);
     if (vqm_forward(s, &tok, 1, 1, logits, err) != VQ_OK) {
         fprintf(stderr, "vq bench model: %s\n", err);
         exit(VQ_EXIT_FAILURE);
     }
+    step_times st = {.cpu_best = 1e30};
     const double t0 = tool_now(), c0 = vqb_cpu_now();
-    *cpu_best = 1e30;
     for (int64_t i = 0; i < steps; i++) {
         tok = (int32_t)((tok * 31 + 7) % m->cfg.vocab);
-        const double ci = vqb_cpu_now();
+        const double ti = tool_now(), ci = vqb_cpu_now();
         if (vqm_forward(s, &tok, 1, 1, logits, err) != VQ_OK) {
             fprintf(stderr, "vq bench model: %s\n", err);
             exit(VQ_EXIT_FAILURE);
         }
         const double c = vqb_cpu_now() - ci;
-        if (c < *cpu_best) *cpu_best = c;
+        wall[i] = tool_now() - ti;
+        if (c < st.cpu_best) st.cpu_best = c;
     }
-    *cpu = (vqb_cpu_now() - c0) / (double)steps;
-    return (tool_now() - t0) / (double)steps;
+    st.cpu = (vqb_cpu_now() - c0) / (double)steps;
+    st.mean = (tool_now() - t0) / (double)steps;
+    qsort(wall, (size_t)steps, sizeof *wall, cmp_seconds);
+    st.median = steps % 2 ? wall[steps / 2] : 0.5 * (wall[steps / 2 - 1] + wall[steps / 2]);
+    st.fastest = wall[0];
+    free(wall);
+    return st;
 }
 
 int vq_cmd_bench_model(int argc, char **argv)
@@ -110,8 +126,8 @@ int vq_cmd_bench_model(int argc, char **argv)
         fprintf(stderr, "vq bench model: %s\n", err);
         return VQ_EXIT_FAILURE;
     }
-    double c_short = 0, c_short_best = 0;
-    const double t_short = time_decode(s, model, o.steps, logits, &c_short, &c_short_best);
+    const step_times sh = time_decode(s, model, o.steps, logits);
+    const double t_short = sh.mean, c_short = sh.cpu, c_short_best = sh.cpu_best;
     vqm_session_free(s);
     const double wgbs = (double)model->weight_bytes / t_short / 1e9;
     /* per CPU-second: bytes over the CPU time each thread ran, against the read test's same measure */
@@ -120,12 +136,13 @@ int vq_cmd_bench_model(int argc, char **argv)
     if (r == NULL) {
         printf("read bandwidth %.2f GB/s wall, %.2f GB/s per CPU-second (%d threads, load average %.2f); weights %.1f MB\n",
                bw, bw_cpu, threads, loadavg, model->weight_bytes / 1e6);
-        printf("decode at 17 tokens: %.2f ms/token wall (%.1f tokens/s), %.2f CPU-ms/token; weights read at %.2f GB/s "
+        printf("decode at 17 tokens: %.2f ms/token wall (%.1f tokens/s; median step %.2f ms), %.2f CPU-ms/token; "
+               "weights read at %.2f GB/s "
                "wall = %.0f%% of the wall read bandwidth, %.2f GB/s per CPU-second = %.0f%% of the per-CPU read "
-               "bandwidth (fastest step: %.2f CPU-ms, %.0f%%)\n", t_short * 1e3, 1 / t_short, c_short * 1e3, wgbs,
+               "bandwidth (fastest step: %.2f CPU-ms, %.0f%%)\n", t_short * 1e3, 1 / t_short, sh.median * 1e3, c_short * 1e3, wgbs,
                100 * wgbs / bw, wgbs_cpu, 100 * wgbs_cpu / bw_cpu, c_short_best * 1e3, 100 * wgbs_best / bw_cpu);
-        printf("%-16s %8s %10s %10s %10s %10s %10s %12s %13s\n", "kv", "ctx", "ms/token", "CPU-ms", "best CPU",
-               "bits/elt", "vs f16", "vs f16 (CPU)", "vs f16 (best)");
+        printf("%-16s %8s %10s %10s %10s %10s %10s %10s %10s %12s\n", "kv", "ctx", "ms/token", "median", "fastest",
+               "CPU-ms", "bits/elt", "vs f16", "(median)", "vs f16 (CPU)");
     }
     vqr_row(r);
     vqr_str(r, "case", "short");
@@ -136,12 +153,14 @@ int vq_cmd_bench_model(int argc, char **argv)
     vqr_num(r, "cpu_time", c_short * 1e3, "ms");
     vqr_num(r, "weight_read_per_cpu", wgbs_cpu, "GB/s");
     vqr_num(r, "bandwidth_fraction_per_cpu", wgbs_cpu / bw_cpu, NULL);
+    vqr_num(r, "time_median", sh.median * 1e3, "ms");
+    vqr_num(r, "time_fastest", sh.fastest * 1e3, "ms");
     vqr_num(r, "cpu_time_best", c_short_best * 1e3, "ms");
     vqr_num(r, "bandwidth_fraction_per_cpu_best", wgbs_best / bw_cpu, NULL);
     /* long context */
     char list[512];
     snprintf(list, sizeof list, "f16,%s", o.kv);
-    double t_f16 = 0, c_f16 = 0, b_f16 = 0;
+    double t_f16 = 0, c_f16 = 0, b_f16 = 0, m_f16 = 0;
     int seen = 0;
     for (char *save = NULL, *w = strtok_r(list, ",", &save); w != NULL; w = strtok_r(NULL, ",", &save)) {
         if (seen++ > 0 && strcmp(w, "f16") == 0) continue;
@@ -155,8 +174,8 @@ int vq_cmd_bench_model(int argc, char **argv)
             fprintf(stderr, "vq bench model: %s\n", err);
             return VQ_EXIT_FAILURE;
         }
-        double cpu = 0, cpu_best = 0;
-        const double t = time_decode(s, model, o.steps, logits, &cpu, &cpu_best);
+        const step_times ts = time_decode(s, model, o.steps, logits);
+        const double t = ts.mean, cpu = ts.cpu, cpu_best = ts.cpu_best;
         vq_cache_memory_report mem;
         if (vqm_session_memory(s, &mem, err) != VQ_OK) {
             fprintf(stderr, "vq bench model: %s\n", err);
@@ -166,10 +185,12 @@ int vq_cmd_bench_model(int argc, char **argv)
             t_f16 = t;
             c_f16 = cpu;
             b_f16 = cpu_best;
+            m_f16 = ts.median;
         }
         if (r == NULL)
-            printf("%-16s %8lld %10.2f %10.2f %10.2f %10.2f %9.2fx %11.2fx %12.2fx\n", w, (long long)o.ctx, t * 1e3,
-                   cpu * 1e3, cpu_best * 1e3, mem.bits_per_element, t_f16 / t, c_f16 / cpu, b_f16 / cpu_best);
+            printf("%-16s %8lld %10.2f %10.2f %10.2f %10.2f %10.2f %9.2fx %9.2fx %11.2fx\n", w, (long long)o.ctx,
+                   t * 1e3, ts.median * 1e3, ts.fastest * 1e3, cpu * 1e3, mem.bits_per_element, t_f16 / t,
+                   m_f16 / ts.median, c_f16 / cpu);
         vqr_row(r);
         vqr_str(r, "case", "long");
         vqr_str(r, "kv", w);
@@ -177,6 +198,9 @@ int vq_cmd_bench_model(int argc, char **argv)
         vqr_num(r, "time", t * 1e3, "ms");
         vqr_num(r, "bits_per_element", mem.bits_per_element, "bits");
         vqr_num(r, "speedup_vs_f16", t_f16 / t, NULL);
+        vqr_num(r, "time_median", ts.median * 1e3, "ms");
+        vqr_num(r, "time_fastest", ts.fastest * 1e3, "ms");
+        vqr_num(r, "speedup_vs_f16_median", m_f16 / ts.median, NULL);
         vqr_num(r, "cpu_time", cpu * 1e3, "ms");
         vqr_num(r, "cpu_speedup_vs_f16", c_f16 / cpu, NULL);
         vqr_num(r, "cpu_time_best", cpu_best * 1e3, "ms");
