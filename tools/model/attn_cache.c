@@ -185,7 +185,8 @@ static vq_status cache_step(vqm_session *s, int layer, int64_t T, char *err)
         lse.shape = sh[4];
         vq_status r = vq_cache_append(s->cache, layer, 1, &s->seq, &k, &v, NULL);
         if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_append");
-        const vq_cache_attend_opts opts = {.scale = 0, .causal = Tc > 1, .lse_out = s->cfg.sink > 0 ? &lse : NULL};
+        const vq_cache_attend_opts opts = {.scale = 0, .causal = Tc > 1, .lse_out = s->cfg.sink > 0 ? &lse : NULL,
+                                           .key_scores = s->cfg.key_scores, .value_accum = s->cfg.value_accum};
         r = vq_cache_attend(s->cache, layer, 1, &s->seq, &q, &out, &opts);
         if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_attend");
     }

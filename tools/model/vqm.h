@@ -305,6 +305,10 @@ typedef struct vqm_session_config {
      * cache's through its log-sum-exp. 0 = off. Counted in
      * vqm_session_memory. */
     int sink;
+    /* VQM_ATTN_CACHE: the CPU arithmetic of KIVI pages (vq_cache_attend_opts;
+     * 0 = AUTO, the integer kernels where the layout allows). */
+    vq_key_scores key_scores;
+    vq_value_accum value_accum;
 } vqm_session_config;
 
 typedef struct vqm_session vqm_session;

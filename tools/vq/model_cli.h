@@ -61,7 +61,9 @@ typedef struct vqm_cli_common {
     const char *calibration; /* a vq_calibration file (vq calibrate) for presets that need fitted tables */
     int64_t residual, sink, threads, batch;
     bool no_center, center_keys, smooth;
+    int kivi_arith; /* index in vqm_cli_kivi_arith: auto, f32, int8 */
 } vqm_cli_common;
+extern const char *const vqm_cli_kivi_arith[];
 #define VQM_CLI_COMMON_DEFAULTS {.model = VQM_DEFAULT_MODEL, .batch = 64}
 #define VQM_CLI_COMMON_OPTS(c)                                                                                 \
     {"model", VQA_STRING, &(c).model, 0, 0, "FILE", "GGUF model", .short_name = 'm'},                          \
@@ -74,7 +76,9 @@ typedef struct vqm_cli_common {
     {"center-keys", VQA_FLAG, &(c).center_keys, .help = "center keys only, store values raw"},             \
     {"smooth", VQA_FLAG, &(c).smooth, .help = "balance key/query channels before quantizing (exact)"},       \
     {"batch", VQA_INT, &(c).batch, 1, 4096, "N", "prefill chunk in tokens"},                                 \
-    {"threads", VQA_INT, &(c).threads, 0, 1024, "T", "CPU threads, 0 = all cores"}
+    {"threads", VQA_INT, &(c).threads, 0, 1024, "T", "CPU threads, 0 = all cores"},                          \
+    {"kivi-arith", VQA_CHOICE, &(c).kivi_arith, .choices = vqm_cli_kivi_arith,                               \
+     .help = "KIVI pages' arithmetic (vq_cache_attend_opts): auto = integer where the layout allows, f32 exact"}
 
 /* A session with m's cache (m NULL = the f32 oracle) refined by c (center,
  * smooth, sink: vqm_session_config; the tables of c->calibration, loaded on
