@@ -364,18 +364,21 @@ static PyObject *py_cache_attend(PyObject *self, PyObject *const *a, Py_ssize_t 
     vq_cache *c;
     int layer, n_seq;
     int64_t buf[64], *ids;
-    if (n != 8) return PyErr_Format(PyExc_TypeError, "cache_attend takes 8 arguments (%zd given)", n);
+    if (n != 9) return PyErr_Format(PyExc_TypeError, "cache_attend takes 9 arguments (%zd given)", n);
     if (cache_layer_seqs(a, &c, &layer, buf, &ids, &n_seq)) return NULL;
     args A;
     A.n = 0; /* not the whole struct: the slots are written as used */
     PyObject *r = NULL;
     DLTensor *q, *out, *lse;
     vq_cache_attend_opts o = {0};
+    int arith; /* the two fields' enums share their values: 0 AUTO, 1 F32, 2 INT8 */
     if (tensor_arg(&A, a[3], "q", 0, &q) || tensor_arg(&A, a[4], "out", 0, &out) ||
         float_arg(a[5], "scale", &o.scale) || bool_arg(a[6], "causal", &o.causal) ||
-        tensor_arg(&A, a[7], "lse_out", 1, &lse))
+        tensor_arg(&A, a[7], "lse_out", 1, &lse) || int_arg(a[8], "kivi_arith", &arith))
         goto done;
     o.lse_out = lse;
+    o.key_scores = (vq_key_scores)arith;
+    o.value_accum = (vq_value_accum)arith;
     vq_status s;
     Py_BEGIN_ALLOW_THREADS
     s = vq_cache_attend(c, layer, n_seq, ids, q, out, &o);

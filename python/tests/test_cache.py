@@ -64,7 +64,7 @@ def test_kivi_cache_matches_the_codec_functions(rng):
     for t in range(0, n, 10):  # token-chunk appends give the same cache as one append
         c.append(0, [s], k[:, :, t:t + 10], v[:, :, t:t + 10])
     q = rng.standard_normal((1, hq, 1, d)).astype(np.float32)
-    out = c.attend(0, [s], q)
+    out = c.attend(0, [s], q, kivi_arith="f32")  # the float path: within f32 rounding
     n_enc = n // g * g
     k16, v16 = k.astype(np.float16), v.astype(np.float16)
     kc, ks, kz = vq.affine_quantize_keys(np.ascontiguousarray(k16[:, :, :n_enc]), 2, g, packed=True,
@@ -75,6 +75,24 @@ def test_kivi_cache_matches_the_codec_functions(rng):
     v_hat = np.concatenate([vq.affine_dequantize_values(vc, vs, vz, 2, g, head_dim=d), v16[:, :, n_enc:]], 2)
     want = ref.attention(q, k_hat, v_hat, 1 / math.sqrt(d))
     assert np.abs(out - want).max() < 1e-3 * np.abs(v_hat).max()
+
+
+def test_kivi_arith_choices(rng):
+    # "auto" is the integer arithmetic where the layout allows (2-bit, D 128:
+    # int8 query scores and int8 value weights), close to the float path but
+    # not equal to it; a name outside the three is refused.
+    hkv, hq, d, n = 2, 4, 128, 200
+    c = vq.KVCache(1, hkv, d, n_q_heads=hq, method="kivi2")
+    s = c.add_sequence()
+    k, v = _kv(rng, 1, hkv, n, d)
+    c.append(0, [s], k, v)
+    q = rng.standard_normal((1, hq, 1, d)).astype(np.float32)
+    auto, f32, int8 = (c.attend(0, [s], q, kivi_arith=a) for a in ("auto", "f32", "int8"))
+    assert np.array_equal(auto, int8)
+    assert not np.array_equal(auto, f32)
+    assert np.abs(auto - f32).max() < 0.06 * np.abs(v).max()  # test_kivi_arith.c's bound
+    with pytest.raises(vq.InvalidArgumentError, match="kivi_arith"):
+        c.attend(0, [s], q, kivi_arith="int4")
 
 
 @pytest.mark.parametrize("preset", [p["name"] for p in vq.presets() if not p["needs_tables"]])

@@ -104,6 +104,8 @@ def _device_ctx(device):
 
 
 # vq_cache_window (and window_bits) by name: turbo8 is VQ_WINDOW_TURBO8, turbo1..turbo7 VQ_WINDOW_TURBO
+# vq_cache_attend_opts key_scores / value_accum by name (both enums: AUTO 0, F32 1, INT8 2)
+_KIVI_ARITH = {"auto": 0, "f32": 1, "int8": 2}
 _WINDOWS = {"f16": (0, 0), "turbo8": (1, 0), **{f"turbo{b}": (2, b) for b in range(1, 8)}}
 
 
@@ -192,16 +194,22 @@ class KVCache:
         [n_seq, n] i32 (CommVQ layers; None = current length + i)."""
         _vq.cache_append(self._cache, layer, seq_ids, k, v, positions)
 
-    def attend(self, layer, seq_ids, q, *, scale=0.0, causal=False, lse_out=None, out=None):
+    def attend(self, layer, seq_ids, q, *, scale=0.0, causal=False, lse_out=None, out=None, kivi_arith="auto"):
         """Attention of each sequence's queries q [n_seq, Hq, Sq, D] f16/f32 over
         all its cached tokens of ``layer``; returns out (same shape, q's dtype,
         allocated in q's framework unless given). ``scale`` 0 = 1/sqrt(D);
         ``causal`` for Sq > 1 (the queries are each sequence's last Sq tokens);
-        ``lse_out`` [n_seq, Hq, Sq] f32 receives the log-sum-exps."""
+        ``lse_out`` [n_seq, Hq, Sq] f32 receives the log-sum-exps.
+        ``kivi_arith`` is the CPU arithmetic of KIVI pages (vq_cache_attend_opts
+        key_scores and value_accum): "auto" (integer where the layout allows,
+        the fastest), "f32" (float, relative error ~1e-6) or "int8" (the
+        integer paths; error bounds in the header at vq_key_scores)."""
+        if kivi_arith not in _KIVI_ARITH:
+            raise InvalidArgumentError(f"argument 'kivi_arith': expected one of {sorted(_KIVI_ARITH)}, got {kivi_arith!r}")
         if out is None:
             ad = adapter(q)
             out = ad.empty(tuple(q.shape), ad.dtype(q), q)
-        _vq.cache_attend(self._cache, layer, seq_ids, q, out, scale, causal, lse_out)
+        _vq.cache_attend(self._cache, layer, seq_ids, q, out, scale, causal, lse_out, _KIVI_ARITH[kivi_arith])
         return out
 
     # ---- persistence (vq_cache_save / vq_cache_load) ----

@@ -1,13 +1,17 @@
 /* model_cli.c — shared by the model commands (see model_cli.h). */
 #include "model_cli.h"
 
-const char *const vqm_cli_kivi_arith[] = {"auto", "f32", "int8", NULL};
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
+
+const char *const vqm_cli_kivi_arith[] = {"auto", "f32", "int8", NULL};
+
+/* --kivi-arith's choice as the cache's two fields (same order as the names) */
+static const vq_key_scores kivi_key_scores[] = {VQ_KEY_SCORES_AUTO, VQ_KEY_SCORES_F32, VQ_KEY_SCORES_INT8};
+static const vq_value_accum kivi_value_accum[] = {VQ_VALUE_ACCUM_AUTO, VQ_VALUE_ACCUM_F32, VQ_VALUE_ACCUM_INT8};
 
 void vqm_cli_list_presets(FILE *f)
 {
@@ -282,8 +286,8 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
     const vqm_session_config sc = {.max_tokens = max_tokens, .max_batch = (int)c->batch,
                                    .attn = m != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32,
                                    .cache = m != NULL ? &cc : NULL, .center = !c->no_center, .center_keys_only = c->center_keys, .smooth = c->smooth, .sink = (int)c->sink,
-                                   .key_scores = (vq_key_scores[]){VQ_KEY_SCORES_AUTO, VQ_KEY_SCORES_F32, VQ_KEY_SCORES_INT8}[c->kivi_arith],
-                                   .value_accum = (vq_value_accum[]){VQ_VALUE_ACCUM_AUTO, VQ_VALUE_ACCUM_F32, VQ_VALUE_ACCUM_INT8}[c->kivi_arith]};
+                                   .key_scores = kivi_key_scores[c->kivi_arith],
+                                   .value_accum = kivi_value_accum[c->kivi_arith]};
     char err[VQM_ERR_LEN];
     vqm_session *s = NULL;
     const vq_status st = vqm_session_create(model, ctx, &sc, &s, err);
