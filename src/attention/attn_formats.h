@@ -36,15 +36,16 @@ vq_status vq_attn_check_per_token(vq_ctx *ctx, const DLTensor *t, const char *na
  * The KIVI integer kernels take it for their six streams two blocks ahead:
  * at 64K tokens their compute no longer hides the hardware prefetcher's
  * restarts at every 4 KB page of each stream (bench/results/cpu.md). So do
- * the RaBitQ keys and codebook values (three streams, 84 B per token: ~5%
- * at Hkv 32, 0-3% at Hkv 8 in same-process alternations). */
+ * the RaBitQ keys (two streams, 20 B per token); not the RaBitQ value
+ * indices (64 B per token), which the hardware prefetcher streams better
+ * alone (attn_values_codebook.c, fused_block). */
 static inline void vq_attn_prefetch(const void *p, int64_t bytes)
 {
     for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 3);
 }
 
 /* Tokens ahead of the block being scored that the KIVI integer paths and
- * the RaBitQ formats prefetch. */
+ * the RaBitQ keys prefetch. */
 #define VQ_ATTN_PREFETCH_AHEAD (2 * VQ_ATTN_BN)
 
 /* Blocks of a run of nb from token t0 whose prefetch ranges

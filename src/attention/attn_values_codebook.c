@@ -61,9 +61,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     const int64_t row = v->packed ? v->D / 2 : v->D;
     const uint8_t *idx = vq_attn_at(&v->idx, blk->b, blk->hk, blk->t0);
     const float *vscale = v->vscale.base ? vq_attn_at(&v->vscale, blk->b, blk->hk, blk->t0) : NULL;
-    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
-    if (v->idx.st == row && ahead + VQ_ATTN_BN <= v->Skv) /* the indices of a later block */
-        vq_attn_prefetch(vq_attn_at(&v->idx, blk->b, blk->hk, ahead), VQ_ATTN_BN * row);
+    /* no prefetch of later indices: see fused_block */
     if (v->int8) {
         accumulate_int8(v, th, blk, idx, vscale, p, R, o);
         return;
@@ -100,11 +98,13 @@ static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_
     vq_attn_rabitq_block b;
     int64_t ldq, ldqs;
     if (!vq_attn_rabitq_keys_block(keys, blk, count, &b, &ldq, &ldqs)) return 0;
-    const int64_t vpf = vq_attn_prefetch_blocks(blk->t0, count, v->Skv);
-    b.pf_nb = vpf < b.pf_nb ? vpf : b.pf_nb;
-    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
-    b.pf[2] = ahead + VQ_ATTN_BN <= v->Skv ? vq_attn_at(&v->idx, blk->b, blk->hk, ahead) : NULL; /* as accumulate() */
-    b.pf_bytes[2] = VQ_ATTN_BN * 64;
+    /* The keys' prefetches only (pf[0], pf[1]): the value indices, 64 of the
+     * 84 bytes per token, are left to the hardware prefetcher. Prefetching
+     * them two blocks ahead (32 lines per block) made cold 64K-token calls
+     * 8 % slower on an AMX Xeon (bench/results/cpu.md, session 14: the
+     * prefetches compete with the streamer for the line fill buffers) and
+     * changed nothing where the kernel is bound by its instructions (AVX2). */
+    b.pf[2] = NULL;
     b.step[3] = VQ_ATTN_BN * 64;
     b.vidx = vq_attn_at(&v->idx, blk->b, blk->hk, blk->t0);
     b.cq = v->cq;
