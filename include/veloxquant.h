@@ -692,79 +692,6 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
     return e;
 }
 
-/* Options shared by the attention kernels. */
-typedef struct vq_attend_opts {
-    /* Sq > 1: query i sees kv positions <= Skv - Sq + i (the new tokens are
-     * the last Sq of the cache). */
-    bool causal;
-    /* Parallel splits of the kv axis per (batch, kv head); 0 = automatic. */
-    int num_splits;
-    /* Optional output [B,Hq,Sq] f32: per query row, the natural-log
-     * log-sum-exp of its scaled and masked scores over the tokens it sees,
-     * log(sum_t exp(s_t)); -inf for a row that sees no token. With it, the
-     * outputs of attention over disjoint token sets merge exactly
-     * (vq_attention_merge). NULL = not computed. */
-    DLTensor *lse_out;
-} vq_attend_opts;
-
-/* out = softmax(scale * q . k_hat^T + mask) v_hat, keys and values decoded
- * in registers and never written to memory; softmax accumulates in f32.
- * queries [B,Hq,Sq,D] f16/f32 (raw, unrotated: rotations are applied to the
- * query inside), keys per vq_encoded_keys, values per vq_encoded_values
- * (vq_plain_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
- * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
- * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0; NaN and
- * ±inf inputs follow the rule of the conventions (top of this header).
- * Every tensor with a [B, H, S] leading shape (queries, out, mask, the key
- * and value tensors, opts->lse_out) may be a strided view: any non-negative
- * strides on all axes but the last, which is contiguous (a capacity buffer's
- * first Skv tokens, a framework slice); outputs must not overlap themselves.
- * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
- * D > 256 -> VQ_ERR_UNSUPPORTED.
- * On a CUDA context (device tensors) every key format with every value
- * format runs (opts->lse_out too, compact), with the same semantics, on the ctx's stream without synchronising; values, plain keys,
- * TurboQuant codes and affine codes/scales/zeros whose data (with
- * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED there (the
- * other tensors need only their element alignment). What the CPU checks by reading data cannot be
- * checked before the launch there, so the kernels clamp instead: CommVQ
- * positions outside [0, P) read table row 0 or P - 1 (the CPU gives
- * VQ_ERR_INVALID_ARGUMENT), and PQ / CommVQ codes clamp as on the CPU. QJL
- * with more than 1024 sketch rows (m) -> VQ_ERR_UNSUPPORTED there. */
-VQ_API vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                        const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
-                        const vq_attend_opts *opts);
-
-/* Merges two attention results over disjoint token sets of the same queries
- * (FlashInfer's merge_state): out_a/out_b [B,H,S,D] f16/f32 with their
- * log-sum-exps lse_a/lse_b [B,H,S] f32 (from opts->lse_out) ->
- * out = (e^(lse_a - m) out_a + e^(lse_b - m) out_b) / (e^(lse_a - m) + e^(lse_b - m)),
- * lse_out = m + log(e^(lse_a - m) + e^(lse_b - m)), m = max(lse_a, lse_b):
- * exactly the attention over the union (in f32, then rounded to out's dtype).
- * A side with lse -inf contributes nothing; both -inf give out 0, lse -inf.
- * out may be the same tensor as out_a or out_b, lse_out the same as lse_a or
- * lse_b, or NULL. Strided views are accepted as in vq_fused_sdpa.
- * Errors: shapes/dtypes disagree -> VQ_ERR_INVALID_ARGUMENT; NaN lse gives
- * NaN rows. On a CUDA context: runs on the ctx's stream. */
-VQ_API vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a,
-                                    const DLTensor *out_b, const DLTensor *lse_b, DLTensor *out,
-                                    DLTensor *lse_out);
-
-/* True iff vq_fused_sdpa accepts queries of this shape with plain keys
- * (VQ_KEYS_F16): all sizes positive, head_dim % 8 == 0 and head_dim <= 256.
- * The other key formats add their own rules on head_dim (the Hadamard
- * formats turbo, rvq and rabitq need a power of two; PQ needs it divisible
- * by the subspace count). */
-VQ_API bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
-
-/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
- * is rotated once and scored against y_hat = scale1 c[idx1] + scale2 c[idx2]
- * directly. keys->format other than VQ_KEYS_TURBO_RVQ gives
- * VQ_ERR_INVALID_ARGUMENT; every other rule is vq_fused_sdpa's, including its
- * CUDA behaviour (runs on the ctx's stream without synchronising). */
-VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
-                                                const vq_encoded_keys *keys, const DLTensor *values,
-                                                float scale, DLTensor *out, const vq_attend_opts *opts);
-
 /* How the CPU affine decode kernel computes q . k_hat.
  *
  * VQ_KEY_SCORES_INT8 (what VQ_KEY_SCORES_AUTO picks for 2- and 4-bit codes
@@ -847,6 +774,18 @@ typedef enum vq_key_scores {
  * grows with Skv. tests/test_attention_rabitq.c checks the bound
  * per output on every ISA, the float64 integer formulation, and the typical
  * error of the weight rounding.
+ * TurboQuant values (VQ_VALUES_TURBO at D = 128 with bits <= 4, and the
+ * cache's TurboQuant value pages; INT8 where asked, and what the cache's
+ * AUTO picks on the CPUs above for 2- and 4-bit codes in u32 words: 3-bit
+ * words cost more to unpack than the integer sums save, measured): the
+ * codebook formulation with the bits'
+ * Lloyd-Max centroids as cents and the tokens' scales as v_scale, summed in
+ * the rotated basis, where the bound above holds per rotated channel (C =
+ * 1.51, 2.15, 2.73 for 2, 3, 4 bits; S the largest |scale|). The rotation
+ * back is orthonormal: it keeps the error's L2 norm over the D channels, so
+ * an output channel moves by at most sqrt(D) times that bound (0.131 * 11.3
+ * C S at D = 128; errors of random sign stay ~1e-3 C S per channel).
+ * tests/test_attention_turbo_pv8.c checks both on every ISA.
  * Both: a row's block whose largest |w_j| is below L / FLT_MAX (L = 127,
  * or 255 for uint8 weights: < 7.5e-37, where L / max|w| overflows) rounds
  * to 0; as d >= 1 that moves the output by less than 2.4e-35 times the
@@ -858,6 +797,89 @@ typedef enum vq_value_accum {
     VQ_VALUE_ACCUM_F32 = 1,
     VQ_VALUE_ACCUM_INT8 = 2
 } vq_value_accum;
+
+/* Options shared by the attention kernels. */
+typedef struct vq_attend_opts {
+    /* Sq > 1: query i sees kv positions <= Skv - Sq + i (the new tokens are
+     * the last Sq of the cache). */
+    bool causal;
+    /* Parallel splits of the kv axis per (batch, kv head); 0 = automatic. */
+    int num_splits;
+    /* Optional output [B,Hq,Sq] f32: per query row, the natural-log
+     * log-sum-exp of its scaled and masked scores over the tokens it sees,
+     * log(sum_t exp(s_t)); -inf for a row that sees no token. With it, the
+     * outputs of attention over disjoint token sets merge exactly
+     * (vq_attention_merge). NULL = not computed. */
+    DLTensor *lse_out;
+    /* CPU arithmetic (see vq_key_scores and vq_value_accum above): key_scores
+     * for VQ_KEYS_AFFINE keys, value_accum for VQ_VALUES_AFFINE and
+     * VQ_VALUES_TURBO values (vq_fused_sdpa only). 0 = AUTO, which here is
+     * F32: vq_fused_sdpa keeps its f32 results unless asked, while the cache,
+     * the decode engine, defaults to the integer kernels
+     * (vq_cache_attend_opts). INT8 on a layout its kernels do not take runs
+     * F32. Values outside the enums give VQ_ERR_INVALID_ARGUMENT; CUDA
+     * contexts ignore them. */
+    vq_key_scores key_scores;
+    vq_value_accum value_accum;
+} vq_attend_opts;
+
+/* out = softmax(scale * q . k_hat^T + mask) v_hat, keys and values decoded
+ * in registers and never written to memory; softmax accumulates in f32.
+ * queries [B,Hq,Sq,D] f16/f32 (raw, unrotated: rotations are applied to the
+ * query inside), keys per vq_encoded_keys, values per vq_encoded_values
+ * (vq_plain_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
+ * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
+ * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0; NaN and
+ * ±inf inputs follow the rule of the conventions (top of this header).
+ * Every tensor with a [B, H, S] leading shape (queries, out, mask, the key
+ * and value tensors, opts->lse_out) may be a strided view: any non-negative
+ * strides on all axes but the last, which is contiguous (a capacity buffer's
+ * first Skv tokens, a framework slice); outputs must not overlap themselves.
+ * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
+ * D > 256 -> VQ_ERR_UNSUPPORTED.
+ * On a CUDA context (device tensors) every key format with every value
+ * format runs (opts->lse_out too, compact), with the same semantics, on the ctx's stream without synchronising; values, plain keys,
+ * TurboQuant codes and affine codes/scales/zeros whose data (with
+ * byte_offset) is not 16-byte aligned give VQ_ERR_UNSUPPORTED there (the
+ * other tensors need only their element alignment). What the CPU checks by reading data cannot be
+ * checked before the launch there, so the kernels clamp instead: CommVQ
+ * positions outside [0, P) read table row 0 or P - 1 (the CPU gives
+ * VQ_ERR_INVALID_ARGUMENT), and PQ / CommVQ codes clamp as on the CPU. QJL
+ * with more than 1024 sketch rows (m) -> VQ_ERR_UNSUPPORTED there. */
+VQ_API vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                        const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
+                        const vq_attend_opts *opts);
+
+/* Merges two attention results over disjoint token sets of the same queries
+ * (FlashInfer's merge_state): out_a/out_b [B,H,S,D] f16/f32 with their
+ * log-sum-exps lse_a/lse_b [B,H,S] f32 (from opts->lse_out) ->
+ * out = (e^(lse_a - m) out_a + e^(lse_b - m) out_b) / (e^(lse_a - m) + e^(lse_b - m)),
+ * lse_out = m + log(e^(lse_a - m) + e^(lse_b - m)), m = max(lse_a, lse_b):
+ * exactly the attention over the union (in f32, then rounded to out's dtype).
+ * A side with lse -inf contributes nothing; both -inf give out 0, lse -inf.
+ * out may be the same tensor as out_a or out_b, lse_out the same as lse_a or
+ * lse_b, or NULL. Strided views are accepted as in vq_fused_sdpa.
+ * Errors: shapes/dtypes disagree -> VQ_ERR_INVALID_ARGUMENT; NaN lse gives
+ * NaN rows. On a CUDA context: runs on the ctx's stream. */
+VQ_API vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a,
+                                    const DLTensor *out_b, const DLTensor *lse_b, DLTensor *out,
+                                    DLTensor *lse_out);
+
+/* True iff vq_fused_sdpa accepts queries of this shape with plain keys
+ * (VQ_KEYS_F16): all sizes positive, head_dim % 8 == 0 and head_dim <= 256.
+ * The other key formats add their own rules on head_dim (the Hadamard
+ * formats turbo, rvq and rabitq need a power of two; PQ needs it divisible
+ * by the subspace count). */
+VQ_API bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
+
+/* vq_fused_sdpa specialised to VQ_KEYS_TURBO_RVQ, without a mask: the query
+ * is rotated once and scored against y_hat = scale1 c[idx1] + scale2 c[idx2]
+ * directly. keys->format other than VQ_KEYS_TURBO_RVQ gives
+ * VQ_ERR_INVALID_ARGUMENT; every other rule is vq_fused_sdpa's, including its
+ * CUDA behaviour (runs on the ctx's stream without synchronising). */
+VQ_API vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *queries,
+                                                const vq_encoded_keys *keys, const DLTensor *values,
+                                                float scale, DLTensor *out, const vq_attend_opts *opts);
 
 /* Options of the affine decode kernel. */
 typedef struct vq_scalar_attend_opts {
@@ -1328,15 +1350,17 @@ typedef struct vq_cache_attend_opts {
                            (the Sq queries are its last Sq tokens) */
     DLTensor *lse_out;  /* [n_seq, Hq, Sq] f32 natural-log log-sum-exp of each row's scaled scores
                            (-inf for a row that sees no token), or NULL */
-    /* CPU arithmetic of KIVI pages (VQ_KEY_KIVI keys, VQ_VALUE_KIVI values),
-     * as for vq_scalar_fused_decode_attend (see vq_key_scores and
-     * vq_value_accum); 0 = AUTO: integer key scores wherever the layout allows
-     * (2/4-bit codes, D a multiple of 64) and integer p.V where the CPU has
-     * its SIMD kernel (2-bit values, group 32, D = 128), so at D = 128 with
-     * 2-bit keys of group 32 and 2-bit values a decode with up to four query
-     * rows per kv head runs the fused block kernel. Other methods, the
-     * residual window and CUDA contexts ignore them. (Until session 13 the
-     * cache ran F32 for both, whatever the layout.) */
+    /* CPU arithmetic of KIVI pages (VQ_KEY_KIVI keys, VQ_VALUE_KIVI values)
+     * and of TurboQuant value pages (VQ_VALUE_TURBO), as for
+     * vq_scalar_fused_decode_attend (see vq_key_scores and vq_value_accum);
+     * 0 = AUTO: integer key scores wherever the layout allows (2/4-bit codes,
+     * D a multiple of 64) and integer p.V where the CPU has its SIMD kernel
+     * (KIVI: 2-bit values, group 32, D = 128; TurboQuant: 2 or 4 bits at D
+     * = 128), so at D = 128 with 2-bit keys of group 32 and 2-bit values a
+     * decode with up to four query rows per kv head runs the fused block
+     * kernel. Other methods, the residual window and CUDA contexts ignore
+     * them. (Until session 13 the cache ran F32 for both, whatever the
+     * layout; TurboQuant values until session 15.) */
     vq_key_scores key_scores;
     vq_value_accum value_accum;
 } vq_cache_attend_opts;

@@ -200,10 +200,11 @@ class KVCache:
         allocated in q's framework unless given). ``scale`` 0 = 1/sqrt(D);
         ``causal`` for Sq > 1 (the queries are each sequence's last Sq tokens);
         ``lse_out`` [n_seq, Hq, Sq] f32 receives the log-sum-exps.
-        ``kivi_arith`` is the CPU arithmetic of KIVI pages (vq_cache_attend_opts
-        key_scores and value_accum): "auto" (integer where the layout allows,
-        the fastest), "f32" (float, relative error ~1e-6) or "int8" (the
-        integer paths; error bounds in the header at vq_key_scores)."""
+        ``kivi_arith`` is the CPU arithmetic of KIVI pages and of TurboQuant
+        value pages at D = 128 (vq_cache_attend_opts key_scores and
+        value_accum): "auto" (integer where the layout allows, the fastest),
+        "f32" (float, relative error ~1e-6) or "int8" (the integer paths; error
+        bounds in the header at vq_key_scores and vq_value_accum)."""
         if kivi_arith not in _KIVI_ARITH:
             raise InvalidArgumentError(f"argument 'kivi_arith': expected one of {sorted(_KIVI_ARITH)}, got {kivi_arith!r}")
         if out is None:

@@ -83,12 +83,22 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
  * kernels do not apply (bits 8, or D % 64 != 0: vq_attn_q8_supported). */
 bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
 
-/* The arithmetic of bound KIVI keys and values as ks and va ask (the rules
- * of vq_key_scores / vq_value_accum in veloxquant.h; AUTO: integer scores
- * wherever the layout allows, integer p.V where the ctx's ISA has it as a
- * SIMD kernel); other formats, and layouts the integer kernels do not take,
- * stay as bound. ks and va must be valid enum values. */
-void vq_attn_affine_arith(const vq_ctx *ctx, vq_attn_keys *keys, vq_attn_values *values, vq_key_scores ks,
+/* Switches bound TurboQuant values (vq_attn_bind_values_turbo) to integer
+ * p.V: kern->codebook_pv8 over the Lloyd-Max centroids rounded once, the
+ * weights p_j * scale_j. Returns false, changing nothing, where it does not
+ * apply (D != 128, bits > 4) or, with where_faster, where it is not faster
+ * than the f32 path (anything but 2- and 4-bit codes in u32 words). */
+bool vq_attn_turbo_values_use_int8(vq_attn_values *values, bool where_faster);
+
+/* The arithmetic of bound keys and values as ks and va ask (the rules of
+ * vq_key_scores / vq_value_accum in veloxquant.h): KIVI keys on integer
+ * scores unless ks is F32 (AUTO: wherever the layout allows); KIVI and
+ * TurboQuant values on integer p.V where va is INT8, or AUTO and the ctx's
+ * ISA has that p.V as a SIMD kernel (TurboQuant: and the layout gains by
+ * it, vq_attn_turbo_values_use_int8). Other formats, and layouts the
+ * integer kernels do not take, stay as bound. ks and va must be valid enum
+ * values. */
+void vq_attn_choose_arith(const vq_ctx *ctx, vq_attn_keys *keys, vq_attn_values *values, vq_key_scores ks,
                           vq_value_accum va);
 
 /* Bound KIVI keys on integer scores with 2-bit codes, D = 128 and g = 32

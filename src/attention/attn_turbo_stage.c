@@ -56,6 +56,60 @@ const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t 
     return scratch;
 }
 
+/* A row of D 2-bit codes (D / 4 bytes) -> D / 2 nibble bytes: byte b's
+ * four codes become the 16-bit word of output bytes 2b, 2b + 1 (a loop the
+ * compiler vectorises: shifts and masks on 16-bit lanes). */
+static void spread2_row(const uint8_t *row, int64_t D, uint8_t *dst)
+{
+    for (int64_t b = 0; b < D / 4; b++) {
+        const uint16_t x = row[b];
+        const uint16_t y = (uint16_t)((x & 0x3u) | ((x << 2) & 0x30u) | ((x << 4) & 0x300u) | ((x << 6) & 0x3000u));
+        dst[2 * b] = (uint8_t)y;
+        dst[2 * b + 1] = (uint8_t)(y >> 8);
+    }
+}
+
+/* 16 3-bit codes (bits 3i .. 3i + 2 of x: code i, 48 bits) -> 16 nibbles:
+ * the fields move apart in four halving steps (eight, four, two, one code). */
+static inline uint64_t spread3(uint64_t x)
+{
+    x = (x & 0x0000000000ffffffull) | (x & 0x0000ffffff000000ull) << 8;
+    x = (x & 0x00000fff00000fffull) | (x & 0x00fff00000fff000ull) << 4;
+    x = (x & 0x003f003f003f003full) | (x & 0x0fc00fc00fc00fc0ull) << 2;
+    return (x & 0x0707070707070707ull) | (x & 0x3838383838383838ull) << 1;
+}
+
+const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t0,
+                                               int n, int64_t D, uint8_t *scratch, uint8_t *pk, int64_t *ldi)
+{
+    if (st->packed && st->bits == 4) {
+        *ldi = st->idx.st;
+        return vq_attn_at(&st->idx, b, hk, t0);
+    }
+    *ldi = D / 2;
+    for (int j = 0; j < n; j++) {
+        uint8_t *dst = pk + j * (D / 2);
+        const uint8_t *row = vq_attn_at(&st->idx, b, hk, t0 + j);
+        if (st->packed && st->bits == 2) {
+            spread2_row(row, D, dst);
+            continue;
+        }
+        if (st->packed && st->bits == 3) {
+            for (int64_t g = 0; g < D / 16; g++) { /* 6 bytes of 16 codes -> 8 bytes */
+                uint64_t x = 0;
+                memcpy(&x, row + 6 * g, 6);
+                const uint64_t y = spread3(x);
+                memcpy(dst + 8 * g, &y, 8);
+            }
+            continue;
+        }
+        bool nibbles;
+        const uint8_t *codes = vq_attn_turbo_stage_codes(st, b, hk, t0 + j, D, scratch, &nibbles);
+        for (int64_t c = 0; c < D / 2; c++) dst[c] = (uint8_t)(codes[2 * c] | codes[2 * c + 1] << 4);
+    }
+    return pk;
+}
+
 vq_status vq_attn_turbo_check_stage(vq_ctx *ctx, const char *fmt, const char *idx_name, const DLTensor *idx,
                                     const char *scale_name, const DLTensor *scale, unsigned scale_dtypes,
                                     const char *bits_name, int bits, const vq_attn_dims *dims,

@@ -3,7 +3,11 @@
  * basis, o_rot = sum_j p_j y_hat_j with y_hat = scale * c[idx] (a block
  * decoded into the tile with kern->codebook_tile, as the rotated keys are),
  * and each output row is rotated back once (finish): o = rot^-1(o_rot).
- * That costs one rotation per row instead of one per token. */
+ * That costs one rotation per row instead of one per token.
+ * With integer p.V (vq_attn_turbo_values_use_int8: D = 128, bits <= 4) every
+ * block goes to kern->codebook_pv8 with the Lloyd-Max centroids rounded once
+ * and the weights p_j * scale_j, the codes as nibble rows (in place for
+ * 4-bit words): the codebook values' arithmetic, in the rotated basis. */
 #include "attention/attn_turbo_stage.h"
 #include "codecs/hadamard.h"
 
@@ -12,6 +16,8 @@ typedef struct turbo_values {
     vq_rotate_row_fn rotate;
     const float *diag;  /* [D] or NULL */
     int64_t D;
+    int8_t cq[16];  /* integer p.V (turbo_int8_ops): the centroids rounded, and their step */
+    float cstep;
 } turbo_values;
 _Static_assert(sizeof(turbo_values) <= sizeof(vq_attn_desc_storage), "turbo_values too big");
 
@@ -32,6 +38,24 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
 }
 
+/* Integer p.V: w = p * scale (extra [R][BN]), the block's codes as nibble
+ * rows (in place, or packed into extra after w), codebook_pv8. */
+static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
+                            int R, float *o)
+{
+    const turbo_values *v = desc;
+    float *w = th->extra;
+    uint8_t *pk = (uint8_t *)(w + VQ_ATTN_MAX_ROWS * VQ_ATTN_BN), *scratch = pk + VQ_ATTN_BN * v->D / 2;
+    float sc[VQ_ATTN_BN];
+    for (int j = 0; j < blk->n; j++) sc[j] = vq_attn_turbo_stage_scale(&v->stage, blk->b, blk->hk, blk->t0 + j);
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < blk->n; j++) w[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * sc[j];
+    int64_t ldi;
+    const uint8_t *idx =
+        vq_attn_turbo_stage_nibble_rows(&v->stage, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, pk, &ldi);
+    th->kern->codebook_pv8(R, blk->n, idx, ldi, v->cq, v->cstep, w, VQ_ATTN_BN, o, v->D);
+}
+
 /* o [D] <- rot^-1(o) */
 static void finish(const void *desc, float *o)
 {
@@ -40,6 +64,7 @@ static void finish(const void *desc, float *o)
 }
 
 static const vq_attn_value_ops turbo_ops = {accumulate, finish, NULL};
+static const vq_attn_value_ops turbo_int8_ops = {accumulate_int8, finish, NULL};
 
 vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values, const vq_attn_dims *dims,
                                     vq_attn_values *out)
@@ -61,4 +86,18 @@ vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values
     out->desc = d;
     out->thread_floats = (dims->D + 3) / 4;  /* a code row [D] u8 */
     return VQ_OK;
+}
+
+bool vq_attn_turbo_values_use_int8(vq_attn_values *values, bool where_faster)
+{
+    turbo_values *d = (turbo_values *)(void *)values->storage.bytes;
+    if (values->ops != &turbo_ops || d->D != 128 || d->stage.bits > 4) return false;
+    /* 3-bit words (and 1-bit, u8 rows) cost more to turn into nibbles than
+     * the integer p.V saves: bench/results/cache_cpu.md, session 15 */
+    if (where_faster && !(d->stage.packed && (d->stage.bits == 2 || d->stage.bits == 4))) return false;
+    if (!vq_attn_cb8_round(d->stage.cents, 1 << d->stage.bits, d->cq, &d->cstep)) return false;
+    values->ops = &turbo_int8_ops;
+    /* weights of up to VQ_ATTN_MAX_ROWS rows, 32 tokens x 64 nibble bytes, a code row [D] */
+    values->thread_floats = VQ_ATTN_MAX_ROWS * VQ_ATTN_BN + (VQ_ATTN_BN * 64 + 128) / (int64_t)sizeof(float);
+    return true;
 }

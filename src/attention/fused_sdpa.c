@@ -133,12 +133,21 @@ vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
                  (double)scale);
     VQ_RETURN_IF(ctx, opts && opts->num_splits < 0, VQ_ERR_INVALID_ARGUMENT,
                  "opts->num_splits must be >= 0, got %d", opts->num_splits);
+    const vq_key_scores ks = opts ? opts->key_scores : VQ_KEY_SCORES_AUTO;
+    const vq_value_accum va = opts ? opts->value_accum : VQ_VALUE_ACCUM_AUTO;
+    VQ_RETURN_IF(ctx, (unsigned)ks > (unsigned)VQ_KEY_SCORES_INT8, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'opts->key_scores': expected VQ_KEY_SCORES_AUTO, _F32 or _INT8, got %d", (int)ks);
+    VQ_RETURN_IF(ctx, (unsigned)va > (unsigned)VQ_VALUE_ACCUM_INT8, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'opts->value_accum': expected VQ_VALUE_ACCUM_AUTO, _F32 or _INT8, got %d", (int)va);
     vq_attn_view lse;
     VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dm, &lse));
     vq_attn_keys kb;
     vq_attn_values vb;
     VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(ctx, keys, &dm, scale, &kb));
     VQ_FORWARD_IF_ERROR(vq_attn_bind_values(ctx, values, &dm, &vb));
+    /* AUTO is F32 here: the function's f32 results unless the caller asks */
+    vq_attn_choose_arith(ctx, &kb, &vb, ks == VQ_KEY_SCORES_AUTO ? VQ_KEY_SCORES_F32 : ks,
+                         va == VQ_VALUE_ACCUM_AUTO ? VQ_VALUE_ACCUM_F32 : va);
     vq_attn_problem p;
     vq_attn_problem_init(&p, &dm, queries, out, &lse);
     p.keys = &kb;

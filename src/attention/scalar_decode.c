@@ -35,7 +35,7 @@ vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DL
     VQ_RETURN_IF(ctx, va != VQ_VALUE_ACCUM_AUTO && va != VQ_VALUE_ACCUM_F32 && va != VQ_VALUE_ACCUM_INT8,
                  VQ_ERR_INVALID_ARGUMENT,
                  "opts->value_accum must be VQ_VALUE_ACCUM_AUTO, _F32 or _INT8, got %d", (int)va);
-    vq_attn_affine_arith(ctx, &kb, &vb, ks, va);
+    vq_attn_choose_arith(ctx, &kb, &vb, ks, va);
     vq_attn_view lse;
     VQ_FORWARD_IF_ERROR(vq_attn_check_lse(ctx, opts ? opts->lse_out : NULL, "opts->lse_out", &dm, &lse));
     vq_attn_problem p;

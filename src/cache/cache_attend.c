@@ -152,7 +152,7 @@ static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, 
         VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(ctx, &ek, &dims, qjl_scale, &bd->keys));
     }
     VQ_FORWARD_IF_ERROR(vq_attn_bind_values(ctx, &ev, &dims, &bd->values));
-    vq_attn_affine_arith(ctx, &bd->keys, &bd->values, ks, va);
+    vq_attn_choose_arith(ctx, &bd->keys, &bd->values, ks, va);
     bd->valid = true;
     bd->scale = scale;
     bd->Sq = Sq;

@@ -385,9 +385,10 @@ int vq_cmd_bench_cache(int argc, char **argv)
                          "A step appends one token to each of B sequences of Skv tokens and attends, in every layer. "
                          "'attend' is the cache's attention per layer; 'raw' is vq_fused_sdpa over the same tokens "
                          "encoded into one contiguous run (n/a where the bench has no plain codec path: QJL, "
-                         "codebook values); overhead = attend / raw - 1. KIVI: the cache runs the integer kernels "
-                         "(vq_cache_attend_opts AUTO) and vq_fused_sdpa the F32 ones, so their overhead compares "
-                         "two arithmetics. Bytes: what one layer's attention reads."};
+                         "codebook values); overhead = attend / raw - 1. KIVI, and TurboQuant values at D = 128: the "
+                         "cache runs the integer kernels (vq_cache_attend_opts AUTO) and vq_fused_sdpa the F32 ones "
+                         "(its AUTO), so their overhead compares two arithmetics. Bytes: what one layer's attention "
+                         "reads."};
     const int rc = vqa_parse(&cmd, argc, argv);
     if (rc != VQA_RUN) return rc;
     if (o.hq % o.hkv != 0) return vqa_usage_error(&cmd, "--hq %lld is not a multiple of --hkv %lld", (long long)o.hq, (long long)o.hkv);
