@@ -194,7 +194,8 @@ static void test_methods(void) { vt_for_each_isa(2, methods_isa); }
 
 /* The arithmetic of KIVI pages (vq_cache_attend_opts key_scores and
  * value_accum): AUTO gives INT8's output bit for bit where the integer
- * scores apply (2-bit keys at D = 64: half chunks), which differs from F32's;
+ * scores apply (2-bit keys at D = 64: half chunks; mixed 2/4-bit keys with
+ * a multiple of 4 wide channels), which differs from F32's;
  * each is within its tolerance of the exact reference: F32 to f32
  * rounding, INT8 to KIVI_INT8_TOL (the query's int8 rounding, at most
  * max|x| / 254 per unit of code in each score: 0.006-0.020 relative L2 on
@@ -211,6 +212,10 @@ static void kivi_arith_isa(vq_ctx *ctx, const char *isa)
     static const vq_cache_layer_config lcs[] = {
         {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 32}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}},
         {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 16}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}},
+        /* mixed widths on the 4-bit integer path: half the channels wide, and 20 of 64 */
+        {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 16}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}},
+        {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 32, .wide_channels = 20},
+         {.method = VQ_VALUE_TURBO, .bits = 2}},
     };
     for (size_t li = 0; li < sizeof lcs / sizeof lcs[0]; li++) {
         vq_cache *c = ct_cache(ctx, &lcs[li], 1, HKV, HQ, DIM, PAGE, 0, 8, 4);

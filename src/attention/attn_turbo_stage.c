@@ -56,19 +56,6 @@ const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t 
     return scratch;
 }
 
-/* A row of D 2-bit codes (D / 4 bytes) -> D / 2 nibble bytes: byte b's
- * four codes become the 16-bit word of output bytes 2b, 2b + 1 (a loop the
- * compiler vectorises: shifts and masks on 16-bit lanes). */
-static void spread2_row(const uint8_t *row, int64_t D, uint8_t *dst)
-{
-    for (int64_t b = 0; b < D / 4; b++) {
-        const uint16_t x = row[b];
-        const uint16_t y = (uint16_t)((x & 0x3u) | ((x << 2) & 0x30u) | ((x << 4) & 0x300u) | ((x << 6) & 0x3000u));
-        dst[2 * b] = (uint8_t)y;
-        dst[2 * b + 1] = (uint8_t)(y >> 8);
-    }
-}
-
 /* 16 3-bit codes (bits 3i .. 3i + 2 of x: code i, 48 bits) -> 16 nibbles:
  * the fields move apart in four halving steps (eight, four, two, one code). */
 static inline uint64_t spread3(uint64_t x)
@@ -91,7 +78,7 @@ const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_turbo_stage *st, in
         uint8_t *dst = pk + j * (D / 2);
         const uint8_t *row = vq_attn_at(&st->idx, b, hk, t0 + j);
         if (st->packed && st->bits == 2) {
-            spread2_row(row, D, dst);
+            vq_bitpack_spread2_nibbles(row, D / 4, dst);
             continue;
         }
         if (st->packed && st->bits == 3) {

@@ -12,6 +12,7 @@
 #include "cache/cache_internal.h"
 #include "formats/format_affine.h"
 #include "formats/format_affine_mix.h"
+#include "formats/format_bitpack.h"
 
 /* ---- encoder ---- */
 
@@ -90,6 +91,7 @@ typedef struct mix_keys {
     int bits, bits2;
     int64_t g, D, nw; /* nw wide channels */
     float softmax_scale;
+    bool int8; /* integer scores (vq_cache_kivi_mix_keys_use_int8) */
 } mix_keys;
 _Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too big");
 
@@ -97,6 +99,22 @@ _Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too b
  * [2][D], the direct path's query rows in stream order
  * [VQ_ATTN_DIRECT_ROWS][D], then the unpacked codes [VQ_ATTN_BN][D] u8. */
 static int64_t thread_floats(int64_t D) { return (4 + VQ_ATTN_DIRECT_ROWS) * D + VQ_ATTN_BN * D / 4; }
+
+/* The R query rows qp [R][D], scale and zero of a group (mask m) permuted
+ * to the order of its code stream (the wide channels, then the narrow):
+ * qs [R][D], scp, zep [D]. */
+static void to_stream_order(const mix_keys *k, const uint8_t *m, int R, const float *qp, const float *sc,
+                            const float *ze, float *qs, float *scp, float *zep)
+{
+    const int64_t D = k->D;
+    int perm[256];
+    vq_affine_mix_order(m, D, k->nw, perm);
+    for (int64_t i = 0; i < D; i++) {
+        scp[i] = sc[perm[i]];
+        zep[i] = ze[perm[i]];
+        for (int r = 0; r < R; r++) qs[r * D + i] = qp[r * D + perm[i]];
+    }
+}
 
 /* Few rows (decode): the codes stay in stream order (two whole-row unpacks
  * where both widths are 2, 4 or 8 and both parts fill whole bytes, no
@@ -109,13 +127,7 @@ static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_a
     const int64_t D = k->D, nw = k->nw;
     float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + 4 * D;
     uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
-    int perm[256];
-    vq_affine_mix_order(m, D, nw, perm);
-    for (int64_t i = 0; i < D; i++) {
-        scp[i] = sc[perm[i]];
-        zep[i] = ze[perm[i]];
-        for (int r = 0; r < R; r++) qs[r * D + i] = qp[r * D + perm[i]];
-    }
+    to_stream_order(k, m, R, qp, sc, ze, qs, scp, zep);
     const bool whole = vq_affine_packable_bits(k->bits) && vq_affine_packable_bits(k->bits2) &&
                        (nw * k->bits2) % 8 == 0 && ((D - nw) * k->bits) % 8 == 0;
     for (int j = 0; j < n; j++) {
@@ -129,6 +141,38 @@ static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_a
         }
     }
     th->kern->affine_qk(R, n, D, 8, u, D, scp, zep, qs, D, s, VQ_ATTN_BN);
+}
+
+/* Integer scores' scratch after thread_floats(D): the rows' queries, int8
+ * rows and steps (affine_q8's xq [MAX_ROWS][D], dz [MAX_ROWS][2]) and the
+ * code rows as nibbles [VQ_ATTN_BN][D / 2], all in stream order. */
+static int64_t int8_floats(int64_t D)
+{
+    return VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4 + 2 * VQ_ATTN_MAX_ROWS + VQ_ATTN_BN * D / 8;
+}
+
+/* Integer scores of one group segment (any R): the rows, scale and zero
+ * permuted to stream order as score_direct does, quantised once
+ * (affine_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble), the
+ * code rows turned into nibble rows (the wide codes are nibbles already,
+ * the narrow 2-bit ones spread), then exact integer dots (affine_qk8). */
+static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                       int R, int64_t t, int n, const uint8_t *m, const float *sc, const float *ze, float *s)
+{
+    const int64_t D = k->D, nw = k->nw;
+    float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + thread_floats(D);
+    int8_t *xq = (int8_t *)(qs + VQ_ATTN_MAX_ROWS * D);
+    float *dz = qs + VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4;
+    uint8_t *nib = (uint8_t *)(dz + 2 * VQ_ATTN_MAX_ROWS);
+    to_stream_order(k, m, R, qp, sc, ze, qs, scp, zep);
+    th->kern->affine_q8(R, D, 4, qs, D, scp, zep, xq, dz);
+    for (int j = 0; j < n; j++) {
+        const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
+        uint8_t *dst = nib + (int64_t)j * (D / 2);
+        memcpy(dst, row, (size_t)(nw / 2));
+        vq_bitpack_spread2_nibbles(row + nw / 2, (D - nw) / 4, dst + nw / 2);
+    }
+    th->kern->affine_qk8(R, n, D, 4, nib, D / 2, xq, dz, s, VQ_ATTN_BN);
 }
 
 static void mix_prep_q(const void *desc, const float *q, int64_t row, float *qp)
@@ -154,7 +198,9 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
         th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
         const uint8_t *m = vq_attn_at(&k->mask, blk->b, blk->hk, grp);
         const int n = (int)(end - t);
-        if (direct) {
+        if (k->int8) {
+            score_int8(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
+        } else if (direct) {
             score_direct(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
         } else {
             for (int j = 0; j < n; j++)
@@ -164,7 +210,7 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
         }
         t = end;
     }
-    if (!direct) th->kern->qk[VQ_ATTN_F32](R, blk->n, D, qp, D, th->tile, D, s, VQ_ATTN_BN);
+    if (!direct && !k->int8) th->kern->qk[VQ_ATTN_F32](R, blk->n, D, qp, D, th->tile, D, s, VQ_ATTN_BN);
 }
 
 static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score};
@@ -188,10 +234,20 @@ vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTen
                                        (const int64_t[]){dims->B, dims->Hkv, GK, vq_affine_mix_mask_bytes(D)}));
     mix_keys *d = (mix_keys *)(void *)out->storage.bytes;
     *d = (mix_keys){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_attn_view_of(mask),
-                    kc->bits, kc->bits2, kc->group_size, D, nw, softmax_scale};
+                    kc->bits, kc->bits2, kc->group_size, D, nw, softmax_scale, false};
     out->ops = &mix_ops;
     out->desc = d;
     out->qp_floats = D;
     out->thread_floats = thread_floats(D);
     return VQ_OK;
+}
+
+bool vq_cache_kivi_mix_keys_use_int8(vq_attn_keys *keys)
+{
+    mix_keys *d = (mix_keys *)(void *)keys->storage.bytes;
+    if (keys->ops != &mix_ops || d->bits != 2 || d->bits2 != 4 || d->nw % 4 != 0 || !vq_attn_q8_supported(4, d->D))
+        return false;
+    d->int8 = true;
+    keys->thread_floats = thread_floats(d->D) + int8_floats(d->D);
+    return true;
 }

@@ -57,4 +57,20 @@ static inline VQ_HOST_DEVICE void vq_bitpack_or(uint32_t *words, int64_t i, int 
     if (off + (unsigned)bits > 32u) words[w + 1] |= (uint32_t)(v >> 32);
 }
 
+/* A stream of 2-bit codes (nbytes bytes, 4 codes each, code i at stream
+ * bits 2i) -> the same codes as nibbles (2 * nbytes bytes: code 2k in the
+ * low nibble of byte k, 2k + 1 in its high one): byte b's four codes become
+ * the 16-bit word of output bytes 2b, 2b + 1, shifts and masks that a
+ * compiler vectorises on 16-bit lanes. The KIVI integer scores and the
+ * codebook p.V read 4-bit nibbles; 2-bit codes reach them through this. */
+static inline VQ_HOST_DEVICE void vq_bitpack_spread2_nibbles(const uint8_t *src, int64_t nbytes, uint8_t *dst)
+{
+    for (int64_t b = 0; b < nbytes; b++) {
+        const uint16_t x = src[b];
+        const uint16_t y = (uint16_t)((x & 0x3u) | ((x << 2) & 0x30u) | ((x << 4) & 0x300u) | ((x << 6) & 0x3000u));
+        dst[2 * b] = (uint8_t)y;
+        dst[2 * b + 1] = (uint8_t)(y >> 8);
+    }
+}
+
 #endif /* VQ_FORMAT_BITPACK_H */
