@@ -32,7 +32,8 @@ vq_status vq_attn_turbo_check_stage(vq_ctx *ctx, const char *fmt, const char *id
 const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t,
                                          int64_t D, uint8_t *scratch, bool *nibbles);
 
-/* Rows of nibble-packed codes of the n tokens from t0 (D = 128, bits <= 4:
+/* Rows of nibble-packed codes of the n tokens from t0 (bits <= 4, D a
+ * multiple of 16:
  * byte c of a row holds code 2c in its low nibble, 2c + 1 in its high one),
  * as kern->codebook_pv8 reads them: the stored rows in place where they
  * already are nibbles (4-bit u32 words), else packed into pk [n][D / 2]

@@ -26,7 +26,19 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
                        int R, float *o)
 {
     const turbo_values *v = desc;
+    const vq_attn_turbo_stage *st = &v->stage;
     uint8_t *scratch = (uint8_t *)th->extra;
+    if (st->packed && (st->bits == 2 || (st->bits == 4 && st->idx.st == v->D / 2))) {
+        /* the block as nibble rows, decoded in one call: the same floats as token by token */
+        float sc[VQ_ATTN_BN];
+        for (int j = 0; j < blk->n; j++) sc[j] = vq_attn_turbo_stage_scale(st, blk->b, blk->hk, blk->t0 + j);
+        int64_t ldi;
+        const uint8_t *idx =
+            vq_attn_turbo_stage_nibble_rows(st, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, scratch + v->D, &ldi);
+        th->kern->codebook_tile(blk->n, v->D, true, idx, st->cents, 1 << st->bits, sc, th->tile);
+        th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
+        return;
+    }
     for (int j = 0; j < blk->n; j++) {
         bool nibbles;
         const int64_t t = blk->t0 + j;
@@ -84,7 +96,7 @@ vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values
     d->D = dims->D;
     out->ops = &turbo_ops;
     out->desc = d;
-    out->thread_floats = (dims->D + 3) / 4;  /* a code row [D] u8 */
+    out->thread_floats = (dims->D + 3) / 4 + VQ_ATTN_BN * dims->D / 8; /* a code row [D] u8, nibble rows [BN][D/2] */
     return VQ_OK;
 }
 
