@@ -717,6 +717,24 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
  * term dropped (at most 3.7e-37 * sum_c code_c). tests/test_attention_affine.c
  * checks the score bound per score on every ISA, and checks the outputs
  * against a float64 reference that rounds the query the same way.
+ * TurboQuant and RVQ keys (VQ_KEYS_TURBO, VQ_KEYS_TURBO_RVQ and the cache's
+ * VQ_KEY_TURBO / _RVQ pages at D = 128, every stage of at most 4 bits;
+ * INT8 where asked, and the cache's AUTO on CPUs with AVX-512 VNNI for
+ * 2- and 4-bit codes in u32 words): the rotated, scaled query row qp is
+ * rounded once per call, qstep = amax / 127 with amax = max_c |qp_c|, xq_c
+ * = rint(qp_c / qstep); each stage's Lloyd-Max centroids once, cstep = C /
+ * 127 with C = max_i |c_i|, cq_i = rint(c_i / cstep) (as the codebook
+ * values below); per token j and stage,
+ *   s_int8 = (qstep * cstep * scale_j) * sum_c xq_c * cq[idx_jc]
+ * with the integer sum exact, the stages' terms added in f32. Error bound:
+ * per stage |s_int8 - s| <= scale_j * ((qstep / 2) sum_c |c[idx_jc]| +
+ * (amax + qstep / 2) * D * cstep / 2) <= scale_j * amax * D * C * (2 +
+ * 1/254) / 254, about 0.8 % of the largest score term scale_j * amax * D * C
+ * (errors of random sign make the typical error ~sqrt(D) times smaller);
+ * the outputs then move as the softmax rule above says.
+ * tests/test_attention_turbo_qk8.c checks the bound on every ISA and the
+ * float64 integer formulation. AVX2 and NEON run the scalar kernel when
+ * INT8 is asked (AUTO stays F32 there: no SIMD kernel yet).
  * VQ_KEY_SCORES_F32: the float path, q . k_hat in f32 (relative error ~1e-6),
  * codes expanded to floats in registers; slower (bench/results/cpu.md).
  * CUDA contexts ignore this field: their DP4A path splits the query into
@@ -812,8 +830,8 @@ typedef struct vq_attend_opts {
      * (vq_attention_merge). NULL = not computed. */
     DLTensor *lse_out;
     /* CPU arithmetic (see vq_key_scores and vq_value_accum above): key_scores
-     * for VQ_KEYS_AFFINE keys, value_accum for VQ_VALUES_AFFINE and
-     * VQ_VALUES_TURBO values (vq_fused_sdpa only). 0 = AUTO, which here is
+     * for VQ_KEYS_AFFINE, VQ_KEYS_TURBO and VQ_KEYS_TURBO_RVQ keys,
+     * value_accum for VQ_VALUES_AFFINE and VQ_VALUES_TURBO values. 0 = AUTO, which here is
      * F32: vq_fused_sdpa keeps its f32 results unless asked, while the cache,
      * the decode engine, defaults to the integer kernels
      * (vq_cache_attend_opts). INT8 on a layout its kernels do not take runs
@@ -1350,17 +1368,20 @@ typedef struct vq_cache_attend_opts {
                            (the Sq queries are its last Sq tokens) */
     DLTensor *lse_out;  /* [n_seq, Hq, Sq] f32 natural-log log-sum-exp of each row's scaled scores
                            (-inf for a row that sees no token), or NULL */
-    /* CPU arithmetic of KIVI pages (VQ_KEY_KIVI keys, VQ_VALUE_KIVI values)
-     * and of TurboQuant value pages (VQ_VALUE_TURBO), as for
+    /* CPU arithmetic of KIVI pages (VQ_KEY_KIVI and VQ_KEY_KIVI_MIX keys,
+     * VQ_VALUE_KIVI values) and of TurboQuant pages (VQ_KEY_TURBO,
+     * VQ_KEY_TURBO_RVQ keys, VQ_VALUE_TURBO values), as for
      * vq_scalar_fused_decode_attend (see vq_key_scores and vq_value_accum);
-     * 0 = AUTO: integer key scores wherever the layout allows (2/4-bit codes,
-     * D a multiple of 64) and integer p.V where the CPU has its SIMD kernel
-     * (KIVI: 2-bit values, group 32, D = 128; TurboQuant: 2 or 4 bits at D
-     * = 128), so at D = 128 with 2-bit keys of group 32 and 2-bit values a
-     * decode with up to four query rows per kv head runs the fused block
-     * kernel. Other methods, the residual window and CUDA contexts ignore
-     * them. (Until session 13 the cache ran F32 for both, whatever the
-     * layout; TurboQuant values until session 15.) */
+     * 0 = AUTO: integer KIVI key scores wherever the layout allows (2/4-bit
+     * codes, D a multiple of 64; mixed 2/4-bit keys with a multiple of 4
+     * wide channels), integer TurboQuant key scores (2 or 4 bits at D = 128)
+     * and integer p.V (KIVI: 2-bit values, group 32, D = 128; TurboQuant: 2
+     * or 4 bits at D = 128) where the CPU has the SIMD kernel, so at D = 128
+     * with 2-bit keys of group 32 and 2-bit values a decode with up to four
+     * query rows per kv head runs the fused block kernel. Other methods, the
+     * residual window and CUDA contexts ignore them. (Until session 13 the
+     * cache ran F32 for both, whatever the layout; mixed and TurboQuant
+     * pages until session 15.) */
     vq_key_scores key_scores;
     vq_value_accum value_accum;
 } vq_cache_attend_opts;

@@ -255,13 +255,14 @@ static void kivi_arith_isa(vq_ctx *ctx, const char *isa)
 
 static void test_kivi_arith(void) { vt_for_each_isa(2, kivi_arith_isa); }
 
-/* The arithmetic of TurboQuant value pages at D = 128 (the integer p.V of
- * veloxquant.h, vq_value_accum "TurboQuant values"): AUTO is INT8 bit for
- * bit for 2- and 4-bit codes where the ISA has the SIMD kernel (cb8_fast),
- * else F32; INT8 differs
- * from F32 by about the header's typical error (~1e-3 C S per channel:
- * well under 1 % relative here), for 2-, 3- and 4-bit codes. (Its bound
- * against the exact attention: tests/test_attention_turbo_pv8.c.) */
+/* The arithmetic of TurboQuant pages at D = 128 (veloxquant.h: vq_value_accum
+ * "TurboQuant values", vq_key_scores "TurboQuant keys"): AUTO is INT8 bit
+ * for bit for 2- and 4-bit codes where the ISA has the SIMD kernel
+ * (cb8_fast for the values, cbqk8_fast for the keys), else F32; INT8
+ * differs from F32 by about the header's typical error (values: under 1 %
+ * relative here; keys: the query's int8 rounding, as KIVI's integer
+ * scores), for 2-, 3- and 4-bit codes. (Their bounds against the
+ * exact attention: tests/test_attention_turbo_{pv8,qk8}.c.) */
 static void turbo_arith_isa(vq_ctx *ctx, const char *isa)
 {
     enum { D128 = 128, SEQS = 2 };
@@ -269,40 +270,48 @@ static void turbo_arith_isa(vq_ctx *ctx, const char *isa)
     vq_rng_seed(&rng, 13);
     const int64_t len[SEQS] = {70, 200};
     ct_store st = ct_store_new(SEQS, HKV, 200, D128, &rng);
-    const bool fast = vq_attn_kernels_for(ctx->isa)->cb8_fast;
-    for (int bits = 2; bits <= 4; bits++) {
-        const vq_cache_layer_config lc = {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32},
-                                          {.method = VQ_VALUE_TURBO, .bits = bits}};
-        vq_cache *c = ct_cache(ctx, &lc, 1, HKV, HQ, D128, PAGE, 0, 8, 4);
-        int64_t ids[SEQS];
-        for (int s = 0; s < SEQS; s++) {
-            VT_OK(ctx, vq_cache_seq_add(c, &ids[s]));
-            VT_OK(ctx, ct_append(c, 0, &st, ids, s, 1, 0, len[s]));
+    const vq_attn_kernels *kern = vq_attn_kernels_for(ctx->isa);
+    for (int keys = 0; keys < 2; keys++)
+        for (int bits = 2; bits <= 4; bits++) {
+            const vq_cache_layer_config lc =
+                keys ? (vq_cache_layer_config){{.method = VQ_KEY_TURBO, .bits = bits, .norm_correct = true},
+                                               {.method = VQ_VALUE_F16}}
+                     : (vq_cache_layer_config){{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32},
+                                               {.method = VQ_VALUE_TURBO, .bits = bits}};
+            vq_cache *c = ct_cache(ctx, &lc, 1, HKV, HQ, D128, PAGE, 0, 8, 4);
+            int64_t ids[SEQS];
+            for (int s = 0; s < SEQS; s++) {
+                VT_OK(ctx, vq_cache_seq_add(c, &ids[s]));
+                VT_OK(ctx, ct_append(c, 0, &st, ids, s, 1, 0, len[s]));
+            }
+            DLTensor *q = vt_new(VT_F32, VT_DIMS(SEQS, HQ, 1, D128)), *o[3];
+            vt_fill_normal(q, &rng, 0.0, 1.0);
+            static const vq_key_scores kss[3] = {VQ_KEY_SCORES_F32, VQ_KEY_SCORES_AUTO, VQ_KEY_SCORES_INT8};
+            static const vq_value_accum vas[3] = {VQ_VALUE_ACCUM_F32, VQ_VALUE_ACCUM_AUTO, VQ_VALUE_ACCUM_INT8};
+            for (int a = 0; a < 3; a++) { /* F32, AUTO, INT8 of the varied part; the other F32 */
+                o[a] = vt_new(VT_F32, VT_DIMS(SEQS, HQ, 1, D128));
+                const vq_cache_attend_opts opts = {.key_scores = keys ? kss[a] : VQ_KEY_SCORES_F32,
+                                                   .value_accum = keys ? VQ_VALUE_ACCUM_F32 : vas[a]};
+                VT_OK(ctx, vq_cache_attend(c, 0, SEQS, ids, q, o[a], &opts));
+            }
+            const bool auto_int8 = (keys ? kern->cbqk8_fast : kern->cb8_fast) && bits != 3; /* 3-bit: AUTO F32 */
+            VT_CHECK(memcmp(o[1]->data, o[auto_int8 ? 2 : 0]->data, vt_bytes(o[1])) == 0,
+                     "%s turbo%d %s: AUTO is not %s", isa, bits, keys ? "keys" : "values", auto_int8 ? "INT8" : "F32");
+            VT_CHECK(memcmp(o[0]->data, o[2]->data, vt_bytes(o[0])) != 0, "%s turbo%d %s: INT8 equals F32", isa, bits,
+                     keys ? "keys" : "values");
+            double num = 0.0, den = 0.0;
+            for (int64_t e = 0; e < vt_numel(o[0]); e++) {
+                const double x = vt_get(o[0], e), y = vt_get(o[2], e);
+                num += (x - y) * (x - y);
+                den += x * x;
+            }
+            /* keys: the query's int8 rounding, as KIVI's (KIVI_INT8_TOL); values: ~1e-3 C S per channel */
+            VT_CHECK(sqrt(num / den) <= (keys ? KIVI_INT8_TOL : 1e-2), "%s turbo%d %s: INT8 against F32, rel err %.3g",
+                     isa, bits, keys ? "keys" : "values", sqrt(num / den));
+            for (int a = 0; a < 3; a++) vt_free(o[a]);
+            vt_free(q);
+            vq_cache_free(c);
         }
-        DLTensor *q = vt_new(VT_F32, VT_DIMS(SEQS, HQ, 1, D128)), *o[3];
-        vt_fill_normal(q, &rng, 0.0, 1.0);
-        static const vq_value_accum vas[3] = {VQ_VALUE_ACCUM_F32, VQ_VALUE_ACCUM_AUTO, VQ_VALUE_ACCUM_INT8};
-        for (int a = 0; a < 3; a++) {
-            o[a] = vt_new(VT_F32, VT_DIMS(SEQS, HQ, 1, D128));
-            const vq_cache_attend_opts opts = {.key_scores = VQ_KEY_SCORES_F32, .value_accum = vas[a]};
-            VT_OK(ctx, vq_cache_attend(c, 0, SEQS, ids, q, o[a], &opts));
-        }
-        const bool auto_int8 = fast && bits != 3; /* 3-bit words: AUTO stays F32 (not faster) */
-        VT_CHECK(memcmp(o[1]->data, o[auto_int8 ? 2 : 0]->data, vt_bytes(o[1])) == 0,
-                 "%s turbo%d values: AUTO is not %s", isa, bits, auto_int8 ? "INT8" : "F32");
-        VT_CHECK(memcmp(o[0]->data, o[2]->data, vt_bytes(o[0])) != 0, "%s turbo%d values: INT8 equals F32", isa, bits);
-        double num = 0.0, den = 0.0;
-        for (int64_t e = 0; e < vt_numel(o[0]); e++) {
-            const double a = vt_get(o[0], e), b = vt_get(o[2], e);
-            num += (a - b) * (a - b);
-            den += a * a;
-        }
-        VT_CHECK(sqrt(num / den) <= 1e-2, "%s turbo%d values: INT8 against F32, rel err %.3g", isa, bits,
-                 sqrt(num / den));
-        for (int a = 0; a < 3; a++) vt_free(o[a]);
-        vt_free(q);
-        vq_cache_free(c);
-    }
     ct_store_free(&st);
 }
 

@@ -83,6 +83,14 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
  * kernels do not apply (bits 8, or D % 64 != 0: vq_attn_q8_supported). */
 bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
 
+/* Switches bound TurboQuant or RVQ keys (vq_attn_bind_keys_turbo / _rvq) to
+ * integer scores: the rotated query rounded to int8 once per row and call,
+ * kern->codebook_qk8 per stage against the centroids rounded once. Returns
+ * false, changing nothing, where it does not apply (D != 128, a stage of
+ * more than 4 bits) or, with where_faster, where it is not faster than the
+ * f32 path (a stage other than 2- or 4-bit codes in u32 words). */
+bool vq_attn_turbo_keys_use_int8(vq_attn_keys *keys, bool where_faster);
+
 /* Switches bound TurboQuant values (vq_attn_bind_values_turbo) to integer
  * p.V: kern->codebook_pv8 over the Lloyd-Max centroids rounded once, the
  * weights p_j * scale_j. Returns false, changing nothing, where it does not
@@ -92,7 +100,9 @@ bool vq_attn_turbo_values_use_int8(vq_attn_values *values, bool where_faster);
 
 /* The arithmetic of bound keys and values as ks and va ask (the rules of
  * vq_key_scores / vq_value_accum in veloxquant.h): KIVI keys on integer
- * scores unless ks is F32 (AUTO: wherever the layout allows); KIVI and
+ * scores unless ks is F32 (AUTO: wherever the layout allows); TurboQuant
+ * and RVQ keys where ks is INT8, or AUTO and the ISA has codebook_qk8 as a
+ * SIMD kernel and the layout gains by it; KIVI and
  * TurboQuant values on integer p.V where va is INT8, or AUTO and the ctx's
  * ISA has that p.V as a SIMD kernel (TurboQuant: and the layout gains by
  * it, vq_attn_turbo_values_use_int8). Other formats, and layouts the

@@ -31,7 +31,10 @@ static void build_tables(void)
             k->kivi8_block = NULL;  /* the same */
             vq_attn_kernels_init_avx512_values(k);
             vq_attn_kernels_init_avx512_softmax(k);
-            if (vq_cpu_has_avx512_vnni()) vq_attn_kernels_init_avx512_vnni(k);
+            if (vq_cpu_has_avx512_vnni()) {
+                vq_attn_kernels_init_avx512_vnni(k);
+                vq_attn_kernels_init_avx512_cbqk8(k);
+            }
             if (vq_cpu_has_avx512_vbmi()) vq_attn_kernels_init_avx512_vbmi(k);
             if (vq_cpu_has_avx512_vnni() && vq_cpu_has_avx512_vbmi()) {
                 vq_attn_kernels_init_avx512_pv8(k);

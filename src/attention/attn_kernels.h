@@ -234,6 +234,18 @@ typedef struct vq_attn_kernels {
     void (*codebook_pv8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
                          const float *w, int64_t ldw, float *o, int64_t ldo);
     bool cb8_fast; /* codebook_pv8 is a SIMD kernel (AVX2; AVX-512 VNNI + VBMI): what AUTO picks */
+    /* Integer scores against codebook keys at D = 128 (TurboQuant and RVQ
+     * stages, attn_keys_rotated.c): idx [n][ldi] nibble rows (64 bytes,
+     * channel 2k in the low nibble of byte k, 2k + 1 in the high one), cq
+     * [16] the centroids rounded (vq_attn_cb8_round), xq [R][ldx] bytes:
+     * each row's query rounded to int8 in plane order (xq[r*ldx + k] is
+     * channel 2k, xq[r*ldx + 64 + k] channel 2k + 1, k < 64) ->
+     *   isum[r*lds + j] = sum_c xq(r, c) * (cq[idx(j, c)] + 128)
+     * exact in int32 (the caller subtracts 128 sum_c xq(r, c)): every ISA
+     * gives the same integers. */
+    void (*codebook_qk8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, const int8_t *xq,
+                         int64_t ldx, int32_t *isum, int64_t lds);
+    bool cbqk8_fast; /* codebook_qk8 is a SIMD kernel (AVX-512 VNNI): what AUTO picks */
     /* NULL, or the whole step of each KIVI block of the run b (b->nb blocks
      * in turn) for R <= 4 rows q [R][ldq] (softmax scale folded in) with no
      * mask and no causal limit inside the blocks: per block the same as, in
@@ -358,6 +370,7 @@ void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, after the AVX2 fillers */
 void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k); /* only where the CPU has AVX512_VNNI */
+void vq_attn_kernels_init_avx512_cbqk8(vq_attn_kernels *k); /* only where the CPU has AVX512_VNNI */
 void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU has AVX512_VBMI */
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */

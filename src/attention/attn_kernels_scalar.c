@@ -140,6 +140,23 @@ static void codebook_pv8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, c
     }
 }
 
+/* Integer scores against codebook keys (attn_kernels.h, codebook_qk8): the
+ * reference the SIMD kernels equal. */
+static void codebook_qk8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, const int8_t *xq,
+                                int64_t ldx, int32_t *isum, int64_t lds)
+{
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n; j++) {
+            const uint8_t *row = idx + j * ldi;
+            const int8_t *x = xq + r * ldx;
+            int32_t acc = 0;
+            for (int k = 0; k < 64; k++)
+                acc += (int32_t)x[k] * ((int32_t)cq[row[k] & 15] + 128) +
+                       (int32_t)x[64 + k] * ((int32_t)cq[row[k] >> 4] + 128);
+            isum[r * lds + j] = acc;
+        }
+}
+
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
 static void affine_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                                  const float *scale, const float *zero, float *out)
@@ -283,6 +300,8 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->pv8_fast = false;
     k->codebook_pv8 = codebook_pv8_scalar;
     k->cb8_fast = false;
+    k->codebook_qk8 = codebook_qk8_scalar;
+    k->cbqk8_fast = false;
     k->kivi8_block = NULL; /* the formats run the separate kernels */
     k->rescale = rescale_scalar;
     k->affine_k_tile = affine_k_tile_scalar;

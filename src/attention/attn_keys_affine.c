@@ -174,8 +174,10 @@ void vq_attn_choose_arith(const vq_ctx *ctx, vq_attn_keys *keys, vq_attn_values 
                           vq_value_accum va)
 {
     if (ks != VQ_KEY_SCORES_F32) vq_attn_affine_keys_use_int8(keys); /* false: the layout stays on F32 */
-    /* AUTO: integer p.V only where it is a SIMD kernel (faster, bench/results/cpu.md) */
     const vq_attn_kernels *kern = vq_attn_kernels_for(ctx->isa);
+    if (ks == VQ_KEY_SCORES_INT8 || (ks == VQ_KEY_SCORES_AUTO && kern->cbqk8_fast))
+        vq_attn_turbo_keys_use_int8(keys, ks == VQ_KEY_SCORES_AUTO); /* false: not TurboQuant, or stays F32 */
+    /* AUTO: integer p.V only where it is a SIMD kernel (faster, bench/results/cpu.md) */
     if (va == VQ_VALUE_ACCUM_INT8 || (va == VQ_VALUE_ACCUM_AUTO && kern->pv8_fast))
         vq_attn_affine_values_use_int8(values); /* false: not KIVI, or a layout that stays on F32 */
     if (va == VQ_VALUE_ACCUM_INT8 || (va == VQ_VALUE_ACCUM_AUTO && kern->cb8_fast))

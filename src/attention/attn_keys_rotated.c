@@ -5,8 +5,16 @@
  * rot is orthonormal, so q . k_hat = rot(q) . y_hat: each query row is rotated
  * once in prep_q (softmax scale folded in) and never rotated back. A block's
  * y_hat is decoded into the thread's f32 tile (Lloyd-Max centroid look-ups,
- * or ±mag from the sign bits) and scored by all rows of the tile at once. */
+ * or ±mag from the sign bits) and scored by all rows of the tile at once.
+ * With integer scores (vq_attn_turbo_keys_use_int8: D = 128, stages of at
+ * most 4 bits) prep_q also rounds the rotated row to int8 once per call, and
+ * each stage's codes, as nibble rows, are scored with exact integer dots
+ * against the stage's centroids rounded to int8 (kern->codebook_qk8):
+ *   s = sum over stages of isum * ((qstep * cstep) * scale_j),
+ * isum = sum_c xq_c cq[idx_c]; veloxquant.h (vq_key_scores) bounds it. */
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "attention/attn_turbo_stage.h"
 #include "codecs/hadamard.h"
@@ -20,17 +28,76 @@ typedef struct rotated_keys {
     vq_attn_turbo_stage stage[2];
     vq_attn_view sign_bits;    /* rabitq: [B,Hkv,Skv,D/8] */
     vq_attn_view mag, cnst;    /* rabitq: [B,Hkv,Skv]; cnst.base may be NULL */
+    bool int8;                 /* integer scores: cq, cstep per stage */
+    int8_t cq[2][16];
+    float cstep[2];
 } rotated_keys;
 _Static_assert(sizeof(rotated_keys) <= sizeof(vq_attn_desc_storage), "rotated_keys too big");
 
-/* q [D] -> qp [D] = scale * rot(q) */
+/* The integer scores' prepared row after the f32 one (qp [D]): xq [D] int8
+ * in plane order (codebook_qk8), then qstep and sum_c xq_c (as int32). */
+#define INT8_QP_FLOATS(D) ((D) + (D) / 4 + 2)
+
+/* q [D] -> qp [D] = scale * rot(q); with integer scores also its int8 row:
+ * amax = max |qp_c|, qstep = amax / 127, xq_c = rint(qp_c * (127 / amax))
+ * (0 where amax is 0 or not finite; a non-finite qp makes qstep NaN, and so
+ * the row's scores, as in the float path). */
 static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
 {
     const rotated_keys *k = desc;
+    const int64_t D = k->D;
     (void)row;
-    for (int64_t c = 0; c < k->D; c++) qp[c] = q[c];
-    k->rotate(qp, k->D, k->diag, false);
-    for (int64_t c = 0; c < k->D; c++) qp[c] *= k->scale;
+    for (int64_t c = 0; c < D; c++) qp[c] = q[c];
+    k->rotate(qp, D, k->diag, false);
+    for (int64_t c = 0; c < D; c++) qp[c] *= k->scale;
+    if (!k->int8) return;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int64_t c = 0; c < D; c++) {
+        const float a = qp[c] < 0.0f ? -qp[c] : qp[c];
+        finite = finite && a <= 3.40282347e38f; /* false for NaN and inf */
+        amax = a > amax ? a : amax;
+    }
+    const float inv = vq_attn_q8_inv(amax, finite);
+    int8_t *xq = (int8_t *)(qp + D);
+    int32_t sum = 0;
+    for (int64_t c = 0; c < D; c++) {
+        const int8_t x = (int8_t)rintf(qp[c] * inv);
+        xq[(c % 2) * (D / 2) + c / 2] = x;
+        sum += x;
+    }
+    qp[D + D / 4] = finite ? amax / 127.0f : NAN;
+    memcpy(qp + D + D / 4 + 1, &sum, sizeof sum);
+}
+
+/* Integer scores of the block: per stage, its codes as nibble rows, the
+ * integer dots of every row, then s (+)= isum' * ((qstep * cstep) * scale_j)
+ * with isum' = isum - 128 sum_c xq_c (codebook_qk8's offset taken out). */
+static void score_int8(const rotated_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                       int R, float *s)
+{
+    const int64_t D = k->D, qpf = INT8_QP_FLOATS(D);
+    int32_t *isum = (int32_t *)th->extra;
+    uint8_t *pk = (uint8_t *)(th->extra + VQ_ATTN_MAX_ROWS * VQ_ATTN_BN), *scratch = pk + VQ_ATTN_BN * D / 2;
+    for (int st = 0; st < k->n_stages; st++) {
+        const vq_attn_turbo_stage *g = &k->stage[st];
+        int64_t ldi;
+        const uint8_t *idx = vq_attn_turbo_stage_nibble_rows(g, blk->b, blk->hk, blk->t0, blk->n, D, scratch, pk, &ldi);
+        th->kern->codebook_qk8(R, blk->n, idx, ldi, k->cq[st], (const int8_t *)(qp + D), qpf * (int64_t)sizeof(float),
+                               isum, VQ_ATTN_BN);
+        float sc[VQ_ATTN_BN];
+        for (int j = 0; j < blk->n; j++) sc[j] = vq_attn_turbo_stage_scale(g, blk->b, blk->hk, blk->t0 + j);
+        for (int r = 0; r < R; r++) {
+            const float *qr = qp + r * qpf;
+            int32_t xsum;
+            memcpy(&xsum, qr + D + D / 4 + 1, sizeof xsum);
+            const float f = qr[D + D / 4] * k->cstep[st];
+            for (int j = 0; j < blk->n; j++) {
+                const float v = (float)(isum[r * VQ_ATTN_BN + j] - 128 * xsum) * (f * sc[j]);
+                s[r * VQ_ATTN_BN + j] = st ? s[r * VQ_ATTN_BN + j] + v : v;
+            }
+        }
+    }
 }
 
 /* Tokens [t0, t0 + n) of kv head hk in batch b -> tile [n][D] = y_hat, the
@@ -74,6 +141,10 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
                   float *s)
 {
     const rotated_keys *k = desc;
+    if (k->int8) {
+        score_int8(k, th, blk, qp, R, s);
+        return;
+    }
     if (k->n_stages == 0) decode_signs(k, th->kern, blk, th->tile);
     else decode_turbo(k, th->kern, blk, (uint8_t *)(th->extra + k->D), th->extra, th->tile);
     th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
@@ -107,7 +178,8 @@ static vq_status bind_common(vq_ctx *ctx, const char *fmt, const DLTensor *diag,
                         .Hkv = dims->Hkv,
                         .Skv = dims->Skv,
                         .D = dims->D,
-                        .scale = scale};
+                        .scale = scale,
+                        .int8 = false};
     out->ops = &rotated_ops;
     out->desc = d;
     out->qp_floats = dims->D;
@@ -155,4 +227,21 @@ vq_status vq_attn_bind_keys_rabitq_rotated(vq_ctx *ctx, const vq_encoded_keys *k
     d->mag = vq_attn_view_of(keys->rabitq.mag);
     d->cnst = keys->rabitq.cnst ? vq_attn_view_of(keys->rabitq.cnst) : (vq_attn_view){0};
     return VQ_OK;
+}
+
+bool vq_attn_turbo_keys_use_int8(vq_attn_keys *keys, bool where_faster)
+{
+    rotated_keys *d = (rotated_keys *)(void *)keys->storage.bytes;
+    if (keys->ops != &rotated_ops || d->n_stages == 0 || d->D != 128) return false;
+    for (int st = 0; st < d->n_stages; st++) {
+        const vq_attn_turbo_stage *g = &d->stage[st];
+        if (g->bits > 4 || (where_faster && !(g->packed && (g->bits == 2 || g->bits == 4)))) return false;
+    }
+    for (int st = 0; st < d->n_stages; st++)
+        if (!vq_attn_cb8_round(d->stage[st].cents, 1 << d->stage[st].bits, d->cq[st], &d->cstep[st])) return false;
+    d->int8 = true;
+    keys->qp_floats = INT8_QP_FLOATS(d->D);
+    /* isum [MAX_ROWS][BN], nibble rows [BN][D/2], a code row [D] */
+    keys->thread_floats = VQ_ATTN_MAX_ROWS * VQ_ATTN_BN + VQ_ATTN_BN * d->D / 8 + d->D / 4;
+    return true;
 }
