@@ -719,8 +719,8 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
  * against a float64 reference that rounds the query the same way.
  * TurboQuant and RVQ keys (VQ_KEYS_TURBO, VQ_KEYS_TURBO_RVQ and the cache's
  * VQ_KEY_TURBO / _RVQ pages at D = 128, every stage of at most 4 bits;
- * INT8 where asked, and the cache's AUTO on CPUs with AVX-512 VNNI for
- * 2- and 4-bit codes in u32 words): the rotated, scaled query row qp is
+ * INT8 where asked, and the cache's AUTO on CPUs with AVX2 or AVX-512
+ * VNNI for 2- and 4-bit codes in u32 words): the rotated, scaled query row qp is
  * rounded once per call, qstep = amax / 127 with amax = max_c |qp_c|, xq_c
  * = rint(qp_c / qstep); each stage's Lloyd-Max centroids once, cstep = C /
  * 127 with C = max_i |c_i|, cq_i = rint(c_i / cstep) (as the codebook
@@ -733,8 +733,8 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
  * (errors of random sign make the typical error ~sqrt(D) times smaller);
  * the outputs then move as the softmax rule above says.
  * tests/test_attention_turbo_qk8.c checks the bound on every ISA and the
- * float64 integer formulation. AVX2 and NEON run the scalar kernel when
- * INT8 is asked (AUTO stays F32 there: no SIMD kernel yet).
+ * float64 integer formulation. NEON runs the scalar kernel when INT8 is
+ * asked (AUTO stays F32 there: no SIMD kernel yet).
  * VQ_KEY_SCORES_F32: the float path, q . k_hat in f32 (relative error ~1e-6),
  * codes expanded to floats in registers; slower (bench/results/cpu.md).
  * CUDA contexts ignore this field: their DP4A path splits the query into

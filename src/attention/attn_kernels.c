@@ -18,6 +18,7 @@ static void build_tables(void)
             vq_attn_kernels_init_avx2_direct(k);
             vq_attn_kernels_init_avx2_int8(k);
             vq_attn_kernels_init_avx2_cb8(k);
+            vq_attn_kernels_init_avx2_cbqk8(k);
             vq_attn_kernels_init_avx2_ham(k);
             vq_attn_kernels_init_avx2_pv8(k);
             vq_attn_kernels_init_avx2_rabitq(k);

@@ -245,7 +245,7 @@ typedef struct vq_attn_kernels {
      * gives the same integers. */
     void (*codebook_qk8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, const int8_t *xq,
                          int64_t ldx, int32_t *isum, int64_t lds);
-    bool cbqk8_fast; /* codebook_qk8 is a SIMD kernel (AVX-512 VNNI): what AUTO picks */
+    bool cbqk8_fast; /* codebook_qk8 is a SIMD kernel (AVX2; AVX-512 VNNI): what AUTO picks */
     /* NULL, or the whole step of each KIVI block of the run b (b->nb blocks
      * in turn) for R <= 4 rows q [R][ldq] (softmax scale folded in) with no
      * mask and no causal limit inside the blocks: per block the same as, in
@@ -362,6 +362,7 @@ void vq_attn_kernels_init_avx2_decode(vq_attn_kernels *k); /* block decoders */
 void vq_attn_kernels_init_avx2_direct(vq_attn_kernels *k); /* direct decode paths */
 void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k);  /* integer key scores */
 void vq_attn_kernels_init_avx2_cb8(vq_attn_kernels *k);   /* integer codebook p.V (codebook_pv8) */
+void vq_attn_kernels_init_avx2_cbqk8(vq_attn_kernels *k); /* integer codebook key scores (codebook_qk8) */
 void vq_attn_kernels_init_avx2_ham(vq_attn_kernels *k);   /* RaBitQ Hamming scores (hamming_score) */
 void vq_attn_kernels_init_avx2_pv8(vq_attn_kernels *k);   /* integer p.V (affine_pv8) */
 void vq_attn_kernels_init_avx2_rabitq(vq_attn_kernels *k); /* fused RaBitQ blocks (rabitq_block) */
