@@ -78,7 +78,7 @@ extern const char *const vqm_cli_kivi_arith[];
     {"batch", VQA_INT, &(c).batch, 1, 4096, "N", "prefill chunk in tokens"},                                 \
     {"threads", VQA_INT, &(c).threads, 0, 1024, "T", "CPU threads, 0 = all cores"},                          \
     {"kivi-arith", VQA_CHOICE, &(c).kivi_arith, .choices = vqm_cli_kivi_arith,                               \
-     .help = "KIVI pages' arithmetic (vq_cache_attend_opts): auto = integer where the layout allows, f32 exact"}
+     .help = "KIVI (and mixed, TurboQuant) pages' arithmetic (vq_cache_attend_opts): auto = integer where the layout allows, f32 exact"}
 
 /* A session with m's cache (m NULL = the f32 oracle) refined by c (center,
  * smooth, sink: vqm_session_config; the tables of c->calibration, loaded on
