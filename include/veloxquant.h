@@ -733,8 +733,9 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
  * (errors of random sign make the typical error ~sqrt(D) times smaller);
  * the outputs then move as the softmax rule above says.
  * tests/test_attention_turbo_qk8.c checks the bound on every ISA and the
- * float64 integer formulation. NEON runs the scalar kernel when INT8 is
- * asked (AUTO stays F32 there: no SIMD kernel yet).
+ * float64 integer formulation. NEON has a dot-product kernel (ARMv8.2
+ * sdot; the scalar one on ARMv8.0) that INT8 runs; AUTO stays F32 there
+ * (not measured against the f32 path on an ARM machine).
  * VQ_KEY_SCORES_F32: the float path, q . k_hat in f32 (relative error ~1e-6),
  * codes expanded to floats in registers; slower (bench/results/cpu.md).
  * CUDA contexts ignore this field: their DP4A path splits the query into

@@ -55,7 +55,10 @@ static void build_tables(void)
             vq_attn_kernels_init_neon_int8(k);
             vq_attn_kernels_init_neon_pv8(k);
 #ifdef VQ_HAVE_NEON_DOTPROD
-            if (vq_cpu_has_neon_dotprod()) vq_attn_kernels_init_neon_dotprod(k);
+            if (vq_cpu_has_neon_dotprod()) {
+                vq_attn_kernels_init_neon_dotprod(k);
+                vq_attn_kernels_init_neon_cbqk8_dotprod(k);
+            }
 #endif
         }
 #endif

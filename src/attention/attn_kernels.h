@@ -384,6 +384,7 @@ void vq_attn_kernels_init_neon_popcnt(vq_attn_kernels *k);  /* Hamming distances
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);    /* integer key scores, smull (ARMv8.0) */
 void vq_attn_kernels_init_neon_pv8(vq_attn_kernels *k);     /* integer p.V (affine_pv8, codebook_pv8) */
 void vq_attn_kernels_init_neon_dotprod(vq_attn_kernels *k); /* only where the CPU has the dot product (sdot) */
+void vq_attn_kernels_init_neon_cbqk8_dotprod(vq_attn_kernels *k); /* codebook_qk8 on sdot, the same CPUs */
 
 /* An ISA file writes element-generic static inline qk_any(e, ...) and
  * pv_any(e, ...) with the signatures of qk[]/pv[] plus a leading vq_attn_elt;
