@@ -5,7 +5,7 @@
 
 #include "bench_attention.h"
 
-#define VQB_MAX_CASES 32
+#define VQB_MAX_CASES 48
 
 typedef struct vqb_shape {
     int64_t B, Hq, Hkv, Sq, Skv, D;

@@ -38,6 +38,16 @@ static vq_status run_fused(vqb_case *c, vq_ctx *ctx)
     return vq_fused_sdpa(ctx, &d->q.t, &f->ek, VQ_TOOL_PLAIN(&d->v16.t), 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, NULL);
 }
 
+/* The same with integer key scores (vq_attend_opts.key_scores INT8: the
+ * TurboQuant, RVQ and KIVI keys' integer path; AUTO is F32 in vq_fused_sdpa). */
+static vq_status run_fused_int8(vqb_case *c, vq_ctx *ctx)
+{
+    vqb_format *f = c->arg;
+    vqb_data *d = f->d;
+    const vq_attend_opts o = {.key_scores = VQ_KEY_SCORES_INT8};
+    return vq_fused_sdpa(ctx, &d->q.t, &f->ek, VQ_TOOL_PLAIN(&d->v16.t), 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, &o);
+}
+
 static vq_status run_decoded(vqb_case *c, vq_ctx *ctx)
 {
     vqb_format *f = c->arg;
@@ -156,6 +166,8 @@ bool vqb_add_format_cases(vqb_data *d, vqb_case *cases, int *n)
         vqb_bytes(&x->cvq_idx)};
     for (int i = 0; i < FMT_COUNT; i++) {
         cases[(*n)++] = (vqb_case){names[i], "fused", key_bytes[i] + v16, run_fused, d, &f[i]};
+        if (i == FMT_TURBO || i == FMT_RVQ || i == FMT_AFFINE)
+            cases[(*n)++] = (vqb_case){names[i], "fused-int8", key_bytes[i] + v16, run_fused_int8, d, &f[i]};
         if (f[i].decode) cases[(*n)++] = (vqb_case){names[i], "dequant+sdpa", key_bytes[i] + v16, run_decoded, d, &f[i]};
     }
     return true;
