@@ -720,7 +720,8 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
  * TurboQuant and RVQ keys (VQ_KEYS_TURBO, VQ_KEYS_TURBO_RVQ and the cache's
  * VQ_KEY_TURBO / _RVQ pages at D = 128, every stage of at most 4 bits;
  * INT8 where asked, and the cache's AUTO on CPUs with AVX2 or AVX-512
- * VNNI for 2- and 4-bit codes in u32 words): the rotated, scaled query row qp is
+ * VNNI for 2-, 3- and 4-bit codes in u32 words, as for the values below):
+ * the rotated, scaled query row qp is
  * rounded once per call, qstep = amax / 127 with amax = max_c |qp_c|, xq_c
  * = rint(qp_c / qstep); each stage's Lloyd-Max centroids once, cstep = C /
  * 127 with C = max_i |c_i|, cq_i = rint(c_i / cstep) (as the codebook
@@ -795,8 +796,9 @@ typedef enum vq_key_scores {
  * error of the weight rounding.
  * TurboQuant values (VQ_VALUES_TURBO at D = 128 with bits <= 4, and the
  * cache's TurboQuant value pages; INT8 where asked, and what the cache's
- * AUTO picks on the CPUs above for 2- and 4-bit codes in u32 words: 3-bit
- * words cost more to unpack than the integer sums save, measured): the
+ * AUTO picks on the CPUs above for 2-, 3- and 4-bit codes in u32 words;
+ * 3-bit ones only where they turn into nibbles in SIMD code, AVX2 and
+ * up: in scalar code that costs more than the integer sums save): the
  * codebook formulation with the bits'
  * Lloyd-Max centroids as cents and the tokens' scales as v_scale, summed in
  * the rotated basis, where the bound above holds per rotated channel (C =
@@ -1375,9 +1377,9 @@ typedef struct vq_cache_attend_opts {
      * vq_scalar_fused_decode_attend (see vq_key_scores and vq_value_accum);
      * 0 = AUTO: integer KIVI key scores wherever the layout allows (2/4-bit
      * codes, D a multiple of 64; mixed 2/4-bit keys with a multiple of 4
-     * wide channels), integer TurboQuant key scores (2 or 4 bits at D = 128)
-     * and integer p.V (KIVI: 2-bit values, group 32, D = 128; TurboQuant: 2
-     * or 4 bits at D = 128) where the CPU has the SIMD kernel, so at D = 128
+     * wide channels), integer TurboQuant key scores (2-4 bits at D = 128)
+     * and integer p.V (KIVI: 2-bit values, group 32, D = 128; TurboQuant:
+     * 2-4 bits at D = 128) where the CPU has the SIMD kernels, so at D = 128
      * with 2-bit keys of group 32 and 2-bit values a decode with up to four
      * query rows per kv head runs the fused block kernel. Other methods, the
      * residual window and CUDA contexts ignore them. (Until session 13 the

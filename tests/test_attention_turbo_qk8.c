@@ -51,6 +51,29 @@ static void kernel_on(vq_ctx *ctx, const char *isa)
 
 static void test_turbo_qk8_kernel(void) { vt_for_each_isa(1, kernel_on); }
 
+/* nibbles3 (3-bit rows to nibble rows, what the 3-bit stages are scored
+ * and accumulated from) equal to the scalar kernel, rows at a stride past
+ * their 48 bytes. */
+static void nibbles3_on(vq_ctx *ctx, const char *isa)
+{
+    const vq_attn_kernels *k = vq_attn_kernels_for(ctx->isa), *ref = vq_attn_kernels_for(VQ_ISA_SCALAR);
+    vq_rng rng;
+    vq_rng_seed(&rng, 23);
+    enum { LDR = 53 };
+    uint8_t rows[32 * LDR], got[32 * 64], want[32 * 64];
+    for (int it = 0; it < 10; it++) {
+        const int n = 1 + it * 3;
+        for (int i = 0; i < 32 * LDR; i++) rows[i] = (uint8_t)(vq_rng_next(&rng) >> 56);
+        memset(got, 0xa5, sizeof got);
+        memset(want, 0xa5, sizeof want);
+        k->nibbles3(n, rows, LDR, got);
+        ref->nibbles3(n, rows, LDR, want);
+        VT_CHECK(memcmp(got, want, sizeof got) == 0, "%s nibbles3 n %d: differs from the scalar kernel", isa, n);
+    }
+}
+
+static void test_turbo_nibbles3(void) { vt_for_each_isa(1, nibbles3_on); }
+
 /* ---- attention ---- */
 
 typedef struct kcase {
@@ -320,6 +343,7 @@ static void test_turbo_qk8_fallback(void) { vt_for_each_isa(1, fallback_on); }
 int main(void)
 {
     VT_RUN(test_turbo_qk8_kernel);
+    VT_RUN(test_turbo_nibbles3);
     VT_RUN(test_turbo_qk8);
     VT_RUN(test_turbo_qk8_layouts);
     VT_RUN(test_turbo_qk8_fallback);

@@ -258,7 +258,8 @@ static void test_kivi_arith(void) { vt_for_each_isa(2, kivi_arith_isa); }
 /* The arithmetic of TurboQuant pages at D = 128 (veloxquant.h: vq_value_accum
  * "TurboQuant values", vq_key_scores "TurboQuant keys"): AUTO is INT8 bit
  * for bit for 2- and 4-bit codes where the ISA has the SIMD kernel
- * (cb8_fast for the values, cbqk8_fast for the keys), else F32; INT8
+ * (cb8_fast for the values, cbqk8_fast for the keys), and for 3-bit codes
+ * where the nibble conversion is SIMD too (nibbles3_fast), else F32; INT8
  * differs from F32 by about the header's typical error (values: under 1 %
  * relative here; keys: the query's int8 rounding, as KIVI's integer
  * scores), for 2-, 3- and 4-bit codes. (Their bounds against the
@@ -294,7 +295,8 @@ static void turbo_arith_isa(vq_ctx *ctx, const char *isa)
                                                    .value_accum = keys ? VQ_VALUE_ACCUM_F32 : vas[a]};
                 VT_OK(ctx, vq_cache_attend(c, 0, SEQS, ids, q, o[a], &opts));
             }
-            const bool auto_int8 = (keys ? kern->cbqk8_fast : kern->cb8_fast) && bits != 3; /* 3-bit: AUTO F32 */
+            /* 3-bit words: only where they turn into nibbles in SIMD code */
+            const bool auto_int8 = (keys ? kern->cbqk8_fast : kern->cb8_fast) && (bits != 3 || kern->nibbles3_fast);
             VT_CHECK(memcmp(o[1]->data, o[auto_int8 ? 2 : 0]->data, vt_bytes(o[1])) == 0,
                      "%s turbo%d %s: AUTO is not %s", isa, bits, keys ? "keys" : "values", auto_int8 ? "INT8" : "F32");
             VT_CHECK(memcmp(o[0]->data, o[2]->data, vt_bytes(o[0])) != 0, "%s turbo%d %s: INT8 equals F32", isa, bits,

@@ -87,16 +87,16 @@ bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
  * integer scores: the rotated query rounded to int8 once per row and call,
  * kern->codebook_qk8 per stage against the centroids rounded once. Returns
  * false, changing nothing, where it does not apply (D != 128, a stage of
- * more than 4 bits) or, with where_faster, where it is not faster than the
- * f32 path (a stage other than 2- or 4-bit codes in u32 words). */
-bool vq_attn_turbo_keys_use_int8(vq_attn_keys *keys, bool where_faster);
+ * more than 4 bits) or where a stage is not codes in u32 words of a width
+ * in `widths` (bit b: b-bit codes; ~0u: any layout, INT8 asked). */
+bool vq_attn_turbo_keys_use_int8(vq_attn_keys *keys, unsigned widths);
 
 /* Switches bound TurboQuant values (vq_attn_bind_values_turbo) to integer
  * p.V: kern->codebook_pv8 over the Lloyd-Max centroids rounded once, the
  * weights p_j * scale_j. Returns false, changing nothing, where it does not
- * apply (D != 128, bits > 4) or, with where_faster, where it is not faster
- * than the f32 path (anything but 2- and 4-bit codes in u32 words). */
-bool vq_attn_turbo_values_use_int8(vq_attn_values *values, bool where_faster);
+ * apply (D != 128, bits > 4) or where the codes are not u32 words of a
+ * width in `widths` (as for the keys). */
+bool vq_attn_turbo_values_use_int8(vq_attn_values *values, unsigned widths);
 
 /* The arithmetic of bound keys and values as ks and va ask (the rules of
  * vq_key_scores / vq_value_accum in veloxquant.h): KIVI keys on integer

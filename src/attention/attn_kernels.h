@@ -246,6 +246,12 @@ typedef struct vq_attn_kernels {
     void (*codebook_qk8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, const int8_t *xq,
                          int64_t ldx, int32_t *isum, int64_t lds);
     bool cbqk8_fast; /* codebook_qk8 is a SIMD kernel (AVX2; AVX-512 VNNI): what AUTO picks */
+    /* 3-bit codes to nibble rows at D = 128: rows [n][ldr] of 48 bytes
+     * (code i at stream bits 3i) -> out [n][64] (code 2k in the low nibble
+     * of byte k, 2k + 1 in the high one; vq_bitpack_spread3_nibbles), read
+     * nothing past each row's 48 bytes. */
+    void (*nibbles3)(int n, const uint8_t *rows, int64_t ldr, uint8_t *out);
+    bool nibbles3_fast; /* nibbles3 is a SIMD kernel (AVX2): AUTO takes 3-bit TurboQuant codes on integers */
     /* NULL, or the whole step of each KIVI block of the run b (b->nb blocks
      * in turn) for R <= 4 rows q [R][ldq] (softmax scale folded in) with no
      * mask and no causal limit inside the blocks: per block the same as, in

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "attention/attn_kernels.h"
+#include "formats/format_bitpack.h"
 
 /* Element j*ld + c of a plain key/value block as f32. */
 static inline float elt_load(const void *base, vq_attn_elt e, int64_t i)
@@ -157,6 +158,11 @@ static void codebook_qk8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, c
         }
 }
 
+static void nibbles3_scalar(int n, const uint8_t *rows, int64_t ldr, uint8_t *out)
+{
+    for (int j = 0; j < n; j++) vq_bitpack_spread3_nibbles(rows + j * ldr, 128, out + j * 64);
+}
+
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
 static void affine_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                                  const float *scale, const float *zero, float *out)
@@ -302,6 +308,8 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->cb8_fast = false;
     k->codebook_qk8 = codebook_qk8_scalar;
     k->cbqk8_fast = false;
+    k->nibbles3 = nibbles3_scalar;
+    k->nibbles3_fast = false;
     k->kivi8_block = NULL; /* the formats run the separate kernels */
     k->rescale = rescale_scalar;
     k->affine_k_tile = affine_k_tile_scalar;

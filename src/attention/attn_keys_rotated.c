@@ -82,7 +82,7 @@ static void score_int8(const rotated_keys *k, const vq_attn_thread *th, const vq
     for (int st = 0; st < k->n_stages; st++) {
         const vq_attn_turbo_stage *g = &k->stage[st];
         int64_t ldi;
-        const uint8_t *idx = vq_attn_turbo_stage_nibble_rows(g, blk->b, blk->hk, blk->t0, blk->n, D, scratch, pk, &ldi);
+        const uint8_t *idx = vq_attn_turbo_stage_nibble_rows(th->kern, g, blk->b, blk->hk, blk->t0, blk->n, D, scratch, pk, &ldi);
         th->kern->codebook_qk8(R, blk->n, idx, ldi, k->cq[st], (const int8_t *)(qp + D), qpf * (int64_t)sizeof(float),
                                isum, VQ_ATTN_BN);
         float sc[VQ_ATTN_BN];
@@ -229,13 +229,13 @@ vq_status vq_attn_bind_keys_rabitq_rotated(vq_ctx *ctx, const vq_encoded_keys *k
     return VQ_OK;
 }
 
-bool vq_attn_turbo_keys_use_int8(vq_attn_keys *keys, bool where_faster)
+bool vq_attn_turbo_keys_use_int8(vq_attn_keys *keys, unsigned widths)
 {
     rotated_keys *d = (rotated_keys *)(void *)keys->storage.bytes;
     if (keys->ops != &rotated_ops || d->n_stages == 0 || d->D != 128) return false;
     for (int st = 0; st < d->n_stages; st++) {
         const vq_attn_turbo_stage *g = &d->stage[st];
-        if (g->bits > 4 || (where_faster && !(g->packed && (g->bits == 2 || g->bits == 4)))) return false;
+        if (g->bits > 4 || (widths != ~0u && !(g->packed && (widths >> g->bits & 1u)))) return false;
     }
     for (int st = 0; st < d->n_stages; st++)
         if (!vq_attn_cb8_round(d->stage[st].cents, 1 << d->stage[st].bits, d->cq[st], &d->cstep[st])) return false;

@@ -56,24 +56,19 @@ const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t 
     return scratch;
 }
 
-/* 16 3-bit codes (bits 3i .. 3i + 2 of x: code i, 48 bits) -> 16 nibbles:
- * the fields move apart in four halving steps (eight, four, two, one code). */
-static inline uint64_t spread3(uint64_t x)
-{
-    x = (x & 0x0000000000ffffffull) | (x & 0x0000ffffff000000ull) << 8;
-    x = (x & 0x00000fff00000fffull) | (x & 0x00fff00000fff000ull) << 4;
-    x = (x & 0x003f003f003f003full) | (x & 0x0fc00fc00fc00fc0ull) << 2;
-    return (x & 0x0707070707070707ull) | (x & 0x3838383838383838ull) << 1;
-}
-
-const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t0,
-                                               int n, int64_t D, uint8_t *scratch, uint8_t *pk, int64_t *ldi)
+const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, const vq_attn_turbo_stage *st, int64_t b,
+                                               int64_t hk, int64_t t0, int n, int64_t D, uint8_t *scratch,
+                                               uint8_t *pk, int64_t *ldi)
 {
     if (st->packed && st->bits == 4) {
         *ldi = st->idx.st;
         return vq_attn_at(&st->idx, b, hk, t0);
     }
     *ldi = D / 2;
+    if (st->packed && st->bits == 3 && D == 128) {
+        kern->nibbles3(n, vq_attn_at(&st->idx, b, hk, t0), st->idx.st, pk);
+        return pk;
+    }
     for (int j = 0; j < n; j++) {
         uint8_t *dst = pk + j * (D / 2);
         const uint8_t *row = vq_attn_at(&st->idx, b, hk, t0 + j);
@@ -82,12 +77,7 @@ const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_turbo_stage *st, in
             continue;
         }
         if (st->packed && st->bits == 3) {
-            for (int64_t g = 0; g < D / 16; g++) { /* 6 bytes of 16 codes -> 8 bytes */
-                uint64_t x = 0;
-                memcpy(&x, row + 6 * g, 6);
-                const uint64_t y = spread3(x);
-                memcpy(dst + 8 * g, &y, 8);
-            }
+            vq_bitpack_spread3_nibbles(row, D, dst);
             continue;
         }
         bool nibbles;

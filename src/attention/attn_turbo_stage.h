@@ -33,15 +33,16 @@ const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t 
                                          int64_t D, uint8_t *scratch, bool *nibbles);
 
 /* Rows of nibble-packed codes of the n tokens from t0 (bits <= 4, D a
- * multiple of 16:
- * byte c of a row holds code 2c in its low nibble, 2c + 1 in its high one),
- * as kern->codebook_pv8 reads them: the stored rows in place where they
- * already are nibbles (4-bit u32 words), else packed into pk [n][D / 2]
- * (2- and 3-bit words spread in registers; other layouts through
+ * multiple of 16: byte c of a row holds code 2c in its low nibble, 2c + 1
+ * in its high one), as kern->codebook_pv8 / codebook_qk8 read them: the
+ * stored rows in place where they already are nibbles (4-bit u32 words),
+ * else packed into pk [n][D / 2] (2- and 3-bit words spread in registers,
+ * 3-bit rows at D = 128 by kern->nibbles3; other layouts through
  * vq_attn_turbo_stage_codes and scratch [D]). *ldi: the row stride in
  * bytes. */
-const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t0,
-                                               int n, int64_t D, uint8_t *scratch, uint8_t *pk, int64_t *ldi);
+const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, const vq_attn_turbo_stage *st, int64_t b,
+                                               int64_t hk, int64_t t0, int n, int64_t D, uint8_t *scratch,
+                                               uint8_t *pk, int64_t *ldi);
 
 /* Token t's scale. */
 static inline float vq_attn_turbo_stage_scale(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t)

@@ -34,7 +34,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
         for (int j = 0; j < blk->n; j++) sc[j] = vq_attn_turbo_stage_scale(st, blk->b, blk->hk, blk->t0 + j);
         int64_t ldi;
         const uint8_t *idx =
-            vq_attn_turbo_stage_nibble_rows(st, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, scratch + v->D, &ldi);
+            vq_attn_turbo_stage_nibble_rows(th->kern, st, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, scratch + v->D, &ldi);
         th->kern->codebook_tile(blk->n, v->D, true, idx, st->cents, 1 << st->bits, sc, th->tile);
         th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
         return;
@@ -64,7 +64,7 @@ static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq
         for (int j = 0; j < blk->n; j++) w[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * sc[j];
     int64_t ldi;
     const uint8_t *idx =
-        vq_attn_turbo_stage_nibble_rows(&v->stage, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, pk, &ldi);
+        vq_attn_turbo_stage_nibble_rows(th->kern, &v->stage, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, pk, &ldi);
     th->kern->codebook_pv8(R, blk->n, idx, ldi, v->cq, v->cstep, w, VQ_ATTN_BN, o, v->D);
 }
 
@@ -100,13 +100,11 @@ vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values
     return VQ_OK;
 }
 
-bool vq_attn_turbo_values_use_int8(vq_attn_values *values, bool where_faster)
+bool vq_attn_turbo_values_use_int8(vq_attn_values *values, unsigned widths)
 {
     turbo_values *d = (turbo_values *)(void *)values->storage.bytes;
     if (values->ops != &turbo_ops || d->D != 128 || d->stage.bits > 4) return false;
-    /* 3-bit words (and 1-bit, u8 rows) cost more to turn into nibbles than
-     * the integer p.V saves: bench/results/cache_cpu.md, session 15 */
-    if (where_faster && !(d->stage.packed && (d->stage.bits == 2 || d->stage.bits == 4))) return false;
+    if (widths != ~0u && !(d->stage.packed && (widths >> d->stage.bits & 1u))) return false;
     if (!vq_attn_cb8_round(d->stage.cents, 1 << d->stage.bits, d->cq, &d->cstep)) return false;
     values->ops = &turbo_int8_ops;
     /* weights of up to VQ_ATTN_MAX_ROWS rows, 32 tokens x 64 nibble bytes, a code row [D] */

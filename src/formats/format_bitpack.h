@@ -73,4 +73,21 @@ static inline VQ_HOST_DEVICE void vq_bitpack_spread2_nibbles(const uint8_t *src,
     }
 }
 
+/* A stream of 3-bit codes (D codes, D a multiple of 16: 3 D / 8 bytes,
+ * code i at stream bits 3i) -> the same codes as nibbles (D / 2 bytes, as
+ * vq_bitpack_spread2_nibbles): per 16 codes (6 bytes), the fields move
+ * apart in four halving steps (eight, four, two, one code). */
+static inline VQ_HOST_DEVICE void vq_bitpack_spread3_nibbles(const uint8_t *src, int64_t D, uint8_t *dst)
+{
+    for (int64_t g = 0; g < D / 16; g++) {
+        uint64_t x = 0, y;
+        for (int i = 0; i < 6; i++) x |= (uint64_t)src[6 * g + i] << (8 * i);
+        x = (x & 0x0000000000ffffffull) | (x & 0x0000ffffff000000ull) << 8;
+        x = (x & 0x00000fff00000fffull) | (x & 0x00fff00000fff000ull) << 4;
+        x = (x & 0x003f003f003f003full) | (x & 0x0fc00fc00fc00fc0ull) << 2;
+        y = (x & 0x0707070707070707ull) | (x & 0x3838383838383838ull) << 1;
+        for (int i = 0; i < 8; i++) dst[8 * g + i] = (uint8_t)(y >> (8 * i));
+    }
+}
+
 #endif /* VQ_FORMAT_BITPACK_H */

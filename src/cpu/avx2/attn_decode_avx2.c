@@ -109,8 +109,50 @@ static void codebook_tile_avx2(int n, int64_t D, bool packed, const uint8_t *idx
     }
 }
 
+/* Two chunks of 32 3-bit codes (12 bytes each), one per 128-bit lane of x
+ * at byte offset 0 (lane 0) and off1 (lane 1, 0 or 4) -> their 2 x 16
+ * nibble bytes. Output byte k of a chunk is the 6 bits at chunk bit 6k:
+ * the word of chunk bytes 6k / 8 and 6k / 8 + 1 (vpshufb), times 2^(10 -
+ * 6k % 8) to put the field at bits 10-15 (vpmullw: AVX2 has no per-word
+ * shift), >> 10, then the two 3-bit codes split into nibbles. */
+static inline __m256i nibbles3_2chunks(__m256i x, int off1)
+{
+    const __m256i lo = off1 ? _mm256_setr_epi8(0, 1, 0, 1, 1, 2, 2, 3, 3, 4, 3, 4, 4, 5, 5, 6, 4, 5, 4, 5, 5, 6, 6, 7,
+                                              7, 8, 7, 8, 8, 9, 9, 10)
+                            : _mm256_setr_epi8(0, 1, 0, 1, 1, 2, 2, 3, 3, 4, 3, 4, 4, 5, 5, 6, 0, 1, 0, 1, 1, 2, 2, 3,
+                                              3, 4, 3, 4, 4, 5, 5, 6);
+    const __m256i hi = off1 ? _mm256_setr_epi8(6, 7, 6, 7, 7, 8, 8, 9, 9, 10, 9, 10, 10, 11, 11, -1, 10, 11, 10, 11, 11,
+                                              12, 12, 13, 13, 14, 13, 14, 14, 15, 15, -1)
+                            : _mm256_setr_epi8(6, 7, 6, 7, 7, 8, 8, 9, 9, 10, 9, 10, 10, 11, 11, -1, 6, 7, 6, 7, 7, 8,
+                                              8, 9, 9, 10, 9, 10, 10, 11, 11, -1);
+    const __m256i mul = _mm256_setr_epi16(1024, 16, 64, 256, 1024, 16, 64, 256, 1024, 16, 64, 256, 1024, 16, 64, 256);
+    const __m256i m7 = _mm256_set1_epi16(7), m70 = _mm256_set1_epi16(0x70);
+    __m256i w[2];
+    for (int h = 0; h < 2; h++) {
+        const __m256i v = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(x, h ? hi : lo), mul), 10);
+        w[h] = _mm256_or_si256(_mm256_and_si256(v, m7), _mm256_and_si256(_mm256_slli_epi16(v, 1), m70));
+    }
+    return _mm256_packus_epi16(w[0], w[1]);
+}
+
+/* rows [n][ldr] of 48 bytes -> out [n][64] (attn_kernels.h, nibbles3): the
+ * chunks at bytes 0 and 12 in one register, those at 24 and 36 (loaded from
+ * 32: nothing past the row is read) in another. */
+static void nibbles3_avx2(int n, const uint8_t *rows, int64_t ldr, uint8_t *out)
+{
+    for (int j = 0; j < n; j++) {
+        const uint8_t *r = rows + j * ldr;
+        const __m256i a = _mm256_loadu2_m128i((const __m128i *)(r + 12), (const __m128i *)r);
+        const __m256i b = _mm256_loadu2_m128i((const __m128i *)(r + 32), (const __m128i *)(r + 24));
+        _mm256_storeu_si256((__m256i *)(out + j * 64), nibbles3_2chunks(a, 0));
+        _mm256_storeu_si256((__m256i *)(out + j * 64 + 32), nibbles3_2chunks(b, 4));
+    }
+}
+
 void vq_attn_kernels_init_avx2_decode(vq_attn_kernels *k)
 {
+    k->nibbles3 = nibbles3_avx2;
+    k->nibbles3_fast = true; /* 3-bit TurboQuant pages 3-7x faster on integers: bench/results/cache_cpu.md */
     k->affine_k_tile = affine_k_tile_avx2;
     k->affine_v_tile = affine_v_tile_avx2;
     k->hamming = hamming_avx2;
