@@ -340,6 +340,33 @@ static void fallback_on(vq_ctx *ctx, const char *isa)
 
 static void test_turbo_qk8_fallback(void) { vt_for_each_isa(1, fallback_on); }
 
+/* A non-finite query element: INT8 follows the float path's rule (the same
+ * rows non-finite, the others finite). */
+static void nonfinite_on(vq_ctx *ctx, const char *isa)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, 9);
+    const kcase c = {2, 0, 1, 90, true, false, false};
+    const double bad[2] = {NAN, INFINITY};
+    for (int k = 0; k < 2; k++) {
+        built b;
+        build(ctx, &c, D, &rng, &b);
+        vt_set(b.q, 3 * D + 17, bad[k]); /* query row 3 */
+        DLTensor *o8 = vt_new(VT_F32, VT_DIMS(1, HQ, 1, D)), *of = vt_like(o8, VT_F32);
+        VT_OK(ctx, attend(ctx, &c, &b, VQ_KEY_SCORES_INT8, o8));
+        VT_OK(ctx, attend(ctx, &c, &b, VQ_KEY_SCORES_F32, of));
+        int64_t differ = 0;
+        for (int64_t e = 0; e < vt_numel(o8); e++) differ += isfinite(vt_get(o8, e)) != isfinite(vt_get(of, e));
+        VT_CHECK(differ == 0, "%s %s query: %lld outputs finite on one path only", isa, k ? "inf" : "NaN",
+                 (long long)differ);
+        vt_free(o8);
+        vt_free(of);
+        built_free(&b);
+    }
+}
+
+static void test_turbo_qk8_nonfinite(void) { vt_for_each_isa(1, nonfinite_on); }
+
 int main(void)
 {
     VT_RUN(test_turbo_qk8_kernel);
@@ -347,5 +374,6 @@ int main(void)
     VT_RUN(test_turbo_qk8);
     VT_RUN(test_turbo_qk8_layouts);
     VT_RUN(test_turbo_qk8_fallback);
+    VT_RUN(test_turbo_qk8_nonfinite);
     return vt_finish();
 }

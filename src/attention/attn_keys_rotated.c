@@ -62,7 +62,7 @@ static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
     int8_t *xq = (int8_t *)(qp + D);
     int32_t sum = 0;
     for (int64_t c = 0; c < D; c++) {
-        const int8_t x = (int8_t)rintf(qp[c] * inv);
+        const int8_t x = finite ? (int8_t)rintf(qp[c] * inv) : 0; /* NaN * 0 would not convert */
         xq[(c % 2) * (D / 2) + c / 2] = x;
         sum += x;
     }
