@@ -584,16 +584,18 @@ static int encoded_values_arg(args *A, PyObject *fmt_o, PyObject *tens, PyObject
     return 0;
 }
 
-/* fused_sdpa(ctx, q, kfmt, ktens, kints, vfmt, vtens, vints, scale, mask, out, causal, num_splits, lse_out) */
+/* fused_sdpa(ctx, q, kfmt, ktens, kints, vfmt, vtens, vints, scale, mask, out, causal, num_splits, lse_out,
+ *            key_scores, value_accum) */
 WRAP(fused_sdpa) {
-    BEGIN(14, "fused_sdpa"); T(1, "queries", q);
+    BEGIN(16, "fused_sdpa"); T(1, "queries", q);
     vq_encoded_keys keys;
     vq_encoded_values values;
     if (encoded_keys_arg(&A, a[2], a[3], a[4], &keys) || encoded_values_arg(&A, a[5], a[6], a[7], &values))
         goto fail;
     F(8, "scale", sc); TO(9, "mask", mask); T(10, "out", out); B(11, "causal", causal);
-    I(12, "num_splits", ns); TO(13, "lse_out", lse);
-    vq_attend_opts o = {.causal = causal, .num_splits = ns, .lse_out = lse};
+    I(12, "num_splits", ns); TO(13, "lse_out", lse); I(14, "key_scores", ks); I(15, "value_accum", va);
+    vq_attend_opts o = {.causal = causal, .num_splits = ns, .lse_out = lse, .key_scores = (vq_key_scores)ks,
+                        .value_accum = (vq_value_accum)va};
     CALL(vq_fused_sdpa(ctx, q, &keys, &values, sc, mask, out, &o)); DONE;
 }
 /* turboquant_fused_rvq_decode_attend(ctx, q, fmt, ktens, kints, values, scale, out, causal, num_splits,

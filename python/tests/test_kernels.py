@@ -592,6 +592,30 @@ def test_fused_sdpa_value_formats(fw, rng, kfmt, vfmt):
     assert np.abs(np_(out) - want).max() < 2e-5 * np.abs(v_hat).max() * max(1, np.abs(k_hat).max())
 
 
+@pytest.mark.parametrize("kfmt,vfmt", [("turbo", "plain"), ("rvq", "plain"), ("plain", "turbo")])
+def test_fused_sdpa_int8(fw, rng, kfmt, vfmt):
+    # key_scores / value_accum "int8": the integer paths at D = 128 (TurboQuant and RVQ keys, TurboQuant
+    # values); "auto" is f32 in fused_sdpa, bit for bit
+    B, Hq, Hkv, Skv, D = 1, 8, 2, 300, 128
+    k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
+    q = rng.standard_normal((B, Hq, 1, D)).astype(np.float32)
+    keys, k_hat = _keys_for(kfmt, fw, rng, k)
+    vals, v_hat = _values_for(vfmt, fw, rng, v)
+    arith = {"key_scores": "int8"} if kfmt != "plain" else {"value_accum": "int8"}
+    f32 = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D)))
+    auto = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D), key_scores="auto", value_accum="auto"))
+    i8 = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D), **arith))
+    want = ref.attention(q, k_hat, v_hat, 1 / math.sqrt(D))
+    assert np.array_equal(auto, f32)
+    assert not np.array_equal(i8, f32)
+    # the keys: the query's int8 rounding moves scores by <= ~0.8 % of the largest term (typically far
+    # less); the values: ~1e-3 of the centroid range times the scale; both well inside 3 % relative here
+    assert np.linalg.norm(i8 - want) <= 0.03 * np.linalg.norm(want)
+    with pytest.raises(ValueError, match="key_scores"):
+        vq.fused_sdpa(fw(q), keys, vals, 0.1, key_scores="int4")
+
+
 def test_lse_and_attention_merge(fw, rng):
     B, H, Skv, D = 1, 2, 60, 32
     k = rng.standard_normal((B, H, Skv, D)).astype(np.float32)

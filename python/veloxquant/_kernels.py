@@ -378,7 +378,7 @@ def scalar_fused_decode_attend(q, k_codes, k_scale, k_zero, v_codes, v_scale, v_
 # ---- fused SDPA over every key format ---------------------------------------------------
 
 def fused_sdpa(queries, encoded_keys, values, scale, mask=None, *, causal=False, num_splits=0, lse_out=None,
-               out=None):
+               out=None, key_scores="auto", value_accum="auto"):
     """Fused dequantize + scaled dot-product attention over any key and value format.
 
     queries [B,Hq,Sq,D] f16/f32 (raw: rotations are applied inside),
@@ -390,7 +390,11 @@ def fused_sdpa(queries, encoded_keys, values, scale, mask=None, *, causal=False,
     last Sq positions); ``lse_out`` [B,Hq,Sq] f32 receives each row's
     log-sum-exp (for ``attention_merge``). Returns [B,Hq,Sq,D] in the queries'
     dtype. D % 8 == 0, D <= 256. Tensors may be views with outer strides (the
-    last axis contiguous)."""
+    last axis contiguous). ``key_scores`` / ``value_accum`` ("auto", "f32",
+    "int8"; vq_attend_opts): the CPU arithmetic of KIVI and TurboQuant/RVQ
+    keys and of KIVI and TurboQuant values; "auto" is f32 here, "int8" the
+    integer paths (error bounds in the header at vq_key_scores and
+    vq_value_accum)."""
     keys = encoded_keys if hasattr(encoded_keys, "_vq_args") else PlainKeys(encoded_keys)
     vals = values if hasattr(values, "_vq_args") else PlainValues(values)
     kf, kt, ki = keys._vq_args()
@@ -398,7 +402,8 @@ def fused_sdpa(queries, encoded_keys, values, scale, mask=None, *, causal=False,
     ad = adapter(queries)
     if out is None:
         out = ad.empty(_shape(queries, "queries"), ad.dtype(queries), queries)
-    _vq.fused_sdpa(ad.ctx(queries), queries, kf, kt, ki, vf, vt, vi, scale, mask, out, causal, num_splits, lse_out)
+    _vq.fused_sdpa(ad.ctx(queries), queries, kf, kt, ki, vf, vt, vi, scale, mask, out, causal, num_splits, lse_out,
+                   _code(_KEY_SCORES, key_scores, "key_scores"), _code(_VALUE_ACCUM, value_accum, "value_accum"))
     return out
 
 
