@@ -77,37 +77,15 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
                                    int bits, int64_t g, const vq_attn_dims *dims, float softmax_scale,
                                    vq_attn_keys *out);
 
-/* Switches bound KIVI keys (vq_attn_bind_keys_affine) to integer scores: the
- * query quantised to int8 once per key group and block, exact integer dots
- * (kern->affine_q8 / affine_qk8). Returns false, changing nothing, where the
- * kernels do not apply (bits 8, or D % 64 != 0: vq_attn_q8_supported). */
-bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys);
-
-/* Switches bound TurboQuant or RVQ keys (vq_attn_bind_keys_turbo / _rvq) to
- * integer scores: the rotated query rounded to int8 once per row and call,
- * kern->codebook_qk8 per stage against the centroids rounded once. Returns
- * false, changing nothing, where it does not apply (D != 128, a stage of
- * more than 4 bits) or where a stage is not codes in u32 words of a width
- * in `widths` (bit b: b-bit codes; ~0u: any layout, INT8 asked). */
-bool vq_attn_turbo_keys_use_int8(vq_attn_keys *keys, unsigned widths);
-
-/* Switches bound TurboQuant values (vq_attn_bind_values_turbo) to integer
- * p.V: kern->codebook_pv8 over the Lloyd-Max centroids rounded once, the
- * weights p_j * scale_j. Returns false, changing nothing, where it does not
- * apply (D != 128, bits > 4) or where the codes are not u32 words of a
- * width in `widths` (as for the keys). */
-bool vq_attn_turbo_values_use_int8(vq_attn_values *values, unsigned widths);
-
 /* The arithmetic of bound keys and values as ks and va ask (the rules of
- * vq_key_scores / vq_value_accum in veloxquant.h): KIVI keys on integer
- * scores unless ks is F32 (AUTO: wherever the layout allows); TurboQuant
- * and RVQ keys where ks is INT8, or AUTO and the ISA has codebook_qk8 as a
- * SIMD kernel and the layout gains by it; KIVI and
- * TurboQuant values on integer p.V where va is INT8, or AUTO and the ctx's
- * ISA has that p.V as a SIMD kernel (TurboQuant: and the layout gains by
- * it, vq_attn_turbo_values_use_int8). Other formats, and layouts the
- * integer kernels do not take, stay as bound. ks and va must be valid enum
- * values. */
+ * vq_key_scores / vq_value_accum in veloxquant.h): unless F32, each format's
+ * use_int8 switch (vq_attn_key_ops / vq_attn_value_ops) is called with the
+ * ctx's kernels, asked = INT8; under AUTO each format takes its integer
+ * path only where it measured faster (KIVI and mixed keys: wherever the
+ * layout allows; TurboQuant keys and values, KIVI values: where the ISA has
+ * the SIMD kernel, and TurboQuant widths by vq_attn_turbo_auto_widths).
+ * Formats without a switch, and layouts the integer kernels do not take,
+ * stay as bound. ks and va must be valid enum values. */
 void vq_attn_choose_arith(const vq_ctx *ctx, vq_attn_keys *keys, vq_attn_values *values, vq_key_scores ks,
                           vq_value_accum va);
 
@@ -119,16 +97,6 @@ void vq_attn_choose_arith(const vq_ctx *ctx, vq_attn_keys *keys, vq_attn_values 
  * (what the fused block kernel does not take). */
 bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
                                vq_attn_kivi8_block *b);
-
-/* Switches bound KIVI values (vq_attn_bind_values_affine) to integer p.V
- * (kern->affine_pv8). Returns false, changing nothing, where the kernel does
- * not apply (vq_attn_pv8_supported: 2-bit codes, g = 32, D = 128). With
- * integer keys of the same layout (vq_attn_affine_keys_kivi8) and up to four
- * rows per kv head, runs of whole blocks then go to one kern->kivi8_block
- * call each where the ISA has one; the environment variables (read here, for
- * benchmarks and tests) VQ_ATTN_UNFUSED=1 keep the separate kernels,
- * VQ_ATTN_ONE_BLOCK=1 one fused call per block. */
-bool vq_attn_affine_values_use_int8(vq_attn_values *values);
 
 /* Switches bound codebook values (vq_attn_bind_values_codebook) to integer
  * p.V (kern->codebook_pv8; reads the centroids, so CPU data only). Returns

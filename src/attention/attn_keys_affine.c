@@ -2,7 +2,7 @@
  * tokens): k_hat[t,c] = code[t,c] * scale[t/g,c] + zero[t/g,c]. A block is
  * decoded group segment by group segment into the thread's f32 tile, then
  * scored by all rows at once (kern->qk); few rows score straight from the
- * codes (kern->affine_qk). With integer scores (vq_attn_affine_keys_use_int8)
+ * codes (kern->affine_qk). With integer scores (use_int8)
  * each segment instead quantises the rows' q * scale once to int8 planes and
  * scores every token with exact integer dots (kern->affine_q8 / affine_qk8):
  * q . k_hat = q . (code * scale) + q . zero = step * (xq . code) + q . zero
@@ -89,7 +89,9 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     if (!direct && !k->int8) th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
 }
 
-static const vq_attn_key_ops affine_ops = {prep_q, score};
+static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
+/* integer scores under AUTO wherever the layout allows: faster on every ISA */
+static const vq_attn_key_ops affine_ops = {prep_q, score, use_int8};
 
 bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
                                vq_attn_kivi8_block *b)
@@ -161,10 +163,15 @@ vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLT
     return VQ_OK;
 }
 
-bool vq_attn_affine_keys_use_int8(vq_attn_keys *keys)
+/* The switch to integer scores (the query quantised to int8 once per key
+ * group and block, exact integer dots: kern->affine_q8 / affine_qk8); false,
+ * changing nothing, where the kernels do not apply (bits 8, or D % 64 != 0:
+ * vq_attn_q8_supported). */
+static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked)
 {
+    (void)kern, (void)asked;
     affine_keys *d = (affine_keys *)(void *)keys->storage.bytes;
-    if (keys->ops != &affine_ops || !vq_attn_q8_supported(d->bits, d->D)) return false;
+    if (!vq_attn_q8_supported(d->bits, d->D)) return false;
     d->int8 = true;
     keys->thread_floats = dz_offset(d->D) + 2 * VQ_ATTN_MAX_ROWS;
     return true;

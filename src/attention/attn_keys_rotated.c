@@ -6,7 +6,7 @@
  * once in prep_q (softmax scale folded in) and never rotated back. A block's
  * y_hat is decoded into the thread's f32 tile (Lloyd-Max centroid look-ups,
  * or ±mag from the sign bits) and scored by all rows of the tile at once.
- * With integer scores (vq_attn_turbo_keys_use_int8: D = 128, stages of at
+ * With integer scores (use_int8: D = 128, stages of at
  * most 4 bits) prep_q also rounds the rotated row to int8 once per call, and
  * each stage's codes, as nibble rows, are scored with exact integer dots
  * against the stage's centroids rounded to int8 (kern->codebook_qk8):
@@ -155,7 +155,8 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     }
 }
 
-static const vq_attn_key_ops rotated_ops = {prep_q, score};
+static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
+static const vq_attn_key_ops rotated_ops = {prep_q, score, use_int8};
 
 /* The checks and fields every rotated format shares: D a power of two, diag
  * NULL or [D] f32. `fmt` names the member ("keys.turbo"). Binds out to a
@@ -229,10 +230,17 @@ vq_status vq_attn_bind_keys_rabitq_rotated(vq_ctx *ctx, const vq_encoded_keys *k
     return VQ_OK;
 }
 
-bool vq_attn_turbo_keys_use_int8(vq_attn_keys *keys, unsigned widths)
+/* The switch to integer scores of TurboQuant and RVQ keys: the rotated query
+ * rounded to int8 once per row and call, kern->codebook_qk8 per stage
+ * against the centroids rounded once. False, changing nothing, for RaBitQ
+ * signs, D != 128, a stage of more than 4 bits, and under AUTO where the
+ * ISA has no SIMD codebook_qk8 or a stage's width is not one AUTO takes
+ * (vq_attn_turbo_auto_widths). */
+static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked)
 {
     rotated_keys *d = (rotated_keys *)(void *)keys->storage.bytes;
-    if (keys->ops != &rotated_ops || d->n_stages == 0 || d->D != 128) return false;
+    if (d->n_stages == 0 || d->D != 128 || (!asked && !kern->cbqk8_fast)) return false;
+    const unsigned widths = asked ? ~0u : vq_attn_turbo_auto_widths(kern);
     for (int st = 0; st < d->n_stages; st++) {
         const vq_attn_turbo_stage *g = &d->stage[st];
         if (g->bits > 4 || (widths != ~0u && !(g->packed && (widths >> g->bits & 1u)))) return false;

@@ -90,6 +90,9 @@ typedef struct vq_attn_block {
     int n;  /* 1..VQ_ATTN_BN */
 } vq_attn_block;
 
+struct vq_attn_keys;
+struct vq_attn_values;
+
 typedef struct vq_attn_key_ops {
     /* q [D] raw f32 query row with global index row = (b*Hq + h)*Sq + i ->
      * qp [qp_floats]: whatever score() wants per row. */
@@ -98,6 +101,13 @@ typedef struct vq_attn_key_ops {
      * token t0 + j, j < n, including the softmax scale and additive terms. */
     void (*score)(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
                   float *s);
+    /* NULL, or the switch to the format's integer scores (vq_key_scores):
+     * asked = INT8 requested (any layout its kernels take), else AUTO (only
+     * where the format measured it faster with the kernels of kern). May
+     * change the bound keys' ops, qp_floats and thread_floats; returns
+     * false, changing nothing, where it does not apply. Called by
+     * vq_attn_choose_arith (attn_arith.c) before the keys are used. */
+    bool (*use_int8)(struct vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
 } vq_attn_key_ops;
 
 typedef struct vq_attn_keys vq_attn_keys;
@@ -122,6 +132,9 @@ typedef struct vq_attn_value_ops {
      * ISA): the skeleton then runs the steps of the block itself. */
     int64_t (*block)(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th, const vq_attn_block *blk,
                      int64_t count, const float *qp, int R, float *o, float *m, float *d, bool *bad);
+    /* NULL, or the switch to the format's integer p.V (vq_value_accum), as
+     * the keys' use_int8. */
+    bool (*use_int8)(struct vq_attn_values *values, const vq_attn_kernels *kern, bool asked);
 } vq_attn_value_ops;
 
 /* Storage big enough for any format's descriptor, so binders need no malloc. */

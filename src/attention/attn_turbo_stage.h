@@ -44,6 +44,16 @@ const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, cons
                                                int64_t hk, int64_t t0, int n, int64_t D, uint8_t *scratch,
                                                uint8_t *pk, int64_t *ldi);
 
+/* The TurboQuant code widths whose integer paths AUTO takes with the
+ * kernels of kern, as a mask (bit b: b-bit codes in u32 words): those
+ * measured faster than the f32 path (bench/results/cache_cpu.md), 3-bit
+ * words only where they turn into nibbles in SIMD code, never 1-bit ones
+ * (they go through the generic unpack). */
+static inline unsigned vq_attn_turbo_auto_widths(const vq_attn_kernels *kern)
+{
+    return 1u << 2 | 1u << 4 | (kern->nibbles3_fast ? 1u << 3 : 0u);
+}
+
 /* Token t's scale. */
 static inline float vq_attn_turbo_stage_scale(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t)
 {

@@ -2,7 +2,7 @@
  * channels): v_hat[t,c] = code[t,c] * vs[t,c/g] + vz[t,c/g], decoded per
  * block into the thread's f32 tile and accumulated by all rows (kern->pv),
  * or for few rows accumulated straight from the codes (kern->affine_pv).
- * With integer p.V (vq_attn_affine_values_use_int8) every block goes to
+ * With integer p.V (use_int8) every block goes to
  * kern->affine_pv8: the weights p * vs rounded to int8 per row, block and
  * group, integer dots with the codes (error bound: veloxquant.h at
  * vq_value_accum). */
@@ -65,7 +65,8 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     th->kern->affine_pv(R, blk->n, v->D, v->bits, codes, ldc, vs, vz, GV, v->g, p, VQ_ATTN_BN, o, v->D);
 }
 
-static const vq_attn_value_ops affine_ops = {accumulate, NULL, NULL};
+static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool asked);
+static const vq_attn_value_ops affine_ops = {accumulate, NULL, NULL, use_int8};
 
 /* Integer p.V accumulates o in the kernel's lane order (vq_attn_pv8_pos):
  * back to channel order once per row. */
@@ -77,7 +78,7 @@ static void finish_int8(const void *desc, float *o)
     for (int c = 0; c < 128; c++) o[c] = tmp[c];
 }
 
-static const vq_attn_value_ops affine_int8_ops = {accumulate, finish_int8, NULL};
+static const vq_attn_value_ops affine_int8_ops = {accumulate, finish_int8, NULL, NULL};
 
 /* A run of whole blocks in one kernel call (kern->kivi8_block), where keys,
  * rows and ISA allow; false: the skeleton runs score, softmax and
@@ -113,7 +114,7 @@ static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_
     return count;
 }
 
-static const vq_attn_value_ops affine_fused_ops = {accumulate, finish_int8, fused_block};
+static const vq_attn_value_ops affine_fused_ops = {accumulate, finish_int8, fused_block, NULL};
 
 vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                      const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
@@ -134,10 +135,19 @@ vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const D
     return VQ_OK;
 }
 
-bool vq_attn_affine_values_use_int8(vq_attn_values *values)
+/* The switch to integer p.V (kern->affine_pv8): under AUTO only where
+ * affine_pv8 is a SIMD kernel (faster, bench/results/cpu.md); false,
+ * changing nothing, where the layout is not one it takes
+ * (vq_attn_pv8_supported: 2-bit codes, g = 32, D = 128). With integer keys
+ * of the same layout (vq_attn_affine_keys_kivi8) and up to four rows per kv
+ * head, runs of whole blocks then go to one kern->kivi8_block call each
+ * where the ISA has one; the environment variables (read here, for
+ * benchmarks and tests) VQ_ATTN_UNFUSED=1 keep the separate kernels,
+ * VQ_ATTN_ONE_BLOCK=1 one fused call per block. */
+static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool asked)
 {
     affine_values *d = (affine_values *)(void *)values->storage.bytes;
-    if (values->ops != &affine_ops || !vq_attn_pv8_supported(d->bits, d->g, d->D)) return false;
+    if ((!asked && !kern->pv8_fast) || !vq_attn_pv8_supported(d->bits, d->g, d->D)) return false;
     d->int8 = true;
     values->ops = vq_attn_env_on("VQ_ATTN_UNFUSED") ? &affine_int8_ops : &affine_fused_ops;
     return true;

@@ -81,9 +81,9 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     th->kern->codebook_pv(R, blk->n, v->D, v->packed, idx, v->cents, v->n_cents, w, VQ_ATTN_BN, o, v->D);
 }
 
-static const vq_attn_value_ops codebook_ops = {accumulate, NULL, NULL};
+static const vq_attn_value_ops codebook_ops = {accumulate, NULL, NULL, NULL};
 
-static const vq_attn_value_ops codebook_int8_ops = {accumulate, NULL, NULL};
+static const vq_attn_value_ops codebook_int8_ops = {accumulate, NULL, NULL, NULL};
 
 /* A run of whole blocks in one kernel call (kern->rabitq_block), where keys,
  * layout, rows and ISA allow; 0: the skeleton runs score, softmax and
@@ -113,7 +113,7 @@ static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_
     return count;
 }
 
-static const vq_attn_value_ops codebook_fused_ops = {accumulate, NULL, fused_block};
+static const vq_attn_value_ops codebook_fused_ops = {accumulate, NULL, fused_block, NULL};
 
 vq_status vq_attn_bind_values_codebook(vq_ctx *ctx, const DLTensor *idx, const DLTensor *cents,
                                        const DLTensor *vscale, bool packed_only, const vq_attn_dims *dims,

@@ -19,7 +19,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     th->kern->pv[v->elt](R, blk->n, v->D, p, VQ_ATTN_BN, vb, v->v.st / v->esz, o, v->D);
 }
 
-static const vq_attn_value_ops plain_ops = {accumulate, NULL, NULL};
+static const vq_attn_value_ops plain_ops = {accumulate, NULL, NULL, NULL};
 
 vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const char *name,
                                     const vq_attn_dims *dims, vq_attn_values *out)

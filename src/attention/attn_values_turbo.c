@@ -4,7 +4,7 @@
  * decoded into the tile with kern->codebook_tile, as the rotated keys are),
  * and each output row is rotated back once (finish): o = rot^-1(o_rot).
  * That costs one rotation per row instead of one per token.
- * With integer p.V (vq_attn_turbo_values_use_int8: D = 128, bits <= 4) every
+ * With integer p.V (use_int8: D = 128, bits <= 4) every
  * block goes to kern->codebook_pv8 with the Lloyd-Max centroids rounded once
  * and the weights p_j * scale_j, the codes as nibble rows (in place for
  * 4-bit words): the codebook values' arithmetic, in the rotated basis. */
@@ -75,8 +75,9 @@ static void finish(const void *desc, float *o)
     v->rotate(o, v->D, v->diag, true);
 }
 
-static const vq_attn_value_ops turbo_ops = {accumulate, finish, NULL};
-static const vq_attn_value_ops turbo_int8_ops = {accumulate_int8, finish, NULL};
+static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool asked);
+static const vq_attn_value_ops turbo_ops = {accumulate, finish, NULL, use_int8};
+static const vq_attn_value_ops turbo_int8_ops = {accumulate_int8, finish, NULL, NULL};
 
 vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values, const vq_attn_dims *dims,
                                     vq_attn_values *out)
@@ -100,11 +101,16 @@ vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values
     return VQ_OK;
 }
 
-bool vq_attn_turbo_values_use_int8(vq_attn_values *values, unsigned widths)
+/* The switch to integer p.V: kern->codebook_pv8 over the Lloyd-Max
+ * centroids rounded once, the weights p_j * scale_j. False, changing
+ * nothing, for D != 128 or bits > 4, and under AUTO where the ISA has no
+ * SIMD codebook_pv8 or the codes are not u32 words of a width AUTO takes
+ * (vq_attn_turbo_auto_widths). */
+static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool asked)
 {
     turbo_values *d = (turbo_values *)(void *)values->storage.bytes;
-    if (values->ops != &turbo_ops || d->D != 128 || d->stage.bits > 4) return false;
-    if (widths != ~0u && !(d->stage.packed && (widths >> d->stage.bits & 1u))) return false;
+    if (d->D != 128 || d->stage.bits > 4 || (!asked && !kern->cb8_fast)) return false;
+    if (!asked && !(d->stage.packed && (vq_attn_turbo_auto_widths(kern) >> d->stage.bits & 1u))) return false;
     if (!vq_attn_cb8_round(d->stage.cents, 1 << d->stage.bits, d->cq, &d->cstep)) return false;
     values->ops = &turbo_int8_ops;
     /* weights of up to VQ_ATTN_MAX_ROWS rows, 32 tokens x 64 nibble bytes, a code row [D] */

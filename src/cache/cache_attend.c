@@ -153,7 +153,6 @@ static vq_status bind_chunk(vq_cache *c, vq_cache_layer *L, int k, float scale, 
     }
     VQ_FORWARD_IF_ERROR(vq_attn_bind_values(ctx, &ev, &dims, &bd->values));
     vq_attn_choose_arith(ctx, &bd->keys, &bd->values, ks, va);
-    if (kc->method == VQ_KEY_KIVI_MIX && ks != VQ_KEY_SCORES_F32) vq_cache_kivi_mix_keys_use_int8(&bd->keys);
     bd->valid = true;
     bd->scale = scale;
     bd->Sq = Sq;

@@ -43,7 +43,7 @@ static void hamming_score(const void *desc, const vq_attn_thread *th, const vq_a
     k->inner->ops->score(k->inner->desc, th, blk, qp, R, s);
 }
 
-static const vq_attn_key_ops hamming_ops = {hamming_prep_q, hamming_score};
+static const vq_attn_key_ops hamming_ops = {hamming_prep_q, hamming_score, NULL};
 
 vq_status vq_cache_bind_hamming(vq_ctx *ctx, const DLTensor *bits, const DLTensor *mag, const float *diag,
                                 float scale, const vq_attn_dims *dims, vq_cache_hamming_keys *desc,
@@ -71,7 +71,7 @@ static void rotated_accumulate(const void *desc, const vq_attn_thread *th, const
     th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
 }
 
-static const vq_attn_value_ops rotated_ops = {rotated_accumulate, NULL, NULL};
+static const vq_attn_value_ops rotated_ops = {rotated_accumulate, NULL, NULL, NULL};
 
 void vq_cache_bind_rotated_values(vq_ctx *ctx, const DLTensor *v, const float *diag, vq_cache_rotated_values *desc,
                                   vq_attn_values *out)
@@ -101,7 +101,7 @@ static void unrotated_accumulate(const void *desc, const vq_attn_thread *th, con
     }
 }
 
-static const vq_attn_value_ops unrotated_ops = {unrotated_accumulate, NULL, NULL};
+static const vq_attn_value_ops unrotated_ops = {unrotated_accumulate, NULL, NULL, NULL};
 
 void vq_cache_bind_unrotated_values(vq_ctx *ctx, const vq_attn_values *inner, const float *diag, int64_t D,
                                     vq_cache_unrotated_values *desc, vq_attn_values *out)

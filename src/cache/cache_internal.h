@@ -316,12 +316,6 @@ vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTen
                                  const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,
                                  float softmax_scale, vq_attn_keys *out);
 
-/* Switches bound KIVI_MIX keys to integer scores (the affine kernels' 4-bit
- * path over the codes as nibble rows; the bound of vq_key_scores in
- * veloxquant.h, codes of at most 15). False, changing nothing, unless the
- * widths are 2 and 4, the wide count a multiple of 4 and D a multiple of 64. */
-bool vq_cache_kivi_mix_keys_use_int8(vq_attn_keys *keys);
-
 /* ---- cache_attend.c ---- */
 
 /* The layer's formats over stream tensors sv[] (one per stream, any leading

@@ -91,7 +91,7 @@ typedef struct mix_keys {
     int bits, bits2;
     int64_t g, D, nw; /* nw wide channels */
     float softmax_scale;
-    bool int8; /* integer scores (vq_cache_kivi_mix_keys_use_int8) */
+    bool int8; /* integer scores (mix_use_int8) */
 } mix_keys;
 _Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too big");
 
@@ -213,7 +213,9 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
     if (!direct && !k->int8) th->kern->qk[VQ_ATTN_F32](R, blk->n, D, qp, D, th->tile, D, s, VQ_ATTN_BN);
 }
 
-static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score};
+static bool mix_use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
+/* integer scores under AUTO wherever the layout allows, as the KIVI keys' */
+static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score, mix_use_int8};
 
 vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
                                  const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,
@@ -242,11 +244,15 @@ vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTen
     return VQ_OK;
 }
 
-bool vq_cache_kivi_mix_keys_use_int8(vq_attn_keys *keys)
+/* The switch to integer scores (the affine kernels' 4-bit path over the
+ * codes as nibble rows; the bound of vq_key_scores in veloxquant.h, codes of
+ * at most 15). False, changing nothing, unless the widths are 2 and 4, the
+ * wide count a multiple of 4 and D a multiple of 64. */
+static bool mix_use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked)
 {
+    (void)kern, (void)asked;
     mix_keys *d = (mix_keys *)(void *)keys->storage.bytes;
-    if (keys->ops != &mix_ops || d->bits != 2 || d->bits2 != 4 || d->nw % 4 != 0 || !vq_attn_q8_supported(4, d->D))
-        return false;
+    if (d->bits != 2 || d->bits2 != 4 || d->nw % 4 != 0 || !vq_attn_q8_supported(4, d->D)) return false;
     d->int8 = true;
     keys->thread_floats = thread_floats(d->D) + int8_floats(d->D);
     return true;
