@@ -86,7 +86,7 @@ static void score_int8(const rotated_keys *k, const vq_attn_thread *th, const vq
         th->kern->codebook_qk8(R, blk->n, idx, ldi, k->cq[st], (const int8_t *)(qp + D), qpf * (int64_t)sizeof(float),
                                isum, VQ_ATTN_BN);
         float sc[VQ_ATTN_BN];
-        for (int j = 0; j < blk->n; j++) sc[j] = vq_attn_turbo_stage_scale(g, blk->b, blk->hk, blk->t0 + j);
+        vq_attn_turbo_stage_scales(g, blk->b, blk->hk, blk->t0, blk->n, sc);
         for (int r = 0; r < R; r++) {
             const float *qr = qp + r * qpf;
             int32_t xsum;

@@ -65,8 +65,13 @@ const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, cons
         return vq_attn_at(&st->idx, b, hk, t0);
     }
     *ldi = D / 2;
+    const uint8_t *row0 = vq_attn_at(&st->idx, b, hk, t0);
     if (st->packed && st->bits == 3 && D == 128) {
-        kern->nibbles3(n, vq_attn_at(&st->idx, b, hk, t0), st->idx.st, pk);
+        kern->nibbles3(n, row0, st->idx.st, pk);
+        return pk;
+    }
+    if (st->packed && st->bits == 2 && st->idx.st == D / 4) { /* contiguous rows: one stream */
+        vq_bitpack_spread2_nibbles(row0, n * D / 4, pk);
         return pk;
     }
     for (int j = 0; j < n; j++) {

@@ -61,4 +61,11 @@ static inline float vq_attn_turbo_stage_scale(const vq_attn_turbo_stage *st, int
     return st->scale_f16 ? vq_half_to_float(*(const uint16_t *)p) : *(const float *)p;
 }
 
+/* The scales of the n tokens from t0 -> sc [n]. */
+static inline void vq_attn_turbo_stage_scales(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t0, int n,
+                                              float *sc)
+{
+    for (int j = 0; j < n; j++) sc[j] = vq_attn_turbo_stage_scale(st, b, hk, t0 + j);
+}
+
 #endif

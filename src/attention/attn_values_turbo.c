@@ -21,33 +21,33 @@ typedef struct turbo_values {
 } turbo_values;
 _Static_assert(sizeof(turbo_values) <= sizeof(vq_attn_desc_storage), "turbo_values too big");
 
-/* p [R][BN] -> o [R][D] += p . y_hat[t0 .. t0+n) (rotated basis) */
+/* p [R][BN] -> o [R][D] += p . y_hat[t0 .. t0+n) (rotated basis): 2- to
+ * 4-bit words as the block's nibble rows, decoded in one codebook_tile
+ * call (the same floats as token by token), other layouts token by token */
 static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *p,
                        int R, float *o)
 {
     const turbo_values *v = desc;
     const vq_attn_turbo_stage *st = &v->stage;
+    const int64_t D = v->D;
     uint8_t *scratch = (uint8_t *)th->extra;
-    if (st->packed && (st->bits == 2 || (st->bits == 4 && st->idx.st == v->D / 2))) {
-        /* the block as nibble rows, decoded in one call: the same floats as token by token */
-        float sc[VQ_ATTN_BN];
-        for (int j = 0; j < blk->n; j++) sc[j] = vq_attn_turbo_stage_scale(st, blk->b, blk->hk, blk->t0 + j);
-        int64_t ldi;
-        const uint8_t *idx =
-            vq_attn_turbo_stage_nibble_rows(th->kern, st, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, scratch + v->D, &ldi);
-        th->kern->codebook_tile(blk->n, v->D, true, idx, st->cents, 1 << st->bits, sc, th->tile);
-        th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
-        return;
+    float sc[VQ_ATTN_BN];
+    vq_attn_turbo_stage_scales(st, blk->b, blk->hk, blk->t0, blk->n, sc);
+    int64_t ldi = 0;
+    const uint8_t *idx = NULL;
+    if (st->packed && st->bits >= 2 && st->bits <= 4 && D % 16 == 0)
+        idx = vq_attn_turbo_stage_nibble_rows(th->kern, st, blk->b, blk->hk, blk->t0, blk->n, D, scratch,
+                                              scratch + D, &ldi);
+    if (idx && ldi == D / 2) {
+        th->kern->codebook_tile(blk->n, D, true, idx, st->cents, 1 << st->bits, sc, th->tile);
+    } else {
+        for (int j = 0; j < blk->n; j++) {
+            bool nibbles;
+            const uint8_t *codes = vq_attn_turbo_stage_codes(st, blk->b, blk->hk, blk->t0 + j, D, scratch, &nibbles);
+            th->kern->codebook_tile(1, D, nibbles, codes, st->cents, 1 << st->bits, &sc[j], th->tile + j * D);
+        }
     }
-    for (int j = 0; j < blk->n; j++) {
-        bool nibbles;
-        const int64_t t = blk->t0 + j;
-        const uint8_t *codes = vq_attn_turbo_stage_codes(&v->stage, blk->b, blk->hk, t, v->D, scratch, &nibbles);
-        const float scale = vq_attn_turbo_stage_scale(&v->stage, blk->b, blk->hk, t);
-        th->kern->codebook_tile(1, v->D, nibbles, codes, v->stage.cents, 1 << v->stage.bits, &scale,
-                                th->tile + j * v->D);
-    }
-    th->kern->pv[VQ_ATTN_F32](R, blk->n, v->D, p, VQ_ATTN_BN, th->tile, v->D, o, v->D);
+    th->kern->pv[VQ_ATTN_F32](R, blk->n, D, p, VQ_ATTN_BN, th->tile, D, o, D);
 }
 
 /* Integer p.V: w = p * scale (extra [R][BN]), the block's codes as nibble
@@ -59,7 +59,7 @@ static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq
     float *w = th->extra;
     uint8_t *pk = (uint8_t *)(w + VQ_ATTN_MAX_ROWS * VQ_ATTN_BN), *scratch = pk + VQ_ATTN_BN * v->D / 2;
     float sc[VQ_ATTN_BN];
-    for (int j = 0; j < blk->n; j++) sc[j] = vq_attn_turbo_stage_scale(&v->stage, blk->b, blk->hk, blk->t0 + j);
+    vq_attn_turbo_stage_scales(&v->stage, blk->b, blk->hk, blk->t0, blk->n, sc);
     for (int r = 0; r < R; r++)
         for (int j = 0; j < blk->n; j++) w[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * sc[j];
     int64_t ldi;
