@@ -35,7 +35,7 @@ static void kernel_on(vq_ctx *ctx, const char *isa)
         for (int i = 0; i < 32 * LDI; i++) idx[i] = (uint8_t)(vq_rng_next(&rng) >> 56);
         for (int i = 0; i < 16; i++) cq[i] = (int8_t)((int)(vq_rng_next(&rng) % 255) - 127);
         for (int i = 0; i < 5 * LDX; i++) xq[i] = (int8_t)((int)(vq_rng_next(&rng) % 255) - 127);
-        if (it == 0) { /* the extremes: every product at +-127 x 255 */
+        if (it == 0) { /* the extremes: every product at 127 x 127 */
             memset(cq, 127, sizeof cq);
             memset(xq, 127, 5 * LDX);
         }

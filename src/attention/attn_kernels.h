@@ -240,9 +240,8 @@ typedef struct vq_attn_kernels {
      * [16] the centroids rounded (vq_attn_cb8_round), xq [R][ldx] bytes:
      * each row's query rounded to int8 in plane order (xq[r*ldx + k] is
      * channel 2k, xq[r*ldx + 64 + k] channel 2k + 1, k < 64) ->
-     *   isum[r*lds + j] = sum_c xq(r, c) * (cq[idx(j, c)] + 128)
-     * exact in int32 (the caller subtracts 128 sum_c xq(r, c)): every ISA
-     * gives the same integers. */
+     *   isum[r*lds + j] = sum_c xq(r, c) * cq[idx(j, c)]
+     * exact in int32: every ISA gives the same integers. */
     void (*codebook_qk8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, const int8_t *xq,
                          int64_t ldx, int32_t *isum, int64_t lds);
     bool cbqk8_fast; /* codebook_qk8 is a SIMD kernel (AVX2; AVX-512 VNNI): what AUTO picks */

@@ -152,8 +152,7 @@ static void codebook_qk8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, c
             const int8_t *x = xq + r * ldx;
             int32_t acc = 0;
             for (int k = 0; k < 64; k++)
-                acc += (int32_t)x[k] * ((int32_t)cq[row[k] & 15] + 128) +
-                       (int32_t)x[64 + k] * ((int32_t)cq[row[k] >> 4] + 128);
+                acc += (int32_t)x[k] * cq[row[k] & 15] + (int32_t)x[64 + k] * cq[row[k] >> 4];
             isum[r * lds + j] = acc;
         }
 }

@@ -14,7 +14,6 @@
  * isum = sum_c xq_c cq[idx_c]; veloxquant.h (vq_key_scores) bounds it. */
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "attention/attn_turbo_stage.h"
 #include "codecs/hadamard.h"
@@ -35,8 +34,8 @@ typedef struct rotated_keys {
 _Static_assert(sizeof(rotated_keys) <= sizeof(vq_attn_desc_storage), "rotated_keys too big");
 
 /* The integer scores' prepared row after the f32 one (qp [D]): xq [D] int8
- * in plane order (codebook_qk8), then qstep and sum_c xq_c (as int32). */
-#define INT8_QP_FLOATS(D) ((D) + (D) / 4 + 2)
+ * in plane order (codebook_qk8), then qstep. */
+#define INT8_QP_FLOATS(D) ((D) + (D) / 4 + 1)
 
 /* q [D] -> qp [D] = scale * rot(q); with integer scores also its int8 row:
  * amax = max |qp_c|, qstep = amax / 127, xq_c = rint(qp_c * (127 / amax))
@@ -60,19 +59,13 @@ static void prep_q(const void *desc, const float *q, int64_t row, float *qp)
     }
     const float inv = vq_attn_q8_inv(amax, finite);
     int8_t *xq = (int8_t *)(qp + D);
-    int32_t sum = 0;
-    for (int64_t c = 0; c < D; c++) {
-        const int8_t x = finite ? (int8_t)rintf(qp[c] * inv) : 0; /* NaN * 0 would not convert */
-        xq[(c % 2) * (D / 2) + c / 2] = x;
-        sum += x;
-    }
+    for (int64_t c = 0; c < D; c++) /* NaN * 0 would not convert */
+        xq[(c % 2) * (D / 2) + c / 2] = finite ? (int8_t)rintf(qp[c] * inv) : 0;
     qp[D + D / 4] = finite ? amax / 127.0f : NAN;
-    memcpy(qp + D + D / 4 + 1, &sum, sizeof sum);
 }
 
 /* Integer scores of the block: per stage, its codes as nibble rows, the
- * integer dots of every row, then s (+)= isum' * ((qstep * cstep) * scale_j)
- * with isum' = isum - 128 sum_c xq_c (codebook_qk8's offset taken out). */
+ * integer dots of every row, then s (+)= isum * ((qstep * cstep) * scale_j). */
 static void score_int8(const rotated_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
                        int R, float *s)
 {
@@ -88,12 +81,9 @@ static void score_int8(const rotated_keys *k, const vq_attn_thread *th, const vq
         float sc[VQ_ATTN_BN];
         vq_attn_turbo_stage_scales(g, blk->b, blk->hk, blk->t0, blk->n, sc);
         for (int r = 0; r < R; r++) {
-            const float *qr = qp + r * qpf;
-            int32_t xsum;
-            memcpy(&xsum, qr + D + D / 4 + 1, sizeof xsum);
-            const float f = qr[D + D / 4] * k->cstep[st];
+            const float f = qp[r * qpf + D + D / 4] * k->cstep[st];
             for (int j = 0; j < blk->n; j++) {
-                const float v = (float)(isum[r * VQ_ATTN_BN + j] - 128 * xsum) * (f * sc[j]);
+                const float v = (float)isum[r * VQ_ATTN_BN + j] * (f * sc[j]);
                 s[r * VQ_ATTN_BN + j] = st ? s[r * VQ_ATTN_BN + j] + v : v;
             }
         }

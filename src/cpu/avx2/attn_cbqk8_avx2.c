@@ -8,8 +8,7 @@
  * the products are xq * cq, each |.| <= 127 * 127, pairs <= 32258, exact.
  * vpmaddwd with ones widens the pairs to int32. The looked-up tokens (8
  * at a time, 128 bytes each) are shared by the rows; one horizontal-add
- * tree per 8 tokens leaves token t's sum in lane t, and 128 sum_c xq_c is
- * added back (the kernel's contract counts cq + 128). */
+ * tree per 8 tokens leaves token t's sum in lane t. */
 #include <immintrin.h>
 
 #include "attention/attn_kernels.h"
@@ -46,12 +45,10 @@ static void codebook_qk8_avx2(int R, int n, const uint8_t *idx, int64_t ldi, con
         for (int r = 0; r < R; r++) {
             const int8_t *x = xq + r * ldx;
             __m256i xs[4], xa[4];
-            int32_t xsum = 0;
             for (int q = 0; q < 4; q++) {
                 xs[q] = _mm256_loadu_si256((const __m256i *)(x + 32 * q));
                 xa[q] = _mm256_abs_epi8(xs[q]);
             }
-            for (int c = 0; c < 128; c++) xsum += x[c];
             __m256i a[8];
             for (int i = 0; i < 8; i++) {
                 __m256i t = _mm256_setzero_si256();
@@ -61,8 +58,7 @@ static void codebook_qk8_avx2(int R, int n, const uint8_t *idx, int64_t ldi, con
                 }
                 a[i] = t;
             }
-            const __m256i s = _mm256_add_epi32(hsum8(a), _mm256_set1_epi32(128 * xsum));
-            _mm256_maskstore_epi32(isum + r * lds + j0, keep, s);
+            _mm256_maskstore_epi32(isum + r * lds + j0, keep, hsum8(a));
         }
     }
 }

@@ -10,7 +10,8 @@
  * query planes (xq in plane order, signed) into one accumulator per token,
  * and one transposing sum tree per 16 tokens (unpack + add on dwords, on
  * qwords, then 128-bit lane shuffles: 45 instructions) leaves token t's
- * sum in lane t. */
+ * sum in lane t; 128 sum_c xq_c (two more vpdpbusd against ones, once per
+ * row and 16 tokens) takes the + 128 of the looked-up bytes back out. */
 #include <immintrin.h>
 
 #include "attention/attn_kernels.h"
@@ -34,7 +35,7 @@ static void codebook_qk8_vnni(int R, int n, const uint8_t *idx, int64_t ldi, con
                               int64_t ldx, int32_t *isum, int64_t lds)
 {
     const __m128i t = _mm_xor_si128(_mm_loadu_si128((const __m128i *)cq), _mm_set1_epi8(-128)); /* cq + 128 */
-    const __m512i lut = _mm512_broadcast_i32x4(t), low4 = _mm512_set1_epi8(0x0f);
+    const __m512i lut = _mm512_broadcast_i32x4(t), low4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
     _Alignas(64) uint8_t u[16][128];
     for (int j0 = 0; j0 < n; j0 += 16) {
         const int nb = n - j0 < 16 ? n - j0 : 16;
@@ -51,11 +52,13 @@ static void codebook_qk8_vnni(int R, int n, const uint8_t *idx, int64_t ldi, con
         const __mmask16 keep = (__mmask16)((1u << nb) - 1u);
         for (int r = 0; r < R; r++) {
             const __m512i xe = _mm512_loadu_si512(xq + r * ldx), xo = _mm512_loadu_si512(xq + r * ldx + 64);
+            const int32_t xsum =
+                _mm512_reduce_add_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xe), ones, xo));
             __m512i a[16];
             for (int i = 0; i < 16; i++)
                 a[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_load_si512(u[i]), xe),
                                            _mm512_load_si512(u[i] + 64), xo);
-            _mm512_mask_storeu_epi32(isum + r * lds + j0, keep, hsum16(a));
+            _mm512_mask_storeu_epi32(isum + r * lds + j0, keep, _mm512_sub_epi32(hsum16(a), _mm512_set1_epi32(128 * xsum)));
         }
     }
 }

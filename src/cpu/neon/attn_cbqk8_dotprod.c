@@ -1,8 +1,7 @@
 /* attn_cbqk8_dotprod.c — NEON integer scores against codebook keys at
  * D = 128 (attn_kernels.h, codebook_qk8: TurboQuant and RVQ stages), with
  * the ARMv8.2 dot product (sdot: signed x signed, so the centroids are
- * looked up as they are, one tbl per 16 nibbles, and 128 sum_c xq_c is
- * added for the kernel's cq + 128 contract). Installed where the CPU
+ * looked up as they are, one tbl per 16 nibbles). Installed where the CPU
  * reports the dot product; AUTO does not take it (no ARM machine has
  * measured it against the f32 path: cbqk8_fast stays false). */
 #include <arm_neon.h>
@@ -23,14 +22,12 @@ static void codebook_qk8_dotprod(int R, int n, const uint8_t *idx, int64_t ldi, 
         }
         for (int r = 0; r < R; r++) {
             const int8_t *x = xq + r * ldx;
-            int32x4_t acc = vdupq_n_s32(0), sum = vdupq_n_s32(0);
+            int32x4_t acc = vdupq_n_s32(0);
             for (int q = 0; q < 4; q++) {
                 const int8x16_t xe = vld1q_s8(x + 16 * q), xo = vld1q_s8(x + 64 + 16 * q);
                 acc = vdotq_s32(vdotq_s32(acc, xe, e[q]), xo, o[q]);
-                sum = vpadalq_s16(sum, vpaddlq_s8(xe));
-                sum = vpadalq_s16(sum, vpaddlq_s8(xo));
             }
-            isum[r * lds + j] = vaddvq_s32(acc) + 128 * vaddvq_s32(sum);
+            isum[r * lds + j] = vaddvq_s32(acc);
         }
     }
 }
