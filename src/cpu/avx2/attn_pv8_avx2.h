@@ -146,10 +146,8 @@ VQ_INLINE void pv8_quad_mac(int NR, int x, int k0, int NK, int qd, const pv8_avx
     }
     for (int r = 0; r < NR; r++) {
         const __m256i w = _mm256_load_si256((const __m256i *)W[r][qd][x >> 1]);
-        /* vpaddsw, never saturating here (every partial sum is within the
-         * bound above): GCC reassociates vpaddw chains (plain vector +)
-         * into all products first, spilled, then a tree */
-        for (int k = 0; k < NK; k++) acc[r][k] = _mm256_adds_epi16(acc[r][k], _mm256_maddubs_epi16(e[k], w));
+        /* every partial sum within the bound above */
+        for (int k = 0; k < NK; k++) madd_u8s8_acc16(&acc[r][k], e[k], w);
     }
 }
 

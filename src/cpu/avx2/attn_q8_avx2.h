@@ -103,23 +103,24 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
                 const int8_t *qp = xq + r * D + m * P + 32 * k; /* a half chunk's plane has 16 bytes left */
                 const __m256i qv = k < NC ? _mm256_loadu_si256((const __m256i *)qp)
                                           : _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)qp));
-                /* vpaddsw, never saturating (the i16 bound in attn_int8_avx2.c):
-                 * GCC reassociates plain vpaddw chains into all products
-                 * first, spilled to the stack, then a tree (9200 -> 8618
-                 * instructions per fused block at four rows) */
-                for (int t = 0; t < TB; t++)
-                    acc[r * TB + t] = _mm256_adds_epi16(acc[r * TB + t], _mm256_maddubs_epi16(e[t], qv));
+                /* within i16 (the bound in attn_int8_avx2.c) */
+                for (int t = 0; t < TB; t++) madd_u8s8_acc16(&acc[r * TB + t], e[t], qv);
             }
         }
     }
+    /* A lane sums (NC + half) K pairs of at most 2 (2^bits - 1) 127: where 8
+     * lanes fit in i16 (2 bits, D <= 128), the cheap i16 tree adds them. */
+    const bool tree = 8 * (NC + half) * K * 2 * ((1 << bits) - 1) * 127 <= 32767;
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int i = 0; i < RB * TB; i++) acc[i] = _mm256_madd_epi16(acc[i], ones);
+    if (!tree)
+        for (int i = 0; i < RB * TB; i++) acc[i] = _mm256_madd_epi16(acc[i], ones);
+#define VQ_QK8_DOTS4(a, b, c, d) (tree ? hsum4_epi16(a, b, c, d) : hsum4_epi32(a, b, c, d))
     if (TB == 4 || (TB == 2 && RB % 2 == 0)) {
         /* groups of four: one row's 4 tokens (TB 4) or two rows' 2 (TB 2): the
          * dots, s = step * dot + qz as one vector each (fmadd: the scalar form's
          * contraction) */
         for (int i = 0; i < RB * TB; i += 4) {
-            const __m128 d = _mm_cvtepi32_ps(hsum4_epi32(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
+            const __m128 d = _mm_cvtepi32_ps(VQ_QK8_DOTS4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
             const int r = i / TB;
             if (TB == 4) {
                 _mm_storeu_ps(s + r * lds, _mm_fmadd_ps(d, _mm_set1_ps(dz[2 * r]), _mm_set1_ps(dz[2 * r + 1])));
@@ -136,14 +137,15 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
     int32_t dot[8];
     for (int i = 0; i < RB * TB; i += 4) { /* RB * TB is 1, 2, 3 or 6 here: pad groups of four with zeros */
         const __m256i z = _mm256_setzero_si256();
-        const __m128i h = hsum4_epi32(acc[i], i + 1 < RB * TB ? acc[i + 1] : z, i + 2 < RB * TB ? acc[i + 2] : z,
-                                      i + 3 < RB * TB ? acc[i + 3] : z);
+        const __m128i h = VQ_QK8_DOTS4(acc[i], i + 1 < RB * TB ? acc[i + 1] : z, i + 2 < RB * TB ? acc[i + 2] : z,
+                                       i + 3 < RB * TB ? acc[i + 3] : z);
         int32_t tmp[4];
         _mm_storeu_si128((__m128i *)tmp, h);
         for (int u = 0; u < 4 && i + u < RB * TB; u++) dot[i + u] = tmp[u];
     }
     for (int r = 0; r < RB; r++)
         for (int t = 0; t < TB; t++) s[r * lds + t] = fmaf(dz[2 * r], (float)dot[r * TB + t], dz[2 * r + 1]);
+#undef VQ_QK8_DOTS4
 }
 
 VQ_INLINE void qk8_rows(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
