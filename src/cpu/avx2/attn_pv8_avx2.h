@@ -76,8 +76,15 @@ VQ_INLINE void pv8_prep_block(int n, const uint8_t *codes, int64_t ldc, const fl
  * and per group step = amax / 127 (NaN where a weight is not finite) and the
  * zero sum, in lanes 0-3. The f32 operations are the scalar definition's:
  * w = p * vs, amax = max |w|, inv = vq_attn_q8_inv, wq = rint(w * inv)
- * (vcvtps2dq: round to nearest even) clamped to [-127, 127], 0 where the
- * group has a non-finite w. Tokens at or past n weigh 0 (p is not read). */
+ * clamped to [-127, 127], 0 where the group has a non-finite w. Tokens at or
+ * past n weigh 0 (p is not read).
+ *
+ * Built from in-lane shuffles, 128-bit inserts and integer ops: the
+ * lane-crossing permutes (vpermd, vperm2i128) and vcvtps2dq cost 3-4 and 2
+ * cycles each on 128-bit cores (Zen 1). amax is the integer max of the
+ * |w| bit patterns (ordered as the floats; a non-finite |w| is >= the bits
+ * of +inf), and rint comes from adding 1.5 * 2^23: |w * inv| <= 127.5, so
+ * the sum's low byte is rint(w * inv) rounded to nearest even, as vcvtps2dq. */
 VQ_INLINE void pv8_prep_row(bool full, int n, const pv8_avx2_block *b, const float *p, uint8_t (*W)[2][32],
                             __m128 *step, __m128 *zs)
 {
@@ -87,47 +94,54 @@ VQ_INLINE void pv8_prep_row(bool full, int n, const pv8_avx2_block *b, const flo
         memcpy(pp, p, sizeof(float) * (size_t)n);
         p = pp;
     }
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 w[16], amax = _mm256_setzero_ps(), zsum = _mm256_setzero_ps(), nonfin = _mm256_setzero_ps();
-    const __m256i dup[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
-                            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+    __m256 w[16], zsum = _mm256_setzero_ps();
+    __m256i amax = _mm256_setzero_si256();
     VQ_PV8_UNROLL
     for (int u = 0; u < 16; u++) { /* tokens 2u, 2u + 1: lanes [token][group] as vs */
-        const __m256 P = _mm256_permutevar8x32_ps(_mm256_loadu_ps(p + 8 * (u / 4)), dup[u % 4]);
+        const __m256 P = _mm256_set_m128(_mm_broadcast_ss(p + 2 * u + 1), _mm_broadcast_ss(p + 2 * u));
         w[u] = _mm256_mul_ps(P, _mm256_loadu_ps(b->vs + 8 * u));
-        amax = _mm256_max_ps(amax, _mm256_and_ps(w[u], absmask));
-        nonfin = _mm256_or_ps(nonfin, _mm256_cmp_ps(_mm256_sub_ps(w[u], w[u]), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+        amax = _mm256_max_epi32(amax, _mm256_and_si256(_mm256_castps_si256(w[u]), absmask));
         zsum = _mm256_fmadd_ps(P, _mm256_loadu_ps(b->vz + 8 * u), zsum);
     }
-    const __m128 am = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    const __m128 bad = _mm_or_ps(_mm256_castps256_ps128(nonfin), _mm256_extractf128_ps(nonfin, 1));
-    const __m128 fin = _mm_cmpeq_ps(bad, _mm_setzero_ps()); /* all ones: the group's weights are finite */
+    const __m128i ami = _mm_max_epi32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
+    const __m128 fin = _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(0x7f800000), ami)); /* all ones: finite */
+    const __m128 am = _mm_castsi128_ps(ami);
     const __m128 inv4 = _mm_div_ps(_mm_set1_ps(127.0f), am);
     /* vq_attn_q8_inv: 0 where not finite or above FLT_MAX (amax 0 or tiny) */
     const __m128 invok = _mm_and_ps(_mm_and_ps(inv4, fin), _mm_cmp_ps(inv4, _mm_set1_ps(3.40282347e38f), _CMP_LE_OQ));
     *step = _mm_blendv_ps(_mm_set1_ps(NAN), _mm_div_ps(am, _mm_set1_ps(127.0f)), fin);
     *zs = _mm_add_ps(_mm256_castps256_ps128(zsum), _mm256_extractf128_ps(zsum, 1));
-    const __m256 inv = _mm256_set_m128(invok, invok);
+    const __m256 inv = _mm256_set_m128(invok, invok), magic = _mm256_set1_ps(12582912.0f); /* 1.5 * 2^23 */
     const __m256i fmask = _mm256_castps_si256(_mm256_set_m128(fin, fin));
-    const __m256i ga = _mm256_setr_epi8(0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 2, 6, 10, 14, 2, 6, 10,
-                                        14, 2, 6, 10, 14, 2, 6, 10, 14);
-    const __m256i gb = _mm256_add_epi8(ga, _mm256_set1_epi8(1));
+    /* the low byte of dword g (group g) of register i to byte 4 g + i */
+    const __m256i slot[4] = {
+        _mm256_setr_epi8(0, -1, -1, -1, 4, -1, -1, -1, 8, -1, -1, -1, 12, -1, -1, -1, 0, -1, -1, -1, 4, -1, -1, -1, 8,
+                         -1, -1, -1, 12, -1, -1, -1),
+        _mm256_setr_epi8(-1, 0, -1, -1, -1, 4, -1, -1, -1, 8, -1, -1, -1, 12, -1, -1, -1, 0, -1, -1, -1, 4, -1, -1, -1,
+                         8, -1, -1, -1, 12, -1, -1),
+        _mm256_setr_epi8(-1, -1, 0, -1, -1, -1, 4, -1, -1, -1, 8, -1, -1, -1, 12, -1, -1, -1, 0, -1, -1, -1, 4, -1, -1,
+                         -1, 8, -1, -1, -1, 12, -1),
+        _mm256_setr_epi8(-1, -1, -1, 0, -1, -1, -1, 4, -1, -1, -1, 8, -1, -1, -1, 12, -1, -1, -1, 0, -1, -1, -1, 4, -1,
+                         -1, -1, 8, -1, -1, -1, 12)};
+    /* bytes 4 k .. 4 k + 3 (tokens of a quad) to every dword of both lanes */
+    const __m256i bcast[4] = {_mm256_set1_epi32(0x03020100), _mm256_set1_epi32(0x07060504),
+                              _mm256_set1_epi32(0x0b0a0908), _mm256_set1_epi32(0x0f0e0d0c)};
     VQ_PV8_UNROLL
     for (int v = 0; v < 4; v++) { /* tokens 8v .. 8v + 7: quads 2v, 2v + 1 */
-        __m256i x[4];
-        for (int i = 0; i < 4; i++)
-            x[i] = _mm256_and_si256(_mm256_cvtps_epi32(_mm256_mul_ps(w[4 * v + i], inv)), fmask);
-        /* lanes: tokens 8v + {0, 2, 4, 6} | {1, 3, 5, 7}, 4 groups each; |x| <= 128 */
-        __m256i z = _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
-        z = _mm256_max_epi8(z, _mm256_set1_epi8(-127));
-        /* [token][group]: quad 2v in lane 0, 2v + 1 in lane 1 (kept in
-         * registers: a 16-byte reload of a 32-byte store does not forward) */
-        z = _mm256_permutevar8x32_epi32(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        const __m256i t0 = _mm256_permute2x128_si256(z, z, 0x00), t1 = _mm256_permute2x128_si256(z, z, 0x11);
-        _mm256_store_si256((__m256i *)W[2 * v][0], _mm256_shuffle_epi8(t0, ga));
-        _mm256_store_si256((__m256i *)W[2 * v][1], _mm256_shuffle_epi8(t0, gb));
-        _mm256_store_si256((__m256i *)W[2 * v + 1][0], _mm256_shuffle_epi8(t1, ga));
-        _mm256_store_si256((__m256i *)W[2 * v + 1][1], _mm256_shuffle_epi8(t1, gb));
+        __m256i e = _mm256_setzero_si256();
+        for (int i = 0; i < 4; i++) {
+            const __m256 x = _mm256_add_ps(_mm256_mul_ps(w[4 * v + i], inv), magic);
+            e = _mm256_or_si256(e, _mm256_shuffle_epi8(_mm256_and_si256(_mm256_castps_si256(x), fmask), slot[i]));
+        }
+        /* e: lane 0 the even tokens 8v + 2i, lane 1 the odd ones, slot 4 g + i;
+         * interleaved: lo = group 0 then 1, hi = 2 then 3, tokens 8v .. 8v + 7 */
+        const __m128i ev = _mm256_castsi256_si128(e), od = _mm256_extracti128_si256(e, 1);
+        const __m256i g = _mm256_set_m128i(_mm_unpackhi_epi8(ev, od), _mm_unpacklo_epi8(ev, od));
+        _mm256_store_si256((__m256i *)W[2 * v][0], _mm256_shuffle_epi8(g, bcast[0]));
+        _mm256_store_si256((__m256i *)W[2 * v + 1][0], _mm256_shuffle_epi8(g, bcast[1]));
+        _mm256_store_si256((__m256i *)W[2 * v][1], _mm256_shuffle_epi8(g, bcast[2]));
+        _mm256_store_si256((__m256i *)W[2 * v + 1][1], _mm256_shuffle_epi8(g, bcast[3]));
     }
 }
 

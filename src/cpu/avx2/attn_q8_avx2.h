@@ -9,68 +9,87 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "attention/attn_kernels.h"
 #include "cpu/avx2/attn_avx2_inline.h"
 
-/* Stores 32 int8 in natural channel order (channels c0 .. c0+31 of the row)
- * into their plane positions (vq_attn_q8_pos). */
-VQ_INLINE void store_planes(__m256i v, int bits, int64_t D, int64_t c0, int8_t *xq)
+/* Stores the int8 of channels c0 .. c0 + 31 of a row into their plane
+ * positions (vq_attn_q8_pos): y[u] holds channels c0 + 8u .. c0 + 8u + 7,
+ * each as the low byte of its dword. One vpshufb per register moves the
+ * bytes to their plane slots within its lane (lane 0: the plane-order
+ * indices of the even half, lane 1 of the odd one), and one interleave of
+ * the two lanes puts them in order: no lane-crossing permute (3-4 cycles on
+ * 128-bit cores). */
+VQ_INLINE void store_planes(const __m256i *y, int bits, int64_t D, int64_t c0, int8_t *xq)
 {
-    if (bits == 2) { /* per 16-byte lane: the 4 bytes of each shift together, then dwords by shift */
-        const __m256i byshift =
-            _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
-                             14, 3, 7, 11, 15);
-        v = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, byshift), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    __m256i e = _mm256_setzero_si256();
+    for (int u = 0; u < 4; u++) {
+        /* dword l of a lane: 2 bits, plane l, slot u (byte 4 l + u); 4 bits,
+         * plane l % 2, slot 2 u + l / 2 (byte 8 (l % 2) + 2 u + l / 2) */
+        int8_t idx[16];
+        for (int i = 0; i < 16; i++) idx[i] = -1;
+        for (int l = 0; l < 4; l++) idx[bits == 2 ? 4 * l + u : 8 * (l % 2) + 2 * u + l / 2] = (int8_t)(4 * l);
+        const __m128i m = _mm_loadu_si128((const __m128i *)idx);
+        e = _mm256_or_si256(e, _mm256_shuffle_epi8(y[u], _mm256_set_m128i(m, m)));
+    }
+    const __m128i lo = _mm256_castsi256_si128(e), hi = _mm256_extracti128_si256(e, 1);
+    if (bits == 2) { /* planes 0, 1 | 2, 3: 8 bytes each */
         const int64_t P = D / 4, i0 = c0 / 4;
-        _mm_storel_epi64((__m128i *)(xq + i0), lo);
-        _mm_storel_epi64((__m128i *)(xq + P + i0), _mm_unpackhi_epi64(lo, lo));
-        _mm_storel_epi64((__m128i *)(xq + 2 * P + i0), hi);
-        _mm_storel_epi64((__m128i *)(xq + 3 * P + i0), _mm_unpackhi_epi64(hi, hi));
+        const __m128i a = _mm_unpacklo_epi8(lo, hi), b = _mm_unpackhi_epi8(lo, hi);
+        _mm_storel_epi64((__m128i *)(xq + i0), a);
+        _mm_storeh_pd((double *)(xq + P + i0), _mm_castsi128_pd(a));
+        _mm_storel_epi64((__m128i *)(xq + 2 * P + i0), b);
+        _mm_storeh_pd((double *)(xq + 3 * P + i0), _mm_castsi128_pd(b));
         return;
     }
-    const __m256i byshift =
-        _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9,
-                         11, 13, 15);
-    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, byshift), 0xD8); /* qwords 0 2 1 3 */
-    const int64_t P = D / 2, i0 = c0 / 2;
-    _mm_storeu_si128((__m128i *)(xq + i0), _mm256_castsi256_si128(v));
-    _mm_storeu_si128((__m128i *)(xq + P + i0), _mm256_extracti128_si256(v, 1));
+    const int64_t P = D / 2, i0 = c0 / 2; /* planes 0 | 1: 16 bytes each */
+    _mm_storeu_si128((__m128i *)(xq + i0), _mm_unpacklo_epi16(lo, hi));
+    _mm_storeu_si128((__m128i *)(xq + P + i0), _mm_unpackhi_epi16(lo, hi));
 }
 
+/* The f32 operations of affine_q8_scalar (attn_kernels.h): amax as the
+ * integer max of the |x| bit patterns (ordered as the floats; a
+ * non-finite x gives bits >= those of +inf), rint(x * inv) as the low byte
+ * of x * inv + 1.5 * 2^23 (|x * inv| <= 127.5: the add rounds to nearest
+ * even, as lrintf and vcvtps2dq, and the int8 is the sum's low byte); a
+ * non-finite row stores zeros. */
 VQ_INLINE void q8_rows_avx2(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
                             const float *zero, int8_t *xq, float *dz)
 {
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
     for (int r = 0; r < R; r++) {
         const float *qr = q + r * ldq;
-        __m256 amax = _mm256_setzero_ps(), qz = _mm256_setzero_ps(), nonfin = _mm256_setzero_ps();
+        __m256i amax = _mm256_setzero_si256();
+        __m256 qz = _mm256_setzero_ps();
         for (int64_t c = 0; c < D; c += 8) {
             const __m256 qv = _mm256_loadu_ps(qr + c), x = _mm256_mul_ps(qv, _mm256_loadu_ps(scale + c));
-            amax = _mm256_max_ps(amax, _mm256_and_ps(x, absmask));
-            nonfin = _mm256_or_ps(nonfin, _mm256_cmp_ps(_mm256_sub_ps(x, x), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+            amax = _mm256_max_epi32(amax, _mm256_and_si256(_mm256_castps_si256(x), absmask));
             qz = _mm256_fmadd_ps(qv, _mm256_loadu_ps(zero + c), qz);
         }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        const float am = _mm_cvtss_f32(h), z = hsum8(qz);
-        const bool finite = _mm256_movemask_ps(nonfin) == 0 && isfinite(z);
-        const __m256 inv = _mm256_set1_ps(vq_attn_q8_inv(am, finite));
+        __m128i h = _mm_max_epi32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
+        h = _mm_max_epi32(h, _mm_unpackhi_epi64(h, h));
+        h = _mm_max_epi32(h, _mm_srli_epi64(h, 32));
+        const int32_t ami = _mm_cvtsi128_si32(h);
+        const float am = _mm_cvtss_f32(_mm_castsi128_ps(h)), z = hsum8(qz);
+        const bool finite = ami < 0x7f800000 && isfinite(z);
         int8_t *xr = xq + r * D;
-        for (int64_t c = 0; c < D; c += 32) {
-            __m256i w[4];
-            for (int u = 0; u < 4; u++) {
-                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(qr + c + 8 * u), _mm256_loadu_ps(scale + c + 8 * u));
-                w[u] = _mm256_cvtps_epi32(_mm256_mul_ps(x, inv)); /* round to nearest even */
-            }
-            /* |w| <= 127: the packs never saturate; they interleave 128-bit lanes, vpermd restores order */
-            const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(w[0], w[1]), _mm256_packs_epi32(w[2], w[3]));
-            store_planes(_mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)), bits, D, c, xr);
-        }
         dz[2 * r] = finite ? am / 127.0f : NAN;
         dz[2 * r + 1] = z;
+        if (!finite) {
+            memset(xr, 0, (size_t)D);
+            continue;
+        }
+        const __m256 inv = _mm256_set1_ps(vq_attn_q8_inv(am, true));
+        for (int64_t c = 0; c < D; c += 32) {
+            __m256i y[4];
+            for (int u = 0; u < 4; u++) {
+                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(qr + c + 8 * u), _mm256_loadu_ps(scale + c + 8 * u));
+                y[u] = _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(x, inv), magic));
+            }
+            store_planes(y, bits, D, c, xr);
+        }
     }
 }
 
