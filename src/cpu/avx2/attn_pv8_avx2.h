@@ -195,20 +195,21 @@ VQ_INLINE void pv8_pass(int NR, int x, int k0, int NK, const pv8_avx2_block *b, 
 
 /* o [r] (vq_attn_pv8_pos order) += step * isum + zs from I [r]: channel
  * 32 g + 4 b + k sits in I[x][k] lane 4 (g / 2) + (b % 4) where x = 2 (g % 2)
- * + b / 4; pos 64 h + 16 k + 2 b + i for group 2 h + i. */
+ * + b / 4; pos 64 h + 16 k + 2 b + i for group 2 h + i. The halves move by
+ * 128-bit inserts and extracts, not vperm2i128 (3 cycles on 128-bit cores). */
 VQ_INLINE void pv8_out(const int32_t (*I)[4][8], __m128 step, __m128 zs, float *o)
 {
     /* lanes of (h, pos 2b + i): group 2 h + i */
-    const __m256 s0 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(step), _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1));
-    const __m256 s1 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(step), _mm256_setr_epi32(2, 3, 2, 3, 2, 3, 2, 3));
-    const __m256 z0 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(zs), _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1));
-    const __m256 z1 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(zs), _mm256_setr_epi32(2, 3, 2, 3, 2, 3, 2, 3));
+    const __m128 st01 = _mm_shuffle_ps(step, step, 0x44), st23 = _mm_shuffle_ps(step, step, 0xee);
+    const __m128 zs01 = _mm_shuffle_ps(zs, zs, 0x44), zs23 = _mm_shuffle_ps(zs, zs, 0xee);
+    const __m256 s0 = _mm256_set_m128(st01, st01), s1 = _mm256_set_m128(st23, st23);
+    const __m256 z0 = _mm256_set_m128(zs01, zs01), z1 = _mm256_set_m128(zs23, zs23);
     for (int k = 0; k < 4; k++)
         for (int bh = 0; bh < 2; bh++) { /* b 0-3 (x 0, 2) or 4-7 (x 1, 3) */
             const __m256i A = _mm256_load_si256((const __m256i *)I[bh][k]), B = _mm256_load_si256((const __m256i *)I[2 + bh][k]);
             const __m256i lo = _mm256_unpacklo_epi32(A, B), hi = _mm256_unpackhi_epi32(A, B);
-            const __m256 f0 = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(lo, hi, 0x20));
-            const __m256 f1 = _mm256_cvtepi32_ps(_mm256_permute2x128_si256(lo, hi, 0x31));
+            const __m256 f0 = _mm256_cvtepi32_ps(_mm256_inserti128_si256(lo, _mm256_castsi256_si128(hi), 1));
+            const __m256 f1 = _mm256_cvtepi32_ps(_mm256_inserti128_si256(hi, _mm256_extracti128_si256(lo, 1), 0));
             float *d0 = o + 16 * k + 8 * bh, *d1 = o + 64 + 16 * k + 8 * bh;
             _mm256_storeu_ps(d0, _mm256_add_ps(_mm256_loadu_ps(d0), _mm256_fmadd_ps(f0, s0, z0)));
             _mm256_storeu_ps(d1, _mm256_add_ps(_mm256_loadu_ps(d1), _mm256_fmadd_ps(f1, s1, z1)));
