@@ -48,47 +48,71 @@ VQ_INLINE void store_planes(const __m256i *y, int bits, int64_t D, int64_t c0, i
     _mm_storeu_si128((__m128i *)(xq + P + i0), _mm_unpackhi_epi16(lo, hi));
 }
 
-/* The f32 operations of affine_q8_scalar (attn_kernels.h): amax as the
- * integer max of the |x| bit patterns (ordered as the floats; a
- * non-finite x gives bits >= those of +inf), rint(x * inv) as the low byte
- * of x * inv + 1.5 * 2^23 (|x * inv| <= 127.5: the add rounds to nearest
- * even, as lrintf and vcvtps2dq, and the int8 is the sum's low byte); a
- * non-finite row stores zeros. */
-VQ_INLINE void q8_rows_avx2(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
-                            const float *zero, int8_t *xq, float *dz)
+/* The f32 operations of affine_q8_scalar (attn_kernels.h) for RN <= 4 rows,
+ * interleaved channel by channel (independent chains: one row's max and
+ * FMA chains alone are latency-bound): amax as the integer max of the |x|
+ * bit patterns (ordered as the floats; a non-finite x gives bits >= those
+ * of +inf), rint(x * inv) as the low byte of x * inv + 1.5 * 2^23
+ * (|x * inv| <= 127.5: the add rounds to nearest even, as lrintf and
+ * vcvtps2dq, and the int8 is the sum's low byte); a non-finite row stores
+ * zeros. */
+VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
+                             const float *zero, int8_t *xq, float *dz)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
     const __m256 magic = _mm256_set1_ps(12582912.0f);
-    for (int r = 0; r < R; r++) {
-        const float *qr = q + r * ldq;
-        __m256i amax = _mm256_setzero_si256();
-        __m256 qz = _mm256_setzero_ps();
-        for (int64_t c = 0; c < D; c += 8) {
-            const __m256 qv = _mm256_loadu_ps(qr + c), x = _mm256_mul_ps(qv, _mm256_loadu_ps(scale + c));
-            amax = _mm256_max_epi32(amax, _mm256_and_si256(_mm256_castps_si256(x), absmask));
-            qz = _mm256_fmadd_ps(qv, _mm256_loadu_ps(zero + c), qz);
+    __m256i amax[4];
+    __m256 qz[4];
+    for (int i = 0; i < RN; i++) {
+        amax[i] = _mm256_setzero_si256();
+        qz[i] = _mm256_setzero_ps();
+    }
+    for (int64_t c = 0; c < D; c += 8) {
+        const __m256 sc = _mm256_loadu_ps(scale + c), ze = _mm256_loadu_ps(zero + c);
+        for (int i = 0; i < RN; i++) {
+            const __m256 qv = _mm256_loadu_ps(q + i * ldq + c), x = _mm256_mul_ps(qv, sc);
+            amax[i] = _mm256_max_epi32(amax[i], _mm256_and_si256(_mm256_castps_si256(x), absmask));
+            qz[i] = _mm256_fmadd_ps(qv, ze, qz[i]);
         }
-        __m128i h = _mm_max_epi32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
+    }
+    __m256 inv[4];
+    bool finite[4];
+    for (int i = 0; i < RN; i++) {
+        __m128i h = _mm_max_epi32(_mm256_castsi256_si128(amax[i]), _mm256_extracti128_si256(amax[i], 1));
         h = _mm_max_epi32(h, _mm_unpackhi_epi64(h, h));
         h = _mm_max_epi32(h, _mm_srli_epi64(h, 32));
-        const int32_t ami = _mm_cvtsi128_si32(h);
-        const float am = _mm_cvtss_f32(_mm_castsi128_ps(h)), z = hsum8(qz);
-        const bool finite = ami < 0x7f800000 && isfinite(z);
-        int8_t *xr = xq + r * D;
-        dz[2 * r] = finite ? am / 127.0f : NAN;
-        dz[2 * r + 1] = z;
-        if (!finite) {
-            memset(xr, 0, (size_t)D);
-            continue;
-        }
-        const __m256 inv = _mm256_set1_ps(vq_attn_q8_inv(am, true));
-        for (int64_t c = 0; c < D; c += 32) {
+        const float am = _mm_cvtss_f32(_mm_castsi128_ps(h)), z = hsum8(qz[i]);
+        finite[i] = _mm_cvtsi128_si32(h) < 0x7f800000 && isfinite(z);
+        dz[2 * i] = finite[i] ? am / 127.0f : NAN;
+        dz[2 * i + 1] = z;
+        inv[i] = _mm256_set1_ps(vq_attn_q8_inv(am, true));
+        if (!finite[i]) memset(xq + i * D, 0, (size_t)D);
+    }
+    for (int64_t c = 0; c < D; c += 32)
+        for (int i = 0; i < RN; i++) {
+            if (!finite[i]) continue;
             __m256i y[4];
             for (int u = 0; u < 4; u++) {
-                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(qr + c + 8 * u), _mm256_loadu_ps(scale + c + 8 * u));
-                y[u] = _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(x, inv), magic));
+                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(q + i * ldq + c + 8 * u), _mm256_loadu_ps(scale + c + 8 * u));
+                y[u] = _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(x, inv[i]), magic));
             }
-            store_planes(y, bits, D, c, xr);
+            store_planes(y, bits, D, c, xq + i * D);
+        }
+}
+
+/* affine_q8 for R rows: four at a time. */
+VQ_INLINE void q8_rows_avx2(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
+                            const float *zero, int8_t *xq, float *dz)
+{
+    for (int r = 0; r < R; r += 4) {
+        const float *qr = q + r * ldq;
+        int8_t *xr = xq + r * D;
+        float *dr = dz + 2 * r;
+        switch (R - r < 4 ? R - r : 4) {
+        case 1: q8_rows4_avx2(1, D, bits, qr, ldq, scale, zero, xr, dr); break;
+        case 2: q8_rows4_avx2(2, D, bits, qr, ldq, scale, zero, xr, dr); break;
+        case 3: q8_rows4_avx2(3, D, bits, qr, ldq, scale, zero, xr, dr); break;
+        default: q8_rows4_avx2(4, D, bits, qr, ldq, scale, zero, xr, dr); break;
         }
     }
 }

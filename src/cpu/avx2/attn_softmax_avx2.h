@@ -34,45 +34,61 @@ VQ_INLINE __m256 exp8(__m256 x)
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), keep);
 }
 
+/* max(m, max of row[0 .. n-1]) */
+VQ_INLINE float row_max_avx2(const float *row, int n, float m)
+{
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
+    float mx = m;
+    for (int t = j; t < n; t++) mx = row[t] > mx ? row[t] : mx;
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h) > mx ? _mm_cvtss_f32(h) : mx;
+}
+
 /* One online-softmax step over s [R][lds] (see attn_kernels.h). Tails of
- * n % 8 are padded to -inf in a local vector so every lane runs the same. */
+ * n % 8 are padded to -inf in a local vector so every lane runs the same.
+ * Rows go four at a time, their maxima first: a row's exponentials wait on
+ * its max, and with the maxima of the four ahead the out-of-order window
+ * holds the exponentials of more than one row (Zen 1's cannot take a whole
+ * row's step at once). */
 VQ_INLINE void softmax_rows_avx2(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
 {
-    for (int r = 0; r < R; r++) {
-        float *row = s + r * lds;
-        __m256 vmax = _mm256_set1_ps(-INFINITY);
-        int j = 0;
-        for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
-        float mx = m[r];
-        for (int t = j; t < n; t++) mx = row[t] > mx ? row[t] : mx;
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        mx = _mm_cvtss_f32(h) > mx ? _mm_cvtss_f32(h) : mx;
-        if (mx == -INFINITY) {
-            for (int t = 0; t < n; t++) row[t] = 0.0f;
-            alpha[r] = 1.0f;
-            continue;
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        const int rn = R - r0 < 4 ? R - r0 : 4;
+        float mx[4];
+        for (int i = 0; i < rn; i++) mx[i] = row_max_avx2(s + (r0 + i) * lds, n, m[r0 + i]);
+        for (int i = 0; i < rn; i++) {
+            const int r = r0 + i;
+            float *row = s + r * lds;
+            if (mx[i] == -INFINITY) {
+                for (int t = 0; t < n; t++) row[t] = 0.0f;
+                alpha[r] = 1.0f;
+                continue;
+            }
+            const __m256 vm = _mm256_set1_ps(mx[i]);
+            __m256 vsum = _mm256_setzero_ps();
+            int j = 0;
+            for (; j + 8 <= n; j += 8) {
+                const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+                _mm256_storeu_ps(row + j, e);
+                vsum = _mm256_add_ps(vsum, e);
+            }
+            if (j < n) {
+                float tmp[8];
+                for (int t = 0; t < 8; t++) tmp[t] = j + t < n ? row[j + t] : -INFINITY;
+                const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(tmp), vm));
+                _mm256_storeu_ps(tmp, e);
+                for (int t = 0; j + t < n; t++) row[j + t] = tmp[t];
+                vsum = _mm256_add_ps(vsum, e);
+            }
+            const float a = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx[i]);
+            alpha[r] = a;
+            d[r] = d[r] * a + hsum8(vsum);
+            m[r] = mx[i];
         }
-        const __m256 vm = _mm256_set1_ps(mx);
-        __m256 vsum = _mm256_setzero_ps();
-        for (j = 0; j + 8 <= n; j += 8) {
-            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
-            _mm256_storeu_ps(row + j, e);
-            vsum = _mm256_add_ps(vsum, e);
-        }
-        if (j < n) {
-            float tmp[8];
-            for (int t = 0; t < 8; t++) tmp[t] = j + t < n ? row[j + t] : -INFINITY;
-            const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(tmp), vm));
-            _mm256_storeu_ps(tmp, e);
-            for (int t = 0; j + t < n; t++) row[j + t] = tmp[t];
-            vsum = _mm256_add_ps(vsum, e);
-        }
-        const float a = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
-        alpha[r] = a;
-        d[r] = d[r] * a + hsum8(vsum);
-        m[r] = mx;
     }
 }
 
