@@ -87,6 +87,13 @@ VQ_INLINE __m128i hsum4_epi16(__m256i a, __m256i b, __m256i c, __m256i d)
     return _mm_madd_epi16(f, _mm_set1_epi16(1));
 }
 
+/* Floats i .. i + 7 of an f16 (vcvtph2ps: exact) or f32 array. */
+VQ_INLINE __m256 load8_ps(const void *p, bool f16, int64_t i)
+{
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)))
+               : _mm256_loadu_ps((const float *)p + i);
+}
+
 /* Sum of the 8 lanes. */
 VQ_INLINE float hsum8(__m256 v)
 {

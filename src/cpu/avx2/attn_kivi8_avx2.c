@@ -8,8 +8,8 @@
  * attn_softmax_avx2.h, attn_pv8_avx2.h) on the same operands in the same
  * order, so xq, steps, scores, p, alpha, m, d and o are bit for bit those of
  * the sequence affine_q8, affine_qk8, poison, softmax, rescale, affine_pv8.
- * What it saves: the f16 scale rows converted in registers into the
- * kernel's stack (no cvt_f16 calls), one call per run of blocks in place of
+ * What it saves: the f16 scale rows converted in registers where they are
+ * used (no cvt_f16 calls, no f32 copies), one call per run of blocks in place of
  * ten per block (the skeleton's glue, the formats' address arithmetic, the
  * table calls), and the value codes interleaved before the scores (their
  * loads overlap the key work). */
@@ -22,43 +22,31 @@
 #include "cpu/avx2/attn_q8_avx2.h"
 #include "cpu/avx2/attn_softmax_avx2.h"
 
-/* src [n] f16 or f32 -> dst [n] f32, n % 8 == 0 (vcvtph2ps is exact: the
- * values cvt_f16 gives the separate kernels). */
-VQ_INLINE void to_f32(bool f16, const void *src, int n, float *dst)
-{
-    for (int i = 0; i < n; i += 8) {
-        const __m256 v = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)))
-                             : _mm256_loadu_ps((const float *)src + i);
-        _mm256_store_ps(dst + i, v);
-    }
-}
-
-VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
-                          float *m, float *d, bool *bad)
+/* One block for RB rows, the scales f16 (F16) or f32 read where they are used. */
+VQ_INLINE void kivi8_rows_as(int RB, bool F16, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o,
+                             int64_t ldo, float *m, float *d, bool *bad)
 {
     enum { N = VQ_ATTN_KIVI8_N };
-    _Alignas(32) float ks[128], kz[128], vs[4 * N], vz[4 * N], s[4][N], alpha[4];
+    _Alignas(32) float s[4][N], alpha[4];
     _Alignas(32) int8_t xq[4 * 128];
     float dz[8];
     pv8_avx2_block vb;
     prefetch_ranges(b->pf, b->pf_bytes, 0, 3);
-    to_f32(b->f16, b->kscale, 128, ks);
-    to_f32(b->f16, b->kzero, 128, kz);
-    const float *vsf = b->vs, *vzf = b->vz;
-    if (b->f16) {
-        to_f32(true, b->vs, 4 * N, vs);
-        to_f32(true, b->vz, 4 * N, vz);
-        vsf = vs;
-        vzf = vz;
-    }
-    pv8_prep_block(N, b->vcodes, 32, vsf, vzf, &vb);
-    q8_rows_avx2(RB, 128, 2, q, ldq, ks, kz, xq, dz);
+    pv8_prep_block(N, b->vcodes, 32, b->vs, b->vz, F16, RB, &vb);
+    q8_rows4_avx2(RB, 128, 2, q, ldq, b->kscale, b->kzero, F16, xq, dz);
     qk8_rows(2, RB, N, 128, b->kcodes, 32, xq, dz, s[0], N);
     poison_rows_avx2(RB, N, s[0], N, bad);
     softmax_rows_avx2(RB, N, s[0], N, m, d, alpha);
     prefetch_ranges(b->pf, b->pf_bytes, 3, 6);
     rescale_rows_avx2(RB, 128, o, ldo, alpha);
     pv8_rows(RB, true, N, &vb, s[0], N, o, ldo);
+}
+
+VQ_INLINE void kivi8_rows(int RB, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
+                          float *m, float *d, bool *bad)
+{
+    if (b->f16) kivi8_rows_as(RB, true, b, q, ldq, o, ldo, m, d, bad);
+    else kivi8_rows_as(RB, false, b, q, ldq, o, ldo, m, d, bad);
 }
 
 VQ_ATTN_DEFINE_KIVI8_BLOCK(kivi8_block_avx2, kivi8_rows)

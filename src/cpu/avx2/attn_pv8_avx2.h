@@ -33,7 +33,8 @@ typedef struct pv8_avx2_block {
      * x = 1: 4-7 / 20-23, x = 2: 8-11 / 24-27, x = 3: 12-15 / 28-31, each
      * byte as 4 tokens: lane 0 holds group 0 (x < 2) or 1, lane 1 group 2 or 3 */
     _Alignas(32) uint8_t q[8][4][32];
-    const float *vs, *vz; /* [32][4] (padded copies where n < 32) */
+    const void *vs, *vz; /* [32][4], f16 or f32 (padded f32 copies where n < 32) */
+    bool f16;
     _Alignas(32) float vsp[128], vzp[128];
 } pv8_avx2_block;
 
@@ -52,11 +53,24 @@ VQ_INLINE void pv8_quad(const uint8_t *codes, int64_t ldc, int qd, int n, uint8_
     _mm256_store_si256((__m256i *)dst[3], _mm256_unpackhi_epi16(h01, h23));
 }
 
-VQ_INLINE void pv8_prep_block(int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
-                              pv8_avx2_block *b)
+/* vs / vz: f16 (the fused kernel, whole blocks only) or f32. f16 scales
+ * stay f16 for up to 2 rows (converted where each row reads them) and are
+ * converted once into f32 copies for more. */
+VQ_INLINE void pv8_prep_block(int n, const uint8_t *codes, int64_t ldc, const void *vs, const void *vz, bool f16,
+                              int rows, pv8_avx2_block *b)
 {
     VQ_PV8_UNROLL
     for (int qd = 0; qd < 8; qd++) pv8_quad(codes, ldc, qd, n, b->q[qd]);
+    b->f16 = f16 && rows <= 2;
+    if (f16 && rows > 2) {
+        for (int i = 0; i < 128; i += 8) {
+            _mm256_store_ps(b->vsp + i, load8_ps(vs, true, i));
+            _mm256_store_ps(b->vzp + i, load8_ps(vz, true, i));
+        }
+        b->vs = b->vsp;
+        b->vz = b->vzp;
+        return;
+    }
     if (n == 32) {
         b->vs = vs;
         b->vz = vz;
@@ -100,9 +114,9 @@ VQ_INLINE void pv8_prep_row(bool full, int n, const pv8_avx2_block *b, const flo
     VQ_PV8_UNROLL
     for (int u = 0; u < 16; u++) { /* tokens 2u, 2u + 1: lanes [token][group] as vs */
         const __m256 P = _mm256_set_m128(_mm_broadcast_ss(p + 2 * u + 1), _mm_broadcast_ss(p + 2 * u));
-        w[u] = _mm256_mul_ps(P, _mm256_loadu_ps(b->vs + 8 * u));
+        w[u] = _mm256_mul_ps(P, load8_ps(b->vs, b->f16, 8 * u));
         amax = _mm256_max_epi32(amax, _mm256_and_si256(_mm256_castps_si256(w[u]), absmask));
-        zsum = _mm256_fmadd_ps(P, _mm256_loadu_ps(b->vz + 8 * u), zsum);
+        zsum = _mm256_fmadd_ps(P, load8_ps(b->vz, b->f16, 8 * u), zsum);
     }
     const __m128i ami = _mm_max_epi32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
     const __m128 fin = _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(0x7f800000), ami)); /* all ones: finite */
@@ -244,7 +258,7 @@ VQ_INLINE void pv8_all(bool full, int R, int n, const uint8_t *codes, int64_t ld
                        const float *p, int64_t ldp, float *o, int64_t ldo)
 {
     pv8_avx2_block b;
-    pv8_prep_block(n, codes, ldc, vs, vz, &b);
+    pv8_prep_block(n, codes, ldc, vs, vz, false, R, &b);
     for (int r0 = 0; r0 < R; r0 += 4) {
         const float *pr = p + r0 * ldp;
         float *orow = o + r0 * ldo;

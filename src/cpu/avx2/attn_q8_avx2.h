@@ -55,9 +55,10 @@ VQ_INLINE void store_planes(const __m256i *y, int bits, int64_t D, int64_t c0, i
  * of +inf), rint(x * inv) as the low byte of x * inv + 1.5 * 2^23
  * (|x * inv| <= 127.5: the add rounds to nearest even, as lrintf and
  * vcvtps2dq, and the int8 is the sum's low byte); a non-finite row stores
- * zeros. */
-VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
-                             const float *zero, int8_t *xq, float *dz)
+ * zeros. scale and zero are f16 (the fused kernel reads the cache's rows as
+ * they are) or f32. */
+VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_t ldq, const void *scale,
+                             const void *zero, bool f16, int8_t *xq, float *dz)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
     const __m256 magic = _mm256_set1_ps(12582912.0f);
@@ -68,7 +69,7 @@ VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_
         qz[i] = _mm256_setzero_ps();
     }
     for (int64_t c = 0; c < D; c += 8) {
-        const __m256 sc = _mm256_loadu_ps(scale + c), ze = _mm256_loadu_ps(zero + c);
+        const __m256 sc = load8_ps(scale, f16, c), ze = load8_ps(zero, f16, c);
         for (int i = 0; i < RN; i++) {
             const __m256 qv = _mm256_loadu_ps(q + i * ldq + c), x = _mm256_mul_ps(qv, sc);
             amax[i] = _mm256_max_epi32(amax[i], _mm256_and_si256(_mm256_castps_si256(x), absmask));
@@ -88,16 +89,19 @@ VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_
         inv[i] = _mm256_set1_ps(vq_attn_q8_inv(am, true));
         if (!finite[i]) memset(xq + i * D, 0, (size_t)D);
     }
-    for (int64_t c = 0; c < D; c += 32)
+    for (int64_t c = 0; c < D; c += 32) {
+        __m256 sc[4]; /* loaded once for the rows (the int8 stores may alias them) */
+        for (int u = 0; u < 4; u++) sc[u] = load8_ps(scale, f16, c + 8 * u);
         for (int i = 0; i < RN; i++) {
             if (!finite[i]) continue;
             __m256i y[4];
             for (int u = 0; u < 4; u++) {
-                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(q + i * ldq + c + 8 * u), _mm256_loadu_ps(scale + c + 8 * u));
+                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(q + i * ldq + c + 8 * u), sc[u]);
                 y[u] = _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(x, inv[i]), magic));
             }
             store_planes(y, bits, D, c, xq + i * D);
         }
+    }
 }
 
 /* affine_q8 for R rows: four at a time. */
@@ -109,10 +113,10 @@ VQ_INLINE void q8_rows_avx2(int R, int64_t D, int bits, const float *q, int64_t 
         int8_t *xr = xq + r * D;
         float *dr = dz + 2 * r;
         switch (R - r < 4 ? R - r : 4) {
-        case 1: q8_rows4_avx2(1, D, bits, qr, ldq, scale, zero, xr, dr); break;
-        case 2: q8_rows4_avx2(2, D, bits, qr, ldq, scale, zero, xr, dr); break;
-        case 3: q8_rows4_avx2(3, D, bits, qr, ldq, scale, zero, xr, dr); break;
-        default: q8_rows4_avx2(4, D, bits, qr, ldq, scale, zero, xr, dr); break;
+        case 1: q8_rows4_avx2(1, D, bits, qr, ldq, scale, zero, false, xr, dr); break;
+        case 2: q8_rows4_avx2(2, D, bits, qr, ldq, scale, zero, false, xr, dr); break;
+        case 3: q8_rows4_avx2(3, D, bits, qr, ldq, scale, zero, false, xr, dr); break;
+        default: q8_rows4_avx2(4, D, bits, qr, ldq, scale, zero, false, xr, dr); break;
         }
     }
 }
