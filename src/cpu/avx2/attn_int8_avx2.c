@@ -3,9 +3,14 @@
  * planes, each 32-byte chunk of a code row split into its K = 8/bits shifts
  * with one shift and one mask, multiplied against the matching run of a
  * plane by vpmaddubsw (u8 code x s8 query, pairs summed to i16), the i16
- * sums of a token's planes and chunks added as i16 and widened once by
- * vpmaddwd. i16 cannot overflow: a pair is at most 2 * 15 * 127 = 3810 and a
- * lane sums K * (D * bits / 256) <= 8 pairs (30480 < 32767 at 4 bits, D 256).
+ * sums of a token's planes and chunks added as i16 (vpaddw) and widened
+ * once by vpmaddwd. i16 cannot overflow: a pair is at most 2 * 15 * 127 =
+ * 3810 and a lane sums K * (D * bits / 256) <= 8 pairs (30480 < 32767 at 4
+ * bits, D 256). At 2 bits and D <= 128 a lane is at most 4 * 2 * 3 * 127 =
+ * 3048, so 8 lanes of a token still fit in i16: the horizontal sums then go
+ * by i16 shuffles and adds (hsum4_epi16), one vpmaddwd per four tokens
+ * instead of one per token (the multiply pipe is the scarce one on 128-bit
+ * cores such as Zen 1).
  * Decoded chunks are shared by up to 4 rows; tokens go 4 (1-2 rows) or 2
  * (3-4 rows) at a time so that enough independent accumulators hide latency. */
 #include <immintrin.h>
