@@ -1,8 +1,9 @@
 /* kivi8_block.c — the fused KIVI block kernel (kivi8_block: AVX-512 VNNI +
  * VBMI, or AVX2) against the separate kernels it replaces, and those with
- * the f32 p.V (affine_pv) instead of the integer one, one whole block of 32
- * tokens at D = 128, R query rows, in cache, one thread, TSC ticks and core
- * cycles per block
+ * the f32 p.V (affine_pv) instead of the integer one, and the separate
+ * parts alone (p.V, keys, softmax step: where a block's time goes), one
+ * whole block of 32 tokens at D = 128, R query rows, in cache, one thread,
+ * TSC ticks and core cycles per block
  * (least of 50 short passes: robust to other work on the cores): the numbers of bench/results/cpu.md,
  * issue 14, fifth pass (AVX-512) and the AVX2 section. The kernels of the
  * CPU's best ISA. Internal headers; link the static library:
@@ -107,9 +108,10 @@ int main(int argc, char **argv)
     /* the same blocks as runs of NBLK in one call each (what the skeleton passes) */
     vq_attn_kivi8_block run = {kc[0], vc[0], ks[0], kz[0], vs[0], vz[0], true, {NULL}, {0}, NBLK, 0,
                                {sizeof kc[0], sizeof ks[0], sizeof kz[0], sizeof vc[0], sizeof vs[0], sizeof vz[0]}};
-    enum { NV = 6 };
+    enum { NV = 8 };
     static const char *name[NV] = {"fused kivi8_block", "fused, runs of 64", "separate kernels", "separate, f32 p.V",
-                                   "p.V alone, affine_pv8 (int8)", "p.V alone, affine_pv (f32)"};
+                                   "p.V alone, affine_pv8 (int8)", "p.V alone, affine_pv (f32)",
+                                   "keys alone, affine_q8 + qk8", "poison + softmax + rescale"};
     unsigned long long best[NV];
     for (int v = 0; v < NV; v++) best[v] = ~0ull;
     const long ran = (iters + NBLK - 1) / NBLK * NBLK;
@@ -144,8 +146,16 @@ int main(int argc, char **argv)
                         else k->affine_pv(R, 32, 128, 2, vc[b], 32, vsf, vzf, 4, 32, s, 32, o, 128);
                     } else if (v == 4)
                         k->affine_pv8(R, 32, vc[b], 32, vsf, vzf, s, 32, o, 128);
-                    else
+                    else if (v == 5)
                         k->affine_pv(R, 32, 128, 2, vc[b], 32, vsf, vzf, 4, 32, s, 32, o, 128);
+                    else if (v == 6) { /* the key scales as f32 (the separate kernels' input) */
+                        k->affine_q8(R, 128, 2, q, 128, ksf, kzf, xq, dz);
+                        k->affine_qk8(R, 32, 128, 2, kc[b], 32, xq, dz, s, 32);
+                    } else {
+                        k->poison(R, 32, s, 32, bad);
+                        k->softmax(R, 32, s, 32, m, d, al);
+                        k->rescale(R, 128, o, 128, al);
+                    }
                 }
             const unsigned long long t = __rdtsc() - t0;
             best[v] = t < best[v] ? t : best[v];

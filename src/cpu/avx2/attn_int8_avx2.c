@@ -21,10 +21,12 @@
 #include "cpu/avx2/attn_avx2_inline.h"
 #include "cpu/avx2/attn_q8_avx2.h" /* the bodies */
 
+/* bits as a constant in each instance: store_planes' byte masks fold. */
 static void affine_q8_avx2(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
                            const float *zero, int8_t *xq, float *dz)
 {
-    q8_rows_avx2(R, D, bits, q, ldq, scale, zero, xq, dz);
+    if (bits == 2) q8_rows_avx2(R, D, 2, q, ldq, scale, zero, xq, dz);
+    else q8_rows_avx2(R, D, 4, q, ldq, scale, zero, xq, dz);
 }
 
 /* One group of rb <= 4 rows: the instance for its code width and row count. */
