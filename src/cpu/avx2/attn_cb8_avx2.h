@@ -11,6 +11,7 @@
 
 #include "attention/attn_kernels.h"
 #include "cpu/avx2/attn_avx2_inline.h"
+#include "cpu/avx2/attn_ham_avx2.h" /* ham_next_avx2 */
 
 /* The looked-up table: cq + 128 (in [1, 255]) as unsigned bytes, both lanes. */
 VQ_INLINE __m256i cb8_lut_avx2(const int8_t *cq)
@@ -90,9 +91,12 @@ VQ_INLINE void cb8_madd2_avx2(__m256i XL, __m256i XH, const int32_t *w, __m256i 
 
 /* The slots (h, pl, dl) for dl in [dl0, dl0 + ND) of cb8_block_avx2 (ND 1
  * or 2: both D's of one unpack of the two rows, for RB <= 2 rows), 16
- * pairs into aL[k][r] / aH[k][r]. */
+ * pairs into aL[k][r] / aH[k][r]; after pair p, step i0 + p of side (NULL:
+ * none; known at compile time, so that the loop has no branch: one gcc 12
+ * answers with register copies of every accumulator). */
 VQ_INLINE void cb8_slot_avx2(int RB, int pl, int dl0, int ND, const uint8_t *row, int64_t ldi, __m256i lut, __m256i M,
-                             __m256i F, const int32_t (*wb)[16], __m256i (*aL)[4], __m256i (*aH)[4])
+                             __m256i F, const int32_t (*wb)[16], __m256i (*aL)[4], __m256i (*aH)[4],
+                             const ham_next_avx2 *side, int i0)
 {
     for (int p = 0; p < 16; p++, row += 2 * ldi) {
         const __m256i Ra = _mm256_loadu_si256((const __m256i *)row);
@@ -104,6 +108,7 @@ VQ_INLINE void cb8_slot_avx2(int RB, int pl, int dl0, int ND, const uint8_t *row
             const __m256i XH = _mm256_shuffle_epi8(lut, _mm256_srai_epi16(D, 4));
             for (int r = 0; r < RB; r++) cb8_madd2_avx2(XL, XH, &wb[r][p], &aL[k][r], &aH[k][r]);
         }
+        if (side) ham_next_step_avx2(RB, side, i0 + p);
     }
 }
 
@@ -138,21 +143,31 @@ VQ_INLINE void cb8_store_avx2(int RB, int c0, const __m256i *aL, const __m256i *
  * cq + 128 zero-extended to int16: [u_a, u_b] (even / odd channels), one
  * vpmaddwd per row with (wq_a, wq_b) into int32. The accumulators start at
  * -128 sum_j wq_j (u = cq + 128); vpunpck{l,h}dq put the slot's 16
- * channels in order (cb8_store_avx2). */
+ * channels in order (cb8_store_avx2). The 8 slots run as cb8_passes(RB)
+ * passes (cb8_pass_avx2). */
+VQ_INLINE int cb8_passes(int RB) { return RB <= 2 ? 4 : 8; }
+
+/* Pass k of the block: its ND = 8 / passes slots from slot ND k (slot = 4 h
+ * + 2 pl + dl), 4 ND accumulators per row; side's steps 16 k onwards, one
+ * per pair (the fused RaBitQ kernel's next-block distances, on the integer
+ * pipes that the vpmaddwd loop leaves idle: a block's 16 * passes pairs
+ * are one per distance at RB = 2 and 4, more than enough at RB = 1, 3). */
+VQ_INLINE void cb8_pass_avx2(int RB, int k, const uint8_t *idx, int64_t ldi, __m256i lut, const int32_t (*wb)[16],
+                             const float *sv, const int32_t *wsum, float *o, int64_t ldo, const ham_next_avx2 *side)
+{
+    const __m256i M = _mm256_set1_epi16((short)0xff0f), F = _mm256_set1_epi8((char)0x80);
+    const int ND = 8 / cb8_passes(RB), slot = ND * k, h = slot / 4, pl = slot / 2 % 2, dl0 = slot % 2;
+    __m256i aL[2][4], aH[2][4];
+    for (int i = 0; i < ND; i++)
+        for (int r = 0; r < RB; r++) aL[i][r] = aH[i][r] = _mm256_set1_epi32(-128 * wsum[r]);
+    cb8_slot_avx2(RB, pl, dl0, ND, idx + 32 * h, ldi, lut, M, F, wb, aL, aH, side, 16 * k);
+    for (int i = 0; i < ND; i++) cb8_store_avx2(RB, 64 * h + 16 * pl + 8 * (dl0 + i), aL[i], aH[i], sv, o, ldo);
+}
+
 VQ_INLINE void cb8_block_avx2(int RB, const uint8_t *idx, int64_t ldi, __m256i lut, const int32_t (*wb)[16],
                               const float *sv, const int32_t *wsum, float *o, int64_t ldo)
 {
-    const __m256i M = _mm256_set1_epi16((short)0xff0f), F = _mm256_set1_epi8((char)0x80);
-    const int ND = RB <= 2 ? 2 : 1; /* D's per pass: 4 ND accumulators per row */
-    for (int h = 0; h < 2; h++)
-        for (int pl = 0; pl < 2; pl++)
-            for (int dl0 = 0; dl0 < 2; dl0 += ND) {
-                __m256i aL[2][4], aH[2][4];
-                for (int k = 0; k < ND; k++)
-                    for (int r = 0; r < RB; r++) aL[k][r] = aH[k][r] = _mm256_set1_epi32(-128 * wsum[r]);
-                cb8_slot_avx2(RB, pl, dl0, ND, idx + 32 * h, ldi, lut, M, F, wb, aL, aH);
-                for (int k = 0; k < ND; k++) cb8_store_avx2(RB, 64 * h + 16 * pl + 8 * (dl0 + k), aL[k], aH[k], sv, o, ldo);
-            }
+    for (int k = 0; k < cb8_passes(RB); k++) cb8_pass_avx2(RB, k, idx, ldi, lut, wb, sv, wsum, o, ldo, NULL);
 }
 
 /* RB <= 4 rows of w [RB][ldw] (n <= 32 weights each) against one block:
