@@ -11,6 +11,7 @@
 
 #include "attention/attn_kernels.h"
 #include "cpu/avx2/attn_avx2_inline.h"
+#include "cpu/avx2/attn_ham_avx2.h" /* ham_next_avx2 */
 
 /* The looked-up table: cq + 128 (in [1, 255]) as unsigned bytes, both lanes. */
 VQ_INLINE __m256i cb8_lut_avx2(const int8_t *cq)
@@ -20,11 +21,11 @@ VQ_INLINE __m256i cb8_lut_avx2(const int8_t *cq)
 }
 
 /* One row's weights (n <= 32 of them, nothing past n read) -> wb[p], pair
- * p's int16 weights (wq_2p, wq_2p+1) in every dword (0 past n); *sv = step *
- * cstep; *wsum = sum_j wq_j. The f32 operations of codebook_pv8_scalar:
+ * p's int16 weights (wq_2p, wq_2p+1) as one dword (0 past n), 16 dwords that
+ * the block broadcasts as it goes; *sv = step * cstep; *wsum = sum_j wq_j. The f32 operations of codebook_pv8_scalar:
  * amax, L, inv and step in scalar code, wq = rint(w * inv) by cvtps
  * (round to nearest even), clamped. */
-VQ_INLINE void cb8_prep_row_avx2(int n, const float *w, float cstep, __m256i *wb, float *sv, int32_t *wsum)
+VQ_INLINE void cb8_prep_row_avx2(int n, const float *w, float cstep, int32_t *wb, float *sv, int32_t *wsum)
 {
     const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(__builtin_inff());
     const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -67,42 +68,35 @@ VQ_INLINE void cb8_prep_row_avx2(int n, const float *w, float cstep, __m256i *wb
     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
     *wsum = _mm_cvtsi128_si32(t);
     /* packs: qwords (w0-3, w8-11, w4-7, w12-15) -> in order: dword p = (w_2p, w_2p+1) */
-    _Alignas(32) int32_t pw[16];
-    _mm256_store_si256((__m256i *)pw, _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8));
-    _mm256_store_si256((__m256i *)pw + 1, _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8));
-    for (int p = 0; p < 16; p++) wb[p] = _mm256_set1_epi32(pw[p]);
+    _mm256_storeu_si256((__m256i *)wb, _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8));
+    _mm256_storeu_si256((__m256i *)wb + 1, _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8));
 }
 
-/* RB <= 4 rows against one block of 32 tokens (rows idx + t * ldi, 64 bytes
- * each, all 32 read; weights of tokens past the row's n are 0), weights
- * prepared (wb, sv, wsum). Per slot (h, pl, dl) of 16 channels and pair of
- * tokens (a, b): vpunpck{l,h}bw of the two rows' 32 bytes of half h, then
- * of that with 0x80 bytes, gives dwords [a_i, 0x80, b_i, 0x80] of 4 + 4
- * index bytes i (in-lane); and 0x0f / arithmetic >> 4 of the words give
- * the low / high nibble with 0x80 above, so that one vpshufb each looks up
- * cq + 128 zero-extended to int16: [u_a, u_b] (even / odd channels), one
- * vpmaddwd per row with (wq_a, wq_b) into int32. The accumulators start at
- * -128 sum_j wq_j (u = cq + 128); one vpunpck{l,h}dq and vperm2i128 put
- * the slot's 16 channels in order. */
-/* Row r's two multiply-adds of one pair (asm: gcc 12 otherwise copies every
- * loop-carried accumulator between registers after each add, or spills
- * them when unrolled). */
-VQ_INLINE void cb8_madd2_avx2(__m256i XL, __m256i XH, const __m256i *w, __m256i *aL, __m256i *aH)
+/* Row r's two multiply-adds of one pair, its weight dword broadcast from
+ * memory (a load and one shuffle uop, off the vpmaddwd pipe: cheaper on Zen 1
+ * than 16 broadcast ymm stored per row and block, then loaded as vpmaddwd
+ * operands). asm: gcc 12 otherwise copies every loop-carried accumulator
+ * between registers after each add, or spills them when unrolled. */
+VQ_INLINE void cb8_madd2_avx2(__m256i XL, __m256i XH, const int32_t *w, __m256i *aL, __m256i *aH)
 {
-    __m256i t0, t1;
-    __asm__("vpmaddwd %[w], %[xl], %[t0]\n\t"
-            "vpmaddwd %[w], %[xh], %[t1]\n\t"
+    __m256i t0, t1, t2;
+    __asm__("vpbroadcastd %[w], %[t2]\n\t"
+            "vpmaddwd %[t2], %[xl], %[t0]\n\t"
+            "vpmaddwd %[t2], %[xh], %[t1]\n\t"
             "vpaddd %[t0], %[al], %[al]\n\t"
             "vpaddd %[t1], %[ah], %[ah]"
-            : [al] "+x"(*aL), [ah] "+x"(*aH), [t0] "=&x"(t0), [t1] "=&x"(t1)
+            : [al] "+x"(*aL), [ah] "+x"(*aH), [t0] "=&x"(t0), [t1] "=&x"(t1), [t2] "=&x"(t2)
             : [xl] "x"(XL), [xh] "x"(XH), [w] "m"(*w));
 }
 
 /* The slots (h, pl, dl) for dl in [dl0, dl0 + ND) of cb8_block_avx2 (ND 1
  * or 2: both D's of one unpack of the two rows, for RB <= 2 rows), 16
- * pairs into aL[k][r] / aH[k][r]. */
+ * pairs into aL[k][r] / aH[k][r]; after pair p, step i0 + p of side (NULL:
+ * none; known at compile time, so that the loop has no branch: one gcc 12
+ * answers with register copies of every accumulator). */
 VQ_INLINE void cb8_slot_avx2(int RB, int pl, int dl0, int ND, const uint8_t *row, int64_t ldi, __m256i lut, __m256i M,
-                             __m256i F, const __m256i (*wb)[16], __m256i (*aL)[4], __m256i (*aH)[4])
+                             __m256i F, const int32_t (*wb)[16], __m256i (*aL)[4], __m256i (*aH)[4],
+                             const ham_next_avx2 *side, int i0)
 {
     for (int p = 0; p < 16; p++, row += 2 * ldi) {
         const __m256i Ra = _mm256_loadu_si256((const __m256i *)row);
@@ -114,22 +108,28 @@ VQ_INLINE void cb8_slot_avx2(int RB, int pl, int dl0, int ND, const uint8_t *row
             const __m256i XH = _mm256_shuffle_epi8(lut, _mm256_srai_epi16(D, 4));
             for (int r = 0; r < RB; r++) cb8_madd2_avx2(XL, XH, &wb[r][p], &aL[k][r], &aH[k][r]);
         }
+        if (side) ham_next_step_avx2(RB, side, i0 + p);
     }
 }
 
+/* o's channels c .. c+3 (low lane) and c+32 .. c+35 (high lane) as one
+ * vector, and back: 128-bit loads and stores, no lane-crossing permute. */
+VQ_INLINE __m256 cb8_load2_avx2(const float *c) { return _mm256_loadu2_m128(c + 32, c); }
+VQ_INLINE void cb8_store2_avx2(float *c, __m256 v) { _mm256_storeu2_m128(c + 32, c, v); }
+
 /* The slot's 16 channels c0 .. c0+7, c0+32 .. c0+39 (c0 = 64 h + 16 pl + 8
- * dl) in order: o += sv * acc. */
+ * dl): o += sv * acc. vpunpck{l,h}dq interleave the even and odd channels,
+ * giving c0 .. c0+3 | c0+32 .. c0+35 and c0+4 .. c0+7 | c0+36 .. c0+39, which
+ * meet o as such halves (vperm2i128 is 3 cycles on Zen 1). */
 VQ_INLINE void cb8_store_avx2(int RB, int c0, const __m256i *aL, const __m256i *aH, const float *sv, float *o,
                               int64_t ldo)
 {
     for (int r = 0; r < RB; r++) {
         const __m256i A = _mm256_unpacklo_epi32(aL[r], aH[r]), B = _mm256_unpackhi_epi32(aL[r], aH[r]);
         const __m256 s = _mm256_set1_ps(sv[r]);
-        float *d0 = o + r * ldo + c0, *d1 = d0 + 32;
-        _mm256_storeu_ps(d0, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_permute2x128_si256(A, B, 0x20)), s,
-                                             _mm256_loadu_ps(d0)));
-        _mm256_storeu_ps(d1, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_permute2x128_si256(A, B, 0x31)), s,
-                                             _mm256_loadu_ps(d1)));
+        float *d = o + r * ldo + c0;
+        cb8_store2_avx2(d, _mm256_fmadd_ps(_mm256_cvtepi32_ps(A), s, cb8_load2_avx2(d)));
+        cb8_store2_avx2(d + 4, _mm256_fmadd_ps(_mm256_cvtepi32_ps(B), s, cb8_load2_avx2(d + 4)));
     }
 }
 
@@ -142,22 +142,32 @@ VQ_INLINE void cb8_store_avx2(int RB, int c0, const __m256i *aL, const __m256i *
  * the low / high nibble with 0x80 above, so that one vpshufb each looks up
  * cq + 128 zero-extended to int16: [u_a, u_b] (even / odd channels), one
  * vpmaddwd per row with (wq_a, wq_b) into int32. The accumulators start at
- * -128 sum_j wq_j (u = cq + 128); one vpunpck{l,h}dq and vperm2i128 put
- * the slot's 16 channels in order. */
-VQ_INLINE void cb8_block_avx2(int RB, const uint8_t *idx, int64_t ldi, __m256i lut, const __m256i (*wb)[16],
-                              const float *sv, const int32_t *wsum, float *o, int64_t ldo)
+ * -128 sum_j wq_j (u = cq + 128); vpunpck{l,h}dq put the slot's 16
+ * channels in order (cb8_store_avx2). The 8 slots run as cb8_passes(RB)
+ * passes (cb8_pass_avx2). */
+VQ_INLINE int cb8_passes(int RB) { return RB <= 2 ? 4 : 8; }
+
+/* Pass k of the block: its ND = 8 / passes slots from slot ND k (slot = 4 h
+ * + 2 pl + dl), 4 ND accumulators per row; side's steps 16 k onwards, one
+ * per pair (the fused RaBitQ kernel's next-block distances, on the integer
+ * pipes that the vpmaddwd loop leaves idle: a block's 16 * passes pairs
+ * are one per distance at RB = 2 and 4, more than enough at RB = 1, 3). */
+VQ_INLINE void cb8_pass_avx2(int RB, int k, const uint8_t *idx, int64_t ldi, __m256i lut, const int32_t (*wb)[16],
+                             const float *sv, const int32_t *wsum, float *o, int64_t ldo, const ham_next_avx2 *side)
 {
     const __m256i M = _mm256_set1_epi16((short)0xff0f), F = _mm256_set1_epi8((char)0x80);
-    const int ND = RB <= 2 ? 2 : 1; /* D's per pass: 4 ND accumulators per row */
-    for (int h = 0; h < 2; h++)
-        for (int pl = 0; pl < 2; pl++)
-            for (int dl0 = 0; dl0 < 2; dl0 += ND) {
-                __m256i aL[2][4], aH[2][4];
-                for (int k = 0; k < ND; k++)
-                    for (int r = 0; r < RB; r++) aL[k][r] = aH[k][r] = _mm256_set1_epi32(-128 * wsum[r]);
-                cb8_slot_avx2(RB, pl, dl0, ND, idx + 32 * h, ldi, lut, M, F, wb, aL, aH);
-                for (int k = 0; k < ND; k++) cb8_store_avx2(RB, 64 * h + 16 * pl + 8 * (dl0 + k), aL[k], aH[k], sv, o, ldo);
-            }
+    const int ND = 8 / cb8_passes(RB), slot = ND * k, h = slot / 4, pl = slot / 2 % 2, dl0 = slot % 2;
+    __m256i aL[2][4], aH[2][4];
+    for (int i = 0; i < ND; i++)
+        for (int r = 0; r < RB; r++) aL[i][r] = aH[i][r] = _mm256_set1_epi32(-128 * wsum[r]);
+    cb8_slot_avx2(RB, pl, dl0, ND, idx + 32 * h, ldi, lut, M, F, wb, aL, aH, side, 16 * k);
+    for (int i = 0; i < ND; i++) cb8_store_avx2(RB, 64 * h + 16 * pl + 8 * (dl0 + i), aL[i], aH[i], sv, o, ldo);
+}
+
+VQ_INLINE void cb8_block_avx2(int RB, const uint8_t *idx, int64_t ldi, __m256i lut, const int32_t (*wb)[16],
+                              const float *sv, const int32_t *wsum, float *o, int64_t ldo)
+{
+    for (int k = 0; k < cb8_passes(RB); k++) cb8_pass_avx2(RB, k, idx, ldi, lut, wb, sv, wsum, o, ldo, NULL);
 }
 
 /* RB <= 4 rows of w [RB][ldw] (n <= 32 weights each) against one block:
@@ -165,13 +175,13 @@ VQ_INLINE void cb8_block_avx2(int RB, const uint8_t *idx, int64_t ldi, __m256i l
 VQ_INLINE void cb8_rows_avx2(int RB, int n, const uint8_t *idx, int64_t ldi, __m256i lut, float cstep, const float *w,
                              int64_t ldw, float *o, int64_t ldo)
 {
-    _Alignas(32) __m256i wb[4][16];
+    int32_t wb[4][16];
     float sv[4];
     int32_t wsum[4];
     for (int r = 0; r < RB; r++) cb8_prep_row_avx2(n, w + r * ldw, cstep, wb[r], &sv[r], &wsum[r]);
     if (n == 32) { /* rows of 64 bytes (the layout the formats use): constant offsets */
-        if (ldi == 64) cb8_block_avx2(RB, idx, 64, lut, (const __m256i(*)[16])wb, sv, wsum, o, ldo);
-        else cb8_block_avx2(RB, idx, ldi, lut, (const __m256i(*)[16])wb, sv, wsum, o, ldo);
+        if (ldi == 64) cb8_block_avx2(RB, idx, 64, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
+        else cb8_block_avx2(RB, idx, ldi, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
         return;
     }
     _Alignas(32) uint8_t pad[32 * 64];
@@ -179,7 +189,7 @@ VQ_INLINE void cb8_rows_avx2(int RB, int n, const uint8_t *idx, int64_t ldi, __m
         for (int c = 0; c < 64; c += 32)
             _mm256_store_si256((__m256i *)(pad + 64 * t + c),
                                t < n ? _mm256_loadu_si256((const __m256i *)(idx + t * ldi + c)) : _mm256_setzero_si256());
-    cb8_block_avx2(RB, pad, 64, lut, (const __m256i(*)[16])wb, sv, wsum, o, ldo);
+    cb8_block_avx2(RB, pad, 64, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
 }
 
 #endif /* VQ_ATTN_CB8_AVX2_H */

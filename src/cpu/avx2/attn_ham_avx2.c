@@ -1,7 +1,7 @@
 /* attn_ham_avx2.c — AVX2 RaBitQ Hamming scores straight from the bits
- * (attn_kernels.h, hamming_score): at D = 128 8 tokens per step, the
- * popcounts by the nibble table (vpshufb) and vpsadbw, the score formula on
- * the 8 distances as one vector (the body: attn_ham_avx2.h); other D
+ * (attn_kernels.h, hamming_score): at D = 128 the distances of 32 tokens
+ * by scalar popcnt, then the score formula on 8 distances as one vector
+ * (the bodies: attn_ham_avx2.h); other D
  * vq_rabitq_hamming per token and the formula, scalar. The scores are the
  * format's hamming() + formula bit for bit (same f32 operations, no FMA). */
 #include <immintrin.h>
@@ -11,30 +11,37 @@
 #include "cpu/avx2/attn_ham_avx2.h"
 #include "formats/format_rabitq.h"
 
-/* RB rows (<= 4) at D = 128: 8 tokens per step, a partial last step from a
- * zero-padded copy of its key rows, masked magnitudes, constants, stores. */
+/* RB rows (<= 4) at D = 128, 32 tokens at a time: their distances, then
+ * 8 scores per step, a partial last step with masked magnitudes, constants
+ * and stores. */
 VQ_INLINE void ham_rows_avx2(int RB, int n, const uint8_t *qb, int64_t ldq, const float *qs, int64_t ldqs,
                              const uint8_t *kb, const float *mag, const float *cnst, float *s, int64_t lds)
 {
-    __m256i ql[4], qh[4];
+    uint64_t qw[8];
     float q[4];
-    ham_q_avx2(RB, qb, ldq, ql, qh);
+    ham_q_avx2(RB, qb, ldq, qw);
     for (int r = 0; r < RB; r++) q[r] = qs[r * ldqs];
-    for (int j = 0; j < n; j += 8) {
-        __m256 x[4];
-        if (n - j >= 8) {
-            const __m256 mg = _mm256_loadu_ps(mag + j), cn = cnst ? _mm256_loadu_ps(cnst + j) : _mm256_setzero_ps();
-            ham8_avx2(RB, kb + 16 * j, ql, qh, q, mg, cn, x);
-            for (int r = 0; r < RB; r++) _mm256_storeu_ps(s + r * lds + j, x[r]);
-            continue;
+    for (int j0 = 0; j0 < n; j0 += 32) {
+        const int nb = n - j0 < 32 ? n - j0 : 32;
+        _Alignas(32) uint32_t h[32];
+        ham_dist_avx2(RB, nb, kb + 16 * j0, qw, h);
+        for (int t = nb; t % 8; t++) h[t] = 0; /* a partial step's unused lanes */
+        for (int j = j0; j < j0 + nb; j += 8) {
+            const __m256i H = _mm256_load_si256((const __m256i *)(h + j - j0));
+            __m256 x[4];
+            if (n - j >= 8) {
+                const __m256 mg = _mm256_loadu_ps(mag + j), cn = cnst ? _mm256_loadu_ps(cnst + j) : _mm256_setzero_ps();
+                ham_score8_avx2(RB, H, q, mg, cn, x);
+                for (int r = 0; r < RB; r++) _mm256_storeu_ps(s + r * lds + j, x[r]);
+                continue;
+            }
+            const __m256i valid =
+                _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            const __m256 mg = _mm256_maskload_ps(mag + j, valid);
+            const __m256 cn = cnst ? _mm256_maskload_ps(cnst + j, valid) : _mm256_setzero_ps();
+            ham_score8_avx2(RB, H, q, mg, cn, x);
+            for (int r = 0; r < RB; r++) _mm256_maskstore_ps(s + r * lds + j, valid, x[r]);
         }
-        const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _Alignas(32) uint8_t kt[8 * 16] = {0};
-        memcpy(kt, kb + 16 * j, (size_t)(16 * (n - j)));
-        const __m256 mg = _mm256_maskload_ps(mag + j, valid);
-        const __m256 cn = cnst ? _mm256_maskload_ps(cnst + j, valid) : _mm256_setzero_ps();
-        ham8_avx2(RB, kt, ql, qh, q, mg, cn, x);
-        for (int r = 0; r < RB; r++) _mm256_maskstore_ps(s + r * lds + j, valid, x[r]);
     }
 }
 

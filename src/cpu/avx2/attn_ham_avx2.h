@@ -7,52 +7,75 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu/avx2/attn_avx2_inline.h"
 
-/* The nibbles of RB query rows' 16 sign bytes, both lanes: ql[r] = q & 15,
- * qh[r] = q >> 4. */
-VQ_INLINE void ham_q_avx2(int RB, const uint8_t *qb, int64_t ldq, __m256i *ql, __m256i *qh)
+/* RB query rows' 16 sign bytes as two 64-bit words each: q[2r], q[2r + 1]. */
+VQ_INLINE void ham_q_avx2(int RB, const uint8_t *qb, int64_t ldq, uint64_t *q)
 {
-    const __m256i m4 = _mm256_set1_epi8(15);
     for (int r = 0; r < RB; r++) {
-        const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(qb + r * ldq)));
-        ql[r] = _mm256_and_si256(q, m4);
-        qh[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        memcpy(&q[2 * r], qb + r * ldq, 8);
+        memcpy(&q[2 * r + 1], qb + r * ldq + 8, 8);
     }
 }
 
-/* Scores of 8 tokens (key rows kb, 16 bytes each, contiguous) against RB
- * query rows at D = 128: x[r] = (float)(128 - 2 ham) * qs[r] * mg + cn, the
- * format's formula and order (no FMA). The popcounts: the key nibbles (once
- * for all rows) XOR the query's, looked up in a 16-entry popcount table by
- * vpshufb; the two 8-byte halves of each token added, vpsadbw per 4
- * tokens, and one vpermd puts the 8 distances in token order. */
-VQ_INLINE void ham8_avx2(int RB, const uint8_t *kb, const __m256i *ql, const __m256i *qh, const float *qs, __m256 mg,
-                         __m256 cn, __m256 *x)
+/* The Hamming distance of one key row k (16 bytes) to query words q[0 .. 1],
+ * by scalar popcnt: on Zen 1 the integer pipes do 4 per cycle beside the
+ * vector work, where the nibble-table vpshufb, vpsadbw and vpermd cost
+ * vector pipes. */
+VQ_INLINE uint32_t ham_dist1_avx2(const uint8_t *k, const uint64_t *q)
 {
-    const __m256i m4 = _mm256_set1_epi8(15), zero = _mm256_setzero_si256();
-    const __m256i pop = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2,
-                                         3, 2, 3, 3, 4);
-    const __m256i order = _mm256_setr_epi32(0, 4, 2, 6, 1, 5, 3, 7);
-    __m256i kl[4], kh[4];
-    for (int i = 0; i < 4; i++) { /* tokens 2i (low lane), 2i+1 */
-        const __m256i k = _mm256_loadu_si256((const __m256i *)(kb + 32 * i));
-        kl[i] = _mm256_and_si256(k, m4);
-        kh[i] = _mm256_and_si256(_mm256_srli_epi16(k, 4), m4);
+    uint64_t k0, k1;
+    memcpy(&k0, k, 8);
+    memcpy(&k1, k + 8, 8);
+    return (uint32_t)(__builtin_popcountll(k0 ^ q[0]) + __builtin_popcountll(k1 ^ q[1]));
+}
+
+/* The distances of n tokens (key rows kb, 16 bytes each, contiguous) to RB
+ * <= 4 query rows at D = 128: row r's in byte r of h[t] (ham <= 128 fits).
+ * Callers take a block's distances at once before loading any as a
+ * vector, so that the loads find the stores retired (eight stores do not
+ * forward into one load). */
+VQ_INLINE void ham_dist_avx2(int RB, int n, const uint8_t *kb, const uint64_t *q, uint32_t *h)
+{
+    for (int t = 0; t < n; t++) {
+        uint32_t v = 0;
+        for (int r = 0; r < RB; r++) v |= ham_dist1_avx2(kb + 16 * t, q + 2 * r) << (8 * r);
+        h[t] = v;
     }
+}
+
+/* A block's distances taken one at a time while other work runs (the fused
+ * RaBitQ kernel: the next block's, one per pair of the p.V,
+ * attn_cb8_avx2.h): key rows kb (32 tokens), query words q, RB rows, into
+ * h as ham_dist_avx2 lays them out (bytes of unused rows left alone). */
+typedef struct ham_next_avx2 {
+    const uint8_t *kb;
+    const uint64_t *q;
+    uint32_t *h;
+} ham_next_avx2;
+
+/* Distance i mod 32 RB of nx: token i / RB, row i % RB (a count that
+ * wraps takes some twice, which stores the same byte). */
+VQ_INLINE void ham_next_step_avx2(int RB, const ham_next_avx2 *nx, int i)
+{
+    i %= 32 * RB;
+    const int t = i / RB, r = i % RB;
+    ((uint8_t *)nx->h)[4 * t + r] = (uint8_t)ham_dist1_avx2(nx->kb + 16 * t, nx->q + 2 * r);
+}
+
+/* Scores of 8 tokens from their distance dwords H (ham_dist_avx2) against
+ * RB query rows: x[r] = (float)(128 - 2 ham) * qs[r] * mg + cn, the
+ * format's formula and order (no FMA); one vpshufb takes row r's bytes to
+ * dwords (the other rows' bytes may be anything). */
+VQ_INLINE void ham_score8_avx2(int RB, __m256i H, const float *qs, __m256 mg, __m256 cn, __m256 *x)
+{
     for (int r = 0; r < RB; r++) {
-        __m256i c[4];
-        for (int i = 0; i < 4; i++)
-            c[i] = _mm256_add_epi8(_mm256_shuffle_epi8(pop, _mm256_xor_si256(kl[i], ql[r])),
-                                   _mm256_shuffle_epi8(pop, _mm256_xor_si256(kh[i], qh[r])));
-        /* qwords (t0, t2 | t1, t3) and (t4, t6 | t5, t7) -> dwords (t0, t4, t2, t6 | t1, t5, t3, t7) */
-        const __m256i s01 = _mm256_sad_epu8(
-            _mm256_add_epi8(_mm256_unpacklo_epi64(c[0], c[1]), _mm256_unpackhi_epi64(c[0], c[1])), zero);
-        const __m256i s23 = _mm256_sad_epu8(
-            _mm256_add_epi8(_mm256_unpacklo_epi64(c[2], c[3]), _mm256_unpackhi_epi64(c[2], c[3])), zero);
-        const __m256i h =
-            _mm256_permutevar8x32_epi32(_mm256_or_si256(s01, _mm256_slli_epi64(s23, 32)), order);
+        const char z = (char)0x80, a = (char)r, b = (char)(r + 4), c = (char)(r + 8), e = (char)(r + 12);
+        const __m256i byte_r = _mm256_setr_epi8(a, z, z, z, b, z, z, z, c, z, z, z, e, z, z, z, a, z, z, z, b, z, z, z,
+                                                c, z, z, z, e, z, z, z);
+        const __m256i h = _mm256_shuffle_epi8(H, byte_r);
         const __m256 d = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_set1_epi32(128), _mm256_add_epi32(h, h)));
         x[r] = _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(qs[r])), mg), cn);
     }
