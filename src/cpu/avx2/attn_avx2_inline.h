@@ -87,6 +87,19 @@ VQ_INLINE __m128i hsum4_epi16(__m256i a, __m256i b, __m256i c, __m256i d)
     return _mm_madd_epi16(f, _mm_set1_epi16(1));
 }
 
+/* rint(a * b) (nearest even, as vcvtps2dq) in the low bits of each lane,
+ * for |a * b| <= 2^22: the rounded product plus 1.5 * 2^23, whose low byte
+ * is rint(a * b) as int8 where it is in [-128, 127]; NaN and inf lanes give
+ * other bits. Cheaper than vcvtps2dq on 128-bit cores (an add against 2
+ * cycles). The empty asm keeps the compiler from contracting the multiply
+ * and the add into one FMA, which would round once, not twice. */
+VQ_INLINE __m256i mul_rint_bits(__m256 a, __m256 b)
+{
+    __m256 p = _mm256_mul_ps(a, b);
+    __asm__("" : "+x"(p));
+    return _mm256_castps_si256(_mm256_add_ps(p, _mm256_set1_ps(12582912.0f)));
+}
+
 /* Floats i .. i + 7 of an f16 (vcvtph2ps: exact) or f32 array. */
 VQ_INLINE __m256 load8_ps(const void *p, bool f16, int64_t i)
 {

@@ -97,8 +97,7 @@ VQ_INLINE void pv8_prep_block(int n, const uint8_t *codes, int64_t ldc, const vo
  * lane-crossing permutes (vpermd, vperm2i128) and vcvtps2dq cost 3-4 and 2
  * cycles each on 128-bit cores (Zen 1). amax is the integer max of the
  * |w| bit patterns (ordered as the floats; a non-finite |w| is >= the bits
- * of +inf), and rint comes from adding 1.5 * 2^23: |w * inv| <= 127.5, so
- * the sum's low byte is rint(w * inv) rounded to nearest even, as vcvtps2dq. */
+ * of +inf), and rint(w * inv) is mul_rint_bits' low byte (|w * inv| <= 127.5). */
 VQ_INLINE void pv8_prep_row(bool full, int n, const pv8_avx2_block *b, const float *p, uint8_t (*W)[2][32],
                             __m128 *step, __m128 *zs)
 {
@@ -126,7 +125,7 @@ VQ_INLINE void pv8_prep_row(bool full, int n, const pv8_avx2_block *b, const flo
     const __m128 invok = _mm_and_ps(_mm_and_ps(inv4, fin), _mm_cmp_ps(inv4, _mm_set1_ps(3.40282347e38f), _CMP_LE_OQ));
     *step = _mm_blendv_ps(_mm_set1_ps(NAN), _mm_div_ps(am, _mm_set1_ps(127.0f)), fin);
     *zs = _mm_add_ps(_mm256_castps256_ps128(zsum), _mm256_extractf128_ps(zsum, 1));
-    const __m256 inv = _mm256_set_m128(invok, invok), magic = _mm256_set1_ps(12582912.0f); /* 1.5 * 2^23 */
+    const __m256 inv = _mm256_set_m128(invok, invok);
     const __m256i fmask = _mm256_castps_si256(_mm256_set_m128(fin, fin));
     /* the low byte of dword g (group g) of register i to byte 4 g + i */
     const __m256i slot[4] = {
@@ -145,8 +144,8 @@ VQ_INLINE void pv8_prep_row(bool full, int n, const pv8_avx2_block *b, const flo
     for (int v = 0; v < 4; v++) { /* tokens 8v .. 8v + 7: quads 2v, 2v + 1 */
         __m256i e = _mm256_setzero_si256();
         for (int i = 0; i < 4; i++) {
-            const __m256 x = _mm256_add_ps(_mm256_mul_ps(w[4 * v + i], inv), magic);
-            e = _mm256_or_si256(e, _mm256_shuffle_epi8(_mm256_and_si256(_mm256_castps_si256(x), fmask), slot[i]));
+            const __m256i x = mul_rint_bits(w[4 * v + i], inv);
+            e = _mm256_or_si256(e, _mm256_shuffle_epi8(_mm256_and_si256(x, fmask), slot[i]));
         }
         /* e: lane 0 the even tokens 8v + 2i, lane 1 the odd ones, slot 4 g + i;
          * interleaved: lo = group 0 then 1, hi = 2 then 3, tokens 8v .. 8v + 7 */

@@ -52,16 +52,14 @@ VQ_INLINE void store_planes(const __m256i *y, int bits, int64_t D, int64_t c0, i
  * interleaved channel by channel (independent chains: one row's max and
  * FMA chains alone are latency-bound): amax as the integer max of the |x|
  * bit patterns (ordered as the floats; a non-finite x gives bits >= those
- * of +inf), rint(x * inv) as the low byte of x * inv + 1.5 * 2^23
- * (|x * inv| <= 127.5: the add rounds to nearest even, as lrintf and
- * vcvtps2dq, and the int8 is the sum's low byte); a non-finite row stores
+ * of +inf), rint(x * inv) by mul_rint_bits (|x * inv| <= 127.5: the
+ * int8 is the low byte, as lrintf and vcvtps2dq round); a non-finite row stores
  * zeros. scale and zero are f16 (the fused kernel reads the cache's rows as
  * they are) or f32. */
 VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_t ldq, const void *scale,
                              const void *zero, bool f16, int8_t *xq, float *dz)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
     __m256i amax[4];
     __m256 qz[4];
     for (int i = 0; i < RN; i++) {
@@ -76,28 +74,28 @@ VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_
             qz[i] = _mm256_fmadd_ps(qv, ze, qz[i]);
         }
     }
-    __m256 inv[4];
-    bool finite[4];
+    /* then row by row (GCC 12.2 at -O2 with -fsanitize=address,undefined
+     * -fno-sanitize-recover=undefined, the sanitizer build, compiled a
+     * version that kept the rows' inv in an array so that a row used the
+     * next row's: tests/test_attention_affine caught it) */
     for (int i = 0; i < RN; i++) {
         __m128i h = _mm_max_epi32(_mm256_castsi256_si128(amax[i]), _mm256_extracti128_si256(amax[i], 1));
         h = _mm_max_epi32(h, _mm_unpackhi_epi64(h, h));
         h = _mm_max_epi32(h, _mm_srli_epi64(h, 32));
         const float am = _mm_cvtss_f32(_mm_castsi128_ps(h)), z = hsum8(qz[i]);
-        finite[i] = _mm_cvtsi128_si32(h) < 0x7f800000 && isfinite(z);
-        dz[2 * i] = finite[i] ? am / 127.0f : NAN;
+        const bool finite = _mm_cvtsi128_si32(h) < 0x7f800000 && isfinite(z);
+        dz[2 * i] = finite ? am / 127.0f : NAN;
         dz[2 * i + 1] = z;
-        inv[i] = _mm256_set1_ps(vq_attn_q8_inv(am, true));
-        if (!finite[i]) memset(xq + i * D, 0, (size_t)D);
-    }
-    for (int64_t c = 0; c < D; c += 32) {
-        __m256 sc[4]; /* loaded once for the rows (the int8 stores may alias them) */
-        for (int u = 0; u < 4; u++) sc[u] = load8_ps(scale, f16, c + 8 * u);
-        for (int i = 0; i < RN; i++) {
-            if (!finite[i]) continue;
+        if (!finite) {
+            memset(xq + i * D, 0, (size_t)D);
+            continue;
+        }
+        const __m256 inv = _mm256_set1_ps(vq_attn_q8_inv(am, true));
+        for (int64_t c = 0; c < D; c += 32) {
             __m256i y[4];
             for (int u = 0; u < 4; u++) {
-                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(q + i * ldq + c + 8 * u), sc[u]);
-                y[u] = _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(x, inv[i]), magic));
+                const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(q + i * ldq + c + 8 * u), load8_ps(scale, f16, c + 8 * u));
+                y[u] = mul_rint_bits(x, inv);
             }
             store_planes(y, bits, D, c, xq + i * D);
         }
