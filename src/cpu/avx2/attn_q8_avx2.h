@@ -37,10 +37,10 @@ VQ_INLINE void store_planes(const __m256i *y, int bits, int64_t D, int64_t c0, i
     if (bits == 2) { /* planes 0, 1 | 2, 3: 8 bytes each */
         const int64_t P = D / 4, i0 = c0 / 4;
         const __m128i a = _mm_unpacklo_epi8(lo, hi), b = _mm_unpackhi_epi8(lo, hi);
-        _mm_storel_epi64((__m128i *)(xq + i0), a);
-        _mm_storeh_pd((double *)(xq + P + i0), _mm_castsi128_pd(a));
+        _mm_storel_epi64((__m128i *)(xq + i0), a); /* __m128i stores may alias int8 (a double store may not) */
+        _mm_storel_epi64((__m128i *)(xq + P + i0), _mm_unpackhi_epi64(a, a));
         _mm_storel_epi64((__m128i *)(xq + 2 * P + i0), b);
-        _mm_storeh_pd((double *)(xq + 3 * P + i0), _mm_castsi128_pd(b));
+        _mm_storel_epi64((__m128i *)(xq + 3 * P + i0), _mm_unpackhi_epi64(b, b));
         return;
     }
     const int64_t P = D / 2, i0 = c0 / 2; /* planes 0 | 1: 16 bytes each */
