@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attention/attn_kernels.h" /* vq_attn_elt */
+
 #ifndef VQ_INLINE
 #define VQ_INLINE static inline __attribute__((always_inline))
 #endif
@@ -100,12 +102,25 @@ VQ_INLINE __m256i mul_rint_bits(__m256 a, __m256 b)
     return _mm256_castps_si256(_mm256_add_ps(p, _mm256_set1_ps(12582912.0f)));
 }
 
-/* Floats i .. i + 7 of an f16 (vcvtph2ps: exact) or f32 array. */
-VQ_INLINE __m256 load8_ps(const void *p, bool f16, int64_t i)
+/* |x| bit patterns below this are finite floats; +inf and NaN are at or
+ * above it (the integer order of |x| bits is the float order). */
+enum { F32_INF_BITS = 0x7f800000 };
+
+/* Elements i .. i + 7 of an f32, f16 or bf16 array as f32 (exact). */
+VQ_INLINE __m256 load8(const void *base, vq_attn_elt e, int64_t i)
 {
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)))
-               : _mm256_loadu_ps((const float *)p + i);
+    switch (e) {
+    case VQ_ATTN_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+    case VQ_ATTN_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i))), 16));
+    default: return _mm256_loadu_ps((const float *)base + i);
+    }
 }
+
+/* Floats i .. i + 7 of an f16 or f32 array (the scale rows of the integer
+ * kernels). */
+VQ_INLINE __m256 load8_ps(const void *p, bool f16, int64_t i) { return load8(p, f16 ? VQ_ATTN_F16 : VQ_ATTN_F32, i); }
 
 /* Sum of the 8 lanes. */
 VQ_INLINE float hsum8(__m256 v)

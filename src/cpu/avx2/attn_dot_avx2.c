@@ -11,18 +11,6 @@
 #include "cpu/avx2/attn_avx2_inline.h"
 #include "cpu/avx2/attn_softmax_avx2.h" /* softmax, poison, rescale */
 
-/* 8 elements of a plain block as f32 */
-VQ_INLINE __m256 load8(const void *base, vq_attn_elt e, int64_t i)
-{
-    switch (e) {
-    case VQ_ATTN_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
-    case VQ_ATTN_BF16:
-        return _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i))), 16));
-    default: return _mm256_loadu_ps((const float *)base + i);
-    }
-}
-
 /* s[r][t] = q[r] . k[t] for an RB x TB tile */
 VQ_INLINE void qk_tile(vq_attn_elt e, int RB, int TB, int64_t D, const float *q, int64_t ldq, const void *k,
                        int64_t ldk, float *s, int64_t lds)

@@ -118,7 +118,7 @@ VQ_INLINE void pv8_prep_row(bool full, int n, const pv8_avx2_block *b, const flo
         zsum = _mm256_fmadd_ps(P, load8_ps(b->vz, b->f16, 8 * u), zsum);
     }
     const __m128i ami = _mm_max_epi32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
-    const __m128 fin = _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(0x7f800000), ami)); /* all ones: finite */
+    const __m128 fin = _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(F32_INF_BITS), ami)); /* all ones: finite */
     const __m128 am = _mm_castsi128_ps(ami);
     const __m128 inv4 = _mm_div_ps(_mm_set1_ps(127.0f), am);
     /* vq_attn_q8_inv: 0 where not finite or above FLT_MAX (amax 0 or tiny) */

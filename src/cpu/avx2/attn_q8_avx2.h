@@ -83,7 +83,7 @@ VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_
         h = _mm_max_epi32(h, _mm_unpackhi_epi64(h, h));
         h = _mm_max_epi32(h, _mm_srli_epi64(h, 32));
         const float am = _mm_cvtss_f32(_mm_castsi128_ps(h)), z = hsum8(qz[i]);
-        const bool finite = _mm_cvtsi128_si32(h) < 0x7f800000 && isfinite(z);
+        const bool finite = _mm_cvtsi128_si32(h) < F32_INF_BITS && isfinite(z);
         dz[2 * i] = finite ? am / 127.0f : NAN;
         dz[2 * i + 1] = z;
         if (!finite) {
@@ -126,6 +126,14 @@ VQ_INLINE __m128i hsum4_epi32(__m256i a, __m256i b, __m256i c, __m256i d)
     return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
 }
 
+/* The four dots of qk8_tile's accumulators as i32: i16 lanes by the
+ * shuffle-and-add tree (tree: 8 lanes of each sum fit in i16), else i32
+ * lanes (already widened) by vphaddd. */
+VQ_INLINE __m128i qk8_dots4(bool tree, __m256i a, __m256i b, __m256i c, __m256i d)
+{
+    return tree ? hsum4_epi16(a, b, c, d) : hsum4_epi32(a, b, c, d);
+}
+
 /* RB rows x TB tokens: integer dots, then s = step * dot + qz. */
 VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                         const float *dz, float *s, int64_t lds)
@@ -159,13 +167,12 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
     const __m256i ones = _mm256_set1_epi16(1);
     if (!tree)
         for (int i = 0; i < RB * TB; i++) acc[i] = _mm256_madd_epi16(acc[i], ones);
-#define VQ_QK8_DOTS4(a, b, c, d) (tree ? hsum4_epi16(a, b, c, d) : hsum4_epi32(a, b, c, d))
     if (TB == 4 || (TB == 2 && RB % 2 == 0)) {
         /* groups of four: one row's 4 tokens (TB 4) or two rows' 2 (TB 2): the
          * dots, s = step * dot + qz as one vector each (fmadd: the scalar form's
          * contraction) */
         for (int i = 0; i < RB * TB; i += 4) {
-            const __m128 d = _mm_cvtepi32_ps(VQ_QK8_DOTS4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
+            const __m128 d = _mm_cvtepi32_ps(qk8_dots4(tree, acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
             const int r = i / TB;
             if (TB == 4) {
                 _mm_storeu_ps(s + r * lds, _mm_fmadd_ps(d, _mm_set1_ps(dz[2 * r]), _mm_set1_ps(dz[2 * r + 1])));
@@ -182,7 +189,7 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
     int32_t dot[8];
     for (int i = 0; i < RB * TB; i += 4) { /* RB * TB is 1, 2, 3 or 6 here: pad groups of four with zeros */
         const __m256i z = _mm256_setzero_si256();
-        const __m128i h = VQ_QK8_DOTS4(acc[i], i + 1 < RB * TB ? acc[i + 1] : z, i + 2 < RB * TB ? acc[i + 2] : z,
+        const __m128i h = qk8_dots4(tree, acc[i], i + 1 < RB * TB ? acc[i + 1] : z, i + 2 < RB * TB ? acc[i + 2] : z,
                                        i + 3 < RB * TB ? acc[i + 3] : z);
         int32_t tmp[4];
         _mm_storeu_si128((__m128i *)tmp, h);
@@ -190,7 +197,6 @@ VQ_INLINE void qk8_tile(int bits, int RB, int TB, int64_t D, const uint8_t *code
     }
     for (int r = 0; r < RB; r++)
         for (int t = 0; t < TB; t++) s[r * lds + t] = fmaf(dz[2 * r], (float)dot[r * TB + t], dz[2 * r + 1]);
-#undef VQ_QK8_DOTS4
 }
 
 VQ_INLINE void qk8_rows(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc, const int8_t *xq,
