@@ -14,11 +14,12 @@
 #include "cpu/avx2/attn_avx2_inline.h"
 
 /* exp(x) for x <= 0 (Cephes polynomial after range reduction, ~1 ulp); x
- * below -87 (and NaN) gives exactly 0, so masked (-inf) scores vanish. */
+ * below -87 (and NaN) gives exactly 0, so masked (-inf) scores vanish.
+ * The callers' x = s - max is never above 0: no upper clamp. */
 VQ_INLINE __m256 exp8(__m256 x)
 {
     const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
     const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
@@ -84,7 +85,8 @@ VQ_INLINE void softmax_rows_avx2(int R, int n, float *s, int64_t lds, float *m, 
                 for (int t = 0; j + t < n; t++) row[j + t] = tmp[t];
                 vsum = _mm256_add_ps(vsum, e);
             }
-            const float a = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx[i]);
+            /* a max that did not move: alpha 1 without the libm call (expf(0) is 1) */
+            const float a = m[r] == -INFINITY ? 0.0f : m[r] == mx[i] ? 1.0f : expf(m[r] - mx[i]);
             alpha[r] = a;
             d[r] = d[r] * a + hsum8(vsum);
             m[r] = mx[i];
@@ -93,10 +95,19 @@ VQ_INLINE void softmax_rows_avx2(int R, int n, float *s, int64_t lds, float *m, 
 }
 
 /* s [R][lds]: NaN / +inf scores -> -inf, rows marked bad; 8 lanes, one
- * compare (not less than +inf, unordered: NaN or +inf) per step. */
+ * compare (not less than +inf, unordered: NaN or +inf) per step. Where n %
+ * 8 == 0 the compares of all rows meet in one test first (the common case:
+ * none hit; one branch, not one per vector). */
 VQ_INLINE void poison_rows_avx2(int R, int n, float *s, int64_t lds, bool *bad)
 {
     const __m256 inf = _mm256_set1_ps(INFINITY), ninf = _mm256_set1_ps(-INFINITY);
+    if (n % 8 == 0) {
+        __m256 any = _mm256_setzero_ps();
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < n; j += 8)
+                any = _mm256_or_ps(any, _mm256_cmp_ps(_mm256_loadu_ps(s + r * lds + j), inf, _CMP_NLT_UQ));
+        if (!_mm256_movemask_ps(any)) return;
+    }
     for (int r = 0; r < R; r++) {
         float *row = s + r * lds;
         int j = 0, hit = 0;
