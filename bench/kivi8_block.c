@@ -8,6 +8,8 @@
  * issue 14, fifth pass (AVX-512) and the AVX2 section. The kernels of the
  * CPU's best ISA. Internal headers; link the static library:
  *
+ *   ninja -C build veloxquant_static   (the target `veloxquant` is the shared
+ *                                      library only: a stale .a times old kernels)
  *   gcc -O2 -Isrc -Iinclude -Itools/vq bench/kivi8_block.c build/libveloxquant.a -lm -lpthread -o kivi8_block
  *   ./kivi8_block [R (1-4, default 4)] [iterations] [once [N]]
  *

@@ -7,6 +7,8 @@
  * codebook_pv), the separate sequence and the fused rabitq_block where the
  * ISA has them. Internal headers; link the static library:
  *
+ *   ninja -C build veloxquant_static   (the target `veloxquant` is the shared
+ *                                      library only: a stale .a times old kernels)
  *   gcc -O2 -Isrc -Iinclude bench/rabitq_block.c build/libveloxquant.a -lm -lpthread -o rabitq_block
  *   ./rabitq_block [R (1-4, default 4)] [isa (default: best)] [once [N]]
  *
