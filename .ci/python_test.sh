@@ -4,10 +4,8 @@
 #
 # The package goes into a virtual environment, build-pyenv/ (so nothing is
 # installed into the system Python, and Debian's "externally managed" rule
-# does not apply). It sees the system's site-packages: where torch,
-# transformers, gguf, accelerate, numpy, pytest and scikit-build-core are
-# installed already nothing is downloaded; otherwise (CI) they come from PyPI,
-# and the time that takes is printed ("python deps: ... s").
+# does not apply), with its requirements: .ci/python_deps.sh (downloads only
+# what the system's site-packages lack).
 #
 # The package is built CPU-only here unless PY_CUDA=ON: CI has no GPU, and
 # compiling the CUDA backend a second time costs ~20 minutes on 2 cores (the
@@ -19,33 +17,12 @@
 # tools/fetch_model.sh when that script exists.
 set -eu
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
 ENV=${PY_ENV:-build-pyenv}
 PY_CUDA=${PY_CUDA:-OFF}
 start=$(date +%s)
 
-if [ ! -x "$ENV/bin/python" ]; then
-    "$PYTHON" -m venv --system-site-packages "$ENV"
-fi
+sh .ci/python_deps.sh
 py="$ENV/bin/python"
-
-# Each requirement is imported by name: only what is missing is installed.
-need=""
-for spec in numpy:numpy pytest:pytest scikit_build_core:scikit-build-core torch:torch \
-            transformers:transformers gguf:gguf accelerate:accelerate; do
-    mod=${spec%%:*}
-    pkg=${spec#*:}
-    "$py" -c "import $mod" >/dev/null 2>&1 || need="$need $pkg"
-done
-if [ -n "$need" ]; then
-    echo "python deps: installing$need from PyPI"
-    t=$(date +%s)
-    # retries and a long timeout: the torch wheel and its CUDA libraries are large
-    "$py" -m pip install --quiet --retries 5 --timeout 120 --upgrade pip
-    # shellcheck disable=SC2086
-    "$py" -m pip install --quiet --retries 5 --timeout 120 $need
-    echo "python deps: installed in $(( $(date +%s) - t )) s"
-fi
 
 echo "python: pip install . (VQ_CUDA=$PY_CUDA)"
 t=$(date +%s)

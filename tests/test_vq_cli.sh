@@ -88,7 +88,6 @@ else echo "FAIL: no progress lines on stderr"; cat "$tmp/err"; failures=$((failu
 
 # cache-eval on the committed example set (one layer, four methods), its
 # --json and --plot, and its argument and input errors.
-ex="$(dirname "$0")/../data/kv_example"
 ce="--keys $ex/keys.npy --values $ex/values.npy --queries $ex/queries.npy --repeats 1 --threads 1"
 expect 0 "usage: vq cache-eval" cache-eval --help
 expect 2 "are required" cache-eval --keys "$ex/keys.npy"

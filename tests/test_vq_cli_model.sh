@@ -7,7 +7,6 @@
 # Usage: test_vq_cli_model.sh <path to vq>. Exit 0 pass, 1 fail.
 . "$(dirname "$0")/vq_cli_expect.sh"
 
-ex="$(dirname "$0")/../data/kv_example"
 # a calibration file without a PQ codebook (CommVQ tables only)
 "$vq" calibrate --keys "$ex/keys.npy" -o "$tmp/c.vqcal" --commvq-stages 1 --commvq-centroids 8 --iters 2 >/dev/null 2>&1 ||
     { echo "FAIL: calibrate for the setup"; exit 1; }

@@ -1,8 +1,10 @@
 # vq_cli_expect.sh — sourced by the vq command-line tests (test_vq_cli.sh,
 # test_vq_cli_model.sh): $vq from the first argument, a scratch $tmp removed
-# on exit, expect / expect_json, and vq_cli_finish (exit 1 on any failure).
+# on exit, $ex the committed example KV set (data/kv_example), expect /
+# expect_json, and vq_cli_finish (exit 1 on any failure).
 set -u
 vq=${1:?usage: $0 <path to vq>}
+ex="$(dirname "$0")/../data/kv_example"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0

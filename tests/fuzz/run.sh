@@ -42,7 +42,7 @@ set -- $targets
 while [ $# -gt 0 ]; do
     n=0
     while [ $# -gt 0 ] && [ $n -lt "$jobs" ]; do
-        echo "== $1 ($limit)"
+        echo "== $1: started ($limit)"
         fuzz_one "$1" &
         n=$((n + 1))
         shift
@@ -50,7 +50,7 @@ while [ $# -gt 0 ]; do
     wait
 done
 for t in $targets; do
-    echo "== $t"
+    echo "== $t: done"
     grep -E "^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|^Done [0-9]+ runs" "$build/$t.log" || true
     rc=$(cat "$build/$t.rc")
     if [ "$rc" -ne 0 ]; then
