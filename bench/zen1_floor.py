@@ -20,9 +20,12 @@
 #          (vpaddd ymm measured 3 per 2 cycles: three pipes)
 # The pipe floor is the least makespan of that assignment: the largest,
 # over every set S of pipes, of the uops that can only run in S divided by
-# |S|. The floor is the larger of it and the decoders' four instructions a
-# cycle: a fused block's code (~2500 distinct instructions at R 4, most of
-# them two macro-ops) does not fit the 2K-entry op cache. Stores (one
+# |S|. The floor is the larger of it and the decoders' rate: a fused
+# block's code (~2500 distinct instructions at R 4, most of them two
+# macro-ops) does not fit the 2K-entry op cache. Two floors are printed: the
+# decoders at four instructions a cycle (the spec), and at three, what
+# bench/zen1_probe.py's xmm stream of ~5-byte instructions got from them
+# (~15 bytes a cycle; the kernels' instructions average 5.75). Stores (one
 # 128-bit a cycle) and loads (two) are printed beside it; register moves and
 # pure loads are not counted as pipe work (eliminated, or the load ports').
 # No hardware counters needed (this KVM guest has none):
@@ -103,11 +106,12 @@ def main():
     block = collections.Counter({k: (three[k] - one[k]) / 2 for k in set(one) | set(three)})
     uops, other, unknown = classify(block)
     cycles, pipes = floor(uops)
-    decode = other["instructions"] / 4
+    decode4, decode3 = other["instructions"] / 4, other["instructions"] / 3
     print("per block: %.0f instructions, %.0f FP uops (%s)" % (
         other["instructions"], sum(uops.values()), ", ".join("%s %.0f" % (c, uops[c]) for c, _, _ in CLASSES)))
-    print("floor %.0f cycles: pipes %.0f (binding: FP %s), decode %.0f; beside it: stores %.0f, loads %.0f" % (
-        max(cycles, decode), cycles, sorted(pipes), decode, other["st128"], other["ld128"] / 2))
+    print("floor %.0f cycles (decoders at 3 a cycle: %.0f): pipes %.0f (binding: FP %s), decode %.0f / %.0f; "
+          "beside it: stores %.0f, loads %.0f" % (max(cycles, decode4), max(cycles, decode3), cycles, sorted(pipes),
+                                                  decode4, decode3, other["st128"], other["ld128"] / 2))
     if unknown:
         print("not classified (not counted): %s" % unknown)
 

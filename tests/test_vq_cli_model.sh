@@ -3,7 +3,8 @@
 # perplexity, capture-kv on a model, calibrate on captured keys): their
 # arguments always, tiny real runs when tools/fetch_model.sh has installed
 # the model. Apart from test_vq_cli.sh so that ctest runs the two side by
-# side (under ASan these runs take minutes).
+# side (under ASan these runs take minutes); the KIVI_MIX suffixes of --kv
+# are test_vq_cli_kivimix.sh, for the same reason.
 # Usage: test_vq_cli_model.sh <path to vq>. Exit 0 pass, 1 fail.
 . "$(dirname "$0")/vq_cli_expect.sh"
 
@@ -13,9 +14,6 @@
 
 # generate / perplexity (the model runtime): arguments always; a tiny real run
 # when tools/fetch_model.sh has installed the model
-root=$(cd "$(dirname "$0")/.." && pwd)
-model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-text="$root/data/pride_and_prejudice.txt"
 expect 0 "usage: vq generate" generate --help
 expect 0 "usage: vq perplexity" perplexity --help
 expect 0 "usage: vq bench model" bench model --help
@@ -76,23 +74,6 @@ if [ -s "$model" ]; then
             END { exit !(b != "" && b < 10 && c > 15 && w < c && w > 8) }' "$tmp/out"; then
         echo "ok   perplexity --kv +rN sets the method's residual window"
     else echo "FAIL: perplexity --kv +rN"; cat "$tmp/out"; failures=$((failures + 1)); fi
-    # +wideN / :wideN (KIVI_MIX wide channels, ctx 256: two whole 128-token key groups) and +vs16 (f16
-    # TurboQuant value scales) cut bits; one layer at 40 wide channels beside 29 at 20 lies between
-    expect 2 "is not :wideN" perplexity -m "$model" --kv kivimix-turbo2:wide64 "$text"
-    expect 2 "needs KIVI_MIX keys" perplexity -m "$model" --kv kivi4-turbo2:wide20 "$text"
-    expect 2 ":widebitsN (N in 2..8" perplexity -m "$model" --kv kivimix-turbo2:wide8:widebits9 "$text"
-    expect 2 "given twice (or a second window)" perplexity -m "$model" --kv kivi2+w8+w6 "$text"
-    expect 2 "no layer has KIVI_MIX" perplexity -m "$model" --kv kivi2+wide20 "$text"
-    expect 2 "no layer has TurboQuant values" perplexity -m "$model" --kv kivi2+vs16 "$text"
-    expect 0 "kivimix-turbo2+vs16" perplexity -m "$model" --kv \
-        kivimix-turbo2,kivimix-turbo2+wide20,kivimix-turbo2+vs16,kivimix-turbo2@1=kivimix-turbo2:wide40+wide20,kivimix-turbo2:wide20:widebits8 \
-        --ctx 128 --windows 1 --threads 1 "$text"
-    if awk '$2 == "kivimix-turbo2" { a = $NF } $2 == "kivimix-turbo2+wide20" { b = $NF }
-            $2 == "kivimix-turbo2+vs16" { c = $NF } $2 == "kivimix-turbo2@1=kivimix-turbo2:wide40+wide20" { d = $NF }
-            $2 == "kivimix-turbo2:wide20:widebits8" { e = $NF }
-            END { exit !(a != "" && b < a && c < a && d > b && d < a && e > b) }' "$tmp/out"; then
-        echo "ok   perplexity --kv +wideN, :wideN, :widebitsN and +vs16 set the bits they should"
-    else echo "FAIL: perplexity --kv +wideN / :wideN / +vs16"; cat "$tmp/out"; failures=$((failures + 1)); fi
     expect_json perplexity -m "$model" --kv kivi2 --ctx 32 --windows 1 --json --tokens "$tmp/tok.tsv" "$text"
     # --tokens: a header and one line per window position, nll only in the scored second half
     if [ "$(wc -l < "$tmp/tok.tsv")" -eq 33 ] && head -1 "$tmp/tok.tsv" | grep -q "nll_f16.nll_kivi2" &&

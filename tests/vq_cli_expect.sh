@@ -1,10 +1,15 @@
 # vq_cli_expect.sh — sourced by the vq command-line tests (test_vq_cli.sh,
-# test_vq_cli_model.sh): $vq from the first argument, a scratch $tmp removed
-# on exit, $ex the committed example KV set (data/kv_example), expect /
-# expect_json, and vq_cli_finish (exit 1 on any failure).
+# test_vq_cli_model.sh, test_vq_cli_kivimix.sh): $vq from the first
+# argument, a scratch $tmp removed on exit, $ex the committed example KV set
+# (data/kv_example), $model (installed by tools/fetch_model.sh: test for it)
+# and $text (the novel), expect / expect_json, and vq_cli_finish (exit 1 on
+# any failure).
 set -u
 vq=${1:?usage: $0 <path to vq>}
 ex="$(dirname "$0")/../data/kv_example"
+root=$(cd "$(dirname "$0")/.." && pwd)
+model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+text="$root/data/pride_and_prejudice.txt"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
