@@ -23,18 +23,7 @@
 
 #include "attention/attn_kernels.h"
 #include "fma_chains.h" /* tools/vq */
-
-enum { NBLK = 64 };
-
-static uint64_t rng = 99;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static float uniform(void) { return (float)(next() >> 40) / (float)(1 << 24) * 2.0f - 1.0f; }
+#include "kivi8_data.h"
 
 /* TSC ticks per core cycle, from 12 independent vfmadd231ps chains (two per
  * cycle on these cores: bench/port_throughput.c; zmm where the CPU has
@@ -53,9 +42,6 @@ static double ticks_per_cycle(void)
     return (double)best / (20000.0 * 12 / 2);
 }
 
-static uint8_t kc[NBLK][1024], vc[NBLK][1024];
-static uint16_t ks[NBLK][128], kz[NBLK][128], vs[NBLK][128], vz[NBLK][128];
-
 int main(int argc, char **argv)
 {
     const int R = argc > 1 ? atoi(argv[1]) : 4;
@@ -72,18 +58,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "no fused kernel for %s\n", vq_isa_name(isa));
         return 1;
     }
-    for (int b = 0; b < NBLK; b++) {
-        for (int i = 0; i < 1024; i++) {
-            kc[b][i] = (uint8_t)next();
-            vc[b][i] = (uint8_t)next();
-        }
-        for (int i = 0; i < 128; i++) {
-            ks[b][i] = vq_f32_to_f16(0.05f + 0.3f * fabsf(uniform()));
-            kz[b][i] = vq_f32_to_f16(-0.5f + 0.2f * uniform());
-            vs[b][i] = vq_f32_to_f16(0.05f + 0.3f * fabsf(uniform()));
-            vz[b][i] = vq_f32_to_f16(-0.5f + 0.2f * uniform());
-        }
-    }
+    make_blocks();
     float q[4 * 128], o[4 * 128], m[4], d[4], s[4 * 32], al[4], dz[8], ksf[128], kzf[128], vsf[128], vzf[128];
     int8_t xq[4 * 128];
     bool bad[4] = {false, false, false, false};

@@ -25,9 +25,11 @@
 # macro-ops) does not fit the 2K-entry op cache. Two floors are printed: the
 # decoders at four instructions a cycle (the spec), and at three, what
 # bench/zen1_probe.py's xmm stream of ~5-byte instructions got from them
-# (~15 bytes a cycle; the kernels' instructions average 5.75). Stores (one
-# 128-bit a cycle) and loads (two) are printed beside it; register moves and
-# pure loads are not counted as pipe work (eliminated, or the load ports').
+# (~15 bytes a cycle; the kernels' instructions average 5.75). And the
+# larger of it and the memory operations' rate: two 128-bit loads or stores
+# a cycle in all, at most one a store (bench/zen1_probe.py, question 4: a ymm
+# load is two, a ymm store two on one port). Register moves and pure loads
+# are not counted as pipe work (eliminated, or the load ports').
 # No hardware counters needed (this KVM guest has none):
 #
 #   gdb -q -batch -ex 'set $fn = "kivi8_block_avx2"' -x bench/insn_hist.py \
@@ -107,11 +109,13 @@ def main():
     uops, other, unknown = classify(block)
     cycles, pipes = floor(uops)
     decode4, decode3 = other["instructions"] / 4, other["instructions"] / 3
-    print("per block: %.0f instructions, %.0f FP uops (%s)" % (
-        other["instructions"], sum(uops.values()), ", ".join("%s %.0f" % (c, uops[c]) for c, _, _ in CLASSES)))
-    print("floor %.0f cycles (decoders at 3 a cycle: %.0f): pipes %.0f (binding: FP %s), decode %.0f / %.0f; "
-          "beside it: stores %.0f, loads %.0f" % (max(cycles, decode4), max(cycles, decode3), cycles, sorted(pipes),
-                                                  decode4, decode3, other["st128"], other["ld128"] / 2))
+    memory = max((other["ld128"] + other["st128"]) / 2, other["st128"])
+    print("per block: %.0f instructions, %.0f FP uops (%s), %.0f 128-bit loads, %.0f stores" % (
+        other["instructions"], sum(uops.values()), ", ".join("%s %.0f" % (c, uops[c]) for c, _, _ in CLASSES),
+        other["ld128"], other["st128"]))
+    print("floor %.0f cycles (decoders at 3 a cycle: %.0f): pipes %.0f (binding: FP %s), memory %.0f, "
+          "decode %.0f / %.0f" % (max(cycles, memory, decode4), max(cycles, memory, decode3), cycles, sorted(pipes),
+                                  memory, decode4, decode3))
     if unknown:
         print("not classified (not counted): %s" % unknown)
 
