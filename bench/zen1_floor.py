@@ -40,6 +40,8 @@ import itertools
 import re
 import sys
 
+import insn_hist_block
+
 CLASSES = [
     ("mul", {0}, r"vpmaddubsw|vpmaddwd|vpmulld|vpmullw|vpsadbw|vpmuludq"),
     ("fma", {0, 1}, r"vf(n)?m(add|sub)\d+[ps][sd]|vmul[ps][sd]"),
@@ -54,15 +56,6 @@ CLASSES = [
 MOVES = re.compile(r"^(vmovdqa|vmovdqu|vmovaps|vmovups|vmovss|vmovsd|vmovlps|vmovhps|vzeroupper)$")
 BROADCAST_LOADS = ("vbroadcastss", "vpbroadcastd", "vpbroadcastq", "vbroadcasti128")
 WEIGHT = {"vperm2i128": 2, "vperm2f128": 2, "vpermq": 2, "vdivps": 3, "vdivss": 3}
-
-
-def histogram(path):
-    h = collections.Counter()
-    for line in open(path):
-        f = line.split()
-        if len(f) == 2 and f[0].isdigit():
-            h[f[1]] += int(f[0])
-    return h
 
 
 def classify(block):
@@ -104,8 +97,7 @@ def floor(uops):
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: zen1_floor.py <histogram of 1 block> <histogram of 3 blocks>")
-    one, three = histogram(sys.argv[1]), histogram(sys.argv[2])
-    block = collections.Counter({k: (three[k] - one[k]) / 2 for k in set(one) | set(three)})
+    block = insn_hist_block.per_block(sys.argv[1], sys.argv[2])
     uops, other, unknown = classify(block)
     cycles, pipes = floor(uops)
     decode4, decode3 = other["instructions"] / 4, other["instructions"] / 3

@@ -27,6 +27,8 @@ import re
 import sys
 from collections import Counter
 
+import insn_hist_block
+
 M = re.compile(r"^(vpdpbusds?|vpdpwssds?|vpmaddwd|vpmaddubsw|vpmulld|vpmullw|vpopcnt[bwdq]|vfn?m(add|sub)\d+[ps][sd]|"
                r"vmul[ps][sd])$")
 S = re.compile(r"^(vpshufb|vpshufd|vpunpck\w+|vpsr[al]v?[wdq]|vpsllv?[wdq]|vpsrldq|vpslldq|vperm\w+|vpack\w+|"
@@ -37,15 +39,6 @@ F = re.compile(r"^(vadd[ps][sd]|vsub[ps][sd]|vmax[ps][sd]|vmin[ps][sd]|vcmp\w+|v
 A = re.compile(r"^(vpadd[bwdq]|vpsub[bwdq]|vpaddsw|vpand[dq]?|vpandn[dq]?|vpor[dq]?|vpxor[dq]?|vpternlog[dq]|"
                r"vpcmp\w+|vpmax\w+|vpmin\w+|vxorps|vandps|vorps|vpblendm\w+|vpabs\w)$")
 MOVE = re.compile(r"^(vmovdq[au]\d*|vmova?ps|vmovups|vmovss|vmovd|vmovq|vmovlps|vmovhps)$")
-
-
-def hist(path):
-    h = Counter()
-    for line in open(path):
-        f = line.split()
-        if len(f) == 2 and f[0].isdigit():
-            h[f[1]] += int(f[0])
-    return h
 
 
 def floor(h):
@@ -78,9 +71,8 @@ def floor(h):
     return insns, pc, bounds, other
 
 
-h1, h3 = hist(sys.argv[1]), hist(sys.argv[2])
 n1, n3 = (int(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) > 4 else (1, 3)
-per = Counter({k: (h3[k] - h1[k]) / (n3 - n1) for k in set(h1) | set(h3)})
+per = insn_hist_block.per_block(sys.argv[1], sys.argv[2], n1, n3)
 insns, pc, bounds, other = floor(per)
 print("per block: %.0f instructions; pipe-cycles M %.0f, S %.0f, F %.0f, A %.0f" % (insns, pc["M"], pc["S"], pc["F"], pc["A"]))
 print("bounds: " + ", ".join("%s %.0f" % kv for kv in bounds.items()))
