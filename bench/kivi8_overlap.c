@@ -104,18 +104,16 @@ __attribute__((noinline)) static void part_weights(int j)
 {
     for (int r = 0; r < R; r++) pv8_prep_row(true, N, &part_block, part_p[j][r], part_W[r], &part_step[r], &part_zs[r]);
 }
-__attribute__((noinline)) static void part_passes(int j)
+__attribute__((noinline)) static void part_passes(void)
 {
-    (void)j;
     uint8_t (*const Wr[R])[2][32] = {part_W[0], part_W[1], part_W[2], part_W[3]};
     for (int x = 0; x < 4; x++) {
         pv8_pass(R, x, 0, 2, &part_block, Wr, part_I);
         pv8_pass(R, x, 2, 2, &part_block, Wr, part_I);
     }
 }
-__attribute__((noinline)) static void part_out(int j)
+__attribute__((noinline)) static void part_out(void)
 {
-    (void)j;
     for (int r = 0; r < R; r++) pv8_out((const int32_t(*)[4][8])part_I[r], part_step[r], part_zs[r], part_o[r]);
 }
 
@@ -169,8 +167,8 @@ int main(int argc, char **argv)
                 for (int j = 0; j < NB; j++) switch (v) {
                     case 2: part_prep_block(j); break;
                     case 3: part_weights(j); break;
-                    case 4: part_passes(j); break;
-                    default: part_out(j); break;
+                    case 4: part_passes(); break;
+                    default: part_out(); break;
                     }
             const unsigned long long t = __rdtsc() - t0;
             best[v] = t < best[v] ? t : best[v];
