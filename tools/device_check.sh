@@ -60,6 +60,8 @@ for d in /usr/include /usr/local/include "$here/dlpack_include"; do
     [ -f "$d/dlpack/dlpack.h" ] && { DLP=$d; break; }
 done
 [ -n "$DLP" ] || { echo "no dlpack/dlpack.h (install dlpack, or --pack from a machine that has it)"; exit 1; }
+# CMake refuses an exported include folder inside the source tree
+[ "$DLP" = "$here/dlpack_include" ] && { mkdir -p /tmp/vq_dlpack && cp -r "$DLP/dlpack" /tmp/vq_dlpack/ && DLP=/tmp/vq_dlpack; }
 
 step configure
 [ -f "$B/build.ninja" ] || cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_CUDA=ON \

@@ -215,26 +215,25 @@ static void plan_splits(const vq_ctx *ctx, int requested, int occupancy, vq_cu_a
 }
 
 /* The tensor-core skeleton (decode_mma.cuh) at D = 128 without a mask or a
- * causal limit inside the kv axis (Sq = 1 or not causal): f16 keys with f16
- * values, and KIVI 2/4-bit keys (g % 32 == 0) with KIVI values of the same
- * width over groups of 32 channels. bench/NOTES.md has them against the
- * CUDA-core kernels. VQ_CUDA_MMA=0 keeps the CUDA-core kernels and
- * VQ_CUDA_MMA=m runs the f16 variant with the query rows on the mma's m16
- * side, for comparisons in one run. */
-static bool mma_enabled(void)
+ * causal limit inside the kv axis (Sq = 1 or not causal). f16 keys with f16
+ * values run there by default (1.0-1.8x the CUDA-core skeleton on an H100,
+ * bench/NOTES.md). KIVI 2/4-bit keys with KIVI values of 32-channel groups
+ * run there only with VQ_CUDA_MMA=1: measured 1.2-4.5x slower than the fast
+ * KIVI kernel so far (bench/NOTES.md). VQ_CUDA_MMA=0 keeps every call on the
+ * CUDA-core kernels. */
+static int mma_mode(void)
 {
     const char *e = getenv("VQ_CUDA_MMA");
-    return !(e && strcmp(e, "0") == 0);
+    return e == NULL ? -1 : e[0] == '0' ? 0 : 1; /* -1: the defaults above */
 }
 
 static vq_cu_sdpa_launcher mma_launcher(const vq_cu_sdpa_params *p, int64_t Sq)
 {
-    if (!mma_enabled() || p->c.D != 128 || p->mask != NULL || (p->c.causal && Sq != 1)) return NULL;
-    if (p->fmt == VQ_CU_SDPA_F16 && p->k_elt == VQ_CU_F16 && p->v_fmt == VQ_CU_V_PLAIN && p->v_f16) {
-        const char *e = getenv("VQ_CUDA_MMA");
-        return e && strcmp(e, "m") == 0 ? vq_cu_launch_mma_f16_rows_m : vq_cu_launch_mma_f16;
-    }
-    if (p->fmt == VQ_CU_SDPA_AFFINE && p->v_fmt == VQ_CU_V_AFFINE && (p->a_bits == 2 || p->a_bits == 4) &&
+    const int mode = mma_mode();
+    if (mode == 0 || p->c.D != 128 || p->mask != NULL || (p->c.causal && Sq != 1)) return NULL;
+    if (p->fmt == VQ_CU_SDPA_F16 && p->k_elt == VQ_CU_F16 && p->v_fmt == VQ_CU_V_PLAIN && p->v_f16)
+        return vq_cu_launch_mma_f16;
+    if (mode == 1 && p->fmt == VQ_CU_SDPA_AFFINE && p->v_fmt == VQ_CU_V_AFFINE && (p->a_bits == 2 || p->a_bits == 4) &&
         p->va_bits == p->a_bits && p->a_g % 32 == 0 && p->va_g == 32)
         return vq_cu_launch_mma_affine;
     return NULL;
@@ -371,7 +370,7 @@ vq_status vq_cuda_fused_sdpa_paged(vq_ctx *ctx, const DLTensor *queries, const v
 bool vq_cuda_kivi_mma_takes(const DLTensor *q, const DLTensor *k_codes, int group_size, int bits, bool causal)
 {
     const int64_t D = vq_dim(q, 3);
-    return mma_enabled() && D == 128 && group_size == 32 && (bits == 2 || bits == 4) &&
+    return mma_mode() == 1 && D == 128 && group_size == 32 && (bits == 2 || bits == 4) &&
            vq_dim(k_codes, 3) == D * bits / 8 && (!causal || vq_dim(q, 2) == 1);
 }
 

@@ -15,7 +15,7 @@
  *           contiguous quarter of the row: one run of 16-byte loads); the
  *           query B fragments follow the same channel order;
  *   state:  rows 2j and 2j + 1 (the C fragment's columns): running max m,
- *           partial sums l, the unnormalised output O^T (DecodeState:
+ *           partial sums l, the unnormalised output O^T (StateT:
  *           update, and the split's store through store_split_state);
  *   values: O^T += V^T P^T: the probabilities' C fragments become the B
  *           fragments of P^T by one movmatrix (8x8 transpose) each, and the
@@ -51,17 +51,7 @@ using namespace vqcu;
 
 constexpr int kD = 128;          /* head dim of the instances */
 constexpr int kKS = kD / 16;     /* k-steps of Q K^T */
-constexpr int kNT = kD / 8;      /* output n-tiles of P V */
-constexpr int kRows = 8;         /* query rows per CTA (the m16 tile's first half) */
-
-__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1)
-{
-    /* a1 and a3 are rows 8-15: zero */
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-}
+constexpr int kRows = 8;         /* query rows per CTA: the mma's n8 side */
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *(uint32_t *)&h; }
 
@@ -81,225 +71,6 @@ __device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t y, uint32_t sel)
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(sel));
     return r;
 }
-
-/* A fragments (hi and lo parts) of an operand: [step][register 0 or 2]. */
-template <int N>
-struct AFrag {
-    uint32_t hi[N][2], lo[N][2];
-};
-
-/* The online-softmax state of the lane's query row over the tokens it has
- * seen: running max m (log2 domain), this lane's share of the sum l, and the
- * row's unnormalised output in the C-fragment layout of the P V mma. */
-struct DecodeState {
-    float m, l;
-    float acc[kNT][4]; /* [nt][0..1]: columns 2j, 2j+1 of row g; [2..3]: rows 8-15 (zero) */
-
-    __device__ void init()
-    {
-        m = -INFINITY;
-        l = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kNT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[nt][e] = 0.0f;
-    }
-
-    /* Folds a tile's scores s (the lane's 8 tokens of row g, -inf where
-     * masked) into the state and turns them into the probabilities' A
-     * fragments. The four lanes of a row share m. */
-    __device__ void update(float (&s)[4][4], AFrag<2> &pa)
-    {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++) mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m, mx);
-        /* m_new == -inf: nothing seen yet in this row; the state stays zero */
-        const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m - m_new);
-        float p[4][2], sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                p[nt][e] = s[nt][e] == -INFINITY ? 0.0f : exp2f(s[nt][e] - m_new);
-                sum += p[nt][e];
-            }
-        l = l * alpha + sum;
-        m = m_new;
-#pragma unroll
-        for (int nt = 0; nt < kNT; nt++) {
-            acc[nt][0] *= alpha;
-            acc[nt][1] *= alpha;
-        }
-        /* k-step kk of P V covers n-tiles 2kk (register 0) and 2kk + 1 (register 2) */
-#pragma unroll
-        for (int kk = 0; kk < 2; kk++) {
-            split2(p[2 * kk][0], p[2 * kk][1], pa.hi[kk][0], pa.lo[kk][0]);
-            split2(p[2 * kk + 1][0], p[2 * kk + 1][1], pa.hi[kk][1], pa.lo[kk][1]);
-        }
-    }
-};
-
-/* Plain f16 keys [B,Hkv,Skv,D] (or a pool chunk's pages): quarter j of a row
- * is channels 32j .. 32j + 31, 64 bytes, four 16-byte loads; k-step ks takes
- * its channels 32j + 4ks .. 32j + 4ks + 3. */
-struct F16Keys {
-    const uint4 *k;
-
-    __device__ F16Keys(const vq_cu_sdpa_params &p, int, int) : k((const uint4 *)p.k) {}
-
-    static __device__ __forceinline__ int channel(int ks, int j, int e) { return 32 * j + 4 * ks + e; }
-
-    __device__ __forceinline__ void score(int64_t tile0, int t0, int last, const AFrag<kKS> &q, float (&s)[4][4]) const
-    {
-        const int g = (threadIdx.x & 31) >> 2, j = threadIdx.x & 3;
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++) {
-            const int64_t tok = tile0 + min(t0 + 8 * nt + g, last);
-            const uint4 *row = k + tok * (kD / 8) + 4 * j;
-            uint32_t w[16];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uint4 v = __ldg(row + i);
-                w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
-            }
-#pragma unroll
-            for (int ks = 0; ks < kKS; ks++) {
-                mma16816(s[nt], q.hi[ks][0], q.hi[ks][1], w[2 * ks], w[2 * ks + 1]);
-                mma16816(s[nt], q.lo[ks][0], q.lo[ks][1], w[2 * ks], w[2 * ks + 1]);
-            }
-        }
-    }
-};
-
-/* Plain f16 values: lane (g, j) loads channels 8g .. 8g + 7 and 64 + 8g ..
- * 64 + 8g + 7 of its four tokens (16-byte loads; the 8 lanes of a token
- * read 128 contiguous bytes) and pairs the tokens' halves with PRMT:
- * output n-tile nt, column n is channel (nt / 8) * 64 + 8n + nt % 8. */
-struct F16Values {
-    const uint4 *v;
-
-    __device__ F16Values(const vq_cu_sdpa_params &p, int, int) : v((const uint4 *)p.v) {}
-
-    static __device__ __forceinline__ int channel(int nt, int n) { return (nt / 8) * 64 + 8 * n + nt % 8; }
-
-    __device__ __forceinline__ void apply(int64_t tile0, int t0, int last, const AFrag<2> &pa,
-                                          float (&acc)[kNT][4]) const
-    {
-        const int g = (threadIdx.x & 31) >> 2, j = threadIdx.x & 3;
-#pragma unroll
-        for (int kk = 0; kk < 2; kk++) {
-            /* tokens 2j, 2j + 1 (register 0) and 2j + 8, 2j + 9 (register 1) of the step */
-            uint4 x[4][2];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int t = t0 + 16 * kk + 2 * j + (i & 1) + 8 * (i >> 1);
-                const uint4 *row = v + (tile0 + min(t, last)) * (kD / 8);
-                x[i][0] = __ldg(row + g);
-                x[i][1] = __ldg(row + 8 + g);
-                if (t > last) x[i][0] = x[i][1] = make_uint4(0, 0, 0, 0); /* p = 0 there: no 0 * inf */
-            }
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int m = 0; m < 4; m++) {
-                    const uint32_t a0 = (&x[0][h].x)[m], a1 = (&x[1][h].x)[m];
-                    const uint32_t c0 = (&x[2][h].x)[m], c1 = (&x[3][h].x)[m];
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const uint32_t sel = e ? 0x7632u : 0x5410u;
-                        const uint32_t b0 = prmt(a0, a1, sel), b1 = prmt(c0, c1, sel);
-                        const int nt = 8 * h + 2 * m + e;
-                        mma16816(acc[nt], pa.hi[kk][0], pa.hi[kk][1], b0, b1);
-                        mma16816(acc[nt], pa.lo[kk][0], pa.lo[kk][1], b0, b1);
-                    }
-                }
-        }
-    }
-};
-
-struct MmaSmem {
-    float q[kRows][kD + 4];
-    float red_m[kWarps][kRows], red_l[kWarps][kRows];
-    float red_acc[kWarps * kRows * kD];
-};
-
-template <class KP, class VP>
-__global__ void __launch_bounds__(kThreads) mma_kernel(const __grid_constant__ vq_cu_sdpa_params p)
-{
-    const vq_cu_attend_common &c = p.c;
-    __shared__ MmaSmem sm;
-    const int split = blockIdx.x, b = blockIdx.z;
-    const int hkv = blockIdx.y / c.row_chunks, chunk = blockIdx.y % c.row_chunks;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, j = lane & 3;
-    const Rows<kRows> rw = cta_rows<kRows>(c, b, hkv, chunk);
-    KP kp(p, b, hkv);
-    VP vp(p, b, hkv);
-
-    for (int i = threadIdx.x; i < kRows * kD; i += kThreads) {
-        const int r = i / kD, d = i % kD;
-        sm.q[r][d] = r < rw.n ? p.qp[rw.out[r] * p.qpf + d] : 0.0f;
-    }
-    __syncthreads();
-    AFrag<kKS> qa;
-#pragma unroll
-    for (int ks = 0; ks < kKS; ks++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-            split2(sm.q[g][KP::channel(ks, j, 2 * h)], sm.q[g][KP::channel(ks, j, 2 * h + 1)], qa.hi[ks][h],
-                   qa.lo[ks][h]);
-
-    int lim_max = -1, lim_g = -1;
-#pragma unroll
-    for (int r = 0; r < kRows; r++) {
-        lim_max = max(lim_max, rw.lim[r]);
-        if (r == g) lim_g = rw.lim[r];
-    }
-    const int t_begin = split * c.split_len;
-    const int t_end = min(min(kv_len(c, b), t_begin + c.split_len), lim_max + 1);
-    const int last = t_end - 1;
-
-    DecodeState st;
-    st.init();
-    for (int t0 = t_begin + 32 * warp; t0 < t_end; t0 += 32 * kWarps) {
-        /* a 32-token tile lies in one page (P is a multiple of 32) */
-        const int64_t tile0 = kv_token(c, b, hkv, t0) - t0;
-        float s[4][4];
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) s[nt][e] = 0.0f;
-        kp.score(tile0, t0, last, qa, s);
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int t = t0 + 8 * nt + 2 * j + e;
-                if (t > last || t > lim_g) s[nt][e] = -INFINITY;
-            }
-        AFrag<2> pa;
-        st.update(s, pa);
-        vp.apply(tile0, t0, last, pa, st.acc);
-    }
-
-    /* the row's sum over its four lanes, then the warps' states through shared memory */
-    st.l += __shfl_xor_sync(0xffffffffu, st.l, 1);
-    st.l += __shfl_xor_sync(0xffffffffu, st.l, 2);
-    if (j == 0) {
-        sm.red_m[warp][g] = st.m;
-        sm.red_l[warp][g] = st.l;
-    }
-#pragma unroll
-    for (int nt = 0; nt < kNT; nt++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) sm.red_acc[(warp * kRows + g) * kD + VP::channel(nt, 2 * j + e)] = st.acc[nt][e];
-    __syncthreads();
-    store_split_state<kRows>(c, rw, split, sm.red_m, sm.red_l, sm.red_acc, kD);
-}
-
-/* ---- rows on the n8 side (S^T = K Q^T, O^T = V^T P^T) ---- */
 
 __device__ __forceinline__ void mma_t(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                       uint32_t b1)
@@ -404,11 +175,16 @@ __device__ __forceinline__ void key_scores(const KP &kp, int64_t tile0, int t0, 
         uint32_t wa[16], wb[16];
         kp.load(tile0 + min(t0 + 16 * mt + g, last), wa);
         kp.load(tile0 + min(t0 + 16 * mt + g + 8, last), wb);
+        float lo[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int ks = 0; ks < kKS; ks++) {
             mma_t(s[mt], wa[2 * ks], wb[2 * ks], wa[2 * ks + 1], wb[2 * ks + 1], q.hi[ks][0], q.hi[ks][1]);
-            mma_t(s[mt], wa[2 * ks], wb[2 * ks], wa[2 * ks + 1], wb[2 * ks + 1], q.lo[ks][0], q.lo[ks][1]);
+            mma_t(lo, wa[2 * ks], wb[2 * ks], wa[2 * ks + 1], wb[2 * ks + 1], q.lo[ks][0], q.lo[ks][1]);
         }
+        /* an infinite key element gives an infinite hi score and inf * 0 = NaN in the lo part
+         * when its query's lo is 0: the score is hi's (the header's rule: -inf excludes the token) */
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[mt][e] += isfinite(s[mt][e]) ? lo[e] : 0.0f;
     }
 }
 
@@ -497,6 +273,12 @@ struct F16ValuesT {
     }
 };
 
+struct MmaSmem {
+    float q[kRows][kD + 4];
+    float red_m[kWarps][kRows], red_l[kWarps][kRows];
+    float red_acc[kWarps * kRows * kD];
+};
+
 template <class KP, class VP>
 __global__ void __launch_bounds__(kThreads) mmat_kernel(const __grid_constant__ vq_cu_sdpa_params p)
 {
@@ -580,15 +362,6 @@ template <class KP, class VP>
 inline int mmat_go(const vq_cu_sdpa_params &p, void *stream, int *occupancy)
 {
     auto k = mmat_kernel<KP, VP>;
-    if (occupancy) return occupancy_of(k, occupancy);
-    k<<<decode_grid(p.c), kThreads, 0, (cudaStream_t)stream>>>(p);
-    return (int)cudaGetLastError();
-}
-
-template <class KP, class VP>
-inline int mma_go(const vq_cu_sdpa_params &p, void *stream, int *occupancy)
-{
-    auto k = mma_kernel<KP, VP>;
     if (occupancy) return occupancy_of(k, occupancy);
     k<<<decode_grid(p.c), kThreads, 0, (cudaStream_t)stream>>>(p);
     return (int)cudaGetLastError();

@@ -146,7 +146,6 @@ int vq_cu_launch_sdpa_commvq_enc(const vq_cu_sdpa_params *p, void *stream, int *
  * KIVI 2/4-bit keys and values (decode_mma_affine.cu). */
 int vq_cu_launch_mma_affine(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_mma_f16(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_mma_f16_rows_m(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 
 #ifdef __cplusplus
 }

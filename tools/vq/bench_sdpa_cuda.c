@@ -13,11 +13,10 @@
 
 #include "bench_cuda.h"
 
-/* K_F16CC: the f16 control on the CUDA-core skeleton (VQ_CUDA_MMA=0), K_F16M
- * on the tensor-core variant with the rows on the m16 side (VQ_CUDA_MMA=m),
- * timed beside the default in the same run */
-enum { K_F16, K_F16CC, K_F16M, K_TURBO4, K_RVQ22, K_AFFINE2, K_RABITQ, K_QJL, K_PQ, K_COMMVQ, K_COUNT };
-static const char *kname[K_COUNT] = {"f16 (control)", "f16 (cuda cores)", "f16 (rows on m)", "turbo 4-bit",  "rvq 2+2-bit",
+/* K_F16CC: the f16 control on the CUDA-core skeleton (VQ_CUDA_MMA=0), timed
+ * beside the tensor-core one in the same run */
+enum { K_F16, K_F16CC, K_TURBO4, K_RVQ22, K_AFFINE2, K_RABITQ, K_QJL, K_PQ, K_COMMVQ, K_COUNT };
+static const char *kname[K_COUNT] = {"f16 (control)", "f16 (cuda cores)", "turbo 4-bit",  "rvq 2+2-bit",
                                      "affine 2-bit g32", "rabitq 1-bit",  "qjl m=128",    "pq M32 C256",
                                      "commvq R2 C256"};
 
@@ -79,7 +78,6 @@ static double key_bytes_per_token(int f)
 {
     switch (f) {
     case K_F16:
-    case K_F16M:
     case K_F16CC: return 2.0 * D;
     case K_TURBO4: return D * 4 / 8 + 4;
     case K_RVQ22: return 2 * (D * 2 / 8 + 4);
@@ -99,7 +97,6 @@ static void build(kset *x, int f, int B, int Hkv, int Skv)
     memset(k, 0, sizeof *k);
     switch (f) {
     case K_F16:
-    case K_F16M:
     case K_F16CC:
         k->format = VQ_KEYS_F16;
         k->plain.keys = vqb_cu_dnew(&t[0], F16, B, Hkv, Skv, D, 1);
@@ -189,8 +186,8 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                 for (int hi = 0; hi < 2; hi++) {
                     const int Skv = skvs[si], B = bs[bi], Hkv = hkvs[hi];
                     if ((quick && B != 1) || (only_skv && Skv != only_skv) || (only_hkv && Hkv != only_hkv)) continue;
-                    if (vf != V_F16 && (B != 1 || Skv != 131072 || f == K_F16CC || f == K_F16M)) continue;
-                    if (f == K_F16CC || f == K_F16M) setenv("VQ_CUDA_MMA", f == K_F16CC ? "0" : "m", 1);
+                    if (vf != V_F16 && (B != 1 || Skv != 131072 || f == K_F16CC)) continue;
+                    if (f == K_F16CC) setenv("VQ_CUDA_MMA", "0", 1);
                     const double bytes = (double)B * Hkv * Skv * (key_bytes_per_token(f) + value_bytes_per_token(vf));
                     int nset = (int)ceil(200e6 / bytes);
                     nset = nset < 1 ? 1 : nset > 32 ? 32 : nset;
@@ -216,7 +213,7 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                                 vq_ctx_last_error(ctx));
                         exit(VQ_EXIT_FAILURE);
                     }
-                    if (f == K_F16CC || f == K_F16M) unsetenv("VQ_CUDA_MMA");
+                    if (f == K_F16CC) unsetenv("VQ_CUDA_MMA");
                     qsort(ts, 20, sizeof ts[0], vqb_cu_cmp_f);
                     const double sec = 0.5 * (ts[9] + ts[10]) * 1e-3;
                     if (rep) {
