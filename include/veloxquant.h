@@ -169,7 +169,7 @@ typedef struct vq_ctx vq_ctx;
  * they return, so a caller's tile registers do not survive those calls;
  * asking for an ISA the CPU lacks falls back to the best one it has.
  * On a CUDA context, VQ_CUDA_DECODE_STAGED=1 makes the fast decode kernels
- * (vq_scalar_fused_decode_attend, vq_rabitq_fused_attend at D = 64/128/256)
+ * (vq_kivi_fused_attend, vq_rabitq_fused_attend at D = 64/128/256)
  * stage tiles in shared memory (cp.async) instead of loading them straight
  * into registers; both give the same results (for benchmarking).
  * Errors: VQ_ERR_INVALID_ARGUMENT (out NULL, bad backend, thread count or
@@ -231,7 +231,7 @@ VQ_API vq_status vq_ctx_synchronize(vq_ctx *ctx);
  * so after a first (warm-up) call of each shape no kernel allocates — the
  * attention entry points, every codec's encode/decode and vq_attention_merge.
  * The exceptions allocate per call: the trainers (vq_kmeans,
- * vq_comm_vq_train, vq_lloyd_max_fit, vq_vecinfer_smooth_factors) and the
+ * vq_commvq_train, vq_lloyd_max_fit, vq_vecinfer_smooth_factors) and the
  * vq_cache and vq_calibration functions that add pages or tables.
  * vq_ctx_set_workspace hands the context caller-owned memory instead: mem
  * (64-byte aligned) of `bytes` becomes the scratch, the context never
@@ -288,7 +288,7 @@ VQ_API vq_status vq_lloyd_max_codebook(int bits, float *centroids_out, float *bo
  * On a CUDA context every encoder and decoder below runs on the device,
  * enqueued on the context's stream, with the same results as on the CPU (to
  * the accuracy of the conventions above). The trainers (vq_lloyd_max_fit,
- * vq_kmeans, vq_comm_vq_train, vq_vecinfer_smooth_factors) run on CPU
+ * vq_kmeans, vq_commvq_train, vq_vecinfer_smooth_factors) run on CPU
  * contexts only and return VQ_ERR_UNSUPPORTED on a CUDA context: train on
  * host tensors, then copy the result to the device. The host cannot read
  * device memory, so the checks that the CPU path makes by reading the data
@@ -386,13 +386,13 @@ VQ_API vq_status vq_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, con
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULL, rank other than 4, dtype, shapes
  * that disagree, bits outside 1..8, group_size < 1, a codes last dimension
  * that is neither D nor a valid packed D*bits/8). */
-VQ_API vq_status vq_affine_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size,
+VQ_API vq_status vq_kivi_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size,
                                   DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out);
-VQ_API vq_status vq_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
+VQ_API vq_status vq_kivi_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
                                     DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out);
-VQ_API vq_status vq_affine_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+VQ_API vq_status vq_kivi_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                     const DLTensor *zero, int bits, int group_size, DLTensor *out);
-VQ_API vq_status vq_affine_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+VQ_API vq_status vq_kivi_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                       const DLTensor *zero, int bits, int group_size, DLTensor *out);
 
 /* ---- RaBitQ: 1-bit keys ---- */
@@ -528,10 +528,10 @@ typedef enum vq_rope_layout {
     VQ_ROPE_INTERLEAVED = 1  /* pairs (2i, 2i + 1): GPT-J / Meta */
 } vq_rope_layout;
 
-typedef struct vq_comm_vq_opts {
+typedef struct vq_commvq_opts {
     vq_rope_layout rope;    /* default VQ_ROPE_HALF */
     const DLTensor *scale;  /* [B,H,S] f32 per-token scale, or NULL (= 1) */
-} vq_comm_vq_opts;
+} vq_commvq_opts;
 
 /* indices [B,H,S,R] u8/u16/i32, codebook [R,C,D] f32, cos_freqs and sin_freqs
  * [P, D/2] f32, positions [S] or [B,S] i32 in [0, P), out [B,H,S,D] f16/f32
@@ -541,15 +541,15 @@ typedef struct vq_comm_vq_opts {
  * (a, b) -> (a cos - b sin, a sin + b cos). Indices >= C or positions
  * outside [0, P) give VQ_ERR_INVALID_ARGUMENT with nothing written (on CUDA
  * they are clamped to [0, C) and [0, P) instead). */
-VQ_API vq_status vq_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
+VQ_API vq_status vq_commvq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
                             const DLTensor *cos_freqs, const DLTensor *sin_freqs, const DLTensor *positions,
-                            DLTensor *out, const vq_comm_vq_opts *opts);
+                            DLTensor *out, const vq_commvq_opts *opts);
 
 /* Residual k-means trainer on pre-RoPE keys: samples [N, D] f32, R stages of C
  * centroids, codebook_out [R, C, D] f32. Stage r is vq_kmeans (seed + r) on the
  * residuals left by stages < r. A trainer: CPU contexts only
  * (VQ_ERR_UNSUPPORTED on CUDA). */
-VQ_API vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, int iters, uint64_t seed,
+VQ_API vq_status vq_commvq_train(vq_ctx *ctx, const DLTensor *samples, int R, int C, int iters, uint64_t seed,
                            DLTensor *codebook_out);
 
 /* Greedy residual encoder: keys [B,H,S,D] f16/f32 (pre-RoPE), codebook
@@ -557,7 +557,7 @@ VQ_API vq_status vq_comm_vq_train(vq_ctx *ctx, const DLTensor *samples, int R, i
  * nearest the residual of stages < r. C must fit the index dtype (u8: C <=
  * 256, u16: C <= 65536), else VQ_ERR_INVALID_ARGUMENT. On CUDA D must be at
  * most 8192, else VQ_ERR_UNSUPPORTED. */
-VQ_API vq_status vq_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
+VQ_API vq_status vq_commvq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook,
                             DLTensor *indices_out);
 
 /* =========================================================================
@@ -569,12 +569,32 @@ typedef enum vq_keys_format {
     VQ_KEYS_F16 = 1,       /* plain keys (f16, f32 or bf16): the uncompressed path */
     VQ_KEYS_TURBO = 2,     /* TurboQuant Hadamard scalar codes */
     VQ_KEYS_TURBO_RVQ = 3, /* TurboQuant two-stage residual codes */
-    VQ_KEYS_AFFINE = 4,    /* KIVI per-channel group affine codes */
+    VQ_KEYS_KIVI = 4,    /* KIVI per-channel group affine codes */
     VQ_KEYS_RABITQ = 5,    /* 1-bit RaBitQ signs + magnitude */
     VQ_KEYS_QJL = 6,       /* QJL sign sketch + norm */
-    VQ_KEYS_PQ = 7,        /* VecInfer product VQ */
+    VQ_KEYS_VECINFER = 7,        /* VecInfer product VQ */
     VQ_KEYS_COMMVQ = 8     /* CommVQ additive codes, RoPE applied per token */
 } vq_keys_format;
+
+/* The tensors of the f16, KIVI and VecInfer key formats (vq_encoded_keys). */
+typedef struct vq_f16_key_tensors {
+    const DLTensor *keys;  /* [B,Hkv,Skv,D] f16/f32/bf16 */
+} vq_f16_key_tensors;
+
+typedef struct vq_kivi_key_tensors {
+    const DLTensor *codes; /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,D*bits/8] u8 packed */
+    const DLTensor *scale; /* [B,Hkv,ceil(Skv/g),D] f32/f16 */
+    const DLTensor *zero;  /* same shape and dtype as scale */
+    int bits;              /* 2, 4 or 8 when packed; code width when not (1..8; such
+                              codes are read as whole bytes, as the encoder writes them) */
+    int group_size;        /* g, tokens per group */
+} vq_kivi_key_tensors;
+
+typedef struct vq_vecinfer_key_tensors {
+    const DLTensor *idx;      /* [B,Hkv,Skv,M] u8/u16 */
+    const DLTensor *codebook; /* [M,C,D/M] or [Hkv,M,C,D/M] f32 */
+    const DLTensor *smooth;   /* [D] or [Hkv,D] f32 */
+} vq_vecinfer_key_tensors;
 
 /* A compressed key cache: `format` plus the tensors of that format (only the
  * member named by `format` is read; zero-initialise the rest). All leading
@@ -587,9 +607,10 @@ typedef enum vq_keys_format {
  * rvq codes are masked to their bit width, as the dequantizers do. */
 typedef struct vq_encoded_keys {
     vq_keys_format format;
-    struct {
-        const DLTensor *keys;  /* [B,Hkv,Skv,D] f16/f32/bf16 */
-    } plain;
+    union {
+        vq_f16_key_tensors f16;
+        vq_f16_key_tensors plain; /* the earlier name, deprecated */
+    };
     struct {
         const DLTensor *idx;   /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,ceil(D*bits/32)] u32 packed */
         const DLTensor *scale; /* [B,Hkv,Skv] f32 (or f16 on a CPU ctx: the CUDA backend gives
@@ -603,14 +624,10 @@ typedef struct vq_encoded_keys {
         const DLTensor *diag;           /* [D] f32 ±1, or NULL */
         int b1, b2;                     /* 1..8 each */
     } rvq;
-    struct {
-        const DLTensor *codes; /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,D*bits/8] u8 packed */
-        const DLTensor *scale; /* [B,Hkv,ceil(Skv/g),D] f32/f16 */
-        const DLTensor *zero;  /* same shape and dtype as scale */
-        int bits;              /* 2, 4 or 8 when packed; code width when not (1..8; such
-                                  codes are read as whole bytes, as the encoder writes them) */
-        int group_size;        /* g, tokens per group */
-    } affine;                  /* k_hat = code * scale + zero (as vq_scalar_fused_decode_attend) */
+    union {
+        vq_kivi_key_tensors kivi; /* k_hat = code * scale + zero (as vq_kivi_fused_attend) */
+        vq_kivi_key_tensors affine; /* the earlier name, deprecated */
+    };
     struct {
         const DLTensor *bits;  /* [B,Hkv,Skv,D/8] u8 signs of rot(k) */
         const DLTensor *mag;   /* [B,Hkv,Skv] f32 */
@@ -624,13 +641,12 @@ typedef struct vq_encoded_keys {
         const DLTensor *projection; /* [m, D] f32 */
     } qjl;                          /* score: scale * vq_qjl_score's asymmetric estimator,
                                        sqrt(pi/2)/m * norm * sum_j (S q)_j sign_j; m = rows of S */
-    struct {
-        const DLTensor *idx;      /* [B,Hkv,Skv,M] u8/u16 */
-        const DLTensor *codebook; /* [M,C,D/M] or [Hkv,M,C,D/M] f32 */
-        const DLTensor *smooth;   /* [D] or [Hkv,D] f32 */
-    } pq;                         /* score: scale * sum_m lut[m, idx[m]] (tables built once per
-                                     query row; when C > Skv the tokens are decoded instead);
-                                     indices >= C read centroid C - 1 (never out of bounds) */
+    union {
+        vq_vecinfer_key_tensors vecinfer; /* score: scale * sum_m lut[m, idx[m]] (tables built once per
+                                      query row; when C > Skv the tokens are decoded instead);
+                                      indices >= C read centroid C - 1 (never out of bounds) */
+        vq_vecinfer_key_tensors pq; /* the earlier name, deprecated */
+    };
     struct {
         const DLTensor *idx;       /* [B,Hkv,Skv,R] u8/u16/i32 */
         const DLTensor *codebook;  /* [R,C,D] f32 */
@@ -640,18 +656,31 @@ typedef struct vq_encoded_keys {
         const DLTensor *scale;     /* [B,Hkv,Skv] f32 or NULL */
         vq_rope_layout rope;
     } commvq;                      /* k_hat = RoPE(scale * sum_r codebook[r, idx_r]) at the token's
-                                      position (vq_comm_vq_decode), decoded per block of tokens;
+                                      position (vq_commvq_decode), decoded per block of tokens;
                                       codes outside [0, C) read the nearest valid centroid;
                                       positions outside [0, P) give VQ_ERR_INVALID_ARGUMENT */
 } vq_encoded_keys;
 
 /* Value formats understood by vq_fused_sdpa. */
 typedef enum vq_values_format {
-    VQ_VALUES_PLAIN = 1,    /* plain values (f16 or f32): the uncompressed path */
-    VQ_VALUES_AFFINE = 2,   /* KIVI per-token group affine codes */
+    VQ_VALUES_F16 = 1,    /* plain values (f16 or f32): the uncompressed path */
+    VQ_VALUES_KIVI = 2,   /* KIVI per-token group affine codes */
     VQ_VALUES_CODEBOOK = 3, /* scalar codebook indices (RaBitQ caches' 4-bit Lloyd-Max nibbles) */
     VQ_VALUES_TURBO = 4     /* TurboQuant Hadamard scalar codes */
 } vq_values_format;
+
+/* The tensors of the f16 and KIVI value formats (vq_encoded_values). */
+typedef struct vq_f16_value_tensors {
+    const DLTensor *values;  /* [B,Hkv,Skv,D] f16/f32 */
+} vq_f16_value_tensors;
+
+typedef struct vq_kivi_value_tensors {
+    const DLTensor *codes;  /* [B,Hkv,Skv,D] u8 (one code per byte), or [B,Hkv,Skv,D*bits/8] packed */
+    const DLTensor *scale;  /* [B,Hkv,Skv,ceil(D/g)] f32/f16 */
+    const DLTensor *zero;   /* same shape and dtype as scale */
+    int bits;               /* 2, 4 or 8 (the packing of codes; 8 = one per byte) */
+    int group_size;         /* g, channels per group */
+} vq_kivi_value_tensors;
 
 /* A compressed value cache: `format` plus the tensors of that format (only
  * the member named by `format` is read; zero-initialise the rest). Leading
@@ -659,16 +688,14 @@ typedef enum vq_values_format {
  * value format in one vq_fused_sdpa call. */
 typedef struct vq_encoded_values {
     vq_values_format format;
-    struct {
-        const DLTensor *values;  /* [B,Hkv,Skv,D] f16/f32 */
-    } plain;
-    struct {
-        const DLTensor *codes;  /* [B,Hkv,Skv,D] u8 (one code per byte), or [B,Hkv,Skv,D*bits/8] packed */
-        const DLTensor *scale;  /* [B,Hkv,Skv,ceil(D/g)] f32/f16 */
-        const DLTensor *zero;   /* same shape and dtype as scale */
-        int bits;               /* 2, 4 or 8 (the packing of codes; 8 = one per byte) */
-        int group_size;         /* g, channels per group */
-    } affine;                   /* v_hat[t,c] = code * scale[t,c/g] + zero[t,c/g] (vq_affine_quantize_values) */
+    union {
+        vq_f16_value_tensors f16;
+        vq_f16_value_tensors plain; /* the earlier name, deprecated */
+    };
+    union {
+        vq_kivi_value_tensors kivi; /* v_hat[t,c] = code * scale[t,c/g] + zero[t,c/g] (vq_kivi_quantize_values) */
+        vq_kivi_value_tensors affine; /* the earlier name, deprecated */
+    };
     struct {
         const DLTensor *idx;    /* [B,Hkv,Skv,D] u8, or nibble-packed [B,Hkv,Skv,D/2] u8 */
         const DLTensor *cents;  /* [n_cents] f32, 1..256 (<= 16 when packed) */
@@ -686,9 +713,9 @@ typedef struct vq_encoded_values {
 } vq_encoded_values;
 
 /* The vq_encoded_values of plain values v (a convenience for the common case). */
-static inline vq_encoded_values vq_plain_values(const DLTensor *v)
+static inline vq_encoded_values vq_f16_values(const DLTensor *v)
 {
-    vq_encoded_values e = {VQ_VALUES_PLAIN, {v}, {0, 0, 0, 0, 0}, {0, 0, 0}, {0, 0, 0, 0}};
+    vq_encoded_values e = {VQ_VALUES_F16, {{v}}, {{0, 0, 0, 0, 0}}, {0, 0, 0}, {0, 0, 0, 0}};
     return e;
 }
 
@@ -714,7 +741,7 @@ static inline vq_encoded_values vq_plain_values(const DLTensor *v)
  * the row, so each output channel moves by at most (exp(2 eps) - 1) times the
  * largest |v_hat - out| of that channel. A group whose max_c |x_c| is below
  * 127 / FLT_MAX (~3.7e-37: 127 / max overflows) quantises to 0, its integer
- * term dropped (at most 3.7e-37 * sum_c code_c). tests/test_attention_affine.c
+ * term dropped (at most 3.7e-37 * sum_c code_c). tests/test_attention_kivi.c
  * checks the score bound per score on every ISA, and checks the outputs
  * against a float64 reference that rounds the query the same way.
  * TurboQuant and RVQ keys (VQ_KEYS_TURBO, VQ_KEYS_TURBO_RVQ and the cache's
@@ -833,8 +860,8 @@ typedef struct vq_attend_opts {
      * (vq_attention_merge). NULL = not computed. */
     DLTensor *lse_out;
     /* CPU arithmetic (see vq_key_scores and vq_value_accum above): key_scores
-     * for VQ_KEYS_AFFINE, VQ_KEYS_TURBO and VQ_KEYS_TURBO_RVQ keys,
-     * value_accum for VQ_VALUES_AFFINE and VQ_VALUES_TURBO values. 0 = AUTO, which here is
+     * for VQ_KEYS_KIVI, VQ_KEYS_TURBO and VQ_KEYS_TURBO_RVQ keys,
+     * value_accum for VQ_VALUES_KIVI and VQ_VALUES_TURBO values. 0 = AUTO, which here is
      * F32: vq_fused_sdpa keeps its f32 results unless asked, while the cache,
      * the decode engine, defaults to the integer kernels
      * (vq_cache_attend_opts). INT8 on a layout its kernels do not take runs
@@ -848,7 +875,7 @@ typedef struct vq_attend_opts {
  * in registers and never written to memory; softmax accumulates in f32.
  * queries [B,Hq,Sq,D] f16/f32 (raw, unrotated: rotations are applied to the
  * query inside), keys per vq_encoded_keys, values per vq_encoded_values
- * (vq_plain_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
+ * (vq_f16_values(&v) for plain [B,Hkv,Skv,D] f16/f32 values),
  * mask [B or 1, Hq or 1, Sq, Skv] f32/f16 additive, or NULL;
  * out [B,Hq,Sq,D] f16/f32. Rows whose every score is -inf give 0; NaN and
  * ±inf inputs follow the rule of the conventions (top of this header).
@@ -865,7 +892,7 @@ typedef struct vq_attend_opts {
  * other tensors need only their element alignment). What the CPU checks by reading data cannot be
  * checked before the launch there, so the kernels clamp instead: CommVQ
  * positions outside [0, P) read table row 0 or P - 1 (the CPU gives
- * VQ_ERR_INVALID_ARGUMENT), and PQ / CommVQ codes clamp as on the CPU. QJL
+ * VQ_ERR_INVALID_ARGUMENT), and VECINFER / CommVQ codes clamp as on the CPU. QJL
  * with more than 1024 sketch rows (m) -> VQ_ERR_UNSUPPORTED there. */
 VQ_API vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                         const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
@@ -889,7 +916,7 @@ VQ_API vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DL
 /* True iff vq_fused_sdpa accepts queries of this shape with plain keys
  * (VQ_KEYS_F16): all sizes positive, head_dim % 8 == 0 and head_dim <= 256.
  * The other key formats add their own rules on head_dim (the Hadamard
- * formats turbo, rvq and rabitq need a power of two; PQ needs it divisible
+ * formats turbo, rvq and rabitq need a power of two; VECINFER needs it divisible
  * by the subspace count). */
 VQ_API bool vq_fused_sdpa_supports_shape(int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim);
 
@@ -928,7 +955,7 @@ typedef struct vq_scalar_attend_opts {
  * Errors: D > 256 -> VQ_ERR_UNSUPPORTED. On a CUDA context also D % 8 != 0 or
  * a tensor whose data (with byte_offset) is not 16-byte aligned ->
  * VQ_ERR_UNSUPPORTED; runs on the ctx's stream without synchronising. */
-VQ_API vq_status vq_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+VQ_API vq_status vq_kivi_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
                                         const DLTensor *k_scale, const DLTensor *k_zero,
                                         const DLTensor *v_codes, const DLTensor *v_scale,
                                         const DLTensor *v_zero, int group_size, float scale, int nsg,
@@ -1069,7 +1096,7 @@ typedef enum vq_key_method {
     VQ_KEY_TURBO_RVQ = 4, /* TurboQuant residual: bits (stage 1) + bits2 (stage 2) */
     VQ_KEY_RABITQ = 5,    /* 1-bit signs of rot(k) + f32 magnitude; rabitq_score Hamming or exact */
     VQ_KEY_QJL = 6,       /* QJL sign sketch of qjl_sketch rows + the key's norm */
-    VQ_KEY_PQ = 7,        /* VecInfer product VQ: codebook (+ smooth) passed in */
+    VQ_KEY_VECINFER = 7,        /* VecInfer product VQ: codebook (+ smooth) passed in */
     VQ_KEY_COMMVQ = 8,    /* CommVQ additive codes: codebook + RoPE tables passed in; keys appended
                              before RoPE, with positions */
     /* KIVI with two code widths per group (a cache-only format, CPU only):
@@ -1118,9 +1145,9 @@ typedef struct vq_key_config {
     int qjl_sketch;           /* QJL: sketch rows m, 1..1024 (0 = 2*D) */
     uint64_t seed;            /* TURBO/RVQ/RABITQ random signs, QJL projection; 0 = a fixed default.
                                  Layer l uses seed + l, so layers are independent. */
-    const DLTensor *codebook; /* PQ [M,C,D/M] or [Hkv,M,C,D/M] f32 (C <= 65536);
+    const DLTensor *codebook; /* VECINFER [M,C,D/M] or [Hkv,M,C,D/M] f32 (C <= 65536);
                                  CommVQ [R,C,D] f32 (C <= 65536). Host memory; copied at create. */
-    const DLTensor *smooth;   /* PQ [D] or [Hkv,D] f32 > 0, or NULL (ones); host; copied */
+    const DLTensor *smooth;   /* VECINFER [D] or [Hkv,D] f32 > 0, or NULL (ones); host; copied */
     const DLTensor *cos_freqs, *sin_freqs; /* CommVQ [Pmax, D/2] f32 (positions < Pmax); host; copied */
     vq_rope_layout rope;      /* CommVQ pairing */
 } vq_key_config;
@@ -1206,7 +1233,7 @@ typedef struct vq_cache_config {
                                  last), or NULL; each in [0, n_layers) */
     int n_f16_layers;
     /* Fitted tables (section 6), or NULL. A layer whose method needs a table
-     * its config leaves NULL takes layer l's from here: PQ keys the codebook
+     * its config leaves NULL takes layer l's from here: VECINFER keys the codebook
      * and smooth factors, CommVQ keys the codebook, CODEBOOK values the
      * centroids (at most 16). They are copied: the calibration may be freed
      * after vq_cache_create. */
@@ -1245,7 +1272,7 @@ typedef struct vq_cache_preset_info {
     const char *description;  /* one line: the methods and their parameters */
     double key_bits, value_bits; /* stored bits per element, all-in (codes + scales/norms), in the pages,
                                     at head_dim = 128 (the residual window is not counted) */
-    bool needs_tables;        /* PQ / CommVQ: codebooks must be passed in (layers[].keys.codebook, or
+    bool needs_tables;        /* VECINFER / CommVQ: codebooks must be passed in (layers[].keys.codebook, or
                                  cfg->calibration) */
 } vq_cache_preset_info;
 
@@ -1255,7 +1282,7 @@ VQ_API int vq_cache_preset_count(void);
 VQ_API const vq_cache_preset_info *vq_cache_preset(int i);
 
 /* Fills *out with the layer config of preset `name` at head_dim (which picks
- * D-dependent parameters: QJL sketch 2*D, KIVI value group min(32, D); PQ
+ * D-dependent parameters: QJL sketch 2*D, KIVI value group min(32, D); VECINFER
  * and CommVQ take their sizes from the codebook). Table pointers are left
  * NULL.
  * Errors (no ctx, so no message): VQ_ERR_INVALID_ARGUMENT (name or out
@@ -1374,7 +1401,7 @@ typedef struct vq_cache_attend_opts {
     /* CPU arithmetic of KIVI pages (VQ_KEY_KIVI and VQ_KEY_KIVI_MIX keys,
      * VQ_VALUE_KIVI values) and of TurboQuant pages (VQ_KEY_TURBO,
      * VQ_KEY_TURBO_RVQ keys, VQ_VALUE_TURBO values), as for
-     * vq_scalar_fused_decode_attend (see vq_key_scores and vq_value_accum);
+     * vq_kivi_fused_attend (see vq_key_scores and vq_value_accum);
      * 0 = AUTO: integer KIVI key scores wherever the layout allows (2/4-bit
      * codes, D a multiple of 64; mixed 2/4-bit keys with a multiple of 4
      * wide channels), integer TurboQuant key scores (2-4 bits at D = 128)
@@ -1463,13 +1490,13 @@ typedef struct vq_calibration vq_calibration;
 typedef struct vq_calibration_config {
     /* VecInfer product VQ: M subspaces (D % M == 0) of C centroids each,
      * fitted on the smoothed keys k / s, with smooth factors s per kv head
-     * (vq_vecinfer_smooth_factors). 0 = no PQ tables. */
-    int pq_subspaces;
-    int pq_centroids;      /* C in 1..65536; 0 = 256 */
-    bool pq_shared;        /* one codebook [M,C,D/M] and smooth [D] for all kv
+     * (vq_vecinfer_smooth_factors). 0 = no VECINFER tables. */
+    int vecinfer_subspaces;
+    int vecinfer_centroids;      /* C in 1..65536; 0 = 256 */
+    bool vecinfer_shared;        /* one codebook [M,C,D/M] and smooth [D] for all kv
                               heads, fitted on their pooled keys, instead of one
                               per kv head ([Hkv,M,C,D/M], [Hkv,D]) */
-    /* CommVQ additive codebook [R,C,D] per layer (vq_comm_vq_train) on the
+    /* CommVQ additive codebook [R,C,D] per layer (vq_commvq_train) on the
      * pooled keys of all kv heads, as given (pass pre-RoPE keys: CommVQ
      * applies RoPE at decode). 0 = none. */
     int commvq_stages;     /* R in 0..64 */
@@ -1523,8 +1550,8 @@ typedef struct vq_calibration_info {
 VQ_API vq_status vq_calibration_get_info(vq_ctx *ctx, const vq_calibration *cal, vq_calibration_info *out);
 
 typedef enum vq_calibration_table {
-    VQ_CAL_PQ_SMOOTH = 1,       /* [Hkv, D] f32 > 0, or [D] when pq_shared */
-    VQ_CAL_PQ_CODEBOOK = 2,     /* [Hkv, M, C, D/M] f32, or [M, C, D/M] when pq_shared */
+    VQ_CAL_VECINFER_SMOOTH = 1,       /* [Hkv, D] f32 > 0, or [D] when vecinfer_shared */
+    VQ_CAL_VECINFER_CODEBOOK = 2,     /* [Hkv, M, C, D/M] f32, or [M, C, D/M] when vecinfer_shared */
     VQ_CAL_COMMVQ_CODEBOOK = 3, /* [R, C, D] f32 */
     VQ_CAL_VALUE_CENTROIDS = 4  /* [n] f32 ascending */
 } vq_calibration_table;
@@ -1532,7 +1559,7 @@ typedef enum vq_calibration_table {
 /* A view of one layer's table: fills *out (a host f32 DLTensor, compact,
  * shape as listed above) pointing into the calibration, valid until
  * vq_calibration_free; do not write through it. The shapes match what
- * vq_vecinfer_quantize / vq_fused_sdpa (pq), vq_comm_vq_encode (commvq) and
+ * vq_vecinfer_quantize / vq_fused_sdpa (pq), vq_commvq_encode (commvq) and
  * vq_codebook_quantize (values) take.
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer outside [0, L), a table
  * that was not fitted, an unknown `which`). */
@@ -1617,6 +1644,35 @@ VQ_API vq_status vq_cache_load(vq_ctx *ctx, const char *path, vq_cache **out);
  * holding max_sequences. */
 VQ_API vq_status vq_cache_seq_load_buffer(vq_cache *cache, const void *buf, size_t size, int64_t *seq_id_out);
 VQ_API vq_status vq_cache_seq_load(vq_cache *cache, const char *path, int64_t *seq_id_out);
+
+/* =========================================================================
+ * Earlier names (deprecated; they go in the release after next)
+ *
+ * One idea, one name: KIVI (the group-affine method, once also "affine" and
+ * "scalar"), f16 (the uncompressed path, once "plain"), VecInfer (the
+ * product-VQ keys, once "pq") and CommVQ (once "comm_vq"). The earlier
+ * spellings below still compile to the same thing; the struct members
+ * `plain`, `affine` and `pq` of vq_encoded_keys / vq_encoded_values alias
+ * the new ones through anonymous unions. Define VQ_NO_DEPRECATED_NAMES to
+ * leave these out.
+ * ========================================================================= */
+#ifndef VQ_NO_DEPRECATED_NAMES
+#define VQ_KEYS_AFFINE VQ_KEYS_KIVI
+#define VQ_KEYS_PQ VQ_KEYS_VECINFER
+#define VQ_VALUES_PLAIN VQ_VALUES_F16
+#define VQ_VALUES_AFFINE VQ_VALUES_KIVI
+#define VQ_KEY_PQ VQ_KEY_VECINFER
+#define vq_plain_values vq_f16_values
+#define vq_affine_quantize_keys vq_kivi_quantize_keys
+#define vq_affine_quantize_values vq_kivi_quantize_values
+#define vq_affine_dequantize_keys vq_kivi_dequantize_keys
+#define vq_affine_dequantize_values vq_kivi_dequantize_values
+#define vq_scalar_fused_decode_attend vq_kivi_fused_attend
+#define vq_comm_vq_opts vq_commvq_opts
+#define vq_comm_vq_decode vq_commvq_decode
+#define vq_comm_vq_train vq_commvq_train
+#define vq_comm_vq_encode vq_commvq_encode
+#endif
 
 #ifdef __cplusplus
 }
