@@ -40,8 +40,8 @@ FUZZ_BUILD    ?= build-fuzz
 # kernels, *_dotprod.c), then AARCH64_V80_TESTS again as a Cortex-A53 (ARMv8.0:
 # the smull kernels). AARCH64_TESTS=. runs everything.
 AARCH64_BUILD ?= build-aarch64
-AARCH64_TESTS ?= ^(test_core|test_hadamard|test_turboquant|test_attention_(affine|sdpa|formats|rabitq|nonfinite|turbo_pv8|turbo_qk8)|test_codecs_nonfinite)$$
-AARCH64_V80_TESTS ?= ^test_attention_affine$$
+AARCH64_TESTS ?= ^(test_core|test_hadamard|test_turboquant|test_attention_(kivi|sdpa|formats|rabitq|nonfinite|turbo_pv8|turbo_qk8)|test_codecs_nonfinite)$$
+AARCH64_V80_TESTS ?= ^test_attention_kivi$$
 FUZZ_SECONDS  ?= 60
 CMAKE_FLAGS   ?=
 CUDA          ?= auto
@@ -77,7 +77,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps model build demo quality-table test test-release test-python test-sanitize test-fuzz test-aarch64 install clean
+.PHONY: all deps model build demo quality-table test check-layout test-release test-python test-sanitize test-fuzz test-aarch64 install clean
 
 all: demo
 
@@ -103,7 +103,11 @@ demo: build
 quality-table: build
 	python3 tools/quality_table.py --vq $(VQ) $(QUALITY_ARGS)
 
-test: test-release test-python test-sanitize test-fuzz test-aarch64
+test: check-layout test-release test-python test-sanitize test-fuzz test-aarch64
+
+# The include order and unique file names of docs/INTERNALS.md ("Dependencies").
+check-layout:
+	python3 .ci/check_layout.py
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -10,7 +10,8 @@
 #   OUT=/some/dir bash tools/device_check.sh [STEPS]
 #
 # STEPS, comma-separated (default all = tests,sanitize,bench,cache):
-#   tests     build, every test_cuda_*, the register report
+#   tests     build, every test_cuda_*, the register report, the KIVI tests
+#             again with the tensor-core KIVI policies (VQ_CUDA_MMA=1)
 #   sanitize  memcheck, racecheck and initcheck on each CUDA test (quick mode)
 #   bench     vq bench attention --backend cuda, then PyTorch f16 SDPA
 #   cache     vq bench cache --backend cuda
@@ -85,6 +86,15 @@ if has tests; then
         grep -E "FAIL|passed|failed|worst" "$L/$t.log" | head -12
         [ $rc -ne 0 ] && { tail -20 "$L/$t.log"; cp "$L/$t.log" "$OUT/"; }
         note "$t rc=$rc: $(grep -E 'passed' "$L/$t.log" | tail -1)"
+    done
+    # the opt-in tensor-core KIVI policies (VQ_CUDA_MMA=1) on the tests that reach them
+    for t in $TESTS; do
+        case $t in test_cuda_attend | test_cuda_cache) ;; *) continue ;; esac
+        step "VQ_CUDA_MMA=1 $t"
+        VQ_CUDA_MMA=1 timeout 240 "$(tbin $t)" > "$L/mma_$t.log" 2>&1
+        rc=$?
+        grep -E "FAIL|passed" "$L/mma_$t.log" | head -8
+        note "VQ_CUDA_MMA=1 $t rc=$rc: $(grep -E 'passed' "$L/mma_$t.log" | tail -1)"
     done
 fi
 

@@ -4,9 +4,9 @@
  * which spreads both many short rows and one long row over the pool. */
 #include "core/core.h"
 #include "formats/format_bitpack.h"
-#include "rows.h"
+#include "row_tasks.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 enum { BLOCK = 32 * 512 };

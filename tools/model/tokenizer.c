@@ -239,7 +239,7 @@ static size_t regex_match(const unsigned char *s, size_t n)
 }
 
 /* Pre-tokenizes and encodes a text without special tokens. */
-static void encode_plain(const vqm_tokenizer *t, const unsigned char *s, size_t n, out_ids *o)
+static void encode_f16(const vqm_tokenizer *t, const unsigned char *s, size_t n, out_ids *o)
 {
     size_t i = 0;
     while (i < n) {
@@ -279,7 +279,7 @@ int64_t vqm_tokenize(const vqm_tokenizer *t, const char *text, size_t len, bool 
             for (int k = 0; k < t->n_special; k++) {
                 const vqm_str tk = t->tokens[t->special[k]];
                 if (tk.len > 0 && tk.len <= len - i && memcmp(s + i, tk.s, tk.len) == 0) {
-                    encode_plain(t, s + start, i - start, &o);
+                    encode_f16(t, s + start, i - start, &o);
                     emit(&o, t->special[k]);
                     i += tk.len;
                     start = i;
@@ -289,7 +289,7 @@ int64_t vqm_tokenize(const vqm_tokenizer *t, const char *text, size_t len, bool 
             }
         }
     }
-    encode_plain(t, s + start, len - start, &o);
+    encode_f16(t, s + start, len - start, &o);
     return o.n;
 }
 

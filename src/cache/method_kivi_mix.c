@@ -1,0 +1,307 @@
+/* method_kivi_mix.c — mixed-width KIVI keys (VQ_KEY_KIVI_MIX), a cache-only
+ * format (layout: formats/format_kivi_mix.h): the cache method (its
+ * validation and streams), the encoder of whole key groups, and the
+ * attention binding, which unpacks a group segment's code
+ * rows into one byte per code and scores them with the affine kernels'
+ * one-code-per-byte path (each channel's width is in its scale, so decoding
+ * needs the mask only to order the channels). Decode (few rows) keeps the
+ * codes in stream order and permutes the queries; more rows unpack into
+ * channel order and decode a tile. */
+#include <math.h>
+#include <string.h>
+
+#include "cache/cache_method.h"
+#include "formats/format_kivi.h"
+#include "formats/format_kivi_mix.h"
+#include "formats/format_bitpack.h"
+
+/* ---- encoder ---- */
+
+/* Marks in mask [D/8] the nw channels of the widest range[c] (ties to the
+ * lower channel): a stable selection, D <= 256. */
+static void widest(const float *range, int64_t D, int64_t nw, uint8_t *mask)
+{
+    int order[256];
+    for (int64_t c = 0; c < D; c++) {
+        int64_t j = c;
+        /* insertion by descending range; an equal range stays after the lower channel */
+        while (j > 0 && range[order[j - 1]] < range[c]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = (int)c;
+    }
+    memset(mask, 0, (size_t)vq_kivi_mix_mask_bytes(D));
+    for (int64_t i = 0; i < nw; i++) mask[order[i] >> 3] |= (uint8_t)(1u << (order[i] & 7));
+}
+
+vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const DLTensor *k, DLTensor *codes,
+                                   DLTensor *scale, DLTensor *zero, DLTensor *mask)
+{
+    const int64_t Hkv = c->Hkv, D = c->D, T = vq_dim(k, 2), g = kc->group_size, nw = vq_cache_kivi_mix_wide(kc, D);
+    const int64_t rb = vq_kivi_mix_row_bytes(D, nw, kc->bits, kc->bits2), mb = vq_kivi_mix_mask_bytes(D);
+    VQ_RETURN_IF(c->ctx, T % g != 0, VQ_ERR_INVALID_ARGUMENT, "kivi_mix encode: %lld tokens, not whole groups of %lld",
+                 (long long)T, (long long)g);
+    const uint16_t *x = k->data;
+    uint8_t *cd = codes->data, *mk = mask->data;
+    uint16_t *sc16 = scale->data, *ze16 = zero->data;
+    float mn[256], mx[256], range[256], sc[256], ze[256];
+    uint8_t row[256];
+    for (int64_t h = 0; h < Hkv; h++)
+        for (int64_t g0 = 0; g0 < T; g0 += g) {
+            const int64_t gi = h * (T / g) + g0 / g;
+            const uint16_t *xg = x + (h * T + g0) * D;
+            for (int64_t ch = 0; ch < D; ch++) mn[ch] = mx[ch] = vq_half_to_float(xg[ch]);
+            for (int64_t t = 1; t < g; t++)
+                for (int64_t ch = 0; ch < D; ch++) {
+                    const float v = vq_half_to_float(xg[t * D + ch]);
+                    mn[ch] = v < mn[ch] ? v : mn[ch];
+                    mx[ch] = v > mx[ch] ? v : mx[ch];
+                }
+            for (int64_t ch = 0; ch < D; ch++) range[ch] = mx[ch] - mn[ch];
+            uint8_t *m = mk + gi * mb;
+            widest(range, D, nw, m);
+            for (int64_t ch = 0; ch < D; ch++) {
+                const float maxq = (float)((1 << (vq_kivi_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
+                /* stored in f16; the codes are computed against what decoding reads */
+                sc16[gi * D + ch] = vq_f32_to_f16(mx[ch] > mn[ch] ? range[ch] / maxq : 0.0f);
+                ze16[gi * D + ch] = vq_f32_to_f16(mn[ch]);
+                sc[ch] = vq_half_to_float(sc16[gi * D + ch]);
+                ze[ch] = vq_half_to_float(ze16[gi * D + ch]);
+            }
+            for (int64_t t = 0; t < g; t++) {
+                for (int64_t ch = 0; ch < D; ch++) {
+                    const float maxq = (float)((1 << (vq_kivi_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
+                    float q = (vq_half_to_float(xg[t * D + ch]) - ze[ch]) / sc[ch];
+                    q = q > 0.0f ? q : 0.0f; /* also maps NaN to 0 */
+                    q = q < maxq ? q : maxq;
+                    row[ch] = sc[ch] != 0.0f ? (uint8_t)nearbyintf(q) : 0;
+                }
+                vq_kivi_mix_pack_row(row, m, D, nw, kc->bits, kc->bits2, cd + (h * T + g0 + t) * rb);
+            }
+        }
+    return VQ_OK;
+}
+
+/* ---- attention ---- */
+
+typedef struct mix_keys {
+    vq_attn_view codes;       /* [B,Hkv,Skv,RB] */
+    vq_attn_view scale, zero; /* [B,Hkv,GK,D] f16 */
+    vq_attn_view mask;        /* [B,Hkv,GK,D/8] u8 */
+    int bits, bits2;
+    int64_t g, D, nw; /* nw wide channels */
+    float softmax_scale;
+    bool int8; /* integer scores (mix_use_int8) */
+} mix_keys;
+_Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too big");
+
+/* Thread scratch: f32 scale and zero rows [2][D], the same in stream order
+ * [2][D], the direct path's query rows in stream order
+ * [VQ_ATTN_DIRECT_ROWS][D], then the unpacked codes [VQ_ATTN_BN][D] u8. */
+static int64_t thread_floats(int64_t D) { return (4 + VQ_ATTN_DIRECT_ROWS) * D + VQ_ATTN_BN * D / 4; }
+
+/* The R query rows qp [R][D], scale and zero of a group (mask m) permuted
+ * to the order of its code stream (the wide channels, then the narrow):
+ * qs [R][D], scp, zep [D]. */
+static void to_stream_order(const mix_keys *k, const uint8_t *m, int R, const float *qp, const float *sc,
+                            const float *ze, float *qs, float *scp, float *zep)
+{
+    const int64_t D = k->D;
+    int perm[256];
+    vq_kivi_mix_order(m, D, k->nw, perm);
+    for (int64_t i = 0; i < D; i++) {
+        scp[i] = sc[perm[i]];
+        zep[i] = ze[perm[i]];
+        for (int r = 0; r < R; r++) qs[r * D + i] = qp[r * D + perm[i]];
+    }
+}
+
+/* Few rows (decode): the codes stay in stream order (two whole-row unpacks
+ * where both widths are 2, 4 or 8 and both parts fill whole bytes, no
+ * per-channel branch) and the query
+ * rows, scale and zero are permuted to it once per group segment instead:
+ * the score is the same sum over the channels. */
+static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                         int R, int64_t t, int n, const uint8_t *m, const float *sc, const float *ze, float *s)
+{
+    const int64_t D = k->D, nw = k->nw;
+    float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + 4 * D;
+    uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
+    to_stream_order(k, m, R, qp, sc, ze, qs, scp, zep);
+    const bool whole = vq_kivi_packable_bits(k->bits) && vq_kivi_packable_bits(k->bits2) &&
+                       (nw * k->bits2) % 8 == 0 && ((D - nw) * k->bits) % 8 == 0;
+    for (int j = 0; j < n; j++) {
+        const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
+        uint8_t *dst = u + (int64_t)j * D;
+        if (whole) {
+            vq_kivi_unpack_row(row, nw, k->bits2, dst);
+            vq_kivi_unpack_row(row + nw * k->bits2 / 8, D - nw, k->bits, dst + nw);
+        } else {
+            vq_kivi_mix_unpack_stream(row, D, nw, k->bits, k->bits2, dst);
+        }
+    }
+    th->kern->kivi_qk(R, n, D, 8, u, D, scp, zep, qs, D, s, VQ_ATTN_BN);
+}
+
+/* Integer scores' scratch after thread_floats(D): the rows' queries, int8
+ * rows and steps (kivi_q8's xq [MAX_ROWS][D], dz [MAX_ROWS][2]) and the
+ * code rows as nibbles [VQ_ATTN_BN][D / 2], all in stream order. */
+static int64_t int8_floats(int64_t D)
+{
+    return VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4 + 2 * VQ_ATTN_MAX_ROWS + VQ_ATTN_BN * D / 8;
+}
+
+/* Integer scores of one group segment (any R): the rows, scale and zero
+ * permuted to stream order as score_direct does, quantised once
+ * (kivi_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble), the
+ * code rows turned into nibble rows (the wide codes are nibbles already,
+ * the narrow 2-bit ones spread), then exact integer dots (kivi_qk8). */
+static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                       int R, int64_t t, int n, const uint8_t *m, const float *sc, const float *ze, float *s)
+{
+    const int64_t D = k->D, nw = k->nw;
+    float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + thread_floats(D);
+    int8_t *xq = (int8_t *)(qs + VQ_ATTN_MAX_ROWS * D);
+    float *dz = qs + VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4;
+    uint8_t *nib = (uint8_t *)(dz + 2 * VQ_ATTN_MAX_ROWS);
+    to_stream_order(k, m, R, qp, sc, ze, qs, scp, zep);
+    th->kern->kivi_q8(R, D, 4, qs, D, scp, zep, xq, dz);
+    for (int j = 0; j < n; j++) {
+        const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
+        uint8_t *dst = nib + (int64_t)j * (D / 2);
+        memcpy(dst, row, (size_t)(nw / 2));
+        vq_bitpack_spread2_nibbles(row + nw / 2, (D - nw) / 4, dst + nw / 2);
+    }
+    th->kern->kivi_qk8(R, n, D, 4, nib, D / 2, xq, dz, s, VQ_ATTN_BN);
+}
+
+static void mix_prep_q(const void *desc, const float *q, int64_t row, float *qp)
+{
+    const mix_keys *k = desc;
+    (void)row;
+    for (int64_t c = 0; c < k->D; c++) qp[c] = q[c] * k->softmax_scale;
+}
+
+static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
+                      float *s)
+{
+    const mix_keys *k = desc;
+    const int64_t D = k->D;
+    const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
+    float *sc = th->extra, *ze = th->extra + D;
+    uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
+    for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {
+        const int64_t grp = t / k->g;
+        int64_t end = (grp + 1) * k->g;
+        if (end > blk->t0 + blk->n) end = blk->t0 + blk->n;
+        th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
+        th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
+        const uint8_t *m = vq_attn_at(&k->mask, blk->b, blk->hk, grp);
+        const int n = (int)(end - t);
+        if (k->int8) {
+            score_int8(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
+        } else if (direct) {
+            score_direct(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
+        } else {
+            for (int j = 0; j < n; j++)
+                vq_kivi_mix_unpack_row(vq_attn_at(&k->codes, blk->b, blk->hk, t + j), m, D, k->nw, k->bits,
+                                         k->bits2, u + (int64_t)j * D);
+            th->kern->kivi_k_tile(n, D, 8, u, D, sc, ze, th->tile + (t - blk->t0) * D);
+        }
+        t = end;
+    }
+    if (!direct && !k->int8) th->kern->qk[VQ_ATTN_F32](R, blk->n, D, qp, D, th->tile, D, s, VQ_ATTN_BN);
+}
+
+static bool mix_use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
+/* integer scores under AUTO wherever the layout allows, as the KIVI keys' */
+static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score, mix_use_int8};
+
+vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
+                                 const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,
+                                 float softmax_scale, vq_attn_keys *out)
+{
+    const int64_t D = dims->D, GK = vq_ceil_div(dims->Skv, kc->group_size), nw = vq_cache_kivi_mix_wide(kc, D);
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, codes, "k_codes", VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(
+        ctx, codes, "k_codes", 4,
+        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, vq_kivi_mix_row_bytes(D, nw, kc->bits, kc->bits2)}));
+    const int64_t want[4] = {dims->B, dims->Hkv, GK, D};
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, scale, "k_scale", VQ_DTM_F16, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, scale, "k_scale", 4, want));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, zero, "k_zero", VQ_DTM_F16, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, zero, "k_zero", 4, want));
+    VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, mask, "k_mask", VQ_DTM_U8, 4, 4));
+    VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, mask, "k_mask", 4,
+                                       (const int64_t[]){dims->B, dims->Hkv, GK, vq_kivi_mix_mask_bytes(D)}));
+    mix_keys *d = (mix_keys *)(void *)out->storage.bytes;
+    *d = (mix_keys){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_attn_view_of(mask),
+                    kc->bits, kc->bits2, kc->group_size, D, nw, softmax_scale, false};
+    out->ops = &mix_ops;
+    out->desc = d;
+    out->qp_floats = D;
+    out->thread_floats = thread_floats(D);
+    return VQ_OK;
+}
+
+/* The switch to integer scores (the affine kernels' 4-bit path over the
+ * codes as nibble rows; the bound of vq_key_scores in veloxquant.h, codes of
+ * at most 15). False, changing nothing, unless the widths are 2 and 4, the
+ * wide count a multiple of 4 and D a multiple of 64. */
+static bool mix_use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked)
+{
+    (void)kern, (void)asked;
+    mix_keys *d = (mix_keys *)(void *)keys->storage.bytes;
+    if (d->bits != 2 || d->bits2 != 4 || d->nw % 4 != 0 || !vq_attn_q8_supported(4, d->D)) return false;
+    d->int8 = true;
+    keys->thread_floats = thread_floats(d->D) + int8_floats(d->D);
+    return true;
+}
+
+/* ---- the cache method ---- */
+
+static vq_status layout(vq_cache *c, vq_cache_layer *L, const char *name)
+{
+    vq_key_config *k = &L->cfg.keys;
+    const int64_t P = c->P;
+    const int D = c->D;
+    VQ_RETURN_IF(c->ctx, !vq_cache_in_range(k->bits, 1, 7) || !vq_cache_in_range(k->bits2, k->bits + 1, 8),
+                 VQ_ERR_INVALID_ARGUMENT,
+                 "argument '%s.keys.bits/bits2': KIVI_MIX takes 1 <= bits < bits2 <= 8, got %d and %d", name,
+                 k->bits, k->bits2);
+    if (k->group_size == 0) k->group_size = 32;
+    VQ_RETURN_IF(c->ctx, k->group_size < 1 || P % k->group_size != 0, VQ_ERR_INVALID_ARGUMENT,
+                 "argument '%s.keys.group_size': must divide page_size %lld, got %d", name, (long long)P,
+                 k->group_size);
+    VQ_RETURN_IF(c->ctx, !vq_cache_in_range(k->wide_channels, 0, D - 1), VQ_ERR_INVALID_ARGUMENT,
+                 "argument '%s.keys.wide_channels': KIVI_MIX takes 1..%d (0 = %d), got %d", name, D - 1, D / 2,
+                 k->wide_channels);
+    if (k->wide_channels == D / 2) k->wide_channels = 0; /* one spelling of the default (LCFG) */
+    L->g = k->group_size;
+    vq_cache_add_stream(c, L, "k_codes", VQ_DT_U8, P,
+                        vq_kivi_mix_row_bytes(D, vq_cache_kivi_mix_wide(k, D), k->bits, k->bits2), 4, true,
+                        VQ_CACHE_PART_CODE);
+    vq_cache_add_stream(c, L, "k_scale", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
+    vq_cache_add_stream(c, L, "k_zero", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
+    vq_cache_add_stream(c, L, "k_mask", VQ_DT_U8, P / L->g, vq_kivi_mix_mask_bytes(D), 4, true,
+                        VQ_CACHE_PART_PARAM);
+    return VQ_OK;
+}
+
+static vq_status encode(vq_cache *c, vq_cache_layer *L, const DLTensor *x, DLTensor *const *outs,
+                        unsigned char *scratch, int64_t T)
+{
+    return vq_cache_kivi_mix_encode(c, &L->cfg.keys, x, outs[0], outs[1], outs[2], outs[3]);
+}
+
+/* no public format: cache_attend.c binds the four streams with vq_cache_bind_kivi_mix */
+static void describe(const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb, vq_encoded_keys *ek,
+                     vq_encoded_values *ev)
+{
+}
+
+const vq_cache_method vq_cache_keys_kivi_mix = {
+    .name = "KIVI_MIX", .id = VQ_KEY_KIVI_MIX, .window = true,
+    .layout = layout, .encode = encode, .describe = describe,
+};

@@ -1,0 +1,334 @@
+/* cache_cuda.c — vq_cache_attend on a CUDA ctx.
+ *
+ * Decode (one query token per sequence), the usual case: one paged launch
+ * per group of up to VQ_CU_PAGED_MAX_B sequences. The kernels read each
+ * sequence's pages in place through a device copy of its page table
+ * (vq_cu_paging; the copy is refreshed only where the host table changed,
+ * so a decode step uploads nothing until a sequence starts a page), and the
+ * merge kernel attends the f16 residual window itself (vq_cu_window): one
+ * attention launch and one merge per layer, as for the raw kernel. Taken
+ * when the layer's pool is one chunk and its key method's streams are read
+ * per token (f16, TurboQuant, RVQ, RaBitQ, QJL, VECINFER over any value method;
+ * KIVI keys with KIVI values of the same bits and group on the fast KIVI
+ * kernel).
+ *
+ * Otherwise (prefill, a pool grown past its first chunk, KIVI keys over
+ * other values, CommVQ): per sequence, its pages are gathered (device to
+ * device, on the ctx's stream) into one contiguous run per stream, attended
+ * with vq_fused_sdpa, and the window, attended as plain f16 keys and values,
+ * is merged in through the log-sum-exp (vq_attention_merge).
+ *
+ * VQ_CACHE_CUDA_GATHER=1 in the environment forces the gathered path (to
+ * compare the two; tests/test_cuda_cache.c runs both).
+ *
+ * Everything is enqueued on the ctx's stream; nothing synchronises.
+ * Combinations the CUDA kernels do not take yet come back from them as
+ * VQ_ERR_UNSUPPORTED, naming the argument. */
+#ifdef VQ_WITH_CUDA
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/cache_cuda.h"
+#include "cuda/attend_params.h"
+#include "cuda/cuda_backend.h"
+
+/* Row i of a validated rank-3/4 tensor t as a [1, ...] view (its strides kept). */
+typedef struct row_view {
+    DLTensor t;
+    int64_t shape[4], strides[4];
+} row_view;
+
+static DLTensor *row_of(row_view *v, const DLTensor *t, int64_t i)
+{
+    v->t = *t;
+    int64_t st = 1;
+    for (int a = t->ndim - 1; a >= 0; a--) {
+        v->shape[a] = t->shape[a];
+        v->strides[a] = t->strides ? t->strides[a] : st;
+        st *= t->shape[a];
+    }
+    v->shape[0] = 1;
+    v->t.shape = v->shape;
+    v->t.strides = t->strides ? v->strides : NULL;
+    v->t.byte_offset += (uint64_t)(i * v->strides[0] * (int64_t)vq_dtype_size(vq_dtype_of(t)));
+    return &v->t;
+}
+
+/* Bytes of one sequence's gathered streams (each region 256-aligned). */
+static size_t gather_bytes(const vq_cache *c, const vq_cache_layer *L, int64_t n_enc)
+{
+    size_t b = 0;
+    for (int s = 0; s < L->n_streams; s++)
+        b += ((size_t)(L->streams[s].page_bytes * n_enc / c->P) + 255) & ~(size_t)255;
+    return b;
+}
+
+/* Tokens [0, n_enc) of a sequence's pages -> contiguous streams at dst. */
+static vq_status gather(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, unsigned char *dst,
+                        DLTensor *sv, int64_t (*shapes)[4])
+{
+    const int64_t P = c->P;
+    for (int s = 0; s < L->n_streams; s++) {
+        const vq_cache_stream *st = &L->streams[s];
+        const int64_t gs = P / st->rows, rb = st->last * (int64_t)vq_dtype_size(st->dtype), rows = sl->n_enc / gs;
+        for (int64_t pi = 0; pi < sl->n_pages; pi++) {
+            const int64_t a = pi * P, b = sl->n_enc < (pi + 1) * P ? sl->n_enc : (pi + 1) * P;
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, dst + a / gs * rb, (size_t)(rows * rb),
+                                                    vq_cache_page_stream(L, sl->pages[pi], s), (size_t)(st->rows * rb),
+                                                    (size_t)((b - a) / gs * rb), st->per_head ? (size_t)c->Hkv : 1));
+        }
+        int64_t *sh = shapes[s];
+        if (st->ndim == 2) sh[0] = 1, sh[1] = rows;
+        else sh[0] = 1, sh[1] = c->Hkv, sh[2] = rows, sh[3] = st->last;
+        vq_cache_view(c, &sv[s], sh, st->ndim, st->dtype, dst);
+        dst += ((size_t)(st->page_bytes * sl->n_enc / P) + 255) & ~(size_t)255;
+    }
+    return VQ_OK;
+}
+
+static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls,
+                                 const DLTensor *q, DLTensor *out, DLTensor *lse, float scale, bool causal,
+                                 int64_t Sq)
+{
+    vq_ctx *ctx = c->ctx;
+    vq_cache_layer *L = &c->layers[layer];
+    size_t most = 0;
+    for (int i = 0; i < n_seq; i++) {
+        const vq_cache_seq_layer *sl = sls[i];
+        VQ_RETURN_IF(ctx, sl->n == 0, VQ_ERR_UNSUPPORTED,
+                     "argument 'seq_ids[%d]': a sequence with no token of layer %d is not attended by the CUDA cache "
+                     "yet",
+                     i, layer);
+        VQ_RETURN_IF(ctx, causal && Sq > 1 && sl->n > sl->n_enc && sl->n_enc > 0, VQ_ERR_UNSUPPORTED,
+                     "causal prefill over pages and a residual window is not run by the CUDA cache yet (seq_ids[%d])",
+                     i);
+        const size_t b = gather_bytes(c, L, sl->n_enc);
+        if (b > most) most = b;
+    }
+    const size_t ow = ((size_t)(c->Hq * Sq * c->D * 4) + 255) & ~(size_t)255, lw = ((size_t)(c->Hq * Sq * 4) + 255) & ~(size_t)255;
+    const size_t wb = ((size_t)(c->Hkv * L->res_cap * c->D * 2) + 255) & ~(size_t)255;
+    unsigned char *stage = vq_cache_stage(c, most + ow + 2 * lw + 2 * wb);
+    if (stage == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    unsigned char *o_win = stage + most, *l_pages = o_win + ow, *l_win = l_pages + lw;
+    unsigned char *k_win = l_win + lw, *v_win = k_win + wb;
+    int64_t osh[4] = {1, c->Hq, Sq, c->D}, lsh[3] = {1, c->Hq, Sq};
+    DLTensor ow_t, lp_t, lw_t;
+    vq_cache_view(c, &ow_t, osh, 4, VQ_DT_F32, o_win);
+    vq_cache_view(c, &lp_t, lsh, 3, VQ_DT_F32, l_pages);
+    vq_cache_view(c, &lw_t, lsh, 3, VQ_DT_F32, l_win);
+    DLTensor tb[VQ_CT_COUNT];
+    int64_t ts[VQ_CT_COUNT][4];
+    vq_cache_table_tensors(c, L, tb, ts);
+    const float ks = L->cfg.keys.method == VQ_KEY_QJL ? scale * sqrtf((float)c->D) : scale;
+    for (int i = 0; i < n_seq; i++) {
+        const vq_cache_seq_layer *sl = sls[i];
+        row_view qv, ov, lv;
+        DLTensor *qi = row_of(&qv, q, i), *oi = row_of(&ov, out, i), *li = lse ? row_of(&lv, lse, i) : NULL;
+        const int64_t n_win = sl->n - sl->n_enc;
+        if (sl->n_enc > 0) {
+            DLTensor sv[VQ_CACHE_MAX_STREAMS];
+            int64_t ss[VQ_CACHE_MAX_STREAMS][4];
+            VQ_FORWARD_IF_ERROR(gather(c, L, sl, stage, sv, ss));
+            vq_encoded_keys ek;
+            vq_encoded_values ev;
+            vq_cache_describe(c, L, sv, tb, &ek, &ev);
+            const vq_attend_opts o = {.causal = causal, .lse_out = n_win > 0 ? &lp_t : li};
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_fused_sdpa(ctx, qi, &ek, &ev, ks, NULL, oi, &o), "vq_cache_attend"));
+        }
+        if (n_win > 0) {
+            /* the window's rows of each head, made compact (the CUDA kernels take compact tensors) */
+            const size_t row = (size_t)c->D * 2, half = (size_t)(c->Hkv * L->res_cap) * row;
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, k_win, (size_t)n_win * row, sl->res, (size_t)L->res_cap * row,
+                                                    (size_t)n_win * row, (size_t)c->Hkv));
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, v_win, (size_t)n_win * row, (const char *)sl->res + half,
+                                                    (size_t)L->res_cap * row, (size_t)n_win * row, (size_t)c->Hkv));
+            int64_t wsh[4] = {1, c->Hkv, n_win, c->D};
+            DLTensor kw, vw;
+            vq_cache_view(c, &kw, wsh, 4, VQ_DT_F16, k_win);
+            vq_cache_view(c, &vw, wsh, 4, VQ_DT_F16, v_win);
+            const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16 = {&kw}};
+            const vq_encoded_values ev = vq_f16_values(&vw);
+            const bool alone = sl->n_enc == 0;
+            const vq_attend_opts o = {.causal = causal, .lse_out = alone ? li : &lw_t};
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(
+                ctx, vq_fused_sdpa(ctx, qi, &ek, &ev, scale, NULL, alone ? oi : &ow_t, &o), "vq_cache_attend"));
+            if (!alone)
+                VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_attention_merge(ctx, oi, &lp_t, &ow_t, &lw_t, oi, li),
+                                                     "vq_cache_attend"));
+        }
+    }
+    return VQ_OK;
+}
+
+/* ---- the paged decode step ---- */
+
+/* One layer's device page tables: row `slot` holds the page table of the
+ * sequence in that slot (ld = the chunk's pages, the most a sequence can
+ * hold); shadow is what the device rows hold, n[slot] how many entries of it
+ * are valid (-1: none). */
+typedef struct vq_cache_cuda_pages {
+    int32_t *dev, *shadow;
+    int64_t *n;
+    int64_t ld;
+} vq_cache_cuda_pages;
+
+void vq_cache_cuda_release(vq_cache *c)
+{
+    for (int l = 0; c->cuda_pages && l < c->L; l++) {
+        vq_cache_mem_free(c, c->cuda_pages[l].dev);
+        free(c->cuda_pages[l].shadow);
+        free(c->cuda_pages[l].n);
+    }
+    free(c->cuda_pages);
+    c->cuda_pages = NULL;
+}
+
+/* The page tables of layer l, made on first use (NULL: out of memory). */
+static vq_cache_cuda_pages *layer_pages(vq_cache *c, int l)
+{
+    if (c->cuda_pages == NULL && (c->cuda_pages = calloc((size_t)c->L, sizeof *c->cuda_pages)) == NULL) {
+        vq_fail(c->ctx, VQ_ERR_OUT_OF_MEMORY, "vq_cache_attend: out of host memory for the page tables");
+        return NULL;
+    }
+    vq_cache_cuda_pages *lp = &c->cuda_pages[l];
+    if (lp->dev) return lp;
+    const int64_t ld = c->layers[l].chunks[0].n_pages, cells = ld * c->max_seqs;
+    lp->shadow = malloc(sizeof *lp->shadow * (size_t)cells);
+    lp->n = malloc(sizeof *lp->n * (size_t)c->max_seqs);
+    if (lp->shadow == NULL || lp->n == NULL) {
+        vq_fail(c->ctx, VQ_ERR_OUT_OF_MEMORY, "vq_cache_attend: out of host memory for the page tables");
+    } else {
+        lp->dev = vq_cache_mem_alloc(c, sizeof(int32_t) * (size_t)cells); /* sets the message on failure */
+    }
+    if (lp->dev == NULL) {
+        free(lp->shadow);
+        free(lp->n);
+        *lp = (vq_cache_cuda_pages){0};
+        return NULL;
+    }
+    for (int i = 0; i < c->max_seqs; i++) lp->n[i] = -1;
+    lp->ld = ld;
+    return lp;
+}
+
+/* Makes device row `slot` hold sl's page table (uploads only a change). */
+static vq_status sync_pages(vq_cache *c, vq_cache_cuda_pages *lp, int slot, const vq_cache_seq_layer *sl)
+{
+    int32_t *row = lp->shadow + (int64_t)slot * lp->ld;
+    const size_t bytes = sizeof(int32_t) * (size_t)sl->n_pages;
+    if (lp->n[slot] >= sl->n_pages && memcmp(row, sl->pages, bytes) == 0) return VQ_OK;
+    memcpy(row, sl->pages, bytes);
+    lp->n[slot] = -1; /* until the upload is enqueued */
+    if (bytes > 0) VQ_FORWARD_IF_ERROR(vq_cuda_upload_async(c->ctx, lp->dev + (int64_t)slot * lp->ld, row, bytes));
+    lp->n[slot] = sl->n_pages;
+    return VQ_OK;
+}
+
+/* Which kernel a paged decode of layer L runs. */
+typedef enum paged_kind { PAGED_NONE = 0, PAGED_SDPA, PAGED_KIVI } paged_kind;
+
+static paged_kind paged_kind_of(const vq_cache *c, const vq_cache_layer *L, const DLTensor *q, const DLTensor *out,
+                                const DLTensor *lse, int64_t Sq)
+{
+    if (Sq != 1 || L->n_chunks != 1 || L->head_major || c->P % 32 != 0 || !vq_tensor_is_compact(q) || !vq_tensor_is_compact(out) ||
+        (lse && !vq_tensor_is_compact(lse)))
+        return PAGED_NONE;
+    const vq_key_config *kc = &L->cfg.keys;
+    const vq_value_config *vc = &L->cfg.values;
+    switch (kc->method) {
+    case VQ_KEY_KIVI:
+        /* the fast KIVI kernel: one group for keys (tokens) and values (channels) */
+        return vc->method == VQ_VALUE_KIVI && vc->bits == kc->bits && vc->group_size == kc->group_size &&
+                       kc->group_size % 32 == 0 && (c->D == 64 || c->D == 128 || c->D == 256)
+                   ? PAGED_KIVI
+                   : PAGED_NONE;
+    case VQ_KEY_COMMVQ: return PAGED_NONE; /* positions indexed by sequence position */
+    default: return PAGED_SDPA;
+    }
+}
+
+/* Rows [i0, i0 + n) of a compact rank-3/4 tensor t as a compact view. */
+static DLTensor *rows_of(row_view *v, const DLTensor *t, int64_t i0, int64_t n)
+{
+    row_of(v, t, i0);
+    v->shape[0] = n;
+    return &v->t;
+}
+
+/* Stream s of a device chunk of N pages as a compact tensor [N,Hkv,rows,last],
+ * [N,Hkv,rows] or [N,rows] (device pools are page-major, cache_internal.h). */
+static void chunk_view(const vq_cache *c, const vq_cache_layer *L, const vq_cache_chunk *ch, int s, DLTensor *t,
+                       int64_t *shape)
+{
+    const vq_cache_stream *st = &L->streams[s];
+    shape[0] = ch->n_pages;
+    if (st->ndim == 2) shape[1] = st->rows;
+    else shape[1] = c->Hkv, shape[2] = st->rows, shape[3] = st->last;
+    vq_cache_view(c, t, shape, st->ndim, st->dtype, ch->base + ch->n_pages * st->page_off);
+}
+
+static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq, vq_cache_seq_layer *const *sls,
+                              const int *slots, const DLTensor *q, DLTensor *out, DLTensor *lse, float scale)
+{
+    vq_ctx *ctx = c->ctx;
+    vq_cache_layer *L = &c->layers[layer];
+    vq_cache_cuda_pages *lp = layer_pages(c, layer);
+    if (lp == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    DLTensor sv[VQ_CACHE_MAX_STREAMS], tb[VQ_CT_COUNT];
+    int64_t ss[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
+    for (int s = 0; s < L->n_streams; s++) chunk_view(c, L, &L->chunks[0], s, &sv[s], ss[s]);
+    vq_cache_table_tensors(c, L, tb, ts);
+    vq_encoded_keys ek;
+    vq_encoded_values ev;
+    vq_cache_describe(c, L, sv, tb, &ek, &ev);
+    /* QJL's norm stream holds ||k|| / sqrt(D) (cache_encode.c) */
+    const float ks = L->cfg.keys.method == VQ_KEY_QJL ? scale * sqrtf((float)c->D) : scale;
+    for (int i0 = 0; i0 < n_seq; i0 += VQ_CU_PAGED_MAX_B) {
+        const int nb = n_seq - i0 < VQ_CU_PAGED_MAX_B ? n_seq - i0 : VQ_CU_PAGED_MAX_B;
+        vq_cu_paging pg = {.pages = lp->dev, .ld = (int)lp->ld, .P = (int)c->P};
+        vq_cu_window win = {.cap = (int)L->res_cap, .qmul = scale * 1.4426950408889634f};
+        bool any_win = false;
+        for (int b = 0; b < nb; b++) {
+            const vq_cache_seq_layer *sl = sls[i0 + b];
+            pg.slot[b] = slots[i0 + b];
+            VQ_FORWARD_IF_ERROR(sync_pages(c, lp, pg.slot[b], sl));
+            pg.n_tok[b] = (int)sl->n_enc;
+            win.kv[b] = sl->res;
+            win.n[b] = (int)(sl->n - sl->n_enc);
+            any_win |= win.n[b] > 0;
+        }
+        row_view qv, ov, lv;
+        DLTensor *qi = rows_of(&qv, q, i0, nb), *oi = rows_of(&ov, out, i0, nb);
+        DLTensor *li = lse ? rows_of(&lv, lse, i0, nb) : NULL;
+        const vq_cu_window *w = any_win ? &win : NULL;
+        if (kind == PAGED_KIVI) {
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(
+                ctx,
+                vq_cuda_kivi_attend(ctx, qi, ek.kivi.codes, ek.kivi.scale, ek.kivi.zero, ev.kivi.codes,
+                                    ev.kivi.scale, ev.kivi.zero, (int)L->cfg.keys.group_size, L->cfg.keys.bits,
+                                    scale, 0, false, &pg, w, oi, li),
+                "vq_cache_attend"));
+        } else {
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(
+                ctx, vq_cuda_fused_sdpa_paged(ctx, qi, &ek, &ev, ks, &pg, w, oi, li), "vq_cache_attend"));
+        }
+    }
+    return VQ_OK;
+}
+
+vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const int *slots,
+                               const DLTensor *q, DLTensor *out, DLTensor *lse, float scale, bool causal, int64_t Sq)
+{
+    vq_ctx *ctx = c->ctx;
+    vq_cache_layer *L = &c->layers[layer];
+    VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_RABITQ && L->cfg.keys.rabitq_score == VQ_RABITQ_SCORE_HAMMING,
+                 VQ_ERR_UNSUPPORTED,
+                 "layer %d: RaBitQ Hamming scoring is not run by the CUDA cache yet (rabitq_score = EXACT is)", layer);
+    const char *force = getenv("VQ_CACHE_CUDA_GATHER");
+    const paged_kind kind =
+        force && strcmp(force, "1") == 0 ? PAGED_NONE : paged_kind_of(c, L, q, out, lse, Sq);
+    if (kind != PAGED_NONE) return attend_paged(c, layer, kind, n_seq, sls, slots, q, out, lse, scale);
+    return attend_gathered(c, layer, n_seq, sls, q, out, lse, scale, causal, Sq);
+}
+#endif /* VQ_WITH_CUDA */
