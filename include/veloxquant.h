@@ -641,9 +641,9 @@ typedef struct vq_cache_attend_opts {
      * 2-4 bits at D = 128) where the CPU has the SIMD kernels, so at D = 128
      * with 2-bit keys of group 32 and 2-bit values a decode with up to four
      * query rows per kv head runs the fused block kernel. Other methods, the
-     * residual window and CUDA contexts ignore them. (Until session 13 the
-     * cache ran F32 for both, whatever the layout; mixed and TurboQuant
-     * pages until session 15.) */
+     * residual window and CUDA contexts ignore them. VQ_KEY_SCORES_F32 /
+     * VQ_VALUE_ACCUM_F32 keep f32 arithmetic for all of them (the quality
+     * tables are measured with it). */
     vq_key_scores key_scores;
     vq_value_accum value_accum;
 } vq_cache_attend_opts;

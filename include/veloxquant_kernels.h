@@ -492,11 +492,10 @@ static inline vq_encoded_values vq_f16_values(const DLTensor *v)
     return e;
 }
 
-/* How the CPU affine decode kernel computes q . k_hat.
+/* How the CPU KIVI decode kernel computes q . k_hat.
  *
  * VQ_KEY_SCORES_INT8 (what VQ_KEY_SCORES_AUTO picks for 2- and 4-bit codes
- * with D = 64, 128, 192 or 256; other layouts run F32; until 0.1.0's
- * session-13 change 2-bit codes at D = 64 and 192 ran F32): per query row and per key group met in a
+ * with D = 64, 128, 192 or 256; other layouts run F32): per query row and per key group met in a
  * block of 32 tokens, x = (scale * q) * k_scale[group] (f32) is quantised
  * once to int8, xq_c = rint(x_c / step) with step = max_c |x_c| / 127, and
  * every token of the group is scored with exact integer dots (AVX-512 VNNI

@@ -1,5 +1,5 @@
 /* vqm.h — the model runtime: a small GGUF Llama runtime in C on the
- * veloxquant KV cache (issue 10). It lives in tools/model/ beside the `vq`
+ * veloxquant KV cache. It lives in tools/model/ beside the `vq`
  * command because, like tools/, it uses the library only through
  * include/veloxquant.h (attention goes through vq_cache); it is a static
  * library (vq_model) that `vq generate`, `vq perplexity` and the tests link.
