@@ -348,7 +348,7 @@ typedef enum vq_key_method {
      * zero. So a key group spends its bits where its range is: on
      * SmolLM2-135M, 4/2 bits (3.0 code bits) beside TurboQuant 2-bit values
      * lose about what 4-bit KIVI keys lose, uniform 3-bit KIVI keys about
-     * three times more (README, "A real model"). Bits: the code bits +
+     * three times more (docs/QUALITY.md). Bits: the code bits +
      * 32 / group_size + 1 / group_size per element. The CUDA cache gives
      * VQ_ERR_UNSUPPORTED. */
     VQ_KEY_KIVI_MIX = 9
@@ -490,7 +490,7 @@ typedef struct vq_cache vq_cache;
  * TurboQuant 3- or 2-bit values: keys and values take different quantizers
  * and bits because they fail differently — per-token rotated codes lose most
  * on keys, whose channels carry large offsets and outliers, and least on
- * values; measured on SmolLM2-135M in the README, "A real model");
+ * values; measured on SmolLM2-135M in docs/QUALITY.md);
  * kivimix-turbo2 (VQ_KEY_KIVI_MIX keys over 128 tokens, 4 bits in the half
  * of each group's channels of the widest range and 2 in the other half:
  * 3.26 + 2.25 bits; CPU only), kivi2-turbo2

@@ -38,8 +38,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join("bench", "results", "model")
 BEGIN, END = "<!-- quality-table:begin -->", "<!-- quality-table:end -->"
-# exact transforms (README "A real model"), decode-faithful; KIVI pages in f32, the arithmetic the tables
-# were measured with (the default, auto, rounds the query to int8 for speed: README "A real model")
+# exact transforms (docs/QUALITY.md), decode-faithful; KIVI pages in f32, the arithmetic the tables
+# were measured with (the default, auto, rounds the query to int8 for speed: README "Limits")
 OPTIONS = ["--sink", "4", "--smooth", "--batch", "1", "--kivi-arith", "f32"]
 # llama.cpp's KV cache types and their bits per element (ggml blocks of 32: a f16 scale, and a f16 min or
 # the 5th bits where the type has them)

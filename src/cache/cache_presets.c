@@ -36,8 +36,8 @@ static const preset presets[] = {
      * channels of the widest range at 4 bits, the other half at 2, 3.0 code
      * bits + 0.25 of f16 scale/zero + 1/128 of width mask. On SmolLM2-135M,
      * decoding with the 8-bit window, it loses about what kivi4-turbo2 loses
-     * where uniform 3-bit KIVI keys lose three times more (README, "A real
-     * model"). CPU only. */
+     * where uniform 3-bit KIVI keys lose three times more (docs/QUALITY.md).
+     * CPU only. */
     {{"kivimix-turbo2",
       "KIVI keys per channel over 128 tokens, the widest-range half of each group's channels at 4 bits, the other "
       "half at 2 (f16 scale/zero, a width bit per channel), TurboQuant 2-bit values",
