@@ -88,8 +88,9 @@ def run_llamacpp(binary, ctx, windows, types, threads):
     import re
     import tempfile
     import time
-    model = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    text = os.path.join(ROOT, "data", "pride_and_prejudice.txt")
+    binary = os.path.abspath(binary)  # the runs' cwd is ROOT
+    model = os.path.join("models", "SmolLM2-135M-Instruct.Q4_1.gguf")  # relative to ROOT, the cwd of the runs
+    text = os.path.join("data", "pride_and_prejudice.txt")
     common = [binary, "-m", model, "-f", text, "-c", str(ctx), "--chunks", str(windows), "-b", str(ctx), "-ub", "1",
               "-fa", "on", "-t", str(threads)]
     num = r"([-+0-9.eE]+)"
@@ -97,7 +98,8 @@ def run_llamacpp(binary, ctx, windows, types, threads):
     with tempfile.TemporaryDirectory() as tmp:
         base = os.path.join(tmp, "f16.kld")
         print("quality_table: " + " ".join(common + ["--kl-divergence-base", base]), file=sys.stderr)
-        out = subprocess.run(common + ["--kl-divergence-base", base], capture_output=True, text=True, check=True)
+        out = subprocess.run(common + ["--kl-divergence-base", base], cwd=ROOT, capture_output=True, text=True,
+                             check=True)
         m = re.findall(r"Final estimate: PPL = " + num + r" \+/- " + num, out.stdout + out.stderr)
         if not m:
             sys.exit("quality_table: no final estimate in llama-perplexity's output:\n" + out.stderr[-2000:])
@@ -107,7 +109,7 @@ def run_llamacpp(binary, ctx, windows, types, threads):
         for t in types:
             cmd = common + ["-ctk", t, "-ctv", t, "--kl-divergence-base", base, "--kl-divergence"]
             print("quality_table: " + " ".join(cmd), file=sys.stderr)
-            log = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            log = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
             log = log.stdout + log.stderr
             def grab(label):
                 g = re.search(re.escape(label) + r"\s*:\s*" + num + r"(?:\s*±\s*" + num + ")?", log)
@@ -139,7 +141,7 @@ def _cpu_name():
 
 
 def cell_change(r):
-    if r["kv"] == "f16":
+    if r["kv"] in ("f16", "llama.cpp f16"):
         return "reference"
     if r["ppl_change"] > 500:
         return "collapse (%+.0f %%)" % r["ppl_change"]
