@@ -59,7 +59,7 @@
  *
  * Non-finite inputs (NaN, +inf, -inf), attention (every entry point of
  * section 4, every CPU instruction set alike; the CUDA kernels follow the
- * same rule, see tests/test_cuda_nonfinite.c). A row is one query row:
+ * same rule, see tests/cuda/test_cuda_nonfinite.c). A row is one query row:
  *   - a query row holding a NaN or ±inf element gives a row of NaN;
  *   - a score (scale * q.k_hat, plus the mask entry and any additive key
  *     term) that is NaN or +inf makes its row NaN: NaN or ±inf in keys, key
@@ -77,7 +77,7 @@
  * every code is written and stays in its range, and rows (groups, for KIVI
  * keys) without a non-finite element get the codes they get alone; the
  * codes, scales and norms of a row or group holding one are otherwise
- * unspecified (tests/test_codecs_nonfinite.c, every ISA).
+ * unspecified (tests/unit/test_codecs_nonfinite.c, every ISA).
  * Trainers reject non-finite samples where stated.
  *
  * Errors: every function returns a vq_status. On failure no output byte is
