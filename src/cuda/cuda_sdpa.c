@@ -215,25 +215,26 @@ static void plan_splits(const vq_ctx *ctx, int requested, int occupancy, vq_cu_a
 }
 
 /* The tensor-core skeleton (decode_mma.cuh) at D = 128 without a mask or a
- * causal limit inside the kv axis (Sq = 1 or not causal). f16 keys with f16
- * values run there by default (1.0-1.8x the CUDA-core skeleton on an H100,
- * bench/NOTES.md). KIVI 2/4-bit keys with KIVI values of 32-channel groups
- * run there only with VQ_CUDA_MMA=1: measured 1.2-4.5x slower than the fast
- * KIVI kernel so far (bench/NOTES.md). VQ_CUDA_MMA=0 keeps every call on the
+ * causal limit inside the kv axis (Sq = 1 or not causal), only with
+ * VQ_CUDA_MMA=1: f16 keys with f16 values (1.0-1.8x the CUDA-core skeleton on
+ * an H100, bench/NOTES.md) and KIVI 2/4-bit keys with KIVI values of
+ * 32-channel groups (1.2-4.5x slower than the fast KIVI kernel so far). It is
+ * opt-in until a device run has passed the CUDA tests on it: the last one
+ * found a -inf key giving a NaN row on the f16 path, fixed since but not yet
+ * rerun, and kivi2 pages in the cache wrong. Without it every call runs the
  * CUDA-core kernels. */
 static int mma_mode(void)
 {
     const char *e = getenv("VQ_CUDA_MMA");
-    return e == NULL ? -1 : e[0] == '0' ? 0 : 1; /* -1: the defaults above */
+    return e != NULL && e[0] == '1';
 }
 
 static vq_cu_sdpa_launcher mma_launcher(const vq_cu_sdpa_params *p, int64_t Sq)
 {
-    const int mode = mma_mode();
-    if (mode == 0 || p->c.D != 128 || p->mask != NULL || (p->c.causal && Sq != 1)) return NULL;
+    if (!mma_mode() || p->c.D != 128 || p->mask != NULL || (p->c.causal && Sq != 1)) return NULL;
     if (p->fmt == VQ_CU_SDPA_F16 && p->k_elt == VQ_CU_F16 && p->v_fmt == VQ_CU_V_F16 && p->v_f16)
         return vq_cu_launch_mma_f16;
-    if (mode == 1 && p->fmt == VQ_CU_SDPA_KIVI && p->v_fmt == VQ_CU_V_KIVI && (p->a_bits == 2 || p->a_bits == 4) &&
+    if (p->fmt == VQ_CU_SDPA_KIVI && p->v_fmt == VQ_CU_V_KIVI && (p->a_bits == 2 || p->a_bits == 4) &&
         p->va_bits == p->a_bits && p->a_g % 32 == 0 && p->va_g == 32)
         return vq_cu_launch_mma_kivi;
     return NULL;
