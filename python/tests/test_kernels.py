@@ -347,10 +347,10 @@ def _keys_for(fmt, fw, rng, k):
     if fmt == "rvq":
         e = vq.turboquant_rvq_encode(fw(k), 3, 2)
         return e, np_(vq.turboquant_rvq_decode(e))
-    if fmt == "affine":
+    if fmt == "kivi":
         c, s, z = vq.kivi_quantize_keys(fw(k), 4, 16, packed=True)
         return vq.KIVIKeys(c, s, z, 4, 16), np_(vq.kivi_dequantize_keys(c, s, z, 4, 16))
-    if fmt == "pq":
+    if fmt == "vecinfer":
         M, C = 8, 16
         cb = rng.standard_normal((M, C, D // M)).astype(np.float32)
         sm = rng.uniform(0.5, 2, D).astype(np.float32)
@@ -368,7 +368,7 @@ def _keys_for(fmt, fw, rng, k):
     raise AssertionError(fmt)
 
 
-@pytest.mark.parametrize("fmt", ["plain", "turbo", "rvq", "affine", "pq", "commvq"])
+@pytest.mark.parametrize("fmt", ["f16", "turbo", "rvq", "kivi", "vecinfer", "commvq"])
 @pytest.mark.parametrize("Sq,causal,masked", [(1, False, False), (3, True, False), (2, False, True)])
 def test_fused_sdpa_formats(fw, rng, fmt, Sq, causal, masked):
     B, Hq, Hkv, Skv, D = 1, 4, 2, 33, 64
@@ -561,7 +561,7 @@ def _values_for(fmt, fw, rng, v):
     B, H, S, D = v.shape
     if fmt == "plain":
         return fw(v), v.astype(np.float64)
-    if fmt == "affine":
+    if fmt == "kivi":
         c, s, z = vq.kivi_quantize_values(fw(v), 4, 16, packed=True)
         return vq.KIVIValues(c, s, z, 4, 16), np_(vq.kivi_dequantize_values(c, s, z, 4, 16, head_dim=D))
     if fmt == "codebook":
