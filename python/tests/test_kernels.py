@@ -338,7 +338,7 @@ def test_value_accum_rejects_unknown(fw, rng):
 def _keys_for(fmt, fw, rng, k):
     """(encoded keys, their decoded f64 stand-in or None for score-only formats)."""
     B, H, S, D = k.shape
-    if fmt == "plain":
+    if fmt == "f16":
         return vq.F16Keys(fw(k)), k.astype(np.float64)
     if fmt == "turbo":
         diag = vq.random_signs(3, D)
