@@ -559,7 +559,7 @@ def test_numpy_and_torch_agree(rng):
 def _values_for(fmt, fw, rng, v):
     """(encoded values, their decoded f64 stand-in)."""
     B, H, S, D = v.shape
-    if fmt == "plain":
+    if fmt == "f16":
         return fw(v), v.astype(np.float64)
     if fmt == "kivi":
         c, s, z = vq.kivi_quantize_values(fw(v), 4, 16, packed=True)
@@ -578,8 +578,8 @@ def _values_for(fmt, fw, rng, v):
     raise AssertionError(fmt)
 
 
-@pytest.mark.parametrize("vfmt", ["affine", "codebook", "turbo"])
-@pytest.mark.parametrize("kfmt", ["plain", "affine", "turbo"])
+@pytest.mark.parametrize("vfmt", ["kivi", "codebook", "turbo"])
+@pytest.mark.parametrize("kfmt", ["f16", "kivi", "turbo"])
 def test_fused_sdpa_value_formats(fw, rng, kfmt, vfmt):
     B, Hq, Hkv, Skv, Sq, D = 1, 6, 2, 45, 2, 64
     k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
@@ -592,7 +592,7 @@ def test_fused_sdpa_value_formats(fw, rng, kfmt, vfmt):
     assert np.abs(np_(out) - want).max() < 2e-5 * np.abs(v_hat).max() * max(1, np.abs(k_hat).max())
 
 
-@pytest.mark.parametrize("kfmt,vfmt", [("turbo", "plain"), ("rvq", "plain"), ("plain", "turbo")])
+@pytest.mark.parametrize("kfmt,vfmt", [("turbo", "f16"), ("rvq", "f16"), ("f16", "turbo")])
 def test_fused_sdpa_int8(fw, rng, kfmt, vfmt):
     # key_scores / value_accum "int8": the integer paths at D = 128 (TurboQuant and RVQ keys, TurboQuant
     # values); "auto" is f32 in fused_sdpa, bit for bit
@@ -602,7 +602,7 @@ def test_fused_sdpa_int8(fw, rng, kfmt, vfmt):
     q = rng.standard_normal((B, Hq, 1, D)).astype(np.float32)
     keys, k_hat = _keys_for(kfmt, fw, rng, k)
     vals, v_hat = _values_for(vfmt, fw, rng, v)
-    arith = {"key_scores": "int8"} if kfmt != "plain" else {"value_accum": "int8"}
+    arith = {"key_scores": "int8"} if kfmt != "f16" else {"value_accum": "int8"}
     f32 = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D)))
     auto = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D), key_scores="auto", value_accum="auto"))
     i8 = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D), **arith))
