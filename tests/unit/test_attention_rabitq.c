@@ -658,13 +658,19 @@ static void test_rabitq_errors(void)
     const vq_rabitq_attend_opts causal = {.causal = true};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "causal",
              vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, out, &causal));
+    DLTensor *lse = vt_new(VT_F32, VT_DIMS(1, 4, 2)); /* a valid lse_out for decode: prefill gives none */
+    const vq_rabitq_attend_opts with_lse = {.lse_out = lse}, exact = {.score = VQ_RABITQ_SCORE_EXACT};
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "lse_out",
+             vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, out, &with_lse));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "score",
+             vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, out, &exact));
     DLTensor *obf = vt_new(VT_BF16, VT_DIMS(1, 4, 2, 64));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out'",
              vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, obf, NULL));
     VT_CHECK(vt_unchanged(out, snap) && vt_unchanged(o300, snap300), "a failing call wrote to out");
     free(snap);
     free(snap300);
-    DLTensor *all[] = {out, scale, c17, c300, qs_bad, kb_bad, mag16, kc_bad, vi_bad, q3, qs3, q300, o300, q60, o60, scale2, obf};
+    DLTensor *all[] = {out, scale, c17, c300, qs_bad, kb_bad, mag16, kc_bad, vi_bad, q3, qs3, q300, o300, q60, o60, scale2, obf, lse};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
     rq_free(&x);
     vq_ctx_free(ctx);
