@@ -460,7 +460,7 @@ static void run_case(const char *fmt, encoder_fn enc, const fcase *c, uint64_t s
     for (int64_t x = 0; x < nv; x++) vh[x] = vt_get(v, x);
     p.ref = malloc(sizeof(double) * (size_t)(d.B * d.Hq * d.Sq * d.D));
     const score_arg arg = {q, &p.bk, d, (double)p.scale};
-    ref_attention(&d, ref_score, &arg, vh, mref, msb, msh, c->causal, p.ref);
+    ref_attention(&d, ref_score, &arg, vh, mref, msb, msh, c->causal, p.ref, NULL);
     g_cur = &p;
     vt_for_each_isa(2, check_isa);
     g_cur = NULL;

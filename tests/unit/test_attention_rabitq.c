@@ -94,7 +94,7 @@ static void run_fused(vq_ctx *ctx, const char *isa, const rq_case *k, vq_rng *rn
     const ref_dims *d = &x.d;
     DLTensor *out = vt_new(VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
-    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref);
+    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref, NULL);
     const vq_rabitq_attend_opts opts = {.score = k->exact ? VQ_RABITQ_SCORE_EXACT : VQ_RABITQ_SCORE_HAMMING,
                                         .v_scale = x.v_scale, .causal = k->causal, .num_splits = k->splits,
                                         .value_accum = VQ_VALUE_ACCUM_F32};
@@ -128,7 +128,7 @@ static void run_prefill(vq_ctx *ctx, const char *isa, const rq_case *k, vq_rng *
     vt_set(scale, 0, x.prefill_scale);
     DLTensor *out = vt_new(k->f16_q ? VT_F16 : VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
-    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, false, ref);
+    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, false, ref, NULL);
     const vq_rabitq_attend_opts opts = {.v_scale = x.v_scale, .num_splits = k->splits};
     VT_OK(ctx, vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, x.k_const, x.v_packed, x.v_cents, out,
                                         &opts));
@@ -241,7 +241,7 @@ static void cb8_case(vq_ctx *ctx, const char *isa, const rq_case *k, vq_rng *rng
     const int64_t n = vt_numel(out);
     double *ref = malloc(sizeof(double) * (size_t)n * 5), *ref_q = ref + n, *ref_c = ref_q + n, *bound = ref_c + n,
            *var = bound + n;
-    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref);
+    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref, NULL);
     cb8_reference(&x, k->causal, cq, cstep, ref_q, ref_c, bound, var);
     const vq_rabitq_attend_opts opts = {.score = k->exact ? VQ_RABITQ_SCORE_EXACT : VQ_RABITQ_SCORE_HAMMING,
                                         .v_scale = x.v_scale, .causal = k->causal, .num_splits = k->splits,
