@@ -439,7 +439,8 @@ static void test_lse_merge(void) { vt_for_each_isa(2, test_lse_merge_on); }
 
 /* vq_attention_merge with out_a, out_b and out each f16 or f32 (all eight
  * combinations) against the merge in float64 of the stored inputs: f32
- * arithmetic, then out's rounding. Rows with one side at lse -inf, and both. */
+ * arithmetic, then out's rounding. Rows with one side at lse -inf, and both.
+ * Other dtypes and D > 256 are refused. */
 static void test_merge_dtypes_on(vq_ctx *ctx, const char *isa)
 {
     vq_rng rng;
@@ -478,6 +479,13 @@ static void test_merge_dtypes_on(vq_ctx *ctx, const char *isa)
                  isa, combo & 1 ? "f16" : "f32", combo & 2 ? "f16" : "f32", combo & 4 ? "f16" : "f32", worst, lworst);
         vt_free(a), vt_free(b), vt_free(o);
     }
+    /* a dtype not listed, and D > 256 */
+    DLTensor *a = vt_new(VT_F32, VT_DIMS(B, H, S, D)), *obf = vt_new(VT_BF16, VT_DIMS(B, H, S, D));
+    DLTensor *w = vt_new(VT_F32, VT_DIMS(B, H, S, 264));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out'", vq_attention_merge(ctx, a, la, a, lb, obf, NULL));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out_b'", vq_attention_merge(ctx, a, la, obf, lb, a, NULL));
+    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "> 256", vq_attention_merge(ctx, w, la, w, lb, w, NULL));
+    vt_free(a), vt_free(obf), vt_free(w);
     vt_free(la), vt_free(lb), vt_free(lo);
 }
 
