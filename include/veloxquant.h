@@ -1371,8 +1371,13 @@ VQ_API vq_status vq_cache_preset_layer_config(const char *name, int head_dim, vq
  * method takes; a table with the wrong shape/dtype/device (tables are host
  * memory), with the argument named, e.g. "cfg->layers[3].keys.codebook"),
  * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, QJL keys and CODEBOOK values,
- * which have no device encoder for their norms / scales yet),
- * VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
+ * which have no device encoder for their norms / scales yet, and sink
+ * tokens or transforms, named "cfg->sink_tokens" / "cfg->transforms[l]"),
+ * VQ_ERR_OUT_OF_MEMORY. Sinks and transforms: sink_tokens outside
+ * 0..VQ_CACHE_MAX_SINK_TOKENS, a table not [Hkv, D] f32 host compact, a mean
+ * not finite or a scale outside [2^-24, 2^24] (the element named), a table
+ * given for a transform that is off, either on a layer with CommVQ keys ->
+ * VQ_ERR_INVALID_ARGUMENT. *out is NULL on failure. */
 VQ_API vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out);
 
 /* Frees the cache and all its memory (waits for its queued device work on a
@@ -1440,7 +1445,8 @@ VQ_API vq_status vq_cache_seq_remove(vq_cache *cache, int64_t seq_id);
  * with fewer tokens is left as it is), for speculative-decoding rollback.
  * Pages past the new end return to the pool.
  * Per layer, with n_enc its encoded tokens and f(n) the n_enc that n
- * tokens would have (section head): when f(n_tokens) == n_enc, or
+ * tokens would have (section head; with sink tokens n_tokens counts them
+ * and n, n_enc count the tokens after them): when f(n_tokens) == n_enc, or
  * n_tokens <= n_enc with n_tokens a multiple of g, the result is bit for bit
  * the cache that never saw the cut tokens (also after later appends). This
  * always holds for R = 0 and g = 1 (every key method but KIVI), and for
@@ -1457,7 +1463,7 @@ VQ_API vq_status vq_cache_seq_truncate(vq_cache *cache, int64_t seq_id, int64_t 
  * every layer. Pages are shared copy-on-write (reference counted; a shared
  * page is copied the first time either sequence writes into it: only a last
  * page that is partly filled, or made so by a truncate, is ever written);
- * the residual windows are copied.
+ * the residual windows, sink tokens and transform tables are copied.
  * Errors: VQ_ERR_INVALID_ARGUMENT (unknown id, NULL, max_sequences live),
  * VQ_ERR_OUT_OF_MEMORY. */
 VQ_API vq_status vq_cache_seq_fork(vq_cache *cache, int64_t src_seq_id, int64_t *dst_seq_id_out);
@@ -1477,11 +1483,16 @@ VQ_API int64_t vq_cache_seq_length(const vq_cache *cache, int64_t seq_id, int la
  * (the RoPE row of each key, in [0, Pmax): checked on the CPU, clamped on
  * CUDA) and ignored otherwise. Keys of CommVQ layers are pre-RoPE.
  * Tokens are rounded to f16, written to the residual window and encoded into
- * pages as groups complete (see the section head).
+ * pages as groups complete (see the section head); with sinks or transforms
+ * the first tokens go to the sinks and every token is transformed first
+ * (section head, "Sinks and transforms").
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of range, n_seq < 1,
  * unknown or repeated id, shapes/dtypes/devices, positions out of range),
  * VQ_ERR_UNSUPPORTED (f32 on CUDA; data not aligned to its element size or
- * a last axis that is not contiguous, as for the attention entry points),
+ * a last axis that is not contiguous, as for the attention entry points;
+ * sequences that would put different, nonzero numbers of their tokens past
+ * their sinks), VQ_ERR_INVALID_ARGUMENT also for a sequence whose key
+ * scales are to be fitted and are not (vq_cache_fit_transforms),
  * VQ_ERR_OUT_OF_MEMORY (a fixed pool is full, or growing it failed): in
  * every case no sequence changes. */
 VQ_API vq_status vq_cache_append(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
@@ -1520,7 +1531,11 @@ typedef struct vq_cache_attend_opts {
  * (not overlapping q), outer strides as in vq_cache_append. opts NULL =
  * defaults. Query head h reads kv head h / (Hq / Hkv); each kv head's pages
  * are read once per call for all its query heads and rows. A sequence with
- * no token gives rows of 0 (lse -inf).
+ * no token gives rows of 0 (lse -inf). With sink tokens or transforms the
+ * queries are divided by the key scales, the rows that see tokens past the
+ * sinks are attended as below and merged with the sinks in float64, and the
+ * value mean is added (section head, "Sinks and transforms"); lse_out is
+ * then that of the untransformed scores, q.k * scale, up to rounding.
  * Decode (Sq = 1) and prefill (Sq > 1, causal or not) go through the same
  * call; the pages and the window are splits of the split-KV attention
  * skeleton, so one call covers every sequence of the batch.
@@ -1553,8 +1568,10 @@ typedef struct vq_cache_memory_report {
     int64_t code_bytes;      /* key and value codes of the tokens in pages */
     int64_t param_bytes;     /* their scales, zeros, norms, magnitudes, positions */
     int64_t residual_bytes;  /* keys and values of the residual windows' tokens, as stored (f16, or
-                                the 8-bit codes and f32 scales of VQ_WINDOW_TURBO8) */
-    int64_t table_bytes;     /* per-layer tables (signs, projections, codebooks, RoPE tables) */
+                                the 8-bit codes and f32 scales of VQ_WINDOW_TURBO8), and of the sink
+                                tokens (f16) */
+    int64_t table_bytes;     /* per-layer tables (signs, projections, codebooks, RoPE tables, the
+                                transforms' tables of the layer and of every sequence) */
     int64_t slack_bytes;     /* everything else allocated: free pages, unfilled page tails, unused
                                 residual capacity, page tables */
     int64_t total_bytes;     /* the sum of the five above */
