@@ -321,6 +321,51 @@ VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
  * max_sequences x the first chunk's pages, int32). A decode loop at steady
  * state allocates nothing. vq_cache_seq_add allocates the
  * sequence's residual windows; vq_cache_seq_fork also copies them.
+ *
+ * Sinks and transforms (cfg->sink_tokens, cfg->transforms; CPU only: a
+ * CUDA ctx gives VQ_ERR_UNSUPPORTED naming the field). Both change how the
+ * tokens are stored, never what attention computes in exact arithmetic:
+ *   - Sink tokens: the first S = sink_tokens tokens of every sequence (the
+ *     attention sink: most heads put much of their weight there, so an
+ *     error in their scores moves every other weight) are kept in f16 in
+ *     the sequence, outside the pages and the residual window; the pages
+ *     and the window hold tokens [S, n) by the rules above (n_enc counts
+ *     from token S). vq_cache_attend attends them in float64 and merges
+ *     them with the rest through the log-sum-exp state, exactly. Which
+ *     tokens are sinks depends only on their positions, so appending token
+ *     by token still equals appending all at once, bit for bit. Counted by
+ *     vq_cache_memory as residual bytes (f16 keys and values).
+ *   - Key centering: keys are stored as k - mk (mk per kv head and
+ *     channel): the scores of a query row all move by q.mk, so its softmax
+ *     is unchanged; lse_out reports the uncentered scores' log-sum-exp.
+ *   - Value centering: values are stored as v - mv and mv is added to every
+ *     output row (the weights sum to 1), in f32.
+ *   - Smoothing: keys are stored times s and queries are divided by s
+ *     (per kv head and channel, f32): q.k is unchanged in exact arithmetic,
+ *     but the key quantizers' error, which follows the key's magnitude,
+ *     falls less on the channels where queries are large.
+ *   Each stored key is (float)((k - mk) * s), each stored value
+ *   (float)(v - mv) (f32 arithmetic on the input, then rounded to f16 as
+ *   every token is); sinks are stored transformed too.
+ *   Tables: given in cfg->transforms[l], or fitted per sequence and layer
+ *   from the sequence's first append (its first chunk), as follows, T the
+ *   chunk's tokens, leaving out token 0 (the sink) when T > 1: mk and mv
+ *   the chunk's means; s_j = sqrt(rms(q_j) / rms(k_j - mk_j)) over the
+ *   chunk's queries of the kv head's query heads and its centered keys,
+ *   divided by the geometric mean of the head's s and clamped to
+ *   [1/8, 8]. Keys and values alone fit the means on vq_cache_append; the
+ *   scales need queries: call vq_cache_fit_transforms with the first
+ *   chunk's keys, values and queries before appending it (an append that
+ *   needs a scale that is neither given nor fitted fails). Fitted tables
+ *   can be read back (vq_cache_get_transforms) and given to another cache.
+ *   State: a fork copies the sink tokens and the tables; a truncate keeps
+ *   the first n_tokens tokens, sinks included, and the tables, except that
+ *   a truncate to 0 tokens forgets fitted tables (the next append refits);
+ *   vq_cache_save/load keep both (file format version 4).
+ *   One append or attend call may mix sequences inside and past their
+ *   sinks, except that an append whose sequences would each put some, but
+ *   a different number, of its tokens in the pages is refused with
+ *   VQ_ERR_UNSUPPORTED (append them in separate calls).
  * ========================================================================= */
 
 /* How keys are stored. */
@@ -444,6 +489,25 @@ typedef enum vq_cache_window {
     VQ_WINDOW_TURBO = 2
 } vq_cache_window;
 
+/* Exact transforms of one layer's keys and values (section head, "Sinks
+ * and transforms"). Zero-initialise and set what you need; all off = none.
+ * Tables are [Hkv, D] f32 host tensors (compact), copied at create; a NULL
+ * table of a transform that is on is fitted per sequence from its first
+ * append (vq_cache_fit_transforms). A table given for a transform that is
+ * off is an error. */
+typedef struct vq_cache_transforms {
+    bool center_keys;         /* store k - mk (mk: per kv head and channel key mean) */
+    bool center_values;       /* store v - mv; mv is added back to every output row */
+    bool smooth;              /* store keys times s and attend queries divided by s, per kv head and
+                                 channel (SmoothQuant's key/query balance; q.k unchanged) */
+    const DLTensor *key_mean;   /* mk [Hkv, D] f32, finite, or NULL = fitted */
+    const DLTensor *value_mean; /* mv [Hkv, D] f32, finite, or NULL = fitted */
+    const DLTensor *key_scale;  /* s [Hkv, D] f32 in [2^-24, 2^24], or NULL = fitted */
+} vq_cache_transforms;
+
+/* Largest vq_cache_config.sink_tokens. */
+#define VQ_CACHE_MAX_SINK_TOKENS 1024
+
 /* Description of a cache. Zero-initialise and set what you need. */
 typedef struct vq_cache_config {
     int n_layers;             /* >= 1 */
@@ -480,6 +544,13 @@ typedef struct vq_cache_config {
      * VQ_ERR_INVALID_ARGUMENT; either on a CUDA ctx -> VQ_ERR_UNSUPPORTED. */
     vq_cache_window window;
     int window_bits;          /* VQ_WINDOW_TURBO: code bits 1..8; ignored (0) otherwise */
+    /* The first sink_tokens tokens of every sequence, every layer, kept in
+     * f16 outside the pages and the window (section head, "Sinks and
+     * transforms"): 0..VQ_CACHE_MAX_SINK_TOKENS, 0 = none. */
+    int sink_tokens;
+    /* Per-layer exact transforms, transforms[n_layers], or NULL = none
+     * (section head, "Sinks and transforms"). Copied at create. */
+    const vq_cache_transforms *transforms;
 } vq_cache_config;
 
 /* The cache (opaque). */
@@ -535,8 +606,13 @@ VQ_API vq_status vq_cache_preset_layer_config(const char *name, int head_dim, vq
  * method takes; a table with the wrong shape/dtype/device (tables are host
  * memory), with the argument named, e.g. "cfg->layers[3].keys.codebook"),
  * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, QJL keys and CODEBOOK values,
- * which have no device encoder for their norms / scales yet),
- * VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
+ * which have no device encoder for their norms / scales yet, and sink
+ * tokens or transforms, named "cfg->sink_tokens" / "cfg->transforms[l]"),
+ * VQ_ERR_OUT_OF_MEMORY. Sinks and transforms: sink_tokens outside
+ * 0..VQ_CACHE_MAX_SINK_TOKENS, a table not [Hkv, D] f32 host compact, a mean
+ * not finite or a scale outside [2^-24, 2^24] (the element named), a table
+ * given for a transform that is off, either on a layer with CommVQ keys ->
+ * VQ_ERR_INVALID_ARGUMENT. *out is NULL on failure. */
 VQ_API vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out);
 
 /* Frees the cache and all its memory (waits for its queued device work on a
@@ -553,12 +629,38 @@ VQ_API vq_status vq_cache_get_layer_config(const vq_cache *cache, int layer, vq_
 
 /* The cache's sizes as resolved at create or load: n_layers, n_kv_heads,
  * n_q_heads, head_dim, page_size, capacity_pages (pages per layer now, after
- * any growth), grow_pages, max_sequences, residual_tokens, window. The methods are
- * per layer (vq_cache_get_layer_config): preset, layers, f16_layers and
- * calibration are NULL / 0. This is how a caller learns the shape of a
+ * any growth), grow_pages, max_sequences, residual_tokens, window,
+ * sink_tokens. The methods are per layer (vq_cache_get_layer_config), the
+ * transforms too (vq_cache_get_transforms): preset, layers, f16_layers,
+ * calibration and transforms are NULL / 0. This is how a caller learns the shape of a
  * cache it loaded from a file. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs);
  * *out is unchanged on failure. */
 VQ_API vq_status vq_cache_get_config(const vq_cache *cache, vq_cache_config *out);
+
+/* The transforms of `layer` (section head, "Sinks and transforms"): *out
+ * (may be NULL) receives its switches (table pointers NULL). key_mean,
+ * value_mean, key_scale (each may be NULL): caller-owned [Hkv, D] f32 host
+ * compact tensors that receive the tables sequence seq_id uses for the
+ * layer (given or fitted); a transform that is off reads as 0 (means) or 1
+ * (scales). With any table asked for, seq_id must be a live sequence whose
+ * tables exist (given, or fitted by its first append); otherwise seq_id is
+ * not read. Errors: VQ_ERR_INVALID_ARGUMENT (NULL cache, layer out of
+ * range, unknown seq_id, a sequence whose tables are not fitted yet, a
+ * table of the wrong shape/dtype/device); nothing is written then. */
+VQ_API vq_status vq_cache_get_transforms(const vq_cache *cache, int64_t seq_id, int layer, vq_cache_transforms *out,
+                                         DLTensor *key_mean, DLTensor *value_mean, DLTensor *key_scale);
+
+/* Fits the tables of `layer` for each sequence of seq_ids [n_seq] (distinct
+ * live ids) that has none yet, from its first chunk: k, v [n_seq, Hkv, T,
+ * D] and q [n_seq, Hq, T, D] f16/f32 host (q may be NULL when the layer
+ * needs no scale fitted), as the section head says. Sequences that have
+ * their tables already, and layers without transforms, are left as they
+ * are (so a model may call it before every append). Nothing is appended.
+ * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer, ids, shapes, dtypes, T < 1,
+ * q NULL where scales are to be fitted), VQ_ERR_UNSUPPORTED (a CUDA ctx
+ * never has transforms: see above); no sequence changes on failure. */
+VQ_API vq_status vq_cache_fit_transforms(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
+                                         const DLTensor *k, const DLTensor *v, const DLTensor *q);
 
 /* ---- Sequences ----
  * A sequence id is an int64 >= 0, unique over the cache's lifetime (never
@@ -578,7 +680,8 @@ VQ_API vq_status vq_cache_seq_remove(vq_cache *cache, int64_t seq_id);
  * with fewer tokens is left as it is), for speculative-decoding rollback.
  * Pages past the new end return to the pool.
  * Per layer, with n_enc its encoded tokens and f(n) the n_enc that n
- * tokens would have (section head): when f(n_tokens) == n_enc, or
+ * tokens would have (section head; with sink tokens n_tokens counts them
+ * and n, n_enc count the tokens after them): when f(n_tokens) == n_enc, or
  * n_tokens <= n_enc with n_tokens a multiple of g, the result is bit for bit
  * the cache that never saw the cut tokens (also after later appends). This
  * always holds for R = 0 and g = 1 (every key method but KIVI), and for
@@ -595,7 +698,7 @@ VQ_API vq_status vq_cache_seq_truncate(vq_cache *cache, int64_t seq_id, int64_t 
  * every layer. Pages are shared copy-on-write (reference counted; a shared
  * page is copied the first time either sequence writes into it: only a last
  * page that is partly filled, or made so by a truncate, is ever written);
- * the residual windows are copied.
+ * the residual windows, sink tokens and transform tables are copied.
  * Errors: VQ_ERR_INVALID_ARGUMENT (unknown id, NULL, max_sequences live),
  * VQ_ERR_OUT_OF_MEMORY. */
 VQ_API vq_status vq_cache_seq_fork(vq_cache *cache, int64_t src_seq_id, int64_t *dst_seq_id_out);
@@ -615,11 +718,16 @@ VQ_API int64_t vq_cache_seq_length(const vq_cache *cache, int64_t seq_id, int la
  * (the RoPE row of each key, in [0, Pmax): checked on the CPU, clamped on
  * CUDA) and ignored otherwise. Keys of CommVQ layers are pre-RoPE.
  * Tokens are rounded to f16, written to the residual window and encoded into
- * pages as groups complete (see the section head).
+ * pages as groups complete (see the section head); with sinks or transforms
+ * the first tokens go to the sinks and every token is transformed first
+ * (section head, "Sinks and transforms").
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of range, n_seq < 1,
  * unknown or repeated id, shapes/dtypes/devices, positions out of range),
  * VQ_ERR_UNSUPPORTED (f32 on CUDA; data not aligned to its element size or
- * a last axis that is not contiguous, as for the attention entry points),
+ * a last axis that is not contiguous, as for the attention entry points;
+ * sequences that would put different, nonzero numbers of their tokens past
+ * their sinks), VQ_ERR_INVALID_ARGUMENT also for a sequence whose key
+ * scales are to be fitted and are not (vq_cache_fit_transforms),
  * VQ_ERR_OUT_OF_MEMORY (a fixed pool is full, or growing it failed): in
  * every case no sequence changes. */
 VQ_API vq_status vq_cache_append(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
@@ -658,7 +766,11 @@ typedef struct vq_cache_attend_opts {
  * (not overlapping q), outer strides as in vq_cache_append. opts NULL =
  * defaults. Query head h reads kv head h / (Hq / Hkv); each kv head's pages
  * are read once per call for all its query heads and rows. A sequence with
- * no token gives rows of 0 (lse -inf).
+ * no token gives rows of 0 (lse -inf). With sink tokens or transforms the
+ * queries are divided by the key scales, the rows that see tokens past the
+ * sinks are attended as below and merged with the sinks in float64, and the
+ * value mean is added (section head, "Sinks and transforms"); lse_out is
+ * then that of the untransformed scores, q.k * scale, up to rounding.
  * Decode (Sq = 1) and prefill (Sq > 1, causal or not) go through the same
  * call; the pages and the window are splits of the split-KV attention
  * skeleton, so one call covers every sequence of the batch.
@@ -691,8 +803,10 @@ typedef struct vq_cache_memory_report {
     int64_t code_bytes;      /* key and value codes of the tokens in pages */
     int64_t param_bytes;     /* their scales, zeros, norms, magnitudes, positions */
     int64_t residual_bytes;  /* keys and values of the residual windows' tokens, as stored (f16, or
-                                the 8-bit codes and f32 scales of VQ_WINDOW_TURBO8) */
-    int64_t table_bytes;     /* per-layer tables (signs, projections, codebooks, RoPE tables) */
+                                the 8-bit codes and f32 scales of VQ_WINDOW_TURBO8), and of the sink
+                                tokens (f16) */
+    int64_t table_bytes;     /* per-layer tables (signs, projections, codebooks, RoPE tables, the
+                                transforms' tables of the layer and of every sequence) */
     int64_t slack_bytes;     /* everything else allocated: free pages, unfilled page tails, unused
                                 residual capacity, page tables */
     int64_t total_bytes;     /* the sum of the five above */

@@ -12,6 +12,8 @@
  *           sin_freqs, rope                                   (14 items)
  *   values: method, bits, group_size, centroids, seed        (5 items)
  *   then keys.wide_channels, values.scale_f16                (2 items)
+ * A layer's transforms (vq_cache_transforms) travel as (center_keys,
+ * center_values, smooth, key_mean, value_mean, key_scale).
  * Table entries are host arrays (DLPack) or None.
  */
 #include "vq_module.h"
@@ -155,13 +157,32 @@ static PyObject *py_cache_preset_layer_config(PyObject *self, PyObject *const *a
     return layer_config_tuple(&lc);
 }
 
+/* A transforms tuple into *xf; its tables go into A's slots. */
+static int transforms_arg(args *A, PyObject *o, vq_cache_transforms *xf)
+{
+    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 6) {
+        PyErr_Format(invalid_argument_class(), "argument 'transforms': expected tuples of 6 items");
+        return -1;
+    }
+    PyObject *const *t = &PyTuple_GET_ITEM(o, 0);
+    DLTensor *km, *vm, *ks;
+    memset(xf, 0, sizeof *xf);
+    if (bool_arg(t[0], "center_keys", &xf->center_keys) || bool_arg(t[1], "center_values", &xf->center_values) ||
+        bool_arg(t[2], "smooth", &xf->smooth) || tensor_arg(A, t[3], "key_mean", 1, &km) ||
+        tensor_arg(A, t[4], "value_mean", 1, &vm) || tensor_arg(A, t[5], "key_scale", 1, &ks))
+        return -1;
+    xf->key_mean = km, xf->value_mean = vm, xf->key_scale = ks;
+    return 0;
+}
+
 /* cache_create(ctx, n_layers, n_kv_heads, n_q_heads, head_dim, page_size, capacity_pages, grow_pages,
  *              max_sequences, residual_tokens, preset or None, layers (tuple of layer tuples) or None,
- *              f16_layers (sequence of ints) or None, window (vq_cache_window as int), window_bits)
+ *              f16_layers (sequence of ints) or None, window (vq_cache_window as int), window_bits,
+ *              sink_tokens, transforms (tuple of n_layers transforms tuples) or None)
  *              -> cache capsule */
 static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 15) return PyErr_Format(PyExc_TypeError, "cache_create takes 15 arguments (%zd given)", n);
+    if (n != 17) return PyErr_Format(PyExc_TypeError, "cache_create takes 17 arguments (%zd given)", n);
     vq_ctx *ctx;
     if (ctx_arg(a[0], &ctx)) return NULL;
     vq_cache_config cfg = {0};
@@ -169,6 +190,9 @@ static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t 
     int n_layer_args = 0;
     vq_cache_layer_config *layers = NULL;
     int *f16 = NULL;
+    args *xf_args = NULL;
+    int n_xf_args = 0;
+    vq_cache_transforms *xf = NULL;
     PyObject *result = NULL;
     if (int_arg(a[1], "n_layers", &cfg.n_layers) || int_arg(a[2], "n_kv_heads", &cfg.n_kv_heads) ||
         int_arg(a[3], "n_q_heads", &cfg.n_q_heads) || int_arg(a[4], "head_dim", &cfg.head_dim) ||
@@ -179,6 +203,24 @@ static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t 
     int window;
     if (int_arg(a[13], "window", &window) || int_arg(a[14], "window_bits", &cfg.window_bits)) goto done;
     cfg.window = (vq_cache_window)window; /* the library checks the range */
+    if (int_arg(a[15], "sink_tokens", &cfg.sink_tokens)) goto done;
+    if (a[16] != Py_None) {
+        if (!PyTuple_Check(a[16]) || PyTuple_GET_SIZE(a[16]) != cfg.n_layers) {
+            PyErr_Format(invalid_argument_class(), "argument 'transforms': expected a tuple of n_layers = %d tuples",
+                         cfg.n_layers);
+            goto done;
+        }
+        xf = PyMem_Calloc((size_t)cfg.n_layers, sizeof *xf);
+        xf_args = PyMem_Calloc((size_t)cfg.n_layers, sizeof *xf_args);
+        if (!xf || !xf_args) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        n_xf_args = cfg.n_layers;
+        for (int i = 0; i < cfg.n_layers; i++)
+            if (transforms_arg(&xf_args[i], PyTuple_GET_ITEM(a[16], i), &xf[i])) goto done;
+        cfg.transforms = xf;
+    }
     if (a[10] != Py_None) {
         cfg.preset = PyUnicode_AsUTF8(a[10]);
         if (!cfg.preset) goto done;
@@ -232,6 +274,9 @@ static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t 
     result = new_cache_capsule(cache, a[0]);
 done:
     for (int i = 0; i < n_layer_args; i++) args_release(&layer_args[i]);
+    for (int i = 0; i < n_xf_args; i++) args_release(&xf_args[i]);
+    PyMem_Free(xf_args);
+    PyMem_Free(xf);
     PyMem_Free(layer_args);
     PyMem_Free(layers);
     PyMem_Free(f16);
@@ -252,7 +297,7 @@ static PyObject *py_cache_layer_config(PyObject *self, PyObject *const *a, Py_ss
 }
 
 /* cache_config(cache) -> (n_layers, n_kv_heads, n_q_heads, head_dim, page_size,
- * capacity_pages, grow_pages, max_sequences, residual_tokens, window, window_bits) */
+ * capacity_pages, grow_pages, max_sequences, residual_tokens, window, window_bits, sink_tokens) */
 static PyObject *py_cache_config(PyObject *self, PyObject *o)
 {
     vq_cache *c;
@@ -260,9 +305,9 @@ static PyObject *py_cache_config(PyObject *self, PyObject *o)
     vq_cache_config cfg;
     vq_status s = vq_cache_get_config(c, &cfg);
     if (s != VQ_OK) return cache_error(c, s);
-    return Py_BuildValue("(iiiiiLLiiii)", cfg.n_layers, cfg.n_kv_heads, cfg.n_q_heads, cfg.head_dim, cfg.page_size,
+    return Py_BuildValue("(iiiiiLLiiiii)", cfg.n_layers, cfg.n_kv_heads, cfg.n_q_heads, cfg.head_dim, cfg.page_size,
                          (long long)cfg.capacity_pages, (long long)cfg.grow_pages, cfg.max_sequences,
-                         cfg.residual_tokens, (int)cfg.window, cfg.window_bits);
+                         cfg.residual_tokens, (int)cfg.window, cfg.window_bits, cfg.sink_tokens);
 }
 
 static PyObject *py_cache_seq_add(PyObject *self, PyObject *o)
@@ -387,6 +432,57 @@ static PyObject *py_cache_attend(PyObject *self, PyObject *const *a, Py_ssize_t 
 done:
     args_release(&A);
     if (ids != buf) PyMem_Free(ids);
+    return r;
+}
+
+/* cache_fit_transforms(cache, layer, seq_ids, k, v, q or None) */
+static PyObject *py_cache_fit_transforms(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    vq_cache *c;
+    int layer, n_seq;
+    int64_t buf[64], *ids;
+    if (n != 6) return PyErr_Format(PyExc_TypeError, "cache_fit_transforms takes 6 arguments (%zd given)", n);
+    if (cache_layer_seqs(a, &c, &layer, buf, &ids, &n_seq)) return NULL;
+    args A;
+    A.n = 0;
+    PyObject *r = NULL;
+    DLTensor *k, *v, *q;
+    if (tensor_arg(&A, a[3], "k", 0, &k) || tensor_arg(&A, a[4], "v", 0, &v) || tensor_arg(&A, a[5], "q", 1, &q))
+        goto done;
+    vq_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = vq_cache_fit_transforms(c, layer, n_seq, ids, k, v, q);
+    Py_END_ALLOW_THREADS
+    r = s == VQ_OK ? Py_NewRef(Py_None) : cache_error(c, s);
+done:
+    args_release(&A);
+    if (ids != buf) PyMem_Free(ids);
+    return r;
+}
+
+/* cache_get_transforms(cache, seq_id, layer, key_mean, value_mean, key_scale (arrays or None))
+ * -> (center_keys, center_values, smooth); the tables are written into the arrays */
+static PyObject *py_cache_get_transforms(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    vq_cache *c;
+    int64_t id;
+    int layer;
+    if (n != 6) return PyErr_Format(PyExc_TypeError, "cache_get_transforms takes 6 arguments (%zd given)", n);
+    if (cache_arg(a[0], &c) || i64_arg(a[1], "seq_id", &id) || int_arg(a[2], "layer", &layer)) return NULL;
+    args A;
+    A.n = 0;
+    PyObject *r = NULL;
+    DLTensor *km, *vm, *ks;
+    if (tensor_arg(&A, a[3], "key_mean", 1, &km) || tensor_arg(&A, a[4], "value_mean", 1, &vm) ||
+        tensor_arg(&A, a[5], "key_scale", 1, &ks))
+        goto done;
+    vq_cache_transforms xf;
+    const vq_status s = vq_cache_get_transforms(c, id, layer, &xf, km, vm, ks);
+    r = s == VQ_OK ? Py_BuildValue("(OOO)", xf.center_keys ? Py_True : Py_False,
+                                   xf.center_values ? Py_True : Py_False, xf.smooth ? Py_True : Py_False)
+                   : cache_error(c, s);
+done:
+    args_release(&A);
     return r;
 }
 
@@ -525,6 +621,8 @@ PyMethodDef vq_cache_methods[] = {
     FCW(cache_seq_length),
     FCW(cache_append),
     FCW(cache_attend),
+    FCW(cache_fit_transforms),
+    FCW(cache_get_transforms),
     {"cache_memory", py_cache_memory, METH_O, NULL},
     FCW(cache_save), FCW(cache_save_bytes), FCW(cache_load), FCW(cache_seq_load),
     {NULL, NULL, 0, NULL}};

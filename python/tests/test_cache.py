@@ -258,3 +258,54 @@ def test_vecinfer_method_name_and_its_earlier_spelling():
     # one name per idea: a layer reports "vecinfer"; "pq" is still accepted
     assert vq.LayerConfig(key_method="pq")._tuple()[0] == vq.LayerConfig(key_method="vecinfer")._tuple()[0] == 7
     assert vq.LayerConfig._from_tuple(vq.LayerConfig(key_method="pq")._tuple()).key_method == "vecinfer"
+
+
+def _attention(q, k, v, causal):
+    """float64 attention of q [Hq, Sq, D] (a sequence's last Sq tokens) over
+    k, v [Hkv, n, D]."""
+    hq, sq, d = q.shape
+    hkv, n, _ = k.shape
+    out = np.zeros((hq, sq, d))
+    for h in range(hq):
+        for i in range(sq):
+            lim = n - sq + i + 1 if causal else n
+            s = k[h // (hq // hkv), :lim] @ q[h, i] / math.sqrt(d)
+            p = np.exp(s - s.max())
+            out[h, i] = p @ v[h // (hq // hkv), :lim] / p.sum()
+    return out
+
+
+def test_sinks_and_transforms(rng):
+    # sink tokens and every transform over an f16 cache: the attention of the
+    # untransformed tokens; fitted tables read back and given to a second cache
+    # reproduce it bit for bit
+    L, hkv, hq, d, n = 2, 2, 4, 32, 40
+    k, v = _kv(rng, 1, hkv, n, d)
+    k += np.arange(d, dtype=np.float32) * 0.2  # channel offsets (what centering removes)
+    q = rng.standard_normal((1, hq, n, d)).astype(np.float32)
+    opts = dict(n_q_heads=hq, method="f16", sink_tokens=3, center_keys=True, center_values=True, smooth=True)
+    c = vq.KVCache(L, hkv, d, **opts)
+    s = c.add_sequence()
+    for step in (slice(0, 25), slice(25, n)):
+        for layer in range(L):
+            c.fit_transforms(layer, [s], k[:, :, step], v[:, :, step], q[:, :, step])
+            c.append(layer, [s], np.ascontiguousarray(k[:, :, step]), np.ascontiguousarray(v[:, :, step]))
+    assert c.length(s) == n and c.config()["sink_tokens"] == 3
+    out = c.attend(1, [s], np.ascontiguousarray(q[:, :, -4:]), causal=True)
+    want = _attention(q[0, :, -4:].astype(np.float64), _f16(k[0]), _f16(v[0]), True)
+    assert np.linalg.norm(out[0] - want) / np.linalg.norm(want) < 2e-3
+    t = [c.transforms(s, layer) for layer in range(L)]
+    assert t[0]["smooth"] and t[0]["key_scale"].shape == (hkv, d) and np.all(t[0]["key_scale"] > 0)
+    c2 = vq.KVCache(L, hkv, d, **opts, transform_tables=t)
+    s2 = c2.add_sequence()
+    for layer in range(L):
+        c2.append(layer, [s2], k, v)
+    out2 = c2.attend(1, [s2], np.ascontiguousarray(q[:, :, -4:]), causal=True)
+    assert np.array_equal(out, out2)
+    with pytest.raises(vq.InvalidArgumentError, match="sink_tokens"):
+        vq.KVCache(L, hkv, d, sink_tokens=-1)
+    c3 = vq.KVCache(L, hkv, d, n_q_heads=hq, smooth=True)
+    s3 = c3.add_sequence()
+    with pytest.raises(vq.InvalidArgumentError, match="key scales"):
+        c3.append(0, [s3], k, v)
+    assert c3.length(s3) == 0

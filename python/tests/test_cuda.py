@@ -110,9 +110,9 @@ def test_transformers_on_cuda():
                                                           dtype=torch.float16).to(DEV).eval()
     ids = tok("The capital of France is", return_tensors="pt").input_ids.to(DEV)
     with torch.no_grad():
-        want = m(ids, past_key_values=transformers.DynamicCache()).logits
-        got = m(ids, past_key_values=vq.hf.Cache(m, method="f16")).logits
+        want = m(ids, **vq.hf.cache_kwargs(m, transformers.DynamicCache())).logits
+        got = m(ids, **vq.hf.cache_kwargs(m, vq.hf.Cache(m, method="f16"))).logits
         assert ((got - want).abs().max() / want.abs().max()).item() < 1e-2  # f16 model: f16 activations
-        out = m.generate(ids, max_new_tokens=8, do_sample=False, past_key_values=vq.hf.Cache(m, method="kivi4"))
+        out = m.generate(ids, max_new_tokens=8, do_sample=False, **vq.hf.cache_kwargs(m, vq.hf.Cache(m, method="kivi4")))
     assert "Paris" in tok.decode(out[0][ids.shape[1]:])
     vq.hf.uninstall(m)

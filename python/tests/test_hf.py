@@ -70,14 +70,35 @@ def test_f16_cache_matches_dynamic_cache(model):
     m, tok = model
     ids = _text_ids(tok, 48)
     with torch.no_grad():
-        want = m(ids, past_key_values=transformers.DynamicCache()).logits
+        want = m(ids, **vq.hf.cache_kwargs(m, transformers.DynamicCache())).logits
         cache = vq.hf.Cache(m, method="f16")
-        got = m(ids[:, :40], past_key_values=cache).logits  # prefill on the compressed cache
-        steps = [m(ids[:, t:t + 1], past_key_values=cache).logits for t in range(40, 48)]  # then decode
+        got = m(ids[:, :40], **vq.hf.cache_kwargs(m, cache)).logits  # prefill on the compressed cache
+        steps = [m(ids[:, t:t + 1], **vq.hf.cache_kwargs(m, cache)).logits for t in range(40, 48)]  # then decode
     got = torch.cat([got] + steps, dim=1)
     rel = ((got - want).abs().max() / want.abs().max()).item()
     assert rel < F16_LOGIT_BOUND, rel
     assert cache.get_seq_length() == 48 and cache.memory()["tokens"] == 48 * m.config.num_hidden_layers
+
+
+def test_sinks_and_transforms_keep_the_f16_logits(model):
+    # sink tokens, centering and smoothing (fitted on the 40-token prefill, whose
+    # queries reach the fit through the attention call) are exact: an f16 cache
+    # with them gives DynamicCache's logits within the f16 rounding of the
+    # transformed keys and values (twice the plain f16 bound: they are rounded
+    # at other points)
+    m, tok = model
+    ids = _text_ids(tok, 48)
+    with torch.no_grad():
+        want = m(ids, **vq.hf.cache_kwargs(m, transformers.DynamicCache())).logits
+        cache = vq.hf.Cache(m, method="f16", residual_tokens=0, sink_tokens=4, center_keys=True,
+                            center_values=True, smooth=True)
+        got = m(ids[:, :40], **vq.hf.cache_kwargs(m, cache)).logits
+        steps = [m(ids[:, t:t + 1], **vq.hf.cache_kwargs(m, cache)).logits for t in range(40, 48)]
+    got = torch.cat([got] + steps, dim=1)
+    rel = ((got - want).abs().max() / want.abs().max()).item()
+    assert rel < 2 * F16_LOGIT_BOUND, rel
+    assert cache.vq.transforms(cache.seq_ids[0], 0)["smooth"]
+    vq.hf.uninstall(m)
 
 
 @pytest.fixture(scope="module")
@@ -142,11 +163,11 @@ def test_generate_is_coherent_and_model_still_works(model):
     m, tok = model
     ids = tok("The capital of France is", return_tensors="pt").input_ids
     with torch.no_grad():
-        out = m.generate(ids, max_new_tokens=8, do_sample=False, past_key_values=vq.hf.Cache(m, method="kivi2"))
+        out = m.generate(ids, max_new_tokens=8, do_sample=False, **vq.hf.cache_kwargs(m, vq.hf.Cache(m, method="kivi2")))
         text = tok.decode(out[0][ids.shape[1]:])
         assert "Paris" in text, text
         # the same model with transformers' own cache afterwards (sdpa path of the veloxquant attention)
-        plain = m.generate(ids, max_new_tokens=8, do_sample=False, past_key_values=transformers.DynamicCache())
+        plain = m.generate(ids, max_new_tokens=8, do_sample=False, **vq.hf.cache_kwargs(m, transformers.DynamicCache()))
         assert "Paris" in tok.decode(plain[0][ids.shape[1]:])
         vq.hf.uninstall(m)
         assert m.config._attn_implementation != vq.hf.ATTENTION_NAME
@@ -158,5 +179,5 @@ def test_padded_batch_is_refused(model):
     ids = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
     mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
     with torch.no_grad(), pytest.raises(vq.UnsupportedError, match="padded"):
-        m(ids, attention_mask=mask, past_key_values=cache)
+        m(ids, attention_mask=mask, **vq.hf.cache_kwargs(m, cache))
     vq.hf.uninstall(m)

@@ -10,6 +10,8 @@ dequantized copy of the cache is made.
 
 import dataclasses
 
+import numpy as np
+
 from . import _vq
 from ._errors import InvalidArgumentError
 from ._keys import ROPE_LAYOUTS, choice
@@ -80,6 +82,18 @@ class LayerConfig:
                 self.value_centroids, self.value_seed, self.key_wide_channels, self.value_scale_f16)
 
 
+def _table(a, name):
+    """A transform table as a contiguous f32 host array (None stays None)."""
+    if a is None:
+        return None
+    if hasattr(a, "detach"):  # torch
+        a = a.detach().cpu().numpy()
+    a = np.asarray(a)
+    if a.dtype != np.float32:
+        raise InvalidArgumentError(f"argument '{name}': dtype {a.dtype}, expected float32")
+    return np.ascontiguousarray(a)
+
+
 def presets():
     """The cache presets: a list of dicts (name, description, key_bits,
     value_bits per element all-in at head_dim 128, needs_tables)."""
@@ -135,6 +149,19 @@ class KVCache:
             vq_cache_config.window and window_bits.
         device: 'cpu' (default) or 'cuda[:N]' (the cache runs on torch's
             current stream of that device at creation).
+        sink_tokens: the first N tokens of every sequence kept in f16
+            outside the pages, merged exactly (vq_cache_config.sink_tokens;
+            CPU only).
+        center_keys, center_values, smooth: the exact transforms on every
+            layer (vq_cache_transforms; CPU only): keys and values stored
+            minus their per-channel mean, keys times and queries divided by
+            key/query balancing channel scales. The tables are fitted on each
+            sequence's first chunk (smooth needs its queries:
+            :meth:`fit_transforms` before that chunk's :meth:`append`), or
+            given by ``transform_tables``.
+        transform_tables: None, or a list of n_layers dicts (or None) with
+            any of "key_mean", "value_mean", "key_scale": [Hkv, D] f32 host
+            arrays, e.g. what :meth:`transforms` read from another cache.
 
     Arrays (k, v, q, out) are any DLPack arrays on the cache's device:
     k, v [n_seq, Hkv, n, D] f16/f32, q/out [n_seq, Hq, Sq, D]; views with
@@ -143,7 +170,8 @@ class KVCache:
 
     def __init__(self, n_layers, n_kv_heads, head_dim, *, method="f16", layers=None, n_q_heads=None,
                  f16_layers=None, page_size=0, capacity_pages=0, grow_pages=64, max_sequences=0,
-                 residual_tokens=0, window="f16", device="cpu"):
+                 residual_tokens=0, window="f16", device="cpu", sink_tokens=0, center_keys=False,
+                 center_values=False, smooth=False, transform_tables=None):
         self.n_layers, self.n_kv_heads, self.head_dim = int(n_layers), int(n_kv_heads), int(head_dim)
         self.n_q_heads = int(n_q_heads) if n_q_heads is not None else self.n_kv_heads
         self.device = str(device)
@@ -154,10 +182,21 @@ class KVCache:
         if layers is not None:
             layer_tuples = tuple((LayerConfig.preset(c, head_dim) if isinstance(c, str) else c)._tuple()
                                  for c in layers)
+        transforms = None
+        if center_keys or center_values or smooth or transform_tables is not None:
+            tables = transform_tables if transform_tables is not None else [None] * self.n_layers
+            if len(tables) != self.n_layers:
+                raise InvalidArgumentError(f"argument 'transform_tables': {len(tables)} entries, expected n_layers = "
+                                           f"{self.n_layers}")
+            transforms = tuple((bool(center_keys), bool(center_values), bool(smooth),
+                                *(_table((t or {}).get(name), f"transform_tables[{i}]['{name}']")
+                                  for name in ("key_mean", "value_mean", "key_scale")))
+                               for i, t in enumerate(tables))
         self._cache = _vq.cache_create(self._ctx, self.n_layers, self.n_kv_heads, self.n_q_heads, self.head_dim,
                                        page_size, capacity_pages, grow_pages, max_sequences, residual_tokens,
                                        None if layers is not None else method, layer_tuples,
-                                       None if f16_layers is None else tuple(f16_layers), *_WINDOWS[window])
+                                       None if f16_layers is None else tuple(f16_layers), *_WINDOWS[window],
+                                       int(sink_tokens), transforms)
         self.method = method if layers is None else "per-layer"
 
     def __repr__(self):
@@ -215,6 +254,24 @@ class KVCache:
         _vq.cache_attend(self._cache, layer, seq_ids, q, out, scale, causal, lse_out, _KIVI_ARITH[kivi_arith])
         return out
 
+    def fit_transforms(self, layer, seq_ids, k, v, q=None):
+        """Fits the transform tables of ``layer`` for the sequences that have
+        none yet from their first chunk (vq_cache_fit_transforms): k, v
+        [n_seq, Hkv, T, D], q [n_seq, Hq, T, D] (needed when smooth fits its
+        scales). Appends nothing; a no-op for sequences that have tables."""
+        _vq.cache_fit_transforms(self._cache, layer, seq_ids, k, v, q)
+
+    def transforms(self, seq_id, layer):
+        """The transforms of ``layer`` as sequence ``seq_id`` uses them
+        (vq_cache_get_transforms): a dict of center_keys, center_values,
+        smooth and the tables key_mean, value_mean, key_scale ([Hkv, D] f32
+        numpy arrays; 0 / 1 where a transform is off), which
+        ``transform_tables`` of another cache takes."""
+        tabs = [np.empty((self.n_kv_heads, self.head_dim), np.float32) for _ in range(3)]
+        flags = _vq.cache_get_transforms(self._cache, seq_id, layer, *tabs)
+        return dict(zip(("center_keys", "center_values", "smooth", "key_mean", "value_mean", "key_scale"),
+                        (*flags, *tabs)))
+
     # ---- persistence (vq_cache_save / vq_cache_load) ----
 
     def save(self, path=None, seq_id=-1):
@@ -244,12 +301,14 @@ class KVCache:
         """The cache's sizes (vq_cache_get_config) as a dict: n_layers,
         n_kv_heads, n_q_heads, head_dim, page_size, capacity_pages (now),
         grow_pages, max_sequences, residual_tokens, window ("f16", "turbo8",
-        "turbo1".."turbo7"). Methods per layer: :meth:`layer_config`."""
+        "turbo1".."turbo7"), sink_tokens. Methods per layer:
+        :meth:`layer_config`; transforms: :meth:`transforms`."""
         names = ("n_layers", "n_kv_heads", "n_q_heads", "head_dim", "page_size", "capacity_pages", "grow_pages",
                  "max_sequences", "residual_tokens")
         t = _vq.cache_config(self._cache)
         cfg = dict(zip(names, t))
         cfg["window"] = {v: k for k, v in _WINDOWS.items()}[(t[9], t[10])]
+        cfg["sink_tokens"] = t[11]
         return cfg
 
     def load_sequence(self, source):

@@ -2,8 +2,11 @@
 compressed and runs attention on the compressed bytes.
 
     import veloxquant.hf
-    cache = veloxquant.hf.Cache(model, method="kivi2")
-    out = model.generate(ids, past_key_values=cache, max_new_tokens=64)
+    cache = veloxquant.hf.Cache(model, method="kivi2", sink_tokens=4, center_keys=True, smooth=True)
+    out = model.generate(ids, **veloxquant.hf.cache_kwargs(model, cache), max_new_tokens=64)
+
+(:func:`cache_kwargs` is ``{"cache": cache}`` where the installed transformers
+takes ``cache=``, else ``{"past_key_values": cache}``, the older name.)
 
 How it plugs in (transformers' public interfaces only):
 
@@ -27,6 +30,7 @@ decoder-only Llama-family models (GQA, RoPE) — the model's rotary embedding is
 applied by the model before the cache sees the keys.
 """
 
+import inspect
 import json
 import os
 
@@ -40,7 +44,8 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from ._cache import KVCache
 from ._errors import UnsupportedError
 
-__all__ = ["Cache", "attention", "install", "uninstall", "gguf_tokenizer", "token_nll", "ATTENTION_NAME"]
+__all__ = ["Cache", "attention", "install", "uninstall", "gguf_tokenizer", "token_nll", "cache_kwargs",
+           "ATTENTION_NAME"]
 
 ATTENTION_NAME = "veloxquant"
 
@@ -53,6 +58,18 @@ class _Handle:
 
     def __init__(self, cache, layer):
         self.cache, self.layer = cache, layer
+
+
+def cache_kwargs(model, cache):
+    """The keyword argument that hands ``cache`` to ``model(...)`` and
+    ``model.generate(...)``: ``cache=`` where the model's forward takes it
+    (the current transformers name), else ``past_key_values=`` (older
+    transformers)."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        params = {}
+    return {"cache" if "cache" in params else "past_key_values": cache}
 
 
 _last_mask = [None, False]  # the mask object checked last (every layer of a forward gets the same one)
@@ -86,6 +103,12 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
     cache = key.cache
     B, Hq, Sq, D = query.shape
     q = query if query.dtype in (torch.float16, torch.float32) else query.to(torch.float16)
+    layer = cache.layers[key.layer]
+    if layer.pending is not None:  # smooth: the first chunk's key scales need its queries
+        k, v = layer.pending
+        layer.pending = None
+        cache.vq.fit_transforms(key.layer, cache.seq_ids, k, v, q)
+        cache.vq.append(key.layer, cache.seq_ids, k, v)
     out = torch.empty(B, Sq, Hq, D, dtype=q.dtype, device=q.device)
     # the library writes [B, Hq, Sq, D] through a strided view of the [B, Sq, Hq, D] buffer
     cache.vq.attend(key.layer, cache.seq_ids, q, scale=float(scaling) if scaling else 0.0, causal=Sq > 1,
@@ -124,6 +147,7 @@ class _Layer(CacheLayerMixin):
         self.owner, self.layer = owner, layer
         self.n = 0
         self.handle = _Handle(owner, layer)
+        self.pending = None  # smooth: the first chunk, appended by attention() once its queries are known
 
     def lazy_initialization(self, key_states, value_states):
         self.device, self.dtype = key_states.device, key_states.dtype
@@ -140,7 +164,10 @@ class _Layer(CacheLayerMixin):
         k, v = key_states, value_states
         if o.append_dtype is not None and k.dtype != o.append_dtype:
             k, v = k.to(o.append_dtype), v.to(o.append_dtype)  # the new tokens only (f16 on CUDA)
-        o.vq.append(self.layer, o.seq_ids, k, v)
+        if o.smooth and self.n == 0:
+            self.pending = (k, v)
+        else:
+            o.vq.append(self.layer, o.seq_ids, k, v)
         self.n += key_states.shape[-2]
         return self.handle, self.handle
 
@@ -155,6 +182,7 @@ class _Layer(CacheLayerMixin):
 
     def reset(self):
         self.n = 0
+        self.pending = None
         self.is_initialized = False
 
     def reorder_cache(self, beam_idx):
@@ -172,12 +200,17 @@ class Cache(_HFCache):
     "rvq22", "rabitq", "qjl", "f16", ...; ``veloxquant.presets()``), or pass
     ``layers`` (a list of preset names / LayerConfig per layer). Other
     arguments are KVCache's (f16_layers, residual_tokens, page_size,
-    capacity_pages, grow_pages, max_sequences); ``residual_tokens`` defaults
-    to 128, the newest tokens kept in f16 as in KIVI and transformers'
-    QuantizedCache (residual_length=128). The device is the model's."""
+    capacity_pages, grow_pages, max_sequences, sink_tokens, center_keys,
+    center_values, smooth, transform_tables: the sink tokens and exact
+    transforms, CPU only); ``residual_tokens`` defaults to 128, the newest
+    tokens kept in f16 as in KIVI and transformers' QuantizedCache
+    (residual_length=128). With ``smooth`` a layer's first chunk is appended
+    by the attention call, which has the queries its key scales are fitted
+    from. The device is the model's. Pass it with :func:`cache_kwargs`."""
 
     def __init__(self, model, method="kivi2", *, layers=None, f16_layers=None, residual_tokens=128, page_size=0,
-                 capacity_pages=0, grow_pages=64, max_sequences=0, device=None):
+                 capacity_pages=0, grow_pages=64, max_sequences=0, device=None, sink_tokens=0, center_keys=False,
+                 center_values=False, smooth=False, transform_tables=None):
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         hq = cfg.num_attention_heads
         hkv = getattr(cfg, "num_key_value_heads", None) or hq
@@ -188,7 +221,11 @@ class Cache(_HFCache):
         self.vq = KVCache(cfg.num_hidden_layers, hkv, d, n_q_heads=hq, method=method, layers=layers,
                           f16_layers=f16_layers, page_size=page_size, capacity_pages=capacity_pages,
                           grow_pages=grow_pages, max_sequences=max_sequences, residual_tokens=residual_tokens,
-                          device=str(device))
+                          device=str(device), sink_tokens=sink_tokens, center_keys=center_keys,
+                          center_values=center_values, smooth=smooth, transform_tables=transform_tables)
+        # smooth fits key scales from a first chunk's queries unless every layer's are given
+        self.smooth = bool(smooth) and (transform_tables is None or
+                                        any((t or {}).get("key_scale") is None for t in transform_tables))
         # the CUDA cache takes f16 tokens; the CPU one f16 or f32 as they come
         self.append_dtype = torch.float16 if device.type == "cuda" else None
         self.seq_ids = []
@@ -216,7 +253,7 @@ class Cache(_HFCache):
             for s in self.seq_ids:
                 self.vq.truncate(s, keep)
             for layer in self.layers:
-                layer.n = min(layer.n, keep)
+                layer.n = min(layer.n, keep)  # keep 0: the library forgets fitted tables, the next chunk refits
 
     def reset(self):
         for s in self.seq_ids:
@@ -278,9 +315,10 @@ def token_nll(model, ids, method="f16", *, ctx=512, windows=0, chunk=256, **cach
     :class:`Cache`, or None for transformers' own DynamicCache. Returns a
     float64 tensor [windows, ctx / 2]; perplexity is ``exp(nll.mean())``.
     ``vq perplexity --residual N`` is ``residual_tokens=N`` here (its
-    default 0; Cache's default is 128); its keys are centered unless
-    ``--no-center``, which this Cache does not do: compare with
-    ``--no-center``."""
+    default 0; Cache's default is 128); its keys and values are centered
+    unless ``--no-center``: ``center_keys=True, center_values=True`` here
+    (``--center-keys``: center_keys only), ``--smooth`` is ``smooth=True``
+    and ``--sink N`` is ``sink_tokens=N``."""
     from transformers import DynamicCache
     ids = torch.as_tensor(ids).reshape(-1)
     if ctx < 2 or ctx % 2 or chunk < 1:
@@ -301,7 +339,7 @@ def token_nll(model, ids, method="f16", *, ctx=512, windows=0, chunk=256, **cach
                 t = min(chunk, ctx - p0)
                 lo = max(first, p0)
                 n_out = p0 + t - lo if lo < p0 + t else 0
-                logits = model(win[None, p0:p0 + t], past_key_values=cache, logits_to_keep=max(n_out, 1)).logits
+                logits = model(win[None, p0:p0 + t], **cache_kwargs(model, cache), logits_to_keep=max(n_out, 1)).logits
                 if n_out == 0:
                     continue
                 n_sc = min(n_out, ctx - 1 - lo)  # the last position's logits predict nothing in the window

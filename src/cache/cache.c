@@ -170,6 +170,7 @@ static vq_status build(vq_cache *c, const vq_cache_config *cfg)
         VQ_FORWARD_IF_ERROR(vq_cache_layout_layer(c, &user, name, L));
         if (c->cuda) VQ_FORWARD_IF_ERROR(check_cuda_layer(ctx, L, l));
     }
+    VQ_FORWARD_IF_ERROR(vq_cache_recipe_config(c, cfg));
     for (int l = 0; l < c->L; l++) {
         vq_cache_layer_config user;
         DLTensor views[3];
@@ -230,6 +231,8 @@ void vq_cache_free(vq_cache *c)
         for (int l = 0; q->layers && l < c->L; l++) {
             vq_cache_mem_free(c, q->layers[l].res);
             free(q->layers[l].pages);
+            free(q->layers[l].sink);
+            free(q->layers[l].xf);
         }
         free(q->layers);
     }
@@ -241,6 +244,7 @@ void vq_cache_free(vq_cache *c)
         free(L->refcount);
         free(L->free_list);
         vq_cache_free_tables(c, L);
+        free(L->xf_tables);
     }
 #ifdef VQ_WITH_CUDA
     vq_cache_cuda_release(c);
@@ -248,6 +252,7 @@ void vq_cache_free(vq_cache *c)
     vq_cache_mem_free(c, c->stage.p);
     free(c->host[0].p);
     free(c->host[1].p);
+    free(c->recipe.p);
     free(c->layers);
     free(c->seqs);
     free(c);
@@ -275,6 +280,7 @@ vq_status vq_cache_get_config(const vq_cache *c, vq_cache_config *out)
     out->residual_tokens = c->R;
     out->window = c->window;
     out->window_bits = c->window_bits;
+    out->sink_tokens = c->S;
     return VQ_OK;
 }
 

@@ -75,16 +75,7 @@ static vq_status get_window(vq_cache *c, const vq_cache_layer *L, const vq_cache
 
 static vq_status check_ids(vq_cache *c, int n_seq, const int64_t *ids, seq_plan *plans, int layer)
 {
-    vq_ctx *ctx = c->ctx;
-    for (int i = 0; i < n_seq; i++) {
-        vq_cache_seq *q = vq_cache_find_seq(c, ids[i]);
-        VQ_RETURN_IF(ctx, q == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld", i,
-                     (long long)ids[i]);
-        for (int j = 0; j < i; j++)
-            VQ_RETURN_IF(ctx, ids[j] == ids[i], VQ_ERR_INVALID_ARGUMENT,
-                         "argument 'seq_ids': id %lld appears twice (%d and %d)", (long long)ids[i], j, i);
-        plans[i].sl = &q->layers[layer];
-    }
+    for (int i = 0; i < n_seq; i++) VQ_FORWARD_IF_ERROR(vq_cache_seq_layer_of(c, layer, ids, i, &plans[i].sl));
     return VQ_OK;
 }
 
@@ -216,11 +207,15 @@ vq_status vq_cache_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_
     if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
     vq_ctx *ctx = c->ctx;
     VQ_ENTER(ctx);
-    VQ_RETURN_IF(ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT, "argument 'layer': %d outside [0, %d)",
-                 layer, c->L);
-    VQ_RETURN_IF(ctx, n_seq < 1 || n_seq > c->max_seqs, VQ_ERR_INVALID_ARGUMENT,
-                 "argument 'n_seq': expected 1..%d, got %d", c->max_seqs, n_seq);
-    VQ_RETURN_IF(ctx, seq_ids == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids' is NULL");
+    VQ_FORWARD_IF_ERROR(vq_cache_check_batch(c, layer, n_seq, seq_ids));
+    if (vq_cache_recipe_on(c, layer)) return vq_cache_recipe_append(c, layer, n_seq, seq_ids, k, v, positions);
+    return vq_cache_append_tokens(c, layer, n_seq, seq_ids, k, v, positions);
+}
+
+vq_status vq_cache_append_tokens(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *k,
+                                 const DLTensor *v, const DLTensor *positions)
+{
+    vq_ctx *ctx = c->ctx;
     vq_cache_tensor kv[2];
     const unsigned dts = c->cuda ? VQ_DTM_F16 : VQ_DTM_F16_F32;
     VQ_FORWARD_IF_ERROR(vq_cache_check_tensor(c, k, "k", dts, 4, (const int64_t[]){n_seq, c->Hkv, -1, c->D}, &kv[0]));

@@ -179,8 +179,8 @@ static bool spans_meet(const DLTensor *a, const DLTensor *b)
     return lo[0] < hi[1] && lo[1] < hi[0];
 }
 
-static vq_status check_io(vq_cache *c, int n_seq, const DLTensor *q, const DLTensor *out,
-                          const vq_cache_attend_opts *opts, int64_t *Sq, vq_attn_view *lse)
+vq_status vq_cache_attend_check_io(vq_cache *c, int n_seq, const DLTensor *q, const DLTensor *out,
+                                   const vq_cache_attend_opts *opts, int64_t *Sq, vq_attn_view *lse)
 {
     vq_ctx *ctx = c->ctx;
     VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, q, "q", VQ_DTM_F16_F32, 4, 4));
@@ -286,9 +286,17 @@ vq_status vq_cache_attend(vq_cache *c, int layer, int n_seq, const int64_t *seq_
     VQ_RETURN_IF(ctx, n_seq < 1 || n_seq > (1 << 20), VQ_ERR_INVALID_ARGUMENT,
                  "argument 'n_seq': expected 1..2^20, got %d", n_seq);
     VQ_RETURN_IF(ctx, seq_ids == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids' is NULL");
+    if (vq_cache_recipe_on(c, layer)) return vq_cache_recipe_attend(c, layer, n_seq, seq_ids, q, out, opts);
+    return vq_cache_attend_tokens(c, layer, n_seq, seq_ids, q, out, opts);
+}
+
+vq_status vq_cache_attend_tokens(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
+                                 DLTensor *out, const vq_cache_attend_opts *opts)
+{
+    vq_ctx *ctx = c->ctx;
     int64_t Sq;
     vq_attn_view lse;
-    VQ_FORWARD_IF_ERROR(check_io(c, n_seq, q, out, opts, &Sq, &lse));
+    VQ_FORWARD_IF_ERROR(vq_cache_attend_check_io(c, n_seq, q, out, opts, &Sq, &lse));
     /* the sequences' layer states, then their slots (the CUDA page tables are per slot) */
     vq_cache_seq_layer **sls = vq_cache_host_scratch(c, 1, (sizeof *sls + sizeof(int)) * (size_t)n_seq);
     if (sls == NULL) return VQ_ERR_OUT_OF_MEMORY;

@@ -136,7 +136,16 @@ typedef struct vq_cache_layer {
     int32_t *free_list;         /* [n_pages] stack of free pages, n_free on top */
     int64_t n_free;
     vq_cache_binding *bindings; /* [n_chunks] (CPU) */
+    /* exact transforms (cache_recipe.c): switches, and the tables a
+     * sequence starts from, [3][Hkv * D] key mean, value mean, key scale
+     * (0, 0, 1 where not given); NULL when every switch is off */
+    vq_cache_transforms xf;     /* table pointers NULL */
+    bool xf_given[3];
+    float *xf_tables;
 } vq_cache_layer;
+
+/* Indices of the three transform tables. */
+enum { VQ_XF_KEY_MEAN = 0, VQ_XF_VALUE_MEAN = 1, VQ_XF_KEY_SCALE = 2 };
 
 typedef struct vq_cache_seq_layer {
     int64_t n;          /* tokens */
@@ -145,6 +154,15 @@ typedef struct vq_cache_seq_layer {
     int64_t cap_pages;  /* entries allocated */
     int32_t *pages;     /* page table */
     void *res;          /* the window streams, Hkv * res_cap * win_token_bytes; NULL when res_cap == 0 */
+    /* Sink tokens (cache_recipe.c): the sequence's first n_sink <= S tokens,
+     * [2][Hkv][S][D] f16 host (keys then values, transformed), NULL when
+     * S = 0. n and n_enc above count the tokens after them. */
+    int64_t n_sink;
+    uint16_t *sink;
+    /* the layer's transform tables for this sequence, [3][Hkv * D] (as
+     * vq_cache_layer.xf_tables), valid when xf_set; NULL without transforms */
+    float *xf;
+    bool xf_set;
 } vq_cache_seq_layer;
 
 typedef struct vq_cache_seq {
@@ -166,6 +184,8 @@ struct vq_cache {
     int64_t capacity_pages, grow_pages;
     int max_seqs;
     int R;
+    int S;                   /* sink tokens per sequence (cache_recipe.c) */
+    vq_cache_buf recipe;     /* host staging of the sinks and transforms, kept */
     vq_cache_window window;  /* storage of the residual windows */
     int window_bits;         /* VQ_WINDOW_TURBO's code bits; 0 otherwise */
     int64_t next_id;
@@ -279,9 +299,49 @@ vq_status vq_cache_window_encode(vq_cache *c, const vq_cache_layer *L, const uin
 vq_status vq_cache_window_decode(vq_cache *c, const vq_cache_layer *L, const unsigned char *w, int64_t N,
                                  uint16_t *ek, uint16_t *ev, unsigned char *scratch);
 
+/* ---- cache_recipe.c: sink tokens and exact transforms ---- */
+
+/* True when layer l stores sinks or transforms (its appends and attends
+ * go through cache_recipe.c). */
+static inline bool vq_cache_recipe_on(const vq_cache *c, int l)
+{
+    return c->S > 0 || c->layers[l].xf_tables != NULL;
+}
+/* Validates cfg->sink_tokens and cfg->transforms and fills c->S and every
+ * layer's xf (create). */
+vq_status vq_cache_recipe_config(vq_cache *c, const vq_cache_config *cfg);
+/* A sequence layer's sink and transform buffers (seq add; tables copied
+ * from the layer's, xf_set when none is to be fitted); false on OOM. */
+bool vq_cache_recipe_seq_alloc(const vq_cache *c, int l, vq_cache_seq_layer *sl);
+/* Back to the tables a new sequence has (truncate to 0 tokens). */
+void vq_cache_recipe_forget_tables(const vq_cache *c, int l, vq_cache_seq_layer *sl);
+/* Bytes of a sequence layer's sink buffer, and of its tables. */
+size_t vq_cache_sink_bytes(const vq_cache *c);
+size_t vq_cache_xf_bytes(const vq_cache *c, int l);
+/* The append and attend of a layer with sinks or transforms (after the
+ * public entry point's VQ_ENTER and argument checks of layer and ids). */
+vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *k,
+                                 const DLTensor *v, const DLTensor *positions);
+vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
+                                 DLTensor *out, const vq_cache_attend_opts *opts);
+/* The page and window path of vq_cache_append / vq_cache_attend (no
+ * VQ_ENTER: the public entry point has entered the ctx). */
+vq_status vq_cache_append_tokens(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *k,
+                                 const DLTensor *v, const DLTensor *positions);
+vq_status vq_cache_attend_tokens(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
+                                 DLTensor *out, const vq_cache_attend_opts *opts);
+/* The attend's checks of q, out and opts (Sq and the lse view out). */
+vq_status vq_cache_attend_check_io(vq_cache *c, int n_seq, const DLTensor *q, const DLTensor *out,
+                                   const vq_cache_attend_opts *opts, int64_t *Sq, vq_attn_view *lse);
+
 /* ---- cache_seq.c ---- */
 
 vq_cache_seq *vq_cache_find_seq(const vq_cache *c, int64_t id);
+/* The layer, n_seq and seq_ids arguments of an append (ids not looked up). */
+vq_status vq_cache_check_batch(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids);
+/* Layer `layer` of sequence ids[i], which must be live and differ from
+ * ids[0..i) (an append's ids). */
+vq_status vq_cache_seq_layer_of(vq_cache *c, int layer, const int64_t *ids, int i, vq_cache_seq_layer **out);
 /* n_enc for n tokens of layer l before truncation: max(0, floor((n - R) / g) * g). */
 int64_t vq_cache_target_enc(const vq_cache *c, const vq_cache_layer *L, int64_t n);
 

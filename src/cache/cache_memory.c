@@ -26,6 +26,8 @@ vq_status vq_cache_memory(const vq_cache *c, vq_cache_memory_report *out)
             r.table_bytes += 4 * n;
             table_alloc += 4 * n;
         }
+        r.table_bytes += (int64_t)vq_cache_xf_bytes(c, l);
+        table_alloc += (int64_t)vq_cache_xf_bytes(c, l);
         /* fill of every page: the most tokens any holder keeps in it */
         int32_t *fill = calloc((size_t)(L->n_pages ? L->n_pages : 1), sizeof *fill);
         VQ_RETURN_IF(c->ctx, fill == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the report's scratch");
@@ -33,7 +35,15 @@ vq_status vq_cache_memory(const vq_cache *c, vq_cache_memory_report *out)
             const vq_cache_seq *q = &c->seqs[i];
             if (q->id < 0) continue;
             const vq_cache_seq_layer *sl = &q->layers[l];
-            r.tokens += sl->n;
+            r.tokens += sl->n_sink + sl->n;
+            /* sink tokens: f16 keys and values, outside the pages */
+            const int64_t sink = sl->n_sink * c->Hkv * c->D * 2;
+            r.residual_bytes += 2 * sink;
+            key_bytes += (double)sink;
+            value_bytes += (double)sink;
+            res_alloc += (int64_t)(sl->sink ? vq_cache_sink_bytes(c) : 0);
+            r.table_bytes += (int64_t)vq_cache_xf_bytes(c, l);
+            table_alloc += (int64_t)vq_cache_xf_bytes(c, l);
             /* the window at its stored size (f16, or 8-bit codes + f32 scales) */
             const int64_t win = sl->n - sl->n_enc;
             for (int w = 0; w < L->n_wstreams; w++) {
@@ -64,7 +74,7 @@ vq_status vq_cache_memory(const vq_cache *c, vq_cache_memory_report *out)
     }
     const int64_t used = r.code_bytes + r.param_bytes + r.residual_bytes;
     /* the append staging and host scratch are kept between calls: slack too */
-    r.slack_bytes = pool_bytes + res_alloc + table_alloc + (int64_t)(c->stage.size + c->host[0].size + c->host[1].size) - used - r.table_bytes;
+    r.slack_bytes = pool_bytes + res_alloc + table_alloc + (int64_t)(c->stage.size + c->host[0].size + c->host[1].size + c->recipe.size) - used - r.table_bytes;
     r.total_bytes = used + r.table_bytes + r.slack_bytes;
     r.sequences = c->n_live;
     if (r.tokens > 0) {

@@ -15,6 +15,29 @@ vq_cache_seq *vq_cache_find_seq(const vq_cache *c, int64_t id)
     return NULL;
 }
 
+vq_status vq_cache_check_batch(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids)
+{
+    vq_ctx *ctx = c->ctx;
+    VQ_RETURN_IF(ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT, "argument 'layer': %d outside [0, %d)",
+                 layer, c->L);
+    VQ_RETURN_IF(ctx, n_seq < 1 || n_seq > c->max_seqs, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'n_seq': expected 1..%d, got %d", c->max_seqs, n_seq);
+    VQ_RETURN_IF(ctx, seq_ids == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids' is NULL");
+    return VQ_OK;
+}
+
+vq_status vq_cache_seq_layer_of(vq_cache *c, int layer, const int64_t *ids, int i, vq_cache_seq_layer **out)
+{
+    vq_cache_seq *q = vq_cache_find_seq(c, ids[i]);
+    VQ_RETURN_IF(c->ctx, q == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld", i,
+                 (long long)ids[i]);
+    for (int j = 0; j < i; j++)
+        VQ_RETURN_IF(c->ctx, ids[j] == ids[i], VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'seq_ids': id %lld appears twice (%d and %d)", (long long)ids[i], j, i);
+    *out = &q->layers[layer];
+    return VQ_OK;
+}
+
 int64_t vq_cache_target_enc(const vq_cache *c, const vq_cache_layer *L, int64_t n)
 {
     if (L->res_cap == 0) return n;
@@ -31,6 +54,8 @@ static void free_seq(vq_cache *c, vq_cache_seq *q)
         for (int64_t i = 0; i < sl->n_pages; i++) vq_cache_pool_release(&c->layers[l], sl->pages[i]);
         vq_cache_mem_free(c, sl->res);
         free(sl->pages);
+        free(sl->sink);
+        free(sl->xf);
     }
     free(q->layers);
     q->layers = NULL;
@@ -60,6 +85,7 @@ static vq_status new_seq(vq_cache *c, const vq_cache_seq *like, vq_cache_seq **o
         /* zeroed like the pages: a fork copies the whole window, rows not yet
          * written included, and a copy must not read uninitialised memory */
         if (ok && L->res_cap > 0) ok = vq_cache_mem_zero(c, sl->res, res_bytes(c, L)) == VQ_OK;
+        if (ok) ok = vq_cache_recipe_seq_alloc(c, l, sl);
     }
     if (!ok) {
         q->id = 0; /* free_seq resets it */
@@ -110,25 +136,30 @@ vq_status vq_cache_seq_truncate(vq_cache *c, int64_t seq_id, int64_t n_tokens)
     VQ_FORWARD_IF_ERROR(lookup(c, seq_id, "seq_id", &q));
     VQ_RETURN_IF(c->ctx, n_tokens < 0, VQ_ERR_INVALID_ARGUMENT, "argument 'n_tokens' must be >= 0, got %lld",
                  (long long)n_tokens);
-    /* check every layer before changing any */
+    /* check every layer before changing any; n and n_enc count the tokens
+     * after the sinks */
     for (int l = 0; l < c->L; l++) {
         const vq_cache_seq_layer *sl = &q->layers[l];
-        const int64_t g = c->layers[l].g;
-        VQ_RETURN_IF(c->ctx, n_tokens < sl->n_enc && n_tokens % g != 0, VQ_ERR_UNSUPPORTED,
+        const int64_t g = c->layers[l].g, keep = n_tokens > sl->n_sink ? n_tokens - sl->n_sink : 0;
+        VQ_RETURN_IF(c->ctx, keep < sl->n_enc && keep % g != 0, VQ_ERR_UNSUPPORTED,
                      "layer %d: n_tokens = %lld cuts an encoded KIVI key group of %lld tokens (its other tokens "
                      "are no longer held in f16; a residual window of at least the rollback depth avoids this)",
                      l, (long long)n_tokens, (long long)g);
     }
     for (int l = 0; l < c->L; l++) {
         vq_cache_seq_layer *sl = &q->layers[l];
-        if (n_tokens >= sl->n) continue;
-        if (n_tokens < sl->n_enc) {
-            sl->n_enc = n_tokens;
-            const int64_t keep = vq_ceil_div(n_tokens, c->P);
-            for (int64_t i = keep; i < sl->n_pages; i++) vq_cache_pool_release(&c->layers[l], sl->pages[i]);
-            sl->n_pages = keep;
+        if (n_tokens >= sl->n_sink + sl->n) continue;
+        const int64_t keep = n_tokens > sl->n_sink ? n_tokens - sl->n_sink : 0;
+        if (n_tokens < sl->n_sink) sl->n_sink = n_tokens;
+        /* fitted tables go with the tokens they were fitted on */
+        if (n_tokens == 0) vq_cache_recipe_forget_tables(c, l, sl);
+        if (keep < sl->n_enc) {
+            sl->n_enc = keep;
+            const int64_t kp = vq_ceil_div(keep, c->P);
+            for (int64_t i = kp; i < sl->n_pages; i++) vq_cache_pool_release(&c->layers[l], sl->pages[i]);
+            sl->n_pages = kp;
         }
-        sl->n = n_tokens;
+        sl->n = keep;
     }
     return VQ_OK;
 }
@@ -164,6 +195,10 @@ vq_status vq_cache_seq_fork(vq_cache *c, int64_t src_seq_id, int64_t *dst_seq_id
         b->n = a->n;
         b->n_enc = a->n_enc;
         b->n_pages = a->n_pages;
+        b->n_sink = a->n_sink;
+        if (a->sink != NULL) memcpy(b->sink, a->sink, vq_cache_sink_bytes(c));
+        if (a->xf != NULL) memcpy(b->xf, a->xf, vq_cache_xf_bytes(c, l));
+        b->xf_set = a->xf_set;
     }
     q->id = c->next_id++;
     c->n_live++;
@@ -175,5 +210,5 @@ int64_t vq_cache_seq_length(const vq_cache *c, int64_t seq_id, int layer)
 {
     if (c == NULL || layer < 0 || layer >= c->L) return -1;
     const vq_cache_seq *q = vq_cache_find_seq(c, seq_id);
-    return q ? q->layers[layer].n : -1;
+    return q ? q->layers[layer].n_sink + q->layers[layer].n : -1;
 }

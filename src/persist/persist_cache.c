@@ -9,7 +9,10 @@
  * older builds refuse ("format version 2 is newer than this library reads");
  * 3 (LCFG's two reserved words hold keys.wide_channels and
  * values.scale_f16, CONF's the bits of a VQ_WINDOW_TURBO window) is written
- * only where a layer sets one of them or the window is VQ_WINDOW_TURBO.
+ * only where a layer sets one of them or the window is VQ_WINDOW_TURBO;
+ * 4 (CONF gains sink_tokens, LCFG the layer's transforms and their given
+ * tables, SQLY the sink tokens and the sequence's transform tables) only
+ * where the cache has sink tokens or transforms.
  *
  * Sections: CONF (the cache's sizes), one LCFG per layer (the resolved layer
  * config, every table, the page layout), then one SQLY per (sequence, layer)
@@ -20,6 +23,7 @@
  * from seeds, the tables copied from the file and the page layout are all
  * proved to be what the file was written with, and a sequence file loads
  * into an existing cache only if that cache's layers are the file's. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +32,8 @@
 #include "persist/container.h"
 
 static const char CACHE_MAGIC[8] = {'V', 'Q', 'C', 'A', 'C', 'H', 'E', '\0'};
-enum { CACHE_VERSION = 3, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, SQLY_HEAD = 8 + 8 + 8 + 8 };
+enum { CACHE_VERSION = 4, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, CONF4_BYTES = CONF2_BYTES + 8,
+       SQLY_HEAD = 8 + 8 + 8 + 8 };
 #define TAG_CONF VQ_TAG('C', 'O', 'N', 'F')
 #define TAG_LCFG VQ_TAG('L', 'C', 'F', 'G')
 #define TAG_SQLY VQ_TAG('S', 'Q', 'L', 'Y')
@@ -51,6 +56,8 @@ static vq_status to_host(const vq_cache *c, void *dst, const void *src, size_t b
 /* ---- writing ---- */
 
 static uint32_t u32_of(int v) { return (uint32_t)v; }
+
+static uint32_t file_version(const vq_cache *c);
 
 /* The LCFG payload of layer l. */
 static void put_layer(vq_writer *w, const vq_cache *c, int l)
@@ -94,6 +101,15 @@ static void put_layer(vq_writer *w, const vq_cache *c, int l)
         vq_put_u32(w, (uint32_t)st->dtype);
         vq_put_u32(w, u32_of(st->ndim));
     }
+    if (file_version(c) < 4) return;
+    /* version 4: the transforms' switches (bits 0-2) and which tables are
+     * given (bits 8-10), then the given tables, [Hkv * D] f32 each */
+    const size_t n = (size_t)c->Hkv * (size_t)c->D;
+    uint32_t flags = (L->xf.center_keys ? 1u : 0u) | (L->xf.center_values ? 2u : 0u) | (L->xf.smooth ? 4u : 0u);
+    for (int i = 0; i < 3; i++) flags |= L->xf_given[i] ? 256u << i : 0u;
+    vq_put_u32(w, flags);
+    for (int i = 0; i < 3; i++)
+        if (L->xf_given[i]) vq_put_f32s(w, L->xf_tables + (size_t)i * n, n);
 }
 
 /* Stream s of a page as the file holds it, [Hkv][rows][last] (a host pool
@@ -131,7 +147,7 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
         vq_section_begin(w, TAG_SQLY);
         vq_put_i64(w, q->id);
         vq_put_u32(w, (uint32_t)l);
-        vq_put_u32(w, 0);
+        vq_put_u32(w, (uint32_t)sl->n_sink); /* version 4; 0 before */
         vq_put_i64(w, sl->n);
         vq_put_i64(w, sl->n_enc);
         for (int64_t j = 0; j < sl->n_pages; j++)
@@ -154,6 +170,17 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
                                                 rows * row));
             }
         }
+        /* version 4: the sink tokens, keys f16 [Hkv][n_sink][D] then values;
+         * with transforms a u32 "tables set" and the tables, f32 [3][Hkv * D] */
+        for (int half = 0; half < 2 && sl->n_sink > 0; half++)
+            for (int h = 0; h < c->Hkv; h++) {
+                const uint16_t *src = sl->sink + ((size_t)half * (size_t)c->Hkv + (size_t)h) * (size_t)c->S * (size_t)c->D;
+                vq_put_bytes(w, src, (size_t)(sl->n_sink * c->D) * 2);
+            }
+        if (sl->xf != NULL) {
+            vq_put_u32(w, sl->xf_set ? 1u : 0u);
+            if (sl->xf_set) vq_put_f32s(w, sl->xf, 3 * (size_t)c->Hkv * (size_t)c->D);
+        }
         vq_section_end(w);
     }
     return VQ_OK;
@@ -164,6 +191,9 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
  * window, else 2 with an 8-bit window, else 1. */
 static uint32_t file_version(const vq_cache *c)
 {
+    if (c->S > 0) return 4;
+    for (int l = 0; l < c->L; l++)
+        if (c->layers[l].xf_tables != NULL) return 4;
     if (c->window == VQ_WINDOW_TURBO) return 3;
     for (int l = 0; l < c->L; l++)
         if (c->layers[l].cfg.keys.wide_channels != 0 || c->layers[l].cfg.values.scale_f16) return 3;
@@ -184,6 +214,10 @@ static vq_status write_cache(vq_writer *w, const vq_cache *c, const vq_cache_seq
     if (file_version(c) >= 2) {
         vq_put_u32(w, (uint32_t)c->window);
         vq_put_u32(w, (uint32_t)c->window_bits); /* version 3; 0 before */
+    }
+    if (file_version(c) >= 4) {
+        vq_put_u32(w, (uint32_t)c->S);
+        vq_put_u32(w, 0);
     }
     vq_section_end(w);
     for (int l = 0; l < c->L; l++) {
@@ -267,12 +301,19 @@ typedef struct plan_layer {
     const uint8_t *lcfg;
     size_t lcfg_bytes;
     int64_t page_bytes;  /* sum of the streams' */
+    vq_cache_transforms xf;      /* version 4; given tables over xf_data */
+    DLTensor xf_tensors[3];
+    int64_t xf_shape[2];
+    float *xf_data[3];
 } plan_layer;
 
 typedef struct plan_seq_layer {
     int64_t n, n_enc, n_pages;
     const uint8_t *pages;   /* n_pages * page_bytes */
     const uint8_t *window;  /* [2][Hkv][n - n_enc][D] f16 */
+    int64_t n_sink;
+    const uint8_t *sink;    /* [2][Hkv][n_sink][D] f16 */
+    const uint8_t *xf;      /* [3][Hkv * D] f32, or NULL (no transforms or not set) */
 } plan_seq_layer;
 
 typedef struct plan {
@@ -281,6 +322,7 @@ typedef struct plan {
     int n_seqs;
     plan_layer *layers;       /* [L] */
     vq_cache_layer_config *layer_cfgs;  /* [L] for vq_cache_create */
+    vq_cache_transforms *xf;  /* [L] for vq_cache_create (version 4) */
     int64_t *ids;             /* [n_seqs] */
     plan_seq_layer *sl;       /* [n_seqs * L] */
 } plan;
@@ -288,8 +330,9 @@ typedef struct plan {
 static void plan_free(plan *p)
 {
     for (int l = 0; p->layers && l < p->cfg.n_layers; l++)
-        for (int t = 0; t < VQ_CT_COUNT; t++) free(p->layers[l].data[t]);
+        for (int t = 0; t < VQ_CT_COUNT + 3; t++) free(t < VQ_CT_COUNT ? p->layers[l].data[t] : p->layers[l].xf_data[t - VQ_CT_COUNT]);
     free(p->layers);
+    free(p->xf);
     free(p->layer_cfgs);
     free(p->ids);
     free(p->sl);
@@ -301,7 +344,7 @@ static vq_status read_conf(vq_ctx *ctx, vq_container *f, plan *p)
 {
     vq_reader r;
     VQ_FORWARD_IF_ERROR(vq_container_section(ctx, f, TAG_CONF, &r));
-    const size_t want = f->version >= 2 ? CONF2_BYTES : CONF_BYTES;
+    const size_t want = f->version >= 4 ? CONF4_BYTES : f->version >= 2 ? CONF2_BYTES : CONF_BYTES;
     CORRUPT(ctx, r.n != want, "cache section 'CONF' has %zu bytes, version %u has %zu", r.n, (unsigned)f->version,
             want);
     uint32_t u[8], window = VQ_WINDOW_F16, reserved = 0;
@@ -314,6 +357,14 @@ static vq_status read_conf(vq_ctx *ctx, vq_container *f, plan *p)
         vq_get_u32(&r, &window);
         vq_get_u32(&r, &reserved);
     }
+    uint32_t sinks = 0, reserved4 = 0;
+    if (f->version >= 4) {
+        vq_get_u32(&r, &sinks);
+        vq_get_u32(&r, &reserved4);
+    }
+    CORRUPT(ctx, sinks > VQ_CACHE_MAX_SINK_TOKENS || reserved4 != 0,
+            "cache CONF: sink_tokens %u (0..%d) or its reserved word %u out of range", (unsigned)sinks,
+            VQ_CACHE_MAX_SINK_TOKENS, (unsigned)reserved4);
     const bool turbo = window == VQ_WINDOW_TURBO && f->version >= 3;
     CORRUPT(ctx, window > (f->version >= 3 ? VQ_WINDOW_TURBO : VQ_WINDOW_TURBO8) ||
                      (turbo ? reserved < 1 || reserved > 8 : reserved != 0),
@@ -339,7 +390,8 @@ static vq_status read_conf(vq_ctx *ctx, vq_container *f, plan *p)
     p->cfg = (vq_cache_config){.n_layers = (int)u[0], .n_kv_heads = (int)u[1], .n_q_heads = (int)u[2],
                                .head_dim = (int)u[3], .page_size = (int)u[4], .capacity_pages = cap,
                                .grow_pages = grow, .max_sequences = (int)u[5], .residual_tokens = (int)u[6],
-                               .window = (vq_cache_window)window, .window_bits = (int)reserved};
+                               .window = (vq_cache_window)window, .window_bits = (int)reserved,
+                               .sink_tokens = (int)sinks};
     p->n_seqs = (int)u[7];
     return VQ_OK;
 }
@@ -425,6 +477,28 @@ static vq_status read_layer(vq_ctx *ctx, vq_container *f, plan *p, int l)
                 (unsigned)s, (long long)pb);
         pl->page_bytes += pb;
     }
+    if (f->version >= 4) {
+        uint32_t flags;
+        CORRUPT(ctx, !vq_get_u32(&r, &flags), "cache layer %d: section 'LCFG' ends before its transforms", l);
+        CORRUPT(ctx, (flags & ~0x707u) != 0 || ((flags >> 8) & ~flags & 7u) != 0,
+                "cache layer %d: transform flags 0x%x out of range (a given table of a transform that is off)", l,
+                (unsigned)flags);
+        const int64_t n = (int64_t)p->cfg.n_kv_heads * p->cfg.head_dim;
+        pl->xf = (vq_cache_transforms){(flags & 1u) != 0, (flags & 2u) != 0, (flags & 4u) != 0, NULL, NULL, NULL};
+        pl->xf_shape[0] = p->cfg.n_kv_heads, pl->xf_shape[1] = p->cfg.head_dim;
+        const DLTensor **dst[3] = {&pl->xf.key_mean, &pl->xf.value_mean, &pl->xf.key_scale};
+        for (int i = 0; i < 3; i++) {
+            if (!(flags & (256u << i))) continue;
+            CORRUPT(ctx, (uint64_t)n > vq_reader_left(&r) / 4, "cache layer %d: given transform table %d runs past "
+                    "its section", l, i);
+            pl->xf_data[i] = malloc((size_t)n * sizeof(float));
+            VQ_RETURN_IF(ctx, pl->xf_data[i] == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate a transform table");
+            vq_get_f32s(&r, pl->xf_data[i], (size_t)n);
+            pl->xf_tensors[i] = (DLTensor){.data = pl->xf_data[i], .device = {kDLCPU, 0}, .ndim = 2,
+                                           .dtype = {kDLFloat, 32, 1}, .shape = pl->xf_shape};
+            *dst[i] = &pl->xf_tensors[i];
+        }
+    }
     return vq_section_done(ctx, f, &r, "LCFG");
 }
 
@@ -439,8 +513,12 @@ static vq_status read_seq_layer(vq_ctx *ctx, vq_container *f, plan *p, int i, in
     const bool ok = vq_get_i64(&r, &id) && vq_get_u32(&r, &layer) && vq_get_u32(&r, &reserved) &&
                     vq_get_i64(&r, &q->n) && vq_get_i64(&r, &q->n_enc);
     CORRUPT(ctx, !ok, "cache sequence %d layer %d: section 'SQLY' of %zu bytes is too short", i, l, r.n);
-    CORRUPT(ctx, layer != (uint32_t)l || reserved != 0, "cache sequence %d: section for layer %d says layer %u", i, l,
-            (unsigned)layer);
+    CORRUPT(ctx, layer != (uint32_t)l, "cache sequence %d: section for layer %d says layer %u", i, l, (unsigned)layer);
+    /* the word after the layer: 0 before version 4, then the sink tokens held */
+    CORRUPT(ctx, reserved > (uint32_t)p->cfg.sink_tokens || (q->n > 0 && reserved != (uint32_t)p->cfg.sink_tokens),
+            "cache sequence %d layer %d: %u sink tokens with %lld tokens after them (the cache keeps %d)", i, l,
+            (unsigned)reserved, (long long)q->n, p->cfg.sink_tokens);
+    q->n_sink = reserved;
     if (l == 0) p->ids[i] = id;
     CORRUPT(ctx, id != p->ids[i] || id < 0 || id >= p->next_id,
             "cache sequence %d layer %d: id %lld (layer 0 says %lld, next id %lld)", i, l, (long long)id,
@@ -459,12 +537,42 @@ static vq_status read_seq_layer(vq_ctx *ctx, vq_container *f, plan *p, int i, in
     const uint64_t page_total = (uint64_t)q->n_pages * (uint64_t)pl->page_bytes;
     const uint64_t token = (uint64_t)vq_cache_window_token_bytes(p->cfg.window, p->cfg.window_bits, p->cfg.head_dim);
     const uint64_t window = (uint64_t)p->cfg.n_kv_heads * (uint64_t)(q->n - q->n_enc) * token;
-    CORRUPT(ctx, page_total + window != left,
-            "cache sequence %lld layer %d: %lld pages and %lld window tokens take %llu bytes, the section has %llu",
-            (long long)id, l, (long long)q->n_pages, (long long)(q->n - q->n_enc),
-            (unsigned long long)(page_total + window), (unsigned long long)left);
+    const uint64_t kvd = (uint64_t)p->cfg.n_kv_heads * (uint64_t)p->cfg.head_dim;
+    const uint64_t sink = 2 * kvd * (uint64_t)q->n_sink * 2;
+    const bool xf = pl->xf.center_keys || pl->xf.center_values || pl->xf.smooth;
+    /* with transforms: a u32 "tables set", 1 whenever the sequence holds a token */
+    uint64_t tables = 0;
+    if (xf) {
+        CORRUPT(ctx, left < page_total + window + sink + 4, "cache sequence %lld layer %d: the section ends before "
+                "its transform tables", (long long)id, l);
+        tables = left - page_total - window - sink == 4 ? 4 : 4 + 3 * kvd * 4;
+    }
+    CORRUPT(ctx, page_total + window + sink + tables != left,
+            "cache sequence %lld layer %d: %lld pages, %lld window tokens and %lld sink tokens take %llu bytes, the "
+            "section has %llu",
+            (long long)id, l, (long long)q->n_pages, (long long)(q->n - q->n_enc), (long long)q->n_sink,
+            (unsigned long long)(page_total + window + sink + tables), (unsigned long long)left);
     vq_get_bytes(&r, (size_t)page_total, &q->pages);
     vq_get_bytes(&r, (size_t)window, &q->window);
+    vq_get_bytes(&r, (size_t)sink, &q->sink);
+    q->xf = NULL;
+    if (xf) {
+        uint32_t set;
+        vq_get_u32(&r, &set);
+        CORRUPT(ctx, set != (tables > 4 ? 1u : 0u) || (set == 0 && q->n_sink + q->n > 0),
+                "cache sequence %lld layer %d: transform tables set %u with %lld tokens", (long long)id, l,
+                (unsigned)set, (long long)(q->n_sink + q->n));
+        if (set) {
+            vq_get_bytes(&r, (size_t)(3 * kvd * 4), &q->xf);
+            for (uint64_t j = 0; j < 3 * kvd; j++) {
+                float x;
+                memcpy(&x, q->xf + 4 * j, 4);
+                CORRUPT(ctx, j < 2 * kvd ? !isfinite(x) : !(x >= 0x1p-24f && x <= 0x1p24f),
+                        "cache sequence %lld layer %d: transform table %d element %llu is %g", (long long)id, l,
+                        (int)(j / kvd), (unsigned long long)(j % kvd), (double)x);
+            }
+        }
+    }
     return vq_section_done(ctx, f, &r, "SQLY");
 }
 
@@ -481,10 +589,14 @@ static vq_status read_plan(vq_ctx *ctx, const void *buf, size_t size, plan *p)
     p->sl = calloc((size_t)p->n_seqs * (size_t)L + 1, sizeof *p->sl);
     VQ_RETURN_IF(ctx, !p->layers || !p->layer_cfgs || !p->ids || !p->sl, VQ_ERR_OUT_OF_MEMORY,
                  "cannot allocate the plan of a cache of %d layers", L);
+    p->xf = calloc((size_t)L, sizeof *p->xf);
+    VQ_RETURN_IF(ctx, p->xf == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the plan of a cache of %d layers", L);
     for (int l = 0; l < L; l++) {
         VQ_FORWARD_IF_ERROR(read_layer(ctx, &f, p, l));
         p->layer_cfgs[l] = p->layers[l].cfg;
+        p->xf[l] = p->layers[l].xf;
     }
+    p->cfg.transforms = p->xf;
     for (int i = 0; i < p->n_seqs; i++)
         for (int l = 0; l < L; l++) VQ_FORWARD_IF_ERROR(read_seq_layer(ctx, &f, p, i, l));
     return vq_container_close(ctx, &f);
@@ -522,12 +634,12 @@ static vq_status check_against(vq_cache *c, const plan *p)
     vq_ctx *ctx = c->ctx;
     CORRUPT(ctx, c->L != p->cfg.n_layers || c->Hkv != p->cfg.n_kv_heads || c->Hq != p->cfg.n_q_heads ||
                      c->D != p->cfg.head_dim || c->P != p->cfg.page_size || c->R != p->cfg.residual_tokens ||
-                     c->window != p->cfg.window || c->window_bits != p->cfg.window_bits,
-            "the file's cache [L %d, Hkv %d, Hq %d, D %d, P %d, R %d, window %d/%d bits] is not this cache's "
-            "[%d, %d, %d, %d, %lld, %d, %d/%d]",
+                     c->window != p->cfg.window || c->window_bits != p->cfg.window_bits || c->S != p->cfg.sink_tokens,
+            "the file's cache [L %d, Hkv %d, Hq %d, D %d, P %d, R %d, window %d/%d bits, %d sinks] is not this "
+            "cache's [%d, %d, %d, %d, %lld, %d, %d/%d, %d]",
             p->cfg.n_layers, p->cfg.n_kv_heads, p->cfg.n_q_heads, p->cfg.head_dim, p->cfg.page_size,
-            p->cfg.residual_tokens, (int)p->cfg.window, p->cfg.window_bits, c->L, c->Hkv, c->Hq, c->D,
-            (long long)c->P, c->R, (int)c->window, c->window_bits);
+            p->cfg.residual_tokens, (int)p->cfg.window, p->cfg.window_bits, p->cfg.sink_tokens, c->L, c->Hkv, c->Hq,
+            c->D, (long long)c->P, c->R, (int)c->window, c->window_bits, c->S);
     for (int l = 0; l < c->L; l++) {
         vq_writer w;
         vq_writer_init(&w, NULL, 0);
@@ -606,6 +718,16 @@ static vq_status fill_seq(vq_cache *c, const plan *p, int i, vq_cache_seq *q)
         }
         sl->n = ps->n;
         sl->n_enc = ps->n_enc;
+        for (int half = 0; half < 2 && ps->n_sink > 0; half++)
+            for (int h = 0; h < c->Hkv; h++)
+                memcpy(sl->sink + ((size_t)half * (size_t)c->Hkv + (size_t)h) * (size_t)c->S * (size_t)c->D,
+                       ps->sink + ((size_t)half * (size_t)c->Hkv + (size_t)h) * (size_t)ps->n_sink * (size_t)c->D * 2,
+                       (size_t)ps->n_sink * (size_t)c->D * 2);
+        sl->n_sink = ps->n_sink;
+        if (ps->xf != NULL && sl->xf != NULL) {
+            memcpy(sl->xf, ps->xf, vq_cache_xf_bytes(c, l));
+            sl->xf_set = true;
+        }
     }
     return VQ_OK;
 }
@@ -634,7 +756,8 @@ static vq_status check_footprint(vq_ctx *ctx, const plan *p, size_t size)
                            why);
         }
         const uint64_t window = (uint64_t)vq_cache_window_bytes(&dry, &L);
-        bytes += (uint64_t)L.page_bytes * (uint64_t)p->cfg.capacity_pages + window * (uint64_t)p->n_seqs;
+        const uint64_t sinks = 4 * (uint64_t)p->cfg.n_kv_heads * (uint64_t)p->cfg.sink_tokens * (uint64_t)p->cfg.head_dim;
+        bytes += (uint64_t)L.page_bytes * (uint64_t)p->cfg.capacity_pages + (window + sinks) * (uint64_t)p->n_seqs;
         CORRUPT(ctx, bytes > CACHE_MAX_WINDOW_SLACK + 4ull * size,
                 "the file's cache would allocate more than %llu bytes of pages and windows for %zu bytes of data",
                 (unsigned long long)bytes, size);

@@ -60,14 +60,17 @@ static void npy_seed(const char *dir, int idx, int elem, int ndim, const int64_t
 }
 
 /* A cache of layers lc[0..L) with sequences of the given lengths, saved
- * (window storage: f16, or window_bits > 0: VQ_WINDOW_TURBO of that many). */
+ * (window storage: f16, or window_bits > 0: VQ_WINDOW_TURBO of that many;
+ * sinks sink tokens and transforms xf[L] or NULL, smooth with given scales). */
 static void cache_seed(vq_ctx *ctx, const char *dir, int idx, int L, int hkv, int hq, int d, int page, int res,
-                       const vq_cache_layer_config *lc, int n_seqs, const int *lens, int window_bits)
+                       const vq_cache_layer_config *lc, int n_seqs, const int *lens, int window_bits, int sinks,
+                       const vq_cache_transforms *xf)
 {
     const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = hkv, .n_q_heads = hq, .head_dim = d,
                                  .page_size = page, .capacity_pages = 4, .grow_pages = 1, .max_sequences = 4,
                                  .residual_tokens = res, .layers = lc,
-                                 .window = window_bits ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = window_bits};
+                                 .window = window_bits ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = window_bits,
+                                 .sink_tokens = sinks, .transforms = xf};
     vq_cache *c;
     if (vq_cache_create(ctx, &cfg, &c) != VQ_OK) die(ctx, "cache create");
     vq_rng rng;
@@ -106,7 +109,7 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
         for (int l = 0; l < 2; l++)
             if (vq_cache_preset_layer_config(presets[i], 16, &lc[l]) != VQ_OK) die(NULL, presets[i]);
         const int lens[2] = {3 + i, 40};
-        cache_seed(ctx, dir, i, i % 2 + 1, 1, 2, 16, 32, i % 3 == 0 ? 0 : 4, lc, 2, lens, 0);
+        cache_seed(ctx, dir, i, i % 2 + 1, 1, 2, 16, 32, i % 3 == 0 ? 0 : 4, lc, 2, lens, 0, 0, NULL);
     }
     /* tables in the file: VECINFER (2 subspaces of 4) and CommVQ (one stage of 4, RoPE of 64 positions) */
     float pq[2 * 4 * 4], smooth[8], cv[1 * 4 * 8], cs[64 * 4], sn[64 * 4];
@@ -125,13 +128,27 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
     lc[1] = (vq_cache_layer_config){{.method = VQ_KEY_COMMVQ, .codebook = &tcv, .cos_freqs = &tcs, .sin_freqs = &tsn},
                                     {.method = VQ_VALUE_TURBO, .bits = 2}};
     const int lens[2] = {5, 33};
-    cache_seed(ctx, dir, 7, 2, 1, 1, 8, 32, 2, lc, 2, lens, 0);
+    cache_seed(ctx, dir, 7, 2, 1, 1, 8, 32, 2, lc, 2, lens, 0, 0, NULL);
     /* version 3: KIVI_MIX keys with 6 of 16 wide channels, f16 TurboQuant value scales, a 3-bit window */
     lc[0] = (vq_cache_layer_config){{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 8,
                                      .wide_channels = 6},
                                     {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}};
     const int lens8[2] = {7, 37};
-    cache_seed(ctx, dir, 8, 1, 1, 2, 16, 32, 4, lc, 2, lens8, 3);
+    cache_seed(ctx, dir, 8, 1, 1, 2, 16, 32, 4, lc, 2, lens8, 3, 0, NULL);
+    /* version 4: 3 sink tokens (one sequence inside them), fitted means in
+     * layer 0, a given key mean and key scales in layer 1 */
+    for (int l = 0; l < 2; l++)
+        if (vq_cache_preset_layer_config("kivi2", 16, &lc[l]) != VQ_OK) die(NULL, "kivi2");
+    float mean[16], scale[16];
+    for (int i = 0; i < 16; i++) mean[i] = 0.125f * (float)i, scale[i] = 0.5f + 0.0625f * (float)i;
+    int64_t table_shape[2] = {1, 16};
+    DLTensor tmean = {.data = mean, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = table_shape};
+    DLTensor tscale = tmean;
+    tscale.data = scale;
+    const vq_cache_transforms xf[2] = {{.center_keys = true, .center_values = true},
+                                       {.center_keys = true, .smooth = true, .key_mean = &tmean, .key_scale = &tscale}};
+    const int lens9[2] = {2, 41};
+    cache_seed(ctx, dir, 9, 2, 1, 2, 16, 32, 4, lc, 2, lens9, 0, 3, xf);
 }
 
 /* A version 2.0 / 3.0 header, as NumPy writes for large headers. */

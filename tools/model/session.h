@@ -26,11 +26,6 @@ struct vqm_session {
     /* VQM_ATTN_CACHE */
     vq_cache *cache;
     int64_t seq;
-    float *mu_k, *mu_v;   /* center: [L, Hkv*D] means, valid where mu_set[l] */
-    float *sk;            /* smooth: [L, Hkv*D] key channel scales (1 without smooth) */
-    uint16_t *sink_k, *sink_v; /* sink: [L, sink, Hkv*D] f16 (transformed like the cache's tokens) */
-    float *lse;           /* sink: [Hq, B] log-sum-exp of the cache rows */
-    bool *mu_set;
     /* the attention back end, set by its init */
     vq_status (*attn_step)(vqm_session *s, int layer, int64_t T, char *err);
     vq_status (*attn_reset)(vqm_session *s, char *err); /* NULL: nothing to forget */

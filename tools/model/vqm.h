@@ -282,7 +282,8 @@ typedef struct vqm_session_config {
      * softmax(q.(k - mk)) = softmax(q.k) (q.mk is the same for every key of
      * a query) and sum_i p_i (v_i - mv) + mv = sum_i p_i v_i (the p_i sum to
      * 1); but the quantizers then see only what varies between tokens, not a
-     * shared offset that dominates the norm (the "key bias"). */
+     * shared offset that dominates the norm (the "key bias"). The cache's
+     * vq_cache_transforms (center_keys, center_values) on every layer. */
     bool center;
     /* With center: keep the values raw, centering the keys only. The value
      * mean is dominated by a few tokens of large norm, so subtracting it
@@ -296,14 +297,14 @@ typedef struct vqm_session_config {
      * s_j = sqrt(rms q_j / rms k_j) from the first chunk (geometric mean 1,
      * within [1/8, 8]), so that the key quantizers' error, which follows the
      * key's norm, falls less on the channels where queries are large
-     * (SmoothQuant's balance for the "outlier channels"). */
+     * (SmoothQuant's balance for the "outlier channels"). The cache's
+     * vq_cache_transforms.smooth on every layer. */
     bool smooth;
     /* VQM_ATTN_CACHE: the sequence's first `sink` tokens (the attention
      * sink: every head puts much of its weight there, so an error in their
-     * scores moves every other weight) are kept by the runtime in f16 and
-     * never enter the cache; attention over them is merged exactly with the
-     * cache's through its log-sum-exp. 0 = off. Counted in
-     * vqm_session_memory. */
+     * scores moves every other weight) are kept in f16 outside the pages
+     * (vq_cache_config.sink_tokens); attention over them is merged exactly
+     * with the rest through the log-sum-exp. 0 = off. */
     int sink;
     /* VQM_ATTN_CACHE: the CPU arithmetic of KIVI pages (vq_cache_attend_opts;
      * 0 = AUTO, the integer kernels where the layout allows). */
@@ -322,9 +323,8 @@ vq_status vqm_session_reset(vqm_session *s, char *err);
 int64_t vqm_session_length(const vqm_session *s);
 /* The vq_cache (NULL for VQM_ATTN_F32). */
 vq_cache *vqm_session_cache(const vqm_session *s);
-/* vq_cache_memory of the session's cache with the sink tokens added (as
- * residual bytes and tokens; bits per element recomputed). VQM_ATTN_F32:
- * VQ_ERR_INVALID_ARGUMENT. */
+/* vq_cache_memory of the session's cache (the sink tokens are residual
+ * bytes there). VQM_ATTN_F32: VQ_ERR_INVALID_ARGUMENT. */
 vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, char *err);
 
 /* Speed measurements only: appends n tokens of N(0,1) keys and values
