@@ -1086,6 +1086,29 @@ VQ_API vq_status vq_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const 
  * max_sequences x the first chunk's pages, int32). A decode loop at steady
  * state allocates nothing. vq_cache_seq_add allocates the
  * sequence's residual windows; vq_cache_seq_fork also copies them.
+ *
+ * Sliding windows (vq_cache_config.sliding_windows). A layer with window W
+ * masks, for a query at position p, every token older than p - W + 1; for a
+ * sequence of n tokens a decode query (Sq = 1) sees tokens [n - W, n), a
+ * causal prefill's query i (of Sq) tokens [n - Sq + i + 1 - W, n - Sq + i +
+ * 1), and every row of a non-causal attend [n - W, n). The mask cuts through
+ * pages and the residual window alike (W need not be a multiple of anything;
+ * W < R masks tokens still in the residual window). Eviction: an append of
+ * m tokens to a sequence of n0 returns to the pool every page whose tokens
+ * are all encoded and older than n0 + 1 - W, the window of the first
+ * appended token, so the attend that follows it (Sq <= m causal rows) sees
+ * everything it needs, and so does any later call. The layer then holds
+ * tokens from a page boundary at most P - 1 tokens below the window on; a
+ * prefill of m tokens holds all of them until the next append. An attend
+ * that would need an evicted token (causal rows older than the last append's
+ * first token, or Sq > 1 without causal after it) is refused with
+ * VQ_ERR_INVALID_ARGUMENT, and vq_cache_seq_truncate refuses a rollback
+ * below the window of the next token (VQ_ERR_UNSUPPORTED). A query's output
+ * does not depend on when pages were evicted: the pages that remain hold the
+ * bytes they were written with. vq_cache_seq_length still counts every
+ * token of the sequence (positions go on); vq_cache_memory counts only the
+ * tokens the layer holds. Attention sinks, where the cache keeps them, stay
+ * visible to every query however old they are.
  * ========================================================================= */
 
 /* How keys are stored. */
@@ -1245,6 +1268,19 @@ typedef struct vq_cache_config {
      * VQ_ERR_INVALID_ARGUMENT; either on a CUDA ctx -> VQ_ERR_UNSUPPORTED. */
     vq_cache_window window;
     int window_bits;          /* VQ_WINDOW_TURBO: code bits 1..8; ignored (0) otherwise */
+    /* Sliding-window attention per layer (local layers, e.g. five of every
+     * six of Gemma 3): sliding_windows[n_layers], W = sliding_windows[l] in
+     * 0..2^30, 0 = full attention; NULL = every layer full. Copied at
+     * create. In a layer with W > 0 a query at position p attends only the
+     * tokens at positions p - W + 1 .. p of its sequence (the newest W, itself
+     * included), and the pages whose tokens are all older than that go back
+     * to the pool, so the layer holds at most about W + page_size + R tokens
+     * of a sequence whatever its length (see "Sliding windows" above).
+     * Errors at create: a W < 0 or > 2^30 -> VQ_ERR_INVALID_ARGUMENT naming
+     * the entry ("cfg->sliding_windows[3]"); any W > 0 on a CUDA ctx ->
+     * VQ_ERR_UNSUPPORTED (the CUDA kernels have no lower bound on the tokens
+     * a query sees, and a window starts inside a page). */
+    const int *sliding_windows;
 } vq_cache_config;
 
 /* The cache (opaque). */
@@ -1311,6 +1347,11 @@ VQ_API void vq_cache_free(vq_cache *cache);
 /* The ctx a cache was created with. */
 VQ_API vq_ctx *vq_cache_ctx(const vq_cache *cache);
 
+/* The sliding window of `layer` (vq_cache_config.sliding_windows; 0 = full
+ * attention) into *out. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out
+ * of range); *out is unchanged on failure. */
+VQ_API vq_status vq_cache_get_sliding_window(const vq_cache *cache, int layer, int *out);
+
 /* The resolved method of `layer` (f16_layers and defaults applied; table
  * pointers NULL). Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of
  * range). */
@@ -1319,8 +1360,9 @@ VQ_API vq_status vq_cache_get_layer_config(const vq_cache *cache, int layer, vq_
 /* The cache's sizes as resolved at create or load: n_layers, n_kv_heads,
  * n_q_heads, head_dim, page_size, capacity_pages (pages per layer now, after
  * any growth), grow_pages, max_sequences, residual_tokens, window. The methods are
- * per layer (vq_cache_get_layer_config): preset, layers, f16_layers and
- * calibration are NULL / 0. This is how a caller learns the shape of a
+ * per layer (vq_cache_get_layer_config), and so are the sliding windows
+ * (vq_cache_get_sliding_window): preset, layers, f16_layers, calibration
+ * and sliding_windows are NULL / 0. This is how a caller learns the shape of a
  * cache it loaded from a file. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs);
  * *out is unchanged on failure. */
 VQ_API vq_status vq_cache_get_config(const vq_cache *cache, vq_cache_config *out);
@@ -1352,6 +1394,11 @@ VQ_API vq_status vq_cache_seq_remove(vq_cache *cache, int64_t seq_id);
  * to g) where the other cache would hold some in f16, until the window
  * passes them; and a KIVI layer cut inside an encoded group (its other f16
  * tokens are gone) is refused with VQ_ERR_UNSUPPORTED, changing nothing.
+ * A sliding-window layer (W > 0) that evicted tokens at or above
+ * n_tokens + 1 - W (the window of the next token to come) is refused too,
+ * VQ_ERR_UNSUPPORTED; a rollback to at or after the first token of the last
+ * append always passes. Its attention outputs then equal the other cache's
+ * (the cache that never saw the cut tokens may have evicted fewer pages).
  * Errors: VQ_ERR_INVALID_ARGUMENT (unknown id, n_tokens < 0),
  * VQ_ERR_UNSUPPORTED (as above). */
 VQ_API vq_status vq_cache_seq_truncate(vq_cache *cache, int64_t seq_id, int64_t n_tokens);
@@ -1429,7 +1476,8 @@ typedef struct vq_cache_attend_opts {
  * skeleton, so one call covers every sequence of the batch.
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer, unknown id, shapes, dtypes,
  * devices, an output whose elements overlap or that overlaps q, scale not
- * finite or < 0),
+ * finite or < 0, rows of a sliding-window layer that would see tokens it
+ * evicted: section head),
  * VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED (misaligned data or a
  * last axis that is not contiguous; on a CUDA ctx also what its kernels do
  * not run yet, named in the message: RaBitQ Hamming scoring, a sequence with
@@ -1461,7 +1509,8 @@ typedef struct vq_cache_memory_report {
     int64_t slack_bytes;     /* everything else allocated: free pages, unfilled page tails, unused
                                 residual capacity, page tables */
     int64_t total_bytes;     /* the sum of the five above */
-    int64_t tokens;          /* sum over sequences and layers of cached tokens */
+    int64_t tokens;          /* sum over sequences and layers of cached tokens (a sliding-window layer
+                                counts the tokens it holds, not those it evicted) */
     int64_t sequences;       /* live sequences */
     double bits_per_element; /* (code + param + residual) * 8 / (tokens * Hkv * D * 2); 0 with no token */
     double key_bits_per_element, value_bits_per_element; /* the same for keys and values alone */

@@ -54,6 +54,10 @@ static vq_status check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
     VQ_RETURN_IF(ctx, cfg->window == VQ_WINDOW_TURBO && (cfg->window_bits < 1 || cfg->window_bits > 8),
                  VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->window_bits': VQ_WINDOW_TURBO takes 1..8, got %d",
                  cfg->window_bits);
+    for (int l = 0; cfg->sliding_windows && l < cfg->n_layers; l++)
+        VQ_RETURN_IF(ctx, cfg->sliding_windows[l] < 0 || cfg->sliding_windows[l] > (1 << 30), VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->sliding_windows[%d]': expected 0 (full attention) .. 2^30 tokens, got %d", l,
+                     cfg->sliding_windows[l]);
     for (int i = 0; i < cfg->n_f16_layers; i++)
         VQ_RETURN_IF(ctx, cfg->f16_layers[i] < 0 || cfg->f16_layers[i] >= cfg->n_layers, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->f16_layers[%d]': layer %d outside [0, %d)", i, cfg->f16_layers[i],
@@ -169,6 +173,13 @@ static vq_status build(vq_cache *c, const vq_cache_config *cfg)
         vq_cache_layer *L = &c->layers[l];
         VQ_FORWARD_IF_ERROR(vq_cache_layout_layer(c, &user, name, L));
         if (c->cuda) VQ_FORWARD_IF_ERROR(check_cuda_layer(ctx, L, l));
+        L->sliding = cfg->sliding_windows ? cfg->sliding_windows[l] : 0;
+        /* the CUDA kernels see every token of the pages they are given: no
+         * lower bound inside a page, where a window starts */
+        VQ_RETURN_IF(ctx, c->cuda && L->sliding > 0, VQ_ERR_UNSUPPORTED,
+                     "argument 'cfg->sliding_windows[%d]': %lld, sliding windows are CPU only (the CUDA attention "
+                     "has no lower bound on the tokens a query sees)",
+                     l, (long long)L->sliding);
     }
     for (int l = 0; l < c->L; l++) {
         vq_cache_layer_config user;
@@ -278,13 +289,29 @@ vq_status vq_cache_get_config(const vq_cache *c, vq_cache_config *out)
     return VQ_OK;
 }
 
+/* The arguments of a per-layer getter: out not NULL, layer in range. */
+static vq_status check_layer_arg(const vq_cache *c, int layer, const void *out)
+{
+    VQ_RETURN_IF(c->ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    VQ_RETURN_IF(c->ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'layer': %d outside [0, %d)", layer, c->L);
+    return VQ_OK;
+}
+
+vq_status vq_cache_get_sliding_window(const vq_cache *c, int layer, int *out)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    VQ_ENTER(c->ctx);
+    VQ_FORWARD_IF_ERROR(check_layer_arg(c, layer, out));
+    *out = (int)c->layers[layer].sliding;
+    return VQ_OK;
+}
+
 vq_status vq_cache_get_layer_config(const vq_cache *c, int layer, vq_cache_layer_config *out)
 {
     if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
     VQ_ENTER(c->ctx);
-    VQ_RETURN_IF(c->ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    VQ_RETURN_IF(c->ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT,
-                 "argument 'layer': %d outside [0, %d)", layer, c->L);
+    VQ_FORWARD_IF_ERROR(check_layer_arg(c, layer, out));
     *out = c->layers[layer].cfg;
     return VQ_OK;
 }

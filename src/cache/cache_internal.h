@@ -127,6 +127,7 @@ typedef struct vq_cache_layer {
      * tensor), else [N][Hkv][rows][last] (device pools: cache_cuda.c gathers
      * whole pages). Streams shared by the heads are [N][rows] either way. */
     bool head_major;
+    int64_t sliding;            /* sliding window W in tokens, 0 = full attention (veloxquant.h) */
     vq_cache_table tables[VQ_CT_COUNT];  /* host == NULL: not used by this layer */
     /* pool */
     vq_cache_chunk *chunks;
@@ -141,7 +142,9 @@ typedef struct vq_cache_layer {
 typedef struct vq_cache_seq_layer {
     int64_t n;          /* tokens */
     int64_t n_enc;      /* tokens in pages, a multiple of g; n - n_enc <= res_cap */
-    int64_t n_pages;    /* ceil(n_enc / P) entries of pages[] in use */
+    int64_t p0;         /* pages evicted by the sliding window: tokens [0, p0 * P) are gone, and
+                           pages[i] holds the sequence's page p0 + i (tokens from (p0 + i) * P) */
+    int64_t n_pages;    /* ceil(n_enc / P) - p0 entries of pages[] in use */
     int64_t cap_pages;  /* entries allocated */
     int32_t *pages;     /* page table */
     void *res;          /* the window streams, Hkv * res_cap * win_token_bytes; NULL when res_cap == 0 */
@@ -280,6 +283,12 @@ vq_status vq_cache_window_decode(vq_cache *c, const vq_cache_layer *L, const uns
                                  uint16_t *ek, uint16_t *ev, unsigned char *scratch);
 
 /* ---- cache_seq.c ---- */
+
+/* Sliding window of layer L: returns to the pool every page of sl whose
+ * tokens are all encoded and below token `below` (no-op without a window). */
+void vq_cache_evict(vq_cache *c, vq_cache_layer *L, vq_cache_seq_layer *sl, int64_t below);
+/* The first token a sliding-window layer has not evicted (p0 * P). */
+static inline int64_t vq_cache_first_token(const vq_cache *c, const vq_cache_seq_layer *sl) { return sl->p0 * c->P; }
 
 vq_cache_seq *vq_cache_find_seq(const vq_cache *c, int64_t id);
 /* n_enc for n tokens of layer l before truncation: max(0, floor((n - R) / g) * g). */

@@ -9,7 +9,9 @@
  * older builds refuse ("format version 2 is newer than this library reads");
  * 3 (LCFG's two reserved words hold keys.wide_channels and
  * values.scale_f16, CONF's the bits of a VQ_WINDOW_TURBO window) is written
- * only where a layer sets one of them or the window is VQ_WINDOW_TURBO.
+ * only where a layer sets one of them or the window is VQ_WINDOW_TURBO;
+ * 4 (LCFG ends with the layer's sliding window, SQLY's counters with the
+ * pages the window evicted) only where a layer has a sliding window.
  *
  * Sections: CONF (the cache's sizes), one LCFG per layer (the resolved layer
  * config, every table, the page layout), then one SQLY per (sequence, layer)
@@ -33,7 +35,7 @@
 #endif
 
 static const char CACHE_MAGIC[8] = {'V', 'Q', 'C', 'A', 'C', 'H', 'E', '\0'};
-enum { CACHE_VERSION = 3, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, SQLY_HEAD = 8 + 8 + 8 + 8 };
+enum { CACHE_VERSION = 4, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, SQLY_HEAD = 8 + 8 + 8 + 8 };
 #define TAG_CONF VQ_TAG('C', 'O', 'N', 'F')
 #define TAG_LCFG VQ_TAG('L', 'C', 'F', 'G')
 #define TAG_SQLY VQ_TAG('S', 'Q', 'L', 'Y')
@@ -63,6 +65,8 @@ static vq_status to_host(const vq_cache *c, void *dst, const void *src, size_t b
 /* ---- writing ---- */
 
 static uint32_t u32_of(int v) { return (uint32_t)v; }
+
+static uint32_t file_version(const vq_cache *c);
 
 /* The LCFG payload of layer l. */
 static void put_layer(vq_writer *w, const vq_cache *c, int l)
@@ -106,6 +110,10 @@ static void put_layer(vq_writer *w, const vq_cache *c, int l)
         vq_put_u32(w, (uint32_t)st->dtype);
         vq_put_u32(w, u32_of(st->ndim));
     }
+    if (file_version(c) >= 4) {
+        vq_put_u32(w, (uint32_t)L->sliding);
+        vq_put_u32(w, 0);
+    }
 }
 
 /* Stream s of a page as the file holds it, [Hkv][rows][last] (a host pool
@@ -146,6 +154,7 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
         vq_put_u32(w, 0);
         vq_put_i64(w, sl->n);
         vq_put_i64(w, sl->n_enc);
+        if (file_version(c) >= 4) vq_put_i64(w, sl->p0);
         for (int64_t j = 0; j < sl->n_pages; j++)
             for (int s = 0; s < L->n_streams; s++) {
                 const size_t n = (size_t)L->streams[s].page_bytes;
@@ -171,11 +180,14 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
     return VQ_OK;
 }
 
-/* The oldest version that holds the cache: 3 where a layer has KIVI_MIX
+/* The oldest version that holds the cache: 4 where a layer has a sliding
+ * window; 3 where a layer has KIVI_MIX
  * wide_channels or f16 TurboQuant value scales, or with a VQ_WINDOW_TURBO
  * window, else 2 with an 8-bit window, else 1. */
 static uint32_t file_version(const vq_cache *c)
 {
+    for (int l = 0; l < c->L; l++)
+        if (c->layers[l].sliding > 0) return 4;
     if (c->window == VQ_WINDOW_TURBO) return 3;
     for (int l = 0; l < c->L; l++)
         if (c->layers[l].cfg.keys.wide_channels != 0 || c->layers[l].cfg.values.scale_f16) return 3;
@@ -279,10 +291,11 @@ typedef struct plan_layer {
     const uint8_t *lcfg;
     size_t lcfg_bytes;
     int64_t page_bytes;  /* sum of the streams' */
+    int sliding;         /* sliding window (version 4; 0 before) */
 } plan_layer;
 
 typedef struct plan_seq_layer {
-    int64_t n, n_enc, n_pages;
+    int64_t n, n_enc, p0, n_pages;  /* p0: pages the sliding window evicted (version 4) */
     const uint8_t *pages;   /* n_pages * page_bytes */
     const uint8_t *window;  /* [2][Hkv][n - n_enc][D] f16 */
 } plan_seq_layer;
@@ -293,6 +306,7 @@ typedef struct plan {
     int n_seqs;
     plan_layer *layers;       /* [L] */
     vq_cache_layer_config *layer_cfgs;  /* [L] for vq_cache_create */
+    int *sliding;             /* [L] for vq_cache_create */
     int64_t *ids;             /* [n_seqs] */
     plan_seq_layer *sl;       /* [n_seqs * L] */
 } plan;
@@ -303,6 +317,7 @@ static void plan_free(plan *p)
         for (int t = 0; t < VQ_CT_COUNT; t++) free(p->layers[l].data[t]);
     free(p->layers);
     free(p->layer_cfgs);
+    free(p->sliding);
     free(p->ids);
     free(p->sl);
 }
@@ -437,6 +452,15 @@ static vq_status read_layer(vq_ctx *ctx, vq_container *f, plan *p, int l)
                 (unsigned)s, (long long)pb);
         pl->page_bytes += pb;
     }
+    if (f->version >= 4) {
+        uint32_t w, reserved;
+        ok = vq_get_u32(&r, &w) && vq_get_u32(&r, &reserved);
+        CORRUPT(ctx, !ok, "cache layer %d: section 'LCFG' ends before its sliding window", l);
+        CORRUPT(ctx, w > (1u << 30) || reserved != 0,
+                "cache layer %d: sliding window %u (0..2^30) or the reserved word after it %u out of range", l,
+                (unsigned)w, (unsigned)reserved);
+        pl->sliding = (int)w;
+    }
     return vq_section_done(ctx, f, &r, "LCFG");
 }
 
@@ -449,7 +473,8 @@ static vq_status read_seq_layer(vq_ctx *ctx, vq_container *f, plan *p, int i, in
     int64_t id;
     uint32_t layer, reserved;
     const bool ok = vq_get_i64(&r, &id) && vq_get_u32(&r, &layer) && vq_get_u32(&r, &reserved) &&
-                    vq_get_i64(&r, &q->n) && vq_get_i64(&r, &q->n_enc);
+                    vq_get_i64(&r, &q->n) && vq_get_i64(&r, &q->n_enc) &&
+                    (f->version < 4 || vq_get_i64(&r, &q->p0));
     CORRUPT(ctx, !ok, "cache sequence %d layer %d: section 'SQLY' of %zu bytes is too short", i, l, r.n);
     CORRUPT(ctx, layer != (uint32_t)l || reserved != 0, "cache sequence %d: section for layer %d says layer %u", i, l,
             (unsigned)layer);
@@ -463,7 +488,13 @@ static vq_status read_seq_layer(vq_ctx *ctx, vq_container *f, plan *p, int i, in
     CORRUPT(ctx, q->n_enc < 0 || q->n < q->n_enc || q->n > ((int64_t)1 << 40),
             "cache sequence %lld layer %d: n %lld, n_enc %lld", (long long)id, l, (long long)q->n,
             (long long)q->n_enc);
-    q->n_pages = (q->n_enc + P - 1) / P;
+    /* evicted: whole encoded pages, none the next token's window needs */
+    const int64_t W = pl->sliding;
+    CORRUPT(ctx, q->p0 < 0 || q->p0 > q->n_enc / P || (q->p0 > 0 && (W == 0 || q->p0 * P > q->n + 1 - W)),
+            "cache sequence %lld layer %d: %lld evicted pages of %lld tokens with n %lld, n_enc %lld and a sliding "
+            "window of %lld",
+            (long long)id, l, (long long)q->p0, (long long)P, (long long)q->n, (long long)q->n_enc, (long long)W);
+    q->n_pages = (q->n_enc + P - 1) / P - q->p0;
     const uint64_t left = vq_reader_left(&r);
     CORRUPT(ctx, (uint64_t)q->n_pages > left / (uint64_t)pl->page_bytes,
             "cache sequence %lld layer %d: %lld pages of %lld bytes, the section has %llu bytes left", (long long)id,
@@ -489,13 +520,15 @@ static vq_status read_plan(vq_ctx *ctx, const void *buf, size_t size, plan *p)
     const int L = p->cfg.n_layers;
     p->layers = calloc((size_t)L, sizeof *p->layers);
     p->layer_cfgs = calloc((size_t)L, sizeof *p->layer_cfgs);
+    p->sliding = calloc((size_t)L, sizeof *p->sliding);
     p->ids = calloc((size_t)p->n_seqs + 1, sizeof *p->ids);
     p->sl = calloc((size_t)p->n_seqs * (size_t)L + 1, sizeof *p->sl);
-    VQ_RETURN_IF(ctx, !p->layers || !p->layer_cfgs || !p->ids || !p->sl, VQ_ERR_OUT_OF_MEMORY,
+    VQ_RETURN_IF(ctx, !p->layers || !p->layer_cfgs || !p->sliding || !p->ids || !p->sl, VQ_ERR_OUT_OF_MEMORY,
                  "cannot allocate the plan of a cache of %d layers", L);
     for (int l = 0; l < L; l++) {
         VQ_FORWARD_IF_ERROR(read_layer(ctx, &f, p, l));
         p->layer_cfgs[l] = p->layers[l].cfg;
+        p->sliding[l] = p->layers[l].sliding;
     }
     for (int i = 0; i < p->n_seqs; i++)
         for (int l = 0; l < L; l++) VQ_FORWARD_IF_ERROR(read_seq_layer(ctx, &f, p, i, l));
@@ -512,8 +545,8 @@ static vq_status check_width_masks(const vq_cache *c, const vq_cache_layer *L, i
 {
     const vq_cache_stream *st = &L->streams[s];
     const int64_t want = vq_cache_kivi_mix_wide(&L->cfg.keys, c->D);
-    for (int64_t g = 0; g < q->n_enc / L->g; g++) {
-        const int64_t page = g * L->g / c->P, row = g % st->rows;
+    for (int64_t g = q->p0 * c->P / L->g; g < q->n_enc / L->g; g++) {
+        const int64_t page = g * L->g / c->P - q->p0, row = g % st->rows;
         for (int64_t h = 0; h < c->Hkv; h++) {
             const uint8_t *m = q->pages + page * L->page_bytes + st->page_off + (h * st->rows + row) * st->last;
             int64_t wide = 0;
@@ -570,8 +603,8 @@ static vq_status check_against(vq_cache *c, const plan *p)
             if (pos_stream < 0) continue;
             /* CommVQ positions index the RoPE tables: each filled one must be in [0, Pmax) */
             const int64_t pmax = L->tables[VQ_CT_COS].shape[0];
-            for (int64_t t = 0; t < q->n_enc; t++) {
-                const uint8_t *at = q->pages + (t / c->P) * L->page_bytes + L->streams[pos_stream].page_off +
+            for (int64_t t = q->p0 * c->P; t < q->n_enc; t++) {
+                const uint8_t *at = q->pages + (t / c->P - q->p0) * L->page_bytes + L->streams[pos_stream].page_off +
                                     (t % c->P) * 4;
                 int32_t pos;
                 memcpy(&pos, at, 4);
@@ -618,6 +651,7 @@ static vq_status fill_seq(vq_cache *c, const plan *p, int i, vq_cache_seq *q)
         }
         sl->n = ps->n;
         sl->n_enc = ps->n_enc;
+        sl->p0 = ps->p0;
     }
     return VQ_OK;
 }
@@ -682,6 +716,7 @@ vq_status vq_cache_load_buffer(vq_ctx *ctx, const void *buf, size_t size, vq_cac
     if (st == VQ_OK) {
         loaded_capacity(&p);
         p.cfg.layers = p.layer_cfgs;
+        p.cfg.sliding_windows = p.sliding;
         st = check_footprint(ctx, &p, size);
     }
     if (st == VQ_OK) {

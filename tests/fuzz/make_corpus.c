@@ -59,6 +59,10 @@ static void npy_seed(const char *dir, int idx, int elem, int ndim, const int64_t
     free(data);
 }
 
+/* Sliding windows of the next cache_seed (NULL: none): its layers then get
+ * their last token in an append of its own, so that pages are evicted. */
+static const int *seed_windows;
+
 /* A cache of layers lc[0..L) with sequences of the given lengths, saved
  * (window storage: f16, or window_bits > 0: VQ_WINDOW_TURBO of that many). */
 static void cache_seed(vq_ctx *ctx, const char *dir, int idx, int L, int hkv, int hq, int d, int page, int res,
@@ -67,7 +71,8 @@ static void cache_seed(vq_ctx *ctx, const char *dir, int idx, int L, int hkv, in
     const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = hkv, .n_q_heads = hq, .head_dim = d,
                                  .page_size = page, .capacity_pages = 4, .grow_pages = 1, .max_sequences = 4,
                                  .residual_tokens = res, .layers = lc,
-                                 .window = window_bits ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = window_bits};
+                                 .window = window_bits ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = window_bits,
+                                 .sliding_windows = seed_windows};
     vq_cache *c;
     if (vq_cache_create(ctx, &cfg, &c) != VQ_OK) die(ctx, "cache create");
     vq_rng rng;
@@ -86,6 +91,16 @@ static void cache_seed(vq_ctx *ctx, const char *dir, int idx, int L, int hkv, in
             for (int64_t i = 0; i < hkv * n * d; i++) {
                 k[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
                 v[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
+            }
+            if (seed_windows && n > 1) { /* tokens [0, n - 1), then the last one */
+                int64_t sh[4] = {1, hkv, n - 1, d}, st[4] = {hkv * n * d, n * d, d, 1};
+                DLTensor a = kt, b = vt;
+                a.shape = b.shape = sh, a.strides = b.strides = st;
+                if (vq_cache_append(c, l, 1, &id, &a, &b, NULL) != VQ_OK) die(ctx, "append");
+                sh[2] = 1;
+                a.byte_offset = b.byte_offset = (uint64_t)(n - 1) * (uint64_t)d * 2;
+                if (vq_cache_append(c, l, 1, &id, &a, &b, NULL) != VQ_OK) die(ctx, "append");
+                continue;
             }
             if (vq_cache_append(c, l, 1, &id, &kt, &vt, NULL) != VQ_OK) die(ctx, "append");
         }
@@ -132,6 +147,14 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
                                     {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}};
     const int lens8[2] = {7, 37};
     cache_seed(ctx, dir, 8, 1, 1, 2, 16, 32, 4, lc, 2, lens8, 3);
+    /* version 4: a sliding window of 20 tokens on layer 0 (pages evicted), full attention on layer 1 */
+    static const int wins[2] = {20, 0};
+    for (int l = 0; l < 2; l++)
+        if (vq_cache_preset_layer_config("kivi2", 16, &lc[l]) != VQ_OK) die(NULL, "kivi2");
+    const int lens9[2] = {100, 9};
+    seed_windows = wins;
+    cache_seed(ctx, dir, 9, 2, 1, 2, 16, 32, 4, lc, 2, lens9, 0);
+    seed_windows = NULL;
 }
 
 /* A version 2.0 / 3.0 header, as NumPy writes for large headers. */
