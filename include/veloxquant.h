@@ -1232,6 +1232,17 @@ typedef enum vq_cache_window {
     VQ_WINDOW_TURBO = 2
 } vq_cache_window;
 
+/* A profile (opaque): a per-layer plan of a cache for one model shape —
+ * each layer's key and value methods with their parameters (widths, KIVI
+ * groups, KIVI_MIX wide channels, TurboQuant seeds, ...) and sliding window,
+ * and the cache-wide residual window (its length R, storage and bits) —
+ * as one object that saves to a file (section 7) and that vq_cache_create
+ * applies (vq_cache_config.profile). Host memory, independent of any ctx,
+ * immutable once created. Fitted tables (VECINFER and CommVQ codebooks,
+ * value centroids) are not part of it: a layer whose method needs them
+ * takes them from vq_cache_config.calibration, as a preset would. */
+typedef struct vq_profile vq_profile;
+
 /* Description of a cache. Zero-initialise and set what you need. */
 typedef struct vq_cache_config {
     int n_layers;             /* >= 1 */
@@ -1281,6 +1292,20 @@ typedef struct vq_cache_config {
      * VQ_ERR_UNSUPPORTED (the CUDA kernels have no lower bound on the tokens
      * a query sees, and a window starts inside a page). */
     const int *sliding_windows;
+    /* A profile (vq_profile_create / vq_profile_load), or NULL. It gives
+     * every layer's methods and sliding window and the residual window
+     * (residual_tokens, window, window_bits), so preset, layers, f16_layers,
+     * sliding_windows, residual_tokens, window and window_bits must then be
+     * left 0 / NULL; n_layers, n_kv_heads and head_dim must be the profile's
+     * (n_q_heads, page_size, capacities and the calibration stay the
+     * caller's). It is copied: it may be freed after vq_cache_create. The
+     * cache then is exactly the one those fields would make (vq_cache_memory
+     * counts it the same). Errors: VQ_ERR_INVALID_ARGUMENT naming the field
+     * set beside it, or the size that differs ("cfg->profile: a profile for
+     * head_dim 128, cfg->head_dim is 64"); the profile's layers are then
+     * checked as any config (a KIVI group that does not divide page_size,
+     * ...). */
+    const vq_profile *profile;
 } vq_cache_config;
 
 /* The cache (opaque). */
@@ -1520,6 +1545,41 @@ typedef struct vq_cache_memory_report {
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs). */
 VQ_API vq_status vq_cache_memory(const vq_cache *cache, vq_cache_memory_report *out);
 
+/* ---- Profiles ---- */
+
+/* What a profile holds: the model shape it is for, and the plan. */
+typedef struct vq_profile_config {
+    int n_layers, n_kv_heads, head_dim; /* as vq_cache_config's; the caches it makes must have them */
+    /* layers[n_layers]: each layer's methods and their scalar parameters, as
+     * vq_cache_config.layers takes them (fields a method does not read are
+     * kept as given; table pointers must be NULL: fitted tables come from
+     * the cache's calibration). Required. */
+    const vq_cache_layer_config *layers;
+    const int *sliding_windows; /* [n_layers] or NULL (all 0: full attention) */
+    int residual_tokens;        /* R, as vq_cache_config */
+    vq_cache_window window;     /* residual window storage, as vq_cache_config */
+    int window_bits;            /* VQ_WINDOW_TURBO's bits, else 0 */
+} vq_profile_config;
+
+/* Creates a profile from cfg (copied; the arrays may be freed after).
+ * Validated as vq_cache_create validates the same fields, every layer laid
+ * out at head_dim (a KIVI key group must divide some page size: 1..65536
+ * with a multiple of 32 divisible by it; the page size is the cache's, and
+ * vq_cache_create checks it again). Errors: VQ_ERR_INVALID_ARGUMENT (ctx,
+ * cfg, cfg->layers or out NULL; sizes out of range; a method or parameter a
+ * cache would refuse, named as "cfg->layers[3].keys.bits"; a table pointer
+ * set), VQ_ERR_UNSUPPORTED (head_dim > 256), VQ_ERR_OUT_OF_MEMORY. *out is
+ * NULL on failure. */
+VQ_API vq_status vq_profile_create(vq_ctx *ctx, const vq_profile_config *cfg, vq_profile **out);
+
+/* The profile's contents: *out's arrays point into the profile (valid
+ * until vq_profile_free; sliding_windows is never NULL). Errors:
+ * VQ_ERR_INVALID_ARGUMENT (NULLs; no ctx, so no message). */
+VQ_API vq_status vq_profile_get(const vq_profile *profile, vq_profile_config *out);
+
+/* Frees a profile; NULL is a no-op. */
+VQ_API void vq_profile_free(vq_profile *profile);
+
 /* =========================================================================
  * 6. Calibration: tables fitted on a model's keys and values
  *
@@ -1647,6 +1707,28 @@ VQ_API vq_status vq_calibration_load_buffer(vq_ctx *ctx, const void *buf, size_t
 /* Loads a file (read whole; at most 2^36 bytes). Errors: those of
  * vq_calibration_load_buffer, VQ_ERR_IO. */
 VQ_API vq_status vq_calibration_load(vq_ctx *ctx, const char *path, vq_calibration **out);
+
+/* ---- profiles ----
+ * A profile file (docs/FILE_FORMAT.md, "Profile files") holds a vq_profile
+ * whole; a load validates it as vq_profile_create does (a value a cache
+ * would refuse: VQ_ERR_CORRUPT_DATA naming it) and gives back the same
+ * profile, which saves to the same bytes. */
+
+/* Serialises into buf[0..cap) as vq_calibration_save_buffer does. Errors:
+ * VQ_ERR_INVALID_ARGUMENT (profile or size_out NULL; cap too small, with
+ * the size in *size_out and nothing written). */
+VQ_API vq_status vq_profile_save_buffer(vq_ctx *ctx, const vq_profile *profile, void *buf, size_t cap,
+                                        size_t *size_out);
+/* Saves to a file, atomically. Errors: VQ_ERR_INVALID_ARGUMENT, VQ_ERR_IO,
+ * VQ_ERR_OUT_OF_MEMORY. */
+VQ_API vq_status vq_profile_save(vq_ctx *ctx, const vq_profile *profile, const char *path);
+/* Loads from size bytes at buf (not kept). Errors: VQ_ERR_INVALID_ARGUMENT
+ * (NULLs), VQ_ERR_CORRUPT_DATA, VQ_ERR_UNSUPPORTED (a newer format version,
+ * or head_dim > 256), VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
+VQ_API vq_status vq_profile_load_buffer(vq_ctx *ctx, const void *buf, size_t size, vq_profile **out);
+/* Loads a file (read whole; at most 2^30 bytes). Errors: those of
+ * vq_profile_load_buffer, VQ_ERR_IO. */
+VQ_API vq_status vq_profile_load(vq_ctx *ctx, const char *path, vq_profile **out);
 
 /* ---- caches ----
  * A cache file holds the cache's sizes, every layer's resolved config,

@@ -17,7 +17,7 @@ static bool is_f16_layer(const vq_cache_config *cfg, int l)
     return false;
 }
 
-static vq_status check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
+vq_status vq_cache_check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
 {
     VQ_RETURN_IF(ctx, cfg->n_layers < 1 || cfg->n_layers > 65536, VQ_ERR_INVALID_ARGUMENT,
                  "argument 'cfg->n_layers': expected 1..65536, got %d", cfg->n_layers);
@@ -195,13 +195,48 @@ static vq_status build(vq_cache *c, const vq_cache_config *cfg)
     return VQ_OK;
 }
 
+/* cfg with its profile's plan in the fields the profile replaces (which
+ * must be left 0 / NULL beside it), for a cache of the profile's shape. */
+static vq_status apply_profile(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache_config *out)
+{
+    const vq_profile_config *p = &cfg->profile->cfg;
+    const char *beside = cfg->preset ? "preset" : cfg->layers ? "layers" : cfg->f16_layers ? "f16_layers"
+                         : cfg->n_f16_layers ? "n_f16_layers" : cfg->sliding_windows ? "sliding_windows"
+                         : cfg->residual_tokens ? "residual_tokens" : cfg->window ? "window"
+                         : cfg->window_bits ? "window_bits" : NULL;
+    VQ_RETURN_IF(ctx, beside != NULL, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->%s' is set beside cfg->profile, which gives it (leave it 0 / NULL)", beside);
+    const struct {
+        const char *name;
+        int want, got;
+    } dims[3] = {{"n_layers", p->n_layers, cfg->n_layers}, {"n_kv_heads", p->n_kv_heads, cfg->n_kv_heads},
+                 {"head_dim", p->head_dim, cfg->head_dim}};
+    for (int i = 0; i < 3; i++)
+        VQ_RETURN_IF(ctx, dims[i].want != dims[i].got, VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->profile': a profile for %s %d, cfg->%s is %d", dims[i].name, dims[i].want,
+                     dims[i].name, dims[i].got);
+    *out = *cfg;
+    out->profile = NULL;
+    out->layers = p->layers;
+    out->sliding_windows = p->sliding_windows;
+    out->residual_tokens = p->residual_tokens;
+    out->window = p->window;
+    out->window_bits = p->window_bits;
+    return VQ_OK;
+}
+
 vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out)
 {
     VQ_ENTER(ctx);
     VQ_RETURN_IF(ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
     *out = NULL;
     VQ_RETURN_IF(ctx, cfg == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'cfg' is NULL");
-    VQ_FORWARD_IF_ERROR(check_sizes(ctx, cfg));
+    vq_cache_config applied;
+    if (cfg->profile) {
+        VQ_FORWARD_IF_ERROR(apply_profile(ctx, cfg, &applied));
+        cfg = &applied;
+    }
+    VQ_FORWARD_IF_ERROR(vq_cache_check_sizes(ctx, cfg));
     vq_cache *c = calloc(1, sizeof *c);
     VQ_RETURN_IF(ctx, c == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");
     *c = (vq_cache){.ctx = ctx,

@@ -181,6 +181,24 @@ struct vq_cache {
     struct vq_cache_cuda_pages *cuda_pages; /* CUDA: [L] device page tables (cache_cuda.c), made on first use */
 };
 
+/* ---- cache_profile.c ---- */
+
+struct vq_profile {
+    vq_profile_config cfg;          /* layers and sliding_windows point at the arrays below */
+    vq_cache_layer_config *layers;  /* [n_layers], table pointers NULL */
+    int *sliding;                   /* [n_layers] */
+};
+
+/* Validates a profile's contents as vq_profile_create documents (messages
+ * name "cfg->..."). */
+vq_status vq_profile_check(vq_ctx *ctx, const vq_profile_config *cfg);
+
+/* ---- cache.c ---- */
+
+/* The sizes and cache-wide fields of a config (not its layers), as
+ * vq_cache_create checks them. */
+vq_status vq_cache_check_sizes(vq_ctx *ctx, const vq_cache_config *cfg);
+
 /* ---- cache_presets.c ---- */
 
 /* The preset called name (NULL if none); fills *out (when not NULL) as

@@ -157,6 +157,30 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
     seed_windows = NULL;
 }
 
+/* Profiles, in the calibration target's corpus (fuzz_calibration.c loads
+ * both): every key and value method, sliding windows, each window storage. */
+static void profile_seeds(vq_ctx *ctx, const char *dir)
+{
+    vq_cache_layer_config lc[4];
+    static const char *const presets[][4] = {{"kivi4-turbo3", "kivimix-turbo2", "rabitq", "qjl"},
+                                             {"turbo3", "rvq22", "kivi2", "f16"}};
+    static const int wins[4] = {0, 512, 0, 37};
+    for (int i = 0; i < 2; i++) {
+        for (int l = 0; l < 4; l++)
+            if (vq_cache_preset_layer_config(presets[i][l], 64, &lc[l]) != VQ_OK) die(NULL, presets[i][l]);
+        if (i == 1) lc[3].values = (vq_value_config){.method = VQ_VALUE_CODEBOOK};
+        const vq_profile_config pc = {.n_layers = 4, .n_kv_heads = 2, .head_dim = 64, .layers = lc,
+                                      .sliding_windows = i ? wins : NULL, .residual_tokens = 16 * i,
+                                      .window = i ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = i ? 5 : 0};
+        vq_profile *p;
+        if (vq_profile_create(ctx, &pc, &p) != VQ_OK) die(ctx, "profile");
+        char path[512];
+        snprintf(path, sizeof path, "%s/fuzz_calibration/seed-profile-%d.vqprof", dir, i);
+        if (vq_profile_save(ctx, p, path) != VQ_OK) die(ctx, "profile save");
+        vq_profile_free(p);
+    }
+}
+
 /* A version 2.0 / 3.0 header, as NumPy writes for large headers. */
 static void npy_v2_seed(const char *dir, int idx, int major)
 {
@@ -205,6 +229,7 @@ int main(int argc, char **argv)
     cal_seed(ctx, dir, 3, 3, 1, 8, 4,
              &(vq_calibration_config){.commvq_stages = 1, .commvq_centroids = 2, .iters = 1, .seed = 3});
     cache_seeds(ctx, dir);
+    profile_seeds(ctx, dir);
     npy_seed(dir, 0, 4, 4, (const int64_t[]){1, 2, 3, 8});
     npy_seed(dir, 1, 2, 4, (const int64_t[]){2, 1, 4, 8});
     npy_seed(dir, 2, 4, 1, (const int64_t[]){5});
