@@ -174,10 +174,16 @@ class Cache(_HFCache):
     arguments are KVCache's (f16_layers, residual_tokens, page_size,
     capacity_pages, grow_pages, max_sequences); ``residual_tokens`` defaults
     to 128, the newest tokens kept in f16 as in KIVI and transformers'
-    QuantizedCache (residual_length=128). The device is the model's."""
+    QuantizedCache (residual_length=128). ``profile`` (a profile file's
+    path or bytes, ``vq profile``) gives the methods, sliding windows and
+    residual window instead: method, layers, f16_layers and
+    residual_tokens are then left unset. The device is the model's."""
 
-    def __init__(self, model, method="kivi2", *, layers=None, f16_layers=None, residual_tokens=128, page_size=0,
-                 capacity_pages=0, grow_pages=64, max_sequences=0, device=None):
+    def __init__(self, model, method=None, *, layers=None, f16_layers=None, residual_tokens=None, page_size=0,
+                 capacity_pages=0, grow_pages=64, max_sequences=0, profile=None, device=None):
+        if profile is None:
+            method = "kivi2" if method is None and layers is None else method
+            residual_tokens = 128 if residual_tokens is None else residual_tokens
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         hq = cfg.num_attention_heads
         hkv = getattr(cfg, "num_key_value_heads", None) or hq
@@ -187,8 +193,8 @@ class Cache(_HFCache):
         device = torch.device(device)
         self.vq = KVCache(cfg.num_hidden_layers, hkv, d, n_q_heads=hq, method=method, layers=layers,
                           f16_layers=f16_layers, page_size=page_size, capacity_pages=capacity_pages,
-                          grow_pages=grow_pages, max_sequences=max_sequences, residual_tokens=residual_tokens,
-                          device=str(device))
+                          grow_pages=grow_pages, max_sequences=max_sequences, residual_tokens=residual_tokens or 0,
+                          profile=profile, device=str(device))
         # the CUDA cache takes f16 tokens; the CPU one f16 or f32 as they come
         self.append_dtype = torch.float16 if device.type == "cuda" else None
         self.seq_ids = []
