@@ -77,7 +77,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps model build demo quality-table test test-release test-python test-sanitize test-fuzz test-aarch64 install clean
+.PHONY: all deps model build demo quality-table test check-layout test-release test-python test-sanitize test-fuzz test-aarch64 install clean
 
 all: demo
 
@@ -103,7 +103,11 @@ demo: build
 quality-table: build
 	python3 tools/quality_table.py --vq $(VQ) $(QUALITY_ARGS)
 
-test: test-release test-python test-sanitize test-fuzz test-aarch64
+test: check-layout test-release test-python test-sanitize test-fuzz test-aarch64
+
+# The include order and unique file names of docs/INTERNALS.md ("Dependencies").
+check-layout:
+	python3 .ci/check_layout.py
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -6,7 +6,7 @@
 
 #include "turboquant.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 /* Checks cents [n] f32, 1 <= n <= 256; returns n. */

@@ -9,7 +9,7 @@
 #include "codecs/kmeans.h"
 #include "codecs/centroids.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 #define VQ_DTM_CODES (VQ_DTM_U8 | VQ_DTM_U16 | VQ_DTM_I32)

@@ -11,7 +11,7 @@
 #include "core/core.h"
 #include "formats/format_kivi.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 /* Which tensor the groups run along. */

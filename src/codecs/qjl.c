@@ -13,7 +13,7 @@
 #include "core/core.h"
 #include "formats/format_common.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 #define QJL_MAX_RANK 8

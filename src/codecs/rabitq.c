@@ -10,7 +10,7 @@
 #include "core/core.h"
 #include "formats/format_rabitq.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 #define RABITQ_MAX_RANK 8

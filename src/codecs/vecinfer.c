@@ -7,7 +7,7 @@
 #include "codecs/centroids.h"
 #include "formats/format_vecinfer.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 /* Shapes of one call, after validation. */

@@ -32,7 +32,7 @@ step "install into $prefix"
 pc=$(find "$prefix" -name veloxquant.pc | head -n 1)
 [ -n "$pc" ] || { echo "FAIL: no veloxquant.pc installed"; exit 1; }
 libdir=$(dirname "$(dirname "$pc")")
-for f in "$prefix/include/veloxquant.h" "$libdir/libveloxquant.a" "$libdir/libveloxquant.so" \
+for f in "$prefix/include/veloxquant.h" "$prefix/include/veloxquant_kernels.h" "$libdir/libveloxquant.a" "$libdir/libveloxquant.so" \
          "$libdir/cmake/veloxquant/veloxquantConfig.cmake" \
          "$libdir/cmake/veloxquant/veloxquantConfigVersion.cmake" \
          "$libdir/cmake/veloxquant/veloxquantTargets.cmake"; do
@@ -46,7 +46,7 @@ if command -v nm >/dev/null 2>&1; then
     nm -D --defined-only "$libdir/libveloxquant.so" | awk '$2 == "T" { print $3 }' >"$tmp/exports"
     [ -s "$tmp/exports" ] || { echo "FAIL: libveloxquant.so exports no functions"; exit 1; }
     while read -r sym; do
-        grep -q "VQ_API .*\b$sym(" "$prefix/include/veloxquant.h" ||
+        cat "$prefix/include/veloxquant.h" "$prefix/include/veloxquant_kernels.h" | grep -q "VQ_API .*\b$sym(" ||
             { echo "FAIL: libveloxquant.so exports $sym, which the header does not declare"; exit 1; }
     done <"$tmp/exports"
 fi
