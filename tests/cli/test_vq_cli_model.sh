@@ -39,6 +39,7 @@ if [ -s "$model" ]; then
     expect 2 "are required" profile -m "$model" --kv kivi2
     expect 0 "30 layers, 3 kv heads, head dim 64" profile -m "$model" --kv kivi2@0=f16 -o "$tmp/k2.vqprof"
     expect 2 "is a profile already" profile -m "$model" --kv "$tmp/k2.vqprof" -o "$tmp/x.vqprof"
+    expect_json profile -m "$model" --kv turbo3 -o "$tmp/t3.vqprof" --json
     expect 0 "k2.vqprof" perplexity -m "$model" --kv kivi2@0=f16,"$tmp/k2.vqprof" --ctx 32 --windows 1 --threads 1 "$text"
     if awk '$2 == "kivi2@0=f16" { p = $5; b = $NF } $2 ~ /k2.vqprof$/ { q = $5; c = $NF }
             END { exit !(p != "" && p == q && b == c) }' "$tmp/out"; then

@@ -7,10 +7,12 @@
 #include "args.h"
 #include "commands.h"
 #include "model_cli.h"
+#include "report.h"
 
 int vq_cmd_profile(int argc, char **argv)
 {
     const char *kv = NULL, *out = NULL;
+    bool json = false;
     vqm_cli_common c = VQM_CLI_COMMON_DEFAULTS;
     const vqa_opt opts[] = {
         {"kv", VQA_STRING, &kv, 0, 0, "METHOD", "cache method as the model commands take it (required)"},
@@ -18,6 +20,7 @@ int vq_cmd_profile(int argc, char **argv)
         {"model", VQA_STRING, &c.model, 0, 0, "FILE", "GGUF model whose shape the profile is for", .short_name = 'm'},
         {"f16-layers", VQA_STRING, &c.f16_layers, 0, 0, "LIST", "layers kept in f16, e.g. 0,last (default none)"},
         {"residual", VQA_INT, &c.residual, 0, 65536, "N", "newest N tokens kept in the residual window"},
+        VQA_JSON_OPT(&json),
     };
     const vqa_cmd cmd = {"profile", "write the plan of a --kv method for a model as a profile file", opts,
                          VQA_COUNT(opts),
@@ -58,8 +61,23 @@ int vq_cmd_profile(int argc, char **argv)
             fprintf(stderr, "vq profile: %s\n", ctx ? vq_ctx_last_error(ctx) : "cannot create a ctx");
             st = VQ_EXIT_FAILURE;
         } else {
-            printf("wrote %s: %d layers, %d kv heads, head dim %d, residual window %d tokens\n", out, L,
-                   model->cfg.n_kv_heads, D, m.cfg.residual_tokens);
+            size_t bytes = 0;
+            vq_profile_save_buffer(ctx, p, NULL, 0, &bytes);
+            vqr *r = vqr_begin("profile", argc, argv, ctx, json);
+            if (r) {
+                vqr_row(r);
+                vqr_str(r, "kv", kv);
+                vqr_int(r, "layers", L, NULL);
+                vqr_int(r, "kv_heads", model->cfg.n_kv_heads, NULL);
+                vqr_int(r, "head_dim", D, NULL);
+                vqr_int(r, "residual_tokens", m.cfg.residual_tokens, "tokens");
+                vqr_int(r, "file_bytes", (int64_t)bytes, "B");
+                vqr_str(r, "file", out);
+                vqr_end(r);
+            } else {
+                printf("wrote %s: %d layers, %d kv heads, head dim %d, residual window %d tokens (%zu bytes)\n", out,
+                       L, model->cfg.n_kv_heads, D, m.cfg.residual_tokens, bytes);
+            }
         }
     }
     vq_profile_free(p);
