@@ -22,10 +22,10 @@ JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
 # passes after the first skip SANITIZE_ONCE: test_model_forward runs its golden
 # part on every ISA itself, and test_vq_cli / test_vq_cli_model /
 # test_vq_cli_kivimix drive the commands (their kernels are the other tests'
-# business). test_vq_cli took 376 s under ASan on one core at 3dbfb6d, most of
-# it the model commands, now test_vq_cli_model (324 s at 9e9ac46, the last
-# ~145 s alone on one core) and test_vq_cli_kivimix, which ctest starts first
-# and runs beside each other and the rest.
+# business). Under ASan the model commands are the longest tests (test_vq_cli
+# took over 6 minutes on one core while it held them), so they are
+# test_vq_cli_model and test_vq_cli_kivimix, which ctest starts first and runs
+# beside each other and the rest.
 SANITIZE_ISAS ?= best scalar
 SANITIZE_ONCE ?= ^(test_model_forward|test_vq_cli|test_vq_cli_model|test_vq_cli_kivimix)$$
 FUZZ_BUILD    ?= build-fuzz

@@ -1,4 +1,4 @@
-/* codebook.c — the scalar value encoder of SPEC §5: nearest centroid of an
+/* codebook.c — the scalar value encoder of docs/FORMATS.md §11: nearest centroid of an
  * arbitrary ascending codebook, and the 1-D Lloyd-Max / k-means trainer
  * that fits such a codebook to samples. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* affine.c — KIVI group-affine quantizers and dequantizers (SPEC §6):
+/* kivi.c — KIVI group-affine quantizers and dequantizers (docs/FORMATS.md §6):
  * validation, the public entry points and the threaded CPU drivers. The
  * per-row arithmetic lives in the kernel tables (kivi_kernels.h); the layout
  * in formats/format_kivi.h.

@@ -1,4 +1,4 @@
-/* model_golden.h — readers for the golden files that tests/model_reference.py
+/* model_golden.h — readers for the golden files that tests/model/model_reference.py
  * writes (tests/data/): Python unicode_escape text and whitespace-separated
  * numbers. */
 #ifndef VQ_TEST_MODEL_GOLDEN_H
