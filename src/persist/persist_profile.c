@@ -97,7 +97,7 @@ static vq_status read_layer(vq_ctx *ctx, vq_container *f, int l, vq_cache_layer_
     VQ_FORWARD_IF_ERROR(vq_container_section(ctx, f, TAG_LAYR, &r));
     CORRUPT(ctx, r.n != LAYR_BYTES, "profile layer %d: section 'LAYR' has %zu bytes, expected %d", l, r.n,
             (int)LAYR_BYTES);
-    int idx, f32[10], vf[4];
+    int idx = -1, f32[10] = {0}, vf[4] = {0};
     VQ_FORWARD_IF_ERROR(get_field(ctx, &r, l, "its index", 1u << 16, &idx));
     CORRUPT(ctx, idx != l, "profile section 'LAYR' %d says layer %d", l, idx);
     VQ_FORWARD_IF_ERROR(get_field(ctx, &r, l, "the sliding window", 1u << 30, sliding));
@@ -107,7 +107,7 @@ static vq_status read_layer(vq_ctx *ctx, vq_container *f, int l, vq_cache_layer_
     static const uint32_t kmax[10] = {1u << 16, 1u << 16, 1u << 16, 1u << 16, 1u << 16, 1, 1u << 16, 1u << 16,
                                       1u << 16, 1u << 16};
     for (int i = 0; i < 10; i++) VQ_FORWARD_IF_ERROR(get_field(ctx, &r, l, kn[i], kmax[i], &f32[i]));
-    uint64_t kseed, vseed;
+    uint64_t kseed = 0, vseed = 0;
     vq_get_u64(&r, &kseed);
     static const char *const vn[4] = {"values.method", "values.bits", "values.group_size", "values.scale_f16"};
     static const uint32_t vmax[4] = {1u << 16, 1u << 16, 1u << 16, 1};
