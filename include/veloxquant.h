@@ -25,9 +25,12 @@
  * VQ_ERR_UNSUPPORTED — except for the attention entry points (section 4),
  * whose tensors may be strided views on a CPU context: any non-negative
  * strides on every axis but the last, which must be contiguous (stride 1);
- * an axis of size 1 may have any stride; outputs must not overlap
- * themselves. On a CUDA context they must still be compact (vq_attention_merge
- * there takes strided views too). `byte_offset` is honoured; data +
+ * an axis of size 1 may have any stride. Such an output (out, lse_out) must
+ * not overlap itself: a view in which two elements could share memory gives
+ * VQ_ERR_INVALID_ARGUMENT (checked on the strides alone: taken in increasing
+ * stride order, each axis of size > 1 must step past everything the axes
+ * before it span). On a CUDA context they must still be compact
+ * (vq_attention_merge there takes strided views too). `byte_offset` is honoured; data +
  * byte_offset must be aligned to the element size, else VQ_ERR_UNSUPPORTED.
  * Every tensor of a
  * call must live on the context's device (kDLCPU for a CPU context, kDLCUDA

@@ -392,8 +392,9 @@ typedef struct vq_encoded_keys {
         int bits;              /* 1..8 */
     } turbo;
     struct {
-        const DLTensor *idx1, *scale1;  /* stage 1: as turbo.idx / turbo.scale (f32 only) with b1 bits */
-        const DLTensor *idx2, *scale2;  /* stage 2: as turbo.idx / turbo.scale with b2 bits */
+        const DLTensor *idx1, *scale1;  /* stage 1: as turbo.idx / turbo.scale with b1 bits, scale1 f32 only */
+        const DLTensor *idx2, *scale2;  /* stage 2: as turbo.idx / turbo.scale with b2 bits: scale2 f32, or f16
+                                           on a CPU ctx (the CUDA backend gives VQ_ERR_UNSUPPORTED) */
         const DLTensor *diag;           /* [D] f32 ±1, or NULL */
         int b1, b2;                     /* 1..8 each */
     } rvq;
@@ -655,8 +656,9 @@ typedef struct vq_attend_opts {
  * and value tensors, opts->lse_out) may be a strided view: any non-negative
  * strides on all axes but the last, which is contiguous (a capacity buffer's
  * first Skv tokens, a framework slice); outputs must not overlap themselves.
- * Errors: D % 8 != 0 or formats' own constraints -> VQ_ERR_INVALID_ARGUMENT;
- * D > 256 -> VQ_ERR_UNSUPPORTED.
+ * Errors: D % 8 != 0, formats' own constraints, or an output that overlaps
+ * itself (see the conventions) -> VQ_ERR_INVALID_ARGUMENT; D > 256 ->
+ * VQ_ERR_UNSUPPORTED.
  * On a CUDA context (device tensors) every key format with every value
  * format runs (opts->lse_out too, compact), with the same semantics, on the ctx's stream without synchronising; values, plain keys,
  * TurboQuant codes and affine codes/scales/zeros whose data (with
@@ -671,16 +673,20 @@ VQ_API vq_status vq_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_en
                         const vq_attend_opts *opts);
 
 /* Merges two attention results over disjoint token sets of the same queries
- * (FlashInfer's merge_state): out_a/out_b [B,H,S,D] f16/f32 with their
+ * (FlashInfer's merge_state): out_a/out_b [B,H,S,D] with their
  * log-sum-exps lse_a/lse_b [B,H,S] f32 (from opts->lse_out) ->
+ * out [B,H,S,D], lse_out [B,H,S] f32:
  * out = (e^(lse_a - m) out_a + e^(lse_b - m) out_b) / (e^(lse_a - m) + e^(lse_b - m)),
  * lse_out = m + log(e^(lse_a - m) + e^(lse_b - m)), m = max(lse_a, lse_b):
- * exactly the attention over the union (in f32, then rounded to out's dtype).
+ * exactly the attention over the union. out_a, out_b and out are each f16
+ * or f32, independently (all eight combinations: each side is read in its
+ * own dtype, the merge runs in f32, the result is rounded to out's dtype).
  * A side with lse -inf contributes nothing; both -inf give out 0, lse -inf.
  * out may be the same tensor as out_a or out_b, lse_out the same as lse_a or
  * lse_b, or NULL. Strided views are accepted as in vq_fused_sdpa.
- * Errors: shapes/dtypes disagree -> VQ_ERR_INVALID_ARGUMENT; NaN lse gives
- * NaN rows. On a CUDA context: runs on the ctx's stream. */
+ * Errors: shapes that disagree, a dtype not listed, or an output that
+ * overlaps itself -> VQ_ERR_INVALID_ARGUMENT; D > 256 -> VQ_ERR_UNSUPPORTED.
+ * NaN lse gives NaN rows. On a CUDA context: runs on the ctx's stream. */
 VQ_API vq_status vq_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a,
                                     const DLTensor *out_b, const DLTensor *lse_b, DLTensor *out,
                                     DLTensor *lse_out);
@@ -776,8 +782,9 @@ VQ_API vq_status vq_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DL
  * [B,Hkv,Skv,D/2] u8, v_cents [<= 16] f32, out [B,Hq,Sq,D] f16/f32.
  * s = (q . (sign * k_mag)) * scale + k_const (exact dots), every query row
  * over all Skv (no causal mask). K and V are decoded inside the tile loop and
- * never materialised. opts may carry v_scale; score/causal must be left at
- * their defaults (EXACT is implied).
+ * never materialised. opts may carry v_scale; opts->score, causal and
+ * lse_out must be left at their defaults (EXACT is implied; prefill gives no
+ * log-sum-exp), else VQ_ERR_INVALID_ARGUMENT, on every context.
  * On a CUDA context (tensor cores, sm_80+ build; scale is read on the device;
  * runs on the ctx's stream without synchronising; opts->num_splits ignored):
  * q is rounded to f16 (exact for f16 q), the signs are exact, the scores and

@@ -7,6 +7,7 @@
 #ifndef VQ_TEST_CACHE_REF_H
 #define VQ_TEST_CACHE_REF_H
 
+#include "attention_ref.h"
 #include "cache/cache_internal.h"
 #include "cache_test_util.h"
 
@@ -288,17 +289,20 @@ static void ref_free(ref_layer *r)
 /* out [Hq][Sq][D] and lse [Hq][Sq] of queries q [Hq][Sq][D] (f32 host rows;
  * qrot: the same rows rotated by the key signs, for Hamming) of one sequence:
  * softmax(scale * score) over its n tokens (causal: query i sees tokens
- * < n - Sq + i + 1; with a sliding window W only the newest W of those). */
+ * < n - Sq + i + 1; with a sliding window W only the newest W of those). The
+ * scores of the layer's kind go into a table that ref_attention
+ * (attention_ref.h) reads. */
 static void ref_attend(const ref_layer *r, int64_t Hq, int64_t Sq, const float *q, const float *qrot, double scale,
                        bool causal, double *out, double *lse)
 {
     const int64_t G = Hq / r->Hkv, D = r->D, n = r->n;
-    double *s = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    double *st = malloc(sizeof(double) * (size_t)(Hq * Sq * n + 1));
     double *sq = malloc(sizeof(double) * (size_t)(r->m ? r->m : 1));
     for (int64_t h = 0; h < Hq; h++)
         for (int64_t i = 0; i < Sq; i++) {
             const int64_t hk = h / G, lim = causal ? n - Sq + i + 1 : n;
             const float *qr = q + (h * Sq + i) * D;
+            double *s = st + (h * Sq + i) * n;
             if (r->kind == REF_QJL)
                 for (int j = 0; j < r->m; j++) {
                     double a = 0;
@@ -308,10 +312,9 @@ static void ref_attend(const ref_layer *r, int64_t Hq, int64_t Sq, const float *
             double l1 = 0;
             if (r->kind == REF_HAMMING)
                 for (int64_t c = 0; c < D; c++) l1 += fabs((double)qrot[(h * Sq + i) * D + c]);
-            double mx = -INFINITY;
-            for (int64_t t = 0; t < n; t++) {
+            for (int64_t t = 0; t < lim; t++) {
                 double a = 0;
-                if (t >= lim || (r->sliding > 0 && t < lim - r->sliding)) a = -INFINITY;
+                if (r->sliding > 0 && t < lim - r->sliding) a = -INFINITY;
                 else if (t < r->n_enc && r->kind == REF_HAMMING) {
                     const uint8_t *kb = r->bits + (hk * n + t) * (D / 8);
                     const float *y = qrot + (h * Sq + i) * D;
@@ -327,21 +330,12 @@ static void ref_attend(const ref_layer *r, int64_t Hq, int64_t Sq, const float *
                     a *= scale;
                 }
                 s[t] = a;
-                if (a > mx) mx = a;
             }
-            double *o = out + (h * Sq + i) * D;
-            for (int64_t c = 0; c < D; c++) o[c] = 0;
-            if (mx == -INFINITY) {
-                lse[h * Sq + i] = -INFINITY;
-                continue;
-            }
-            double sum = 0;
-            for (int64_t t = 0; t < n; t++) sum += (s[t] = exp(s[t] - mx));
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t c = 0; c < D; c++) o[c] += s[t] / sum * r->vhat[(hk * n + t) * D + c];
-            lse[h * Sq + i] = mx + log(sum);
         }
-    free(s);
+    const ref_dims d = {1, Hq, r->Hkv, Sq, n, D};
+    const ref_table_arg ta = {st, d};
+    ref_attention(&d, ref_table_score, &ta, r->vhat, NULL, 0, 0, causal, out, lse);
+    free(st);
     free(sq);
 }
 

@@ -314,3 +314,9 @@ def test_window_turbo8(rng):
         vq.KVCache(1, hkv, d, window="int8")
     with pytest.raises(vq.InvalidArgumentError, match="power-of-two"):
         vq.KVCache(1, hkv, 24, method="kivi4", window="turbo8")
+
+
+def test_vecinfer_method_name_and_its_earlier_spelling():
+    # one name per idea: a layer reports "vecinfer"; "pq" is still accepted
+    assert vq.LayerConfig(key_method="pq")._tuple()[0] == vq.LayerConfig(key_method="vecinfer")._tuple()[0] == 7
+    assert vq.LayerConfig._from_tuple(vq.LayerConfig(key_method="pq")._tuple()).key_method == "vecinfer"

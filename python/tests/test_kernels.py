@@ -338,7 +338,7 @@ def test_value_accum_rejects_unknown(fw, rng):
 def _keys_for(fmt, fw, rng, k):
     """(encoded keys, their decoded f64 stand-in or None for score-only formats)."""
     B, H, S, D = k.shape
-    if fmt == "plain":
+    if fmt == "f16":
         return vq.F16Keys(fw(k)), k.astype(np.float64)
     if fmt == "turbo":
         diag = vq.random_signs(3, D)
@@ -347,10 +347,10 @@ def _keys_for(fmt, fw, rng, k):
     if fmt == "rvq":
         e = vq.turboquant_rvq_encode(fw(k), 3, 2)
         return e, np_(vq.turboquant_rvq_decode(e))
-    if fmt == "affine":
+    if fmt == "kivi":
         c, s, z = vq.kivi_quantize_keys(fw(k), 4, 16, packed=True)
         return vq.KIVIKeys(c, s, z, 4, 16), np_(vq.kivi_dequantize_keys(c, s, z, 4, 16))
-    if fmt == "pq":
+    if fmt == "vecinfer":
         M, C = 8, 16
         cb = rng.standard_normal((M, C, D // M)).astype(np.float32)
         sm = rng.uniform(0.5, 2, D).astype(np.float32)
@@ -368,7 +368,7 @@ def _keys_for(fmt, fw, rng, k):
     raise AssertionError(fmt)
 
 
-@pytest.mark.parametrize("fmt", ["plain", "turbo", "rvq", "affine", "pq", "commvq"])
+@pytest.mark.parametrize("fmt", ["f16", "turbo", "rvq", "kivi", "vecinfer", "commvq"])
 @pytest.mark.parametrize("Sq,causal,masked", [(1, False, False), (3, True, False), (2, False, True)])
 def test_fused_sdpa_formats(fw, rng, fmt, Sq, causal, masked):
     B, Hq, Hkv, Skv, D = 1, 4, 2, 33, 64
@@ -559,9 +559,9 @@ def test_numpy_and_torch_agree(rng):
 def _values_for(fmt, fw, rng, v):
     """(encoded values, their decoded f64 stand-in)."""
     B, H, S, D = v.shape
-    if fmt == "plain":
+    if fmt == "f16":
         return fw(v), v.astype(np.float64)
-    if fmt == "affine":
+    if fmt == "kivi":
         c, s, z = vq.kivi_quantize_values(fw(v), 4, 16, packed=True)
         return vq.KIVIValues(c, s, z, 4, 16), np_(vq.kivi_dequantize_values(c, s, z, 4, 16, head_dim=D))
     if fmt == "codebook":
@@ -578,8 +578,8 @@ def _values_for(fmt, fw, rng, v):
     raise AssertionError(fmt)
 
 
-@pytest.mark.parametrize("vfmt", ["affine", "codebook", "turbo"])
-@pytest.mark.parametrize("kfmt", ["plain", "affine", "turbo"])
+@pytest.mark.parametrize("vfmt", ["kivi", "codebook", "turbo"])
+@pytest.mark.parametrize("kfmt", ["f16", "kivi", "turbo"])
 def test_fused_sdpa_value_formats(fw, rng, kfmt, vfmt):
     B, Hq, Hkv, Skv, Sq, D = 1, 6, 2, 45, 2, 64
     k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
@@ -592,7 +592,7 @@ def test_fused_sdpa_value_formats(fw, rng, kfmt, vfmt):
     assert np.abs(np_(out) - want).max() < 2e-5 * np.abs(v_hat).max() * max(1, np.abs(k_hat).max())
 
 
-@pytest.mark.parametrize("kfmt,vfmt", [("turbo", "plain"), ("rvq", "plain"), ("plain", "turbo")])
+@pytest.mark.parametrize("kfmt,vfmt", [("turbo", "f16"), ("rvq", "f16"), ("f16", "turbo")])
 def test_fused_sdpa_int8(fw, rng, kfmt, vfmt):
     # key_scores / value_accum "int8": the integer paths at D = 128 (TurboQuant and RVQ keys, TurboQuant
     # values); "auto" is f32 in fused_sdpa, bit for bit
@@ -602,7 +602,7 @@ def test_fused_sdpa_int8(fw, rng, kfmt, vfmt):
     q = rng.standard_normal((B, Hq, 1, D)).astype(np.float32)
     keys, k_hat = _keys_for(kfmt, fw, rng, k)
     vals, v_hat = _values_for(vfmt, fw, rng, v)
-    arith = {"key_scores": "int8"} if kfmt != "plain" else {"value_accum": "int8"}
+    arith = {"key_scores": "int8"} if kfmt != "f16" else {"value_accum": "int8"}
     f32 = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D)))
     auto = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D), key_scores="auto", value_accum="auto"))
     i8 = np_(vq.fused_sdpa(fw(q), keys, vals, 1 / math.sqrt(D), **arith))

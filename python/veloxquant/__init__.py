@@ -32,7 +32,7 @@ __all__ = [
     "KVCache", "LayerConfig", "presets", "make_profile",
     "KIVIQuantizer", "TurboQuantizer", "RaBitQQuantizer", "QJLQuantizer", "VecInferQuantizer", "CommVQQuantizer",
     "PlainKeys", "PlainValues", "AffineKeys", "AffineValues", "PQKeys",
-]
+] + list(_kernel_names)
 
 
 def __getattr__(name):
@@ -41,4 +41,4 @@ def __getattr__(name):
         import importlib
         hf = importlib.import_module(".hf", __name__)
         return hf if name == "hf" else hf.install
-    raise AttributeError(f"module 'veloxquant' has no attribute {name!r}") + list(_kernel_names)
+    raise AttributeError(f"module 'veloxquant' has no attribute {name!r}")

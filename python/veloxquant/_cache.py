@@ -17,7 +17,9 @@ from ._runtime import CPU, CUDA, adapter, cpu_ctx, device_ctx
 
 __all__ = ["KVCache", "LayerConfig", "presets", "KEY_METHODS", "VALUE_METHODS"]
 
-KEY_METHODS = {"f16": 1, "kivi": 2, "turbo": 3, "turbo_rvq": 4, "rabitq": 5, "qjl": 6, "pq": 7, "commvq": 8, "kivi_mix": 9}
+# "pq" is VecInfer's earlier name (deprecated): accepted, never reported
+KEY_METHODS = {"f16": 1, "kivi": 2, "turbo": 3, "turbo_rvq": 4, "rabitq": 5, "qjl": 6, "vecinfer": 7, "commvq": 8,
+               "kivi_mix": 9, "pq": 7}
 VALUE_METHODS = {"f16": 1, "kivi": 2, "codebook": 3, "turbo": 4}
 _RABITQ_SCORE = {"hamming": 0, "exact": 1}
 _RABITQ_MAG = {"l1": 0, "unbiased": 1}

@@ -415,7 +415,9 @@ def attention_merge(out_a, lse_a, out_b, lse_b, *, out=None, lse_out=None):
     """Exact merge of two attention results over disjoint token sets of the same
     queries (FlashInfer's merge_state): out_a/out_b [B,H,S,D] f16/f32 with their
     log-sum-exps lse_a/lse_b [B,H,S] f32 (``lse_out=`` of the attention calls).
-    Returns the attention over the union; ``out`` may be out_a (in place),
+    out_a, out_b and out may differ in dtype (each f16 or f32; the merge runs in
+    f32). Returns the attention over the union, in out_a's dtype unless ``out``
+    is given; ``out`` may be out_a (in place),
     ``lse_out`` receives the merged log-sum-exp."""
     ad = adapter(out_a)
     if out is None:

@@ -199,7 +199,7 @@ vq_status vq_attn_bind_keys_rvq(vq_ctx *ctx, const vq_encoded_keys *keys, const 
                                                   keys->rvq.scale1, VQ_DTM_F32, "b1", keys->rvq.b1, dims,
                                                   &d->stage[0]));
     return vq_attn_turbo_check_stage(ctx, "keys.rvq", "idx2", keys->rvq.idx2, "scale2", keys->rvq.scale2,
-                                     VQ_DTM_F32, "b2", keys->rvq.b2, dims, &d->stage[1]);
+                                     VQ_DTM_F16_F32, "b2", keys->rvq.b2, dims, &d->stage[1]);
 }
 
 vq_status vq_attn_bind_keys_rabitq_rotated(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,

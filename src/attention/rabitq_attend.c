@@ -9,7 +9,8 @@
 /* Both entry points after their own option checks: validate the rest, bind
  * 1-bit keys (Hamming or exact) and codebook values, run the skeleton.
  * Decode passes q_scale [B,Hq,Sq]; prefill passes scale [1] (exact score,
- * nibble-packed values only, no causal mask). */
+ * nibble-packed values only, no causal mask, no lse_out: its wrapper refused
+ * them). */
 static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale, const DLTensor *scale,
                         const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
                         const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
@@ -48,8 +49,6 @@ static vq_status attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
         VQ_FORWARD_IF_ERROR(vq_attn_require_compact(
             ctx, (const DLTensor *[]){q, q_scale, k_bits, k_mag, k_const, v_idx, opts ? opts->v_scale : NULL, out},
             (const char *[]){"q", "q_scale", "k_bits", "k_mag", "k_const", "v_idx", "opts->v_scale", "out"}, 8));
-        VQ_RETURN_IF(ctx, prefill && lse.base != NULL, VQ_ERR_UNSUPPORTED,
-                     "opts->lse_out is not supported by the CUDA prefill kernel");
         VQ_FORWARD_IF_ERROR(vq_attn_require_compact(ctx, (const DLTensor *[]){opts ? opts->lse_out : NULL},
                                                     (const char *[]){"opts->lse_out"}, 1));
         if (!prefill)

@@ -195,6 +195,13 @@ vq_status vq_cuda_kivi_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTens
                                              const DLTensor *v_zero, int group_size, float scale, int nsg,
                                              DLTensor *out, const vq_scalar_attend_opts *opts)
 {
+    /* the code width as kivi_run derives it */
+    const int64_t D = vq_dim(q, 3), last = vq_dim(k_codes, 3);
+    const int bits = last == D ? 8 : opts && opts->bits ? opts->bits : (int)(last * 8 / D);
+    const bool causal = opts && opts->causal;
+    if (vq_cuda_kivi_mma_takes(q, k_codes, group_size, bits, causal) && vq_dim(v_codes, 3) == last)
+        return vq_cuda_kivi_mma(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
+                                nsg, causal, NULL, NULL, out, opts ? opts->lse_out : NULL);
     return kivi_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
                       opts ? opts->bits : 0, scale, nsg, opts && opts->causal, NULL, NULL, out,
                       opts ? opts->lse_out : NULL);
@@ -206,6 +213,9 @@ vq_status vq_cuda_kivi_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_
                               bool causal, const vq_cu_paging *pg, const vq_cu_window *win, DLTensor *out,
                               DLTensor *lse)
 {
+    if (vq_cuda_kivi_mma_takes(q, k_codes, group_size, bits, causal))
+        return vq_cuda_kivi_mma(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
+                                num_splits, causal, pg, win, out, lse);
     return kivi_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
                       num_splits, causal, pg, win, out, lse);
 }

@@ -80,6 +80,15 @@ vq_status vq_cuda_kivi_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_
                               const DLTensor *v_zero, int group_size, int bits, float scale, int num_splits,
                               bool causal, const struct vq_cu_paging *pg, const struct vq_cu_window *win,
                               DLTensor *out, DLTensor *lse);
+/* vq_cuda_kivi_attend's arguments that the tensor-core skeleton takes (with
+ * VQ_CUDA_MMA=1 only; D = 128, g = 32, 2- or 4-bit packed codes, no causal
+ * limit inside the kv axis), and the call that runs them there (cuda_sdpa.c). */
+bool vq_cuda_kivi_mma_takes(const DLTensor *q, const DLTensor *k_codes, int group_size, int bits, bool causal);
+vq_status vq_cuda_kivi_mma(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
+                           const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
+                           const DLTensor *v_zero, int group_size, int bits, float scale, int num_splits, bool causal,
+                           const struct vq_cu_paging *pg, const struct vq_cu_window *win, DLTensor *out,
+                           DLTensor *lse);
 /* Host to device on the ctx's stream: src is read before the call returns
  * (pageable memory is staged), the copy lands in stream order. */
 vq_status vq_cuda_upload_async(vq_ctx *ctx, void *dst, const void *src, size_t bytes);

@@ -6,6 +6,7 @@
  * reads device memory. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats/lloyd_max.h"
@@ -213,6 +214,32 @@ static void plan_splits(const vq_ctx *ctx, int requested, int occupancy, vq_cu_a
     c->nsplit = (int)vq_ceil_div(c->Skv, c->split_len);
 }
 
+/* The tensor-core skeleton (decode_mma.cuh) at D = 128 without a mask or a
+ * causal limit inside the kv axis (Sq = 1 or not causal), only with
+ * VQ_CUDA_MMA=1: f16 keys with f16 values (1.0-1.8x the CUDA-core skeleton on
+ * an H100, bench/NOTES.md) and KIVI 2/4-bit keys with KIVI values of
+ * 32-channel groups (1.2-4.5x slower than the fast KIVI kernel so far). It is
+ * opt-in until a device run has passed the CUDA tests on it: the last one
+ * found a -inf key giving a NaN row on the f16 path, fixed since but not yet
+ * rerun, and kivi2 pages in the cache wrong. Without it every call runs the
+ * CUDA-core kernels. */
+static int mma_mode(void)
+{
+    const char *e = getenv("VQ_CUDA_MMA");
+    return e != NULL && e[0] == '1';
+}
+
+static vq_cu_sdpa_launcher mma_launcher(const vq_cu_sdpa_params *p, int64_t Sq)
+{
+    if (!mma_mode() || p->c.D != 128 || p->mask != NULL || (p->c.causal && Sq != 1)) return NULL;
+    if (p->fmt == VQ_CU_SDPA_F16 && p->k_elt == VQ_CU_F16 && p->v_fmt == VQ_CU_V_F16 && p->v_f16)
+        return vq_cu_launch_mma_f16;
+    if (p->fmt == VQ_CU_SDPA_KIVI && p->v_fmt == VQ_CU_V_KIVI && (p->a_bits == 2 || p->a_bits == 4) &&
+        p->va_bits == p->a_bits && p->a_g % 32 == 0 && p->va_g == 32)
+        return vq_cu_launch_mma_kivi;
+    return NULL;
+}
+
 /* The launches of one call. Contiguous (pg NULL): the kv axis is the
  * values' [B,Hkv,Skv]. Paged: the formats' tensors are a pool chunk's
  * [pages,Hkv,P,...] views, row b of the queries reads pg's pages, and win
@@ -271,7 +298,8 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
         p.mask_sb = vq_dim(mask, 0) == 1 ? 0 : vq_dim(mask, 1) * Sq * Skv;
     }
 
-    const vq_cu_sdpa_launcher launch = launcher_of(p.fmt, p.v_fmt != VQ_CU_V_F16);
+    const vq_cu_sdpa_launcher mma = mma_launcher(&p, Sq);
+    const vq_cu_sdpa_launcher launch = mma ? mma : launcher_of(p.fmt, p.v_fmt != VQ_CU_V_F16);
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     plan_splits(ctx, num_splits, occ, c);
@@ -338,4 +366,35 @@ vq_status vq_cuda_fused_sdpa_paged(vq_ctx *ctx, const DLTensor *queries, const v
                                    const vq_cu_window *win, DLTensor *out, DLTensor *lse)
 {
     return sdpa_run(ctx, queries, keys, values, scale, NULL, out, lse, 0, false, pg, win);
+}
+
+bool vq_cuda_kivi_mma_takes(const DLTensor *q, const DLTensor *k_codes, int group_size, int bits, bool causal)
+{
+    const int64_t D = vq_dim(q, 3);
+    return mma_mode() == 1 && D == 128 && group_size == 32 && (bits == 2 || bits == 4) &&
+           vq_dim(k_codes, 3) == D * bits / 8 && (!causal || vq_dim(q, 2) == 1);
+}
+
+vq_status vq_cuda_kivi_mma(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
+                           const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
+                           const DLTensor *v_zero, int group_size, int bits, float scale, int num_splits, bool causal,
+                           const vq_cu_paging *pg, const vq_cu_window *win, DLTensor *out, DLTensor *lse)
+{
+    vq_encoded_keys k;
+    vq_encoded_values v;
+    memset(&k, 0, sizeof k);
+    memset(&v, 0, sizeof v);
+    k.format = VQ_KEYS_KIVI;
+    k.kivi.codes = k_codes;
+    k.kivi.scale = k_scale;
+    k.kivi.zero = k_zero;
+    k.kivi.bits = bits;
+    k.kivi.group_size = group_size;
+    v.format = VQ_VALUES_KIVI;
+    v.kivi.codes = v_codes;
+    v.kivi.scale = v_scale;
+    v.kivi.zero = v_zero;
+    v.kivi.bits = bits;
+    v.kivi.group_size = group_size;
+    return sdpa_run(ctx, q, &k, &v, scale, NULL, out, lse, num_splits, causal, pg, win);
 }

@@ -141,6 +141,11 @@ int vq_cu_launch_sdpa_rabitq_enc(const vq_cu_sdpa_params *p, void *stream, int *
 int vq_cu_launch_sdpa_qjl_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_vecinfer_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_commvq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+/* The tensor-core decode skeleton (decode_mma.cuh), D = 128, no mask, no
+ * causal limit inside the kv axis: f16 keys and values (decode_mma_f16.cu),
+ * KIVI 2/4-bit keys and values (decode_mma_kivi.cu). */
+int vq_cu_launch_mma_kivi(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_mma_f16(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include "skip_without_cuda.h"
 #ifdef VQ_TEST_HAVE_CUDA
 #include "cuda/cuda_backend.h"
+#include "attention_ref.h"
 #include "cuda_test_util.h"
 
 static vq_rng rng;
@@ -17,24 +18,6 @@ static void set_load_mode(int staged)
 {
     load_mode = staged ? "staged" : "direct";
     setenv("VQ_CUDA_DECODE_STAGED", staged ? "1" : "0", 1);
-}
-
-/* ---- float64 attention over decoded keys/values ----
- * khat [B,Hkv,Skv,D], vhat [B,Hkv,Skv,D], logits(b,hq,sq,t) computed by the
- * caller into s; here softmax + weighted sum for one row. */
-static void softmax_row(const double *s, int Skv, int lim, const double *vh, int D, double *o)
-{
-    double m = -INFINITY;
-    for (int t = 0; t <= lim && t < Skv; t++) m = s[t] > m ? s[t] : m;
-    for (int d = 0; d < D; d++) o[d] = 0;
-    if (m == -INFINITY) return;
-    double l = 0;
-    for (int t = 0; t <= lim && t < Skv; t++) {
-        const double p = exp(s[t] - m);
-        l += p;
-        for (int d = 0; d < D; d++) o[d] += p * vh[(int64_t)t * D + d];
-    }
-    for (int d = 0; d < D; d++) o[d] /= l;
 }
 
 /* Packs codes [rows, D] (one per element) into [rows, D*bits/8] bytes in the
@@ -101,18 +84,22 @@ static void run_kivi(kivi_case tc)
                 kh[i] = kc[i] * vt_get(ks, ki) + vt_get(kz, ki);
                 vh[i] = vc[i] * vt_get(vs, vi) + vt_get(vz, vi);
             }
-    double *ref = malloc(sizeof(double) * (size_t)B * Hq * Sq * D), *s = malloc(sizeof(double) * Skv);
+    /* float64 reference: the scores into a table, then attention_ref.h */
+    double *ref = malloc(sizeof(double) * (size_t)B * Hq * Sq * D), *s = malloc(sizeof(double) * (size_t)B * Hq * Sq * Skv);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hq; h++)
             for (int i = 0; i < Sq; i++) {
                 const int64_t bh = (int64_t)b * Hkv + h / G, row = ((int64_t)b * Hq + h) * Sq + i;
+                double *sr = s + row * Skv;
                 for (int t = 0; t < Skv; t++) {
                     double acc = 0;
                     for (int c = 0; c < D; c++) acc += vt_get(q, row * D + c) * kh[(bh * Skv + t) * D + c];
-                    s[t] = scale * acc;
+                    sr[t] = scale * acc;
                 }
-                softmax_row(s, Skv, tc.causal ? Skv - Sq + i : Skv - 1, vh + bh * Skv * D, D, ref + row * D);
             }
+    const ref_dims rd = {B, Hq, Hkv, Sq, Skv, D};
+    const ref_table_arg ta = {s, rd};
+    ref_attention(&rd, ref_table_score, &ta, vh, NULL, 0, 0, tc.causal, ref, NULL);
 
     DLTensor *out = vt_new(tc.f16_out ? VT_F16 : VT_F32, VT_DIMS(B, Hq, Sq, D));
     DLTensor *dq = ct_upload(q), *dkc = ct_upload(kcod), *dks = ct_upload(ks), *dkz = ct_upload(kz);
@@ -194,12 +181,14 @@ static void run_rabitq(rabitq_case tc)
         const int k = idx[i] < tc.n_cents ? idx[i] : tc.n_cents - 1;
         vh[i] = vt_get(cents, k) * (tc.with_vscale ? vt_get(vsc, i / D) : 1.0);
     }
-    double *ref = malloc(sizeof(double) * (size_t)B * Hq * Sq * D), *s = malloc(sizeof(double) * Skv);
+    /* float64 reference: the scores into a table, then attention_ref.h */
+    double *ref = malloc(sizeof(double) * (size_t)B * Hq * Sq * D), *s = malloc(sizeof(double) * (size_t)B * Hq * Sq * Skv);
     const uint8_t *kbd = kb->data;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hq; h++)
             for (int i = 0; i < Sq; i++) {
                 const int64_t bh = (int64_t)b * Hkv + h / G, row = ((int64_t)b * Hq + h) * Sq + i;
+                double *sr = s + row * Skv;
                 for (int t = 0; t < Skv; t++) {
                     const int64_t kt = bh * Skv + t;
                     double dot = 0;
@@ -211,10 +200,12 @@ static void run_rabitq(rabitq_case tc)
                         ham += bit != (qj >= 0);
                     }
                     const double base = tc.exact ? dot : (double)(D - 2 * ham);
-                    s[t] = base * vt_get(qs, row) * vt_get(km, kt) + (tc.with_const ? vt_get(kcn, kt) : 0.0);
+                    sr[t] = base * vt_get(qs, row) * vt_get(km, kt) + (tc.with_const ? vt_get(kcn, kt) : 0.0);
                 }
-                softmax_row(s, Skv, tc.causal ? Skv - Sq + i : Skv - 1, vh + bh * Skv * D, D, ref + row * D);
             }
+    const ref_dims rd = {B, Hq, Hkv, Sq, Skv, D};
+    const ref_table_arg ta = {s, rd};
+    ref_attention(&rd, ref_table_score, &ta, vh, NULL, 0, 0, tc.causal, ref, NULL);
 
     DLTensor *out = vt_new(tc.f16_out ? VT_F16 : VT_F32, VT_DIMS(B, Hq, Sq, D));
     DLTensor *dq = ct_upload(q), *dqs = ct_upload(qs), *dkb = ct_upload(kb), *dkm = ct_upload(km);

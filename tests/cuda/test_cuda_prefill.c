@@ -165,6 +165,13 @@ static void test_backend_errors(void)
     dq->byte_offset = 4; /* aligned to f32, not to 16 bytes */
     VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "'q' is not",
              vq_rabitq_prefill_attend(ctx, dq, dsc, dkb, dkm, NULL, dvi, dce, dout, NULL));
+    dq->byte_offset = 0;
+    /* prefill gives no log-sum-exp: refused as on the CPU */
+    DLTensor *lse = vt_new(VT_F32, VT_DIMS(1, 1, 1)), *dlse = ct_upload(lse);
+    const vq_rabitq_attend_opts with_lse = {.lse_out = dlse};
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "lse_out",
+             vq_rabitq_prefill_attend(ctx, dq, dsc, dkb, dkm, NULL, dvi, dce, dout, &with_lse));
+    ct_free(dlse); vt_free(lse);
     ct_free(dq); ct_free(dsc); ct_free(dkb); ct_free(dkm); ct_free(dvi); ct_free(dce); ct_free(dout);
     vt_free(q); vt_free(sc); vt_free(kb); vt_free(km); vt_free(vi); vt_free(ce); vt_free(out);
 }

@@ -11,6 +11,7 @@
  * The model part skips (77) when the model file is absent. */
 #include <math.h>
 
+#include "attention_ref.h"
 #include "harness.h"
 #include "model_golden.h"
 #include "model_tiny.h"
@@ -53,7 +54,7 @@ static void ref_rope(double *v, int heads, int pos)
 static void ref_forward(const tiny_model *m, const int32_t *tok, int T, double *logits)
 {
     enum { QD = TINY_HEADS * TINY_HD, KVD = TINY_KV * TINY_HD };
-    static double K[2][TINY_MAXT][KVD], V[2][TINY_MAXT][KVD];
+    static double K[2][TINY_MAXT][KVD], V[2][TINY_MAXT][KVD], sc[TINY_HEADS * TINY_MAXT], vhat[TINY_MAXT * KVD];
     const tiny_tensor *emb = tiny_find(m, "token_embd.weight");
     for (int t = 0; t < T; t++) {
         double x[TINY_DIM], xb[TINY_DIM], q[QD], att[QD], o[TINY_DIM], h1[TINY_HIDDEN], h3[TINY_HIDDEN];
@@ -67,22 +68,20 @@ static void ref_forward(const tiny_model *m, const int32_t *tok, int T, double *
             ref_matvec(m, NAME("attn_v"), xb, V[l][t]);
             ref_rope(q, TINY_HEADS, t);
             ref_rope(K[l][t], TINY_KV, t);
-            for (int h = 0; h < TINY_HEADS; h++) {
-                const int kh = h / (TINY_HEADS / TINY_KV);
-                double sc[TINY_MAXT], mx = -1e300, sum = 0;
+            /* the new token's query over tokens [0, t]: its scores, the values head-major */
+            for (int h = 0; h < TINY_HEADS; h++)
                 for (int j = 0; j <= t; j++) {
+                    const int kh = h / (TINY_HEADS / TINY_KV);
                     double d = 0;
                     for (int e = 0; e < TINY_HD; e++) d += q[h * TINY_HD + e] * K[l][j][kh * TINY_HD + e];
-                    sc[j] = d / sqrt((double)TINY_HD);
-                    if (sc[j] > mx) mx = sc[j];
+                    sc[h * (t + 1) + j] = d / sqrt((double)TINY_HD);
                 }
-                for (int j = 0; j <= t; j++) sum += (sc[j] = exp(sc[j] - mx));
-                for (int e = 0; e < TINY_HD; e++) {
-                    double a = 0;
-                    for (int j = 0; j <= t; j++) a += sc[j] / sum * V[l][j][kh * TINY_HD + e];
-                    att[h * TINY_HD + e] = a;
-                }
-            }
+            for (int kh = 0; kh < TINY_KV; kh++)
+                for (int j = 0; j <= t; j++)
+                    for (int e = 0; e < TINY_HD; e++) vhat[(kh * (t + 1) + j) * TINY_HD + e] = V[l][j][kh * TINY_HD + e];
+            const ref_dims d = {1, TINY_HEADS, TINY_KV, 1, t + 1, TINY_HD};
+            const ref_table_arg scores = {sc, d};
+            ref_attention(&d, ref_table_score, &scores, vhat, NULL, 0, 0, false, att, NULL);
             ref_matvec(m, NAME("attn_output"), att, o);
             for (int i = 0; i < TINY_DIM; i++) x[i] += o[i];
             ref_rmsnorm(m, NAME("ffn_norm"), x, xb);

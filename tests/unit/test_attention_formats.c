@@ -143,7 +143,8 @@ static void encode_turbo(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_r
 }
 
 /* ---- TurboQuant RVQ (VQ_KEYS_TURBO_RVQ): k1 = b1, k2 = b2, k3 bit 0: stage 1
- * packed, bit 1: stage 2 packed, bit 2: diag NULL ---- */
+ * packed, bit 1: stage 2 packed, bit 2: diag NULL, bit 3: scale2 stored in
+ * f16 ---- */
 
 static void encode_rvq(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng *rng, built *bk)
 {
@@ -154,6 +155,11 @@ static void encode_rvq(vq_ctx *ctx, const DLTensor *keys, const fcase *c, vq_rng
     DLTensor *s1 = own(bk, vt_new(VT_F32, VT_DIMS(c->B, c->Hkv, c->Skv)));
     DLTensor *s2 = own(bk, vt_new(VT_F32, VT_DIMS(c->B, c->Hkv, c->Skv)));
     VT_OK(ctx, vq_turboquant_rvq_encode(ctx, keys, diag, c->k1, c->k2, idx1, s1, idx2, s2));
+    if (c->k3 & 8) { /* f16 stage-2 scales: the reference reads the rounded values */
+        DLTensor *s16 = own(bk, vt_like(s2, VT_F16));
+        for (int64_t i = 0; i < vt_numel(s2); i++) vt_set(s16, i, vt_get(s2, i));
+        s2 = s16;
+    }
     bk->ek = (vq_encoded_keys){.format = VQ_KEYS_TURBO_RVQ};
     bk->ek.rvq.idx1 = maybe_pack(ctx, bk, idx1, c->k1, c->k3 & 1);
     bk->ek.rvq.idx2 = maybe_pack(ctx, bk, idx2, c->k2, c->k3 & 2);
@@ -454,7 +460,7 @@ static void run_case(const char *fmt, encoder_fn enc, const fcase *c, uint64_t s
     for (int64_t x = 0; x < nv; x++) vh[x] = vt_get(v, x);
     p.ref = malloc(sizeof(double) * (size_t)(d.B * d.Hq * d.Sq * d.D));
     const score_arg arg = {q, &p.bk, d, (double)p.scale};
-    ref_attention(&d, ref_score, &arg, vh, mref, msb, msh, c->causal, p.ref);
+    ref_attention(&d, ref_score, &arg, vh, mref, msb, msh, c->causal, p.ref, NULL);
     g_cur = &p;
     vt_for_each_isa(2, check_isa);
     g_cur = NULL;
@@ -509,6 +515,8 @@ static void test_rvq(void)
         {1, 8, 1, 1, 4097, 128, 'f', 'f', 'f', false, 0, 0, 1, 8, 2},
         {1, 4, 1, 4, 97, 256, 'f', 'f', 'f', false, 1, 3, 8, 1, 4 | 3},
         {2, 4, 4, 1, 50, 256, 'h', 'h', 'f', false, 0, 0, 5, 3, 4},
+        {1, 4, 2, 4, 97, 128, 'f', 'f', 'f', true, 1, 2, 4, 2, 8 | 3},
+        {1, 2, 1, 1, 40, 64, 'h', 'f', 'h', false, 0, 0, 3, 5, 8},
     };
     run_cases("rvq", encode_rvq, cases, sizeof cases / sizeof cases[0]);
 }
@@ -690,7 +698,12 @@ static void test_turbo_errors(void)
     er.rvq.scale2 = NULL;
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "keys.rvq.scale2",
              vq_turboquant_fused_rvq_decode_attend(ctx, s.q, &er, s.v, 0.125f, s.out, NULL));
+    er.rvq.scale2 = sc_bf16; /* f32, or f16 on the CPU */
+    SDPA_FAILS(ctx, s, er, VQ_ERR_INVALID_ARGUMENT, "keys.rvq.scale2");
     er.rvq.scale2 = sc;
+    er.rvq.scale1 = sc_f16; /* f32 only */
+    SDPA_FAILS(ctx, s, er, VQ_ERR_INVALID_ARGUMENT, "keys.rvq.scale1");
+    er.rvq.scale1 = sc;
     er.rvq.idx1 = idx_bad;
     SDPA_FAILS(ctx, s, er, VQ_ERR_INVALID_ARGUMENT, "keys.rvq.idx1");
     er.rvq.idx1 = idx;

@@ -185,7 +185,7 @@ static void run_case(vq_ctx *ctx, const char *isa, const kivi_case *k, vq_key_sc
     const bool int8 = ks != VQ_KEY_SCORES_F32 && vq_attn_q8_supported(k->bits, d->D);
     DLTensor *out = vt_new(VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
-    ref_attention(d, int8 ? kivi_score_q8 : kivi_score, &kv, kv.vhat, NULL, 0, 0, k->causal, ref);
+    ref_attention(d, int8 ? kivi_score_q8 : kivi_score, &kv, kv.vhat, NULL, 0, 0, k->causal, ref, NULL);
     /* bits = 0 lets the layout be detected; 8 must be said when D*8/8 == D anyway */
     /* f32 p.V: these cases check the key paths (integer p.V: pv8_case below) */
     const vq_scalar_attend_opts opts = {
@@ -198,7 +198,7 @@ static void run_case(vq_ctx *ctx, const char *isa, const kivi_case *k, vq_key_sc
              (int)ks, k->bits, k->g, (long long)d->Hq, (long long)d->Hkv, (long long)d->Sq, (long long)d->Skv,
              (long long)d->D, k->causal, k->nsg, err);
     if (int8) {
-        ref_attention(d, kivi_score, &kv, kv.vhat, NULL, 0, 0, k->causal, ref);
+        ref_attention(d, kivi_score, &kv, kv.vhat, NULL, 0, 0, k->causal, ref, NULL);
         const double ratio = q8_bound_ratio(&kv, k->causal, out, ref);
         VT_CHECK(ratio <= 1.0, "%s int8 bits %d D%lld Skv%lld: error / header bound = %.3g", isa, k->bits,
                  (long long)d->D, (long long)d->Skv, ratio);

@@ -94,7 +94,7 @@ static void run_fused(vq_ctx *ctx, const char *isa, const rq_case *k, vq_rng *rn
     const ref_dims *d = &x.d;
     DLTensor *out = vt_new(VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
-    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref);
+    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref, NULL);
     const vq_rabitq_attend_opts opts = {.score = k->exact ? VQ_RABITQ_SCORE_EXACT : VQ_RABITQ_SCORE_HAMMING,
                                         .v_scale = x.v_scale, .causal = k->causal, .num_splits = k->splits,
                                         .value_accum = VQ_VALUE_ACCUM_F32};
@@ -128,7 +128,7 @@ static void run_prefill(vq_ctx *ctx, const char *isa, const rq_case *k, vq_rng *
     vt_set(scale, 0, x.prefill_scale);
     DLTensor *out = vt_new(k->f16_q ? VT_F16 : VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
-    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, false, ref);
+    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, false, ref, NULL);
     const vq_rabitq_attend_opts opts = {.v_scale = x.v_scale, .num_splits = k->splits};
     VT_OK(ctx, vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, x.k_const, x.v_packed, x.v_cents, out,
                                         &opts));
@@ -241,7 +241,7 @@ static void cb8_case(vq_ctx *ctx, const char *isa, const rq_case *k, vq_rng *rng
     const int64_t n = vt_numel(out);
     double *ref = malloc(sizeof(double) * (size_t)n * 5), *ref_q = ref + n, *ref_c = ref_q + n, *bound = ref_c + n,
            *var = bound + n;
-    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref);
+    ref_attention(d, rq_score, &x, x.vhat, NULL, 0, 0, k->causal, ref, NULL);
     cb8_reference(&x, k->causal, cq, cstep, ref_q, ref_c, bound, var);
     const vq_rabitq_attend_opts opts = {.score = k->exact ? VQ_RABITQ_SCORE_EXACT : VQ_RABITQ_SCORE_HAMMING,
                                         .v_scale = x.v_scale, .causal = k->causal, .num_splits = k->splits,
@@ -658,13 +658,19 @@ static void test_rabitq_errors(void)
     const vq_rabitq_attend_opts causal = {.causal = true};
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "causal",
              vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, out, &causal));
+    DLTensor *lse = vt_new(VT_F32, VT_DIMS(1, 4, 2)); /* a valid lse_out for decode: prefill gives none */
+    const vq_rabitq_attend_opts with_lse = {.lse_out = lse}, exact = {.score = VQ_RABITQ_SCORE_EXACT};
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "lse_out",
+             vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, out, &with_lse));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "score",
+             vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, out, &exact));
     DLTensor *obf = vt_new(VT_BF16, VT_DIMS(1, 4, 2, 64));
     VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out'",
              vq_rabitq_prefill_attend(ctx, x.q, scale, x.k_bits, x.k_mag, NULL, x.v_packed, x.v_cents, obf, NULL));
     VT_CHECK(vt_unchanged(out, snap) && vt_unchanged(o300, snap300), "a failing call wrote to out");
     free(snap);
     free(snap300);
-    DLTensor *all[] = {out, scale, c17, c300, qs_bad, kb_bad, mag16, kc_bad, vi_bad, q3, qs3, q300, o300, q60, o60, scale2, obf};
+    DLTensor *all[] = {out, scale, c17, c300, qs_bad, kb_bad, mag16, kc_bad, vi_bad, q3, qs3, q300, o300, q60, o60, scale2, obf, lse};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) vt_free(all[i]);
     rq_free(&x);
     vq_ctx_free(ctx);

@@ -45,7 +45,7 @@ static void run_case(vq_ctx *ctx, const char *isa, const sdpa_case *k, vq_rng *r
     double *ref = malloc(sizeof(double) * (size_t)vt_numel(out));
     const double scale = 1.0 / sqrt((double)d.D);
     const ref_f16_arg arg = {q, keys, d, (double)(float)scale};
-    ref_attention(&d, ref_f16_score, &arg, vh, mref, msb, msh, k->causal, ref);
+    ref_attention(&d, ref_f16_score, &arg, vh, mref, msb, msh, k->causal, ref, NULL);
 
     const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16.keys = keys};
     const vq_attend_opts opts = {.causal = k->causal, .num_splits = k->num_splits};

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_ref.h"
 #include "harness.h"
 #include "veloxquant.h"
 
@@ -77,27 +78,11 @@ static vq_status attend(vq_ctx *ctx, const tcase *c, const built *b, vq_value_ac
 /* The exact attention over the decoded values, float64: ref [HQ][Sq][d]. */
 static void reference(const tcase *c, const built *b, double *ref)
 {
-    const int64_t d = b->d, G = HQ / HKV;
-    double *s = malloc(sizeof(double) * (size_t)c->Skv);
-    for (int64_t h = 0; h < HQ; h++)
-        for (int64_t i = 0; i < c->Sq; i++) {
-            const int64_t hk = h / G, seen = c->causal ? c->Skv - c->Sq + i + 1 : c->Skv;
-            double mx = -INFINITY, sum = 0.0;
-            for (int64_t t = 0; t < seen; t++) {
-                double dot = 0.0;
-                for (int64_t e = 0; e < d; e++)
-                    dot += vt_get(b->q, (h * c->Sq + i) * d + e) * vt_get(b->k, (hk * c->Skv + t) * d + e);
-                s[t] = dot / sqrt((double)d);
-                mx = fmax(mx, s[t]);
-            }
-            for (int64_t t = 0; t < seen; t++) sum += (s[t] = exp(s[t] - mx));
-            for (int64_t e = 0; e < d; e++) {
-                double o = 0.0;
-                for (int64_t t = 0; t < seen; t++) o += s[t] * vt_get(b->vhat, (hk * c->Skv + t) * d + e);
-                ref[(h * c->Sq + i) * d + e] = o / sum;
-            }
-        }
-    free(s);
+    const ref_dims d = {1, HQ, HKV, c->Sq, c->Skv, b->d};
+    const ref_f16_arg arg = {b->q, b->k, d, 1.0 / sqrt((double)b->d)};
+    double *vh = ref_doubles(b->vhat);
+    ref_attention(&d, ref_f16_score, &arg, vh, NULL, 0, 0, c->causal, ref, NULL);
+    free(vh);
 }
 
 /* max_i |centroid_i| and max_t |scale_t|: the header's C and S. */

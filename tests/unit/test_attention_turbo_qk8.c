@@ -14,6 +14,7 @@
 
 #include "attention/attn_kernels.h"
 #include "formats/lloyd_max.h"
+#include "attention_ref.h"
 #include "harness.h"
 #include "veloxquant.h"
 
@@ -155,23 +156,11 @@ static vq_status attend(vq_ctx *ctx, const kcase *c, const built *b, vq_key_scor
  * the row's largest |rotated, scaled query|, C the stage's largest
  * centroid), so its probabilities by at most a factor exp(2 eps) and each
  * output channel by at most (exp(2 eps) - 1) * max_j |v_j - out|. */
-/* Softmax of s [n] in place, then out [d] = sum_t p_t v[t] (float64). */
-static void softmax_pv(double *s, int64_t n, const built *b, int64_t hk, int64_t Skv, double *out)
-{
-    double mx = -INFINITY, sum = 0.0;
-    for (int64_t t = 0; t < n; t++) mx = fmax(mx, s[t]);
-    for (int64_t t = 0; t < n; t++) sum += (s[t] = exp(s[t] - mx));
-    for (int64_t e = 0; e < b->d; e++) {
-        double o = 0.0;
-        for (int64_t t = 0; t < n; t++) o += s[t] * vt_get(b->v, (hk * Skv + t) * b->d + e);
-        out[e] = o / sum;
-    }
-}
 
 /* The integer formulation in float64 (ref_q [HQ][Sq][d]): the rotated row
  * as the library rounds it (f32 rotation and scale, xq = rint(qp * 127 /
  * amax)), the centroids rounded (vq_attn_cb8_round), scores sum over stages
- * of (qstep * cstep * scale_j) * sum_c xq_c cq[code_c]. */
+ * of (qstep * cstep * scale_j) * sum_c xq_c cq[code_c], then attention. */
 static void reference_int8(vq_ctx *ctx, const kcase *c, const built *b, double *ref_q)
 {
     const int64_t d = b->d, G = HQ / HKV;
@@ -184,11 +173,12 @@ static void reference_int8(vq_ctx *ctx, const kcase *c, const built *b, double *
         const int bits = st ? c->b2 : c->b1;
         VT_CHECK(vq_attn_cb8_round(vq_lloyd_max_centroids(bits), 1 << bits, cq[st], &cstep[st]), "centroids");
     }
-    double *s = malloc(sizeof(double) * (size_t)c->Skv);
+    double *table = calloc((size_t)(HQ * c->Sq * c->Skv), sizeof(double));
     int *xq = malloc(sizeof(int) * (size_t)d);
     for (int64_t h = 0; h < HQ; h++)
         for (int64_t i = 0; i < c->Sq; i++) {
             const int64_t hk = h / G, row = h * c->Sq + i, seen = c->causal ? c->Skv - c->Sq + i + 1 : c->Skv;
+            double *s = table + row * c->Skv;
             float amax = 0.0f;
             for (int64_t e = 0; e < d; e++) amax = fmaxf(amax, fabsf((float)vt_get(y, row * d + e) * scale));
             const float inv = 127.0f / amax;
@@ -201,9 +191,13 @@ static void reference_int8(vq_ctx *ctx, const kcase *c, const built *b, double *
                     s[t] += (double)acc * (double)(amax / 127.0f) * cstep[st] * vt_get(b->sc[st], hk * c->Skv + t);
                 }
             }
-            softmax_pv(s, seen, b, hk, c->Skv, ref_q + row * d);
         }
-    free(s);
+    const ref_dims rd = {1, HQ, HKV, c->Sq, c->Skv, d};
+    const ref_table_arg ta = {table, rd};
+    double *vh = ref_doubles(b->v);
+    ref_attention(&rd, ref_table_score, &ta, vh, NULL, 0, 0, c->causal, ref_q, NULL);
+    free(vh);
+    free(table);
     free(xq);
     vt_free(y);
 }
@@ -213,35 +207,32 @@ static void reference(vq_ctx *ctx, const kcase *c, const built *b, double *ref, 
     static const double cmax[5] = {0.0, 0.798, 1.510, 2.152, 2.733};
     const int64_t d = b->d, G = HQ / HKV;
     const double scale = 1.0 / sqrt((double)d);
+    const ref_dims rd = {1, HQ, HKV, c->Sq, c->Skv, d};
+    const ref_f16_arg arg = {b->q, b->khat, rd, scale};
+    double *vh = ref_doubles(b->v);
+    ref_attention(&rd, ref_f16_score, &arg, vh, NULL, 0, 0, c->causal, ref, NULL);
     DLTensor *y = vt_like(b->q, VT_F32);
     VT_OK(ctx, vq_hadamard(ctx, b->q, b->diag, false, y));
-    double *s = malloc(sizeof(double) * (size_t)c->Skv);
     for (int64_t h = 0; h < HQ; h++)
         for (int64_t i = 0; i < c->Sq; i++) {
             const int64_t hk = h / G, row = h * c->Sq + i, seen = c->causal ? c->Skv - c->Sq + i + 1 : c->Skv;
-            double amax = 0.0, mx = -INFINITY, sum = 0.0, eps = 0.0;
+            double amax = 0.0, eps = 0.0;
             for (int64_t e = 0; e < d; e++) amax = fmax(amax, fabs(vt_get(y, row * d + e)) * scale);
             for (int64_t t = 0; t < seen; t++) {
-                double dot = 0.0, e_t = 0.0;
-                for (int64_t e = 0; e < d; e++) dot += vt_get(b->q, row * d + e) * vt_get(b->khat, (hk * c->Skv + t) * d + e);
-                s[t] = dot * scale;
-                mx = fmax(mx, s[t]);
+                double e_t = 0.0;
                 for (int st = 0; st < (c->b2 ? 2 : 1); st++)
                     e_t += fabs(vt_get(b->sc[st], hk * c->Skv + t)) * amax * (double)d * cmax[st ? c->b2 : c->b1] *
                            (2.0 + 1.0 / 254.0) / 254.0;
                 eps = fmax(eps, e_t);
             }
-            for (int64_t t = 0; t < seen; t++) sum += (s[t] = exp(s[t] - mx));
             for (int64_t e = 0; e < d; e++) {
-                double o = 0.0, spread = 0.0;
-                for (int64_t t = 0; t < seen; t++) o += s[t] * vt_get(b->v, (hk * c->Skv + t) * d + e);
-                o /= sum;
-                for (int64_t t = 0; t < seen; t++) spread = fmax(spread, fabs(vt_get(b->v, (hk * c->Skv + t) * d + e) - o));
-                ref[row * d + e] = o;
+                const double o = ref[row * d + e];
+                double spread = 0.0;
+                for (int64_t t = 0; t < seen; t++) spread = fmax(spread, fabs(vh[(hk * c->Skv + t) * d + e] - o));
                 bound[row * d + e] = expm1(2.0 * eps) * spread + 1e-5 * (fabs(o) + 1.0);
             }
         }
-    free(s);
+    free(vh);
     vt_free(y);
 }
 

@@ -343,16 +343,6 @@ static void test_views(void) { vt_for_each_isa(2, test_views_on); }
 
 /* ---- lse and merge ---- */
 
-/* float64 log-sum-exp of row (b, h, i), causal over the last Sq tokens */
-static double ref_lse(const ref_f16_arg *a, int64_t b, int64_t h, int64_t i, bool causal)
-{
-    const int64_t lim = causal ? a->d.Skv - a->d.Sq + i + 1 : a->d.Skv;
-    double mx = -INFINITY, sum = 0.0;
-    for (int64_t t = 0; t < lim; t++) mx = fmax(mx, ref_f16_score(a, b, h, i, t));
-    for (int64_t t = 0; t < lim; t++) sum += exp(ref_f16_score(a, b, h, i, t) - mx);
-    return lim > 0 ? mx + log(sum) : -INFINITY;
-}
-
 /* A view of tokens [t0, t0 + n) of k [B,H,S,D] (a byte_offset and strides). */
 static DLTensor token_slice(const DLTensor *k, int64_t t0, int64_t n, int64_t shape[4], int64_t strides[4])
 {
@@ -383,11 +373,12 @@ static void test_lse_merge_on(vq_ctx *ctx, const char *isa)
     DLTensor *full = vt_new(VT_F32, VT_DIMS(d.B, d.Hq, d.Sq, d.D)), *lfull = vt_new(VT_F32, VT_DIMS(d.B, d.Hq, d.Sq));
     const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16.keys = k};
     VT_OK(ctx, vq_fused_sdpa(ctx, q, &ek, VT_F16_VALUES(v), 0.125f, NULL, full, &(vq_attend_opts){.lse_out = lfull}));
+    double *vh = ref_doubles(v), *ro = malloc(sizeof(double) * (size_t)vt_numel(full));
+    double *rlse = malloc(sizeof(double) * (size_t)vt_numel(lfull));
+    ref_attention(&d, ref_f16_score, &arg, vh, NULL, 0, 0, false, ro, rlse);
     double worst = 0.0;
-    for (int64_t b = 0; b < d.B; b++)
-        for (int64_t h = 0; h < d.Hq; h++)
-            for (int64_t i = 0; i < d.Sq; i++)
-                worst = fmax(worst, fabs(vt_get(lfull, (b * d.Hq + h) * d.Sq + i) - ref_lse(&arg, b, h, i, false)));
+    for (int64_t e = 0; e < vt_numel(lfull); e++) worst = fmax(worst, fabs(vt_get(lfull, e) - rlse[e]));
+    free(vh), free(ro), free(rlse);
     /* f32 scores of |s| ~ 10: a few ulps of the largest term */
     VT_CHECK(worst <= 2e-5 * 16, "%s: lse differs from float64 by %.3g", isa, worst);
 
@@ -446,6 +437,108 @@ static void test_lse_merge_on(vq_ctx *ctx, const char *isa)
 
 static void test_lse_merge(void) { vt_for_each_isa(2, test_lse_merge_on); }
 
+/* vq_attention_merge with out_a, out_b and out each f16 or f32 (all eight
+ * combinations) against the merge in float64 of the stored inputs: f32
+ * arithmetic, then out's rounding. Rows with one side at lse -inf, and both.
+ * Other dtypes and D > 256 are refused. */
+static void test_merge_dtypes_on(vq_ctx *ctx, const char *isa)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, 17);
+    const int64_t B = 1, H = 2, S = 3, D = 16, rows = B * H * S;
+    DLTensor *la = vt_new(VT_F32, VT_DIMS(B, H, S)), *lb = vt_new(VT_F32, VT_DIMS(B, H, S));
+    DLTensor *lo = vt_new(VT_F32, VT_DIMS(B, H, S));
+    vt_fill_normal(la, &rng, 0.0, 3.0);
+    vt_fill_normal(lb, &rng, 0.0, 3.0);
+    vt_set(lb, 1, -INFINITY);
+    vt_set(la, 2, -INFINITY);
+    vt_set(la, 4, -INFINITY), vt_set(lb, 4, -INFINITY);
+    for (int combo = 0; combo < 8; combo++) {
+        const DLDataType ta = combo & 1 ? VT_F16 : VT_F32, tb = combo & 2 ? VT_F16 : VT_F32;
+        const DLDataType to = combo & 4 ? VT_F16 : VT_F32;
+        DLTensor *a = vt_new(ta, VT_DIMS(B, H, S, D)), *b = vt_new(tb, VT_DIMS(B, H, S, D));
+        DLTensor *o = vt_new(to, VT_DIMS(B, H, S, D));
+        vt_fill_normal(a, &rng, 0.0, 1.0);
+        vt_fill_normal(b, &rng, 0.0, 1.0);
+        vt_poison(o), vt_poison(lo);
+        VT_OK(ctx, vq_attention_merge(ctx, a, la, b, lb, o, lo));
+        double worst = 0.0, lworst = 0.0;
+        for (int64_t r = 0; r < rows; r++) {
+            const double xa = vt_get(la, r), xb = vt_get(lb, r), m = fmax(xa, xb);
+            const double wa = m == -INFINITY ? 0.0 : exp(xa - m), wb = m == -INFINITY ? 0.0 : exp(xb - m);
+            const double lref = m == -INFINITY ? -INFINITY : m + log(wa + wb);
+            lworst = fmax(lworst, vt_get(lo, r) == lref ? 0.0 : fabs(vt_get(lo, r) - lref));
+            for (int64_t c = 0; c < D; c++) {
+                const double ref = m == -INFINITY ? 0.0
+                                                  : (wa * vt_get(a, r * D + c) + wb * vt_get(b, r * D + c)) / (wa + wb);
+                const double tol = 1e-6 * (fabs(ref) + 1.0) + (combo & 4 ? ldexp(fabs(ref), -11) : 0.0);
+                worst = fmax(worst, fabs(vt_get(o, r * D + c) - ref) / tol);
+            }
+        }
+        VT_CHECK(worst <= 1.0 && lworst <= 1e-5, "%s out_a %s out_b %s out %s: error / tolerance %.3g, lse err %.3g",
+                 isa, combo & 1 ? "f16" : "f32", combo & 2 ? "f16" : "f32", combo & 4 ? "f16" : "f32", worst, lworst);
+        vt_free(a), vt_free(b), vt_free(o);
+    }
+    /* a dtype not listed, and D > 256 */
+    DLTensor *a = vt_new(VT_F32, VT_DIMS(B, H, S, D)), *obf = vt_new(VT_BF16, VT_DIMS(B, H, S, D));
+    DLTensor *w = vt_new(VT_F32, VT_DIMS(B, H, S, 264));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out'", vq_attention_merge(ctx, a, la, a, lb, obf, NULL));
+    VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "'out_b'", vq_attention_merge(ctx, a, la, obf, lb, a, NULL));
+    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "> 256", vq_attention_merge(ctx, w, la, w, lb, w, NULL));
+    vt_free(a), vt_free(obf), vt_free(w);
+    vt_free(la), vt_free(lb), vt_free(lo);
+}
+
+static void test_merge_dtypes(void) { vt_for_each_isa(1, test_merge_dtypes_on); }
+
+/* An output view whose elements overlap (stride 0 on an axis of size > 1, or
+ * a stride smaller than the inner axes' span) is refused, naming it, and
+ * nothing is written: out and lse_out of vq_fused_sdpa and
+ * vq_attention_merge. */
+static void test_output_overlap(void)
+{
+    vq_ctx *ctx = vt_ctx(2);
+    vq_rng rng;
+    vq_rng_seed(&rng, 23);
+    const int64_t B = 1, Hq = 2, Hkv = 1, Sq = 3, Skv = 5, D = 16;
+    DLTensor *q = vt_new(VT_F32, VT_DIMS(B, Hq, Sq, D)), *k = vt_new(VT_F32, VT_DIMS(B, Hkv, Skv, D));
+    DLTensor *v = vt_new(VT_F32, VT_DIMS(B, Hkv, Skv, D)), *out = vt_new(VT_F32, VT_DIMS(B, Hq, Sq, D));
+    DLTensor *lse = vt_new(VT_F32, VT_DIMS(B, Hq, Sq));
+    vt_fill_normal(q, &rng, 0.0, 1.0);
+    vt_fill_normal(k, &rng, 0.0, 1.0);
+    vt_fill_normal(v, &rng, 0.0, 1.0);
+    const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16.keys = k};
+    VT_OK(ctx, vq_fused_sdpa(ctx, q, &ek, VT_F16_VALUES(v), 0.25f, NULL, out, &(vq_attend_opts){.lse_out = lse}));
+    /* the same buffers seen through overlapping strides (the last axis
+     * contiguous, as views must be): out's Sq rows on one row (stride 0) and
+     * lse's heads on one row; then heads a row (an element) apart while each
+     * spans Sq of them */
+    const int64_t o_st[2][4] = {{Hq * Sq * D, Sq * D, 0, 1}, {Hq * Sq * D, D, D, 1}};
+    const int64_t l_st[2][3] = {{Hq * Sq, 0, 1}, {Hq * Sq, 2, 1}};
+    void *snap_o = vt_snapshot(out), *snap_l = vt_snapshot(lse);
+    for (int w = 0; w < 2; w++) {
+        DLTensor ov = *out, lv = *lse;
+        ov.strides = (int64_t *)o_st[w];
+        lv.strides = (int64_t *)l_st[w];
+        VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'out': axis",
+                 vq_fused_sdpa(ctx, q, &ek, VT_F16_VALUES(v), 0.25f, NULL, &ov, NULL));
+        VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'opts->lse_out': axis",
+                 vq_fused_sdpa(ctx, q, &ek, VT_F16_VALUES(v), 0.25f, NULL, out, &(vq_attend_opts){.lse_out = &lv}));
+        VT_CHECK(strstr(vq_ctx_last_error(ctx), "overlap") != NULL, "the message says why: %s",
+                 vq_ctx_last_error(ctx));
+        VT_CHECK(vt_unchanged(out, snap_o), "a refused vq_fused_sdpa wrote out");
+        free(snap_o);
+        snap_o = vt_snapshot(out);
+        VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'out': axis", vq_attention_merge(ctx, out, lse, out, lse, &ov, NULL));
+        VT_FAILS(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'lse_out': axis",
+                 vq_attention_merge(ctx, out, lse, out, lse, out, &lv));
+        VT_CHECK(vt_unchanged(out, snap_o) && vt_unchanged(lse, snap_l), "a refused vq_attention_merge wrote");
+    }
+    free(snap_o), free(snap_l);
+    vt_free(q), vt_free(k), vt_free(v), vt_free(out), vt_free(lse);
+    vq_ctx_free(ctx);
+}
+
 /* ---- every value format against float64 over the library's dequantized values ---- */
 
 static void check_values(vq_ctx *ctx, const char *isa, const char *what, const vq_encoded_values *ev,
@@ -455,7 +548,7 @@ static void check_values(vq_ctx *ctx, const char *isa, const char *what, const v
     double *vh = malloc(sizeof(double) * (size_t)nv), *ref = malloc(sizeof(double) * (size_t)(d->B * d->Hq * d->Sq * d->D));
     for (int64_t e = 0; e < nv; e++) vh[e] = vt_get(vhat, e);
     const ref_f16_arg arg = {q, k, *d, (double)0.125f};
-    ref_attention(d, ref_f16_score, &arg, vh, NULL, 0, 0, causal, ref);
+    ref_attention(d, ref_f16_score, &arg, vh, NULL, 0, 0, causal, ref, NULL);
     DLTensor *out = vt_new(VT_F32, VT_DIMS(d->B, d->Hq, d->Sq, d->D));
     const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16.keys = k};
     VT_OK(ctx, vq_fused_sdpa(ctx, q, &ek, ev, 0.125f, NULL, out, &(vq_attend_opts){.causal = causal}));
@@ -700,6 +793,8 @@ int main(void)
 {
     VT_RUN(test_views);
     VT_RUN(test_lse_merge);
+    VT_RUN(test_merge_dtypes);
+    VT_RUN(test_output_overlap);
     VT_RUN(test_value_formats);
     VT_RUN(test_segments);
     VT_RUN(test_workspace);

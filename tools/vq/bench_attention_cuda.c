@@ -4,7 +4,7 @@
  * B = 1 and 8, Hkv = 32 and 8, next to the device's copy bandwidth measured in
  * the same run, then a sweep of the kv split count. Public API plus cudart
  * (device buffers). The uncompressed f16 SDPA baseline is PyTorch's, from
- * bench/cuda/torch_sdpa.py (bench/results/h200.md puts them side by side).
+ * tools/torch_sdpa.py (bench/results/h200.md puts them side by side).
  * Timing: CUDA events around each call, median of 30 after 5 warm-ups,
  * rotating over enough input copies that they overflow the 60 MB L2. */
 #include <stdio.h>
@@ -195,7 +195,8 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
     else if (env_mode)
         printf("VQ_CUDA_DECODE_STAGED=%s: that load path only\n", env_mode);
     else
-        printf("us, GB/s and %%copy: direct loads (the default); last column: tiles staged in shared memory\n");
+        printf("us, GB/s and %%copy: the default kernels; last column: tiles staged in shared memory (kivi: the "
+               "tensor-core skeleton, VQ_CUDA_MMA=1)\n");
     if (!rep) printf("%-20s %2s %3s %4s %7s %9s %9s %8s %7s %9s\n", "format", "B", "Hq", "Hkv", "Skv", "MB", "us", "GB/s",
            "%copy", "staged us");
     const int skvs[] = {4096, 32768, 131072}, bs[] = {1, 8}, hkvs[] = {32, 8};
@@ -249,8 +250,11 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                         if (env_mode) {
                             if (mode == 1) break;
                         } else {
-                            setenv("VQ_CUDA_DECODE_STAGED", mode ? "1" : "0", 1);
+                            setenv("VQ_CUDA_DECODE_STAGED", mode && f != FMT_KIVI ? "1" : "0", 1);
                         }
+                        /* KIVI's second column: the tensor-core skeleton beside the fast kernel */
+                        if (f == FMT_KIVI && mode) setenv("VQ_CUDA_MMA", "1", 1);
+                        else unsetenv("VQ_CUDA_MMA");
                         float ts[30];
                         vq_status st = VQ_OK;
                         for (int it = 0; it < 35 && st == VQ_OK; it++) {
@@ -280,6 +284,7 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                         sec_mode[mode] = ts[15] * 1e-3;
                     }
                     if (!env_mode) unsetenv("VQ_CUDA_DECODE_STAGED");
+                    unsetenv("VQ_CUDA_MMA");
                     const double sec = sec_mode[0];
                     vqp_clear(&p);
                     if (rep) {

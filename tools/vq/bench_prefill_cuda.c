@@ -3,7 +3,7 @@
  * default), f16 q and out, without and with k_const + v_scale. Reports the
  * median of CUDA-event timings (30 runs after 5 warm-ups) and TFLOP/s counting
  * 4 * Sq * Skv * D * Hq (two matrix products), the count PyTorch's SDPA figure
- * in bench/cuda/torch_sdpa.py uses. Public API plus cudart (device buffers). */
+ * in tools/torch_sdpa.py uses. Public API plus cudart (device buffers). */
 #include <stdio.h>
 #include <string.h>
 

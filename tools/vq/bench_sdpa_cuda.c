@@ -13,9 +13,12 @@
 
 #include "bench_cuda.h"
 
-enum { K_F16, K_TURBO4, K_RVQ22, K_AFFINE2, K_RABITQ, K_QJL, K_VECINFER, K_COMMVQ, K_COUNT };
-static const char *kname[K_COUNT] = {"f16 (control)", "turbo 4-bit",  "rvq 2+2-bit", "affine 2-bit g32",
-                                     "rabitq 1-bit",  "qjl m=128",    "pq M32 C256", "commvq R2 C256"};
+/* K_F16CC: the f16 control on the CUDA-core skeleton (VQ_CUDA_MMA=0), timed
+ * beside the tensor-core one in the same run */
+enum { K_F16, K_F16CC, K_TURBO4, K_RVQ22, K_AFFINE2, K_RABITQ, K_QJL, K_VECINFER, K_COMMVQ, K_COUNT };
+static const char *kname[K_COUNT] = {"f16 (control)", "f16 (cuda cores)", "turbo 4-bit",  "rvq 2+2-bit",
+                                     "affine 2-bit g32", "rabitq 1-bit",  "qjl m=128",    "pq M32 C256",
+                                     "commvq R2 C256"};
 
 enum { D = 128, Hq = 32, QJL_M = 128, VECINFER_M = 32, VECINFER_C = 256, CV_R = 2, CV_C = 256, NT = 8 };
 
@@ -74,7 +77,8 @@ static void build_values(kset *x, int vf, int B, int Hkv, int Skv)
 static double key_bytes_per_token(int f)
 {
     switch (f) {
-    case K_F16: return 2.0 * D;
+    case K_F16:
+    case K_F16CC: return 2.0 * D;
     case K_TURBO4: return D * 4 / 8 + 4;
     case K_RVQ22: return 2 * (D * 2 / 8 + 4);
     case K_AFFINE2: return D * 2 / 8 + 2 * 2.0 * D / 32; /* codes + f16 scale/zero per group of 32 */
@@ -93,6 +97,7 @@ static void build(kset *x, int f, int B, int Hkv, int Skv)
     memset(k, 0, sizeof *k);
     switch (f) {
     case K_F16:
+    case K_F16CC:
         k->format = VQ_KEYS_F16;
         k->f16.keys = vqb_cu_dnew(&t[0], F16, B, Hkv, Skv, D, 1);
         break;
@@ -181,7 +186,8 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                 for (int hi = 0; hi < 2; hi++) {
                     const int Skv = skvs[si], B = bs[bi], Hkv = hkvs[hi];
                     if ((quick && B != 1) || (only_skv && Skv != only_skv) || (only_hkv && Hkv != only_hkv)) continue;
-                    if (vf != V_F16 && (B != 1 || Skv != 131072)) continue;
+                    if (vf != V_F16 && (B != 1 || Skv != 131072 || f == K_F16CC)) continue;
+                    if (f == K_F16CC) setenv("VQ_CUDA_MMA", "0", 1);
                     const double bytes = (double)B * Hkv * Skv * (key_bytes_per_token(f) + value_bytes_per_token(vf));
                     int nset = (int)ceil(200e6 / bytes);
                     nset = nset < 1 ? 1 : nset > 32 ? 32 : nset;
@@ -207,6 +213,7 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                                 vq_ctx_last_error(ctx));
                         exit(VQ_EXIT_FAILURE);
                     }
+                    if (f == K_F16CC) unsetenv("VQ_CUDA_MMA");
                     qsort(ts, 20, sizeof ts[0], vqb_cu_cmp_f);
                     const double sec = 0.5 * (ts[9] + ts[10]) * 1e-3;
                     if (rep) {

@@ -1,8 +1,9 @@
 """torch_sdpa.py - the uncompressed baselines for bench/results/h200.md, run
-on the device machine: f16 decode through torch.nn.functional.
+on the GPU machine by tools/device_check.sh: f16 decode through torch.nn.functional.
 scaled_dot_product_attention (Sq = 1), the same after dequantizing a 2-bit
 KIVI cache with torch ops (dequantize-then-SDPA), and bf16 prefill SDPA
-(Sq = Skv = 4096) for the prefill target. --decode: the f16 decode rows only. Median of CUDA-event timings,
+(Sq = Skv = 4096) for the prefill target. --decode: the f16 decode rows only;
+--b1: batch 1 only. Median of CUDA-event timings,
 rotating over enough input copies to overflow the L2."""
 import math
 import sys
@@ -49,6 +50,7 @@ def dequant_2bit(codes, scale, zero, g, axis_tokens):
 
 def main():
     decode_only = "--decode" in sys.argv[1:]
+    batches = (1,) if "--b1" in sys.argv[1:] else (1, 8)
     dev = "cuda"
     torch.manual_seed(0)
     print("torch", torch.__version__, torch.cuda.get_device_name(0))
@@ -61,7 +63,7 @@ def main():
     D, Hq, g = 128, 32, 32
     print(f"{'what':28s} {'B':>2s} {'Hq':>3s} {'Hkv':>4s} {'Skv':>7s} {'us':>9s} {'GB/s':>7s}")
     for skv in (4096, 32768, 131072):
-        for B in (1, 8):
+        for B in batches:
             for hkv in (32, 8):
                 kvbytes = 2 * B * hkv * skv * D * 2
                 sets = []

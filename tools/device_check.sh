@@ -1,0 +1,133 @@
+#!/bin/bash
+# device_check.sh — everything the CUDA backend needs checked on a machine with
+# an NVIDIA GPU, in one run: build (CUDA backend, sm_90 unless CUDA_ARCH says
+# otherwise), every CUDA test, compute-sanitizer memcheck + racecheck +
+# initcheck on the tests' quick modes, the registers and spills of every
+# kernel, then the benchmarks next to PyTorch's f16 SDPA timed in the same run
+# (tools/torch_sdpa.py). Logs and tables go under $OUT (default /tmp/vq_out);
+# a summary is printed last.
+#
+#   OUT=/some/dir bash tools/device_check.sh [STEPS]
+#
+# STEPS, comma-separated (default all = tests,sanitize,bench,cache):
+#   tests     build, every test_cuda_*, the register report, the KIVI tests
+#             again with the tensor-core KIVI policies (VQ_CUDA_MMA=1)
+#   sanitize  memcheck, racecheck and initcheck on each CUDA test (quick mode)
+#   bench     vq bench attention --backend cuda, then PyTorch f16 SDPA
+#   cache     vq bench cache --backend cuda
+#   quick     the B = 1 benchmark rows only (with bench)
+# Environment: B (build dir, default /tmp/vqb, reused when present), CUDA_ARCH
+# (default 90-real), OUT, SKIP (an extended regex of CUDA tests to leave out).
+#
+# For a checkout that the GPU machine receives as a copy without git or
+# system DLPack headers, `bash tools/device_check.sh --pack DIR` copies the
+# tracked and untracked (not ignored) files, the DLPack headers and a COMMIT
+# line into DIR first; run the script from DIR there.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "${1:-}" = --pack ]; then
+    dst=${2:?--pack needs a directory}
+    cd "$here"
+    rm -rf "$dst" && mkdir -p "$dst"
+    git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$dst/"
+    dl=$(dirname "$(find /usr/include /usr/local/include -name dlpack.h -path '*dlpack/*' 2>/dev/null | head -1)")
+    [ -d "$dl" ] && mkdir -p "$dst/dlpack_include" && cp -r "$dl" "$dst/dlpack_include/"
+    git log -1 --format="commit %H %cd$(git diff --quiet HEAD || echo ' plus uncommitted changes')" > "$dst/COMMIT"
+    du -sh "$dst"
+    exit 0
+fi
+
+cd "$here"
+OUT=${OUT:-/tmp/vq_out}
+STEPS=,${1:-all},
+[ "$STEPS" = ,all, ] && STEPS=,tests,sanitize,bench,cache,
+has() { case $STEPS in *,$1,*) return 0 ;; esac; return 1; }
+B=${B:-/tmp/vqb}
+L=/tmp/vq_logs # the many per-test logs; only a few files may come back from $OUT
+mkdir -p "$OUT" "$L"
+exec > >(tee "$OUT/device_check.log") 2>&1
+step() { echo "== $(date -u +%T) $*"; }
+summary=""
+note() { summary="$summary$*\n"; }
+
+step start
+git log -1 --format='commit %H %cd' 2>/dev/null || cat COMMIT 2>/dev/null
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv,noheader
+nvcc --version | tail -1
+
+DLP=
+for d in /usr/include /usr/local/include "$here/dlpack_include"; do
+    [ -f "$d/dlpack/dlpack.h" ] && { DLP=$d; break; }
+done
+[ -n "$DLP" ] || { echo "no dlpack/dlpack.h (install dlpack, or --pack from a machine that has it)"; exit 1; }
+# CMake refuses an exported include folder inside the source tree
+[ "$DLP" = "$here/dlpack_include" ] && { mkdir -p /tmp/vq_dlpack && cp -r "$DLP/dlpack" /tmp/vq_dlpack/ && DLP=/tmp/vq_dlpack; }
+
+step configure
+[ -f "$B/build.ninja" ] || cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90-real}" -DDLPACK_INCLUDE_DIR="$DLP" > "$L/cmake.log" 2>&1 ||
+    { tail -30 "$L/cmake.log"; exit 1; }
+TESTS=$(ninja -C "$B" -t targets all | grep -oE '^test_cuda_[a-z_0-9]+:' | tr -d : | sort -u |
+    grep -vE "^(${SKIP:-^})$" | tr '\n' ' ')
+step "build vq $TESTS"
+( time ninja -C "$B" vq $TESTS ) > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
+tail -3 "$OUT/build.log"
+tbin() { find "$B" -name "$1" -type f -perm -u+x | head -1; }
+
+if has tests; then
+    step "registers (REG, STACK = spill/stack bytes) of the decode kernels"
+    bash tools/cuda_regs.sh "$B" | tee "$OUT/registers.txt" | tail -25
+    note "registers: $(grep -c . "$OUT/registers.txt") kernels"
+    for t in $TESTS; do
+        step "$t"
+        timeout 240 "$(tbin $t)" > "$L/$t.log" 2>&1
+        rc=$?
+        grep -E "FAIL|passed|failed|worst" "$L/$t.log" | head -12
+        [ $rc -ne 0 ] && { tail -20 "$L/$t.log"; cp "$L/$t.log" "$OUT/"; }
+        note "$t rc=$rc: $(grep -E 'passed' "$L/$t.log" | tail -1)"
+    done
+    # the opt-in tensor-core KIVI policies (VQ_CUDA_MMA=1) on the tests that reach them
+    for t in $TESTS; do
+        case $t in test_cuda_attend | test_cuda_cache) ;; *) continue ;; esac
+        step "VQ_CUDA_MMA=1 $t"
+        VQ_CUDA_MMA=1 timeout 240 "$(tbin $t)" > "$L/mma_$t.log" 2>&1
+        rc=$?
+        grep -E "FAIL|passed" "$L/mma_$t.log" | head -8
+        note "VQ_CUDA_MMA=1 $t rc=$rc: $(grep -E 'passed' "$L/mma_$t.log" | tail -1)"
+    done
+fi
+
+if has sanitize; then
+    for tool in memcheck racecheck initcheck; do
+        for t in $TESTS; do
+            step "$tool $t"
+            VQ_TEST_QUICK=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$(tbin $t)" > "$L/san.log" 2>&1
+            rc=$?
+            grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$L/san.log" | tail -1
+            [ $rc -ne 0 ] && { grep -m3 -A8 '^========= [A-Z]' "$L/san.log" | head -30; cp "$L/san.log" "$OUT/san_${tool}_$t.log"; }
+            note "$tool $t rc=$rc"
+        done
+    done
+fi
+
+B1=
+has quick && B1=--b1
+if has bench; then
+    step "vq bench attention --backend cuda $B1"
+    timeout 300 "$B/tools/vq" bench attention --backend cuda $B1 > "$OUT/bench_attention.txt" 2>&1
+    note "bench attention rc=$?"
+    cat "$OUT/bench_attention.txt"
+    step "PyTorch f16 SDPA"
+    PYTHONUNBUFFERED=1 timeout 200 python3 tools/torch_sdpa.py --decode $B1 > "$OUT/torch_sdpa.txt" 2>&1
+    note "torch sdpa rc=$?"
+    cat "$OUT/torch_sdpa.txt"
+fi
+if has cache; then
+    step "vq bench cache --backend cuda"
+    timeout 240 "$B/tools/vq" bench cache --backend cuda --repeats 5 > "$OUT/bench_cache.txt" 2>&1
+    note "bench cache rc=$?"
+    cat "$OUT/bench_cache.txt"
+fi
+step done
+printf "$summary"
