@@ -366,6 +366,31 @@ VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
  *   sinks, except that an append whose sequences would each put some, but
  *   a different number, of its tokens in the pages is refused with
  *   VQ_ERR_UNSUPPORTED (append them in separate calls).
+ *
+ * Sliding windows (vq_cache_config.sliding_windows). A layer with window W
+ * masks, for a query at position p, every token older than p - W + 1; for a
+ * sequence of n tokens a decode query (Sq = 1) sees tokens [n - W, n), a
+ * causal prefill's query i (of Sq) tokens [n - Sq + i + 1 - W, n - Sq + i +
+ * 1), and every row of a non-causal attend [n - W, n). The mask cuts through
+ * pages and the residual window alike (W need not be a multiple of anything;
+ * W < R masks tokens still in the residual window). Eviction: an append of
+ * m tokens to a sequence of n0 returns to the pool every page whose tokens
+ * are all encoded and older than n0 + 1 - W, the window of the first
+ * appended token, so the attend that follows it (Sq <= m causal rows) sees
+ * everything it needs, and so does any later call. The layer then holds
+ * tokens from a page boundary at most P - 1 tokens below the window on; a
+ * prefill of m tokens holds all of them until the next append. An attend
+ * that would need an evicted token (causal rows older than the last append's
+ * first token, or Sq > 1 without causal after it) is refused with
+ * VQ_ERR_INVALID_ARGUMENT, and vq_cache_seq_truncate refuses a rollback
+ * below the window of the next token (VQ_ERR_UNSUPPORTED). A query's output
+ * does not depend on when pages were evicted: the pages that remain hold the
+ * bytes they were written with. vq_cache_seq_length still counts every
+ * token of the sequence (positions go on); vq_cache_memory counts only the
+ * tokens the layer holds. Sliding windows and sink tokens are not supported
+ * together yet: cfg->sink_tokens > 0 with a sliding window gives
+ * VQ_ERR_UNSUPPORTED at create. A cache with a sliding window is saved as
+ * file format version 5.
  * ========================================================================= */
 
 /* How keys are stored. */
@@ -508,6 +533,17 @@ typedef struct vq_cache_transforms {
 /* Largest vq_cache_config.sink_tokens. */
 #define VQ_CACHE_MAX_SINK_TOKENS 1024
 
+/* A profile (opaque): a per-layer plan of a cache for one model shape —
+ * each layer's key and value methods with their parameters (widths, KIVI
+ * groups, KIVI_MIX wide channels, TurboQuant seeds, ...) and sliding window,
+ * and the cache-wide residual window (its length R, storage and bits) —
+ * as one object that saves to a file (section 7) and that vq_cache_create
+ * applies (vq_cache_config.profile). Host memory, independent of any ctx,
+ * immutable once created. Fitted tables (VECINFER and CommVQ codebooks,
+ * value centroids) are not part of it: a layer whose method needs them
+ * takes them from vq_cache_config.calibration, as a preset would. */
+typedef struct vq_profile vq_profile;
+
 /* Description of a cache. Zero-initialise and set what you need. */
 typedef struct vq_cache_config {
     int n_layers;             /* >= 1 */
@@ -551,6 +587,33 @@ typedef struct vq_cache_config {
     /* Per-layer exact transforms, transforms[n_layers], or NULL = none
      * (section head, "Sinks and transforms"). Copied at create. */
     const vq_cache_transforms *transforms;
+    /* Sliding-window attention per layer (local layers, e.g. five of every
+     * six of Gemma 3): sliding_windows[n_layers], W = sliding_windows[l] in
+     * 0..2^30, 0 = full attention; NULL = every layer full. Copied at
+     * create. In a layer with W > 0 a query at position p attends only the
+     * tokens at positions p - W + 1 .. p of its sequence (the newest W, itself
+     * included), and the pages whose tokens are all older than that go back
+     * to the pool, so the layer holds at most about W + page_size + R tokens
+     * of a sequence whatever its length (see "Sliding windows" above).
+     * Errors at create: a W < 0 or > 2^30 -> VQ_ERR_INVALID_ARGUMENT naming
+     * the entry ("cfg->sliding_windows[3]"); any W > 0 on a CUDA ctx ->
+     * VQ_ERR_UNSUPPORTED (the CUDA kernels have no lower bound on the tokens
+     * a query sees, and a window starts inside a page). */
+    const int *sliding_windows;
+    /* A profile (vq_profile_create / vq_profile_load), or NULL. It gives
+     * every layer's methods and sliding window and the residual window
+     * (residual_tokens, window, window_bits), so preset, layers, f16_layers,
+     * sliding_windows, residual_tokens, window and window_bits must then be
+     * left 0 / NULL; n_layers, n_kv_heads and head_dim must be the profile's
+     * (n_q_heads, page_size, capacities and the calibration stay the
+     * caller's). It is copied: it may be freed after vq_cache_create. The
+     * cache then is exactly the one those fields would make (vq_cache_memory
+     * counts it the same). Errors: VQ_ERR_INVALID_ARGUMENT naming the field
+     * set beside it, or the size that differs ("cfg->profile: a profile for
+     * head_dim 128, cfg->head_dim is 64"); the profile's layers are then
+     * checked as any config (a KIVI group that does not divide page_size,
+     * ...). */
+    const vq_profile *profile;
 } vq_cache_config;
 
 /* The cache (opaque). */
@@ -622,6 +685,11 @@ VQ_API void vq_cache_free(vq_cache *cache);
 /* The ctx a cache was created with. */
 VQ_API vq_ctx *vq_cache_ctx(const vq_cache *cache);
 
+/* The sliding window of `layer` (vq_cache_config.sliding_windows; 0 = full
+ * attention) into *out. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out
+ * of range); *out is unchanged on failure. */
+VQ_API vq_status vq_cache_get_sliding_window(const vq_cache *cache, int layer, int *out);
+
 /* The resolved method of `layer` (f16_layers and defaults applied; table
  * pointers NULL). Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of
  * range). */
@@ -633,6 +701,10 @@ VQ_API vq_status vq_cache_get_layer_config(const vq_cache *cache, int layer, vq_
  * sink_tokens. The methods are per layer (vq_cache_get_layer_config), the
  * transforms too (vq_cache_get_transforms): preset, layers, f16_layers,
  * calibration and transforms are NULL / 0. This is how a caller learns the shape of a
+ * any growth), grow_pages, max_sequences, residual_tokens, window. The methods are
+ * per layer (vq_cache_get_layer_config), and so are the sliding windows
+ * (vq_cache_get_sliding_window): preset, layers, f16_layers, calibration
+ * and sliding_windows are NULL / 0. This is how a caller learns the shape of a
  * cache it loaded from a file. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs);
  * *out is unchanged on failure. */
 VQ_API vq_status vq_cache_get_config(const vq_cache *cache, vq_cache_config *out);
@@ -690,6 +762,11 @@ VQ_API vq_status vq_cache_seq_remove(vq_cache *cache, int64_t seq_id);
  * to g) where the other cache would hold some in f16, until the window
  * passes them; and a KIVI layer cut inside an encoded group (its other f16
  * tokens are gone) is refused with VQ_ERR_UNSUPPORTED, changing nothing.
+ * A sliding-window layer (W > 0) that evicted tokens at or above
+ * n_tokens + 1 - W (the window of the next token to come) is refused too,
+ * VQ_ERR_UNSUPPORTED; a rollback to at or after the first token of the last
+ * append always passes. Its attention outputs then equal the other cache's
+ * (the cache that never saw the cut tokens may have evicted fewer pages).
  * Errors: VQ_ERR_INVALID_ARGUMENT (unknown id, n_tokens < 0),
  * VQ_ERR_UNSUPPORTED (as above). */
 VQ_API vq_status vq_cache_seq_truncate(vq_cache *cache, int64_t seq_id, int64_t n_tokens);
@@ -776,7 +853,8 @@ typedef struct vq_cache_attend_opts {
  * skeleton, so one call covers every sequence of the batch.
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer, unknown id, shapes, dtypes,
  * devices, an output whose elements overlap or that overlaps q, scale not
- * finite or < 0),
+ * finite or < 0, rows of a sliding-window layer that would see tokens it
+ * evicted: section head),
  * VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED (misaligned data or a
  * last axis that is not contiguous; on a CUDA ctx also what its kernels do
  * not run yet, named in the message: RaBitQ Hamming scoring, a sequence with
@@ -810,7 +888,8 @@ typedef struct vq_cache_memory_report {
     int64_t slack_bytes;     /* everything else allocated: free pages, unfilled page tails, unused
                                 residual capacity, page tables */
     int64_t total_bytes;     /* the sum of the five above */
-    int64_t tokens;          /* sum over sequences and layers of cached tokens */
+    int64_t tokens;          /* sum over sequences and layers of cached tokens (a sliding-window layer
+                                counts the tokens it holds, not those it evicted) */
     int64_t sequences;       /* live sequences */
     double bits_per_element; /* (code + param + residual) * 8 / (tokens * Hkv * D * 2); 0 with no token */
     double key_bits_per_element, value_bits_per_element; /* the same for keys and values alone */
@@ -819,6 +898,41 @@ typedef struct vq_cache_memory_report {
 /* Memory of the cache now. Pages shared by forks count once.
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs). */
 VQ_API vq_status vq_cache_memory(const vq_cache *cache, vq_cache_memory_report *out);
+
+/* ---- Profiles ---- */
+
+/* What a profile holds: the model shape it is for, and the plan. */
+typedef struct vq_profile_config {
+    int n_layers, n_kv_heads, head_dim; /* as vq_cache_config's; the caches it makes must have them */
+    /* layers[n_layers]: each layer's methods and their scalar parameters, as
+     * vq_cache_config.layers takes them (fields a method does not read are
+     * kept as given; table pointers must be NULL: fitted tables come from
+     * the cache's calibration). Required. */
+    const vq_cache_layer_config *layers;
+    const int *sliding_windows; /* [n_layers] or NULL (all 0: full attention) */
+    int residual_tokens;        /* R, as vq_cache_config */
+    vq_cache_window window;     /* residual window storage, as vq_cache_config */
+    int window_bits;            /* VQ_WINDOW_TURBO's bits, else 0 */
+} vq_profile_config;
+
+/* Creates a profile from cfg (copied; the arrays may be freed after).
+ * Validated as vq_cache_create validates the same fields, every layer laid
+ * out at head_dim (a KIVI key group must divide some page size: 1..65536
+ * with a multiple of 32 divisible by it; the page size is the cache's, and
+ * vq_cache_create checks it again). Errors: VQ_ERR_INVALID_ARGUMENT (ctx,
+ * cfg, cfg->layers or out NULL; sizes out of range; a method or parameter a
+ * cache would refuse, named as "cfg->layers[3].keys.bits"; a table pointer
+ * set), VQ_ERR_UNSUPPORTED (head_dim > 256), VQ_ERR_OUT_OF_MEMORY. *out is
+ * NULL on failure. */
+VQ_API vq_status vq_profile_create(vq_ctx *ctx, const vq_profile_config *cfg, vq_profile **out);
+
+/* The profile's contents: *out's arrays point into the profile (valid
+ * until vq_profile_free; sliding_windows is never NULL). Errors:
+ * VQ_ERR_INVALID_ARGUMENT (NULLs; no ctx, so no message). */
+VQ_API vq_status vq_profile_get(const vq_profile *profile, vq_profile_config *out);
+
+/* Frees a profile; NULL is a no-op. */
+VQ_API void vq_profile_free(vq_profile *profile);
 
 /* =========================================================================
  * 6. Calibration: tables fitted on a model's keys and values
@@ -947,6 +1061,28 @@ VQ_API vq_status vq_calibration_load_buffer(vq_ctx *ctx, const void *buf, size_t
 /* Loads a file (read whole; at most 2^36 bytes). Errors: those of
  * vq_calibration_load_buffer, VQ_ERR_IO. */
 VQ_API vq_status vq_calibration_load(vq_ctx *ctx, const char *path, vq_calibration **out);
+
+/* ---- profiles ----
+ * A profile file (docs/FILE_FORMAT.md, "Profile files") holds a vq_profile
+ * whole; a load validates it as vq_profile_create does (a value a cache
+ * would refuse: VQ_ERR_CORRUPT_DATA naming it) and gives back the same
+ * profile, which saves to the same bytes. */
+
+/* Serialises into buf[0..cap) as vq_calibration_save_buffer does. Errors:
+ * VQ_ERR_INVALID_ARGUMENT (profile or size_out NULL; cap too small, with
+ * the size in *size_out and nothing written). */
+VQ_API vq_status vq_profile_save_buffer(vq_ctx *ctx, const vq_profile *profile, void *buf, size_t cap,
+                                        size_t *size_out);
+/* Saves to a file, atomically. Errors: VQ_ERR_INVALID_ARGUMENT, VQ_ERR_IO,
+ * VQ_ERR_OUT_OF_MEMORY. */
+VQ_API vq_status vq_profile_save(vq_ctx *ctx, const vq_profile *profile, const char *path);
+/* Loads from size bytes at buf (not kept). Errors: VQ_ERR_INVALID_ARGUMENT
+ * (NULLs), VQ_ERR_CORRUPT_DATA, VQ_ERR_UNSUPPORTED (a newer format version,
+ * or head_dim > 256), VQ_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
+VQ_API vq_status vq_profile_load_buffer(vq_ctx *ctx, const void *buf, size_t size, vq_profile **out);
+/* Loads a file (read whole; at most 2^30 bytes). Errors: those of
+ * vq_profile_load_buffer, VQ_ERR_IO. */
+VQ_API vq_status vq_profile_load(vq_ctx *ctx, const char *path, vq_profile **out);
 
 /* ---- caches ----
  * A cache file holds the cache's sizes, every layer's resolved config,

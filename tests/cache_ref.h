@@ -22,6 +22,7 @@ typedef struct ref_layer {
     const float *diag;    /* HAMMING: key signs */
     const float *proj;    /* QJL: [m][D] */
     int m;
+    int64_t sliding;      /* the layer's sliding window (0: none): a query sees its newest tokens only */
 } ref_layer;
 
 static int64_t ref_n_enc(const vq_cache_layer *L, int R, int64_t n)
@@ -263,7 +264,7 @@ static ref_layer ref_build(vq_ctx *ctx, const vq_cache *c, int l, const ct_store
                            const DLTensor *pos)
 {
     const vq_cache_layer *L = &c->layers[l];
-    ref_layer r = {.Hkv = st->Hkv, .n = n, .D = st->D, .n_enc = ref_n_enc(L, c->R, n)};
+    ref_layer r = {.Hkv = st->Hkv, .n = n, .D = st->D, .n_enc = ref_n_enc(L, c->R, n), .sliding = L->sliding};
     r.khat = calloc((size_t)(r.Hkv * n * r.D), sizeof(double));
     r.vhat = calloc((size_t)(r.Hkv * n * r.D), sizeof(double));
     DLTensor *kt = ref_tokens(st, st->k, s, n), *vtk = ref_tokens(st, st->v, s, n);
@@ -288,8 +289,9 @@ static void ref_free(ref_layer *r)
 /* out [Hq][Sq][D] and lse [Hq][Sq] of queries q [Hq][Sq][D] (f32 host rows;
  * qrot: the same rows rotated by the key signs, for Hamming) of one sequence:
  * softmax(scale * score) over its n tokens (causal: query i sees tokens
- * < n - Sq + i + 1). The scores of the layer's kind go into a table that
- * ref_attention (attention_ref.h) reads. */
+ * < n - Sq + i + 1; with a sliding window W only the newest W of those). The
+ * scores of the layer's kind go into a table that ref_attention
+ * (attention_ref.h) reads. */
 static void ref_attend(const ref_layer *r, int64_t Hq, int64_t Sq, const float *q, const float *qrot, double scale,
                        bool causal, double *out, double *lse)
 {
@@ -312,7 +314,8 @@ static void ref_attend(const ref_layer *r, int64_t Hq, int64_t Sq, const float *
                 for (int64_t c = 0; c < D; c++) l1 += fabs((double)qrot[(h * Sq + i) * D + c]);
             for (int64_t t = 0; t < lim; t++) {
                 double a = 0;
-                if (t < r->n_enc && r->kind == REF_HAMMING) {
+                if (r->sliding > 0 && t < lim - r->sliding) a = -INFINITY;
+                else if (t < r->n_enc && r->kind == REF_HAMMING) {
                     const uint8_t *kb = r->bits + (hk * n + t) * (D / 8);
                     const float *y = qrot + (h * Sq + i) * D;
                     int agree = 0;
@@ -334,6 +337,25 @@ static void ref_attend(const ref_layer *r, int64_t Hq, int64_t Sq, const float *
     ref_attention(&d, ref_table_score, &ta, r->vhat, NULL, 0, 0, causal, out, lse);
     free(st);
     free(sq);
+}
+
+/* An attend of sequences ids of layer l with S x Hq x Sq query rows drawn
+ * from seed, KIVI and TurboQuant pages in the exact F32 arithmetic (what
+ * the cache stores is checked): *q, *out [S,Hq,Sq,D] and *lse [S,Hq,Sq]
+ * f32, the caller frees them. */
+static inline void ref_cache_attend(vq_ctx *ctx, vq_cache *c, int l, const int64_t *ids, int S, int64_t Sq, bool causal,
+                                    uint64_t seed, DLTensor **q, DLTensor **out, DLTensor **lse)
+{
+    const int64_t Hq = c->Hq, D = c->D;
+    vq_rng rng;
+    vq_rng_seed(&rng, seed);
+    *q = vt_new(VT_F32, VT_DIMS(S, Hq, Sq, D)), *out = vt_new(VT_F32, VT_DIMS(S, Hq, Sq, D));
+    *lse = vt_new(VT_F32, VT_DIMS(S, Hq, Sq));
+    vt_fill_normal(*q, &rng, 0.0, 1.0);
+    vt_poison(*out), vt_poison(*lse);
+    const vq_cache_attend_opts opts = {
+        .causal = causal, .lse_out = *lse, .key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
+    VT_OK(ctx, vq_cache_attend(c, l, S, ids, *q, *out, &opts));
 }
 
 /* Relative L2 error of out [n_out] f32 against ref, and the largest error of

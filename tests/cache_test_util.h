@@ -92,7 +92,7 @@ static vq_cache *ct_cache_seqs(vq_ctx *ctx, const vq_cache_layer_config *lc, int
     return c;
 }
 
-static vq_cache *ct_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int Hkv, int Hq, int D, int P, int R,
+static inline vq_cache *ct_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, int Hkv, int Hq, int D, int P, int R,
                           int64_t capacity, int64_t grow)
 {
     return ct_cache_seqs(ctx, lc, L, Hkv, Hq, D, P, R, capacity, grow, 16);

@@ -173,23 +173,44 @@ static int transforms_arg(args *A, PyObject *o, vq_cache_transforms *xf)
         return -1;
     xf->key_mean = km, xf->value_mean = vm, xf->key_scale = ks;
     return 0;
+
+static int source_arg(PyObject *o, const char *fn, const char **buf, size_t *size, const char **path);
+
+/* A sequence of n ints (a sequence argument `name`) into a PyMem block *out. */
+static int ints_arg(PyObject *o, const char *name, Py_ssize_t n, int **out)
+{
+    PyObject *f = PySequence_Fast(o, "expected a sequence of ints");
+    if (!f) return -1;
+    if (PySequence_Fast_GET_SIZE(f) != n) {
+        PyErr_Format(invalid_argument_class(), "argument '%s': expected %zd ints, got %zd", name, n,
+                     PySequence_Fast_GET_SIZE(f));
+        Py_DECREF(f);
+        return -1;
+    }
+    *out = PyMem_Calloc((size_t)(n ? n : 1), sizeof **out);
+    int rc = *out ? 0 : (PyErr_NoMemory(), -1);
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) rc = int_arg(PySequence_Fast_GET_ITEM(f, i), name, &(*out)[i]);
+    Py_DECREF(f);
+    return rc;
 }
 
 /* cache_create(ctx, n_layers, n_kv_heads, n_q_heads, head_dim, page_size, capacity_pages, grow_pages,
  *              max_sequences, residual_tokens, preset or None, layers (tuple of layer tuples) or None,
  *              f16_layers (sequence of ints) or None, window (vq_cache_window as int), window_bits,
- *              sink_tokens, transforms (tuple of n_layers transforms tuples) or None)
- *              -> cache capsule */
+ *              sink_tokens, transforms (tuple of n_layers transforms tuples) or None,
+ *              sliding_windows (sequence of n_layers ints) or None, profile (a profile file's path or
+ *              bytes) or None) -> cache capsule */
 static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 17) return PyErr_Format(PyExc_TypeError, "cache_create takes 17 arguments (%zd given)", n);
+    if (n != 19) return PyErr_Format(PyExc_TypeError, "cache_create takes 19 arguments (%zd given)", n);
     vq_ctx *ctx;
     if (ctx_arg(a[0], &ctx)) return NULL;
     vq_cache_config cfg = {0};
     args *layer_args = NULL;
     int n_layer_args = 0;
     vq_cache_layer_config *layers = NULL;
-    int *f16 = NULL;
+    int *f16 = NULL, *sliding = NULL;
+    vq_profile *profile = NULL;
     args *xf_args = NULL;
     int n_xf_args = 0;
     vq_cache_transforms *xf = NULL;
@@ -262,6 +283,21 @@ static PyObject *py_cache_create(PyObject *self, PyObject *const *a, Py_ssize_t 
         cfg.f16_layers = f16;
         cfg.n_f16_layers = (int)len;
     }
+    if (a[17] != Py_None) {
+        if (ints_arg(a[17], "sliding_windows", cfg.n_layers, &sliding)) goto done;
+        cfg.sliding_windows = sliding;
+    }
+    if (a[18] != Py_None) {
+        const char *buf, *path;
+        size_t size;
+        if (source_arg(a[18], "profile", &buf, &size, &path)) goto done;
+        const vq_status ps = path ? vq_profile_load(ctx, path, &profile) : vq_profile_load_buffer(ctx, buf, size, &profile);
+        if (ps != VQ_OK) {
+            raise_status(ps, vq_ctx_last_error(ctx));
+            goto done;
+        }
+        cfg.profile = profile;
+    }
     vq_cache *cache = NULL;
     vq_status s;
     Py_BEGIN_ALLOW_THREADS
@@ -280,6 +316,59 @@ done:
     PyMem_Free(layer_args);
     PyMem_Free(layers);
     PyMem_Free(f16);
+    PyMem_Free(sliding);
+    vq_profile_free(profile);
+    return result;
+}
+
+/* profile_bytes(ctx, n_layers, n_kv_heads, head_dim, layers (tuple of layer tuples, tables None),
+ *               sliding_windows or None, residual_tokens, window, window_bits) -> the profile file's bytes */
+static PyObject *py_profile_bytes(PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    if (n != 9) return PyErr_Format(PyExc_TypeError, "profile_bytes takes 9 arguments (%zd given)", n);
+    vq_ctx *ctx;
+    if (ctx_arg(a[0], &ctx)) return NULL;
+    vq_profile_config pc = {0};
+    int window;
+    if (int_arg(a[1], "n_layers", &pc.n_layers) || int_arg(a[2], "n_kv_heads", &pc.n_kv_heads) ||
+        int_arg(a[3], "head_dim", &pc.head_dim) || int_arg(a[6], "residual_tokens", &pc.residual_tokens) ||
+        int_arg(a[7], "window", &window) || int_arg(a[8], "window_bits", &pc.window_bits))
+        return NULL;
+    pc.window = (vq_cache_window)window;
+    if (!PyTuple_Check(a[4]) || PyTuple_GET_SIZE(a[4]) != pc.n_layers || pc.n_layers < 1)
+        return PyErr_Format(invalid_argument_class(), "argument 'layers': expected a tuple of n_layers = %d configs",
+                            pc.n_layers);
+    vq_cache_layer_config *layers = PyMem_Calloc((size_t)pc.n_layers, sizeof *layers);
+    args *la = PyMem_Calloc((size_t)pc.n_layers, sizeof *la);
+    int *sliding = NULL, n_la = 0;
+    vq_profile *p = NULL;
+    PyObject *result = NULL;
+    if (!layers || !la) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (n_la = 0; n_la < pc.n_layers; n_la++)
+        if (layer_config_arg(&la[n_la], PyTuple_GET_ITEM(a[4], n_la), &layers[n_la])) goto done;
+    pc.layers = layers;
+    if (a[5] != Py_None) {
+        if (ints_arg(a[5], "sliding_windows", pc.n_layers, &sliding)) goto done;
+        pc.sliding_windows = sliding;
+    }
+    size_t size = 0;
+    vq_status s = vq_profile_create(ctx, &pc, &p);
+    if (s == VQ_OK) s = vq_profile_save_buffer(ctx, p, NULL, 0, &size);
+    if (s == VQ_OK && (result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size)) != NULL)
+        s = vq_profile_save_buffer(ctx, p, PyBytes_AS_STRING(result), size, &size);
+    if (s != VQ_OK) {
+        Py_CLEAR(result);
+        raise_status(s, vq_ctx_last_error(ctx));
+    }
+done:
+    for (int i = 0; i < n_la; i++) args_release(&la[i]);
+    PyMem_Free(la);
+    PyMem_Free(layers);
+    PyMem_Free(sliding);
+    vq_profile_free(p);
     return result;
 }
 
@@ -612,6 +701,7 @@ PyMethodDef vq_cache_methods[] = {
     {"cache_presets", py_cache_presets, METH_NOARGS, NULL},
     FCW(cache_preset_layer_config),
     FCW(cache_create),
+    FCW(profile_bytes),
     FCW(cache_layer_config),
     {"cache_config", py_cache_config, METH_O, NULL},
     {"cache_seq_add", py_cache_seq_add, METH_O, NULL},

@@ -224,6 +224,68 @@ def test_save_load_roundtrip(tmp_path, rng):
         vq.KVCache.load(tmp_path / "missing.vqc")
 
 
+def test_profile(tmp_path, rng):
+    # a profile (make_profile, or a file of vq profile / vq_profile_save) makes the cache its plan
+    # describes: the same outputs bit for bit and the same bits as the cache configured by hand
+    hkv, hq, d = 2, 4, 64
+    plan = dict(layers=["kivimix-turbo2", "turbo3", "kivi2"], sliding_windows=[0, 40, 0], residual_tokens=8,
+                window="turbo6")
+    blob = vq.make_profile(3, hkv, d, **plan)
+    path = tmp_path / "plan.vqprof"
+    path.write_bytes(blob)
+    k, v = _kv(rng, 1, hkv, 120, d)
+    q = rng.standard_normal((1, hq, 1, d)).astype(np.float32)
+    caches = [vq.KVCache(3, hkv, d, n_q_heads=hq, **plan), vq.KVCache(3, hkv, d, n_q_heads=hq, profile=blob),
+              vq.KVCache(3, hkv, d, n_q_heads=hq, profile=path)]
+    outs = []
+    for c in caches:
+        s = c.add_sequence()
+        for layer in range(3):
+            for t in range(0, 120, 40):
+                c.append(layer, [s], k[:, :, t:t + 40], v[:, :, t:t + 40])
+        outs.append([c.attend(layer, [s], q) for layer in range(3)])
+    for o in outs[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(outs[0], o))
+    assert caches[1].memory() == caches[0].memory()
+    assert caches[1].config()["window"] == "turbo6" and caches[1].method == "profile"
+    # bad input: another shape, fields beside the profile, a damaged file
+    with pytest.raises(vq.InvalidArgumentError, match="a profile for head_dim 64"):
+        vq.KVCache(3, hkv, 128, profile=blob)
+    with pytest.raises(vq.InvalidArgumentError, match="a profile for n_layers 3"):
+        vq.KVCache(4, hkv, d, profile=blob)
+    with pytest.raises(vq.InvalidArgumentError, match="'method' is set beside 'profile'"):
+        vq.KVCache(3, hkv, d, method="kivi2", profile=blob)
+    with pytest.raises(vq.CorruptDataError, match="truncated"):
+        vq.KVCache(3, hkv, d, profile=blob[:-8])
+    bad = bytearray(blob)
+    bad[len(bad) // 2] ^= 0xFF
+    with pytest.raises(vq.CorruptDataError):
+        vq.KVCache(3, hkv, d, profile=bytes(bad))
+    with pytest.raises(vq.InvalidArgumentError, match="sliding_windows"):
+        vq.make_profile(3, hkv, d, sliding_windows=[0, -1, 0])
+
+
+def test_sliding_window(rng):
+    # a window of 40 tokens: a decode query sees the newest 40 (the f16 reference masks the rest), and
+    # the pages older than the window go back to the pool
+    hkv, hq, d, n = 2, 4, 64, 300
+    c = vq.KVCache(2, hkv, d, n_q_heads=hq, method="f16", page_size=32, sliding_windows=[40, 0])
+    s = c.add_sequence()
+    k, v = _kv(rng, 1, hkv, n, d)
+    for t in range(n):
+        for layer in range(2):
+            c.append(layer, [s], k[:, :, t:t + 1], v[:, :, t:t + 1])
+    q = rng.standard_normal((1, hq, 1, d)).astype(np.float32)
+    got = c.attend(0, [s], q, kivi_arith="f32")
+    kk, vv = _f16(k[0, :, n - 40:]), _f16(v[0, :, n - 40:])
+    for h in range(hq):
+        sc = kk[h // (hq // hkv)] @ q[0, h, 0].astype(np.float64) / math.sqrt(d)
+        p = np.exp(sc - sc.max())
+        want = p @ vv[h // (hq // hkv)] / p.sum()
+        assert np.allclose(got[0, h, 0], want, rtol=1e-4, atol=1e-5)
+    assert c.memory()["tokens"] < n + 40 + 32
+
+
 def test_window_turbo8(rng):
     # the residual window at 8 bits (vq_cache_config.window): D + 4 bytes per
     # token and head instead of 2 D, attention within the 8-bit code error of

@@ -100,6 +100,21 @@ def test_sinks_and_transforms_keep_the_f16_logits(model):
     assert cache.vq.transforms(cache.seq_ids[0], 0)["smooth"]
     vq.hf.uninstall(m)
 
+def test_profile_cache_is_its_method(model):
+    # hf.Cache(profile=...) is the cache of the plan: the logits of kivi2 (residual 128) bit for bit
+    m, tok = model
+    cfg = m.config
+    hq = cfg.num_attention_heads
+    hkv, d = cfg.num_key_value_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // hq
+    blob = vq.make_profile(cfg.num_hidden_layers, hkv, d, method="kivi2", residual_tokens=128)
+    ids = _text_ids(tok, 40)
+    with torch.no_grad():
+        want = m(ids, past_key_values=vq.hf.Cache(m, method="kivi2")).logits
+        got = m(ids, past_key_values=vq.hf.Cache(m, profile=blob)).logits
+    assert torch.equal(got, want)
+    with pytest.raises(vq.InvalidArgumentError, match="a profile for n_layers"):
+        vq.hf.Cache(m, profile=vq.make_profile(cfg.num_hidden_layers + 1, hkv, d))
+
 
 @pytest.fixture(scope="module")
 def text_ids(model):

@@ -13,7 +13,7 @@ from ._errors import (VeloxQuantError, InvalidArgumentError, UnsupportedError, B
 from ._runtime import set_num_threads, get_num_threads, isa
 from ._keys import (F16Keys, TurboKeys, EncodedVector, TurboRVQKeys, KIVIKeys, RaBitQKeys, QJLKeys, VecInferKeys,
                     CommVQKeys, F16Values, KIVIValues, CodebookValues, TurboValues)
-from ._cache import KVCache, LayerConfig, presets
+from ._cache import KVCache, LayerConfig, presets, make_profile
 from ._quantizers import (KIVIQuantizer, TurboQuantizer, RaBitQQuantizer, QJLQuantizer, VecInferQuantizer,
                           CommVQQuantizer)
 from ._keys import F16Keys as PlainKeys, F16Values as PlainValues  # earlier names, deprecated
@@ -29,7 +29,7 @@ __all__ = [
     "set_num_threads", "get_num_threads", "isa",
     "F16Keys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "KIVIKeys", "RaBitQKeys", "QJLKeys", "VecInferKeys",
     "CommVQKeys", "F16Values", "KIVIValues", "CodebookValues", "TurboValues",
-    "KVCache", "LayerConfig", "presets",
+    "KVCache", "LayerConfig", "presets", "make_profile",
     "KIVIQuantizer", "TurboQuantizer", "RaBitQQuantizer", "QJLQuantizer", "VecInferQuantizer", "CommVQQuantizer",
     "PlainKeys", "PlainValues", "AffineKeys", "AffineValues", "PQKeys",
 ] + list(_kernel_names)

@@ -125,6 +125,26 @@ _KIVI_ARITH = {"auto": 0, "f32": 1, "int8": 2}
 _WINDOWS = {"f16": (0, 0), "turbo8": (1, 0), **{f"turbo{b}": (2, b) for b in range(1, 8)}}
 
 
+def make_profile(n_layers, n_kv_heads, head_dim, *, method="f16", layers=None, f16_layers=None,
+                 sliding_windows=None, residual_tokens=0, window="f16"):
+    """The bytes of a profile file (vq_profile_save): every layer's methods
+    (``method`` for all, or ``layers``: preset names / :class:`LayerConfig`
+    without tables, ``f16_layers`` kept uncompressed), their sliding windows
+    and the residual window, for a model of that shape. Write them to a file
+    for ``vq --kv FILE``, or pass them as ``KVCache(profile=...)``."""
+    if window not in _WINDOWS:
+        raise InvalidArgumentError(f"argument 'window': expected one of {sorted(_WINDOWS)}, got {window!r}")
+    if layers is None:
+        layers = [method] * int(n_layers)
+    configs = [LayerConfig.preset(c, head_dim) if isinstance(c, str) else c for c in layers]
+    for l in f16_layers or ():
+        configs[l] = LayerConfig.preset("f16", head_dim)
+    return _vq.profile_bytes(_device_ctx("cpu"), int(n_layers), int(n_kv_heads), int(head_dim),
+                             tuple(c._tuple() for c in configs),
+                             None if sliding_windows is None else tuple(sliding_windows), int(residual_tokens),
+                             *_WINDOWS[window])
+
+
 class KVCache:
     """A compressed KV cache for ``n_layers`` layers of ``n_kv_heads`` heads of
     ``head_dim`` (D) channels.
@@ -147,6 +167,15 @@ class KVCache:
             per token and head: 8.5 bits per element at D = 64) or "turbo1"
             .. "turbo7" (that many bits, packed, f16 scales); CPU only;
             vq_cache_config.window and window_bits.
+        sliding_windows: per-layer sliding-window attention, n_layers ints
+            (0 = full attention): a query sees only the newest W tokens of
+            its sequence and older pages go back to the pool (CPU only;
+            vq_cache_config.sliding_windows).
+        profile: a profile (a path, or the bytes of a file written by
+            ``vq profile`` or vq_profile_save) giving every layer's methods,
+            sliding windows and the residual window: then leave method,
+            layers, f16_layers, sliding_windows, residual_tokens and window
+            unset; n_layers, n_kv_heads and head_dim must be the profile's.
         device: 'cpu' (default) or 'cuda[:N]' (the cache runs on torch's
             current stream of that device at creation).
         sink_tokens: the first N tokens of every sequence kept in f16
@@ -168,14 +197,24 @@ class KVCache:
     outer strides (the last axis contiguous) are read in place.
     """
 
-    def __init__(self, n_layers, n_kv_heads, head_dim, *, method="f16", layers=None, n_q_heads=None,
+    def __init__(self, n_layers, n_kv_heads, head_dim, *, method=None, layers=None, n_q_heads=None,
                  f16_layers=None, page_size=0, capacity_pages=0, grow_pages=64, max_sequences=0,
-                 residual_tokens=0, window="f16", device="cpu", sink_tokens=0, center_keys=False,
-                 center_values=False, smooth=False, transform_tables=None):
+                 residual_tokens=0, window="f16", sliding_windows=None, profile=None, device="cpu", sink_tokens=0,
+                 center_keys=False, center_values=False, smooth=False, transform_tables=None):
         self.n_layers, self.n_kv_heads, self.head_dim = int(n_layers), int(n_kv_heads), int(head_dim)
         self.n_q_heads = int(n_q_heads) if n_q_heads is not None else self.n_kv_heads
         self.device = str(device)
         self._ctx = _device_ctx(device)
+        if profile is not None:
+            given = [name for name, v in (("method", method), ("layers", layers), ("f16_layers", f16_layers),
+                                          ("sliding_windows", sliding_windows), ("residual_tokens", residual_tokens),
+                                          ("window", None if window == "f16" else window)) if v]
+            if given:
+                raise InvalidArgumentError(f"argument '{given[0]}' is set beside 'profile', which gives it")
+            if not isinstance(profile, bytes):
+                profile = str(profile)
+        elif method is None:
+            method = "f16"
         if window not in _WINDOWS:
             raise InvalidArgumentError(f"argument 'window': expected one of {sorted(_WINDOWS)}, got {window!r}")
         layer_tuples = None
@@ -196,8 +235,9 @@ class KVCache:
                                        page_size, capacity_pages, grow_pages, max_sequences, residual_tokens,
                                        None if layers is not None else method, layer_tuples,
                                        None if f16_layers is None else tuple(f16_layers), *_WINDOWS[window],
-                                       int(sink_tokens), transforms)
-        self.method = method if layers is None else "per-layer"
+                                       int(sink_tokens), transforms,
+                                       None if sliding_windows is None else tuple(sliding_windows), profile)
+        self.method = "profile" if profile is not None else method if layers is None else "per-layer"
 
     def __repr__(self):
         return (f"KVCache(method={self.method!r}, n_layers={self.n_layers}, n_kv_heads={self.n_kv_heads}, "

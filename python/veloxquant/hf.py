@@ -206,11 +206,17 @@ class Cache(_HFCache):
     tokens kept in f16 as in KIVI and transformers' QuantizedCache
     (residual_length=128). With ``smooth`` a layer's first chunk is appended
     by the attention call, which has the queries its key scales are fitted
-    from. The device is the model's. Pass it with :func:`cache_kwargs`."""
+    from. ``profile`` (a profile file's path or bytes, ``vq profile``) gives
+    the methods, sliding windows and residual window instead: method,
+    layers, f16_layers and residual_tokens are then left unset. The device
+    is the model's. Pass it with :func:`cache_kwargs`."""
 
-    def __init__(self, model, method="kivi2", *, layers=None, f16_layers=None, residual_tokens=128, page_size=0,
-                 capacity_pages=0, grow_pages=64, max_sequences=0, device=None, sink_tokens=0, center_keys=False,
-                 center_values=False, smooth=False, transform_tables=None):
+    def __init__(self, model, method=None, *, layers=None, f16_layers=None, residual_tokens=None, page_size=0,
+                 capacity_pages=0, grow_pages=64, max_sequences=0, profile=None, device=None, sink_tokens=0,
+                 center_keys=False, center_values=False, smooth=False, transform_tables=None):
+        if profile is None:
+            method = "kivi2" if method is None and layers is None else method
+            residual_tokens = 128 if residual_tokens is None else residual_tokens
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         hq = cfg.num_attention_heads
         hkv = getattr(cfg, "num_key_value_heads", None) or hq
@@ -220,8 +226,8 @@ class Cache(_HFCache):
         device = torch.device(device)
         self.vq = KVCache(cfg.num_hidden_layers, hkv, d, n_q_heads=hq, method=method, layers=layers,
                           f16_layers=f16_layers, page_size=page_size, capacity_pages=capacity_pages,
-                          grow_pages=grow_pages, max_sequences=max_sequences, residual_tokens=residual_tokens,
-                          device=str(device), sink_tokens=sink_tokens, center_keys=center_keys,
+                          grow_pages=grow_pages, max_sequences=max_sequences, residual_tokens=residual_tokens or 0,
+                          profile=profile, device=str(device), sink_tokens=sink_tokens, center_keys=center_keys,
                           center_values=center_values, smooth=smooth, transform_tables=transform_tables)
         # smooth fits key scales from a first chunk's queries unless every layer's are given
         self.smooth = bool(smooth) and (transform_tables is None or

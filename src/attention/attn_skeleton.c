@@ -109,6 +109,36 @@ static int64_t row_limit(const vq_attn_problem *p, int64_t b, int64_t rr)
     return lim < 0 ? 0 : (lim > Skv ? Skv : lim);
 }
 
+/* Row rr of batch row b: its first token not cut off by the sliding window
+ * (tokens below window_keep are seen whatever this says). */
+static int64_t row_low(const vq_attn_problem *p, int64_t b, int64_t rr)
+{
+    if (p->window <= 0) return 0;
+    const int64_t lo = row_limit(p, b, rr) - p->window;
+    return lo < 0 ? 0 : lo;
+}
+
+/* Tokens [t0, t0 + n) of batch row b: every row of the tile [r0, r0 + R)
+ * sees all of them as far as the sliding window goes (inside its sinks, or
+ * at or above every row's low bound). */
+static bool window_whole(const vq_attn_problem *p, int64_t b, int64_t r0, int R, int64_t t0, int64_t n)
+{
+    if (p->window <= 0 || t0 + n <= p->window_keep) return true;
+    for (int r = 0; r < R; r++)
+        if (row_low(p, b, r0 + r) > t0) return false;
+    return true;
+}
+
+/* Tokens [t0, t0 + n): no row of the tile sees any of them (all below every
+ * row's low bound and at or above the sinks). */
+static bool window_none(const vq_attn_problem *p, int64_t b, int64_t r0, int R, int64_t t0, int64_t n)
+{
+    if (p->window <= 0 || t0 < p->window_keep) return false;
+    for (int r = 0; r < R; r++)
+        if (row_low(p, b, r0 + r) < t0 + n) return false;
+    return true;
+}
+
 /* Rows [r0, r0 + R): the first token no row of the tile may see. */
 static int64_t tile_limit(const vq_attn_problem *p, int64_t b, int64_t r0, int64_t R)
 {
@@ -156,6 +186,9 @@ static void mask_block(const plan *pl, int64_t b, int64_t hk, int64_t r0, int R,
         }
         const int64_t lim = row_limit(p, b, rr) - t0;
         for (int j = lim < 0 ? 0 : (int)(lim < n ? lim : n); j < n; j++) row[j] = -INFINITY;
+        if (p->window <= 0) continue;
+        const int64_t lo = row_low(p, b, rr) - t0, keep = p->window_keep - t0;
+        for (int j = keep < 0 ? 0 : (int)(keep < n ? keep : n); j < n && j < lo; j++) row[j] = -INFINITY;
     }
 }
 
@@ -166,19 +199,35 @@ static void accumulate_block(const plan *pl, const vq_attn_segment *sg, thread_m
                              int64_t b, int64_t r0, int R, int64_t t0)
 {
     const vq_attn_problem *p = pl->p;
-    bool whole = true;
+    bool whole = window_whole(p, b, r0, R, t0, blk->n);
     for (int r = 0; r < R && whole && p->causal; r++) whole = row_limit(p, b, r0 + r) - t0 >= blk->n;
     if (whole) {
         sg->values->ops->accumulate(sg->values->desc, &tm->th, blk, tm->s, R, tm->o);
         return;
     }
     for (int r = 0; r < R; r++) {
-        const int64_t lim = row_limit(p, b, r0 + r) - t0;
-        if (lim <= 0) continue;
+        const int64_t lim = row_limit(p, b, r0 + r) - t0, hi = lim < blk->n ? lim : blk->n;
+        float *o = tm->o + (int64_t)r * p->dims.D;
+        const float *s = tm->s + (int64_t)r * VQ_ATTN_BN;
+        /* the row's tokens of the block: the sinks [0, keep) and [lo, hi) */
+        int64_t keep = 0, lo = 0;
+        if (p->window > 0) {
+            keep = p->window_keep - t0, lo = row_low(p, b, r0 + r) - t0;
+            keep = keep < 0 ? 0 : (keep > hi ? hi : keep);
+            lo = lo < keep ? keep : lo;
+        }
+        if (hi <= 0) continue;
         vq_attn_block one = *blk;
-        one.n = (int)(lim < blk->n ? lim : blk->n);
-        sg->values->ops->accumulate(sg->values->desc, &tm->th, &one, tm->s + (int64_t)r * VQ_ATTN_BN, 1,
-                                    tm->o + (int64_t)r * p->dims.D);
+        one.n = (int)(lo > keep ? keep : hi); /* the whole row when no token inside it is cut off */
+        if (one.n > 0) sg->values->ops->accumulate(sg->values->desc, &tm->th, &one, s, 1, o);
+        if (lo > keep && hi > lo) {
+            /* a part that starts inside the block: its probabilities copied to
+             * the start of an aligned row, as the kernels read a block's */
+            _Alignas(64) float part[VQ_ATTN_BN];
+            memcpy(part, s + lo, sizeof(float) * (size_t)(hi - lo));
+            one.t0 = blk->t0 + lo, one.n = (int)(hi - lo);
+            sg->values->ops->accumulate(sg->values->desc, &tm->th, &one, part, 1, o);
+        }
     }
 }
 
@@ -227,10 +276,17 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
         for (int64_t k = blo > blk_i ? blo - blk_i : 0; k < k1; k++) {
             const int64_t lt0 = k * VQ_ATTN_BN;
             const vq_attn_block blk = {sg.b, hk, lt0, (int)(seen - lt0 < VQ_ATTN_BN ? seen - lt0 : VQ_ATTN_BN)};
+            /* a block the sliding window hides from every row changes no state */
+            if (window_none(p, b, r0, R, t + lt0, blk.n)) continue;
+            /* the blocks from k on that the sliding window leaves whole to every row */
+            int64_t run = !p->mask && sg.values->ops->block ? whole - k : 0;
+            if (p->window > 0 && run > 0)
+                for (run = 0; k + run < whole && window_whole(p, b, r0, R, t + (k + run) * VQ_ATTN_BN, VQ_ATTN_BN);)
+                    run++;
             /* no mask, every row sees every token: the format pair may run the whole blocks at once */
-            const int64_t ran = !p->mask && k < whole && sg.values->ops->block
+            const int64_t ran = run > 0
                                     ? sg.values->ops->block(sg.values->desc, sg.keys, &tm->th, &blk,
-                                                            pl->one_block ? 1 : whole - k, qp, R,
+                                                            pl->one_block ? 1 : run, qp, R,
                                                             tm->o, tm->m, tm->d, tm->bad)
                                     : 0;
             if (ran > 0) {
@@ -238,7 +294,8 @@ static void stream_blocks(const plan *pl, thread_mem *tm, int64_t b, int64_t hk,
                 continue;
             }
             sg.keys->ops->score(sg.keys->desc, &tm->th, &blk, qp, R, tm->s);
-            if (p->mask || min_lim < t + lt0 + blk.n) /* else the block changes no score */
+            if (p->mask || min_lim < t + lt0 + blk.n || !window_whole(p, b, r0, R, t + lt0, blk.n))
+                /* else the block changes no score */
                 mask_block(pl, b, hk, r0, R, t + lt0, blk.n, tm->s);
             /* the non-finite rule (top of file): NaN / +inf scores poison their row */
             pl->kern->poison(R, blk.n, tm->s, VQ_ATTN_BN, tm->bad);

@@ -194,6 +194,11 @@ typedef struct vq_attn_problem {
     vq_dtype mask_dt;
     int64_t mask_sb, mask_sh, mask_si;
     bool causal;       /* query i sees tokens <= Skv - Sq + i */
+    /* Sliding window, or 0: a row whose first invisible token is lim
+     * (Skv, or its causal limit) sees only tokens [lim - window, lim), and
+     * tokens [0, window_keep) of its row whatever the window (attention
+     * sinks). Tokens outside are never read by the values. */
+    int64_t window, window_keep;
     int num_splits;    /* kv splits per (b, kv head, row tile); 0 = automatic */
     vq_attn_view out;  /* [B,Hq,Sq,D] */
     vq_dtype out_dt;

@@ -17,7 +17,7 @@ static bool is_f16_layer(const vq_cache_config *cfg, int l)
     return false;
 }
 
-static vq_status check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
+vq_status vq_cache_check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
 {
     VQ_RETURN_IF(ctx, cfg->n_layers < 1 || cfg->n_layers > 65536, VQ_ERR_INVALID_ARGUMENT,
                  "argument 'cfg->n_layers': expected 1..65536, got %d", cfg->n_layers);
@@ -54,6 +54,16 @@ static vq_status check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
     VQ_RETURN_IF(ctx, cfg->window == VQ_WINDOW_TURBO && (cfg->window_bits < 1 || cfg->window_bits > 8),
                  VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->window_bits': VQ_WINDOW_TURBO takes 1..8, got %d",
                  cfg->window_bits);
+    for (int l = 0; cfg->sliding_windows && l < cfg->n_layers; l++) {
+        VQ_RETURN_IF(ctx, cfg->sliding_windows[l] < 0 || cfg->sliding_windows[l] > (1 << 30), VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->sliding_windows[%d]': expected 0 (full attention) .. 2^30 tokens, got %d", l,
+                     cfg->sliding_windows[l]);
+        /* the two were built apart: their combination is refused until it is tested */
+        VQ_RETURN_IF(ctx, cfg->sliding_windows[l] > 0 && cfg->sink_tokens > 0, VQ_ERR_UNSUPPORTED,
+                     "argument 'cfg->sliding_windows[%d]': %d with cfg->sink_tokens = %d; sliding windows and sink "
+                     "tokens are not supported together yet",
+                     l, cfg->sliding_windows[l], cfg->sink_tokens);
+    }
     for (int i = 0; i < cfg->n_f16_layers; i++)
         VQ_RETURN_IF(ctx, cfg->f16_layers[i] < 0 || cfg->f16_layers[i] >= cfg->n_layers, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->f16_layers[%d]': layer %d outside [0, %d)", i, cfg->f16_layers[i],
@@ -169,6 +179,13 @@ static vq_status build(vq_cache *c, const vq_cache_config *cfg)
         vq_cache_layer *L = &c->layers[l];
         VQ_FORWARD_IF_ERROR(vq_cache_layout_layer(c, &user, name, L));
         if (c->cuda) VQ_FORWARD_IF_ERROR(check_cuda_layer(ctx, L, l));
+        L->sliding = cfg->sliding_windows ? cfg->sliding_windows[l] : 0;
+        /* the CUDA kernels see every token of the pages they are given: no
+         * lower bound inside a page, where a window starts */
+        VQ_RETURN_IF(ctx, c->cuda && L->sliding > 0, VQ_ERR_UNSUPPORTED,
+                     "argument 'cfg->sliding_windows[%d]': %lld, sliding windows are CPU only (the CUDA attention "
+                     "has no lower bound on the tokens a query sees)",
+                     l, (long long)L->sliding);
     }
     VQ_FORWARD_IF_ERROR(vq_cache_recipe_config(c, cfg));
     for (int l = 0; l < c->L; l++) {
@@ -185,13 +202,48 @@ static vq_status build(vq_cache *c, const vq_cache_config *cfg)
     return VQ_OK;
 }
 
+/* cfg with its profile's plan in the fields the profile replaces (which
+ * must be left 0 / NULL beside it), for a cache of the profile's shape. */
+static vq_status apply_profile(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache_config *out)
+{
+    const vq_profile_config *p = &cfg->profile->cfg;
+    const char *beside = cfg->preset ? "preset" : cfg->layers ? "layers" : cfg->f16_layers ? "f16_layers"
+                         : cfg->n_f16_layers ? "n_f16_layers" : cfg->sliding_windows ? "sliding_windows"
+                         : cfg->residual_tokens ? "residual_tokens" : cfg->window ? "window"
+                         : cfg->window_bits ? "window_bits" : NULL;
+    VQ_RETURN_IF(ctx, beside != NULL, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->%s' is set beside cfg->profile, which gives it (leave it 0 / NULL)", beside);
+    const struct {
+        const char *name;
+        int want, got;
+    } dims[3] = {{"n_layers", p->n_layers, cfg->n_layers}, {"n_kv_heads", p->n_kv_heads, cfg->n_kv_heads},
+                 {"head_dim", p->head_dim, cfg->head_dim}};
+    for (int i = 0; i < 3; i++)
+        VQ_RETURN_IF(ctx, dims[i].want != dims[i].got, VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->profile': a profile for %s %d, cfg->%s is %d", dims[i].name, dims[i].want,
+                     dims[i].name, dims[i].got);
+    *out = *cfg;
+    out->profile = NULL;
+    out->layers = p->layers;
+    out->sliding_windows = p->sliding_windows;
+    out->residual_tokens = p->residual_tokens;
+    out->window = p->window;
+    out->window_bits = p->window_bits;
+    return VQ_OK;
+}
+
 vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out)
 {
     VQ_ENTER(ctx);
     VQ_RETURN_IF(ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
     *out = NULL;
     VQ_RETURN_IF(ctx, cfg == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'cfg' is NULL");
-    VQ_FORWARD_IF_ERROR(check_sizes(ctx, cfg));
+    vq_cache_config applied;
+    if (cfg->profile) {
+        VQ_FORWARD_IF_ERROR(apply_profile(ctx, cfg, &applied));
+        cfg = &applied;
+    }
+    VQ_FORWARD_IF_ERROR(vq_cache_check_sizes(ctx, cfg));
     vq_cache *c = calloc(1, sizeof *c);
     VQ_RETURN_IF(ctx, c == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");
     *c = (vq_cache){.ctx = ctx,
@@ -284,13 +336,29 @@ vq_status vq_cache_get_config(const vq_cache *c, vq_cache_config *out)
     return VQ_OK;
 }
 
+/* The arguments of a per-layer getter: out not NULL, layer in range. */
+static vq_status check_layer_arg(const vq_cache *c, int layer, const void *out)
+{
+    VQ_RETURN_IF(c->ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    VQ_RETURN_IF(c->ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'layer': %d outside [0, %d)", layer, c->L);
+    return VQ_OK;
+}
+
+vq_status vq_cache_get_sliding_window(const vq_cache *c, int layer, int *out)
+{
+    if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
+    VQ_ENTER(c->ctx);
+    VQ_FORWARD_IF_ERROR(check_layer_arg(c, layer, out));
+    *out = (int)c->layers[layer].sliding;
+    return VQ_OK;
+}
+
 vq_status vq_cache_get_layer_config(const vq_cache *c, int layer, vq_cache_layer_config *out)
 {
     if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
     VQ_ENTER(c->ctx);
-    VQ_RETURN_IF(c->ctx, out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    VQ_RETURN_IF(c->ctx, layer < 0 || layer >= c->L, VQ_ERR_INVALID_ARGUMENT,
-                 "argument 'layer': %d outside [0, %d)", layer, c->L);
+    VQ_FORWARD_IF_ERROR(check_layer_arg(c, layer, out));
     *out = c->layers[layer].cfg;
     return VQ_OK;
 }

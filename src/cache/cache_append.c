@@ -113,7 +113,7 @@ static vq_status scatter(vq_cache *c, const vq_cache_layer *L, const seq_plan *p
             const vq_cache_stream *st = &L->streams[s];
             const int64_t gs = P / st->rows, rb = st->last * (int64_t)vq_dtype_size(st->dtype);
             const int64_t prow = (a - pi * P) / gs, srow = (pl->t_off + a - pl->e0) / gs, count = (b - a) / gs;
-            const int32_t page = pl->sl->pages[pi];
+            const int32_t page = pl->sl->pages[pi - pl->sl->p0];
             unsigned char *dst = vq_cache_page_stream(L, page, s) + prow * rb;
             VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, dst, (size_t)vq_cache_head_pitch(L, page, s), stage[s] + srow * rb,
                                                     (size_t)(sumT / gs * rb), (size_t)(count * rb),
@@ -144,7 +144,7 @@ static vq_status commit(vq_cache *c, int l, seq_plan *pl, unsigned char *const *
         vq_cache_pool_release(L, old);
         sl->pages[sl->n_pages - 1] = fresh;
     }
-    const int64_t want = vq_ceil_div(pl->e1, P);
+    const int64_t want = vq_ceil_div(pl->e1, P) - sl->p0;
     while (sl->n_pages < want) sl->pages[sl->n_pages++] = vq_cache_pool_take(L);
     if (pl->e1 > pl->e0) VQ_FORWARD_IF_ERROR(scatter(c, L, pl, stage, sumT));
     if (L->res_cap > 0) {
@@ -162,6 +162,8 @@ static vq_status commit(vq_cache *c, int l, seq_plan *pl, unsigned char *const *
     }
     sl->n = pl->n1;
     sl->n_enc = pl->e1;
+    /* the first appended token's window starts at n0 + 1 - W: nothing older is read again */
+    vq_cache_evict(c, L, sl, pl->n0 + 1 - L->sliding);
     return VQ_OK;
 }
 
@@ -185,7 +187,7 @@ static vq_status plan_all(vq_cache *c, int l, int n_seq, seq_plan *plans, int64_
         pl->m = pl->n0 > pl->e1 ? pl->n0 - pl->e1 : 0;
         pl->m_off = *sumM;
         *sumM += pl->m;
-        const int64_t need = vq_ceil_div(pl->e1, c->P);
+        const int64_t need = vq_ceil_div(pl->e1, c->P) - sl->p0; /* page-table entries */
         pl->cow = pl->e1 > pl->e0 && pl->e0 % c->P != 0 && L->refcount[sl->pages[sl->n_pages - 1]] > 1;
         pl->new_pages = need - sl->n_pages + (pl->cow ? 1 : 0);
         *pages += pl->new_pages;

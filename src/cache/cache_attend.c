@@ -240,7 +240,7 @@ static vq_status attend_cpu(vq_cache *c, int layer, int n_seq, vq_cache_seq_laye
         for (int64_t pi = 0, prev_ci = -1, next_idx = -1; pi < sl->n_pages; pi++) {
             int64_t idx;
             const int ci = vq_cache_chunk_index(L, sl->pages[pi], &idx);
-            const int64_t left = sl->n_enc - pi * c->P, n = left < c->P ? left : c->P;
+            const int64_t left = sl->n_enc - (sl->p0 + pi) * c->P, n = left < c->P ? left : c->P;
             if (runs && ci == prev_ci && idx == next_idx) {
                 segs[ns - 1].n += n;
             } else {
@@ -253,14 +253,18 @@ static vq_status attend_cpu(vq_cache *c, int layer, int n_seq, vq_cache_seq_laye
             VQ_FORWARD_IF_ERROR(bind_window(c, L, sl, scale, Sq, &wins[i]));
             if (sl->n > sl->n_enc) segs[ns++] = (vq_attn_segment){&wins[i].keys, &wins[i].values, 0, sl->n - sl->n_enc, 1};
         }
-        skv[i] = sl->n;
-        if (sl->n > max_skv) max_skv = sl->n;
+        /* the kv axis starts at the first token not evicted (the sliding
+         * window's lower bound is relative to each row's end: the same there) */
+        skv[i] = sl->n - vq_cache_first_token(c, sl);
+        if (skv[i] > max_skv) max_skv = skv[i];
     }
     seg_off[n_seq] = ns;
     const vq_attn_dims dims = {n_seq, c->Hq, c->Hkv, Sq, max_skv, c->D};
     vq_attn_problem p;
     vq_attn_problem_init(&p, &dims, q, out, lse);
     p.causal = causal;
+    p.window = L->sliding;
+    p.window_keep = 0; /* tokens at the head of every row the window spares: none, the pages lead the axis */
     p.segs = segs;
     p.seg_off = seg_off;
     p.skv = skv;
@@ -307,6 +311,15 @@ vq_status vq_cache_attend_tokens(vq_cache *c, int layer, int n_seq, const int64_
                      (long long)seq_ids[i]);
         sls[i] = &s->layers[layer];
         slots[i] = (int)(s - c->seqs);
+        /* a sliding-window layer: the oldest token any row needs must not be evicted */
+        const int64_t W = c->layers[layer].sliding, first = vq_cache_first_token(c, sls[i]);
+        const bool causal_rows = opts && opts->causal;
+        const int64_t need = (causal_rows ? sls[i]->n - Sq + 1 : sls[i]->n) - W;
+        VQ_RETURN_IF(ctx, first > 0 && need < first, VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'q': %s of sequence %lld need%s token %lld of layer %d, but its sliding window of %lld "
+                     "evicted the tokens below %lld (attend after the append of the queries' tokens)",
+                     causal_rows ? "the causal rows" : "the rows", (long long)seq_ids[i], Sq > 1 ? "" : "s",
+                     (long long)(need < 0 ? 0 : need), layer, (long long)W, (long long)first);
     }
     const float scale = opts && opts->scale > 0 ? opts->scale : 1.0f / sqrtf((float)c->D);
     const bool causal = opts && opts->causal;

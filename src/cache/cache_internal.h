@@ -127,6 +127,7 @@ typedef struct vq_cache_layer {
      * tensor), else [N][Hkv][rows][last] (device pools: cache_cuda.c gathers
      * whole pages). Streams shared by the heads are [N][rows] either way. */
     bool head_major;
+    int64_t sliding;            /* sliding window W in tokens, 0 = full attention (veloxquant.h) */
     vq_cache_table tables[VQ_CT_COUNT];  /* host == NULL: not used by this layer */
     /* pool */
     vq_cache_chunk *chunks;
@@ -150,7 +151,9 @@ enum { VQ_XF_KEY_MEAN = 0, VQ_XF_VALUE_MEAN = 1, VQ_XF_KEY_SCALE = 2 };
 typedef struct vq_cache_seq_layer {
     int64_t n;          /* tokens */
     int64_t n_enc;      /* tokens in pages, a multiple of g; n - n_enc <= res_cap */
-    int64_t n_pages;    /* ceil(n_enc / P) entries of pages[] in use */
+    int64_t p0;         /* pages evicted by the sliding window: tokens [0, p0 * P) are gone, and
+                           pages[i] holds the sequence's page p0 + i (tokens from (p0 + i) * P) */
+    int64_t n_pages;    /* ceil(n_enc / P) - p0 entries of pages[] in use */
     int64_t cap_pages;  /* entries allocated */
     int32_t *pages;     /* page table */
     void *res;          /* the window streams, Hkv * res_cap * win_token_bytes; NULL when res_cap == 0 */
@@ -197,6 +200,24 @@ struct vq_cache {
                                 sequence list of an attend */
     struct vq_cache_cuda_pages *cuda_pages; /* CUDA: [L] device page tables (cache_cuda.c), made on first use */
 };
+
+/* ---- cache_profile.c ---- */
+
+struct vq_profile {
+    vq_profile_config cfg;          /* layers and sliding_windows point at the arrays below */
+    vq_cache_layer_config *layers;  /* [n_layers], table pointers NULL */
+    int *sliding;                   /* [n_layers] */
+};
+
+/* Validates a profile's contents as vq_profile_create documents (messages
+ * name "cfg->..."). */
+vq_status vq_profile_check(vq_ctx *ctx, const vq_profile_config *cfg);
+
+/* ---- cache.c ---- */
+
+/* The sizes and cache-wide fields of a config (not its layers), as
+ * vq_cache_create checks them. */
+vq_status vq_cache_check_sizes(vq_ctx *ctx, const vq_cache_config *cfg);
 
 /* ---- cache_presets.c ---- */
 
@@ -335,6 +356,12 @@ vq_status vq_cache_attend_check_io(vq_cache *c, int n_seq, const DLTensor *q, co
                                    const vq_cache_attend_opts *opts, int64_t *Sq, vq_attn_view *lse);
 
 /* ---- cache_seq.c ---- */
+
+/* Sliding window of layer L: returns to the pool every page of sl whose
+ * tokens are all encoded and below token `below` (no-op without a window). */
+void vq_cache_evict(vq_cache *c, vq_cache_layer *L, vq_cache_seq_layer *sl, int64_t below);
+/* The first token a sliding-window layer has not evicted (p0 * P). */
+static inline int64_t vq_cache_first_token(const vq_cache *c, const vq_cache_seq_layer *sl) { return sl->p0 * c->P; }
 
 vq_cache_seq *vq_cache_find_seq(const vq_cache *c, int64_t id);
 /* The layer, n_seq and seq_ids arguments of an append (ids not looked up). */

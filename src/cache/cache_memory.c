@@ -35,7 +35,7 @@ vq_status vq_cache_memory(const vq_cache *c, vq_cache_memory_report *out)
             const vq_cache_seq *q = &c->seqs[i];
             if (q->id < 0) continue;
             const vq_cache_seq_layer *sl = &q->layers[l];
-            r.tokens += sl->n_sink + sl->n;
+            r.tokens += sl->n_sink + sl->n - vq_cache_first_token(c, sl); /* a sliding window's evicted tokens are gone */
             /* sink tokens: f16 keys and values, outside the pages */
             const int64_t sink = sl->n_sink * c->Hkv * c->D * 2;
             r.residual_bytes += 2 * sink;
@@ -55,7 +55,7 @@ vq_status vq_cache_memory(const vq_cache *c, vq_cache_memory_report *out)
             res_alloc += (int64_t)vq_cache_window_bytes(c, L);
             pool_bytes += sl->cap_pages * 4;
             for (int64_t p = 0; p < sl->n_pages; p++) {
-                const int64_t f = sl->n_enc - p * c->P < c->P ? sl->n_enc - p * c->P : c->P;
+                const int64_t t0 = (sl->p0 + p) * c->P, f = sl->n_enc - t0 < c->P ? sl->n_enc - t0 : c->P;
                 if (f > fill[sl->pages[p]]) fill[sl->pages[p]] = (int32_t)f;
             }
         }

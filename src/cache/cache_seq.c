@@ -45,6 +45,17 @@ int64_t vq_cache_target_enc(const vq_cache *c, const vq_cache_layer *L, int64_t 
     return n - c->R < 0 ? 0 : e;
 }
 
+void vq_cache_evict(vq_cache *c, vq_cache_layer *L, vq_cache_seq_layer *sl, int64_t below)
+{
+    if (L->sliding <= 0 || below <= 0) return;
+    const int64_t full = sl->n_enc / c->P, upto = below / c->P < full ? below / c->P : full, k = upto - sl->p0;
+    if (k <= 0) return;
+    for (int64_t i = 0; i < k; i++) vq_cache_pool_release(L, sl->pages[i]);
+    memmove(sl->pages, sl->pages + k, sizeof *sl->pages * (size_t)(sl->n_pages - k));
+    sl->n_pages -= k;
+    sl->p0 = upto;
+}
+
 static size_t res_bytes(const vq_cache *c, const vq_cache_layer *L) { return vq_cache_window_bytes(c, L); }
 
 static void free_seq(vq_cache *c, vq_cache_seq *q)
@@ -140,7 +151,15 @@ vq_status vq_cache_seq_truncate(vq_cache *c, int64_t seq_id, int64_t n_tokens)
      * after the sinks */
     for (int l = 0; l < c->L; l++) {
         const vq_cache_seq_layer *sl = &q->layers[l];
-        const int64_t g = c->layers[l].g, keep = n_tokens > sl->n_sink ? n_tokens - sl->n_sink : 0;
+        const int64_t g = c->layers[l].g, W = c->layers[l].sliding;
+        const int64_t keep = n_tokens > sl->n_sink ? n_tokens - sl->n_sink : 0;
+        /* the next token's window must still be held */
+        VQ_RETURN_IF(c->ctx, keep < sl->n && sl->p0 > 0 && vq_cache_first_token(c, sl) > keep + 1 - W,
+                     VQ_ERR_UNSUPPORTED,
+                     "layer %d: n_tokens = %lld needs tokens from %lld on (its sliding window of %lld), but the layer "
+                     "evicted the tokens below %lld",
+                     l, (long long)n_tokens, (long long)(n_tokens + 1 - W), (long long)W,
+                     (long long)vq_cache_first_token(c, sl));
         VQ_RETURN_IF(c->ctx, keep < sl->n_enc && keep % g != 0, VQ_ERR_UNSUPPORTED,
                      "layer %d: n_tokens = %lld cuts an encoded KIVI key group of %lld tokens (its other tokens "
                      "are no longer held in f16; a residual window of at least the rollback depth avoids this)",
@@ -155,7 +174,7 @@ vq_status vq_cache_seq_truncate(vq_cache *c, int64_t seq_id, int64_t n_tokens)
         if (n_tokens == 0) vq_cache_recipe_forget_tables(c, l, sl);
         if (keep < sl->n_enc) {
             sl->n_enc = keep;
-            const int64_t kp = vq_ceil_div(keep, c->P);
+            const int64_t kp = vq_ceil_div(keep, c->P) - sl->p0; /* >= 0: checked above */
             for (int64_t i = kp; i < sl->n_pages; i++) vq_cache_pool_release(&c->layers[l], sl->pages[i]);
             sl->n_pages = kp;
         }
@@ -194,6 +213,7 @@ vq_status vq_cache_seq_fork(vq_cache *c, int64_t src_seq_id, int64_t *dst_seq_id
         for (int64_t i = 0; i < a->n_pages; i++) c->layers[l].refcount[a->pages[i]]++;
         b->n = a->n;
         b->n_enc = a->n_enc;
+        b->p0 = a->p0;
         b->n_pages = a->n_pages;
         b->n_sink = a->n_sink;
         if (a->sink != NULL) memcpy(b->sink, a->sink, vq_cache_sink_bytes(c));

@@ -13,6 +13,9 @@
  * 4 (CONF gains sink_tokens, LCFG the layer's transforms and their given
  * tables, SQLY the sink tokens and the sequence's transform tables) only
  * where the cache has sink tokens or transforms.
+ * 5 (version 4's fields, and LCFG ends with the layer's sliding window,
+ * SQLY's counters with the pages the window evicted) only where a layer has
+ * a sliding window.
  *
  * Sections: CONF (the cache's sizes), one LCFG per layer (the resolved layer
  * config, every table, the page layout), then one SQLY per (sequence, layer)
@@ -32,7 +35,7 @@
 #include "persist/container.h"
 
 static const char CACHE_MAGIC[8] = {'V', 'Q', 'C', 'A', 'C', 'H', 'E', '\0'};
-enum { CACHE_VERSION = 4, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, CONF4_BYTES = CONF2_BYTES + 8,
+enum { CACHE_VERSION = 5, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, CONF4_BYTES = CONF2_BYTES + 8,
        SQLY_HEAD = 8 + 8 + 8 + 8 };
 #define TAG_CONF VQ_TAG('C', 'O', 'N', 'F')
 #define TAG_LCFG VQ_TAG('L', 'C', 'F', 'G')
@@ -101,15 +104,21 @@ static void put_layer(vq_writer *w, const vq_cache *c, int l)
         vq_put_u32(w, (uint32_t)st->dtype);
         vq_put_u32(w, u32_of(st->ndim));
     }
-    if (file_version(c) < 4) return;
-    /* version 4: the transforms' switches (bits 0-2) and which tables are
-     * given (bits 8-10), then the given tables, [Hkv * D] f32 each */
-    const size_t n = (size_t)c->Hkv * (size_t)c->D;
-    uint32_t flags = (L->xf.center_keys ? 1u : 0u) | (L->xf.center_values ? 2u : 0u) | (L->xf.smooth ? 4u : 0u);
-    for (int i = 0; i < 3; i++) flags |= L->xf_given[i] ? 256u << i : 0u;
-    vq_put_u32(w, flags);
-    for (int i = 0; i < 3; i++)
-        if (L->xf_given[i]) vq_put_f32s(w, L->xf_tables + (size_t)i * n, n);
+    const uint32_t version = file_version(c);
+    if (version >= 4) {
+        /* version 4: the transforms' switches (bits 0-2) and which tables are
+         * given (bits 8-10), then the given tables, [Hkv * D] f32 each */
+        const size_t n = (size_t)c->Hkv * (size_t)c->D;
+        uint32_t flags = (L->xf.center_keys ? 1u : 0u) | (L->xf.center_values ? 2u : 0u) | (L->xf.smooth ? 4u : 0u);
+        for (int i = 0; i < 3; i++) flags |= L->xf_given[i] ? 256u << i : 0u;
+        vq_put_u32(w, flags);
+        for (int i = 0; i < 3; i++)
+            if (L->xf_given[i]) vq_put_f32s(w, L->xf_tables + (size_t)i * n, n);
+    }
+    if (version >= 5) {
+        vq_put_u32(w, (uint32_t)L->sliding);
+        vq_put_u32(w, 0);
+    }
 }
 
 /* Stream s of a page as the file holds it, [Hkv][rows][last] (a host pool
@@ -150,6 +159,7 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
         vq_put_u32(w, (uint32_t)sl->n_sink); /* version 4; 0 before */
         vq_put_i64(w, sl->n);
         vq_put_i64(w, sl->n_enc);
+        if (file_version(c) >= 5) vq_put_i64(w, sl->p0);
         for (int64_t j = 0; j < sl->n_pages; j++)
             for (int s = 0; s < L->n_streams; s++) {
                 const size_t n = (size_t)L->streams[s].page_bytes;
@@ -186,11 +196,14 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
     return VQ_OK;
 }
 
-/* The oldest version that holds the cache: 3 where a layer has KIVI_MIX
+/* The oldest version that holds the cache: 4 where a layer has a sliding
+ * window; 3 where a layer has KIVI_MIX
  * wide_channels or f16 TurboQuant value scales, or with a VQ_WINDOW_TURBO
  * window, else 2 with an 8-bit window, else 1. */
 static uint32_t file_version(const vq_cache *c)
 {
+    for (int l = 0; l < c->L; l++)
+        if (c->layers[l].sliding > 0) return 5;
     if (c->S > 0) return 4;
     for (int l = 0; l < c->L; l++)
         if (c->layers[l].xf_tables != NULL) return 4;
@@ -305,10 +318,11 @@ typedef struct plan_layer {
     DLTensor xf_tensors[3];
     int64_t xf_shape[2];
     float *xf_data[3];
+    int sliding;         /* sliding window (version 5; 0 before) */
 } plan_layer;
 
 typedef struct plan_seq_layer {
-    int64_t n, n_enc, n_pages;
+    int64_t n, n_enc, p0, n_pages;  /* p0: pages the sliding window evicted (version 4) */
     const uint8_t *pages;   /* n_pages * page_bytes */
     const uint8_t *window;  /* [2][Hkv][n - n_enc][D] f16 */
     int64_t n_sink;
@@ -323,6 +337,7 @@ typedef struct plan {
     plan_layer *layers;       /* [L] */
     vq_cache_layer_config *layer_cfgs;  /* [L] for vq_cache_create */
     vq_cache_transforms *xf;  /* [L] for vq_cache_create (version 4) */
+    int *sliding;             /* [L] for vq_cache_create */
     int64_t *ids;             /* [n_seqs] */
     plan_seq_layer *sl;       /* [n_seqs * L] */
 } plan;
@@ -334,6 +349,7 @@ static void plan_free(plan *p)
     free(p->layers);
     free(p->xf);
     free(p->layer_cfgs);
+    free(p->sliding);
     free(p->ids);
     free(p->sl);
 }
@@ -499,6 +515,15 @@ static vq_status read_layer(vq_ctx *ctx, vq_container *f, plan *p, int l)
             *dst[i] = &pl->xf_tensors[i];
         }
     }
+    if (f->version >= 5) {
+        uint32_t w, reserved;
+        ok = vq_get_u32(&r, &w) && vq_get_u32(&r, &reserved);
+        CORRUPT(ctx, !ok, "cache layer %d: section 'LCFG' ends before its sliding window", l);
+        CORRUPT(ctx, w > (1u << 30) || reserved != 0,
+                "cache layer %d: sliding window %u (0..2^30) or the reserved word after it %u out of range", l,
+                (unsigned)w, (unsigned)reserved);
+        pl->sliding = (int)w;
+    }
     return vq_section_done(ctx, f, &r, "LCFG");
 }
 
@@ -511,7 +536,8 @@ static vq_status read_seq_layer(vq_ctx *ctx, vq_container *f, plan *p, int i, in
     int64_t id;
     uint32_t layer, reserved;
     const bool ok = vq_get_i64(&r, &id) && vq_get_u32(&r, &layer) && vq_get_u32(&r, &reserved) &&
-                    vq_get_i64(&r, &q->n) && vq_get_i64(&r, &q->n_enc);
+                    vq_get_i64(&r, &q->n) && vq_get_i64(&r, &q->n_enc) &&
+                    (f->version < 5 || vq_get_i64(&r, &q->p0));
     CORRUPT(ctx, !ok, "cache sequence %d layer %d: section 'SQLY' of %zu bytes is too short", i, l, r.n);
     CORRUPT(ctx, layer != (uint32_t)l, "cache sequence %d: section for layer %d says layer %u", i, l, (unsigned)layer);
     /* the word after the layer: 0 before version 4, then the sink tokens held */
@@ -529,7 +555,13 @@ static vq_status read_seq_layer(vq_ctx *ctx, vq_container *f, plan *p, int i, in
     CORRUPT(ctx, q->n_enc < 0 || q->n < q->n_enc || q->n > ((int64_t)1 << 40),
             "cache sequence %lld layer %d: n %lld, n_enc %lld", (long long)id, l, (long long)q->n,
             (long long)q->n_enc);
-    q->n_pages = (q->n_enc + P - 1) / P;
+    /* evicted: whole encoded pages, none the next token's window needs */
+    const int64_t W = pl->sliding;
+    CORRUPT(ctx, q->p0 < 0 || q->p0 > q->n_enc / P || (q->p0 > 0 && (W == 0 || q->p0 * P > q->n + 1 - W)),
+            "cache sequence %lld layer %d: %lld evicted pages of %lld tokens with n %lld, n_enc %lld and a sliding "
+            "window of %lld",
+            (long long)id, l, (long long)q->p0, (long long)P, (long long)q->n, (long long)q->n_enc, (long long)W);
+    q->n_pages = (q->n_enc + P - 1) / P - q->p0;
     const uint64_t left = vq_reader_left(&r);
     CORRUPT(ctx, (uint64_t)q->n_pages > left / (uint64_t)pl->page_bytes,
             "cache sequence %lld layer %d: %lld pages of %lld bytes, the section has %llu bytes left", (long long)id,
@@ -585,9 +617,10 @@ static vq_status read_plan(vq_ctx *ctx, const void *buf, size_t size, plan *p)
     const int L = p->cfg.n_layers;
     p->layers = calloc((size_t)L, sizeof *p->layers);
     p->layer_cfgs = calloc((size_t)L, sizeof *p->layer_cfgs);
+    p->sliding = calloc((size_t)L, sizeof *p->sliding);
     p->ids = calloc((size_t)p->n_seqs + 1, sizeof *p->ids);
     p->sl = calloc((size_t)p->n_seqs * (size_t)L + 1, sizeof *p->sl);
-    VQ_RETURN_IF(ctx, !p->layers || !p->layer_cfgs || !p->ids || !p->sl, VQ_ERR_OUT_OF_MEMORY,
+    VQ_RETURN_IF(ctx, !p->layers || !p->layer_cfgs || !p->sliding || !p->ids || !p->sl, VQ_ERR_OUT_OF_MEMORY,
                  "cannot allocate the plan of a cache of %d layers", L);
     p->xf = calloc((size_t)L, sizeof *p->xf);
     VQ_RETURN_IF(ctx, p->xf == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the plan of a cache of %d layers", L);
@@ -595,6 +628,7 @@ static vq_status read_plan(vq_ctx *ctx, const void *buf, size_t size, plan *p)
         VQ_FORWARD_IF_ERROR(read_layer(ctx, &f, p, l));
         p->layer_cfgs[l] = p->layers[l].cfg;
         p->xf[l] = p->layers[l].xf;
+        p->sliding[l] = p->layers[l].sliding;
     }
     p->cfg.transforms = p->xf;
     for (int i = 0; i < p->n_seqs; i++)
@@ -612,8 +646,8 @@ static vq_status check_width_masks(const vq_cache *c, const vq_cache_layer *L, i
 {
     const vq_cache_stream *st = &L->streams[s];
     const int64_t want = vq_cache_kivi_mix_wide(&L->cfg.keys, c->D);
-    for (int64_t g = 0; g < q->n_enc / L->g; g++) {
-        const int64_t page = g * L->g / c->P, row = g % st->rows;
+    for (int64_t g = q->p0 * c->P / L->g; g < q->n_enc / L->g; g++) {
+        const int64_t page = g * L->g / c->P - q->p0, row = g % st->rows;
         for (int64_t h = 0; h < c->Hkv; h++) {
             const uint8_t *m = q->pages + page * L->page_bytes + st->page_off + (h * st->rows + row) * st->last;
             int64_t wide = 0;
@@ -670,8 +704,8 @@ static vq_status check_against(vq_cache *c, const plan *p)
             if (pos_stream < 0) continue;
             /* CommVQ positions index the RoPE tables: each filled one must be in [0, Pmax) */
             const int64_t pmax = L->tables[VQ_CT_COS].shape[0];
-            for (int64_t t = 0; t < q->n_enc; t++) {
-                const uint8_t *at = q->pages + (t / c->P) * L->page_bytes + L->streams[pos_stream].page_off +
+            for (int64_t t = q->p0 * c->P; t < q->n_enc; t++) {
+                const uint8_t *at = q->pages + (t / c->P - q->p0) * L->page_bytes + L->streams[pos_stream].page_off +
                                     (t % c->P) * 4;
                 int32_t pos;
                 memcpy(&pos, at, 4);
@@ -728,6 +762,7 @@ static vq_status fill_seq(vq_cache *c, const plan *p, int i, vq_cache_seq *q)
             memcpy(sl->xf, ps->xf, vq_cache_xf_bytes(c, l));
             sl->xf_set = true;
         }
+        sl->p0 = ps->p0;
     }
     return VQ_OK;
 }
@@ -793,6 +828,7 @@ vq_status vq_cache_load_buffer(vq_ctx *ctx, const void *buf, size_t size, vq_cac
     if (st == VQ_OK) {
         loaded_capacity(&p);
         p.cfg.layers = p.layer_cfgs;
+        p.cfg.sliding_windows = p.sliding;
         st = check_footprint(ctx, &p, size);
     }
     if (st == VQ_OK) {

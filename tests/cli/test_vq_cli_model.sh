@@ -35,6 +35,20 @@ if [ -s "$model" ]; then
     expect 1 "--calibration $text" perplexity -m "$model" --kv vecinfer2 --calibration "$text" --ctx 32 --windows 1 "$text"
     expect 1 "no VQ_CAL_VECINFER_CODEBOOK" generate -m "$model" --kv vecinfer2 --calibration "$tmp/c.vqcal" -n 1 "hi"
     expect 2 "not a layer index" generate -m "$model" --f16-layers 30 "hi"
+    # profiles: vq profile writes a --kv method's plan; --kv FILE takes it back (the same cache: same ppl, bits)
+    expect 2 "are required" profile -m "$model" --kv kivi2
+    expect 0 "30 layers, 3 kv heads, head dim 64" profile -m "$model" --kv kivi2@0=f16 -o "$tmp/k2.vqprof"
+    expect 2 "is a profile already" profile -m "$model" --kv "$tmp/k2.vqprof" -o "$tmp/x.vqprof"
+    expect_json profile -m "$model" --kv turbo3 -o "$tmp/t3.vqprof" --json
+    expect 0 "k2.vqprof" perplexity -m "$model" --kv kivi2@0=f16,"$tmp/k2.vqprof" --ctx 32 --windows 1 --threads 1 "$text"
+    if awk '$2 == "kivi2@0=f16" { p = $5; b = $NF } $2 ~ /k2.vqprof$/ { q = $5; c = $NF }
+            END { exit !(p != "" && p == q && b == c) }' "$tmp/out"; then
+        echo "ok   perplexity --kv PROFILE = the method it was written from"
+    else echo "FAIL: perplexity --kv PROFILE"; cat "$tmp/out"; failures=$((failures + 1)); fi
+    expect 2 "drop --f16-layers" generate -m "$model" --kv "$tmp/k2.vqprof" --f16-layers 0 "hi"
+    head -c 600 "$tmp/k2.vqprof" > "$tmp/cut.vqprof"
+    expect 2 "truncated" generate -m "$model" --kv "$tmp/cut.vqprof" "hi"
+    expect 2 "not a veloxquant profile" generate -m "$model" --kv "$text" "hi"
     expect 0 "bits per element" generate -m "$model" --kv kivi2 -n 3 --threads 1 "The capital of France is"
     expect_json generate -m "$model" --kv turbo3/kivi2 --sink 1 --smooth -n 2 --json "Hello"
     expect 0 "turbo3" perplexity -m "$model" --kv turbo3 --ctx 64 --windows 1 --sink 1 --plot "$tmp/ppl.png" "$text"

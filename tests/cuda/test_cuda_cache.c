@@ -192,6 +192,10 @@ static void test_cuda_vs_cpu(void)
     const vq_cache_config c7 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi4",
                                 .transforms = &xf};
     VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "cfg->transforms[0]", vq_cache_create(gpu, &c7, &c));
+    const int window[1] = {64}; /* sliding windows are CPU-only: no lower bound in the CUDA attention */
+    const vq_cache_config c8 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi2",
+                                .sliding_windows = window};
+    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "cfg->sliding_windows[0]", vq_cache_create(gpu, &c8, &c));
     VT_CHECK(c == NULL, "a refused create returned a cache");
     const vq_cache_layer_config f16 = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
     c = ct_cache(gpu, &f16, 1, HKV, HQ, DIM, PAGE, 0, 4, 0);

@@ -59,6 +59,10 @@ static void npy_seed(const char *dir, int idx, int elem, int ndim, const int64_t
     free(data);
 }
 
+/* Sliding windows of the next cache_seed (NULL: none): its layers then get
+ * their last token in an append of its own, so that pages are evicted. */
+static const int *seed_windows;
+
 /* A cache of layers lc[0..L) with sequences of the given lengths, saved
  * (window storage: f16, or window_bits > 0: VQ_WINDOW_TURBO of that many;
  * sinks sink tokens and transforms xf[L] or NULL, smooth with given scales). */
@@ -70,7 +74,8 @@ static void cache_seed(vq_ctx *ctx, const char *dir, int idx, int L, int hkv, in
                                  .page_size = page, .capacity_pages = 4, .grow_pages = 1, .max_sequences = 4,
                                  .residual_tokens = res, .layers = lc,
                                  .window = window_bits ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = window_bits,
-                                 .sink_tokens = sinks, .transforms = xf};
+                                 .sink_tokens = sinks, .transforms = xf,
+                                 .sliding_windows = seed_windows};
     vq_cache *c;
     if (vq_cache_create(ctx, &cfg, &c) != VQ_OK) die(ctx, "cache create");
     vq_rng rng;
@@ -89,6 +94,16 @@ static void cache_seed(vq_ctx *ctx, const char *dir, int idx, int L, int hkv, in
             for (int64_t i = 0; i < hkv * n * d; i++) {
                 k[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
                 v[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
+            }
+            if (seed_windows && n > 1) { /* tokens [0, n - 1), then the last one */
+                int64_t sh[4] = {1, hkv, n - 1, d}, st[4] = {hkv * n * d, n * d, d, 1};
+                DLTensor a = kt, b = vt;
+                a.shape = b.shape = sh, a.strides = b.strides = st;
+                if (vq_cache_append(c, l, 1, &id, &a, &b, NULL) != VQ_OK) die(ctx, "append");
+                sh[2] = 1;
+                a.byte_offset = b.byte_offset = (uint64_t)(n - 1) * (uint64_t)d * 2;
+                if (vq_cache_append(c, l, 1, &id, &a, &b, NULL) != VQ_OK) die(ctx, "append");
+                continue;
             }
             if (vq_cache_append(c, l, 1, &id, &kt, &vt, NULL) != VQ_OK) die(ctx, "append");
         }
@@ -149,6 +164,38 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
                                        {.center_keys = true, .smooth = true, .key_mean = &tmean, .key_scale = &tscale}};
     const int lens9[2] = {2, 41};
     cache_seed(ctx, dir, 9, 2, 1, 2, 16, 32, 4, lc, 2, lens9, 0, 3, xf);
+    /* version 5: a sliding window of 20 tokens on layer 0 (pages evicted), full attention on layer 1 */
+    static const int wins[2] = {20, 0};
+    for (int l = 0; l < 2; l++)
+        if (vq_cache_preset_layer_config("kivi2", 16, &lc[l]) != VQ_OK) die(NULL, "kivi2");
+    const int lens10[2] = {100, 9};
+    seed_windows = wins;
+    cache_seed(ctx, dir, 10, 2, 1, 2, 16, 32, 4, lc, 2, lens10, 0, 0, NULL);
+    seed_windows = NULL;
+}
+
+/* Profiles, in the calibration target's corpus (fuzz_calibration.c loads
+ * both): every key and value method, sliding windows, each window storage. */
+static void profile_seeds(vq_ctx *ctx, const char *dir)
+{
+    vq_cache_layer_config lc[4];
+    static const char *const presets[][4] = {{"kivi4-turbo3", "kivimix-turbo2", "rabitq", "qjl"},
+                                             {"turbo3", "rvq22", "kivi2", "f16"}};
+    static const int wins[4] = {0, 512, 0, 37};
+    for (int i = 0; i < 2; i++) {
+        for (int l = 0; l < 4; l++)
+            if (vq_cache_preset_layer_config(presets[i][l], 64, &lc[l]) != VQ_OK) die(NULL, presets[i][l]);
+        if (i == 1) lc[3].values = (vq_value_config){.method = VQ_VALUE_CODEBOOK};
+        const vq_profile_config pc = {.n_layers = 4, .n_kv_heads = 2, .head_dim = 64, .layers = lc,
+                                      .sliding_windows = i ? wins : NULL, .residual_tokens = 16 * i,
+                                      .window = i ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = i ? 5 : 0};
+        vq_profile *p;
+        if (vq_profile_create(ctx, &pc, &p) != VQ_OK) die(ctx, "profile");
+        char path[512];
+        snprintf(path, sizeof path, "%s/fuzz_calibration/seed-profile-%d.vqprof", dir, i);
+        if (vq_profile_save(ctx, p, path) != VQ_OK) die(ctx, "profile save");
+        vq_profile_free(p);
+    }
 }
 
 /* A version 2.0 / 3.0 header, as NumPy writes for large headers. */
@@ -199,6 +246,7 @@ int main(int argc, char **argv)
     cal_seed(ctx, dir, 3, 3, 1, 8, 4,
              &(vq_calibration_config){.commvq_stages = 1, .commvq_centroids = 2, .iters = 1, .seed = 3});
     cache_seeds(ctx, dir);
+    profile_seeds(ctx, dir);
     npy_seed(dir, 0, 4, 4, (const int64_t[]){1, 2, 3, 8});
     npy_seed(dir, 1, 2, 4, (const int64_t[]){2, 1, 4, 8});
     npy_seed(dir, 2, 4, 1, (const int64_t[]){5});

@@ -94,16 +94,8 @@ static void check_attend(vq_ctx *ctx, const char *what, vq_cache *c, int l, cons
     round_trip rtp;
     memset(&rtp, 0, sizeof rtp);
     if (windowed) rtp = round_trip_of(ctx, L, st);
-    vq_rng rng;
-    vq_rng_seed(&rng, 41 + (uint64_t)S + (uint64_t)Sq);
-    DLTensor *q = vt_new(VT_F32, VT_DIMS(S, HQ, Sq, DIM)), *out = vt_new(VT_F32, VT_DIMS(S, HQ, Sq, DIM));
-    DLTensor *lse = vt_new(VT_F32, VT_DIMS(S, HQ, Sq));
-    vt_fill_normal(q, &rng, 0.0, 1.0);
-    vt_poison(out), vt_poison(lse);
-    /* KIVI pages in the exact F32 arithmetic: this checks what the cache stores */
-    const vq_cache_attend_opts opts = {
-        .causal = causal, .lse_out = lse, .key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
-    VT_OK(ctx, vq_cache_attend(c, l, S, ids, q, out, &opts));
+    DLTensor *q, *out, *lse;
+    ref_cache_attend(ctx, c, l, ids, S, Sq, causal, 41 + (uint64_t)S + (uint64_t)Sq, &q, &out, &lse);
     const double scale = (double)(1.0f / sqrtf((float)DIM));
     double *ref = malloc(sizeof(double) * (size_t)(HQ * Sq * DIM)), *rl = malloc(sizeof(double) * (size_t)(HQ * Sq));
     for (int s = 0; s < S; s++) {

@@ -80,7 +80,7 @@ int vq_cmd_bench_model(int argc, char **argv)
 {
     bm_opts o = {.c = VQM_CLI_COMMON_DEFAULTS, .kv = "f16,kivi2,turbo2,turbo3", .ctx = 8192, .steps = 16};
     const vqa_opt opts[] = {
-        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "cache methods timed at --ctx (f16 first as the reference)"},
+        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "cache methods (presets, profile FILEs) timed at --ctx (f16 first as the reference)"},
         {"ctx", VQA_SIZE, &o.ctx, 1, 1 << 20, "N", "context length of the long-context decode"},
         {"steps", VQA_INT, &o.steps, 1, 1 << 20, "N", "timed decode steps per case"},
         VQM_CLI_COMMON_OPTS(o.c),

@@ -37,6 +37,9 @@ int vq_cmd_calibrate(int argc, char **argv);
 /* vq generate: text from a GGUF model through a vq_cache (generate.c, model runtime tools/model). */
 int vq_cmd_generate(int argc, char **argv);
 
+/* vq profile: a --kv method's plan for a model, written as a profile file (profile.c). */
+int vq_cmd_profile(int argc, char **argv);
+
 /* vq perplexity: quality of cache methods against the f16 cache on a text (perplexity.c). */
 int vq_cmd_perplexity(int argc, char **argv);
 

@@ -24,7 +24,7 @@ int vq_cmd_generate(int argc, char **argv)
     gen_opts o = {.c = VQM_CLI_COMMON_DEFAULTS, .kv = "f16", .n = 128, .top_k = 40, .seed = 1, .temperature = 0,
                   .top_p = 0.95};
     const vqa_opt opts[] = {
-        {"kv", VQA_STRING, &o.kv, 0, 0, "METHOD", "cache method: a vq_cache preset (vq generate --help lists them); a last +w8 (or +w1..+w7) keeps the residual window at 8 (1..7) bits, +rN sets its --residual, +wideN the KIVI_MIX wide channels, +vs16 f16 TurboQuant value scales"},
+        {"kv", VQA_STRING, &o.kv, 0, 0, "METHOD", "cache method: a vq_cache preset (vq generate --help lists them) or a profile FILE (vq_profile_save); a last +w8 (or +w1..+w7) keeps the residual window at 8 (1..7) bits, +rN sets its --residual, +wideN the KIVI_MIX wide channels, +vs16 f16 TurboQuant value scales"},
         {"n", VQA_INT, &o.n, 1, 1 << 20, "N", "tokens to generate", .short_name = 'n'},
         {"temperature", VQA_REAL, &o.temperature, 0, 100, "T", "0 = greedy"},
         {"top-k", VQA_INT, &o.top_k, 0, 1 << 20, "K", "sample among the K most likely (0 = all)"},

@@ -65,6 +65,7 @@ static const vqa_sub commands[] = {
     {"bench", cmd_bench, "benchmarks: codecs, attention, cache, prefill (vq bench --help)"},
     {"generate", vq_cmd_generate, "generate text with a GGUF Llama model on the compressed KV cache"},
     {"perplexity", vq_cmd_perplexity, "perplexity, KL and top-1 agreement of cache methods against f16 on a text"},
+    {"profile", vq_cmd_profile, "write the per-layer plan of a --kv method for a model as a profile file"},
 };
 
 int main(int argc, char **argv)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 
@@ -156,10 +157,70 @@ static int apply_layer_suffixes(const char *cmd, const char *name, int wide, boo
     return VQ_EXIT_OK;
 }
 
+/* Profiles loaded for --kv FILE: a method's config points at its profile,
+ * and the methods live until the command ends. */
+enum { MAX_PROFILES = 64 };
+static vq_profile *profiles[MAX_PROFILES];
+static int n_profiles;
+
+static void free_profiles(void)
+{
+    for (int i = 0; i < n_profiles; i++) vq_profile_free(profiles[i]);
+    n_profiles = 0;
+}
+
+/* --kv FILE: m from the profile at path (vq_profile_save). */
+static int method_from_profile(vqm_cli_method *m, const char *cmd, const char *path, const char *f16, bool tables)
+{
+    if (f16 != NULL) {
+        fprintf(stderr, "vq %s: --kv %s is a profile, which gives every layer's methods: drop --f16-layers\n", cmd,
+                path);
+        return VQ_EXIT_USAGE;
+    }
+    if (n_profiles == MAX_PROFILES) {
+        fprintf(stderr, "vq %s: --kv: more than %d profiles\n", cmd, MAX_PROFILES);
+        return VQ_EXIT_USAGE;
+    }
+    vq_ctx *ctx = NULL;
+    vq_profile *p = NULL;
+    vq_status st = vq_ctx_create(&(vq_ctx_config){.num_threads = 1}, &ctx);
+    if (st == VQ_OK) st = vq_profile_load(ctx, path, &p);
+    if (st != VQ_OK) {
+        fprintf(stderr, "vq %s: --kv %s: %s\n", cmd, path, ctx ? vq_ctx_last_error(ctx) : "cannot create a ctx");
+        vq_ctx_free(ctx);
+        return VQ_EXIT_USAGE;
+    }
+    vq_ctx_free(ctx);
+    if (n_profiles == 0) atexit(free_profiles);
+    profiles[n_profiles++] = p;
+    vq_profile_config pc;
+    vq_profile_get(p, &pc);
+    for (int l = 0; l < pc.n_layers; l++) {
+        const vq_key_method km = pc.layers[l].keys.method;
+        m->needs_tables |= km == VQ_KEY_VECINFER || km == VQ_KEY_COMMVQ || pc.layers[l].values.method == VQ_VALUE_CODEBOOK;
+    }
+    if (m->needs_tables && !tables) {
+        fprintf(stderr, "vq %s: --kv %s: the profile's methods need fitted tables: pass --calibration FILE\n", cmd,
+                path);
+        return VQ_EXIT_USAGE;
+    }
+    m->residual = pc.residual_tokens;
+    m->cfg.profile = p;
+    return VQ_EXIT_OK;
+}
+
 int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, const char *f16, int residual,
                         int n_layers, int head_dim, bool tables)
 {
     memset(m, 0, sizeof *m);
+    struct stat sb;
+    vq_cache_layer_config preset;
+    if (vq_cache_preset_layer_config(name, head_dim, &preset) != VQ_OK && stat(name, &sb) == 0 && S_ISREG(sb.st_mode) &&
+        strlen(name) < sizeof m->name) {
+        snprintf(m->name, sizeof m->name, "%s", name);
+        snprintf(m->spec, sizeof m->spec, "%s", name);
+        return method_from_profile(m, cmd, name, f16, tables);
+    }
     if (strlen(name) >= sizeof m->name || n_layers > VQM_CLI_MAX_LAYERS) {
         fprintf(stderr, "vq %s: --kv '%s': name too long or model too deep\n", cmd, name);
         return VQ_EXIT_USAGE;

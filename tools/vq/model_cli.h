@@ -30,7 +30,9 @@ typedef struct vqm_cli_method {
     vq_cache_config cfg;                 /* points into this struct: do not copy */
 } vqm_cli_method;
 
-/* Fills m for `name`: a preset or KEYS/VALUES of two presets, optionally
+/* Fills m for `name`: a profile file (vq_profile_save; any name that is a
+ * regular file: its plan, loaded and kept until exit, with no suffixes and
+ * no --f16-layers; --residual is the profile's), or a preset or KEYS/VALUES of two presets, optionally
  * followed by per-layer overrides "@LAYERS=METHOD" (LAYERS: indices and
  * ranges joined by '.', e.g. "kivi4-turbo2@0.18-20=kivi4-turbo3" or
  * "f16@5=kivi2"; later overrides win), and optionally a last "+w8": the

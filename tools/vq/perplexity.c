@@ -81,7 +81,7 @@ int vq_cmd_perplexity(int argc, char **argv)
     ppl_opts o = {.c = VQM_CLI_COMMON_DEFAULTS, .kv = "f16", .ctx = {3, {512, 2048, 8192}}};
     o.c.batch = PPL_CHUNK;
     const vqa_opt opts[] = {
-        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "comma-separated cache presets or KEYS/VALUES, each optionally with @LAYERS=METHOD overrides and last suffixes +w8 / +w1..+w7 (window at 8 or 1..7 bits), +rN (this method's --residual), +wideN (KIVI_MIX wide channels) and +vs16 (f16 TurboQuant value scales) (f16 always runs as the reference)"},
+        {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "comma-separated cache presets, profile FILEs (vq_profile_save) or KEYS/VALUES, each optionally with @LAYERS=METHOD overrides and last suffixes +w8 / +w1..+w7 (window at 8 or 1..7 bits), +rN (this method's --residual), +wideN (KIVI_MIX wide channels) and +vs16 (f16 TurboQuant value scales) (f16 always runs as the reference)"},
         {"ctx", VQA_SIZES, &o.ctx, 2, 1 << 20, "LIST", "window sizes in tokens (512,2048,8192)"},
         {"max-tokens", VQA_SIZE, &o.max_tokens, 0, 1ll << 40, "N", "use at most the first N tokens (0 = all)"},
         {"windows", VQA_INT, &o.windows, 0, 1 << 30, "W", "at most W windows per context (0 = all)"},
