@@ -1,6 +1,6 @@
 # veloxquant — the two commands of the README:
-#   make        installs what is missing (Debian/Ubuntu; the SmolLM2 model into
-#               models/ by tools/fetch_model.sh), builds (Release) and
+#   make        installs what is missing (Debian/Ubuntu; the SmolLM2 and Gemma 3
+#               models into models/ by tools/fetch_model.sh), builds (Release) and
 #               runs `vq demo`. The CUDA backend is built when a GPU is visible
 #               (nvidia-smi) and nvcc is found, for that GPU; else CPU-only.
 #               CUDA=1 builds it regardless (for the visible GPU, or for sm_90
@@ -83,11 +83,11 @@ all: demo
 
 deps:
 	@sh .ci/deps.sh
-	@sh tools/fetch_model.sh
+	@sh tools/fetch_model.sh --all
 
-# the model of the model runtime's tests and README (skipped when present)
+# the models of the model runtime's tests and README (skipped when present)
 model:
-	@sh tools/fetch_model.sh
+	@sh tools/fetch_model.sh --all
 
 build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAGS) $(CMAKE_FLAGS)

@@ -61,6 +61,9 @@ static inline size_t tiny_row_bytes(uint32_t type, int64_t n)
     case 2: return (size_t)n / 32 * 18;
     case 3: return (size_t)n / 32 * 20;
     case 8: return (size_t)n / 32 * 34;
+    case 6: return (size_t)n / 32 * 22;
+    case 12: return (size_t)n / 256 * 144;
+    case 14: return (size_t)n / 256 * 210;
     default: return 0;
     }
 }
@@ -86,7 +89,21 @@ static inline void tiny_fill(tiny_tensor *t, vq_rng *rng, double scale)
         }
         return;
     }
-    const size_t bs = t->type == 2 ? 18 : t->type == 3 ? 20 : 34;
+    if (t->type == 12 || t->type == 14) { /* Q4_K: d, dmin first; Q6_K: d last */
+        const size_t bs = t->type == 12 ? 144 : 210;
+        for (size_t b = 0; b < t->nbytes / bs; b++) {
+            uint8_t *p = t->data + b * bs;
+            for (size_t i = 0; i < bs; i++) p[i] = (uint8_t)(vq_rng_next(rng) >> 56);
+            const uint16_t d = vq_f32_to_f16((float)(scale * (t->type == 12 ? 0.006 : 0.001) * (0.5 + vq_rng_uniform(rng))));
+            memcpy(p + (t->type == 12 ? 0 : 208), &d, 2);
+            if (t->type == 12) {
+                const uint16_t m = vq_f32_to_f16((float)(scale * 0.01 * vq_rng_uniform(rng)));
+                memcpy(p + 2, &m, 2);
+            }
+        }
+        return;
+    }
+    const size_t bs = t->type == 2 ? 18 : t->type == 3 ? 20 : t->type == 6 ? 22 : 34;
     for (size_t b = 0; b < t->nbytes / bs; b++) {
         uint8_t *p = t->data + b * bs;
         for (size_t i = 0; i < bs; i++) p[i] = (uint8_t)(vq_rng_next(rng) >> 56);
@@ -110,12 +127,38 @@ static inline double tiny_get(const tiny_tensor *t, int64_t r, int64_t c)
     case 30: memcpy(&h, row + 2 * c, 2); return vq_bf16_to_f32(h);
     default: break;
     }
-    const size_t bs = t->type == 2 ? 18 : t->type == 3 ? 20 : 34;
+    if (t->type == 12) { /* Q4_K: 6-bit scale and min of sub-block j packed in 12 bytes */
+        const uint8_t *b = row + (size_t)(c / 256) * 144, *sc = b + 4, *qs = b + 16;
+        const int i = (int)(c % 256), j = i / 32, l = i % 64;
+        const int s6 = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+        const int m6 = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        const uint8_t byte = qs[32 * (i / 64) + l % 32];
+        const int q = l < 32 ? byte & 15 : byte >> 4;
+        uint16_t dm;
+        memcpy(&h, b, 2);
+        memcpy(&dm, b + 2, 2);
+        return (double)vq_f16_to_f32(h) * s6 * q - (double)vq_f16_to_f32(dm) * m6;
+    }
+    if (t->type == 14) { /* Q6_K: ql[128], qh[64], scales[16] int8, d */
+        const uint8_t *b = row + (size_t)(c / 256) * 210, *ql = b, *qh = b + 128;
+        const int i = (int)(c % 256), hh = i / 128, qd = (i % 128) / 32, l = i % 32;
+        const uint8_t lb = ql[64 * hh + l + (qd & 1) * 32];
+        const int q = ((qd >= 2 ? lb >> 4 : lb & 15) | (((qh[32 * hh + l] >> (2 * qd)) & 3) << 4)) - 32;
+        memcpy(&h, b + 208, 2);
+        return (double)vq_f16_to_f32(h) * (int8_t)b[192 + i / 16] * q;
+    }
+    const size_t bs = t->type == 2 ? 18 : t->type == 3 ? 20 : t->type == 6 ? 22 : 34;
     const uint8_t *b = row + (size_t)(c / 32) * bs;
     const int e = (int)(c % 32);
     memcpy(&h, b, 2);
     const double d = vq_f16_to_f32(h);
     if (t->type == 8) return d * (int8_t)b[2 + e];
+    if (t->type == 6) { /* Q5_0: bit e of the 32-bit qh is element e's fifth bit */
+        const uint8_t *qs = b + 6;
+        const uint32_t qh = (uint32_t)b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
+        const int q = (e < 16 ? (qs[e] & 15) : (qs[e - 16] >> 4)) | (int)(((qh >> e) & 1) << 4);
+        return d * (q - 16);
+    }
     const uint8_t *qs = b + (t->type == 3 ? 4 : 2);
     const int q = e < 16 ? (qs[e] & 15) : (qs[e - 16] >> 4);
     if (t->type == 2) return d * (q - 8);

@@ -63,7 +63,7 @@ typedef struct vqm_gguf_kv {
  * file using them opens, and loading a model that needs one is an error. */
 typedef enum vqm_wtype {
     VQM_W_F32 = 0, VQM_W_F16 = 1, VQM_W_Q4_0 = 2, VQM_W_Q4_1 = 3,
-    VQM_W_Q8_0 = 8, VQM_W_BF16 = 30
+    VQM_W_Q5_0 = 6, VQM_W_Q8_0 = 8, VQM_W_Q4_K = 12, VQM_W_Q6_K = 14, VQM_W_BF16 = 30
 } vqm_wtype;
 
 /* One tensor: up to 4 dims, ne[0] the contiguous one (a row); data points
