@@ -6,6 +6,7 @@
 #ifndef VQ_TEST_MODEL_TINY_H
 #define VQ_TEST_MODEL_TINY_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ typedef struct tiny_tensor {
 typedef struct tiny_model {
     int n_layers, vocab;
     bool tied;
+    bool gemma;  /* tiny_build_gemma: architecture gemma3 */
     tiny_tensor t[32];
     int nt;
 } tiny_model;
@@ -217,6 +219,67 @@ static inline void tiny_build(tiny_model *m, int n_layers, bool tied, uint64_t s
     if (!tied) tiny_add(m, "output.weight", 1, TINY_DIM, m->vocab, &rng, 0.2);
 }
 
+/* Gemma 3's layout of a tiny model (tied output; Q5_0 Q and K weights; its
+ * q/k and post norms), with a sliding window of TINY_WINDOW tokens and a
+ * pattern of 2: layer 0 local, layer 1 global. */
+enum { TINY_WINDOW = 3, TINY_SWA_PATTERN = 2 };
+static inline void tiny_build_gemma(tiny_model *m, int n_layers, uint64_t seed)
+{
+    tiny_build(m, n_layers, true, seed);
+    m->gemma = true;
+    vq_rng rng;
+    vq_rng_seed(&rng, seed + 100);
+    for (int i = 0; i < m->nt; i++)
+        if (strstr(m->t[i].name, "attn_q.") != NULL || strstr(m->t[i].name, "attn_k.") != NULL) {
+            free(m->t[i].data);
+            m->t[i].type = 6;
+            tiny_fill(&m->t[i], &rng, 0.15);
+        }
+    for (int l = 0; l < n_layers; l++) {
+        char name[48];
+        static const char *const norms[] = {"attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, norms[i]);
+            tiny_add(m, name, 0, i < 2 ? TINY_HD : TINY_DIM, 1, &rng, 1.0);
+        }
+    }
+}
+
+/* ---- float64 reference pieces of the tests' forward passes ---- */
+
+/* y = W x for the named tensor (the test's own dequantizer). */
+static inline void tiny_matvec(const tiny_model *m, const char *name, const double *x, double *y)
+{
+    const tiny_tensor *t = tiny_find(m, name);
+    for (int64_t r = 0; r < t->ne1; r++) {
+        double s = 0;
+        for (int64_t c = 0; c < t->ne0; c++) s += tiny_get(t, r, c) * x[c];
+        y[r] = s;
+    }
+}
+
+/* att = softmax(q k_j / sqrt(D)) v over keys j0..t, every query head on its kv head. */
+static inline void tiny_attend(const double *q, const double (*K)[TINY_KV * TINY_HD],
+                               const double (*V)[TINY_KV * TINY_HD], int j0, int t, double *att)
+{
+    for (int h = 0; h < TINY_HEADS; h++) {
+        const int kh = h / (TINY_HEADS / TINY_KV);
+        double sc[TINY_MAXT], mx = -1e300, sum = 0;
+        for (int j = j0; j <= t; j++) {
+            double d = 0;
+            for (int e = 0; e < TINY_HD; e++) d += q[h * TINY_HD + e] * K[j][kh * TINY_HD + e];
+            sc[j] = d / sqrt((double)TINY_HD);
+            if (sc[j] > mx) mx = sc[j];
+        }
+        for (int j = j0; j <= t; j++) sum += (sc[j] = exp(sc[j] - mx));
+        for (int e = 0; e < TINY_HD; e++) {
+            double a = 0;
+            for (int j = j0; j <= t; j++) a += sc[j] / sum * V[j][kh * TINY_HD + e];
+            att[h * TINY_HD + e] = a;
+        }
+    }
+}
+
 static inline void tiny_free(tiny_model *m)
 {
     for (int i = 0; i < m->nt; i++) free(m->t[i].data);
@@ -245,16 +308,24 @@ static inline tg_buf tiny_gguf(const tiny_model *m)
     tg_put(&b, "GGUF", 4);
     tg_u32(&b, 3);
     tg_u64(&b, (uint64_t)m->nt);
-    tg_u64(&b, 16); /* metadata entries below */
-    tg_kv_str(&b, "general.architecture", "llama");
-    tg_kv_u32(&b, "llama.block_count", (uint32_t)m->n_layers);
-    tg_kv_u32(&b, "llama.embedding_length", TINY_DIM);
-    tg_kv_u32(&b, "llama.feed_forward_length", TINY_HIDDEN);
-    tg_kv_u32(&b, "llama.attention.head_count", TINY_HEADS);
-    tg_kv_u32(&b, "llama.attention.head_count_kv", TINY_KV);
-    tg_kv_u32(&b, "llama.context_length", 64);
-    tg_kv_f32(&b, "llama.rope.freq_base", 10000.0f);
-    tg_kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    tg_u64(&b, m->gemma ? 18 : 16); /* metadata entries below */
+    const char *a = m->gemma ? "gemma3" : "llama";
+    char k[64];
+#define KEY(name) (snprintf(k, sizeof k, "%s.%s", a, name), k)
+    tg_kv_str(&b, "general.architecture", a);
+    tg_kv_u32(&b, KEY("block_count"), (uint32_t)m->n_layers);
+    tg_kv_u32(&b, KEY("embedding_length"), TINY_DIM);
+    tg_kv_u32(&b, KEY("feed_forward_length"), TINY_HIDDEN);
+    tg_kv_u32(&b, KEY("attention.head_count"), TINY_HEADS);
+    tg_kv_u32(&b, KEY("attention.head_count_kv"), TINY_KV);
+    tg_kv_u32(&b, KEY("context_length"), 64);
+    tg_kv_f32(&b, KEY("rope.freq_base"), m->gemma ? 1e6f : 10000.0f);
+    tg_kv_f32(&b, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (m->gemma) {
+        tg_kv_u32(&b, KEY("attention.sliding_window"), TINY_WINDOW);
+        tg_kv_u32(&b, KEY("attention.sliding_window_pattern"), TINY_SWA_PATTERN);
+    }
+#undef KEY
     tg_kv_str(&b, "tokenizer.ggml.model", "gpt2");
     tg_kv_str(&b, "tokenizer.ggml.pre", "smollm");
     /* tokens: 256 byte tokens, then "he", "ll", "hell", "hello" */

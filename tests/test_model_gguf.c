@@ -155,15 +155,15 @@ static void test_model_errors(void)
     const size_t q = after("blk.0.attn_q.weight");
     b = patched(q - 6, "X", 1); /* "blk.0.attn_q" -> "blk.0.Xttn_q" */
     expect_model(&b, VQ_ERR_CORRUPT_DATA, "blk.0.attn_q.weight' is missing", "missing attn_q"); free(b.p);
-    /* Q5_0 rows are larger than Q4_0's, and attn_q is not the last tensor: the file parses, the model refuses */
-    const uint32_t q5_0 = 6;
-    b = patched(q + 20, &q5_0, 4);
-    expect_model(&b, VQ_ERR_UNSUPPORTED, "type Q5_0; supported", "Q5_0 weights"); free(b.p);
+    /* Q5_1 rows are larger than Q4_0's, and attn_q is not the last tensor: the file parses, the model refuses */
+    const uint32_t q5_1 = 7;
+    b = patched(q + 20, &q5_1, 4);
+    expect_model(&b, VQ_ERR_UNSUPPORTED, "type Q5_1; supported", "Q5_1 weights"); free(b.p);
     const uint64_t wrong = TINY_DIM * 2;
     b = patched(q + 12, &wrong, 8);
     expect_model(&b, VQ_ERR_CORRUPT_DATA, "has shape", "attn_q with twice the rows"); free(b.p);
     b = patched(after("general.architecture") + 12, "qwen3", 5); /* replaces "llama" */
-    expect_model(&b, VQ_ERR_UNSUPPORTED, "not Llama-family", "qwen3 architecture"); free(b.p);
+    expect_model(&b, VQ_ERR_UNSUPPORTED, "'qwen3' is not supported", "qwen3 architecture"); free(b.p);
     b = patched(after("tokenizer.ggml.model") + 12, "spm!", 4);
     expect_model(&b, VQ_ERR_UNSUPPORTED, "byte-level BPE", "sentencepiece tokenizer"); free(b.p);
     b = patched(after("tokenizer.ggml.pre") + 12, "qwen2!", 6);

@@ -122,7 +122,7 @@ static void merge_sinks(vqm_session *s, int layer, int64_t T, int64_t ns)
     const vqm_config *c = &s->m->cfg;
     const int D = c->head_dim, kvd = c->n_kv_heads * D, G = c->n_heads / c->n_kv_heads, Hq = c->n_heads;
     const uint16_t *K = s->sink_k + (size_t)layer * s->cfg.sink * kvd, *V = s->sink_v + (size_t)layer * s->cfg.sink * kvd;
-    const double scale = 1.0 / sqrt((double)D);
+    const double scale = c->attn_scale;
     for (int64_t t = 0; t < T; t++) {
         const int64_t pos = s->n_past + t;
         const int nvis = (int)(pos + 1 < s->cfg.sink ? pos + 1 : s->cfg.sink);
@@ -185,7 +185,7 @@ static vq_status cache_step(vqm_session *s, int layer, int64_t T, char *err)
         lse.shape = sh[4];
         vq_status r = vq_cache_append(s->cache, layer, 1, &s->seq, &k, &v, NULL);
         if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_append");
-        const vq_cache_attend_opts opts = {.scale = 0, .causal = Tc > 1, .lse_out = s->cfg.sink > 0 ? &lse : NULL,
+        const vq_cache_attend_opts opts = {.scale = c->attn_scale, .causal = Tc > 1, .lse_out = s->cfg.sink > 0 ? &lse : NULL,
                                            .key_scores = s->cfg.key_scores, .value_accum = s->cfg.value_accum};
         r = vq_cache_attend(s->cache, layer, 1, &s->seq, &q, &out, &opts);
         if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_attend");

@@ -43,14 +43,17 @@ static void attn_part(void *arg, int ti, int tn)
     const float *V = s->vc + (size_t)j->layer * s->cfg.max_tokens * kvd;
     float *sc = s->scores + (size_t)ti * s->cfg.max_tokens;
     const int64_t total = j->T * Hq, p0 = total * ti / tn, p1 = total * (ti + 1) / tn;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = c->attn_scale;
+    const int64_t W = s->m->layers[j->layer].local ? c->sliding_window : 0;
     for (int64_t p = p0; p < p1; p++) {
         const int64_t t = p / Hq;
         const int h = (int)(p % Hq), kh = h / G;
         const int64_t n_keys = s->n_past - j->T + t + 1; /* causal: up to and including itself */
+        /* a local layer: the newest W of them */
+        const int64_t k0 = W > 0 && n_keys > W ? n_keys - W : 0;
         const float *q = s->q + (size_t)t * Hq * D + (size_t)h * D;
         float mx = -INFINITY;
-        for (int64_t i = 0; i < n_keys; i++) {
+        for (int64_t i = k0; i < n_keys; i++) {
             const float *k = K + (size_t)i * kvd + (size_t)kh * D;
             float d = 0;
             for (int e = 0; e < D; e++) d += q[e] * k[e];
@@ -58,13 +61,13 @@ static void attn_part(void *arg, int ti, int tn)
             if (sc[i] > mx) mx = sc[i];
         }
         double sum = 0;
-        for (int64_t i = 0; i < n_keys; i++) {
+        for (int64_t i = k0; i < n_keys; i++) {
             sc[i] = expf(sc[i] - mx);
             sum += sc[i];
         }
         float *o = s->att + (size_t)t * Hq * D + (size_t)h * D;
         for (int e = 0; e < D; e++) o[e] = 0;
-        for (int64_t i = 0; i < n_keys; i++) {
+        for (int64_t i = k0; i < n_keys; i++) {
             const float *v = V + (size_t)i * kvd + (size_t)kh * D;
             const float wgt = (float)(sc[i] / sum);
             for (int e = 0; e < D; e++) o[e] += wgt * v[e];

@@ -20,6 +20,8 @@ struct vqm_session {
     float *xsum;          /* [B * max(dim, hidden) / 32] */
     float *rope_cos, *rope_sin; /* [B, rope_dim/2] */
     double *inv_freq;     /* [rope_dim/2] */
+    float *rope_cos_l, *rope_sin_l; /* local layers' (rope_base_local): [B, rope_dim/2] */
+    double *inv_freq_l;   /* [rope_dim/2] */
     /* VQM_ATTN_F32 */
     float *kc, *vc;       /* [L, max_tokens, Hkv*D] */
     float *scores;        /* [threads, max_tokens] */
@@ -40,8 +42,9 @@ struct vqm_session {
 /* A back end's init allocates its store and sets attn_step (+ reset, free).
  * attn_step: attention of one layer for the chunk's T tokens at positions
  * n_past..: appends kb/vb [T, Hkv*D] (RoPE applied) to the layer's store,
- * then att [T, Hq*D] = causal softmax(q k^T / sqrt(D)) v over all stored
- * tokens of the layer. */
+ * then att [T, Hq*D] = causal softmax(q k^T * attn_scale) v over the
+ * stored tokens of the layer each query sees (a local layer's query at
+ * position p: p - sliding_window < position <= p). */
 vq_status vqm_attn_f32_init(vqm_session *s, char *err);
 vq_status vqm_attn_cache_init(vqm_session *s, char *err);
 

@@ -231,10 +231,29 @@ typedef struct vqm_config {
     float rope_base, norm_eps;
     int rope_dim;       /* rotated dims per head (head_dim for Llama) */
     bool tied_output;   /* no output.weight: the embedding is the output */
+    /* Gemma 3 (general.architecture "gemma3"): RMS norms of each head's
+     * query and key, norms after attention and after the FFN (before their
+     * residual adds), GeGLU (tanh GELU), RoPE on (i, i + rope_dim / 2) pairs,
+     * and the sliding-window layers. False for the Llama family. */
+    bool gemma;
+    float embed_scale;      /* the embedding row times this: sqrt(dim) for Gemma, 1 for Llama */
+    float attn_scale;       /* softmax scale of q.k: 1 / sqrt(key_length) */
+    /* Sliding-window ("local") layers attend to the newest sliding_window
+     * tokens (themselves and sliding_window - 1 before) with RoPE base
+     * rope_base_local; the others ("global") see every token with
+     * rope_base. Gemma 3: every layer but each swa_pattern-th is local
+     * (5 local : 1 global), window from <arch>.attention.sliding_window.
+     * sliding_window 0: no local layers. */
+    int sliding_window;
+    int swa_pattern;
+    float rope_base_local;
 } vqm_config;
 
 typedef struct vqm_layer_weights {
     const float *attn_norm, *ffn_norm; /* [dim] */
+    const float *q_norm, *k_norm;      /* Gemma: [head_dim], applied per head; else NULL */
+    const float *post_attn_norm, *post_ffn_norm; /* Gemma: [dim]; else NULL */
+    bool local;                        /* a sliding-window layer (vqm_config.sliding_window) */
     vqm_matrix wq, wk, wv, wo;         /* [Hq*D, dim], [Hkv*D, dim] x2, [dim, Hq*D] */
     vqm_matrix w_gate, w_up, w_down;   /* [hidden, dim] x2, [dim, hidden] */
 } vqm_layer_weights;
@@ -253,8 +272,9 @@ typedef struct vqm_model {
     uint64_t weight_bytes;             /* bytes of all weights read per token */
 } vqm_model;
 
-/* Opens a GGUF Llama-family model (general.architecture "llama" or
- * compatible), checks every tensor's presence, type and shape. */
+/* Opens a GGUF model of the Llama family (general.architecture "llama",
+ * "mistral", "granite") or Gemma 3 ("gemma3"), checks every tensor's
+ * presence, type and shape. */
 vq_status vqm_model_load(const char *path, vqm_model **out, char *err);
 vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err); /* takes g on success */
 void vqm_model_free(vqm_model *m);
