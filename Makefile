@@ -40,8 +40,8 @@ FUZZ_BUILD    ?= build-fuzz
 # kernels, *_dotprod.c), then AARCH64_V80_TESTS again as a Cortex-A53 (ARMv8.0:
 # the smull kernels). AARCH64_TESTS=. runs everything.
 AARCH64_BUILD ?= build-aarch64
-AARCH64_TESTS ?= ^(test_core|test_hadamard|test_turboquant|test_attention_(affine|sdpa|formats|rabitq|nonfinite|turbo_pv8|turbo_qk8)|test_codecs_nonfinite)$$
-AARCH64_V80_TESTS ?= ^test_attention_affine$$
+AARCH64_TESTS ?= ^(test_core|test_hadamard|test_turboquant|test_attention_(kivi|sdpa|formats|rabitq|nonfinite|turbo_pv8|turbo_qk8)|test_codecs_nonfinite)$$
+AARCH64_V80_TESTS ?= ^test_attention_kivi$$
 FUZZ_SECONDS  ?= 60
 CMAKE_FLAGS   ?=
 CUDA          ?= auto

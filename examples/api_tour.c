@@ -90,22 +90,22 @@ int main(void)
 
     /* 3. KIVI 4-bit: keys per channel over groups of G tokens, values per
      *    token over groups of G channels; codes packed along D, f16 scales. */
-    CHECK(vq_affine_quantize_keys(ctx, &K, BITS, G, &KC, &KS, &KZ));
-    CHECK(vq_affine_quantize_values(ctx, &V, BITS, G, &VC, &VS, &VZ));
+    CHECK(vq_kivi_quantize_keys(ctx, &K, BITS, G, &KC, &KS, &KZ));
+    CHECK(vq_kivi_quantize_values(ctx, &V, BITS, G, &VC, &VS, &VZ));
 
     /* 4. Attention straight over the compressed cache (decode: one query per head). */
     const vq_scalar_attend_opts opts = {.bits = BITS};
-    CHECK(vq_scalar_fused_decode_attend(ctx, &Q, &KC, &KS, &KZ, &VC, &VS, &VZ, G, 1.0f / sqrtf(D), 0, &O,
+    CHECK(vq_kivi_fused_attend(ctx, &Q, &KC, &KS, &KZ, &VC, &VS, &VZ, G, 1.0f / sqrtf(D), 0, &O,
                                         &opts));
 
     /* The same attention over the dequantized cache must agree. */
     DLTensor KH = tensor(k_hat, F32, 4, kv_shape), VH = tensor(v_hat, F32, 4, kv_shape);
-    CHECK(vq_affine_dequantize_keys(ctx, &KC, &KS, &KZ, BITS, G, &KH));
-    CHECK(vq_affine_dequantize_values(ctx, &VC, &VS, &VZ, BITS, G, &VH));
+    CHECK(vq_kivi_dequantize_keys(ctx, &KC, &KS, &KZ, BITS, G, &KH));
+    CHECK(vq_kivi_dequantize_values(ctx, &VC, &VS, &VZ, BITS, G, &VH));
     const double err = attention_error();
 
     /* 5. Errors: a status, a sentence naming the argument, nothing written. */
-    const vq_status s = vq_affine_quantize_keys(ctx, &K, 3, G, &KC, &KS, &KZ);  /* 3-bit cannot be packed */
+    const vq_status s = vq_kivi_quantize_keys(ctx, &K, 3, G, &KC, &KS, &KZ);  /* 3-bit cannot be packed */
     printf("api_tour: bad call -> %s: %s\n", vq_status_string(s), vq_ctx_last_error(ctx));
 
     printf("api_tour: veloxquant %s, CPU kernels %s: fused vs dequantized attention rel err %.2e\n",

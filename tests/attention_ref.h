@@ -68,15 +68,15 @@ static inline double ref_row_probs(ref_score_fn score, const void *arg, int64_t 
 
 /* The score of plain keys: scale * q[b,h,i] . k[b,hk,t] (any dtypes, read as
  * doubles through the harness). */
-typedef struct ref_plain_arg {
+typedef struct ref_f16_arg {
     const DLTensor *q, *k; /* [B,Hq,Sq,D], [B,Hkv,Skv,D] compact */
     ref_dims d;
     double scale;
-} ref_plain_arg;
+} ref_f16_arg;
 
-static inline double ref_plain_score(const void *varg, int64_t b, int64_t h, int64_t i, int64_t t)
+static inline double ref_f16_score(const void *varg, int64_t b, int64_t h, int64_t i, int64_t t)
 {
-    const ref_plain_arg *a = varg;
+    const ref_f16_arg *a = varg;
     const int64_t D = a->d.D, hk = h / (a->d.Hq / a->d.Hkv);
     double acc = 0.0;
     for (int64_t c = 0; c < D; c++)

@@ -72,8 +72,8 @@ static void ref_keys(vq_ctx *ctx, const vq_cache_layer *L, ref_layer *r, const D
     case VQ_KEY_KIVI: {
         DLTensor *codes = vt_new(VT_U8, VT_DIMS(1, Hkv, ne, D * k->bits / 8));
         DLTensor *sc = vt_new(VT_F16, VT_DIMS(1, Hkv, ne / k->group_size, D)), *z = vt_like(sc, VT_F16);
-        VT_OK(ctx, vq_affine_quantize_keys(ctx, x, k->bits, k->group_size, codes, sc, z));
-        VT_OK(ctx, vq_affine_dequantize_keys(ctx, codes, sc, z, k->bits, k->group_size, xh));
+        VT_OK(ctx, vq_kivi_quantize_keys(ctx, x, k->bits, k->group_size, codes, sc, z));
+        VT_OK(ctx, vq_kivi_dequantize_keys(ctx, codes, sc, z, k->bits, k->group_size, xh));
         vt_free(codes), vt_free(sc), vt_free(z);
         break;
     }
@@ -176,7 +176,7 @@ static void ref_keys(vq_ctx *ctx, const vq_cache_layer *L, ref_layer *r, const D
         vt_free(proj), vt_free(bits);
         break;
     }
-    case VQ_KEY_PQ: {
+    case VQ_KEY_VECINFER: {
         DLTensor *cb = ref_table(&L->tables[VQ_CT_CODEBOOK]), *sm = ref_table(&L->tables[VQ_CT_SMOOTH]);
         const int64_t M = vt_numel(cb) / (cb->shape[cb->ndim - 2] * cb->shape[cb->ndim - 1]) /
                           (cb->ndim == 4 ? cb->shape[0] : 1);
@@ -190,9 +190,9 @@ static void ref_keys(vq_ctx *ctx, const vq_cache_layer *L, ref_layer *r, const D
         DLTensor *cb = ref_table(&L->tables[VQ_CT_CODEBOOK]);
         DLTensor *cs = ref_table(&L->tables[VQ_CT_COS]), *sn = ref_table(&L->tables[VQ_CT_SIN]);
         DLTensor *idx = vt_new(VT_U16, VT_DIMS(1, Hkv, ne, cb->shape[0]));
-        VT_OK(ctx, vq_comm_vq_encode(ctx, x, cb, idx));
-        const vq_comm_vq_opts o = {.rope = k->rope};
-        VT_OK(ctx, vq_comm_vq_decode(ctx, idx, cb, cs, sn, pos, xh, &o));
+        VT_OK(ctx, vq_commvq_encode(ctx, x, cb, idx));
+        const vq_commvq_opts o = {.rope = k->rope};
+        VT_OK(ctx, vq_commvq_decode(ctx, idx, cb, cs, sn, pos, xh, &o));
         vt_free(cb), vt_free(cs), vt_free(sn), vt_free(idx);
         break;
     }
@@ -218,8 +218,8 @@ static void ref_values(vq_ctx *ctx, const vq_cache_layer *L, ref_layer *r, const
     case VQ_VALUE_KIVI: {
         DLTensor *codes = vt_new(VT_U8, VT_DIMS(1, Hkv, ne, D * v->bits / 8));
         DLTensor *sc = vt_new(VT_F16, VT_DIMS(1, Hkv, ne, D / v->group_size)), *z = vt_like(sc, VT_F16);
-        VT_OK(ctx, vq_affine_quantize_values(ctx, x, v->bits, v->group_size, codes, sc, z));
-        VT_OK(ctx, vq_affine_dequantize_values(ctx, codes, sc, z, v->bits, v->group_size, xh));
+        VT_OK(ctx, vq_kivi_quantize_values(ctx, x, v->bits, v->group_size, codes, sc, z));
+        VT_OK(ctx, vq_kivi_dequantize_values(ctx, codes, sc, z, v->bits, v->group_size, xh));
         vt_free(codes), vt_free(sc), vt_free(z);
         break;
     }

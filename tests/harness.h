@@ -68,7 +68,7 @@ extern const DLDataType VT_F32, VT_F16, VT_BF16, VT_U8, VT_U16, VT_I32, VT_U32;
  * bytes: NaN-ish for floats, large for ints) so unwritten outputs show up.
  * The shape macro: vt_new(VT_F32, VT_DIMS(2, 3, 4)). */
 /* Plain values v (a DLTensor *) as the vq_encoded_values vq_fused_sdpa takes. */
-#define VT_PLAIN(v) (&(vq_encoded_values){.format = VQ_VALUES_PLAIN, .plain = {(v)}})
+#define VT_F16_VALUES(v) (&(vq_encoded_values){.format = VQ_VALUES_F16, .f16 = {(v)}})
 
 #define VT_DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
 DLTensor *vt_new(DLDataType dt, int ndim, const int64_t *shape);

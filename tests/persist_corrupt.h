@@ -9,8 +9,8 @@
 #ifndef VQ_TEST_PERSIST_CORRUPT_H
 #define VQ_TEST_PERSIST_CORRUPT_H
 
-#include "cache/container.h"
-#include "cache/crc32c.h"
+#include "persist/container.h"
+#include "persist/crc32c.h"
 #include "harness.h"
 
 typedef vq_status (*vt_loader)(vq_ctx *ctx, const uint8_t *buf, size_t size);

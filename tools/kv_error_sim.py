@@ -53,7 +53,7 @@ def affine(x, axis, bits, shrink=1.0):
     return np.clip(np.round((x - lo) / s), 0, n) * s + lo
 
 
-def affine_clip(x, axis, bits):
+def kivi_clip(x, axis, bits):
     """affine() with the shrink factor of least squared error per group and channel."""
     best, best_err = None, None
     for shrink in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4):
@@ -73,7 +73,7 @@ def kivi_keys(k, bits, clip=False):
     n = k.shape[-2] // GROUP * GROUP
     out = k.copy()
     g = k[..., :n, :].reshape(k.shape[:-2] + (-1, GROUP, k.shape[-1]))
-    out[..., :n, :] = (affine_clip(g, -2, bits) if clip else affine(g, -2, bits)).reshape(k.shape[:-2] + (n, -1))
+    out[..., :n, :] = (kivi_clip(g, -2, bits) if clip else affine(g, -2, bits)).reshape(k.shape[:-2] + (n, -1))
     return out
 
 
@@ -102,7 +102,7 @@ def turbo_values(v, bits, rot, signs):
 
 def kivi_values(v, bits, g, clip=False):
     x = v.reshape(v.shape[0], -1, g)
-    return (affine_clip(x, 2, bits) if clip else affine(x, 2, bits)).reshape(v.shape)
+    return (kivi_clip(x, 2, bits) if clip else affine(x, 2, bits)).reshape(v.shape)
 
 
 def rope_tables(S, D, base):

@@ -23,7 +23,7 @@ step build
 ( time ninja -C $B vq $TESTS ) > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
 tail -3 "$OUT/build.log"
 CO=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
-for f in kv_sdpa_plain kv_sdpa_turbo_enc attend_fast_affine_b2 attend_merge; do
+for f in kv_sdpa_f16 kv_sdpa_turbo_enc attend_fast_kivi_b2 attend_merge; do
     o=$(find $B -name "$f.cu.o" | head -1)
     [ -n "$o" ] && echo "$f: $($CO --dump-resource-usage "$o" 2>/dev/null | grep -oE 'REG:[0-9]+ STACK:[0-9]+' | sort | uniq -c | tr '\n' ';')"
 done

@@ -398,25 +398,25 @@ WRAP(turboquant_rvq_decode) {
     T(4, "scale2", s2); TO(5, "diag", diag); I(6, "b1", b1); I(7, "b2", b2); T(8, "out", out);
     CALL(vq_turboquant_rvq_decode(ctx, i1, s1, i2, s2, diag, b1, b2, out)); DONE;
 }
-WRAP(affine_quantize_keys) {
-    BEGIN(7, "affine_quantize_keys"); T(1, "k", k); I(2, "bits", bits); I(3, "group_size", g);
+WRAP(kivi_quantize_keys) {
+    BEGIN(7, "kivi_quantize_keys"); T(1, "k", k); I(2, "bits", bits); I(3, "group_size", g);
     T(4, "codes_out", c); T(5, "scale_out", s); T(6, "zero_out", z);
-    CALL(vq_affine_quantize_keys(ctx, k, bits, g, c, s, z)); DONE;
+    CALL(vq_kivi_quantize_keys(ctx, k, bits, g, c, s, z)); DONE;
 }
-WRAP(affine_quantize_values) {
-    BEGIN(7, "affine_quantize_values"); T(1, "v", v); I(2, "bits", bits); I(3, "group_size", g);
+WRAP(kivi_quantize_values) {
+    BEGIN(7, "kivi_quantize_values"); T(1, "v", v); I(2, "bits", bits); I(3, "group_size", g);
     T(4, "codes_out", c); T(5, "scale_out", s); T(6, "zero_out", z);
-    CALL(vq_affine_quantize_values(ctx, v, bits, g, c, s, z)); DONE;
+    CALL(vq_kivi_quantize_values(ctx, v, bits, g, c, s, z)); DONE;
 }
-WRAP(affine_dequantize_keys) {
-    BEGIN(7, "affine_dequantize_keys"); T(1, "codes", c); T(2, "scale", s); T(3, "zero", z);
+WRAP(kivi_dequantize_keys) {
+    BEGIN(7, "kivi_dequantize_keys"); T(1, "codes", c); T(2, "scale", s); T(3, "zero", z);
     I(4, "bits", bits); I(5, "group_size", g); T(6, "out", out);
-    CALL(vq_affine_dequantize_keys(ctx, c, s, z, bits, g, out)); DONE;
+    CALL(vq_kivi_dequantize_keys(ctx, c, s, z, bits, g, out)); DONE;
 }
-WRAP(affine_dequantize_values) {
-    BEGIN(7, "affine_dequantize_values"); T(1, "codes", c); T(2, "scale", s); T(3, "zero", z);
+WRAP(kivi_dequantize_values) {
+    BEGIN(7, "kivi_dequantize_values"); T(1, "codes", c); T(2, "scale", s); T(3, "zero", z);
     I(4, "bits", bits); I(5, "group_size", g); T(6, "out", out);
-    CALL(vq_affine_dequantize_values(ctx, c, s, z, bits, g, out)); DONE;
+    CALL(vq_kivi_dequantize_values(ctx, c, s, z, bits, g, out)); DONE;
 }
 WRAP(rabitq_encode) {
     BEGIN(6, "rabitq_encode"); T(1, "keys", k); TO(2, "diag", diag); T(3, "k_bits_out", kb);
@@ -485,20 +485,20 @@ WRAP(kmeans) {
     T(5, "centroids_out", out);
     CALL(vq_kmeans(ctx, s, c, it, seed, out)); DONE;
 }
-WRAP(comm_vq_decode) {
-    BEGIN(9, "comm_vq_decode"); T(1, "indices", idx); T(2, "codebook", cb); T(3, "cos_freqs", cf);
+WRAP(commvq_decode) {
+    BEGIN(9, "commvq_decode"); T(1, "indices", idx); T(2, "codebook", cb); T(3, "cos_freqs", cf);
     T(4, "sin_freqs", sf); T(5, "positions", pos); T(6, "out", out); I(7, "rope", rope); TO(8, "scale", sc);
-    vq_comm_vq_opts o = {.rope = (vq_rope_layout)rope, .scale = sc};
-    CALL(vq_comm_vq_decode(ctx, idx, cb, cf, sf, pos, out, &o)); DONE;
+    vq_commvq_opts o = {.rope = (vq_rope_layout)rope, .scale = sc};
+    CALL(vq_commvq_decode(ctx, idx, cb, cf, sf, pos, out, &o)); DONE;
 }
-WRAP(comm_vq_train) {
-    BEGIN(7, "comm_vq_train"); T(1, "samples", s); I(2, "R", r); I(3, "C", c); I(4, "iters", it);
+WRAP(commvq_train) {
+    BEGIN(7, "commvq_train"); T(1, "samples", s); I(2, "R", r); I(3, "C", c); I(4, "iters", it);
     U64(5, "seed", seed); T(6, "codebook_out", out);
-    CALL(vq_comm_vq_train(ctx, s, r, c, it, seed, out)); DONE;
+    CALL(vq_commvq_train(ctx, s, r, c, it, seed, out)); DONE;
 }
-WRAP(comm_vq_encode) {
-    BEGIN(4, "comm_vq_encode"); T(1, "keys", k); T(2, "codebook", cb); T(3, "indices_out", out);
-    CALL(vq_comm_vq_encode(ctx, k, cb, out)); DONE;
+WRAP(commvq_encode) {
+    BEGIN(4, "commvq_encode"); T(1, "keys", k); T(2, "codebook", cb); T(3, "indices_out", out);
+    CALL(vq_commvq_encode(ctx, k, cb, out)); DONE;
 }
 
 /* The parts of an encoded argument `what` ("keys" / "values"): its format,
@@ -532,7 +532,7 @@ static int encoded_keys_arg(args *A, PyObject *fmt_o, PyObject *tens, PyObject *
     if (encoded_parts(A, "keys", fmt_o, tens, ints, 8, 4, &fmt, t, iv)) return -1;
     k->format = (vq_keys_format)fmt;
     switch (fmt) {
-    case VQ_KEYS_F16: k->plain.keys = t[0]; break;
+    case VQ_KEYS_F16: k->f16.keys = t[0]; break;
     case VQ_KEYS_TURBO:
         k->turbo.idx = t[0]; k->turbo.scale = t[1]; k->turbo.diag = t[2]; k->turbo.bits = iv[0];
         break;
@@ -540,15 +540,15 @@ static int encoded_keys_arg(args *A, PyObject *fmt_o, PyObject *tens, PyObject *
         k->rvq.idx1 = t[0]; k->rvq.scale1 = t[1]; k->rvq.idx2 = t[2]; k->rvq.scale2 = t[3];
         k->rvq.diag = t[4]; k->rvq.b1 = iv[0]; k->rvq.b2 = iv[1];
         break;
-    case VQ_KEYS_AFFINE:
-        k->affine.codes = t[0]; k->affine.scale = t[1]; k->affine.zero = t[2];
-        k->affine.bits = iv[0]; k->affine.group_size = iv[1];
+    case VQ_KEYS_KIVI:
+        k->kivi.codes = t[0]; k->kivi.scale = t[1]; k->kivi.zero = t[2];
+        k->kivi.bits = iv[0]; k->kivi.group_size = iv[1];
         break;
     case VQ_KEYS_RABITQ:
         k->rabitq.bits = t[0]; k->rabitq.mag = t[1]; k->rabitq.cnst = t[2]; k->rabitq.diag = t[3];
         break;
     case VQ_KEYS_QJL: k->qjl.bits = t[0]; k->qjl.norm = t[1]; k->qjl.projection = t[2]; break;
-    case VQ_KEYS_PQ: k->pq.idx = t[0]; k->pq.codebook = t[1]; k->pq.smooth = t[2]; break;
+    case VQ_KEYS_VECINFER: k->vecinfer.idx = t[0]; k->vecinfer.codebook = t[1]; k->vecinfer.smooth = t[2]; break;
     case VQ_KEYS_COMMVQ:
         k->commvq.idx = t[0]; k->commvq.codebook = t[1]; k->commvq.cos_freqs = t[2];
         k->commvq.sin_freqs = t[3]; k->commvq.positions = t[4]; k->commvq.scale = t[5];
@@ -570,10 +570,10 @@ static int encoded_values_arg(args *A, PyObject *fmt_o, PyObject *tens, PyObject
     if (encoded_parts(A, "values", fmt_o, tens, ints, 4, 2, &fmt, t, iv)) return -1;
     v->format = (vq_values_format)fmt;
     switch (fmt) {
-    case VQ_VALUES_PLAIN: v->plain.values = t[0]; break;
-    case VQ_VALUES_AFFINE:
-        v->affine.codes = t[0]; v->affine.scale = t[1]; v->affine.zero = t[2];
-        v->affine.bits = iv[0]; v->affine.group_size = iv[1];
+    case VQ_VALUES_F16: v->f16.values = t[0]; break;
+    case VQ_VALUES_KIVI:
+        v->kivi.codes = t[0]; v->kivi.scale = t[1]; v->kivi.zero = t[2];
+        v->kivi.bits = iv[0]; v->kivi.group_size = iv[1];
         break;
     case VQ_VALUES_CODEBOOK: v->codebook.idx = t[0]; v->codebook.cents = t[1]; v->codebook.scale = t[2]; break;
     case VQ_VALUES_TURBO:
@@ -624,7 +624,7 @@ WRAP(scalar_fused_decode_attend) {
     TO(14, "lse_out", lse); I(15, "key_scores", ksc); I(16, "value_accum", vacc);
     vq_scalar_attend_opts o = {.causal = causal, .bits = bits, .lse_out = lse, .key_scores = (vq_key_scores)ksc,
                                .value_accum = (vq_value_accum)vacc};
-    CALL(vq_scalar_fused_decode_attend(ctx, q, kc, ks, kz, vc, vs, vz, g, sc, nsg, out, &o)); DONE;
+    CALL(vq_kivi_fused_attend(ctx, q, kc, ks, kz, vc, vs, vz, g, sc, nsg, out, &o)); DONE;
 }
 static PyObject *rabitq_attend(PyObject *const *a, Py_ssize_t n, int prefill)
 {
@@ -663,13 +663,13 @@ static PyMethodDef methods[] = {
     FC(turboquant_scalar_quantize), FC(turboquant_scalar_dequantize),
     FC(turboquant_hadamard_quantize), FC(turboquant_hadamard_dequantize),
     FC(turboquant_rvq_encode), FC(turboquant_rvq_decode),
-    FC(affine_quantize_keys), FC(affine_quantize_values), FC(affine_dequantize_keys), FC(affine_dequantize_values),
+    FC(kivi_quantize_keys), FC(kivi_quantize_values), FC(kivi_dequantize_keys), FC(kivi_dequantize_values),
     FC(rabitq_encode), FC(rabitq_hamming_score), FC(rabitq_pack_values),
     FC(codebook_quantize), FC(lloyd_max_fit),
     FC(qjl_encode), FC(qjl_inner_product), FC(qjl_score),
     FC(vecinfer_quantize), FC(vecinfer_dequant), FC(vecinfer_encode_decode), FC(vecinfer_query_lut),
     FC(vecinfer_smooth_factors), FC(kmeans),
-    FC(comm_vq_decode), FC(comm_vq_train), FC(comm_vq_encode),
+    FC(commvq_decode), FC(commvq_train), FC(commvq_encode),
     FC(fused_sdpa), FC(turboquant_fused_rvq_decode_attend), FC(attention_merge), FC(scalar_fused_decode_attend),
     FC(rabitq_fused_attend), FC(rabitq_prefill_attend),
     {NULL, NULL, 0, NULL}};

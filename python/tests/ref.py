@@ -66,7 +66,7 @@ def round_half_even(x):
     return np.round(x)  # numpy rounds half to even
 
 
-def affine_params(x, bits, axis_groups):
+def kivi_params(x, bits, axis_groups):
     """min/max affine parameters over groups along an axis, float64."""
     lo, hi = x.min(axis=axis_groups, keepdims=True), x.max(axis=axis_groups, keepdims=True)
     scale = (hi - lo) / (2 ** bits - 1)

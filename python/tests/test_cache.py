@@ -67,12 +67,12 @@ def test_kivi_cache_matches_the_codec_functions(rng):
     out = c.attend(0, [s], q, kivi_arith="f32")  # the float path: within f32 rounding
     n_enc = n // g * g
     k16, v16 = k.astype(np.float16), v.astype(np.float16)
-    kc, ks, kz = vq.affine_quantize_keys(np.ascontiguousarray(k16[:, :, :n_enc]), 2, g, packed=True,
+    kc, ks, kz = vq.kivi_quantize_keys(np.ascontiguousarray(k16[:, :, :n_enc]), 2, g, packed=True,
                                          param_dtype="float16")
-    vc, vs, vz = vq.affine_quantize_values(np.ascontiguousarray(v16[:, :, :n_enc]), 2, g, packed=True,
+    vc, vs, vz = vq.kivi_quantize_values(np.ascontiguousarray(v16[:, :, :n_enc]), 2, g, packed=True,
                                            param_dtype="float16")
-    k_hat = np.concatenate([vq.affine_dequantize_keys(kc, ks, kz, 2, g), k16[:, :, n_enc:]], 2)
-    v_hat = np.concatenate([vq.affine_dequantize_values(vc, vs, vz, 2, g, head_dim=d), v16[:, :, n_enc:]], 2)
+    k_hat = np.concatenate([vq.kivi_dequantize_keys(kc, ks, kz, 2, g), k16[:, :, n_enc:]], 2)
+    v_hat = np.concatenate([vq.kivi_dequantize_values(vc, vs, vz, 2, g, head_dim=d), v16[:, :, n_enc:]], 2)
     want = ref.attention(q, k_hat, v_hat, 1 / math.sqrt(d))
     assert np.abs(out - want).max() < 1e-3 * np.abs(v_hat).max()
 

@@ -51,12 +51,12 @@ def test_scalar_fused_decode_attend_cuda(qdt):
     k_c, k_g = _both(rng.standard_normal((B, Hkv, S, D)).astype(np.float32))
     v_c, v_g = _both(rng.standard_normal((B, Hkv, S, D)).astype(np.float32))
     q_c = torch.from_numpy(rng.standard_normal((B, Hq, 1, D)).astype(np.float32)).to(qdt)
-    kq = vq.affine_quantize_keys(k_g, 4, g, packed=True, param_dtype="float16")
-    vqv = vq.affine_quantize_values(v_g, 4, g, packed=True, param_dtype="float16")
+    kq = vq.kivi_quantize_keys(k_g, 4, g, packed=True, param_dtype="float16")
+    vqv = vq.kivi_quantize_values(v_g, 4, g, packed=True, param_dtype="float16")
     out = vq.scalar_fused_decode_attend(q_c.to(DEV), *kq, *vqv, g, 1 / math.sqrt(D))
     assert out.device == DEV and out.dtype == qdt
-    k_hat = _np(vq.affine_dequantize_keys(*[t.cpu() for t in kq], 4, g))
-    v_hat = _np(vq.affine_dequantize_values(*[t.cpu() for t in vqv], 4, g, head_dim=D))
+    k_hat = _np(vq.kivi_dequantize_keys(*[t.cpu() for t in kq], 4, g))
+    v_hat = _np(vq.kivi_dequantize_values(*[t.cpu() for t in vqv], 4, g, head_dim=D))
     want = ref.attention(_np(q_c), k_hat, v_hat, 1 / math.sqrt(D))
     # the CUDA query is split into 22-bit int8 planes (~2^-21 of max|x| per code unit), plus f16 output rounding
     tol = (2e-3 if qdt == torch.float16 else 1e-4) * np.abs(v_hat).max()
@@ -69,8 +69,8 @@ def test_fused_sdpa_cuda_every_key_format():
     k_c, k_g = _both(rng.standard_normal((B, Hkv, S, D)).astype(np.float32))
     v_c, v_g = _both(rng.standard_normal((B, Hkv, S, D)).astype(np.float32))
     q_c, q_g = _both(rng.standard_normal((B, Hq, 1, D)).astype(np.float32))
-    encs = [vq.PlainKeys(k_g), vq.turboquant_rvq_encode(k_g, 2, 2),
-            vq.AffineKeys(*vq.affine_quantize_keys(k_g, 4, 16, packed=True), 4, 16),
+    encs = [vq.F16Keys(k_g), vq.turboquant_rvq_encode(k_g, 2, 2),
+            vq.KIVIKeys(*vq.kivi_quantize_keys(k_g, 4, 16, packed=True), 4, 16),
             vq.TurboQuantizer(3, seed=1).encode(k_g)]
     for e in encs:
         out = vq.fused_sdpa(q_g, e, v_g, 0.125)

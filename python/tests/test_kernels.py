@@ -143,12 +143,12 @@ def test_turboquant_rvq_roundtrip(fw, rng):
 
 @pytest.mark.parametrize("packed,bits", [(False, 3), (True, 2), (True, 4)])
 @pytest.mark.parametrize("pdt", ["float32", "float16"])
-def test_affine_keys_values(fw, rng, packed, bits, pdt):
+def test_kivi_keys_values(fw, rng, packed, bits, pdt):
     B, H, S, D, g = 1, 2, 37, 64, 16
     k = rng.standard_normal((B, H, S, D)).astype(np.float32)
-    codes, scale, zero = vq.affine_quantize_keys(fw(k), bits, g, packed=packed, param_dtype=pdt)
+    codes, scale, zero = vq.kivi_quantize_keys(fw(k), bits, g, packed=packed, param_dtype=pdt)
     assert tuple(scale.shape) == (B, H, math.ceil(S / g), D)
-    k_hat = np_(vq.affine_dequantize_keys(codes, scale, zero, bits, g))
+    k_hat = np_(vq.kivi_dequantize_keys(codes, scale, zero, bits, g))
     # every element within half a step of its group (plus the f16 rounding of scale/zero)
     step = np.repeat(np_(scale).astype(np.float64), g, axis=2)[:, :, :S]
     slack = 0.5 + (2 ** bits) * (EPS16 if pdt == "float16" else EPS32)
@@ -162,9 +162,9 @@ def test_affine_keys_values(fw, rng, packed, bits, pdt):
     assert np.allclose(np_(scale), (hi - lo) / (2 ** bits - 1), rtol=tol, atol=tol)
 
     v = rng.standard_normal((B, H, S, D)).astype(np.float32)
-    vc, vs, vz = vq.affine_quantize_values(fw(v), bits, g, packed=packed, param_dtype=pdt)
+    vc, vs, vz = vq.kivi_quantize_values(fw(v), bits, g, packed=packed, param_dtype=pdt)
     assert tuple(vs.shape) == (B, H, S, D // g)
-    v_hat = np_(vq.affine_dequantize_values(vc, vs, vz, bits, g, head_dim=D))
+    v_hat = np_(vq.kivi_dequantize_values(vc, vs, vz, bits, g, head_dim=D))
     step = np.repeat(np_(vs).astype(np.float64), g, axis=3)
     zt = np.repeat(np_(vz).astype(np.float64), g, axis=3)
     assert np.all(np.abs(v_hat - v) <= step * slack + 2 * EPS16 * np.abs(zt) + 1e-6)
@@ -279,14 +279,14 @@ def test_scalar_fused_decode_attend(fw, rng, qdt, Skv, Sq, causal, key_scores):
     k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
     v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
     q = rng.standard_normal((B, Hq, Sq, D)).astype(qdt)
-    kc, ks, kz = vq.affine_quantize_keys(fw(k), bits, g, packed=True)
-    vc, vs, vz = vq.affine_quantize_values(fw(v), bits, g, packed=True)
+    kc, ks, kz = vq.kivi_quantize_keys(fw(k), bits, g, packed=True)
+    vc, vs, vz = vq.kivi_quantize_values(fw(v), bits, g, packed=True)
     scale = 1 / math.sqrt(D)
     out = vq.scalar_fused_decode_attend(fw(q), kc, ks, kz, vc, vs, vz, g, scale, causal=causal,
                                         key_scores=key_scores)
     assert out.dtype == fw(q).dtype
-    k_hat = np_(vq.affine_dequantize_keys(kc, ks, kz, bits, g))
-    v_hat = np_(vq.affine_dequantize_values(vc, vs, vz, bits, g, head_dim=D))
+    k_hat = np_(vq.kivi_dequantize_keys(kc, ks, kz, bits, g))
+    v_hat = np_(vq.kivi_dequantize_values(vc, vs, vz, bits, g, head_dim=D))
     want = ref.attention(q, k_hat, v_hat, scale, causal=causal)
     tol = (EPS16 * 4 if qdt == np.float16 else 1e-5) * np.abs(v_hat).max()
     if key_scores == "auto":
@@ -294,7 +294,7 @@ def test_scalar_fused_decode_attend(fw, rng, qdt, Skv, Sq, causal, key_scores):
         # most eps = max_c |scale q_c k_scale_c| / 254 * sum_c code_c (header,
         # vq_key_scores); the softmax then moves an output by at most
         # (exp(2 eps) - 1) * max|v_hat - out| of its channel
-        codes = np_(vq.affine_dequantize_keys(kc, np.ones_like(np_(ks)), np.zeros_like(np_(kz)), bits, g))
+        codes = np_(vq.kivi_dequantize_keys(kc, np.ones_like(np_(ks)), np.zeros_like(np_(kz)), bits, g))
         x = np.abs(scale * q.astype(np.float64)[:, :, :, None, :] *
                    np.repeat(np_(ks).astype(np.float64), Hq // Hkv, 1)[:, :, None, :, :]).max(-1)  # [B,Hq,Sq,G]
         eps = (x.max(-1) / 254 * np.repeat(codes.sum(-1), Hq // Hkv, 1).max(-1)[:, :, None]).max()
@@ -310,13 +310,13 @@ def test_scalar_fused_decode_attend_value_accum(fw, rng, value_accum):
     k = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
     v = rng.standard_normal((B, Hkv, Skv, D)).astype(np.float32)
     q = rng.standard_normal((B, Hq, 1, D)).astype(np.float32)
-    kc, ks, kz = vq.affine_quantize_keys(fw(k), bits, g, packed=True)
-    vc, vs, vz = vq.affine_quantize_values(fw(v), bits, g, packed=True)
+    kc, ks, kz = vq.kivi_quantize_keys(fw(k), bits, g, packed=True)
+    vc, vs, vz = vq.kivi_quantize_values(fw(v), bits, g, packed=True)
     scale = 1 / math.sqrt(D)
     out = vq.scalar_fused_decode_attend(fw(q), kc, ks, kz, vc, vs, vz, g, scale, key_scores="f32",
                                         value_accum=value_accum)
-    k_hat = np_(vq.affine_dequantize_keys(kc, ks, kz, bits, g))
-    v_hat = np_(vq.affine_dequantize_values(vc, vs, vz, bits, g, head_dim=D))
+    k_hat = np_(vq.kivi_dequantize_keys(kc, ks, kz, bits, g))
+    v_hat = np_(vq.kivi_dequantize_values(vc, vs, vz, bits, g, head_dim=D))
     err = np.abs(np_(out).astype(np.float64) - ref.attention(q, k_hat, v_hat, scale)).max()
     S = np.abs(np_(vs)).max()
     if value_accum == "f32":
@@ -339,7 +339,7 @@ def _keys_for(fmt, fw, rng, k):
     """(encoded keys, their decoded f64 stand-in or None for score-only formats)."""
     B, H, S, D = k.shape
     if fmt == "plain":
-        return vq.PlainKeys(fw(k)), k.astype(np.float64)
+        return vq.F16Keys(fw(k)), k.astype(np.float64)
     if fmt == "turbo":
         diag = vq.random_signs(3, D)
         idx, sc = vq.turboquant_hadamard_quantize(fw(k), 4, diag=fw(diag))
@@ -348,23 +348,23 @@ def _keys_for(fmt, fw, rng, k):
         e = vq.turboquant_rvq_encode(fw(k), 3, 2)
         return e, np_(vq.turboquant_rvq_decode(e))
     if fmt == "affine":
-        c, s, z = vq.affine_quantize_keys(fw(k), 4, 16, packed=True)
-        return vq.AffineKeys(c, s, z, 4, 16), np_(vq.affine_dequantize_keys(c, s, z, 4, 16))
+        c, s, z = vq.kivi_quantize_keys(fw(k), 4, 16, packed=True)
+        return vq.KIVIKeys(c, s, z, 4, 16), np_(vq.kivi_dequantize_keys(c, s, z, 4, 16))
     if fmt == "pq":
         M, C = 8, 16
         cb = rng.standard_normal((M, C, D // M)).astype(np.float32)
         sm = rng.uniform(0.5, 2, D).astype(np.float32)
         idx = vq.vecinfer_quantize(fw(k), fw(cb), fw(sm), M)
-        return vq.PQKeys(idx, fw(cb), fw(sm)), np_(vq.vecinfer_dequant(idx, fw(cb), fw(sm)))
+        return vq.VecInferKeys(idx, fw(cb), fw(sm)), np_(vq.vecinfer_dequant(idx, fw(cb), fw(sm)))
     if fmt == "commvq":
         R, C, P = 2, 8, S + 3
         cb = rng.standard_normal((R, C, D)).astype(np.float32)
-        idx = vq.comm_vq_encode(fw(k), fw(cb))
+        idx = vq.commvq_encode(fw(k), fw(cb))
         ang = np.arange(P)[:, None] * (10000.0 ** (-np.arange(D // 2) / (D // 2)))[None, :]
         cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
         pos = (np.arange(S) + 2).astype(np.int32)
         keys = vq.CommVQKeys(idx, fw(cb), fw(cos), fw(sin), fw(pos))
-        return keys, np_(vq.comm_vq_decode(idx, fw(cb), fw(cos), fw(sin), fw(pos)))
+        return keys, np_(vq.commvq_decode(idx, fw(cb), fw(cos), fw(sin), fw(pos)))
     raise AssertionError(fmt)
 
 
@@ -417,7 +417,7 @@ def test_turboquant_fused_rvq_decode_attend(fw, rng):
     want = ref.attention(q, np_(vq.turboquant_rvq_decode(e)), v, 0.1)
     assert np.abs(np_(out) - want).max() < 2e-5 * np.abs(v).max()
     with pytest.raises(vq.InvalidArgumentError, match="EncodedVector"):
-        vq.turboquant_fused_rvq_decode_attend(fw(q), vq.PlainKeys(fw(k)), fw(v), 0.1)
+        vq.turboquant_fused_rvq_decode_attend(fw(q), vq.F16Keys(fw(k)), fw(v), 0.1)
 
 
 # ---- QJL ---------------------------------------------------------------------------------
@@ -467,14 +467,14 @@ def test_vecinfer(fw, rng):
     assert np.allclose(f, np.sqrt(np.abs(keys.reshape(-1, D)).max(0)), rtol=1e-6)
 
 
-def test_comm_vq(fw, rng):
+def test_commvq(fw, rng):
     B, H, S, D, R, C, P = 1, 2, 6, 16, 2, 4, 10
     idx = rng.integers(0, C, (B, H, S, R)).astype(np.int32)
     cb = rng.standard_normal((R, C, D)).astype(np.float32)
     ang = rng.uniform(0, 6, (P, D // 2))
     cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
     pos = rng.integers(0, P, S).astype(np.int32)
-    out = np_(vq.comm_vq_decode(fw(idx), fw(cb), fw(cos), fw(sin), fw(pos)))
+    out = np_(vq.commvq_decode(fw(idx), fw(cb), fw(cos), fw(sin), fw(pos)))
     k = cb[np.arange(R), idx].sum(-2).astype(np.float64)
     a, b = k[..., : D // 2], k[..., D // 2:]
     c, s = cos[pos].astype(np.float64), sin[pos].astype(np.float64)
@@ -483,11 +483,11 @@ def test_comm_vq(fw, rng):
     bad = pos.copy()
     bad[0] = P
     with pytest.raises(vq.InvalidArgumentError, match="position"):
-        vq.comm_vq_decode(fw(idx), fw(cb), fw(cos), fw(sin), fw(bad))
+        vq.commvq_decode(fw(idx), fw(cb), fw(cos), fw(sin), fw(bad))
     samples = rng.standard_normal((200, D)).astype(np.float32)
-    book = vq.comm_vq_train(fw(samples), 2, 8, iters=5, seed=1)
+    book = vq.commvq_train(fw(samples), 2, 8, iters=5, seed=1)
     assert tuple(book.shape) == (2, 8, D)
-    assert np.array_equal(np_(book), np_(vq.comm_vq_train(fw(samples), 2, 8, iters=5, seed=1)))
+    assert np.array_equal(np_(book), np_(vq.commvq_train(fw(samples), 2, 8, iters=5, seed=1)))
 
 
 def test_codebook_and_trainers(fw, rng):
@@ -548,8 +548,8 @@ def test_errors_carry_the_c_message_and_write_nothing(fw, rng):
 def test_numpy_and_torch_agree(rng):
     torch = pytest.importorskip("torch")
     k = rng.standard_normal((1, 2, 50, 64)).astype(np.float32)
-    a = vq.affine_quantize_keys(k, 2, 32, packed=True)
-    b = vq.affine_quantize_keys(torch.from_numpy(k), 2, 32, packed=True)
+    a = vq.kivi_quantize_keys(k, 2, 32, packed=True)
+    b = vq.kivi_quantize_keys(torch.from_numpy(k), 2, 32, packed=True)
     for x, y in zip(a, b):
         assert np.array_equal(x, y.numpy())
 
@@ -562,8 +562,8 @@ def _values_for(fmt, fw, rng, v):
     if fmt == "plain":
         return fw(v), v.astype(np.float64)
     if fmt == "affine":
-        c, s, z = vq.affine_quantize_values(fw(v), 4, 16, packed=True)
-        return vq.AffineValues(c, s, z, 4, 16), np_(vq.affine_dequantize_values(c, s, z, 4, 16, head_dim=D))
+        c, s, z = vq.kivi_quantize_values(fw(v), 4, 16, packed=True)
+        return vq.KIVIValues(c, s, z, 4, 16), np_(vq.kivi_dequantize_values(c, s, z, 4, 16, head_dim=D))
     if fmt == "codebook":
         cents, _ = vq.lloyd_max_codebook(4)
         scale = (np.linalg.norm(v, axis=-1) / math.sqrt(D)).astype(np.float32)
@@ -648,3 +648,16 @@ def test_attention_takes_views_with_outer_strides(rng):
     assert r is out
     want = ref.attention(q.numpy(), k.numpy(), v.numpy(), 0.125, causal=True)
     assert np.abs(out.numpy() - want).max() < 2e-5 * 4
+
+
+def test_earlier_names_are_the_same_objects():
+    # One idea, one name; the earlier spellings stay importable (deprecated)
+    # and the seed's names keep working.
+    assert vq.PlainKeys is vq.F16Keys and vq.PlainValues is vq.F16Values
+    assert vq.AffineKeys is vq.KIVIKeys and vq.AffineValues is vq.KIVIValues and vq.PQKeys is vq.VecInferKeys
+    assert vq.affine_quantize_keys is vq.kivi_quantize_keys
+    assert vq.affine_dequantize_values is vq.kivi_dequantize_values
+    assert vq.comm_vq_decode is vq.commvq_decode and vq.comm_vq_encode is vq.commvq_encode
+    assert vq.kivi_fused_attend is vq.scalar_fused_decode_attend
+    for name in ("PlainKeys", "AffineKeys", "comm_vq_decode", "kivi_fused_attend", "commvq_train"):
+        assert name in vq.__all__

@@ -92,7 +92,7 @@ def test_commvq_fit_encode_decode(fw, rng):
     cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
     pos = np.arange(12, dtype=np.int32)
     dec = np_(qz.decode(idx, fw(cos), fw(sin), fw(pos)))
-    want = np_(vq.comm_vq_decode(idx, fw(qz.codebook), fw(cos), fw(sin), fw(pos)))
+    want = np_(vq.commvq_decode(idx, fw(qz.codebook), fw(cos), fw(sin), fw(pos)))
     assert np.array_equal(dec, want)
     q, v = _x(rng, 1, 2, 1, 16), _x(rng, 1, 1, 12, 16)
     out = vq.fused_sdpa(fw(q), qz.keys(idx, fw(cos), fw(sin), fw(pos)), fw(v), 0.25)

@@ -11,11 +11,13 @@ into ``transformers``. See README.md ("Python") for the name table.
 from ._errors import (VeloxQuantError, InvalidArgumentError, UnsupportedError, BackendUnavailableError,
                       MetalUnavailableError, OutOfMemoryError, DeviceError, FileIOError, CorruptDataError)
 from ._runtime import set_num_threads, get_num_threads, isa
-from ._keys import (PlainKeys, TurboKeys, EncodedVector, TurboRVQKeys, AffineKeys, RaBitQKeys, QJLKeys, PQKeys,
-                    CommVQKeys, PlainValues, AffineValues, CodebookValues, TurboValues)
+from ._keys import (F16Keys, TurboKeys, EncodedVector, TurboRVQKeys, KIVIKeys, RaBitQKeys, QJLKeys, VecInferKeys,
+                    CommVQKeys, F16Values, KIVIValues, CodebookValues, TurboValues)
 from ._cache import KVCache, LayerConfig, presets
 from ._quantizers import (KIVIQuantizer, TurboQuantizer, RaBitQQuantizer, QJLQuantizer, VecInferQuantizer,
                           CommVQQuantizer)
+from ._keys import F16Keys as PlainKeys, F16Values as PlainValues  # earlier names, deprecated
+from ._keys import KIVIKeys as AffineKeys, KIVIValues as AffineValues, VecInferKeys as PQKeys  # likewise
 from ._kernels import *  # noqa: F401,F403  (the seed's functions and the rest of the C API)
 from ._kernels import __all__ as _kernel_names
 
@@ -25,10 +27,11 @@ __all__ = [
     "VeloxQuantError", "InvalidArgumentError", "UnsupportedError", "BackendUnavailableError",
     "MetalUnavailableError", "OutOfMemoryError", "DeviceError", "FileIOError", "CorruptDataError",
     "set_num_threads", "get_num_threads", "isa",
-    "PlainKeys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "AffineKeys", "RaBitQKeys", "QJLKeys", "PQKeys",
-    "CommVQKeys", "PlainValues", "AffineValues", "CodebookValues", "TurboValues",
+    "F16Keys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "KIVIKeys", "RaBitQKeys", "QJLKeys", "VecInferKeys",
+    "CommVQKeys", "F16Values", "KIVIValues", "CodebookValues", "TurboValues",
     "KVCache", "LayerConfig", "presets",
     "KIVIQuantizer", "TurboQuantizer", "RaBitQQuantizer", "QJLQuantizer", "VecInferQuantizer", "CommVQQuantizer",
+    "PlainKeys", "PlainValues", "AffineKeys", "AffineValues", "PQKeys",
 ]
 
 

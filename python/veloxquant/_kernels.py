@@ -20,7 +20,7 @@ D head dimension; dtypes f16, f32, u8, u16, i32, u32.
 
 from . import _vq
 from ._errors import InvalidArgumentError
-from ._keys import PlainKeys, PlainValues, EncodedVector, choice as _code, rope_code
+from ._keys import F16Keys, F16Values, EncodedVector, choice as _code, rope_code
 from ._runtime import adapter, CPU, CUDA
 
 __all__ = [
@@ -33,9 +33,13 @@ __all__ = [
     "turboquant_bit_unpack", "qjl_encode", "qjl_inner_product", "backend_available", "cuda_available",
     # the rest of the C API
     "hadamard", "turboquant_hadamard_dequantize", "turboquant_rvq_encode", "turboquant_rvq_decode",
-    "affine_quantize_keys", "affine_quantize_values", "affine_dequantize_keys", "affine_dequantize_values",
+    "kivi_quantize_keys", "kivi_quantize_values", "kivi_dequantize_keys", "kivi_dequantize_values",
     "codebook_quantize", "lloyd_max_fit", "lloyd_max_codebook", "random_signs", "qjl_projection",
-    "qjl_score", "vecinfer_smooth_factors", "kmeans", "comm_vq_train", "comm_vq_encode", "version",
+    "qjl_score", "vecinfer_smooth_factors", "kmeans", "commvq_decode", "commvq_train", "commvq_encode", "version",
+    "kivi_fused_attend",
+    # earlier names of the C API's functions (deprecated; they go in the release after next)
+    "affine_quantize_keys", "affine_quantize_values", "affine_dequantize_keys", "affine_dequantize_values",
+    "comm_vq_train", "comm_vq_encode",
 ]
 
 _RABITQ_SCORE = {"hamming": 0, "exact": 1}
@@ -214,13 +218,13 @@ def turboquant_rvq_decode(encoded, *, dtype="float32", out=None):
 
 # ---- KIVI affine -------------------------------------------------------------------
 
-def _affine_codes_shape(s, bits, packed):
+def _kivi_codes_shape(s, bits, packed):
     if not packed:
         return s
     return s[:-1] + (s[-1] * int(bits) // 8,)
 
 
-def affine_quantize_keys(k, bits, group_size, *, packed=False, param_dtype="float32", out=None):
+def kivi_quantize_keys(k, bits, group_size, *, packed=False, param_dtype="float32", out=None):
     """KIVI keys, per channel over groups of ``group_size`` tokens: k [B,H,S,D]
     f16/f32 -> (codes [B,H,S,D] u8, or bit-packed [B,H,S,D*bits/8] with
     ``packed`` (bits 2/4/8), scale, zero [B,H,ceil(S/g),D] f32/f16)."""
@@ -228,38 +232,38 @@ def affine_quantize_keys(k, bits, group_size, *, packed=False, param_dtype="floa
     s = _shape(k, "k")
     if out is None:
         ps = s[:-2] + (-(-s[-2] // int(group_size)) if int(group_size) > 0 else 0, s[-1]) if len(s) == 4 else s
-        out = (ad.empty(_affine_codes_shape(s, bits, packed), "uint8", k), ad.empty(ps, param_dtype, k),
+        out = (ad.empty(_kivi_codes_shape(s, bits, packed), "uint8", k), ad.empty(ps, param_dtype, k),
                ad.empty(ps, param_dtype, k))
-    _vq.affine_quantize_keys(ad.ctx(k), k, bits, group_size, *out)
+    _vq.kivi_quantize_keys(ad.ctx(k), k, bits, group_size, *out)
     return out
 
 
-def affine_quantize_values(v, bits, group_size, *, packed=False, param_dtype="float32", out=None):
+def kivi_quantize_values(v, bits, group_size, *, packed=False, param_dtype="float32", out=None):
     """KIVI values, per token over groups of ``group_size`` channels: v [B,H,S,D]
     -> (codes as for keys, scale, zero [B,H,S,ceil(D/g)] f32/f16)."""
     ad = adapter(v)
     s = _shape(v, "v")
     if out is None:
         ps = s[:-1] + (-(-s[-1] // int(group_size)) if int(group_size) > 0 else 0,) if len(s) == 4 else s
-        out = (ad.empty(_affine_codes_shape(s, bits, packed), "uint8", v), ad.empty(ps, param_dtype, v),
+        out = (ad.empty(_kivi_codes_shape(s, bits, packed), "uint8", v), ad.empty(ps, param_dtype, v),
                ad.empty(ps, param_dtype, v))
-    _vq.affine_quantize_values(ad.ctx(v), v, bits, group_size, *out)
+    _vq.kivi_quantize_values(ad.ctx(v), v, bits, group_size, *out)
     return out
 
 
-def affine_dequantize_keys(codes, scale, zero, bits, group_size, *, dtype="float32", out=None):
-    """codes, scale, zero of ``affine_quantize_keys`` -> k_hat [B,H,S,D] f32/f16
+def kivi_dequantize_keys(codes, scale, zero, bits, group_size, *, dtype="float32", out=None):
+    """codes, scale, zero of ``kivi_quantize_keys`` -> k_hat [B,H,S,D] f32/f16
     (code * scale + zero)."""
     ad = adapter(codes)
     # D is the scale's last axis (the codes' may be bit-packed)
     if out is None:
         out = ad.empty(_shape(codes, "codes")[:-1] + _shape(scale, "scale")[-1:], dtype, codes)
-    _vq.affine_dequantize_keys(ad.ctx(codes), codes, scale, zero, bits, group_size, out)
+    _vq.kivi_dequantize_keys(ad.ctx(codes), codes, scale, zero, bits, group_size, out)
     return out
 
 
-def affine_dequantize_values(codes, scale, zero, bits, group_size, *, head_dim=None, dtype="float32", out=None):
-    """codes, scale, zero of ``affine_quantize_values`` -> v_hat [B,H,S,D]
+def kivi_dequantize_values(codes, scale, zero, bits, group_size, *, head_dim=None, dtype="float32", out=None):
+    """codes, scale, zero of ``kivi_quantize_values`` -> v_hat [B,H,S,D]
     f32/f16. ``head_dim`` D is needed when the codes are bit-packed (it is the
     codes' last axis otherwise)."""
     ad = adapter(codes)
@@ -267,7 +271,7 @@ def affine_dequantize_values(codes, scale, zero, bits, group_size, *, head_dim=N
     d = int(head_dim) if head_dim is not None else s[-1]
     if out is None:
         out = ad.empty(s[:-1] + (d,), dtype, codes)
-    _vq.affine_dequantize_values(ad.ctx(codes), codes, scale, zero, bits, group_size, out)
+    _vq.kivi_dequantize_values(ad.ctx(codes), codes, scale, zero, bits, group_size, out)
     return out
 
 
@@ -382,9 +386,9 @@ def fused_sdpa(queries, encoded_keys, values, scale, mask=None, *, causal=False,
     """Fused dequantize + scaled dot-product attention over any key and value format.
 
     queries [B,Hq,Sq,D] f16/f32 (raw: rotations are applied inside),
-    encoded_keys one of PlainKeys, TurboKeys, EncodedVector, AffineKeys,
-    RaBitQKeys, QJLKeys, PQKeys, CommVQKeys (a plain array means PlainKeys),
-    values [B,Hkv,Skv,D] f16/f32 or one of PlainValues, AffineValues,
+    encoded_keys one of F16Keys, TurboKeys, EncodedVector, KIVIKeys,
+    RaBitQKeys, QJLKeys, VecInferKeys, CommVQKeys (a plain array means F16Keys),
+    values [B,Hkv,Skv,D] f16/f32 or one of F16Values, KIVIValues,
     CodebookValues, TurboValues; mask [B|1, Hq|1, Sq, Skv] f32/f16 additive or
     None. GQA when Hq % Hkv == 0; ``causal`` for Sq > 1 (the queries are the
     last Sq positions); ``lse_out`` [B,Hq,Sq] f32 receives each row's
@@ -395,8 +399,8 @@ def fused_sdpa(queries, encoded_keys, values, scale, mask=None, *, causal=False,
     keys and of KIVI and TurboQuant values; "auto" is f32 here, "int8" the
     integer paths (error bounds in the header at vq_key_scores and
     vq_value_accum)."""
-    keys = encoded_keys if hasattr(encoded_keys, "_vq_args") else PlainKeys(encoded_keys)
-    vals = values if hasattr(values, "_vq_args") else PlainValues(values)
+    keys = encoded_keys if hasattr(encoded_keys, "_vq_args") else F16Keys(encoded_keys)
+    vals = values if hasattr(values, "_vq_args") else F16Values(values)
     kf, kt, ki = keys._vq_args()
     vf, vt, vi = vals._vq_args()
     ad = adapter(queries)
@@ -474,7 +478,7 @@ def qjl_score(query, projection, key_bits, key_norm, *, out=None):
 
 # ---- VecInfer product VQ -----------------------------------------------------------
 
-def _pq_index_dtype(codebook):
+def _vecinfer_index_dtype(codebook):
     return "uint8" if _shape(codebook, "codebook")[-2] <= 256 else "uint16"
 
 
@@ -484,7 +488,7 @@ def vecinfer_quantize(keys, codebook, smooth_factors, num_subspaces, *, out=None
     (u8 when C <= 256, else u16) of the nearest centroid of each smoothed slice."""
     ad = adapter(keys)
     if out is None:
-        out = ad.empty(_shape(keys, "keys")[:-1] + (int(num_subspaces),), _pq_index_dtype(codebook), keys)
+        out = ad.empty(_shape(keys, "keys")[:-1] + (int(num_subspaces),), _vecinfer_index_dtype(codebook), keys)
     _vq.vecinfer_quantize(ad.ctx(keys), keys, codebook, smooth_factors, num_subspaces, out)
     return out
 
@@ -507,7 +511,7 @@ def vecinfer_encode_decode(keys, codebook, smooth_factors, num_subspaces, *, out
     ad = adapter(keys)
     s = _shape(keys, "keys")
     if out is None:
-        out = (ad.empty(s[:-1] + (int(num_subspaces),), _pq_index_dtype(codebook), keys),
+        out = (ad.empty(s[:-1] + (int(num_subspaces),), _vecinfer_index_dtype(codebook), keys),
                ad.empty(s, ad.dtype(keys), keys))
     _vq.vecinfer_encode_decode(ad.ctx(keys), keys, codebook, smooth_factors, num_subspaces, out[0], out[1])
     return out
@@ -569,7 +573,7 @@ def lloyd_max_fit(samples, n_cents, iters=20, *, out=None):
 
 # ---- CommVQ ------------------------------------------------------------------------
 
-def comm_vq_decode(indices, codebook, cos_freqs, sin_freqs, positions, *, scale=None, rope="half",
+def commvq_decode(indices, codebook, cos_freqs, sin_freqs, positions, *, scale=None, rope="half",
                    dtype="float32", out=None):
     """Centroid gather + RoPE in one pass: indices [B,H,S,R] u8/u16/i32, codebook
     [R,C,D] f32, cos_freqs/sin_freqs [P, D/2] f32, positions [S] or [B,S] i32 ->
@@ -578,22 +582,22 @@ def comm_vq_decode(indices, codebook, cos_freqs, sin_freqs, positions, *, scale=
     ad = adapter(indices)
     if out is None:
         out = ad.empty(_shape(indices, "indices")[:-1] + (_shape(codebook, "codebook")[-1],), dtype, indices)
-    _vq.comm_vq_decode(ad.ctx(indices), indices, codebook, cos_freqs, sin_freqs, positions, out,
+    _vq.commvq_decode(ad.ctx(indices), indices, codebook, cos_freqs, sin_freqs, positions, out,
                        rope_code(rope), scale)
     return out
 
 
-def comm_vq_train(samples, R, C, iters=25, seed=0, *, out=None):
+def commvq_train(samples, R, C, iters=25, seed=0, *, out=None):
     """Residual k-means on pre-RoPE keys [N, D] f32: codebook [R, C, D] f32.
     CPU only (a trainer)."""
     ad = adapter(samples)
     if out is None:
         out = ad.empty((int(R), int(C), _shape(samples, "samples")[-1]), "float32", samples)
-    _vq.comm_vq_train(ad.ctx(samples), samples, R, C, iters, seed, out)
+    _vq.commvq_train(ad.ctx(samples), samples, R, C, iters, seed, out)
     return out
 
 
-def comm_vq_encode(keys, codebook, *, dtype=None, out=None):
+def commvq_encode(keys, codebook, *, dtype=None, out=None):
     """Greedy residual encoding of pre-RoPE keys [B,H,S,D] f16/f32 with codebook
     [R,C,D] f32 -> indices [B,H,S,R] (u8 when C <= 256, else u16, or ``dtype``)."""
     ad = adapter(keys)
@@ -601,5 +605,19 @@ def comm_vq_encode(keys, codebook, *, dtype=None, out=None):
     dt = dtype or ("uint8" if cs[1] <= 256 else "uint16")
     if out is None:
         out = ad.empty(_shape(keys, "keys")[:-1] + (cs[0],), dt, keys)
-    _vq.comm_vq_encode(ad.ctx(keys), keys, codebook, out)
+    _vq.commvq_encode(ad.ctx(keys), keys, codebook, out)
     return out
+
+
+# One idea, one name: KIVI (once "affine" and "scalar") and CommVQ (once
+# "comm_vq"). The seed's names (scalar_fused_decode_attend, comm_vq_decode)
+# stay, since code written for the seed calls them; the C API's earlier names
+# are deprecated aliases.
+kivi_fused_attend = scalar_fused_decode_attend
+comm_vq_decode = commvq_decode
+affine_quantize_keys = kivi_quantize_keys
+affine_quantize_values = kivi_quantize_values
+affine_dequantize_keys = kivi_dequantize_keys
+affine_dequantize_values = kivi_dequantize_values
+comm_vq_train = commvq_train
+comm_vq_encode = commvq_encode

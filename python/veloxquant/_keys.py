@@ -5,8 +5,8 @@ the shapes of ``vq_encoded_keys`` in include/veloxquant.h (leading dimensions
 ints) triple that the extension module turns into a ``vq_encoded_keys``.
 """
 
-__all__ = ["PlainKeys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "AffineKeys", "RaBitQKeys",
-           "QJLKeys", "PQKeys", "CommVQKeys", "PlainValues", "AffineValues", "CodebookValues", "TurboValues",
+__all__ = ["F16Keys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "KIVIKeys", "RaBitQKeys",
+           "QJLKeys", "VecInferKeys", "CommVQKeys", "F16Values", "KIVIValues", "CodebookValues", "TurboValues",
            "ROPE_LAYOUTS"]
 
 from ._errors import InvalidArgumentError
@@ -44,7 +44,7 @@ def _describe(v):
     return repr(v)
 
 
-class PlainKeys(_Keys):
+class F16Keys(_Keys):
     """Uncompressed keys [B,Hkv,Skv,D] f16/f32/bf16 (VQ_KEYS_F16)."""
 
     __slots__ = ("keys",)
@@ -91,8 +91,8 @@ class EncodedVector(_Keys):
 TurboRVQKeys = EncodedVector
 
 
-class AffineKeys(_Keys):
-    """KIVI per-channel group-affine codes (VQ_KEYS_AFFINE): codes [B,Hkv,Skv,D]
+class KIVIKeys(_Keys):
+    """KIVI per-channel group-affine codes (VQ_KEYS_KIVI): codes [B,Hkv,Skv,D]
     u8 (or bit-packed [.., D*bits/8]), scale/zero [B,Hkv,ceil(Skv/g),D] f32/f16,
     bits, group_size g (tokens per group). k_hat = code * scale + zero."""
 
@@ -136,8 +136,8 @@ class QJLKeys(_Keys):
         return 6, (self.bits, self.norm, self.projection), ()
 
 
-class PQKeys(_Keys):
-    """VecInfer product-VQ keys (VQ_KEYS_PQ): idx [B,Hkv,Skv,M] u8/u16, codebook
+class VecInferKeys(_Keys):
+    """VecInfer product-VQ keys (VQ_KEYS_VECINFER): idx [B,Hkv,Skv,M] u8/u16, codebook
     [M,C,D/M] or [Hkv,M,C,D/M] f32, smooth [D] or [Hkv,D] f32."""
 
     __slots__ = ("idx", "codebook", "smooth")
@@ -170,8 +170,8 @@ class CommVQKeys(_Keys):
 
 # ---- values (vq_encoded_values) ---------------------------------------------------------
 
-class PlainValues(_Keys):
-    """Uncompressed values [B,Hkv,Skv,D] f16/f32 (VQ_VALUES_PLAIN)."""
+class F16Values(_Keys):
+    """Uncompressed values [B,Hkv,Skv,D] f16/f32 (VQ_VALUES_F16)."""
 
     __slots__ = ("values",)
     format = 1
@@ -183,8 +183,8 @@ class PlainValues(_Keys):
         return 1, (self.values,), ()
 
 
-class AffineValues(_Keys):
-    """KIVI per-token group-affine values (VQ_VALUES_AFFINE): codes
+class KIVIValues(_Keys):
+    """KIVI per-token group-affine values (VQ_VALUES_KIVI): codes
     [B,Hkv,Skv,D] u8 or bit-packed [.., D*bits/8], scale/zero
     [B,Hkv,Skv,ceil(D/g)] f32/f16, bits 2/4/8, group_size g channels."""
 

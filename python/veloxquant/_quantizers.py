@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _kernels as K
 from ._errors import InvalidArgumentError
-from ._keys import AffineKeys, AffineValues, PQKeys, QJLKeys, RaBitQKeys, TurboKeys, TurboValues, CommVQKeys
+from ._keys import KIVIKeys, KIVIValues, VecInferKeys, QJLKeys, RaBitQKeys, TurboKeys, TurboValues, CommVQKeys
 
 __all__ = ["KIVIQuantizer", "TurboQuantizer", "RaBitQQuantizer", "QJLQuantizer", "VecInferQuantizer",
            "CommVQQuantizer"]
@@ -52,26 +52,26 @@ class KIVIQuantizer:
         self.bits, self.group_size, self.packed, self.param_dtype = int(bits), int(group_size), packed, param_dtype
 
     def encode_keys(self, k):
-        """k [B,H,S,D] -> AffineKeys."""
-        c, s, z = K.affine_quantize_keys(k, self.bits, self.group_size, packed=self.packed,
+        """k [B,H,S,D] -> KIVIKeys."""
+        c, s, z = K.kivi_quantize_keys(k, self.bits, self.group_size, packed=self.packed,
                                          param_dtype=self.param_dtype)
-        return AffineKeys(c, s, z, self.bits, self.group_size)
+        return KIVIKeys(c, s, z, self.bits, self.group_size)
 
     def encode_values(self, v):
-        """v [B,H,S,D] -> AffineValues."""
-        c, s, z = K.affine_quantize_values(v, self.bits, self.group_size, packed=self.packed,
+        """v [B,H,S,D] -> KIVIValues."""
+        c, s, z = K.kivi_quantize_values(v, self.bits, self.group_size, packed=self.packed,
                                            param_dtype=self.param_dtype)
-        return AffineValues(c, s, z, self.bits, self.group_size)
+        return KIVIValues(c, s, z, self.bits, self.group_size)
 
     encode = encode_keys
 
     def decode_keys(self, keys, *, dtype="float32"):
-        return K.affine_dequantize_keys(keys.codes, keys.scale, keys.zero, keys.bits, keys.group_size, dtype=dtype)
+        return K.kivi_dequantize_keys(keys.codes, keys.scale, keys.zero, keys.bits, keys.group_size, dtype=dtype)
 
     decode = decode_keys
 
     def decode_values(self, values, head_dim, *, dtype="float32"):
-        return K.affine_dequantize_values(values.codes, values.scale, values.zero, values.bits, values.group_size,
+        return K.kivi_dequantize_values(values.codes, values.scale, values.zero, values.bits, values.group_size,
                                           head_dim=head_dim, dtype=dtype)
 
 
@@ -189,9 +189,9 @@ class VecInferQuantizer:
         return _like(self.codebook, x), _like(self.smooth, x)
 
     def encode(self, keys):
-        """keys [B,H,S,D] -> PQKeys."""
+        """keys [B,H,S,D] -> VecInferKeys."""
         cb, sm = self._tables(keys)
-        return PQKeys(K.vecinfer_quantize(keys, cb, sm, self.M), cb, sm)
+        return VecInferKeys(K.vecinfer_quantize(keys, cb, sm, self.M), cb, sm)
 
     def decode(self, keys, *, dtype="float32"):
         return K.vecinfer_dequant(keys.idx, keys.codebook, keys.smooth, dtype=dtype)
@@ -208,7 +208,7 @@ class CommVQQuantizer:
     def fit(self, samples):
         """samples [N, D] f32 pre-RoPE keys (host) -> self, with codebook [R,C,D]."""
         x = np.ascontiguousarray(np.asarray(samples, np.float32))
-        self.codebook = np.asarray(K.comm_vq_train(x, self.R, self.C, self.iters, self.seed))
+        self.codebook = np.asarray(K.commvq_train(x, self.R, self.C, self.iters, self.seed))
         return self
 
     def _codebook(self, x):
@@ -218,7 +218,7 @@ class CommVQQuantizer:
 
     def encode(self, keys):
         """pre-RoPE keys [B,H,S,D] -> indices [B,H,S,R]."""
-        return K.comm_vq_encode(keys, self._codebook(keys))
+        return K.commvq_encode(keys, self._codebook(keys))
 
     def keys(self, indices, cos_freqs, sin_freqs, positions):
         """The CommVQKeys that fused_sdpa reads (RoPE applied per token)."""
@@ -226,5 +226,5 @@ class CommVQQuantizer:
 
     def decode(self, indices, cos_freqs, sin_freqs, positions, *, dtype="float32"):
         """Keys with RoPE at their positions, [B,H,S,D]."""
-        return K.comm_vq_decode(indices, self._codebook(indices), cos_freqs, sin_freqs, positions, rope=self.rope,
+        return K.commvq_decode(indices, self._codebook(indices), cos_freqs, sin_freqs, positions, rope=self.rope,
                                 dtype=dtype)

@@ -1,7 +1,7 @@
 /* attn_arith.c — which arithmetic the bound formats run (veloxquant.h:
  * vq_key_scores, vq_value_accum): the one place that turns a caller's
  * AUTO / F32 / INT8 into the formats' integer switches, for every entry
- * point that binds formats (vq_fused_sdpa, vq_scalar_fused_decode_attend,
+ * point that binds formats (vq_fused_sdpa, vq_kivi_fused_attend,
  * the cache), through the formats' own use_int8 switches, which know
  * where their integer path is faster (AUTO) or applies at all (INT8). */
 #include "attention/attn_formats.h"

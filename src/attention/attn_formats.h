@@ -63,17 +63,17 @@ vq_attn_elt vq_attn_elt_of(const DLTensor *t);
 
 /* Key formats: validate the format's tensors against dims (writing nothing)
  * and bind them. `scale` multiplies every score. */
-vq_status vq_attn_bind_keys_plain(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
+vq_status vq_attn_bind_keys_f16(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
                                   float scale, vq_attn_keys *out);
 
 /* Affine (KIVI) codes [B,Hkv,Skv,D*bits/8] u8: resolves bits (0 = detect
  * from the last dim: D -> 8, D/2 -> 4, D/4 -> 2) into *layout_bits. */
-vq_status vq_attn_affine_layout(vq_ctx *ctx, const DLTensor *codes, const char *name, const vq_attn_dims *dims,
+vq_status vq_attn_kivi_layout(vq_ctx *ctx, const DLTensor *codes, const char *name, const vq_attn_dims *dims,
                                 int bits, int *layout_bits);
 
 /* KIVI keys: codes as above, scale/zero [B,Hkv,ceil(Skv/g),D] f32/f16 (one
- * dtype). Reusable for vq_fused_sdpa's VQ_KEYS_AFFINE. */
-vq_status vq_attn_bind_keys_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
+ * dtype). Reusable for vq_fused_sdpa's VQ_KEYS_KIVI. */
+vq_status vq_attn_bind_keys_kivi(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
                                    int bits, int64_t g, const vq_attn_dims *dims, float softmax_scale,
                                    vq_attn_keys *out);
 
@@ -91,12 +91,12 @@ void vq_attn_choose_arith(const vq_ctx *ctx, vq_attn_keys *keys, vq_attn_values 
 
 /* Bound KIVI keys on integer scores with 2-bit codes, D = 128 and g = 32
  * (one group per block): fills the key half of b for the run of `count`
- * whole blocks (VQ_ATTN_KIVI8_N tokens each) from block blk (with the
+ * whole blocks (VQ_ATTN_KIVI_INT8_N tokens each) from block blk (with the
  * ranges of a later block that score() would prefetch, their steps, and
  * pf_nb from these keys' Skv). False, filling nothing, for any other keys
  * (what the fused block kernel does not take). */
-bool vq_attn_affine_keys_kivi8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
-                               vq_attn_kivi8_block *b);
+bool vq_attn_kivi_keys_kivi_int8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
+                               vq_attn_kivi_int8_block *b);
 
 /* Switches bound codebook values (vq_attn_bind_values_codebook) to integer
  * p.V (kern->codebook_pv8; reads the centroids, so CPU data only). Returns
@@ -137,11 +137,11 @@ vq_status vq_attn_bind_keys_rvq(vq_ctx *ctx, const vq_encoded_keys *keys, const 
                                 vq_attn_keys *out);
 vq_status vq_attn_bind_keys_rabitq_rotated(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
                                            float scale, vq_attn_keys *out);
-vq_status vq_attn_bind_keys_affine_encoded(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
+vq_status vq_attn_bind_keys_kivi_encoded(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
                                            float scale, vq_attn_keys *out);
 vq_status vq_attn_bind_keys_qjl(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
                                 vq_attn_keys *out);
-vq_status vq_attn_bind_keys_pq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
+vq_status vq_attn_bind_keys_vecinfer(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
                                vq_attn_keys *out);
 vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
                                    vq_attn_keys *out);
@@ -160,11 +160,11 @@ vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
                              const vq_attend_opts *opts);
 
 /* Value formats. values [B,Hkv,Skv,D] f16/f32. */
-vq_status vq_attn_bind_values_plain(vq_ctx *ctx, const DLTensor *values, const char *name,
+vq_status vq_attn_bind_values_f16(vq_ctx *ctx, const DLTensor *values, const char *name,
                                     const vq_attn_dims *dims, vq_attn_values *out);
 
 /* KIVI values: codes [B,Hkv,Skv,D*bits/8] u8, scale/zero [B,Hkv,Skv,ceil(D/g)]. */
-vq_status vq_attn_bind_values_affine(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+vq_status vq_attn_bind_values_kivi(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                      const DLTensor *zero, int bits, int64_t g, const vq_attn_dims *dims,
                                      vq_attn_values *out);
 

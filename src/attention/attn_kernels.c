@@ -22,14 +22,14 @@ static void build_tables(void)
             vq_attn_kernels_init_avx2_ham(k);
             vq_attn_kernels_init_avx2_pv8(k);
             vq_attn_kernels_init_avx2_rabitq(k);
-            vq_attn_kernels_init_avx2_kivi8(k);
+            vq_attn_kernels_init_avx2_kivi_int8(k);
         }
 #endif
 #ifdef VQ_HAVE_AVX512
         if (vq_isa_includes((vq_isa)i, VQ_ISA_AVX512)) {
             vq_attn_kernels_init_avx512(k);
             k->rabitq_block = NULL; /* the AVX2 one runs the AVX2 bodies, not the AVX-512 scores and softmax */
-            k->kivi8_block = NULL;  /* the same */
+            k->kivi_int8_block = NULL;  /* the same */
             vq_attn_kernels_init_avx512_values(k);
             vq_attn_kernels_init_avx512_softmax(k);
             if (vq_cpu_has_avx512_vnni()) {
@@ -40,13 +40,13 @@ static void build_tables(void)
             if (vq_cpu_has_avx512_vnni() && vq_cpu_has_avx512_vbmi()) {
                 vq_attn_kernels_init_avx512_pv8(k);
                 vq_attn_kernels_init_avx512_cb8(k);
-                vq_attn_kernels_init_avx512_kivi8(k);
+                vq_attn_kernels_init_avx512_kivi_int8(k);
                 vq_attn_kernels_init_avx512_rabitq(k);
             }
         }
 #endif
 #ifdef VQ_HAVE_AMX
-        if (vq_isa_includes((vq_isa)i, VQ_ISA_AMX)) vq_attn_kernels_init_avx512_kivi8_amx(k);
+        if (vq_isa_includes((vq_isa)i, VQ_ISA_AMX)) vq_attn_kernels_init_avx512_kivi_int8_amx(k);
 #endif
 #ifdef VQ_HAVE_NEON
         if (vq_isa_includes((vq_isa)i, VQ_ISA_NEON)) {

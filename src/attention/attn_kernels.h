@@ -16,16 +16,16 @@
 /* Element types of plain keys/values, indexing qk[] and pv[]. */
 typedef enum vq_attn_elt { VQ_ATTN_F32 = 0, VQ_ATTN_F16 = 1, VQ_ATTN_BF16 = 2, VQ_ATTN_ELT_COUNT } vq_attn_elt;
 
-/* Tokens of a block of the fused KIVI kernel (kivi8_block): whole blocks
+/* Tokens of a block of the fused KIVI kernel (kivi_int8_block): whole blocks
  * only, the partial last block of a call runs the separate kernels (the
  * kernel specialised to n = 32 is half the code and 3-5 % faster). */
-#define VQ_ATTN_KIVI8_N 32
+#define VQ_ATTN_KIVI_INT8_N 32
 
-/* A run of nb blocks of the KIVI 2-bit integer decode (kivi8_block), each
+/* A run of nb blocks of the KIVI 2-bit integer decode (kivi_int8_block), each
  * n = 32 tokens that form one key group (g = 32), D = 128, 2-bit codes
  * packed along D: block 0 at the pointers below, block i at them plus
  * i * step[]. */
-typedef struct vq_attn_kivi8_block {
+typedef struct vq_attn_kivi_int8_block {
     /* [n][32]: rows of 128 codes, contiguous (the kernel's loads and
      * shuffles take that layout as constants; other strides run the
      * separate kernels) */
@@ -44,10 +44,10 @@ typedef struct vq_attn_kivi8_block {
      * key scale, key zero, value codes, value scales, value zeros), which
      * the prefetch addresses advance by too. */
     int64_t nb, pf_nb, step[6];
-} vq_attn_kivi8_block;
+} vq_attn_kivi_int8_block;
 
 /* The run's next block: every pointer (and prefetch address) one step on. */
-static inline void vq_attn_kivi8_next(vq_attn_kivi8_block *b)
+static inline void vq_attn_kivi_int8_next(vq_attn_kivi_int8_block *b)
 {
     b->kcodes += b->step[0];
     b->kscale = (const char *)b->kscale + b->step[1];
@@ -60,29 +60,29 @@ static inline void vq_attn_kivi8_next(vq_attn_kivi8_block *b)
 }
 
 /* From block pf_nb of a run on, no prefetches (they would lie past the data). */
-static inline void vq_attn_kivi8_no_prefetch(vq_attn_kivi8_block *b)
+static inline void vq_attn_kivi_int8_no_prefetch(vq_attn_kivi_int8_block *b)
 {
     for (int j = 0; j < 6; j++) b->pf[j] = NULL;
 }
 
-/* The run loop of a kivi8_block kernel, shared by the ISAs: defines
+/* The run loop of a kivi_int8_block kernel, shared by the ISAs: defines
  * `static void name(R, b, q, ldq, o, ldo, m, d, bad)` that runs
  * rows(RB, &block, q, ldq, o, ldo, m, d, bad) (RB = R as a constant, 1-4)
  * on each block of the run in turn: its pointers, its prefetches (none from
  * block pf_nb on), then the step to the next. */
-#define VQ_ATTN_DEFINE_KIVI8_BLOCK(name, rows)                                                              \
-    static inline __attribute__((always_inline)) void name##_run(int RB, const vq_attn_kivi8_block *run,     \
+#define VQ_ATTN_DEFINE_KIVI_INT8_BLOCK(name, rows)                                                              \
+    static inline __attribute__((always_inline)) void name##_run(int RB, const vq_attn_kivi_int8_block *run,     \
                                                                  const float *q, int64_t ldq, float *o,       \
                                                                  int64_t ldo, float *m, float *d, bool *bad)  \
     {                                                                                                        \
-        vq_attn_kivi8_block b = *run;                                                                        \
+        vq_attn_kivi_int8_block b = *run;                                                                        \
         for (int64_t i = 0; i < run->nb; i++) {                                                              \
-            if (i == run->pf_nb) vq_attn_kivi8_no_prefetch(&b);                                              \
+            if (i == run->pf_nb) vq_attn_kivi_int8_no_prefetch(&b);                                              \
             rows(RB, &b, q, ldq, o, ldo, m, d, bad);                                                         \
-            vq_attn_kivi8_next(&b);                                                                          \
+            vq_attn_kivi_int8_next(&b);                                                                          \
         }                                                                                                    \
     }                                                                                                        \
-    static void name(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo, \
+    static void name(int R, const vq_attn_kivi_int8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo, \
                      float *m, float *d, bool *bad)                                                          \
     {                                                                                                        \
         switch (R) {                                                                                         \
@@ -104,7 +104,7 @@ typedef struct vq_attn_rabitq_block {
     const int8_t *cq;      /* [16]: the centroids rounded (vq_attn_cb8_round) */
     float cstep;
     /* Ranges to prefetch (a later block's key bits, magnitudes, value
-     * indices; NULL: none), as vq_attn_kivi8_block's */
+     * indices; NULL: none), as vq_attn_kivi_int8_block's */
     const void *pf[3];
     int64_t pf_bytes[3];
     /* Blocks in the run (>= 1), how many of them issue their prefetches,
@@ -152,10 +152,10 @@ typedef struct vq_attn_kernels {
     /* Affine keys: codes [n][ldc] bytes holding D codes of `bits` (2 or 4:
      * bit-packed along D; 8: one code per byte) ->
      * out[j*D + c] = code(j, c) * scale[c] + zero[c]. */
-    void (*affine_k_tile)(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
+    void (*kivi_k_tile)(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
                           const float *zero, float *out);
     /* Affine values: out[j*D + c] = code(j, c) * vs[j*GV + c/g] + vz[j*GV + c/g]. */
-    void (*affine_v_tile)(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+    void (*kivi_v_tile)(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
                           const float *vz, int64_t GV, int64_t g, float *out);
     /* ham[r*ldh + j] = popcount(qb[r*ldq ..] XOR kb[j*nbytes ..]) over nbytes
      * bytes. */
@@ -171,13 +171,13 @@ typedef struct vq_attn_kernels {
 
     /* Direct paths for few rows (decode): codes expanded in registers and used
      * at once, no tile. */
-    /* Affine keys scored straight from the codes (as affine_k_tile):
+    /* Affine keys scored straight from the codes (as kivi_k_tile):
      * s[r*lds + j] = sum_c q[r*ldq + c] * (code(j, c) * scale[c] + zero[c]). */
-    void (*affine_qk)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
+    void (*kivi_qk)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
                       const float *zero, const float *q, int64_t ldq, float *s, int64_t lds);
-    /* Affine values accumulated straight from the codes (as affine_v_tile), g % 8 == 0:
+    /* Affine values accumulated straight from the codes (as kivi_v_tile), g % 8 == 0:
      * o[r*ldo + c] += sum_j p[r*ldp + j] * (code(j, c) * vs[j*GV + c/g] + vz[j*GV + c/g]). */
-    void (*affine_pv)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+    void (*kivi_pv)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
                       const float *vz, int64_t GV, int64_t g, const float *p, int64_t ldp, float *o, int64_t ldo);
     /* o[r*ldo + c] += sum_j w[r*ldw + j] * cents[min(idx(j, c), n_cents - 1)]
      * (idx as codebook_tile). */
@@ -186,11 +186,11 @@ typedef struct vq_attn_kernels {
     /* dst[i] = f16 src[i] as f32, i < n. */
     void (*cvt_f16)(int64_t n, const uint16_t *src, float *dst);
 
-    /* Integer key scores for 2/4-bit affine keys (attn_keys_affine.c; the
+    /* Integer key scores for 2/4-bit affine keys (attn_keys_kivi.c; the
      * error bound is in veloxquant.h at vq_scalar_attend_opts). Both need
      * bits 2 or 4 and D % 64 == 0 (vq_attn_q8_supported: whole 32-byte
      * chunks of codes, then at most one 16-byte half chunk).
-     * affine_q8 quantises R query rows against one key group, once per group:
+     * kivi_q8 quantises R query rows against one key group, once per group:
      *   x_c = q[r*ldq + c] * scale[c] (f32), amax = max_c |x_c|,
      *   xq[r*D + vq_attn_q8_pos(c, bits, D)] = rint(x_c * (127 / amax)),
      *   dz[2r] = amax / 127 (the step), dz[2r + 1] = sum_c q[r*ldq + c] * zero[c].
@@ -198,10 +198,10 @@ typedef struct vq_attn_kernels {
      * integer dots below are bit-identical across ISAs. amax = 0 gives xq = 0
      * and step 0; a non-finite x_c or zero term gives step NaN (the group's
      * scores become NaN, as with the float path). */
-    void (*affine_q8)(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale, const float *zero,
+    void (*kivi_q8)(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale, const float *zero,
                       int8_t *xq, float *dz);
-    /* s[r*lds + j] = dz[2r] * (sum_c xq[r*D + pos(c)] * code(j, c)) + dz[2r + 1], codes as affine_qk. */
-    void (*affine_qk8)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+    /* s[r*lds + j] = dz[2r] * (sum_c xq[r*D + pos(c)] * code(j, c)) + dz[2r + 1], codes as kivi_qk. */
+    void (*kivi_qk8)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                        const float *dz, float *s, int64_t lds);
     /* Integer p.V for 2-bit affine values at D = 128, g = 32
      * (vq_attn_pv8_supported; vq_value_accum in veloxquant.h), codes [n][ldc]
@@ -215,9 +215,9 @@ typedef struct vq_attn_kernels {
      * once per row by the value format's finish(). Every ISA
      * computes wq and step with these f32 operations (the zero sum's order
      * may differ), so their outputs agree to f32 rounding for equal p. */
-    void (*affine_pv8)(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+    void (*kivi_pv8)(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
                        const float *p, int64_t ldp, float *o, int64_t ldo);
-    bool pv8_fast; /* affine_pv8 is a SIMD kernel (AVX-512 VNNI, AVX2): faster than the f32 p.V, what AUTO picks */
+    bool pv8_fast; /* kivi_pv8 is a SIMD kernel (AVX-512 VNNI, AVX2): faster than the f32 p.V, what AUTO picks */
     /* Integer p.V for nibble-packed codebook values at D = 128 (RaBitQ's
      * 4-bit values): idx [n][ldi] bytes, 64 per token (low nibble = even
      * channel, every nibble < 16 valid: the caller pads the table), cq [16]
@@ -254,14 +254,14 @@ typedef struct vq_attn_kernels {
     /* NULL, or the whole step of each KIVI block of the run b (b->nb blocks
      * in turn) for R <= 4 rows q [R][ldq] (softmax scale folded in) with no
      * mask and no causal limit inside the blocks: per block the same as, in
-     * turn, affine_q8(R, 128, 2, q, ldq, kscale, kzero, ..), affine_qk8 into
+     * turn, kivi_q8(R, 128, 2, q, ldq, kscale, kzero, ..), kivi_qk8 into
      * s [R][32], poison(R, n, s, 32, bad), softmax(R, n, s, 32, m, d, alpha),
-     * rescale(R, 128, o, ldo, alpha), affine_pv8(R, n, vcodes, ldv, vs, vz,
+     * rescale(R, 128, o, ldo, alpha), kivi_pv8(R, n, vcodes, ldv, vs, vz,
      * s, 32, o, ldo) of the same ISA, bit for bit (a run in one call: the
      * skeleton's and the format's per-block glue once per run). Where
      * it is NULL (every ISA but AVX-512 with VNNI and VBMI, and AVX2) the
      * formats run that sequence. */
-    void (*kivi8_block)(int R, const vq_attn_kivi8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
+    void (*kivi_int8_block)(int R, const vq_attn_kivi_int8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
                         float *m, float *d, bool *bad);
     /* NULL, or the whole step of each RaBitQ block of the run b (b->nb
      * blocks in turn) for R <= 4 rows, qb [R][ldq] their sign bytes and qs
@@ -287,7 +287,7 @@ typedef struct vq_attn_kernels {
 /* 127 / amax, the factor that rounds values of largest magnitude amax to
  * int8; 0 (everything rounds to 0) when amax is 0, not finite, `finite` is
  * false, or amax < 127 / FLT_MAX (~3.7e-37: the factor would overflow to inf
- * and 0 * inf make NaN codes). Every ISA's affine_q8, affine_pv8 and
+ * and 0 * inf make NaN codes). Every ISA's kivi_q8, kivi_pv8 and
  * codebook_pv8 use it, so they round alike. */
 static inline float vq_attn_q8_inv(float amax, bool finite)
 {
@@ -303,7 +303,7 @@ static inline float vq_attn_q8_inv_levels(float levels, float amax, bool finite)
     return finite && inv <= 3.40282347e38f ? inv : 0.0f;
 }
 
-/* Where channel c of a quantised query row sits (affine_q8): grouped by the
+/* Where channel c of a quantised query row sits (kivi_q8): grouped by the
  * shift that extracts it from a code byte. With K = 8 / bits codes per byte,
  * plane m = c % K holds the channels of shift m * bits in byte order, so that
  * one shift-and-mask of a run of code bytes lines up with a run of plane m. */
@@ -318,7 +318,7 @@ static inline int64_t vq_attn_q8_pos(int64_t c, int bits, int64_t D)
  * and at most one 16-byte half chunk (2 bits at D = 64 or 192). */
 static inline bool vq_attn_q8_supported(int bits, int64_t D) { return (bits == 2 || bits == 4) && D % 64 == 0; }
 
-/* Where affine_pv8 accumulates channel c (D = 128): lane l = 2 b + i of
+/* Where kivi_pv8 accumulates channel c (D = 128): lane l = 2 b + i of
  * register (h, k) holds channel 32 (2 h + i) + 4 b + k (k: the code's
  * position in its byte, b: the byte within the group, i: which of the two
  * groups of the half), and sits at 64 h + 16 k + l. */
@@ -327,7 +327,7 @@ static inline int vq_attn_pv8_pos(int c)
     return 64 * (c / 64) + 16 * (c % 4) + 2 * ((c % 32) / 4) + (c / 32) % 2;
 }
 
-/* Whether affine_pv8 takes values of this width, group size and D. */
+/* Whether kivi_pv8 takes values of this width, group size and D. */
 static inline bool vq_attn_pv8_supported(int bits, int64_t g, int64_t D) { return bits == 2 && g == 32 && D == 128; }
 
 /* The centroids of codebook_pv8: cstep = max_i |cents[i]| / 127 and cq[i] =
@@ -369,9 +369,9 @@ void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k);  /* integer key scores 
 void vq_attn_kernels_init_avx2_cb8(vq_attn_kernels *k);   /* integer codebook p.V (codebook_pv8) */
 void vq_attn_kernels_init_avx2_cbqk8(vq_attn_kernels *k); /* integer codebook key scores (codebook_qk8) */
 void vq_attn_kernels_init_avx2_ham(vq_attn_kernels *k);   /* RaBitQ Hamming scores (hamming_score) */
-void vq_attn_kernels_init_avx2_pv8(vq_attn_kernels *k);   /* integer p.V (affine_pv8) */
+void vq_attn_kernels_init_avx2_pv8(vq_attn_kernels *k);   /* integer p.V (kivi_pv8) */
 void vq_attn_kernels_init_avx2_rabitq(vq_attn_kernels *k); /* fused RaBitQ blocks (rabitq_block) */
-void vq_attn_kernels_init_avx2_kivi8(vq_attn_kernels *k); /* fused KIVI block kernel (kivi8_block) */
+void vq_attn_kernels_init_avx2_kivi_int8(vq_attn_kernels *k); /* fused KIVI block kernel (kivi_int8_block) */
 void vq_attn_kernels_init_avx512(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k); /* direct p.V, after the AVX2 fillers */
 void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);
@@ -380,14 +380,14 @@ void vq_attn_kernels_init_avx512_cbqk8(vq_attn_kernels *k); /* only where the CP
 void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU has AVX512_VBMI */
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
-void vq_attn_kernels_init_avx512_kivi8(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
-/* The amx kernel set: the AMX kivi8_block over the VNNI one (k has it; the OS granted the tiles). */
-void vq_attn_kernels_init_avx512_kivi8_amx(vq_attn_kernels *k);
+void vq_attn_kernels_init_avx512_kivi_int8(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
+/* The amx kernel set: the AMX kivi_int8_block over the VNNI one (k has it; the OS granted the tiles). */
+void vq_attn_kernels_init_avx512_kivi_int8_amx(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_rabitq(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon_popcnt(vq_attn_kernels *k);  /* Hamming distances, sign tiles */
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);    /* integer key scores, smull (ARMv8.0) */
-void vq_attn_kernels_init_neon_pv8(vq_attn_kernels *k);     /* integer p.V (affine_pv8, codebook_pv8) */
+void vq_attn_kernels_init_neon_pv8(vq_attn_kernels *k);     /* integer p.V (kivi_pv8, codebook_pv8) */
 void vq_attn_kernels_init_neon_dotprod(vq_attn_kernels *k); /* only where the CPU has the dot product (sdot) */
 void vq_attn_kernels_init_neon_cbqk8_dotprod(vq_attn_kernels *k); /* codebook_qk8 on sdot, the same CPUs */
 
@@ -405,11 +405,11 @@ void vq_attn_kernels_init_neon_cbqk8_dotprod(vq_attn_kernels *k); /* codebook_qk
     {                                                                                                    \
         pv_any(e, R, n, D, p, ldp, v, ldv, o, ldo);                                                      \
     }
-#define VQ_ATTN_DEFINE_PLAIN_KERNELS     \
+#define VQ_ATTN_DEFINE_F16_KERNELS     \
     VQ_ATTN_DEFINE_ELT(f32, VQ_ATTN_F32) \
     VQ_ATTN_DEFINE_ELT(f16, VQ_ATTN_F16) \
     VQ_ATTN_DEFINE_ELT(bf16, VQ_ATTN_BF16)
-#define VQ_ATTN_SET_PLAIN_KERNELS(k)   \
+#define VQ_ATTN_SET_F16_KERNELS(k)   \
     do {                               \
         (k)->qk[VQ_ATTN_F32] = qk_f32;   \
         (k)->qk[VQ_ATTN_F16] = qk_f16;   \

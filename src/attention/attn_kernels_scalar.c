@@ -38,7 +38,7 @@ static inline void pv_any(vq_attn_elt e, int R, int n, int64_t D, const float *p
         }
 }
 
-VQ_ATTN_DEFINE_PLAIN_KERNELS
+VQ_ATTN_DEFINE_F16_KERNELS
 
 /* s [R][lds]: one online-softmax step per row (see attn_kernels.h). */
 static void softmax_scalar(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
@@ -85,8 +85,8 @@ static void rescale_scalar(int R, int64_t D, float *o, int64_t ldo, const float 
     }
 }
 
-/* Integer p.V (attn_kernels.h, affine_pv8): the definition every ISA follows. */
-static void affine_pv8_scalar(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+/* Integer p.V (attn_kernels.h, kivi_pv8): the definition every ISA follows. */
+static void kivi_pv8_scalar(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
                               const float *p, int64_t ldp, float *o, int64_t ldo)
 {
     for (int r = 0; r < R; r++) {
@@ -163,7 +163,7 @@ static void nibbles3_scalar(int n, const uint8_t *rows, int64_t ldr, uint8_t *ou
 }
 
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
-static void affine_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
+static void kivi_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                                  const float *scale, const float *zero, float *out)
 {
     for (int j = 0; j < n; j++)
@@ -172,7 +172,7 @@ static void affine_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *code
 }
 
 /* codes [n][ldc], vs/vz [n][GV] -> out [n][D] = code * vs[c/g] + vz[c/g] */
-static void affine_v_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+static void kivi_v_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
                                  const float *vz, int64_t GV, int64_t g, float *out)
 {
     for (int j = 0; j < n; j++)
@@ -217,7 +217,7 @@ static void codebook_tile_scalar(int n, int64_t D, bool packed, const uint8_t *i
 }
 
 /* codes [n][ldc], q [R][ldq] -> s [R][lds] = q . (code * scale + zero) */
-static void affine_qk_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
+static void kivi_qk_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                              const float *scale, const float *zero, const float *q, int64_t ldq, float *s,
                              int64_t lds)
 {
@@ -231,7 +231,7 @@ static void affine_qk_scalar(int R, int n, int64_t D, int bits, const uint8_t *c
 }
 
 /* o [R][ldo] += p [R][n] . (codes [n][D] * vs + vz by channel group) */
-static void affine_pv_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+static void kivi_pv_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
                              const float *vz, int64_t GV, int64_t g, const float *p, int64_t ldp, float *o,
                              int64_t ldo)
 {
@@ -254,7 +254,7 @@ static void codebook_pv_scalar(int R, int n, int64_t D, bool packed, const uint8
 
 /* The reference of the integer key scores (see attn_kernels.h): q rows
  * against one key group -> int8 planes xq [R][D] and dz [R][2]. */
-static void affine_q8_scalar(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
+static void kivi_q8_scalar(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
                              const float *zero, int8_t *xq, float *dz)
 {
     for (int r = 0; r < R; r++) {
@@ -279,7 +279,7 @@ static void affine_q8_scalar(int R, int64_t D, int bits, const float *q, int64_t
 }
 
 /* s [R][lds] = step * (xq . codes) + qz, the dots in exact integers */
-static void affine_qk8_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+static void kivi_qk8_scalar(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                               const float *dz, float *s, int64_t lds)
 {
     for (int r = 0; r < R; r++)
@@ -298,10 +298,10 @@ static void cvt_f16_scalar(int64_t n, const uint16_t *src, float *dst)
 
 void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
 {
-    VQ_ATTN_SET_PLAIN_KERNELS(k);
+    VQ_ATTN_SET_F16_KERNELS(k);
     k->softmax = softmax_scalar;
     k->poison = poison_scalar;
-    k->affine_pv8 = affine_pv8_scalar;
+    k->kivi_pv8 = kivi_pv8_scalar;
     k->pv8_fast = false;
     k->codebook_pv8 = codebook_pv8_scalar;
     k->cb8_fast = false;
@@ -309,17 +309,17 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->cbqk8_fast = false;
     k->nibbles3 = nibbles3_scalar;
     k->nibbles3_fast = false;
-    k->kivi8_block = NULL; /* the formats run the separate kernels */
+    k->kivi_int8_block = NULL; /* the formats run the separate kernels */
     k->rescale = rescale_scalar;
-    k->affine_k_tile = affine_k_tile_scalar;
-    k->affine_v_tile = affine_v_tile_scalar;
+    k->kivi_k_tile = kivi_k_tile_scalar;
+    k->kivi_v_tile = kivi_v_tile_scalar;
     k->hamming = hamming_scalar;
     k->sign_tile = sign_tile_scalar;
     k->codebook_tile = codebook_tile_scalar;
-    k->affine_qk = affine_qk_scalar;
-    k->affine_pv = affine_pv_scalar;
+    k->kivi_qk = kivi_qk_scalar;
+    k->kivi_pv = kivi_pv_scalar;
     k->codebook_pv = codebook_pv_scalar;
     k->cvt_f16 = cvt_f16_scalar;
-    k->affine_q8 = affine_q8_scalar;
-    k->affine_qk8 = affine_qk8_scalar;
+    k->kivi_q8 = kivi_q8_scalar;
+    k->kivi_qk8 = kivi_qk8_scalar;
 }

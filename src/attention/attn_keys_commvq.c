@@ -2,12 +2,12 @@
  * decode, k = RoPE_p(scale * sum_r codebook[r, idx_r]) for a token at
  * position p (format_commvq.h). RoPE depends on the token, so there is no
  * per-query shortcut: each block is decoded token by token into the thread's
- * tile (the vqk kernel table's gather + RoPE), never for the whole cache, and
+ * tile (the centroids kernel table's gather + RoPE), never for the whole cache, and
  * scored by all rows of the tile with kern->qk. Codes outside [0, C) read
  * the nearest valid centroid (format_commvq.h clamps); positions are checked
  * against the tables at bind time (CPU ctx; a CUDA ctx clamps them). */
 #include "attention/attn_formats.h"
-#include "codecs/vqk.h"
+#include "codecs/centroids.h"
 
 typedef struct commvq_keys {
     vq_commvq_layout L;
@@ -80,11 +80,11 @@ vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, con
     const int64_t P = cs->shape[0];
     /* The one data-dependent check; device memory cannot be read here, so a
      * CUDA ctx clamps positions to [0, P) in the kernel instead (as
-     * vq_comm_vq_decode does on CUDA). */
+     * vq_commvq_decode does on CUDA). */
     const int64_t rows = batched ? dims->B : 1, row_stride = batched ? vq_stride(pos, 0) : 0;
     for (int64_t b = 0; b < rows && !vq_ctx_is_cuda(ctx); b++) {
         const int32_t *row = (const int32_t *)vq_data(pos) + b * row_stride;
-        const int64_t bad = vq_vqk_find_bad_code(row, VQ_DT_I32, dims->Skv, P);
+        const int64_t bad = vq_centroids_find_bad_code(row, VQ_DT_I32, dims->Skv, P);
         VQ_RETURN_IF(ctx, bad >= 0, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'keys.commvq.positions': element %lld is %d, outside [0, P = %lld) (the rows of "
                      "'keys.commvq.cos_freqs')",
@@ -94,7 +94,7 @@ vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, con
     commvq_keys *d = (commvq_keys *)(void *)out->storage.bytes;
     *d = (commvq_keys){.L = {(int32_t)R, (int32_t)cb->shape[1], (int32_t)D, (int32_t)vq_dtype_size(vq_dtype_of(idx)),
                              keys->commvq.rope == VQ_ROPE_HALF ? VQ_FMT_ROPE_HALF : VQ_FMT_ROPE_INTERLEAVED},
-                       .decode = vq_vqk_kernels_for(ctx->isa)->commvq_decode,
+                       .decode = vq_centroids_kernels_for(ctx->isa)->commvq_decode,
                        .idx = vq_attn_view_of(idx),
                        .codebook = vq_data(cb),
                        .cos = vq_data(cs),

@@ -13,13 +13,13 @@ typedef vq_status (*keys_binder)(vq_ctx *ctx, const vq_encoded_keys *keys, const
                                  vq_attn_keys *out);
 
 static const keys_binder binders[] = {
-    [VQ_KEYS_F16] = vq_attn_bind_keys_plain,
+    [VQ_KEYS_F16] = vq_attn_bind_keys_f16,
     [VQ_KEYS_TURBO] = vq_attn_bind_keys_turbo,
     [VQ_KEYS_TURBO_RVQ] = vq_attn_bind_keys_rvq,
-    [VQ_KEYS_AFFINE] = vq_attn_bind_keys_affine_encoded,
+    [VQ_KEYS_KIVI] = vq_attn_bind_keys_kivi_encoded,
     [VQ_KEYS_RABITQ] = vq_attn_bind_keys_rabitq_rotated,
     [VQ_KEYS_QJL] = vq_attn_bind_keys_qjl,
-    [VQ_KEYS_PQ] = vq_attn_bind_keys_pq,
+    [VQ_KEYS_VECINFER] = vq_attn_bind_keys_vecinfer,
     [VQ_KEYS_COMMVQ] = vq_attn_bind_keys_commvq,
 };
 
@@ -60,8 +60,8 @@ static vq_status check_mask(vq_ctx *ctx, const DLTensor *mask, const vq_attn_dim
 static const DLTensor *values_lead(const vq_encoded_values *v)
 {
     switch (v->format) {
-    case VQ_VALUES_PLAIN: return v->plain.values;
-    case VQ_VALUES_AFFINE: return v->affine.codes;
+    case VQ_VALUES_F16: return v->f16.values;
+    case VQ_VALUES_KIVI: return v->kivi.codes;
     case VQ_VALUES_CODEBOOK: return v->codebook.idx;
     case VQ_VALUES_TURBO: return v->turbo.idx;
     default: return NULL;
@@ -79,32 +79,32 @@ static vq_status cuda_compact(vq_ctx *ctx, const DLTensor *queries, const vq_enc
     int c = 3;
 #define VQ_ADD(tensor, name) (t[c] = (tensor), n[c++] = (name))
     switch (k->format) {
-    case VQ_KEYS_F16: VQ_ADD(k->plain.keys, "keys.plain.keys"); break;
+    case VQ_KEYS_F16: VQ_ADD(k->f16.keys, "keys.f16.keys"); break;
     case VQ_KEYS_TURBO: VQ_ADD(k->turbo.idx, "keys.turbo.idx"), VQ_ADD(k->turbo.scale, "keys.turbo.scale"); break;
     case VQ_KEYS_TURBO_RVQ:
         VQ_ADD(k->rvq.idx1, "keys.rvq.idx1"), VQ_ADD(k->rvq.scale1, "keys.rvq.scale1");
         VQ_ADD(k->rvq.idx2, "keys.rvq.idx2"), VQ_ADD(k->rvq.scale2, "keys.rvq.scale2");
         break;
-    case VQ_KEYS_AFFINE:
-        VQ_ADD(k->affine.codes, "keys.affine.codes"), VQ_ADD(k->affine.scale, "keys.affine.scale");
-        VQ_ADD(k->affine.zero, "keys.affine.zero");
+    case VQ_KEYS_KIVI:
+        VQ_ADD(k->kivi.codes, "keys.kivi.codes"), VQ_ADD(k->kivi.scale, "keys.kivi.scale");
+        VQ_ADD(k->kivi.zero, "keys.kivi.zero");
         break;
     case VQ_KEYS_RABITQ:
         VQ_ADD(k->rabitq.bits, "keys.rabitq.bits"), VQ_ADD(k->rabitq.mag, "keys.rabitq.mag");
         VQ_ADD(k->rabitq.cnst, "keys.rabitq.cnst");
         break;
     case VQ_KEYS_QJL: VQ_ADD(k->qjl.bits, "keys.qjl.bits"), VQ_ADD(k->qjl.norm, "keys.qjl.norm"); break;
-    case VQ_KEYS_PQ: VQ_ADD(k->pq.idx, "keys.pq.idx"); break;
+    case VQ_KEYS_VECINFER: VQ_ADD(k->vecinfer.idx, "keys.vecinfer.idx"); break;
     case VQ_KEYS_COMMVQ:
         VQ_ADD(k->commvq.idx, "keys.commvq.idx"), VQ_ADD(k->commvq.positions, "keys.commvq.positions");
         VQ_ADD(k->commvq.scale, "keys.commvq.scale");
         break;
     }
     switch (v->format) {
-    case VQ_VALUES_PLAIN: VQ_ADD(v->plain.values, "values.plain.values"); break;
-    case VQ_VALUES_AFFINE:
-        VQ_ADD(v->affine.codes, "values.affine.codes"), VQ_ADD(v->affine.scale, "values.affine.scale");
-        VQ_ADD(v->affine.zero, "values.affine.zero");
+    case VQ_VALUES_F16: VQ_ADD(v->f16.values, "values.f16.values"); break;
+    case VQ_VALUES_KIVI:
+        VQ_ADD(v->kivi.codes, "values.kivi.codes"), VQ_ADD(v->kivi.scale, "values.kivi.scale");
+        VQ_ADD(v->kivi.zero, "values.kivi.zero");
         break;
     case VQ_VALUES_CODEBOOK:
         VQ_ADD(v->codebook.idx, "values.codebook.idx"), VQ_ADD(v->codebook.scale, "values.codebook.scale");
@@ -122,10 +122,10 @@ vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
 {
     VQ_RETURN_IF(ctx, values == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'values' is NULL");
     const DLTensor *lead = values_lead(values);
-    VQ_RETURN_IF(ctx, lead == NULL && values->format >= VQ_VALUES_PLAIN && values->format <= VQ_VALUES_TURBO,
+    VQ_RETURN_IF(ctx, lead == NULL && values->format >= VQ_VALUES_F16 && values->format <= VQ_VALUES_TURBO,
                  VQ_ERR_INVALID_ARGUMENT, "argument 'values': the tensors of format %d are NULL", (int)values->format);
     VQ_RETURN_IF(ctx, lead == NULL, VQ_ERR_INVALID_ARGUMENT,
-                 "argument 'values': unknown format %d (expected VQ_VALUES_PLAIN..VQ_VALUES_TURBO)",
+                 "argument 'values': unknown format %d (expected VQ_VALUES_F16..VQ_VALUES_TURBO)",
                  (int)values->format);
     vq_attn_dims dm;
     VQ_FORWARD_IF_ERROR(vq_attn_check_common(ctx, queries, "queries", lead, "values", out, &dm));

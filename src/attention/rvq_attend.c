@@ -12,6 +12,6 @@ vq_status vq_turboquant_fused_rvq_decode_attend(vq_ctx *ctx, const DLTensor *que
     VQ_RETURN_IF(ctx, keys->format != VQ_KEYS_TURBO_RVQ, VQ_ERR_INVALID_ARGUMENT,
                  "argument 'keys': format must be VQ_KEYS_TURBO_RVQ (%d), got %d", (int)VQ_KEYS_TURBO_RVQ,
                  (int)keys->format);
-    const vq_encoded_values v = vq_plain_values(values);
+    const vq_encoded_values v = vq_f16_values(values);
     return vq_attn_fused_sdpa(ctx, queries, keys, &v, scale, NULL, out, opts);
 }

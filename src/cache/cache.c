@@ -71,13 +71,13 @@ static vq_status from_calibration(vq_ctx *ctx, const vq_cache_config *cfg, int l
     const vq_calibration *cal = cfg->calibration;
     if (cal == NULL) return VQ_OK;
     vq_key_config *k = &lc->keys;
-    if (k->method == VQ_KEY_PQ && k->codebook == NULL) {
+    if (k->method == VQ_KEY_VECINFER && k->codebook == NULL) {
         VQ_FORWARD_IF_ERROR(
-            vq_cache_forward(ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_PQ_CODEBOOK, &views[0]), "vq_cache_create"));
+            vq_cache_forward(ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_VECINFER_CODEBOOK, &views[0]), "vq_cache_create"));
         k->codebook = &views[0];
         if (k->smooth == NULL) {
             VQ_FORWARD_IF_ERROR(vq_cache_forward(
-                ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_PQ_SMOOTH, &views[1]), "vq_cache_create"));
+                ctx, vq_calibration_get_table(ctx, cal, l, VQ_CAL_VECINFER_SMOOTH, &views[1]), "vq_cache_create"));
             k->smooth = &views[1];
         }
     }

@@ -51,11 +51,11 @@ void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTenso
     vq_encoded_keys ek = {0};
     int nk = 0; /* key streams: values follow */
     switch (kc->method) {
-    case VQ_KEY_F16: ek = (vq_encoded_keys){.format = VQ_KEYS_F16, .plain = {&sv[0]}}, nk = 1; break;
+    case VQ_KEY_F16: ek = (vq_encoded_keys){.format = VQ_KEYS_F16, .f16 = {&sv[0]}}, nk = 1; break;
     case VQ_KEY_KIVI:
-        ek.format = VQ_KEYS_AFFINE;
-        ek.affine.codes = &sv[0], ek.affine.scale = &sv[1], ek.affine.zero = &sv[2];
-        ek.affine.bits = kc->bits, ek.affine.group_size = kc->group_size, nk = 3;
+        ek.format = VQ_KEYS_KIVI;
+        ek.kivi.codes = &sv[0], ek.kivi.scale = &sv[1], ek.kivi.zero = &sv[2];
+        ek.kivi.bits = kc->bits, ek.kivi.group_size = kc->group_size, nk = 3;
         break;
     case VQ_KEY_KIVI_MIX:
         /* no public format: bind_chunk binds its four streams itself */
@@ -79,9 +79,9 @@ void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTenso
         ek.format = VQ_KEYS_QJL;
         ek.qjl.bits = &sv[0], ek.qjl.norm = &sv[1], ek.qjl.projection = &tb[VQ_CT_QJL_PROJ], nk = 2;
         break;
-    case VQ_KEY_PQ:
-        ek.format = VQ_KEYS_PQ;
-        ek.pq.idx = &sv[0], ek.pq.codebook = &tb[VQ_CT_CODEBOOK], ek.pq.smooth = &tb[VQ_CT_SMOOTH], nk = 1;
+    case VQ_KEY_VECINFER:
+        ek.format = VQ_KEYS_VECINFER;
+        ek.vecinfer.idx = &sv[0], ek.vecinfer.codebook = &tb[VQ_CT_CODEBOOK], ek.vecinfer.smooth = &tb[VQ_CT_SMOOTH], nk = 1;
         break;
     case VQ_KEY_COMMVQ:
         ek.format = VQ_KEYS_COMMVQ;
@@ -93,11 +93,11 @@ void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTenso
     const vq_value_config *vc = &L->cfg.values;
     vq_encoded_values ev = {0};
     switch (vc->method) {
-    case VQ_VALUE_F16: ev = vq_plain_values(&sv[nk]); break;
+    case VQ_VALUE_F16: ev = vq_f16_values(&sv[nk]); break;
     case VQ_VALUE_KIVI:
-        ev.format = VQ_VALUES_AFFINE;
-        ev.affine.codes = &sv[nk], ev.affine.scale = &sv[nk + 1], ev.affine.zero = &sv[nk + 2];
-        ev.affine.bits = vc->bits, ev.affine.group_size = vc->group_size;
+        ev.format = VQ_VALUES_KIVI;
+        ev.kivi.codes = &sv[nk], ev.kivi.scale = &sv[nk + 1], ev.kivi.zero = &sv[nk + 2];
+        ev.kivi.bits = vc->bits, ev.kivi.group_size = vc->group_size;
         break;
     case VQ_VALUE_CODEBOOK:
         ev.format = VQ_VALUES_CODEBOOK;
@@ -210,13 +210,13 @@ static vq_status bind_window(vq_cache *c, const vq_cache_layer *L, const vq_cach
     vq_cache_view(c, &k, shape, 4, VQ_DT_F16, sl->res);
     vq_cache_view(c, &v, shape, 4, VQ_DT_F16, (uint16_t *)sl->res + (int64_t)c->Hkv * L->res_cap * c->D);
     const vq_attn_dims dims = {1, c->Hq, c->Hkv, Sq, L->res_cap, c->D};
-    const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain = {&k}};
+    const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16 = {&k}};
     VQ_FORWARD_IF_ERROR(vq_attn_bind_keys(c->ctx, &ek, &dims, scale, &w->keys));
     if (L->cfg.values.method == VQ_VALUE_TURBO) {
         vq_cache_bind_rotated_values(c->ctx, &v, L->tables[VQ_CT_VDIAG].host, &w->rotated, &w->values);
         return VQ_OK;
     }
-    return vq_attn_bind_values_plain(c->ctx, &v, "window", &dims, &w->values);
+    return vq_attn_bind_values_f16(c->ctx, &v, "window", &dims, &w->values);
 }
 
 /* True when the byte ranges spanned by two tensors intersect. */

@@ -8,7 +8,7 @@
  * merge kernel attends the f16 residual window itself (vq_cu_window): one
  * attention launch and one merge per layer, as for the raw kernel. Taken
  * when the layer's pool is one chunk and its key method's streams are read
- * per token (f16, TurboQuant, RVQ, RaBitQ, QJL, PQ over any value method;
+ * per token (f16, TurboQuant, RVQ, RaBitQ, QJL, VECINFER over any value method;
  * KIVI keys with KIVI values of the same bits and group on the fast KIVI
  * kernel).
  *
@@ -147,8 +147,8 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
             DLTensor kw, vw;
             vq_cache_view(c, &kw, wsh, 4, VQ_DT_F16, k_win);
             vq_cache_view(c, &vw, wsh, 4, VQ_DT_F16, v_win);
-            const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain = {&kw}};
-            const vq_encoded_values ev = vq_plain_values(&vw);
+            const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16 = {&kw}};
+            const vq_encoded_values ev = vq_f16_values(&vw);
             const bool alone = sl->n_enc == 0;
             const vq_attend_opts o = {.causal = causal, .lse_out = alone ? li : &lw_t};
             VQ_FORWARD_IF_ERROR(vq_cache_forward(
@@ -305,8 +305,8 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
         if (kind == PAGED_KIVI) {
             VQ_FORWARD_IF_ERROR(vq_cache_forward(
                 ctx,
-                vq_cuda_kivi_attend(ctx, qi, ek.affine.codes, ek.affine.scale, ek.affine.zero, ev.affine.codes,
-                                    ev.affine.scale, ev.affine.zero, (int)L->cfg.keys.group_size, L->cfg.keys.bits,
+                vq_cuda_kivi_attend(ctx, qi, ek.kivi.codes, ek.kivi.scale, ek.kivi.zero, ev.kivi.codes,
+                                    ev.kivi.scale, ev.kivi.zero, (int)L->cfg.keys.group_size, L->cfg.keys.bits,
                                     scale, 0, false, &pg, w, oi, li),
                 "vq_cache_attend"));
         } else {

@@ -69,7 +69,7 @@ static vq_status encode_keys(vq_cache *c, vq_cache_layer *L, const DLTensor *k, 
         const size_t bytes = (size_t)(c->Hkv * T * c->D * 2);
         return vq_cache_mem_copy2d(c, outs[0]->data, bytes, k->data, bytes, bytes, 1);
     }
-    case VQ_KEY_KIVI: return vq_affine_quantize_keys(ctx, k, kc->bits, kc->group_size, outs[0], outs[1], outs[2]);
+    case VQ_KEY_KIVI: return vq_kivi_quantize_keys(ctx, k, kc->bits, kc->group_size, outs[0], outs[1], outs[2]);
     case VQ_KEY_KIVI_MIX: return vq_cache_kivi_mix_encode(c, kc, k, outs[0], outs[1], outs[2], outs[3]);
     case VQ_KEY_TURBO: {
         table_view(c, L, VQ_CT_KDIAG, &tab, tsh);
@@ -95,14 +95,14 @@ static vq_status encode_keys(vq_cache *c, vq_cache_layer *L, const DLTensor *k, 
         /* k_norm holds ||k||_2 / sqrt(D); attention multiplies the scale by sqrt(D) */
         row_rms(k->data, c->Hkv * T, c->D, outs[1]->data, NULL);
         return vq_qjl_encode(ctx, k, &tab, outs[0]);
-    case VQ_KEY_PQ:
+    case VQ_KEY_VECINFER:
         table_view(c, L, VQ_CT_CODEBOOK, &tab, tsh);
         table_view(c, L, VQ_CT_SMOOTH, &tab2, tsh2);
         return vq_vecinfer_quantize(ctx, k, &tab, &tab2, (int)vq_dim(&tab, -3), outs[0]);
     case VQ_KEY_COMMVQ:
         /* outs[1] (positions) was filled by the caller */
         table_view(c, L, VQ_CT_CODEBOOK, &tab3, tsh3);
-        return vq_comm_vq_encode(ctx, k, &tab3, outs[0]);
+        return vq_commvq_encode(ctx, k, &tab3, outs[0]);
     }
     return VQ_ERR_INVALID_ARGUMENT;
 }
@@ -117,7 +117,7 @@ static vq_status encode_values(vq_cache *c, vq_cache_layer *L, const DLTensor *v
     DLTensor idx, xn, tab;
     switch (vc->method) {
     case VQ_VALUE_F16: return vq_cache_mem_copy2d(c, outs[0]->data, (size_t)n * 2, v->data, (size_t)n * 2, (size_t)n * 2, 1);
-    case VQ_VALUE_KIVI: return vq_affine_quantize_values(ctx, v, vc->bits, vc->group_size, outs[0], outs[1], outs[2]);
+    case VQ_VALUE_KIVI: return vq_kivi_quantize_values(ctx, v, vc->bits, vc->group_size, outs[0], outs[1], outs[2]);
     case VQ_VALUE_CODEBOOK:
         vq_cache_view(c, &xn, sh, 4, VQ_DT_F32, scratch);
         vq_cache_view(c, &idx, sh, 4, VQ_DT_U8, scratch + 4 * (size_t)n);

@@ -67,8 +67,8 @@ typedef struct vq_cache_table {
 enum {
     VQ_CT_KDIAG = 0,   /* [D] ±1: TURBO / RVQ / RABITQ keys */
     VQ_CT_QJL_PROJ,    /* [m, D] QJL projection */
-    VQ_CT_CODEBOOK,    /* PQ [M,C,D/M] or [Hkv,M,C,D/M]; CommVQ [R,C,D] */
-    VQ_CT_SMOOTH,      /* PQ [D] or [Hkv,D] */
+    VQ_CT_CODEBOOK,    /* VECINFER [M,C,D/M] or [Hkv,M,C,D/M]; CommVQ [R,C,D] */
+    VQ_CT_SMOOTH,      /* VECINFER [D] or [Hkv,D] */
     VQ_CT_COS, VQ_CT_SIN, /* CommVQ [Pmax, D/2] */
     VQ_CT_VDIAG,       /* [D] ±1: TURBO values */
     VQ_CT_VCENTS,      /* [n <= 16] CODEBOOK value centroids */
@@ -196,10 +196,10 @@ vq_status vq_cache_build_tables(vq_cache *c, const vq_cache_layer_config *user, 
                                 vq_cache_layer *L);
 void vq_cache_free_tables(vq_cache *c, vq_cache_layer *L);
 
-/* ---- cache_mem.c: memory on the cache's device ---- */
+/* ---- cache_alloc.c: memory on the cache's device ---- */
 
 void *vq_cache_mem_alloc(vq_cache *c, size_t bytes);          /* NULL on failure (message set) */
-/* A pool chunk: vq_cache_mem_alloc, on huge pages where the host allows (cache_mem.c). */
+/* A pool chunk: vq_cache_mem_alloc, on huge pages where the host allows (cache_alloc.c). */
 void *vq_cache_mem_alloc_pool(vq_cache *c, size_t bytes);
 void vq_cache_mem_free(vq_cache *c, void *p);
 /* height rows of width bytes, from src (pitch spitch) to dst (pitch dpitch), both on the device. */
@@ -297,7 +297,7 @@ vq_status vq_cache_encode(vq_cache *c, vq_cache_layer *L, const DLTensor *k, con
                           DLTensor *const *outs, int n_key_streams, unsigned char *scratch, int64_t T);
 size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64_t T);
 
-/* ---- cache_kivi_mix.c: mixed-width KIVI keys (formats/format_affine_mix.h) ---- */
+/* ---- cache_kivi_mix.c: mixed-width KIVI keys (formats/format_kivi_mix.h) ---- */
 
 /* W, the wide channels of a group (vq_key_config.wide_channels, 0 = D/2). */
 static inline int64_t vq_cache_kivi_mix_wide(const vq_key_config *kc, int64_t D)

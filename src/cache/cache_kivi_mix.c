@@ -1,5 +1,5 @@
 /* cache_kivi_mix.c — mixed-width KIVI keys (VQ_KEY_KIVI_MIX), a cache-only
- * format (layout: formats/format_affine_mix.h): the encoder of whole key
+ * format (layout: formats/format_kivi_mix.h): the encoder of whole key
  * groups, and the attention binding, which unpacks a group segment's code
  * rows into one byte per code and scores them with the affine kernels'
  * one-code-per-byte path (each channel's width is in its scale, so decoding
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
-#include "formats/format_affine.h"
-#include "formats/format_affine_mix.h"
+#include "formats/format_kivi.h"
+#include "formats/format_kivi_mix.h"
 #include "formats/format_bitpack.h"
 
 /* ---- encoder ---- */
@@ -30,7 +30,7 @@ static void widest(const float *range, int64_t D, int64_t nw, uint8_t *mask)
         }
         order[j] = (int)c;
     }
-    memset(mask, 0, (size_t)vq_affine_mix_mask_bytes(D));
+    memset(mask, 0, (size_t)vq_kivi_mix_mask_bytes(D));
     for (int64_t i = 0; i < nw; i++) mask[order[i] >> 3] |= (uint8_t)(1u << (order[i] & 7));
 }
 
@@ -38,7 +38,7 @@ vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const D
                                    DLTensor *scale, DLTensor *zero, DLTensor *mask)
 {
     const int64_t Hkv = c->Hkv, D = c->D, T = vq_dim(k, 2), g = kc->group_size, nw = vq_cache_kivi_mix_wide(kc, D);
-    const int64_t rb = vq_affine_mix_row_bytes(D, nw, kc->bits, kc->bits2), mb = vq_affine_mix_mask_bytes(D);
+    const int64_t rb = vq_kivi_mix_row_bytes(D, nw, kc->bits, kc->bits2), mb = vq_kivi_mix_mask_bytes(D);
     VQ_RETURN_IF(c->ctx, T % g != 0, VQ_ERR_INVALID_ARGUMENT, "kivi_mix encode: %lld tokens, not whole groups of %lld",
                  (long long)T, (long long)g);
     const uint16_t *x = k->data;
@@ -61,7 +61,7 @@ vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const D
             uint8_t *m = mk + gi * mb;
             widest(range, D, nw, m);
             for (int64_t ch = 0; ch < D; ch++) {
-                const float maxq = (float)((1 << (vq_affine_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
+                const float maxq = (float)((1 << (vq_kivi_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
                 /* stored in f16; the codes are computed against what decoding reads */
                 sc16[gi * D + ch] = vq_f32_to_f16(mx[ch] > mn[ch] ? range[ch] / maxq : 0.0f);
                 ze16[gi * D + ch] = vq_f32_to_f16(mn[ch]);
@@ -70,13 +70,13 @@ vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const D
             }
             for (int64_t t = 0; t < g; t++) {
                 for (int64_t ch = 0; ch < D; ch++) {
-                    const float maxq = (float)((1 << (vq_affine_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
+                    const float maxq = (float)((1 << (vq_kivi_mix_wide(m, ch) ? kc->bits2 : kc->bits)) - 1);
                     float q = (vq_half_to_float(xg[t * D + ch]) - ze[ch]) / sc[ch];
                     q = q > 0.0f ? q : 0.0f; /* also maps NaN to 0 */
                     q = q < maxq ? q : maxq;
                     row[ch] = sc[ch] != 0.0f ? (uint8_t)nearbyintf(q) : 0;
                 }
-                vq_affine_mix_pack_row(row, m, D, nw, kc->bits, kc->bits2, cd + (h * T + g0 + t) * rb);
+                vq_kivi_mix_pack_row(row, m, D, nw, kc->bits, kc->bits2, cd + (h * T + g0 + t) * rb);
             }
         }
     return VQ_OK;
@@ -108,7 +108,7 @@ static void to_stream_order(const mix_keys *k, const uint8_t *m, int R, const fl
 {
     const int64_t D = k->D;
     int perm[256];
-    vq_affine_mix_order(m, D, k->nw, perm);
+    vq_kivi_mix_order(m, D, k->nw, perm);
     for (int64_t i = 0; i < D; i++) {
         scp[i] = sc[perm[i]];
         zep[i] = ze[perm[i]];
@@ -128,23 +128,23 @@ static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_a
     float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + 4 * D;
     uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
     to_stream_order(k, m, R, qp, sc, ze, qs, scp, zep);
-    const bool whole = vq_affine_packable_bits(k->bits) && vq_affine_packable_bits(k->bits2) &&
+    const bool whole = vq_kivi_packable_bits(k->bits) && vq_kivi_packable_bits(k->bits2) &&
                        (nw * k->bits2) % 8 == 0 && ((D - nw) * k->bits) % 8 == 0;
     for (int j = 0; j < n; j++) {
         const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
         uint8_t *dst = u + (int64_t)j * D;
         if (whole) {
-            vq_affine_unpack_row(row, nw, k->bits2, dst);
-            vq_affine_unpack_row(row + nw * k->bits2 / 8, D - nw, k->bits, dst + nw);
+            vq_kivi_unpack_row(row, nw, k->bits2, dst);
+            vq_kivi_unpack_row(row + nw * k->bits2 / 8, D - nw, k->bits, dst + nw);
         } else {
-            vq_affine_mix_unpack_stream(row, D, nw, k->bits, k->bits2, dst);
+            vq_kivi_mix_unpack_stream(row, D, nw, k->bits, k->bits2, dst);
         }
     }
-    th->kern->affine_qk(R, n, D, 8, u, D, scp, zep, qs, D, s, VQ_ATTN_BN);
+    th->kern->kivi_qk(R, n, D, 8, u, D, scp, zep, qs, D, s, VQ_ATTN_BN);
 }
 
 /* Integer scores' scratch after thread_floats(D): the rows' queries, int8
- * rows and steps (affine_q8's xq [MAX_ROWS][D], dz [MAX_ROWS][2]) and the
+ * rows and steps (kivi_q8's xq [MAX_ROWS][D], dz [MAX_ROWS][2]) and the
  * code rows as nibbles [VQ_ATTN_BN][D / 2], all in stream order. */
 static int64_t int8_floats(int64_t D)
 {
@@ -153,9 +153,9 @@ static int64_t int8_floats(int64_t D)
 
 /* Integer scores of one group segment (any R): the rows, scale and zero
  * permuted to stream order as score_direct does, quantised once
- * (affine_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble), the
+ * (kivi_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble), the
  * code rows turned into nibble rows (the wide codes are nibbles already,
- * the narrow 2-bit ones spread), then exact integer dots (affine_qk8). */
+ * the narrow 2-bit ones spread), then exact integer dots (kivi_qk8). */
 static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
                        int R, int64_t t, int n, const uint8_t *m, const float *sc, const float *ze, float *s)
 {
@@ -165,14 +165,14 @@ static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_att
     float *dz = qs + VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4;
     uint8_t *nib = (uint8_t *)(dz + 2 * VQ_ATTN_MAX_ROWS);
     to_stream_order(k, m, R, qp, sc, ze, qs, scp, zep);
-    th->kern->affine_q8(R, D, 4, qs, D, scp, zep, xq, dz);
+    th->kern->kivi_q8(R, D, 4, qs, D, scp, zep, xq, dz);
     for (int j = 0; j < n; j++) {
         const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
         uint8_t *dst = nib + (int64_t)j * (D / 2);
         memcpy(dst, row, (size_t)(nw / 2));
         vq_bitpack_spread2_nibbles(row + nw / 2, (D - nw) / 4, dst + nw / 2);
     }
-    th->kern->affine_qk8(R, n, D, 4, nib, D / 2, xq, dz, s, VQ_ATTN_BN);
+    th->kern->kivi_qk8(R, n, D, 4, nib, D / 2, xq, dz, s, VQ_ATTN_BN);
 }
 
 static void mix_prep_q(const void *desc, const float *q, int64_t row, float *qp)
@@ -204,9 +204,9 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
             score_direct(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
         } else {
             for (int j = 0; j < n; j++)
-                vq_affine_mix_unpack_row(vq_attn_at(&k->codes, blk->b, blk->hk, t + j), m, D, k->nw, k->bits,
+                vq_kivi_mix_unpack_row(vq_attn_at(&k->codes, blk->b, blk->hk, t + j), m, D, k->nw, k->bits,
                                          k->bits2, u + (int64_t)j * D);
-            th->kern->affine_k_tile(n, D, 8, u, D, sc, ze, th->tile + (t - blk->t0) * D);
+            th->kern->kivi_k_tile(n, D, 8, u, D, sc, ze, th->tile + (t - blk->t0) * D);
         }
         t = end;
     }
@@ -225,7 +225,7 @@ vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTen
     VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, codes, "k_codes", VQ_DTM_U8, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(
         ctx, codes, "k_codes", 4,
-        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, vq_affine_mix_row_bytes(D, nw, kc->bits, kc->bits2)}));
+        (const int64_t[]){dims->B, dims->Hkv, dims->Skv, vq_kivi_mix_row_bytes(D, nw, kc->bits, kc->bits2)}));
     const int64_t want[4] = {dims->B, dims->Hkv, GK, D};
     VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, scale, "k_scale", VQ_DTM_F16, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, scale, "k_scale", 4, want));
@@ -233,7 +233,7 @@ vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTen
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, zero, "k_zero", 4, want));
     VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, mask, "k_mask", VQ_DTM_U8, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, mask, "k_mask", 4,
-                                       (const int64_t[]){dims->B, dims->Hkv, GK, vq_affine_mix_mask_bytes(D)}));
+                                       (const int64_t[]){dims->B, dims->Hkv, GK, vq_kivi_mix_mask_bytes(D)}));
     mix_keys *d = (mix_keys *)(void *)out->storage.bytes;
     *d = (mix_keys){vq_attn_view_of(codes), vq_attn_view_of(scale), vq_attn_view_of(zero), vq_attn_view_of(mask),
                     kc->bits, kc->bits2, kc->group_size, D, nw, softmax_scale, false};

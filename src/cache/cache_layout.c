@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
-#include "formats/format_affine_mix.h"
+#include "formats/format_kivi_mix.h"
 
 #define DEFAULT_SEED 0x7665636163686531ull /* "vecache1" */
 
@@ -100,11 +100,11 @@ static vq_status layout_keys(vq_cache *c, vq_key_config *k, const char *name, vq
         if (k->wide_channels == D / 2) k->wide_channels = 0; /* one spelling of the default (LCFG) */
         L->g = k->group_size;
         add_stream(c, L, "k_codes", VQ_DT_U8, P,
-                   vq_affine_mix_row_bytes(D, vq_cache_kivi_mix_wide(k, D), k->bits, k->bits2), 4, true,
+                   vq_kivi_mix_row_bytes(D, vq_cache_kivi_mix_wide(k, D), k->bits, k->bits2), 4, true,
                    VQ_CACHE_PART_CODE);
         add_stream(c, L, "k_scale", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
         add_stream(c, L, "k_zero", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
-        add_stream(c, L, "k_mask", VQ_DT_U8, P / L->g, vq_affine_mix_mask_bytes(D), 4, true, VQ_CACHE_PART_PARAM);
+        add_stream(c, L, "k_mask", VQ_DT_U8, P / L->g, vq_kivi_mix_mask_bytes(D), 4, true, VQ_CACHE_PART_PARAM);
         return VQ_OK;
     case VQ_KEY_TURBO:
     case VQ_KEY_TURBO_RVQ: {
@@ -141,7 +141,7 @@ static vq_status layout_keys(vq_cache *c, vq_key_config *k, const char *name, vq
         add_stream(c, L, "k_bits", VQ_DT_U32, P, vq_ceil_div(k->qjl_sketch, 32), 4, true, VQ_CACHE_PART_CODE);
         add_stream(c, L, "k_norm", VQ_DT_F32, P, 1, 3, true, VQ_CACHE_PART_PARAM);
         return VQ_OK;
-    case VQ_KEY_PQ: {
+    case VQ_KEY_VECINFER: {
         VQ_FORWARD_IF_ERROR(check_table(ctx, k->codebook, name, "keys.codebook", 3, 4));
         const DLTensor *cb = k->codebook;
         const int64_t M = vq_dim(cb, -3), C = vq_dim(cb, -2), sub = vq_dim(cb, -1);
@@ -294,12 +294,12 @@ vq_status vq_cache_build_tables(vq_cache *c, const vq_cache_layer_config *user, 
         VQ_FORWARD_IF_ERROR(new_table(c, L, VQ_CT_QJL_PROJ, "qjl_projection", 2, (const int64_t[]){k->qjl_sketch, D}));
         (void)vq_qjl_projection(layer_seed(k->seed, l), k->qjl_sketch, D, L->tables[VQ_CT_QJL_PROJ].host);
         break;
-    case VQ_KEY_PQ:
-        VQ_FORWARD_IF_ERROR(copy_table(c, L, VQ_CT_CODEBOOK, "pq_codebook", user->keys.codebook));
+    case VQ_KEY_VECINFER:
+        VQ_FORWARD_IF_ERROR(copy_table(c, L, VQ_CT_CODEBOOK, "vecinfer_codebook", user->keys.codebook));
         if (user->keys.smooth) {
-            VQ_FORWARD_IF_ERROR(copy_table(c, L, VQ_CT_SMOOTH, "pq_smooth", user->keys.smooth));
+            VQ_FORWARD_IF_ERROR(copy_table(c, L, VQ_CT_SMOOTH, "vecinfer_smooth", user->keys.smooth));
         } else {
-            VQ_FORWARD_IF_ERROR(new_table(c, L, VQ_CT_SMOOTH, "pq_smooth", 1, (const int64_t[]){D}));
+            VQ_FORWARD_IF_ERROR(new_table(c, L, VQ_CT_SMOOTH, "vecinfer_smooth", 1, (const int64_t[]){D}));
             for (int64_t i = 0; i < D; i++) L->tables[VQ_CT_SMOOTH].host[i] = 1.0f;
         }
         break;

@@ -7,7 +7,7 @@
 
 typedef struct preset {
     vq_cache_preset_info info;
-    vq_key_config keys;     /* D-dependent fields (QJL sketch, PQ M, KIVI value group) set in fill() */
+    vq_key_config keys;     /* D-dependent fields (QJL sketch, VECINFER M, KIVI value group) set in fill() */
     vq_value_config values;
 } preset;
 
@@ -73,7 +73,7 @@ static const preset presets[] = {
     {{"vecinfer2", "VecInfer product VQ keys (D/4 subspaces of 256 centroids: codebook passed in), KIVI 2-bit "
                    "values",
       2, 3, true},
-     {.method = VQ_KEY_PQ}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}},
+     {.method = VQ_KEY_VECINFER}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}},
     {{"commvq", "CommVQ additive keys (codebook [R,256,D] passed in; 2 bits at R = D/4; plus an i32 position per "
                 "token), KIVI 2-bit values",
       2, 3, true},

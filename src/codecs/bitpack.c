@@ -4,7 +4,7 @@
  * which spreads both many short rows and one long row over the pool. */
 #include "core/core.h"
 #include "formats/format_bitpack.h"
-#include "rows.h"
+#include "row_tasks.h"
 #ifdef VQ_WITH_CUDA
 #include "cuda/cuda_codecs.h"
 #endif

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
-#include "rows.h"
+#include "row_tasks.h"
 
 /* rows [n_rows, d] f32, rotated in place (rot, or rot^-1 when inverse).
  * d a power of two (any size; asserted), diag [d] or NULL. Single-threaded

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "codecs/kmeans.h"
-#include "codecs/vqk.h"
+#include "codecs/centroids.h"
 
 /* Bytes rounded up to whole cache lines, so every region starts aligned. */
 static size_t lines(size_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -24,7 +24,7 @@ typedef struct km_scratch {
 
 size_t vq_kmeans_scratch_bytes(int64_t N, int64_t d, int64_t C)
 {
-    return lines((size_t)(d * vq_vqk_ld(C)) * sizeof(float)) + lines((size_t)N * sizeof(int32_t)) +
+    return lines((size_t)(d * vq_centroids_ld(C)) * sizeof(float)) + lines((size_t)N * sizeof(int32_t)) +
            lines((size_t)N * sizeof(float)) + lines((size_t)(C * d) * sizeof(double)) +
            lines((size_t)C * sizeof(int64_t));
 }
@@ -32,7 +32,7 @@ size_t vq_kmeans_scratch_bytes(int64_t N, int64_t d, int64_t C)
 static void carve(char *base, int64_t N, int64_t d, int64_t C, km_scratch *s)
 {
     s->cbt = (float *)base;
-    base += lines((size_t)(d * vq_vqk_ld(C)) * sizeof(float));
+    base += lines((size_t)(d * vq_centroids_ld(C)) * sizeof(float));
     s->assign = (int32_t *)base;
     base += lines((size_t)N * sizeof(int32_t));
     s->weight = (float *)base;
@@ -43,7 +43,7 @@ static void carve(char *base, int64_t N, int64_t d, int64_t C, km_scratch *s)
 }
 
 typedef struct km_job {
-    const vq_vqk_kernels *k;
+    const vq_centroids_kernels *k;
     const float *x;        /* [N, d] */
     int64_t N, d, C, ld, chunk;  /* chunk: rows per task of the phase running */
     km_scratch s;
@@ -58,7 +58,7 @@ static void weight_task(void *arg, int64_t task, int thread)
 {
     (void)thread;
     km_job *j = arg;
-    for (int64_t i = task * j->chunk; i < vq_vqk_task_end(task, j->chunk, j->N); i++) {
+    for (int64_t i = task * j->chunk; i < vq_centroids_task_end(task, j->chunk, j->N); i++) {
         const float *xi = j->x + i * j->d;
         float acc = 0.0f;
         for (int64_t c = 0; c < j->d; c++) {
@@ -75,7 +75,7 @@ static void assign_task(void *arg, int64_t task, int thread)
     (void)thread;
     km_job *j = arg;
     bool changed = false;
-    for (int64_t i = task * j->chunk; i < vq_vqk_task_end(task, j->chunk, j->N); i++) {
+    for (int64_t i = task * j->chunk; i < vq_centroids_task_end(task, j->chunk, j->N); i++) {
         const int32_t c = j->k->nearest(j->x + i * j->d, j->s.cbt, (int32_t)j->C, j->ld, (int32_t)j->d);
         changed |= c != j->s.assign[i];
         j->s.assign[i] = c;
@@ -152,16 +152,16 @@ vq_status vq_kmeans_run(vq_ctx *ctx, const float *x, int64_t N, int64_t d, int64
     const size_t bytes = vq_kmeans_scratch_bytes(N, d, C);
     char *base = vq_ctx_scratch(ctx, bytes);
     VQ_RETURN_IF(ctx, base == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of k-means scratch", bytes);
-    km_job j = {.k = vq_vqk_kernels_for(ctx->isa), .x = x, .N = N, .d = d, .C = C, .ld = vq_vqk_ld(C)};
+    km_job j = {.k = vq_centroids_kernels_for(ctx->isa), .x = x, .N = N, .d = d, .C = C, .ld = vq_centroids_ld(C)};
     carve(base, N, d, C, &j.s);
     int64_t assign_chunk;
-    const int64_t assign_tasks = vq_vqk_tasks(ctx, N, d * C, &assign_chunk);
-    const int64_t weight_tasks = vq_vqk_tasks(ctx, N, d, &j.chunk);
+    const int64_t assign_tasks = vq_centroids_tasks(ctx, N, d * C, &assign_chunk);
+    const int64_t weight_tasks = vq_centroids_tasks(ctx, N, d, &j.chunk);
     seed_centroids(ctx, &j, seed, weight_tasks, cents);
     j.chunk = assign_chunk;
     for (int64_t i = 0; i < N; i++) j.s.assign[i] = -1;
     for (int it = 0; it < iters; it++) {
-        vq_vqk_transpose(ctx, cents, 1, C, d, j.s.cbt);
+        vq_centroids_transpose(ctx, cents, 1, C, d, j.s.cbt);
         atomic_store(&j.changed, 0);
         vq_parallel_for(ctx, assign_tasks, assign_task, &j);
         if (!atomic_load(&j.changed)) break;  /* a fixed point: further rounds change nothing */

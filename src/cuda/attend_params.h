@@ -75,7 +75,7 @@ typedef struct vq_cu_window {
 
 /* KIVI group-affine cache (codes bit-packed along D with `bits` 2/4/8; the
  * one-code-per-byte layout is bits 8). */
-typedef struct vq_cu_affine_params {
+typedef struct vq_cu_kivi_params {
     vq_cu_attend_common c;
     float qmul;                     /* logit scale * log2(e), folded into q */
     int bits;                       /* 2, 4 or 8 */
@@ -86,7 +86,7 @@ typedef struct vq_cu_affine_params {
     const void *v_scale, *v_zero;   /* [B,Hkv,Skv,ceil(D/g)] */
     int scale_f16;                  /* k and v scale/zero dtype: 1 f16, 0 f32 */
     int v_scale_f16;
-} vq_cu_affine_params;
+} vq_cu_kivi_params;
 
 /* RaBitQ: 1-bit keys, codebook values. */
 typedef struct vq_cu_rabitq_params {
@@ -106,15 +106,15 @@ typedef struct vq_cu_rabitq_params {
 /* Launchers (defined in the .cu files). Each returns a cudaError_t as int.
  * With occupancy != NULL they launch nothing and store how many CTAs of the
  * kernel instance p selects fit on one SM (p->c needs D and rows only). */
-int vq_cu_launch_affine_decode_b2(const vq_cu_affine_params *p, void *stream, int *occupancy);
-int vq_cu_launch_affine_decode_b4(const vq_cu_affine_params *p, void *stream, int *occupancy);
-int vq_cu_launch_affine_decode_b8(const vq_cu_affine_params *p, void *stream, int *occupancy);
+int vq_cu_launch_kivi_decode_b2(const vq_cu_kivi_params *p, void *stream, int *occupancy);
+int vq_cu_launch_kivi_decode_b4(const vq_cu_kivi_params *p, void *stream, int *occupancy);
+int vq_cu_launch_kivi_decode_b8(const vq_cu_kivi_params *p, void *stream, int *occupancy);
 int vq_cu_launch_rabitq_decode(const vq_cu_rabitq_params *p, void *stream, int *occupancy);
 /* The fast kernels (attend_fast*.cuh): D must be 64, 128 or 256; the affine
  * one also needs group % 32 == 0 and one dtype for the key and value scales. */
-int vq_cu_launch_affine_fast_b2(const vq_cu_affine_params *p, void *stream, int *occupancy);
-int vq_cu_launch_affine_fast_b4(const vq_cu_affine_params *p, void *stream, int *occupancy);
-int vq_cu_launch_affine_fast_b8(const vq_cu_affine_params *p, void *stream, int *occupancy);
+int vq_cu_launch_kivi_fast_b2(const vq_cu_kivi_params *p, void *stream, int *occupancy);
+int vq_cu_launch_kivi_fast_b4(const vq_cu_kivi_params *p, void *stream, int *occupancy);
+int vq_cu_launch_kivi_fast_b8(const vq_cu_kivi_params *p, void *stream, int *occupancy);
 int vq_cu_launch_rabitq_fast(const vq_cu_rabitq_params *p, void *stream, int *occupancy);
 /* Merges the splits of every row into out [B*Hq*Sq, D] (f16 when out_f16)
  * and, when lse != NULL, each row's natural-log log-sum-exp into lse

@@ -1,4 +1,4 @@
-/* codec_commvq.cu — vq_comm_vq_decode on CUDA (layout:
+/* codec_commvq.cu — vq_commvq_decode on CUDA (layout:
  * formats/format_commvq.h): one thread per RoPE pair of one token sums the
  * pair's two channels over the R stages, scales and rotates them. Codes and
  * positions are clamped by the format's helpers (the host cannot screen
@@ -40,7 +40,7 @@ static __global__ void commvq_decode_kernel(commvq_geom g, const void *idx, cons
     }
 }
 
-extern "C" int vq_cu_comm_vq_decode(const DLTensor *indices, const DLTensor *codebook, const DLTensor *cos_freqs,
+extern "C" int vq_cu_commvq_decode(const DLTensor *indices, const DLTensor *codebook, const DLTensor *cos_freqs,
                                     const DLTensor *sin_freqs, const DLTensor *positions, const DLTensor *scale,
                                     int rope, DLTensor *out, void *stream)
 {
@@ -89,7 +89,7 @@ static __global__ void commvq_encode_kernel(const void *keys, bool f16, int64_t 
     }
 }
 
-extern "C" int vq_cu_comm_vq_encode(const DLTensor *keys, const DLTensor *codebook, DLTensor *indices, void *stream)
+extern "C" int vq_cu_commvq_encode(const DLTensor *keys, const DLTensor *codebook, DLTensor *indices, void *stream)
 {
     const int64_t D = keys->shape[3], rows = vq_cu_numel(keys) / D;
     const int warps = D > VQ_CU_NEAREST_MAX_DIM / 8 ? 1 : 8;

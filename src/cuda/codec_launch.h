@@ -54,9 +54,9 @@ int vq_cu_turbo_decode(const DLTensor *idx1, const DLTensor *scale1, const vq_cu
 int vq_cu_codebook_quantize(const DLTensor *x, const DLTensor *cents, DLTensor *idx, void *stream);
 
 /* KIVI affine; keys: groups of g tokens per channel, else g channels per token. */
-int vq_cu_affine_quantize(bool keys, const DLTensor *x, int bits, int g, DLTensor *codes, DLTensor *scale,
+int vq_cu_kivi_quantize(bool keys, const DLTensor *x, int bits, int g, DLTensor *codes, DLTensor *scale,
                           DLTensor *zero, void *stream);
-int vq_cu_affine_dequantize(bool keys, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero, int bits,
+int vq_cu_kivi_dequantize(bool keys, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero, int bits,
                             int g, DLTensor *out, void *stream);
 
 /* RaBitQ; unbiased selects VQ_RABITQ_MAG_UNBIASED. */
@@ -86,12 +86,12 @@ int vq_cu_vecinfer_query_lut(const DLTensor *queries, const DLTensor *codebook, 
                              DLTensor *lut, void *stream);
 
 /* CommVQ; rope is a vq_rope_layout, scale may be NULL. */
-int vq_cu_comm_vq_decode(const DLTensor *indices, const DLTensor *codebook, const DLTensor *cos_freqs,
+int vq_cu_commvq_decode(const DLTensor *indices, const DLTensor *codebook, const DLTensor *cos_freqs,
                          const DLTensor *sin_freqs, const DLTensor *positions, const DLTensor *scale, int rope,
                          DLTensor *out, void *stream);
 /* Greedy residual encoder: one warp per token with its residual [D] in shared
  * memory, D at most VQ_CU_NEAREST_MAX_DIM. */
-int vq_cu_comm_vq_encode(const DLTensor *keys, const DLTensor *codebook, DLTensor *indices, void *stream);
+int vq_cu_commvq_encode(const DLTensor *keys, const DLTensor *codebook, DLTensor *indices, void *stream);
 
 #ifdef __cplusplus
 }

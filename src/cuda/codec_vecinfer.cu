@@ -1,22 +1,22 @@
 /* codec_vecinfer.cu — VecInfer product VQ on CUDA (layout:
- * formats/format_pq.h). The encoder gives one warp to each (token,
+ * formats/format_vecinfer.h). The encoder gives one warp to each (token,
  * subspace): the smoothed slice in shared memory, then vq_cu_warp_nearest.
  * The decoder and the query tables are one thread per output element.
  * Distances and dots are summed in channel order without FMA, as the CPU
  * scalar kernels do, so codes agree except at exact ties of rounding. */
 #include "cuda/codec_common.cuh"
-#include "formats/format_pq.h"
+#include "formats/format_vecinfer.h"
 
 /* Geometry: rows = B*H*S token rows of D channels, row r in head (r / S) % H. */
-struct pq_geom {
+struct vecinfer_geom {
     int64_t rows, H, S, D;
-    vq_pq_layout L;
+    vq_vecinfer_layout L;
     bool cb_per_head, smooth_per_head;
 };
 
-static pq_geom geom_of(const DLTensor *x, int64_t S, const DLTensor *codebook, const DLTensor *smooth, int idx_bytes)
+static vecinfer_geom geom_of(const DLTensor *x, int64_t S, const DLTensor *codebook, const DLTensor *smooth, int idx_bytes)
 {
-    pq_geom g;
+    vecinfer_geom g;
     g.D = vq_cu_last(x);
     g.rows = vq_cu_numel(x) / g.D;
     g.H = x->shape[1];
@@ -31,20 +31,20 @@ static pq_geom geom_of(const DLTensor *x, int64_t S, const DLTensor *codebook, c
     return g;
 }
 
-static __device__ __forceinline__ int64_t head_of(const pq_geom &g, int64_t row) { return (row / g.S) % g.H; }
+static __device__ __forceinline__ int64_t head_of(const vecinfer_geom &g, int64_t row) { return (row / g.S) % g.H; }
 /* Subspace m's centroids [C, dsub] for head h. */
-static __device__ __forceinline__ const float *cents_of(const pq_geom &g, const float *cb, int64_t h, int64_t m)
+static __device__ __forceinline__ const float *cents_of(const vecinfer_geom &g, const float *cb, int64_t h, int64_t m)
 {
     return cb + ((g.cb_per_head ? h * g.L.M : 0) + m) * (int64_t)g.L.C * g.L.dsub;
 }
-static __device__ __forceinline__ const float *smooth_of(const pq_geom &g, const float *s, int64_t h)
+static __device__ __forceinline__ const float *smooth_of(const vecinfer_geom &g, const float *s, int64_t h)
 {
     return s + (g.smooth_per_head ? h * g.D : 0);
 }
 
 /* One warp per (row, m): idx = nearest centroid of (k / s)[m-th slice];
  * keys_out (when not NULL) = the centroid ⊙ s. */
-static __global__ void pq_encode_kernel(pq_geom g, const void *keys, bool f16, const float *cb, const float *smooth,
+static __global__ void vecinfer_encode_kernel(vecinfer_geom g, const void *keys, bool f16, const float *cb, const float *smooth,
                                         void *idx, void *keys_out, bool out_f16)
 {
     extern __shared__ float sh[];
@@ -71,11 +71,11 @@ static __global__ void pq_encode_kernel(pq_geom g, const void *keys, bool f16, c
 extern "C" int vq_cu_vecinfer_encode(const DLTensor *keys, const DLTensor *codebook, const DLTensor *smooth,
                                      DLTensor *idx, DLTensor *keys_out, void *stream)
 {
-    const pq_geom g = geom_of(keys, keys->shape[2], codebook, smooth, vq_cu_elem_bytes(idx));
+    const vecinfer_geom g = geom_of(keys, keys->shape[2], codebook, smooth, vq_cu_elem_bytes(idx));
     const int warps = g.L.dsub > VQ_CU_NEAREST_MAX_DIM / 8 ? 1 : 8;
     const int64_t tasks = g.rows * g.L.M;
     const unsigned blocks = vq_cu_blocks(tasks, warps);
-    pq_encode_kernel<<<blocks, 32 * warps, (size_t)warps * g.L.dsub * sizeof(float), (cudaStream_t)stream>>>(
+    vecinfer_encode_kernel<<<blocks, 32 * warps, (size_t)warps * g.L.dsub * sizeof(float), (cudaStream_t)stream>>>(
         g, vq_cu_ptr<const void>(keys), vq_cu_is_f16(keys), vq_cu_ptr<const float>(codebook),
         vq_cu_ptr<const float>(smooth), vq_cu_ptr<void>(idx), keys_out ? vq_cu_ptr<void>(keys_out) : nullptr,
         keys_out ? vq_cu_is_f16(keys_out) : false);
@@ -83,13 +83,13 @@ extern "C" int vq_cu_vecinfer_encode(const DLTensor *keys, const DLTensor *codeb
 }
 
 /* One thread per output element: codebook[m, idx[m]][j] * s (indices clamped). */
-static __global__ void pq_decode_kernel(pq_geom g, const void *idx, const float *cb, const float *smooth, void *out,
+static __global__ void vecinfer_decode_kernel(vecinfer_geom g, const void *idx, const float *cb, const float *smooth, void *out,
                                         bool f16)
 {
     VQ_CU_GRID_STRIDE(k, g.rows * g.D) {
         const int64_t row = k / g.D, c = k % g.D, h = head_of(g, row), m = c / g.L.dsub;
         const char *codes = static_cast<const char *>(idx) + row * g.L.M * g.L.idx_bytes;
-        const uint32_t code = vq_pq_code(&g.L, codes, (int32_t)m);
+        const uint32_t code = vq_vecinfer_code(&g.L, codes, (int32_t)m);
         const float v = cents_of(g, cb, h, m)[code * g.L.dsub + c % g.L.dsub];
         vq_cu_store(out, f16, k, __fmul_rn(v, smooth_of(g, smooth, h)[c]));
     }
@@ -98,15 +98,15 @@ static __global__ void pq_decode_kernel(pq_geom g, const void *idx, const float 
 extern "C" int vq_cu_vecinfer_dequant(const DLTensor *idx, const DLTensor *codebook, const DLTensor *smooth,
                                       DLTensor *keys_out, void *stream)
 {
-    const pq_geom g = geom_of(keys_out, keys_out->shape[2], codebook, smooth, vq_cu_elem_bytes(idx));
-    pq_decode_kernel<<<vq_cu_blocks(g.rows * g.D, 256), 256, 0, (cudaStream_t)stream>>>(
+    const vecinfer_geom g = geom_of(keys_out, keys_out->shape[2], codebook, smooth, vq_cu_elem_bytes(idx));
+    vecinfer_decode_kernel<<<vq_cu_blocks(g.rows * g.D, 256), 256, 0, (cudaStream_t)stream>>>(
         g, vq_cu_ptr<const void>(idx), vq_cu_ptr<const float>(codebook), vq_cu_ptr<const float>(smooth),
         vq_cu_ptr<void>(keys_out), vq_cu_is_f16(keys_out));
     return vq_cu_launched();
 }
 
 /* One thread per (row, m, c): lut = (q ⊙ s)[m-th slice] . codebook[m, c]. */
-static __global__ void pq_lut_kernel(pq_geom g, const void *q, bool f16, const float *cb, const float *smooth,
+static __global__ void vecinfer_lut_kernel(vecinfer_geom g, const void *q, bool f16, const float *cb, const float *smooth,
                                      float *lut)
 {
     const int64_t per_row = (int64_t)g.L.M * g.L.C, dsub = g.L.dsub;
@@ -125,8 +125,8 @@ extern "C" int vq_cu_vecinfer_query_lut(const DLTensor *queries, const DLTensor 
                                         DLTensor *lut, void *stream)
 {
     const int64_t S = queries->ndim == 4 ? queries->shape[2] : 1;
-    const pq_geom g = geom_of(queries, S, codebook, smooth, 1);
-    pq_lut_kernel<<<vq_cu_blocks(g.rows * g.L.M * g.L.C, 256), 256, 0, (cudaStream_t)stream>>>(
+    const vecinfer_geom g = geom_of(queries, S, codebook, smooth, 1);
+    vecinfer_lut_kernel<<<vq_cu_blocks(g.rows * g.L.M * g.L.C, 256), 256, 0, (cudaStream_t)stream>>>(
         g, vq_cu_ptr<const void>(queries), vq_cu_is_f16(queries), vq_cu_ptr<const float>(codebook),
         vq_cu_ptr<const float>(smooth), vq_cu_ptr<float>(lut));
     return vq_cu_launched();

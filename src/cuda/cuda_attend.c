@@ -133,7 +133,7 @@ vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTe
  * pool chunk's [pages,Hkv,rows,...] streams with the window win (or NULL)
  * folded in by the merge (the fast kernel only: the host checked D, g and
  * the scale dtypes). */
-static vq_status affine_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
+static vq_status kivi_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
                             const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
                             const DLTensor *v_zero, int group_size, int bits_opt, float scale, int nsg, bool causal,
                             const vq_cu_paging *pg, const vq_cu_window *win, DLTensor *out, DLTensor *lse)
@@ -152,7 +152,7 @@ static vq_status affine_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_co
                  "the CUDA backend reads 2-, 4- or 8-bit codes, got %d", bits);
 
     const int64_t Skv = pg ? vq_cu_paging_skv(pg, vq_dim(q, 0)) : vq_dim(k_codes, 2);
-    vq_cu_affine_params p = {0};
+    vq_cu_kivi_params p = {0};
     VQ_FORWARD_IF_ERROR(plan_shape(ctx, q, vq_dim(k_codes, 1), Skv, causal, &p.c));
     if (pg) {
         p.c.pg = *pg;
@@ -174,11 +174,11 @@ static vq_status affine_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_co
     const bool fast = fast_dim(p.c.D) && group_size % 32 == 0 && p.scale_f16 == p.v_scale_f16;
     VQ_RETURN_IF(ctx, (pg || win) && !fast, VQ_ERR_UNSUPPORTED,
                  "paged KIVI decode needs D in {64, 128, 256}, g %% 32 == 0 and one scale dtype");
-    int (*const launch)(const vq_cu_affine_params *, void *, int *) =
-        fast ? (bits == 2 ? vq_cu_launch_affine_fast_b2 : bits == 4 ? vq_cu_launch_affine_fast_b4
-                                                                    : vq_cu_launch_affine_fast_b8)
-             : (bits == 2 ? vq_cu_launch_affine_decode_b2 : bits == 4 ? vq_cu_launch_affine_decode_b4
-                                                                      : vq_cu_launch_affine_decode_b8);
+    int (*const launch)(const vq_cu_kivi_params *, void *, int *) =
+        fast ? (bits == 2 ? vq_cu_launch_kivi_fast_b2 : bits == 4 ? vq_cu_launch_kivi_fast_b4
+                                                                    : vq_cu_launch_kivi_fast_b8)
+             : (bits == 2 ? vq_cu_launch_kivi_decode_b2 : bits == 4 ? vq_cu_launch_kivi_decode_b4
+                                                                      : vq_cu_launch_kivi_decode_b8);
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     VQ_FORWARD_IF_ERROR(plan_splits(ctx, nsg, occ, &p.c));
@@ -195,7 +195,7 @@ vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, con
                                              const DLTensor *v_zero, int group_size, float scale, int nsg,
                                              DLTensor *out, const vq_scalar_attend_opts *opts)
 {
-    return affine_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
+    return kivi_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
                       opts ? opts->bits : 0, scale, nsg, opts && opts->causal, NULL, NULL, out,
                       opts ? opts->lse_out : NULL);
 }
@@ -206,7 +206,7 @@ vq_status vq_cuda_kivi_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_
                               bool causal, const vq_cu_paging *pg, const vq_cu_window *win, DLTensor *out,
                               DLTensor *lse)
 {
-    return affine_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
+    return kivi_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
                       num_splits, causal, pg, win, out, lse);
 }
 

@@ -78,7 +78,7 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
  * views of one pool chunk ([pages,Hkv,rows,...], cache_internal.h); batch row
  * b reads pg's pages and, when win is not NULL, its f16 window (attended by
  * the merge kernel). It takes the key formats whose streams are per token
- * (all but AFFINE and COMMVQ). */
+ * (all but KIVI and COMMVQ). */
 struct vq_cu_paging;
 struct vq_cu_window;
 vq_status vq_cuda_fused_sdpa_paged(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,

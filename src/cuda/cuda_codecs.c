@@ -96,28 +96,28 @@ vq_status vq_cuda_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, const
 
 /* ---- KIVI affine ---- */
 
-vq_status vq_cuda_affine_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size, DLTensor *codes_out,
+vq_status vq_cuda_kivi_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size, DLTensor *codes_out,
                                        DLTensor *scale_out, DLTensor *zero_out)
 {
-    LAUNCH(ctx, vq_cu_affine_quantize(true, k, bits, group_size, codes_out, scale_out, zero_out, ctx->stream));
+    LAUNCH(ctx, vq_cu_kivi_quantize(true, k, bits, group_size, codes_out, scale_out, zero_out, ctx->stream));
 }
 
-vq_status vq_cuda_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
+vq_status vq_cuda_kivi_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
                                          DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out)
 {
-    LAUNCH(ctx, vq_cu_affine_quantize(false, v, bits, group_size, codes_out, scale_out, zero_out, ctx->stream));
+    LAUNCH(ctx, vq_cu_kivi_quantize(false, v, bits, group_size, codes_out, scale_out, zero_out, ctx->stream));
 }
 
-vq_status vq_cuda_affine_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+vq_status vq_cuda_kivi_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                          const DLTensor *zero, int bits, int group_size, DLTensor *out)
 {
-    LAUNCH(ctx, vq_cu_affine_dequantize(true, codes, scale, zero, bits, group_size, out, ctx->stream));
+    LAUNCH(ctx, vq_cu_kivi_dequantize(true, codes, scale, zero, bits, group_size, out, ctx->stream));
 }
 
-vq_status vq_cuda_affine_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+vq_status vq_cuda_kivi_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                            const DLTensor *zero, int bits, int group_size, DLTensor *out)
 {
-    LAUNCH(ctx, vq_cu_affine_dequantize(false, codes, scale, zero, bits, group_size, out, ctx->stream));
+    LAUNCH(ctx, vq_cu_kivi_dequantize(false, codes, scale, zero, bits, group_size, out, ctx->stream));
 }
 
 /* ---- RaBitQ, scalar codebook ---- */
@@ -211,16 +211,16 @@ vq_status vq_cuda_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const
 
 /* ---- CommVQ ---- */
 
-vq_status vq_cuda_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
+vq_status vq_cuda_commvq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
                                  const DLTensor *cos_freqs, const DLTensor *sin_freqs, const DLTensor *positions,
-                                 DLTensor *out, const vq_comm_vq_opts *opts)
+                                 DLTensor *out, const vq_commvq_opts *opts)
 {
-    LAUNCH(ctx, vq_cu_comm_vq_decode(indices, codebook, cos_freqs, sin_freqs, positions, opts ? opts->scale : NULL,
+    LAUNCH(ctx, vq_cu_commvq_decode(indices, codebook, cos_freqs, sin_freqs, positions, opts ? opts->scale : NULL,
                                      opts ? (int)opts->rope : VQ_ROPE_HALF, out, ctx->stream));
 }
 
-vq_status vq_cuda_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook, DLTensor *indices_out)
+vq_status vq_cuda_commvq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook, DLTensor *indices_out)
 {
     VQ_FORWARD_IF_ERROR(check_dsub(ctx, codebook));
-    LAUNCH(ctx, vq_cu_comm_vq_encode(keys, codebook, indices_out, ctx->stream));
+    LAUNCH(ctx, vq_cu_commvq_encode(keys, codebook, indices_out, ctx->stream));
 }

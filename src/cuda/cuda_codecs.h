@@ -7,7 +7,7 @@
  *
  * What differs from the CPU path, because the host cannot read device memory:
  * data-dependent checks are not made. Indices >= C and positions outside
- * [0, P) are clamped (vq_vecinfer_dequant, vq_comm_vq_decode), and cents that
+ * [0, P) are clamped (vq_vecinfer_dequant, vq_commvq_decode), and cents that
  * are not finite or not ascending are not detected (vq_codebook_quantize). */
 #ifndef VQ_CUDA_CODECS_H
 #define VQ_CUDA_CODECS_H
@@ -32,13 +32,13 @@ vq_status vq_cuda_turboquant_rvq_decode(vq_ctx *ctx, const DLTensor *idx1, const
                                         const DLTensor *idx2, const DLTensor *scale2, const DLTensor *diag, int b1,
                                         int b2, DLTensor *out);
 
-vq_status vq_cuda_affine_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size, DLTensor *codes_out,
+vq_status vq_cuda_kivi_quantize_keys(vq_ctx *ctx, const DLTensor *k, int bits, int group_size, DLTensor *codes_out,
                                        DLTensor *scale_out, DLTensor *zero_out);
-vq_status vq_cuda_affine_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
+vq_status vq_cuda_kivi_quantize_values(vq_ctx *ctx, const DLTensor *v, int bits, int group_size,
                                          DLTensor *codes_out, DLTensor *scale_out, DLTensor *zero_out);
-vq_status vq_cuda_affine_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+vq_status vq_cuda_kivi_dequantize_keys(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                          const DLTensor *zero, int bits, int group_size, DLTensor *out);
-vq_status vq_cuda_affine_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
+vq_status vq_cuda_kivi_dequantize_values(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale,
                                            const DLTensor *zero, int bits, int group_size, DLTensor *out);
 
 vq_status vq_cuda_rabitq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *diag, DLTensor *k_bits_out,
@@ -67,10 +67,10 @@ vq_status vq_cuda_vecinfer_encode_decode(vq_ctx *ctx, const DLTensor *keys, cons
 vq_status vq_cuda_vecinfer_query_lut(vq_ctx *ctx, const DLTensor *queries, const DLTensor *codebook,
                                      const DLTensor *smooth, DLTensor *lut_out);
 
-vq_status vq_cuda_comm_vq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
+vq_status vq_cuda_commvq_decode(vq_ctx *ctx, const DLTensor *indices, const DLTensor *codebook,
                                  const DLTensor *cos_freqs, const DLTensor *sin_freqs, const DLTensor *positions,
-                                 DLTensor *out, const vq_comm_vq_opts *opts);
+                                 DLTensor *out, const vq_commvq_opts *opts);
 /* Needs D <= 8192, else VQ_ERR_UNSUPPORTED. */
-vq_status vq_cuda_comm_vq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook, DLTensor *indices_out);
+vq_status vq_cuda_commvq_encode(vq_ctx *ctx, const DLTensor *keys, const DLTensor *codebook, DLTensor *indices_out);
 
 #endif /* VQ_CUDA_CODECS_H */

@@ -33,9 +33,9 @@ static void fill_stage(const DLTensor *idx, const DLTensor *scale, int bits, int
  * public values (an off-by-one here once sent plain keys down the TurboQuant
  * decoder, which read the NULL code pointer). */
 _Static_assert(VQ_CU_SDPA_F16 == (int)VQ_KEYS_F16 && VQ_CU_SDPA_TURBO == (int)VQ_KEYS_TURBO &&
-                   VQ_CU_SDPA_TURBO_RVQ == (int)VQ_KEYS_TURBO_RVQ && VQ_CU_SDPA_AFFINE == (int)VQ_KEYS_AFFINE &&
+                   VQ_CU_SDPA_TURBO_RVQ == (int)VQ_KEYS_TURBO_RVQ && VQ_CU_SDPA_KIVI == (int)VQ_KEYS_KIVI &&
                    VQ_CU_SDPA_RABITQ == (int)VQ_KEYS_RABITQ && VQ_CU_SDPA_QJL == (int)VQ_KEYS_QJL &&
-                   VQ_CU_SDPA_PQ == (int)VQ_KEYS_PQ && VQ_CU_SDPA_COMMVQ == (int)VQ_KEYS_COMMVQ,
+                   VQ_CU_SDPA_VECINFER == (int)VQ_KEYS_VECINFER && VQ_CU_SDPA_COMMVQ == (int)VQ_KEYS_COMMVQ,
                "VQ_CU_SDPA_* must equal vq_keys_format");
 
 /* The key format's fields of p (formats validated by their binders). */
@@ -47,8 +47,8 @@ static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale
     p->qmul = scale * 1.4426950408889634f;
     switch (keys->format) {
     case VQ_KEYS_F16:
-        p->k = vq_data(keys->plain.keys);
-        p->k_elt = elt_of(keys->plain.keys);
+        p->k = vq_data(keys->f16.keys);
+        p->k_elt = elt_of(keys->f16.keys);
         break;
     case VQ_KEYS_TURBO:
         p->diag = keys->turbo.diag ? vq_data(keys->turbo.diag) : NULL;
@@ -67,17 +67,17 @@ static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale
         p->mag = vq_data(keys->rabitq.mag);
         p->cnst = keys->rabitq.cnst ? vq_data(keys->rabitq.cnst) : NULL;
         break;
-    case VQ_KEYS_AFFINE: {
-        const DLTensor *codes = keys->affine.codes;
+    case VQ_KEYS_KIVI: {
+        const DLTensor *codes = keys->kivi.codes;
         /* as the CPU binder: unpacked codes (last dim D) are read as whole bytes */
         p->a_codes = vq_data(codes);
         p->a_ldc = (int)vq_dim(codes, 3);
-        p->a_bits = p->a_ldc != D ? keys->affine.bits : 8;
-        p->a_g = keys->affine.group_size;
+        p->a_bits = p->a_ldc != D ? keys->kivi.bits : 8;
+        p->a_g = keys->kivi.group_size;
         p->a_GK = (int)vq_ceil_div(Skv, p->a_g);
-        p->a_scale = vq_data(keys->affine.scale);
-        p->a_zero = vq_data(keys->affine.zero);
-        p->a_sz_f16 = vq_dtype_of(keys->affine.scale) == VQ_DT_F16;
+        p->a_scale = vq_data(keys->kivi.scale);
+        p->a_zero = vq_data(keys->kivi.zero);
+        p->a_sz_f16 = vq_dtype_of(keys->kivi.scale) == VQ_DT_F16;
         break;
     }
     case VQ_KEYS_QJL: {
@@ -95,15 +95,15 @@ static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale
         p->qmul = (float)((double)scale * sqrt(acos(-1.0) / 2.0) / (double)m) * 1.4426950408889634f;
         break;
     }
-    case VQ_KEYS_PQ: {
-        const DLTensor *idx = keys->pq.idx, *cb = keys->pq.codebook, *sm = keys->pq.smooth;
+    case VQ_KEYS_VECINFER: {
+        const DLTensor *idx = keys->vecinfer.idx, *cb = keys->vecinfer.codebook, *sm = keys->vecinfer.smooth;
         const int64_t M = vq_dim(idx, 3), C = vq_dim(cb, -2);
-        p->pq = (vq_pq_layout){(int32_t)M, (int32_t)(D / M), (int32_t)C, vq_dtype_of(idx) == VQ_DT_U8 ? 1 : 2};
-        p->pq_idx = vq_data(idx);
-        p->pq_cb = vq_data(cb);
-        p->pq_smooth = vq_data(sm);
-        p->pq_cb_hs = cb->ndim == 4 ? M * C * (D / M) : 0;
-        p->pq_sm_hs = sm->ndim == 2 ? D : 0;
+        p->vecinfer = (vq_vecinfer_layout){(int32_t)M, (int32_t)(D / M), (int32_t)C, vq_dtype_of(idx) == VQ_DT_U8 ? 1 : 2};
+        p->vecinfer_idx = vq_data(idx);
+        p->vecinfer_cb = vq_data(cb);
+        p->vecinfer_smooth = vq_data(sm);
+        p->vecinfer_cb_hs = cb->ndim == 4 ? M * C * (D / M) : 0;
+        p->vecinfer_sm_hs = sm->ndim == 2 ? D : 0;
         break;
     }
     case VQ_KEYS_COMMVQ: {
@@ -132,18 +132,18 @@ static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale
 static vq_cu_sdpa_launcher launcher_of(int fmt, bool enc)
 {
     switch (fmt) {
-    case VQ_CU_SDPA_F16: return enc ? vq_cu_launch_sdpa_plain_enc : vq_cu_launch_sdpa_plain;
+    case VQ_CU_SDPA_F16: return enc ? vq_cu_launch_sdpa_f16_enc : vq_cu_launch_sdpa_f16;
     case VQ_CU_SDPA_TURBO:
     case VQ_CU_SDPA_TURBO_RVQ: return enc ? vq_cu_launch_sdpa_turbo_enc : vq_cu_launch_sdpa_turbo;
-    case VQ_CU_SDPA_AFFINE: return enc ? vq_cu_launch_sdpa_affine_enc : vq_cu_launch_sdpa_affine;
+    case VQ_CU_SDPA_KIVI: return enc ? vq_cu_launch_sdpa_kivi_enc : vq_cu_launch_sdpa_kivi;
     case VQ_CU_SDPA_RABITQ: return enc ? vq_cu_launch_sdpa_rabitq_enc : vq_cu_launch_sdpa_rabitq;
     case VQ_CU_SDPA_QJL: return enc ? vq_cu_launch_sdpa_qjl_enc : vq_cu_launch_sdpa_qjl;
-    case VQ_CU_SDPA_PQ: return enc ? vq_cu_launch_sdpa_pq_enc : vq_cu_launch_sdpa_pq;
+    case VQ_CU_SDPA_VECINFER: return enc ? vq_cu_launch_sdpa_vecinfer_enc : vq_cu_launch_sdpa_vecinfer;
     default: return enc ? vq_cu_launch_sdpa_commvq_enc : vq_cu_launch_sdpa_commvq;
     }
 }
 
-_Static_assert(VQ_CU_V_PLAIN == (int)VQ_VALUES_PLAIN && VQ_CU_V_AFFINE == (int)VQ_VALUES_AFFINE &&
+_Static_assert(VQ_CU_V_F16 == (int)VQ_VALUES_F16 && VQ_CU_V_KIVI == (int)VQ_VALUES_KIVI &&
                    VQ_CU_V_CODEBOOK == (int)VQ_VALUES_CODEBOOK && VQ_CU_V_TURBO == (int)VQ_VALUES_TURBO,
                "VQ_CU_V_* must equal vq_values_format");
 
@@ -151,10 +151,10 @@ _Static_assert(VQ_CU_V_PLAIN == (int)VQ_VALUES_PLAIN && VQ_CU_V_AFFINE == (int)V
 static const DLTensor *value_lead(const vq_encoded_values *v)
 {
     switch (v->format) {
-    case VQ_VALUES_AFFINE: return v->affine.codes;
+    case VQ_VALUES_KIVI: return v->kivi.codes;
     case VQ_VALUES_CODEBOOK: return v->codebook.idx;
     case VQ_VALUES_TURBO: return v->turbo.idx;
-    default: return v->plain.values;
+    default: return v->f16.values;
     }
 }
 
@@ -164,16 +164,16 @@ static void fill_values(const vq_encoded_values *v, vq_cu_sdpa_params *p)
     const int64_t D = p->c.D;
     p->v_fmt = (int)v->format;
     switch (v->format) {
-    case VQ_VALUES_AFFINE: {
-        const DLTensor *codes = v->affine.codes;
+    case VQ_VALUES_KIVI: {
+        const DLTensor *codes = v->kivi.codes;
         p->va_codes = vq_data(codes);
         p->va_ldc = (int)vq_dim(codes, 3);
-        p->va_bits = p->va_ldc != D ? v->affine.bits : 8; /* one code per byte when the last dim is D */
-        p->va_g = v->affine.group_size;
+        p->va_bits = p->va_ldc != D ? v->kivi.bits : 8; /* one code per byte when the last dim is D */
+        p->va_g = v->kivi.group_size;
         p->va_GV = (int)vq_ceil_div(D, p->va_g);
-        p->va_scale = vq_data(v->affine.scale);
-        p->va_zero = vq_data(v->affine.zero);
-        p->va_sz_f16 = vq_dtype_of(v->affine.scale) == VQ_DT_F16;
+        p->va_scale = vq_data(v->kivi.scale);
+        p->va_zero = vq_data(v->kivi.zero);
+        p->va_sz_f16 = vq_dtype_of(v->kivi.scale) == VQ_DT_F16;
         break;
     }
     case VQ_VALUES_CODEBOOK:
@@ -190,8 +190,8 @@ static void fill_values(const vq_encoded_values *v, vq_cu_sdpa_params *p)
         p->c.rot_diag = p->v_diag;
         break;
     default:
-        p->v = vq_data(v->plain.values);
-        p->v_f16 = vq_dtype_of(v->plain.values) == VQ_DT_F16;
+        p->v = vq_data(v->f16.values);
+        p->v_f16 = vq_dtype_of(v->f16.values) == VQ_DT_F16;
         break;
     }
 }
@@ -246,17 +246,17 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
                  "grid too large: Hkv * ceil(Hq/Hkv*Sq/8) = %lld, B = %lld (limit 65535 each)",
                  (long long)(Hkv * c->row_chunks), (long long)B);
     /* the skeleton reads these 8 or 16 bytes at a time */
-    const DLTensor *vec[] = {values, ev->format == VQ_VALUES_AFFINE ? ev->affine.scale : NULL,
-                             ev->format == VQ_VALUES_AFFINE ? ev->affine.zero : NULL, keys->format == VQ_KEYS_F16 ? keys->plain.keys : NULL,
+    const DLTensor *vec[] = {values, ev->format == VQ_VALUES_KIVI ? ev->kivi.scale : NULL,
+                             ev->format == VQ_VALUES_KIVI ? ev->kivi.zero : NULL, keys->format == VQ_KEYS_F16 ? keys->f16.keys : NULL,
                              keys->format == VQ_KEYS_TURBO ? keys->turbo.idx : NULL,
                              keys->format == VQ_KEYS_TURBO_RVQ ? keys->rvq.idx1 : NULL,
                              keys->format == VQ_KEYS_TURBO_RVQ ? keys->rvq.idx2 : NULL,
-                             keys->format == VQ_KEYS_AFFINE ? keys->affine.codes : NULL,
-                             keys->format == VQ_KEYS_AFFINE ? keys->affine.scale : NULL,
-                             keys->format == VQ_KEYS_AFFINE ? keys->affine.zero : NULL};
-    static const char *const vec_names[] = {"values", "values.affine.scale", "values.affine.zero", "keys.plain.keys", "keys.turbo.idx", "keys.rvq.idx1",
-                                            "keys.rvq.idx2", "keys.affine.codes", "keys.affine.scale",
-                                            "keys.affine.zero"};
+                             keys->format == VQ_KEYS_KIVI ? keys->kivi.codes : NULL,
+                             keys->format == VQ_KEYS_KIVI ? keys->kivi.scale : NULL,
+                             keys->format == VQ_KEYS_KIVI ? keys->kivi.zero : NULL};
+    static const char *const vec_names[] = {"values", "values.kivi.scale", "values.kivi.zero", "keys.f16.keys", "keys.turbo.idx", "keys.rvq.idx1",
+                                            "keys.rvq.idx2", "keys.kivi.codes", "keys.kivi.scale",
+                                            "keys.kivi.zero"};
     VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, vec, vec_names, 10));
     c->causal = causal;
     if (pg) c->pg = *pg;
@@ -271,7 +271,7 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
         p.mask_sb = vq_dim(mask, 0) == 1 ? 0 : vq_dim(mask, 1) * Sq * Skv;
     }
 
-    const vq_cu_sdpa_launcher launch = launcher_of(p.fmt, p.v_fmt != VQ_CU_V_PLAIN);
+    const vq_cu_sdpa_launcher launch = launcher_of(p.fmt, p.v_fmt != VQ_CU_V_F16);
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     plan_splits(ctx, num_splits, occ, c);
@@ -295,25 +295,25 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
 }
 
 /* KIVI keys and values the fast KIVI kernel runs exactly as the skeleton's
- * AffineKeys x AffineValues would (4-11x faster, bench/NOTES.md): packed
+ * KIVIKeys x KIVIValues would (4-11x faster, bench/NOTES.md): packed
  * codes of one width, one group size (a multiple of 32) for the keys'
  * tokens and the values' channels, one scale/zero dtype, D 64/128/256, no
  * mask, every tensor 16-byte aligned (the fast kernel's loads). */
 static bool kivi_pair(const DLTensor *q, const vq_encoded_keys *k, const vq_encoded_values *v, const DLTensor *mask,
                       const DLTensor *out, const DLTensor *lse)
 {
-    if (k->format != VQ_KEYS_AFFINE || v->format != VQ_VALUES_AFFINE || mask) return false;
+    if (k->format != VQ_KEYS_KIVI || v->format != VQ_VALUES_KIVI || mask) return false;
     const int64_t D = vq_dim(q, 3);
-    const int bits = k->affine.bits, g = k->affine.group_size;
-    if ((D != 64 && D != 128 && D != 256) || (bits != 2 && bits != 4) || v->affine.bits != bits ||
-        v->affine.group_size != g || g % 32 != 0 || vq_dim(k->affine.codes, 3) != D * bits / 8 ||
-        vq_dim(v->affine.codes, 3) != D * bits / 8)
+    const int bits = k->kivi.bits, g = k->kivi.group_size;
+    if ((D != 64 && D != 128 && D != 256) || (bits != 2 && bits != 4) || v->kivi.bits != bits ||
+        v->kivi.group_size != g || g % 32 != 0 || vq_dim(k->kivi.codes, 3) != D * bits / 8 ||
+        vq_dim(v->kivi.codes, 3) != D * bits / 8)
         return false;
-    const vq_dtype sd = vq_dtype_of(k->affine.scale);
-    if (vq_dtype_of(k->affine.zero) != sd || vq_dtype_of(v->affine.scale) != sd || vq_dtype_of(v->affine.zero) != sd)
+    const vq_dtype sd = vq_dtype_of(k->kivi.scale);
+    if (vq_dtype_of(k->kivi.zero) != sd || vq_dtype_of(v->kivi.scale) != sd || vq_dtype_of(v->kivi.zero) != sd)
         return false;
-    const DLTensor *ts[] = {q, k->affine.codes, k->affine.scale, k->affine.zero, v->affine.codes, v->affine.scale,
-                            v->affine.zero, out, lse};
+    const DLTensor *ts[] = {q, k->kivi.codes, k->kivi.scale, k->kivi.zero, v->kivi.codes, v->kivi.scale,
+                            v->kivi.zero, out, lse};
     for (int i = 0; i < 9; i++)
         if (ts[i] && ((uintptr_t)vq_data(ts[i]) & 15) != 0) return false;
     return true;
@@ -325,9 +325,9 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
 {
     DLTensor *lse = opts ? opts->lse_out : NULL;
     if (kivi_pair(queries, keys, values, mask, out, lse))
-        return vq_cuda_kivi_attend(ctx, queries, keys->affine.codes, keys->affine.scale, keys->affine.zero,
-                                   values->affine.codes, values->affine.scale, values->affine.zero,
-                                   keys->affine.group_size, keys->affine.bits, scale, opts ? opts->num_splits : 0,
+        return vq_cuda_kivi_attend(ctx, queries, keys->kivi.codes, keys->kivi.scale, keys->kivi.zero,
+                                   values->kivi.codes, values->kivi.scale, values->kivi.zero,
+                                   keys->kivi.group_size, keys->kivi.bits, scale, opts ? opts->num_splits : 0,
                                    opts && opts->causal, NULL, NULL, out, lse);
     return sdpa_run(ctx, queries, keys, values, scale, mask, out, opts ? opts->lse_out : NULL,
                     opts ? opts->num_splits : 0, opts && opts->causal, NULL, NULL);

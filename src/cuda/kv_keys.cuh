@@ -69,7 +69,7 @@ __device__ __forceinline__ void row_sums(const float *qs, int qw, int n, float *
 
 /* ---- VQ_KEYS_F16: plain keys, f32, f16 or bf16 (run-time, warp-uniform:
  * one instance instead of three) ---- */
-struct PlainKeys {
+struct F16Keys {
     template <int W, int R>
     struct P {
         const uint8_t *k;
@@ -155,9 +155,9 @@ struct TurboKeys {
     };
 };
 
-/* ---- VQ_KEYS_AFFINE: k_hat[t,c] = code * scale[t/g, c] + zero[t/g, c];
+/* ---- VQ_KEYS_KIVI: k_hat[t,c] = code * scale[t/g, c] + zero[t/g, c];
  * f16 or f32 scales (run-time, warp-uniform) ---- */
-struct AffineKeys {
+struct KIVIKeys {
     template <int W, int R>
     struct P {
         const vq_cu_sdpa_params &p;
@@ -280,7 +280,7 @@ struct QjlKeys {
     };
 };
 
-/* ---- VQ_KEYS_PQ: k_hat = concat_m codebook[m, idx[m]] * smooth; the smoothing
+/* ---- VQ_KEYS_VECINFER: k_hat = concat_m codebook[m, idx[m]] * smooth; the smoothing
  * is folded into the query once per CTA ---- */
 struct PqKeys {
     template <int W, int R>
@@ -288,19 +288,19 @@ struct PqKeys {
         const vq_cu_sdpa_params &p;
         const float *cb;
         int hkv;
-        __device__ P(const vq_cu_sdpa_params &pp, int, int h) : p(pp), hkv(h) { cb = pp.pq_cb + h * pp.pq_cb_hs; }
+        __device__ P(const vq_cu_sdpa_params &pp, int, int h) : p(pp), hkv(h) { cb = pp.vecinfer_cb + h * pp.vecinfer_cb_hs; }
         __device__ void prepare(float *qs, int qw, const Rows<R> &)
         {
-            const float *sm = p.pq_smooth + hkv * p.pq_sm_hs;
+            const float *sm = p.vecinfer_smooth + hkv * p.vecinfer_sm_hs;
             for (int i = threadIdx.x; i < R * p.c.D; i += kThreads) qs[(i / p.c.D) * qw + i % p.c.D] *= __ldg(sm + i % p.c.D);
         }
         __device__ void score(int64_t tok, int, const float *qs, int qw, float (&s)[R]) const
         {
-            const vq_pq_layout L = p.pq;
-            const uint8_t *codes = p.pq_idx + tok * L.M * L.idx_bytes;
+            const vq_vecinfer_layout L = p.vecinfer;
+            const uint8_t *codes = p.vecinfer_idx + tok * L.M * L.idx_bytes;
             zero(s);
             for (int m = 0; m < L.M; m++) {
-                const float *cent = cb + ((int64_t)m * L.C + vq_pq_code(&L, codes, m)) * L.dsub;
+                const float *cent = cb + ((int64_t)m * L.C + vq_vecinfer_code(&L, codes, m)) * L.dsub;
                 const int c0 = m * L.dsub;
                 for (int j = 0; j < L.dsub; j++) {
                     const float kv = __ldg(cent + j);
@@ -362,10 +362,10 @@ struct KvLaunch {
         {
             const vq_cu_sdpa_params &p = *(const vq_cu_sdpa_params *)params;
             if constexpr (VSET == 0) {
-                if (p.v_f16) return kv_go<KP, PlainValues<true>::template P, W, R>(p, stream, occupancy);
-                return kv_go<KP, PlainValues<false>::template P, W, R>(p, stream, occupancy);
+                if (p.v_f16) return kv_go<KP, F16Values<true>::template P, W, R>(p, stream, occupancy);
+                return kv_go<KP, F16Values<false>::template P, W, R>(p, stream, occupancy);
             } else {
-                if (p.v_fmt == VQ_CU_V_AFFINE) return kv_go<KP, AffineValues::template P, W, R>(p, stream, occupancy);
+                if (p.v_fmt == VQ_CU_V_KIVI) return kv_go<KP, KIVIValues::template P, W, R>(p, stream, occupancy);
                 if (p.v_fmt == VQ_CU_V_CODEBOOK)
                     return kv_go<KP, CodebookValues::template P, W, R>(p, stream, occupancy);
                 return kv_go<KP, TurboValues::template P, W, R>(p, stream, occupancy);

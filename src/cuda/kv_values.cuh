@@ -25,7 +25,7 @@ __device__ __forceinline__ uint64_t stage_codes8(const vq_cu_sdpa_stage &st, int
 
 /* Plain values [B,Hkv,Skv,D], f16 (F16) or f32. */
 template <bool F16>
-struct PlainValues {
+struct F16Values {
     template <int W, int CPL_>
     struct P {
         static constexpr int CPL = CPL_;
@@ -95,11 +95,11 @@ __device__ __forceinline__ uint64_t codes8(const uint8_t *row, int c, int bits)
     return __ldg((const unsigned long long *)(row + c));
 }
 
-/* AFFINE values (KIVI per token): v_hat[t,c] = code * scale[t,c/g] + zero[t,c/g],
+/* KIVI values (KIVI per token): v_hat[t,c] = code * scale[t,c/g] + zero[t,c/g],
  * scales f16 or f32 (run-time, warp-uniform). A lane's 8-channel chunk lies
  * in one group when g % 8 == 0 (its scale and zero are loaded with the
  * codes); otherwise each channel's group is looked up in apply. */
-struct AffineValues {
+struct KIVIValues {
     template <int W, int CPL_>
     struct P {
         static constexpr int CPL = CPL_;

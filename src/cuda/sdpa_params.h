@@ -9,7 +9,7 @@
 
 #include "cuda/attend_params.h"
 #include "formats/format_commvq.h"
-#include "formats/format_pq.h"
+#include "formats/format_vecinfer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,15 +23,15 @@ enum {
     VQ_CU_SDPA_F16 = 1,
     VQ_CU_SDPA_TURBO = 2,
     VQ_CU_SDPA_TURBO_RVQ = 3,
-    VQ_CU_SDPA_AFFINE = 4,
+    VQ_CU_SDPA_KIVI = 4,
     VQ_CU_SDPA_RABITQ = 5,
     VQ_CU_SDPA_QJL = 6,
-    VQ_CU_SDPA_PQ = 7,
+    VQ_CU_SDPA_VECINFER = 7,
     VQ_CU_SDPA_COMMVQ = 8
 };
 
 /* Value formats; equal to the public vq_values_format's (asserted in cuda_sdpa.c). */
-enum { VQ_CU_V_PLAIN = 1, VQ_CU_V_AFFINE = 2, VQ_CU_V_CODEBOOK = 3, VQ_CU_V_TURBO = 4 };
+enum { VQ_CU_V_F16 = 1, VQ_CU_V_KIVI = 2, VQ_CU_V_CODEBOOK = 3, VQ_CU_V_TURBO = 4 };
 
 /* Element types of float tensors. */
 enum { VQ_CU_F32 = 0, VQ_CU_F16 = 1, VQ_CU_BF16 = 2 };
@@ -60,9 +60,9 @@ typedef struct vq_cu_sdpa_params {
     int64_t mask_sb, mask_sh;
 
     int v_fmt;              /* VQ_CU_V_* */
-    const void *v;          /* PLAIN: [B,Hkv,Skv,D] values */
+    const void *v;          /* F16: [B,Hkv,Skv,D] values */
     int v_f16;
-    /* AFFINE values: v_hat = code * scale[t, c/g] + zero[t, c/g] */
+    /* KIVI values: v_hat = code * scale[t, c/g] + zero[t, c/g] */
     const uint8_t *va_codes;       /* [B,Hkv,Skv,va_ldc] */
     const void *va_scale, *va_zero; /* [B,Hkv,Skv,va_GV] f16 (va_sz_f16) or f32 */
     int va_bits, va_ldc, va_g, va_GV, va_sz_f16;
@@ -87,7 +87,7 @@ typedef struct vq_cu_sdpa_params {
     const uint8_t *sign_bits;  /* RaBitQ [B,Hkv,Skv,D/8] */
     const float *mag, *cnst;   /* RaBitQ [B,Hkv,Skv]; cnst may be NULL */
 
-    /* AFFINE */
+    /* KIVI */
     const uint8_t *a_codes;    /* [B,Hkv,Skv,ldc] */
     const void *a_scale, *a_zero;  /* [B,Hkv,GK,D] */
     int a_bits;                /* 2, 4 (packed) or 8 (one code per byte) */
@@ -99,12 +99,12 @@ typedef struct vq_cu_sdpa_params {
     const float *qjl_S;        /* [m, D] */
     int qjl_m, qjl_W;
 
-    /* PQ */
-    vq_pq_layout pq;
-    const uint8_t *pq_idx;     /* [B,Hkv,Skv,M] of pq.idx_bytes */
-    const float *pq_cb;        /* [M,C,dsub] or [Hkv,M,C,dsub] */
-    const float *pq_smooth;    /* [D] or [Hkv,D] */
-    int64_t pq_cb_hs, pq_sm_hs;  /* per-head strides, 0 when shared */
+    /* VECINFER */
+    vq_vecinfer_layout pq;
+    const uint8_t *vecinfer_idx;     /* [B,Hkv,Skv,M] of pq.idx_bytes */
+    const float *vecinfer_cb;        /* [M,C,dsub] or [Hkv,M,C,dsub] */
+    const float *vecinfer_smooth;    /* [D] or [Hkv,D] */
+    int64_t vecinfer_cb_hs, vecinfer_sm_hs;  /* per-head strides, 0 when shared */
 
     /* COMMVQ */
     vq_commvq_layout cv;
@@ -125,21 +125,21 @@ int vq_cu_launch_sdpa_prep(const vq_cu_sdpa_params *p, void *stream);
  * the formats' fields, c.D, c.rows and qpf). kv_sdpa_<keys>.cu and
  * kv_sdpa_<keys>_enc.cu. */
 typedef int (*vq_cu_sdpa_launcher)(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-/* over plain values (p->v_fmt VQ_CU_V_PLAIN) */
-int vq_cu_launch_sdpa_plain(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+/* over plain values (p->v_fmt VQ_CU_V_F16) */
+int vq_cu_launch_sdpa_f16(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_turbo(const vq_cu_sdpa_params *p, void *stream, int *occupancy);   /* TURBO and TURBO_RVQ */
-int vq_cu_launch_sdpa_affine(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_kivi(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_rabitq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_qjl(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_pq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_vecinfer(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_commvq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-/* over the encoded value formats (AFFINE, CODEBOOK, TURBO) */
-int vq_cu_launch_sdpa_plain_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+/* over the encoded value formats (KIVI, CODEBOOK, TURBO) */
+int vq_cu_launch_sdpa_f16_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_turbo_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_affine_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_kivi_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_rabitq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_qjl_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_pq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
+int vq_cu_launch_sdpa_vecinfer_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 int vq_cu_launch_sdpa_commvq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 
 #ifdef __cplusplus

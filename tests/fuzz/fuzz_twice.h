@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/container.h"
+#include "persist/container.h"
 #include "veloxquant.h"
 
 static vq_ctx *fuzz_ctx(void)

@@ -108,19 +108,19 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
         const int lens[2] = {3 + i, 40};
         cache_seed(ctx, dir, i, i % 2 + 1, 1, 2, 16, 32, i % 3 == 0 ? 0 : 4, lc, 2, lens, 0);
     }
-    /* tables in the file: PQ (2 subspaces of 4) and CommVQ (one stage of 4, RoPE of 64 positions) */
+    /* tables in the file: VECINFER (2 subspaces of 4) and CommVQ (one stage of 4, RoPE of 64 positions) */
     float pq[2 * 4 * 4], smooth[8], cv[1 * 4 * 8], cs[64 * 4], sn[64 * 4];
     for (int i = 0; i < 32; i++) pq[i] = (float)(i % 5) - 2.0f, cv[i] = (float)(i % 3) - 1.0f;
     for (int i = 0; i < 8; i++) smooth[i] = 1.0f + 0.25f * (float)i;
     for (int i = 0; i < 256; i++) cs[i] = 1.0f, sn[i] = 0.0f;
-    int64_t pq_shape[3] = {2, 4, 4}, sm_shape[1] = {8}, cv_shape[3] = {1, 4, 8}, rope_shape[2] = {64, 4};
-    DLTensor tpq = {.data = pq, .device = {kDLCPU, 0}, .ndim = 3, .dtype = {kDLFloat, 32, 1}, .shape = pq_shape};
+    int64_t vecinfer_shape[3] = {2, 4, 4}, sm_shape[1] = {8}, cv_shape[3] = {1, 4, 8}, rope_shape[2] = {64, 4};
+    DLTensor tpq = {.data = pq, .device = {kDLCPU, 0}, .ndim = 3, .dtype = {kDLFloat, 32, 1}, .shape = vecinfer_shape};
     DLTensor tsm = tpq, tcv = tpq, tcs = tpq, tsn = tpq;
     tsm.data = smooth, tsm.ndim = 1, tsm.shape = sm_shape;
     tcv.data = cv, tcv.shape = cv_shape;
     tcs.data = cs, tcs.ndim = 2, tcs.shape = rope_shape;
     tsn.data = sn, tsn.ndim = 2, tsn.shape = rope_shape;
-    lc[0] = (vq_cache_layer_config){{.method = VQ_KEY_PQ, .codebook = &tpq, .smooth = &tsm},
+    lc[0] = (vq_cache_layer_config){{.method = VQ_KEY_VECINFER, .codebook = &tpq, .smooth = &tsm},
                                     {.method = VQ_VALUE_CODEBOOK}};
     lc[1] = (vq_cache_layer_config){{.method = VQ_KEY_COMMVQ, .codebook = &tcv, .cos_freqs = &tcs, .sin_freqs = &tsn},
                                     {.method = VQ_VALUE_TURBO, .bits = 2}};
@@ -175,9 +175,9 @@ int main(int argc, char **argv)
     if (vq_ctx_create(&(vq_ctx_config){.num_threads = 1}, &ctx) != VQ_OK) die(NULL, "ctx");
     cal_seed(ctx, dir, 0, 1, 1, 8, 8, &(vq_calibration_config){.value_centroids = 4, .iters = 2});
     cal_seed(ctx, dir, 1, 2, 2, 16, 8,
-             &(vq_calibration_config){.pq_subspaces = 2, .pq_centroids = 4, .iters = 2, .seed = 1});
+             &(vq_calibration_config){.vecinfer_subspaces = 2, .vecinfer_centroids = 4, .iters = 2, .seed = 1});
     cal_seed(ctx, dir, 2, 1, 2, 16, 8,
-             &(vq_calibration_config){.pq_subspaces = 4, .pq_centroids = 3, .pq_shared = true, .commvq_stages = 2,
+             &(vq_calibration_config){.vecinfer_subspaces = 4, .vecinfer_centroids = 3, .vecinfer_shared = true, .commvq_stages = 2,
                                       .commvq_centroids = 2, .value_centroids = 3, .iters = 2, .seed = 2});
     cal_seed(ctx, dir, 3, 3, 1, 8, 4,
              &(vq_calibration_config){.commvq_stages = 1, .commvq_centroids = 2, .iters = 1, .seed = 3});

@@ -38,8 +38,8 @@ void vqb_set_floats(vqb_tensor *x, float v)
 
 vq_status vqb_sdpa(vqb_data *d, const DLTensor *k, const DLTensor *v, vq_ctx *ctx)
 {
-    const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain.keys = k};
-    return vq_fused_sdpa(ctx, &d->q.t, &ek, VQ_TOOL_PLAIN(v), 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, NULL);
+    const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16.keys = k};
+    return vq_fused_sdpa(ctx, &d->q.t, &ek, VQ_TOOL_F16(v), 1.0f / sqrtf((float)d->sh.D), NULL, &d->out.t, NULL);
 }
 
 static vq_status run_f16(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c->data->k16.t, &c->data->v16.t, ctx); }
@@ -48,7 +48,7 @@ static vq_status run_f32(vqb_case *c, vq_ctx *ctx) { return vqb_sdpa(c->data, &c
 static vq_status kivi_with(vqb_data *d, vq_ctx *ctx, vq_key_scores ks, vq_value_accum va)
 {
     const vq_scalar_attend_opts o = {.bits = KIVI_BITS, .key_scores = ks, .value_accum = va};
-    return vq_scalar_fused_decode_attend(ctx, &d->q.t, &d->kc.t, &d->ks.t, &d->kz.t, &d->vc.t, &d->vs.t, &d->vz.t,
+    return vq_kivi_fused_attend(ctx, &d->q.t, &d->kc.t, &d->ks.t, &d->kz.t, &d->vc.t, &d->vs.t, &d->vz.t,
                                          KIVI_G, 1.0f / sqrtf((float)d->sh.D), 0, &d->out.t, &o);
 }
 
@@ -124,8 +124,8 @@ static bool runs_amx(int threads)
 static vq_status run_kivi_deq(vqb_case *c, vq_ctx *ctx)
 {
     vqb_data *d = c->data;
-    vq_status s = vq_affine_dequantize_keys(ctx, &d->kc.t, &d->ks.t, &d->kz.t, KIVI_BITS, KIVI_G, &d->k32.t);
-    if (s == VQ_OK) s = vq_affine_dequantize_values(ctx, &d->vc.t, &d->vs.t, &d->vz.t, KIVI_BITS, KIVI_G, &d->v32.t);
+    vq_status s = vq_kivi_dequantize_keys(ctx, &d->kc.t, &d->ks.t, &d->kz.t, KIVI_BITS, KIVI_G, &d->k32.t);
+    if (s == VQ_OK) s = vq_kivi_dequantize_values(ctx, &d->vc.t, &d->vs.t, &d->vz.t, KIVI_BITS, KIVI_G, &d->v32.t);
     return s == VQ_OK ? vqb_sdpa(d, &d->k32.t, &d->v32.t, ctx) : s;
 }
 

@@ -114,7 +114,7 @@ double vqb_cu_copy_bw(void)
     return 2.0 * n / (ts[10] * 1e-3);
 }
 
-enum { FMT_AFFINE, FMT_RQ_HAM, FMT_RQ_EXACT };
+enum { FMT_KIVI, FMT_RQ_HAM, FMT_RQ_EXACT };
 static const char *fmt_name[] = {"kivi-2bit g32 f16", "rabitq hamming", "rabitq exact"};
 
 typedef struct set {
@@ -216,7 +216,7 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                     vqp_step(&p, "%s B %d Hkv %d Skv %d", fmt_name[f], B, Hkv, Skv);
                     /* bytes of one input set */
                     const double tok = (double)B * Hkv * Skv;
-                    const double per_tok = f == FMT_AFFINE ? D / 4 * 2 + 2.0 * 2 * D / g + 2.0 * 2 * D / g
+                    const double per_tok = f == FMT_KIVI ? D / 4 * 2 + 2.0 * 2 * D / g + 2.0 * 2 * D / g
                                                            : D / 8 + 4 + D / 2;
                     const double bytes = tok * per_tok;
                     int nset = (int)ceil(400e6 / bytes);
@@ -227,7 +227,7 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                         vqb_cu_dnew(&S[s].q, F16, B, Hq, 1, D, 0);
                         vqb_cu_fill_random(S[s].q.t.data, vqb_cu_dbytes(&S[s].q.t), 1);
                         vqb_cu_dnew(&S[s].out, F16, B, Hq, 1, D, 0);
-                        if (f == FMT_AFFINE) {
+                        if (f == FMT_KIVI) {
                             vqb_cu_dnew(&S[s].a[0], U8, B, Hkv, Skv, D / 4, 0);
                             vqb_cu_dnew(&S[s].a[1], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
                             vqb_cu_dnew(&S[s].a[2], F16, B, Hkv, (Skv + g - 1) / g, D, 1);
@@ -256,9 +256,9 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                         for (int it = 0; it < 35 && st == VQ_OK; it++) {
                             set *x = &S[it % nset];
                             cudaEventRecord(e0, 0);
-                            if (f == FMT_AFFINE) {
+                            if (f == FMT_KIVI) {
                                 vq_scalar_attend_opts o = {.bits = 2};
-                                st = vq_scalar_fused_decode_attend(ctx, &x->q.t, &x->a[0].t, &x->a[1].t, &x->a[2].t,
+                                st = vq_kivi_fused_attend(ctx, &x->q.t, &x->a[0].t, &x->a[1].t, &x->a[2].t,
                                                                    &x->a[3].t, &x->a[4].t, &x->a[5].t, g, 0.0883883f,
                                                                    0, &x->out.t, &o);
                             } else {

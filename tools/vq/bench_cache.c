@@ -171,15 +171,15 @@ static bool raw_encode(vq_ctx *ctx, bool cuda, const vq_cache_layer_config *lc, 
     DLTensor *diag = bc_new(pool, &t[0], BC_F32, 1, D, 0, 0, 0);
     bc_upload(cuda, diag->data, diag_h, sizeof(float) * (size_t)D);
     switch (kc->method) {
-    case VQ_KEY_F16: r->ek = (vq_encoded_keys){.format = VQ_KEYS_F16, .plain = {k}}; break;
+    case VQ_KEY_F16: r->ek = (vq_encoded_keys){.format = VQ_KEYS_F16, .f16 = {k}}; break;
     case VQ_KEY_KIVI: {
         DLTensor *codes = bc_new(pool, &t[1], BC_U8, 4, B, H, S, D * kc->bits / 8);
         DLTensor *sc = bc_new(pool, &t[2], BC_F16, 4, B, H, S / kc->group_size, D);
         DLTensor *z = bc_new(pool, &t[3], BC_F16, 4, B, H, S / kc->group_size, D);
-        check(ctx, vq_affine_quantize_keys(ctx, k, kc->bits, kc->group_size, codes, sc, z), "raw keys");
-        r->ek.format = VQ_KEYS_AFFINE;
-        r->ek.affine.codes = codes, r->ek.affine.scale = sc, r->ek.affine.zero = z, r->ek.affine.bits = kc->bits;
-        r->ek.affine.group_size = kc->group_size;
+        check(ctx, vq_kivi_quantize_keys(ctx, k, kc->bits, kc->group_size, codes, sc, z), "raw keys");
+        r->ek.format = VQ_KEYS_KIVI;
+        r->ek.kivi.codes = codes, r->ek.kivi.scale = sc, r->ek.kivi.zero = z, r->ek.kivi.bits = kc->bits;
+        r->ek.kivi.group_size = kc->group_size;
         break;
     }
     case VQ_KEY_TURBO:
@@ -207,15 +207,15 @@ static bool raw_encode(vq_ctx *ctx, bool cuda, const vq_cache_layer_config *lc, 
     default: bc_pool_free(pool); return false;
     }
     switch (vc->method) {
-    case VQ_VALUE_F16: r->ev = vq_plain_values(v); break;
+    case VQ_VALUE_F16: r->ev = vq_f16_values(v); break;
     case VQ_VALUE_KIVI: {
         DLTensor *codes = bc_new(pool, &t[7], BC_U8, 4, B, H, S, D * vc->bits / 8);
         DLTensor *sc = bc_new(pool, &t[8], BC_F16, 4, B, H, S, D / vc->group_size);
         DLTensor *z = bc_new(pool, &t[9], BC_F16, 4, B, H, S, D / vc->group_size);
-        check(ctx, vq_affine_quantize_values(ctx, v, vc->bits, vc->group_size, codes, sc, z), "raw values");
-        r->ev.format = VQ_VALUES_AFFINE;
-        r->ev.affine.codes = codes, r->ev.affine.scale = sc, r->ev.affine.zero = z, r->ev.affine.bits = vc->bits;
-        r->ev.affine.group_size = vc->group_size;
+        check(ctx, vq_kivi_quantize_values(ctx, v, vc->bits, vc->group_size, codes, sc, z), "raw values");
+        r->ev.format = VQ_VALUES_KIVI;
+        r->ev.kivi.codes = codes, r->ev.kivi.scale = sc, r->ev.kivi.zero = z, r->ev.kivi.bits = vc->bits;
+        r->ev.kivi.group_size = vc->group_size;
         break;
     }
     case VQ_VALUE_TURBO: {

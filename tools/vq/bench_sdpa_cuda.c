@@ -6,18 +6,18 @@
  * (keys + values; shared tables excluded), against the copy bandwidth of the
  * same run. CUDA events, median of 20 after 3 warm-ups; inputs rotated over
  * enough copies to overflow the 60 MB L2. Codes are random bytes: the
- * kernels mask (TurboQuant) or clamp (PQ, CommVQ positions) them. */
+ * kernels mask (TurboQuant) or clamp (VECINFER, CommVQ positions) them. */
 #ifdef VQ_TOOL_CUDA
 #include <math.h>
 #include <string.h>
 
 #include "bench_cuda.h"
 
-enum { K_F16, K_TURBO4, K_RVQ22, K_AFFINE2, K_RABITQ, K_QJL, K_PQ, K_COMMVQ, K_COUNT };
+enum { K_F16, K_TURBO4, K_RVQ22, K_AFFINE2, K_RABITQ, K_QJL, K_VECINFER, K_COMMVQ, K_COUNT };
 static const char *kname[K_COUNT] = {"f16 (control)", "turbo 4-bit",  "rvq 2+2-bit", "affine 2-bit g32",
                                      "rabitq 1-bit",  "qjl m=128",    "pq M32 C256", "commvq R2 C256"};
 
-enum { D = 128, Hq = 32, QJL_M = 128, PQ_M = 32, PQ_C = 256, CV_R = 2, CV_C = 256, NT = 8 };
+enum { D = 128, Hq = 32, QJL_M = 128, VECINFER_M = 32, VECINFER_C = 256, CV_R = 2, CV_C = 256, NT = 8 };
 
 /* Value formats timed: f16, KIVI 2-bit (g 32, f16 scale/zero per token),
  * 4-bit codebook nibbles with a per-token scale, TurboQuant 4-bit. */
@@ -47,14 +47,14 @@ static void build_values(kset *x, int vf, int B, int Hkv, int Skv)
     vq_encoded_values *v = &x->v;
     memset(v, 0, sizeof *v);
     switch (vf) {
-    case V_F16: *v = vq_plain_values(vqb_cu_dnew(&t[0], F16, B, Hkv, Skv, D, 1)); break;
+    case V_F16: *v = vq_f16_values(vqb_cu_dnew(&t[0], F16, B, Hkv, Skv, D, 1)); break;
     case V_AFFINE2:
-        v->format = VQ_VALUES_AFFINE;
-        v->affine.codes = vqb_cu_dnew(&t[0], U8, B, Hkv, Skv, D / 4, 0);
-        v->affine.scale = vqb_cu_dnew(&t[1], F16, B, Hkv, Skv, D / 32, 1);
-        v->affine.zero = vqb_cu_dnew(&t[2], F16, B, Hkv, Skv, D / 32, 1);
-        v->affine.bits = 2;
-        v->affine.group_size = 32;
+        v->format = VQ_VALUES_KIVI;
+        v->kivi.codes = vqb_cu_dnew(&t[0], U8, B, Hkv, Skv, D / 4, 0);
+        v->kivi.scale = vqb_cu_dnew(&t[1], F16, B, Hkv, Skv, D / 32, 1);
+        v->kivi.zero = vqb_cu_dnew(&t[2], F16, B, Hkv, Skv, D / 32, 1);
+        v->kivi.bits = 2;
+        v->kivi.group_size = 32;
         break;
     case V_NIBBLE:
         v->format = VQ_VALUES_CODEBOOK;
@@ -80,7 +80,7 @@ static double key_bytes_per_token(int f)
     case K_AFFINE2: return D * 2 / 8 + 2 * 2.0 * D / 32; /* codes + f16 scale/zero per group of 32 */
     case K_RABITQ: return D / 8 + 8;
     case K_QJL: return QJL_M / 8 + 4;
-    case K_PQ: return PQ_M;
+    case K_VECINFER: return VECINFER_M;
     default: return CV_R + 4;
     }
 }
@@ -94,7 +94,7 @@ static void build(kset *x, int f, int B, int Hkv, int Skv)
     switch (f) {
     case K_F16:
         k->format = VQ_KEYS_F16;
-        k->plain.keys = vqb_cu_dnew(&t[0], F16, B, Hkv, Skv, D, 1);
+        k->f16.keys = vqb_cu_dnew(&t[0], F16, B, Hkv, Skv, D, 1);
         break;
     case K_TURBO4:
         k->format = VQ_KEYS_TURBO;
@@ -111,12 +111,12 @@ static void build(kset *x, int f, int B, int Hkv, int Skv)
         k->rvq.b1 = k->rvq.b2 = 2;
         break;
     case K_AFFINE2:
-        k->format = VQ_KEYS_AFFINE;
-        k->affine.codes = vqb_cu_dnew(&t[0], U8, B, Hkv, Skv, D / 4, 0);
-        k->affine.scale = vqb_cu_dnew(&t[1], F16, B, Hkv, (Skv + 31) / 32, D, 1);
-        k->affine.zero = vqb_cu_dnew(&t[2], F16, B, Hkv, (Skv + 31) / 32, D, 1);
-        k->affine.bits = 2;
-        k->affine.group_size = 32;
+        k->format = VQ_KEYS_KIVI;
+        k->kivi.codes = vqb_cu_dnew(&t[0], U8, B, Hkv, Skv, D / 4, 0);
+        k->kivi.scale = vqb_cu_dnew(&t[1], F16, B, Hkv, (Skv + 31) / 32, D, 1);
+        k->kivi.zero = vqb_cu_dnew(&t[2], F16, B, Hkv, (Skv + 31) / 32, D, 1);
+        k->kivi.bits = 2;
+        k->kivi.group_size = 32;
         break;
     case K_RABITQ:
         k->format = VQ_KEYS_RABITQ;
@@ -130,11 +130,11 @@ static void build(kset *x, int f, int B, int Hkv, int Skv)
         k->qjl.norm = vqb_cu_dnew(&t[1], F32, B, Hkv, Skv, 0, 3);
         k->qjl.projection = vqb_cu_dnew(&t[2], F32, QJL_M, D, 0, 0, 2);
         break;
-    case K_PQ:
-        k->format = VQ_KEYS_PQ;
-        k->pq.idx = vqb_cu_dnew(&t[0], U8, B, Hkv, Skv, PQ_M, 0);
-        k->pq.codebook = vqb_cu_dnew(&t[1], F32, PQ_M, PQ_C, D / PQ_M, 0, 2);
-        k->pq.smooth = vqb_cu_dnew(&t[2], F32, D, 0, 0, 0, 3);
+    case K_VECINFER:
+        k->format = VQ_KEYS_VECINFER;
+        k->vecinfer.idx = vqb_cu_dnew(&t[0], U8, B, Hkv, Skv, VECINFER_M, 0);
+        k->vecinfer.codebook = vqb_cu_dnew(&t[1], F32, VECINFER_M, VECINFER_C, D / VECINFER_M, 0, 2);
+        k->vecinfer.smooth = vqb_cu_dnew(&t[2], F32, D, 0, 0, 0, 3);
         break;
     default: {
         k->format = VQ_KEYS_COMMVQ;

@@ -41,7 +41,7 @@ static const ce_codec codecs[] = {
     {"turbo3", &CASE_TURBO3, CASE_KEYS},        {"turbo4", &CASE_TURBO4, CASE_KEYS},
     {"turbo2nc", &CASE_TURBO2_NC, CASE_KEYS},   {"rvq22", &CASE_RVQ22, CASE_KEYS},
     {"rabitq", &CASE_RABITQ_L1, CASE_KEYS},     {"rabitq-ub", &CASE_RABITQ_UNBIASED, CASE_KEYS},
-    {"qjl", &CASE_QJL, CASE_KEYS},              {"pq", &CASE_PQ, CASE_KEYS},
+    {"qjl", &CASE_QJL, CASE_KEYS},              {"pq", &CASE_VECINFER, CASE_KEYS},
     {"commvq", &CASE_COMMVQ, CASE_KEYS},        {"v-f16", &CASE_F16_VALUES, CASE_VALUES},
     {"v-kivi2", &CASE_KIVI2_VALUES, CASE_VALUES}, {"v-kivi4", &CASE_KIVI4_VALUES, CASE_VALUES},
     {"v-turbo2", &CASE_TURBO2, CASE_VALUES},    {"v-turbo3", &CASE_TURBO3, CASE_VALUES},
@@ -229,8 +229,8 @@ static void run_method(ce_method *m, vq_ctx *ctx, const ce_layer *ly, int repeat
 {
     codec_case kc, vc;
     const int64_t h = case_h(ly->k), s = case_s(ly->k), d = case_d(ly->k), nq = ly->q->shape[2];
-    vq_encoded_keys ek = {.format = VQ_KEYS_F16, .plain = {ly->k->x}};
-    vq_encoded_values ev = vq_plain_values(ly->v->x);
+    vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16 = {ly->k->x}};
+    vq_encoded_values ev = vq_f16_values(ly->v->x);
     double key_bytes = 4.0 * h * s * d, value_bytes = 4.0 * h * s * d;
     if (m->key) {
         kc = *m->key->tmpl;

@@ -1,5 +1,5 @@
 /* calibrate.c — `vq calibrate`: fits a vq_calibration (VecInfer smooth
- * factors and PQ codebooks, CommVQ codebooks, Lloyd-Max value tables) on
+ * factors and VECINFER codebooks, CommVQ codebooks, Lloyd-Max value tables) on
  * .npy keys/values [L, Hkv, N, D] and saves it (vq_calibration_save,
  * docs/FILE_FORMAT.md). Prints the fitting time; --json reports it. */
 #include <stdio.h>
@@ -15,8 +15,8 @@
 
 typedef struct cal_opts {
     const char *keys, *values, *out;
-    int64_t pq_m, pq_c, commvq_r, commvq_c, value_n, iters, max_samples, seed, threads;
-    bool pq_shared, json;
+    int64_t vecinfer_m, vecinfer_c, commvq_r, commvq_c, value_n, iters, max_samples, seed, threads;
+    bool vecinfer_shared, json;
 } cal_opts;
 
 /* The .npy as a host DLTensor over its own f16/f32 bytes (copied to aligned memory). */
@@ -49,14 +49,14 @@ static void progress(void *user, int done, int total)
 
 int vq_cmd_calibrate(int argc, char **argv)
 {
-    cal_opts o = {.pq_c = 256, .commvq_c = 256, .iters = 25, .max_samples = 16384, .seed = 1};
+    cal_opts o = {.vecinfer_c = 256, .commvq_c = 256, .iters = 25, .max_samples = 16384, .seed = 1};
     const vqa_opt opts[] = {
         {"keys", VQA_STRING, &o.keys, 0, 0, "FILE", "keys .npy [L, Hkv, N, D] f16/f32 (required)"},
         {"values", VQA_STRING, &o.values, 0, 0, "FILE", "values .npy [L, Hkv, N, D] (needed by --value-centroids)"},
         {"out", VQA_OUT_FILE, &o.out, 0, 0, "FILE", "calibration file to write (required)", NULL, 'o'},
-        {"pq-subspaces", VQA_INT, &o.pq_m, 0, 4096, "M", "VecInfer PQ subspaces (0 = no PQ; D % M == 0)"},
-        {"pq-centroids", VQA_INT, &o.pq_c, 1, 65536, "C", "centroids per PQ subspace"},
-        {"pq-shared", VQA_FLAG, &o.pq_shared, .help = "one PQ codebook for all kv heads"},
+        {"pq-subspaces", VQA_INT, &o.vecinfer_m, 0, 4096, "M", "VecInfer VECINFER subspaces (0 = no VECINFER; D % M == 0)"},
+        {"pq-centroids", VQA_INT, &o.vecinfer_c, 1, 65536, "C", "centroids per VECINFER subspace"},
+        {"pq-shared", VQA_FLAG, &o.vecinfer_shared, .help = "one VECINFER codebook for all kv heads"},
         {"commvq-stages", VQA_INT, &o.commvq_r, 0, 64, "R", "CommVQ additive stages (0 = none)"},
         {"commvq-centroids", VQA_INT, &o.commvq_c, 1, 65536, "C", "centroids per CommVQ stage"},
         {"value-centroids", VQA_INT, &o.value_n, 0, 256, "N", "Lloyd-Max value centroids (0 = none)"},
@@ -74,7 +74,7 @@ int vq_cmd_calibrate(int argc, char **argv)
     const int rc = vqa_parse(&cmd, argc, argv);
     if (rc != VQA_RUN) return rc;
     if (!o.keys || !o.out) return vqa_usage_error(&cmd, "--keys and --out are required");
-    if (o.pq_m == 0 && o.commvq_r == 0 && o.value_n == 0)
+    if (o.vecinfer_m == 0 && o.commvq_r == 0 && o.value_n == 0)
         return vqa_usage_error(&cmd, "nothing to fit: give --pq-subspaces, --commvq-stages or --value-centroids");
     if (o.value_n > 0 && !o.values) return vqa_usage_error(&cmd, "--value-centroids needs --values");
     DLTensor *k = load("keys", o.keys), *v = o.values ? load("values", o.values) : NULL;
@@ -83,8 +83,8 @@ int vq_cmd_calibrate(int argc, char **argv)
     vqp p;
     vqp_begin(&p, "calibrate", k->shape[0]);
     vqp_step(&p, "layer 1 of %lld", (long long)k->shape[0]);
-    const vq_calibration_config cfg = {.pq_subspaces = (int)o.pq_m, .pq_centroids = (int)o.pq_c,
-                                       .pq_shared = o.pq_shared, .commvq_stages = (int)o.commvq_r,
+    const vq_calibration_config cfg = {.vecinfer_subspaces = (int)o.vecinfer_m, .vecinfer_centroids = (int)o.vecinfer_c,
+                                       .vecinfer_shared = o.vecinfer_shared, .commvq_stages = (int)o.commvq_r,
                                        .commvq_centroids = (int)o.commvq_c, .value_centroids = (int)o.value_n,
                                        .iters = (int)o.iters, .max_samples = o.max_samples,
                                        .seed = (uint64_t)o.seed, .progress = progress, .progress_user = &p};

@@ -12,21 +12,21 @@ static void commvq_setup(codec_case *c, vq_ctx *ctx, const case_input *in)
 {
     const int64_t h = case_h(in), s = case_s(in), d = case_d(in);
     c->shared[0] = tool_tensor(TOOL_F32, TOOL_DIMS(COMMVQ_STAGES, COMMVQ_CENTS, d));
-    tool_check(ctx, vq_comm_vq_train(ctx, in->calib_pre, COMMVQ_STAGES, COMMVQ_CENTS, COMMVQ_ITERS, in->seed,
-                                     c->shared[0]), "vq_comm_vq_train");
+    tool_check(ctx, vq_commvq_train(ctx, in->calib_pre, COMMVQ_STAGES, COMMVQ_CENTS, COMMVQ_ITERS, in->seed,
+                                     c->shared[0]), "vq_commvq_train");
     c->cache[0] = tool_tensor(TOOL_U8, TOOL_DIMS(1, h, s, COMMVQ_STAGES));
     c->x_hat = tool_tensor(TOOL_F32, TOOL_DIMS(1, h, s, d));
 }
 
 static vq_status commvq_encode(codec_case *c, vq_ctx *ctx, const case_input *in)
 {
-    return vq_comm_vq_encode(ctx, in->x_pre, c->shared[0], c->cache[0]);
+    return vq_commvq_encode(ctx, in->x_pre, c->shared[0], c->cache[0]);
 }
 
 static vq_status commvq_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
 {
-    const vq_comm_vq_opts opts = {.rope = VQ_ROPE_HALF};
-    return vq_comm_vq_decode(ctx, c->cache[0], c->shared[0], in->rope_cos, in->rope_sin, in->positions, c->x_hat,
+    const vq_commvq_opts opts = {.rope = VQ_ROPE_HALF};
+    return vq_commvq_decode(ctx, c->cache[0], c->shared[0], in->rope_cos, in->rope_sin, in->positions, c->x_hat,
                              &opts);
 }
 

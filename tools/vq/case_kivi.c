@@ -22,29 +22,29 @@ static void kivi_setup(codec_case *c, vq_ctx *ctx, const case_input *in)
 
 static vq_status kivi_encode(codec_case *c, vq_ctx *ctx, const case_input *in)
 {
-    return (c->variant == CASE_KEYS ? vq_affine_quantize_keys : vq_affine_quantize_values)(
+    return (c->variant == CASE_KEYS ? vq_kivi_quantize_keys : vq_kivi_quantize_values)(
         ctx, in->x, c->bits, KIVI_GROUP, c->cache[0], c->cache[1], c->cache[2]);
 }
 
 static vq_status kivi_decode(codec_case *c, vq_ctx *ctx, const case_input *in)
 {
-    return (c->variant == CASE_KEYS ? vq_affine_dequantize_keys : vq_affine_dequantize_values)(
+    return (c->variant == CASE_KEYS ? vq_kivi_dequantize_keys : vq_kivi_dequantize_values)(
         ctx, c->cache[0], c->cache[1], c->cache[2], c->bits, KIVI_GROUP, c->x_hat);
 }
 
 /* Keys only: per-channel groups are the layout vq_fused_sdpa reads. */
 static void kivi_bind(const codec_case *c, const case_input *in, vq_encoded_keys *out)
 {
-    *out = (vq_encoded_keys){.format = VQ_KEYS_AFFINE,
-                             .affine = {.codes = c->cache[0], .scale = c->cache[1], .zero = c->cache[2],
+    *out = (vq_encoded_keys){.format = VQ_KEYS_KIVI,
+                             .kivi = {.codes = c->cache[0], .scale = c->cache[1], .zero = c->cache[2],
                                         .bits = c->bits, .group_size = KIVI_GROUP}};
 }
 
-/* Values: per-token groups of channels, the layout vq_encoded_values.affine reads. */
+/* Values: per-token groups of channels, the layout vq_encoded_values.kivi reads. */
 static void kivi_bind_values(const codec_case *c, const case_input *in, vq_encoded_values *out)
 {
-    *out = (vq_encoded_values){.format = VQ_VALUES_AFFINE,
-                               .affine = {.codes = c->cache[0], .scale = c->cache[1], .zero = c->cache[2],
+    *out = (vq_encoded_values){.format = VQ_VALUES_KIVI,
+                               .kivi = {.codes = c->cache[0], .scale = c->cache[1], .zero = c->cache[2],
                                           .bits = c->bits, .group_size = KIVI_GROUP}};
 }
 

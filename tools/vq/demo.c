@@ -122,7 +122,7 @@ static double *fused_attention(const codec_case *c, vq_ctx *ctx, const case_inpu
     vq_encoded_keys ek;
     c->bind(c, keys, &ek);
     DLTensor *o = tool_tensor(TOOL_F32, TOOL_DIMS(1, case_h(keys), tr->queries->shape[2], case_d(keys)));
-    tool_check(ctx, vq_fused_sdpa(ctx, tr->queries, &ek, VQ_TOOL_PLAIN(values->x), (float)tr->scale, NULL, o, NULL),
+    tool_check(ctx, vq_fused_sdpa(ctx, tr->queries, &ek, VQ_TOOL_F16(values->x), (float)tr->scale, NULL, o, NULL),
                "vq_fused_sdpa");
     double *out = tool_calloc((size_t)tr->n_out, sizeof *out);
     for (int64_t i = 0; i < tr->n_out; i++) out[i] = tool_f32(o)[i];

@@ -245,7 +245,7 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
     m->residual = residual;
     for (int l = 0; l < (mixed ? n_layers : 1); l++) {
         const vq_key_method km = mixed ? m->layers[l].keys.method : base.keys.method;
-        m->needs_tables |= km == VQ_KEY_PQ || km == VQ_KEY_COMMVQ;
+        m->needs_tables |= km == VQ_KEY_VECINFER || km == VQ_KEY_COMMVQ;
     }
     m->cfg.preset = mixed ? NULL : m->spec;
     m->cfg.layers = mixed ? m->layers : NULL;

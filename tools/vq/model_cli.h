@@ -26,7 +26,7 @@ typedef struct vqm_cli_method {
     int f16_layers[VQM_CLI_MAX_F16_LAYERS];
     int n_f16_layers;
     int residual;                        /* residual_tokens */
-    bool needs_tables;                   /* some layer's keys need fitted tables (PQ, CommVQ) */
+    bool needs_tables;                   /* some layer's keys need fitted tables (VECINFER, CommVQ) */
     vq_cache_config cfg;                 /* points into this struct: do not copy */
 } vqm_cli_method;
 

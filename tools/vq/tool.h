@@ -17,7 +17,7 @@ extern const DLDataType TOOL_F32, TOOL_F16, TOOL_U8, TOOL_U16, TOOL_U32, TOOL_I3
 
 /* Shape literal: tool_tensor(TOOL_F32, TOOL_DIMS(1, 8, 1024, 128)). */
 /* Plain values v (a DLTensor *) as the vq_encoded_values vq_fused_sdpa takes. */
-#define VQ_TOOL_PLAIN(v) (&(vq_encoded_values){.format = VQ_VALUES_PLAIN, .plain = {(v)}})
+#define VQ_TOOL_F16(v) (&(vq_encoded_values){.format = VQ_VALUES_F16, .f16 = {(v)}})
 
 #define TOOL_DIMS(...) \
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}

@@ -9,7 +9,7 @@
 #include "cpu/avx2/attn_avx2_inline.h"
 
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
-static void affine_k_tile_avx2(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
+static void kivi_k_tile_avx2(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *scale,
                                const float *zero, float *out)
 {
     for (int j = 0; j < n; j++) {
@@ -23,7 +23,7 @@ static void affine_k_tile_avx2(int n, int64_t D, int bits, const uint8_t *codes,
 
 /* codes [n][ldc], vs/vz [n][GV] -> out [n][D] = code * vs[c/g] + vz[c/g];
  * vector path when a group covers whole 8-lane chunks (g % 8 == 0) */
-static void affine_v_tile_avx2(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+static void kivi_v_tile_avx2(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
                                const float *vz, int64_t GV, int64_t g, float *out)
 {
     for (int j = 0; j < n; j++) {
@@ -153,8 +153,8 @@ void vq_attn_kernels_init_avx2_decode(vq_attn_kernels *k)
 {
     k->nibbles3 = nibbles3_avx2;
     k->nibbles3_fast = true; /* 3-bit TurboQuant pages 3-7x faster on integers: bench/results/cache_cpu.md */
-    k->affine_k_tile = affine_k_tile_avx2;
-    k->affine_v_tile = affine_v_tile_avx2;
+    k->kivi_k_tile = kivi_k_tile_avx2;
+    k->kivi_v_tile = kivi_v_tile_avx2;
     k->hamming = hamming_avx2;
     k->sign_tile = sign_tile_avx2;
     k->codebook_tile = codebook_tile_avx2;

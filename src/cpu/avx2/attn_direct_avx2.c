@@ -35,7 +35,7 @@ VQ_INLINE __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d)
 
 /* s[r][t] = qs[r] . code(t) + qz[r] for RB rows x TB tokens (RB 1-2 with TB
  * 4, RB 3-4 with TB 2, tails TB 1); qs rows are 256 floats apart. */
-VQ_INLINE void affine_qk_tile(int bits, int RB, int TB, int64_t D, const uint8_t *codes, int64_t ldc,
+VQ_INLINE void kivi_qk_tile(int bits, int RB, int TB, int64_t D, const uint8_t *codes, int64_t ldc,
                               const float *qs, const float *qz, float *s, int64_t lds)
 {
     __m256 acc[4][4];
@@ -74,19 +74,19 @@ VQ_INLINE void affine_qk_tile(int bits, int RB, int TB, int64_t D, const uint8_t
 }
 
 /* All n tokens for RB rows. */
-VQ_INLINE void affine_qk_rows(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc,
+VQ_INLINE void kivi_qk_rows(int bits, int RB, int n, int64_t D, const uint8_t *codes, int64_t ldc,
                               const float *qs, const float *qz, float *s, int64_t lds)
 {
     const int TB = RB <= 2 ? 4 : 2;
     int j = 0;
-    for (; j + TB <= n; j += TB) affine_qk_tile(bits, RB, TB, D, codes + j * ldc, ldc, qs, qz, s + j, lds);
-    for (; j < n; j++) affine_qk_tile(bits, RB, 1, D, codes + j * ldc, ldc, qs, qz, s + j, lds);
+    for (; j + TB <= n; j += TB) kivi_qk_tile(bits, RB, TB, D, codes + j * ldc, ldc, qs, qz, s + j, lds);
+    for (; j < n; j++) kivi_qk_tile(bits, RB, 1, D, codes + j * ldc, ldc, qs, qz, s + j, lds);
 }
 
 /* Folds the group's scale into the queries, qs = q * scale and
  * qz = q . zero, so that q . k_hat = qs . code + qz: one FMA per code. Rows
  * go in groups of up to 4. */
-static void affine_qk_avx2(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
+static void kivi_qk_avx2(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                            const float *scale, const float *zero, const float *q, int64_t ldq, float *s,
                            int64_t lds)
 {
@@ -106,7 +106,7 @@ static void affine_qk_avx2(int R, int n, int64_t D, int bits, const uint8_t *cod
         }
         float *sr = s + r0 * lds;
 #define VQ_CASE(B, RB) \
-    case B * 8 + RB: affine_qk_rows(B, RB, n, D, codes, ldc, qs, qz, sr, lds); break;
+    case B * 8 + RB: kivi_qk_rows(B, RB, n, D, codes, ldc, qs, qz, sr, lds); break;
         switch (bits * 8 + rb) {
             VQ_CASE(2, 1) VQ_CASE(2, 2) VQ_CASE(2, 3) VQ_CASE(2, 4)
             VQ_CASE(4, 1) VQ_CASE(4, 2) VQ_CASE(4, 3) VQ_CASE(4, 4)
@@ -131,7 +131,7 @@ typedef struct dec_src {
     __m256i top;               /* n_cents - 1 */
 } dec_src;
 
-VQ_INLINE bool is_affine(dec_kind k) { return k == DEC_AFFINE2 || k == DEC_AFFINE4 || k == DEC_AFFINE8; }
+VQ_INLINE bool is_kivi(dec_kind k) { return k == DEC_AFFINE2 || k == DEC_AFFINE4 || k == DEC_AFFINE8; }
 
 /* Values c .. c+7 of token j before any affine scale: the code, or the centroid. */
 VQ_INLINE __m256 decode8(dec_kind k, const dec_src *d, int j, int64_t c)
@@ -168,7 +168,7 @@ VQ_INLINE void pv_strip(dec_kind k, int RB, int CB, const dec_src *d, int n, con
         } else {
             for (int cb = 0; cb < CB; cb++) x[cb] = decode8(k, d, j, c0 + 8 * cb);
         }
-        if (is_affine(k)) {
+        if (is_kivi(k)) {
             const int64_t gi = j * d->GV + c0 / d->g;
             const __m256 sc = _mm256_broadcast_ss(d->vs + gi), ze = _mm256_broadcast_ss(d->vz + gi);
             for (int cb = 0; cb < CB; cb++) x[cb] = _mm256_fmadd_ps(x[cb], sc, ze);
@@ -243,7 +243,7 @@ VQ_INLINE void pv_rows(dec_kind k, int RB, const dec_src *d, int n, int64_t D, c
     int64_t c = 0;
     if ((k == DEC_NIBBLE_LUT || k == DEC_BYTE_LUT) && RB <= 2)
         for (; c + 32 <= D; c += 32) cb_strip32(k == DEC_NIBBLE_LUT, RB, d, n, p, ldp, o, ldo, c);
-    if (!is_affine(k) || d->g % (8 * CB) == 0)
+    if (!is_kivi(k) || d->g % (8 * CB) == 0)
         for (; c + 8 * CB <= D; c += 8 * CB) pv_strip(k, RB, CB, d, n, p, ldp, o, ldo, c);
     for (; c < D; c += 8) pv_strip(k, RB, 1, d, n, p, ldp, o, ldo, c);
 }
@@ -264,7 +264,7 @@ VQ_INLINE void pv_any(dec_kind k, int R, const dec_src *d, int n, int64_t D, con
     }
 }
 
-static void affine_pv_avx2(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+static void kivi_pv_avx2(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
                            const float *vz, int64_t GV, int64_t g, const float *p, int64_t ldp, float *o,
                            int64_t ldo)
 {
@@ -308,8 +308,8 @@ static void cvt_f16_avx2(int64_t n, const uint16_t *src, float *dst)
 
 void vq_attn_kernels_init_avx2_direct(vq_attn_kernels *k)
 {
-    k->affine_qk = affine_qk_avx2;
-    k->affine_pv = affine_pv_avx2;
+    k->kivi_qk = kivi_qk_avx2;
+    k->kivi_pv = kivi_pv_avx2;
     k->codebook_pv = codebook_pv_avx2;
     k->cvt_f16 = cvt_f16_avx2;
 }

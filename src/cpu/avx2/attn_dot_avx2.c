@@ -102,7 +102,7 @@ VQ_INLINE void pv_any(vq_attn_elt e, int R, int n, int64_t D, const float *p, in
     }
 }
 
-VQ_ATTN_DEFINE_PLAIN_KERNELS
+VQ_ATTN_DEFINE_F16_KERNELS
 
 static void softmax_avx2(int R, int n, float *s, int64_t lds, float *m, float *d, float *alpha)
 {
@@ -120,6 +120,6 @@ void vq_attn_kernels_init_avx2(vq_attn_kernels *k)
 {
     k->poison = poison_avx2;
     k->rescale = rescale_avx2;
-    VQ_ATTN_SET_PLAIN_KERNELS(k);
+    VQ_ATTN_SET_F16_KERNELS(k);
     k->softmax = softmax_avx2;
 }

@@ -1,5 +1,5 @@
 /* attn_int8_avx2.c — AVX2 integer key scores for 2/4-bit affine keys (see
- * attn_kernels.h, affine_q8 / affine_qk8): the query quantised to int8
+ * attn_kernels.h, kivi_q8 / kivi_qk8): the query quantised to int8
  * planes, each 32-byte chunk of a code row split into its K = 8/bits shifts
  * with one shift and one mask, multiplied against the matching run of a
  * plane by vpmaddubsw (u8 code x s8 query, pairs summed to i16), the i16
@@ -22,7 +22,7 @@
 #include "cpu/avx2/attn_q8_avx2.h" /* the bodies */
 
 /* bits as a constant in each instance: store_planes' byte masks fold. */
-static void affine_q8_avx2(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
+static void kivi_q8_avx2(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
                            const float *zero, int8_t *xq, float *dz)
 {
     if (bits == 2) q8_rows_avx2(R, D, 2, q, ldq, scale, zero, xq, dz);
@@ -45,7 +45,7 @@ static void qk8_group(int bits, int rb, int n, int64_t D, const uint8_t *codes, 
     }
 }
 
-static void affine_qk8_avx2(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+static void kivi_qk8_avx2(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                             const float *dz, float *s, int64_t lds)
 {
     for (int r0 = 0; r0 < R; r0 += 4)
@@ -54,6 +54,6 @@ static void affine_qk8_avx2(int R, int n, int64_t D, int bits, const uint8_t *co
 
 void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k)
 {
-    k->affine_q8 = affine_q8_avx2;
-    k->affine_qk8 = affine_qk8_avx2;
+    k->kivi_q8 = kivi_q8_avx2;
+    k->kivi_qk8 = kivi_qk8_avx2;
 }

@@ -1,5 +1,5 @@
 /* attn_pv8_avx2.c — AVX2 integer p.V for 2-bit KIVI values at D = 128,
- * g = 32 (attn_kernels.h, affine_pv8; the body: attn_pv8_avx2.h).
+ * g = 32 (attn_kernels.h, kivi_pv8; the body: attn_pv8_avx2.h).
  *
  * Per row and block the weights w_j = p_j * vs[j][g] of each channel group
  * are rounded to int8 against step = max_j |w_j| / 127 with the f32
@@ -29,7 +29,7 @@
 #include "attention/attn_kernels.h"
 #include "cpu/avx2/attn_pv8_avx2.h"
 
-static void affine_pv8_avx2(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+static void kivi_pv8_avx2(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
                             const float *p, int64_t ldp, float *o, int64_t ldo)
 {
     if (n == 32) pv8_all(true, R, 32, codes, ldc, vs, vz, p, ldp, o, ldo);
@@ -38,6 +38,6 @@ static void affine_pv8_avx2(int R, int n, const uint8_t *codes, int64_t ldc, con
 
 void vq_attn_kernels_init_avx2_pv8(vq_attn_kernels *k)
 {
-    k->affine_pv8 = affine_pv8_avx2;
+    k->kivi_pv8 = kivi_pv8_avx2;
     k->pv8_fast = true; /* AUTO takes it: faster than the f32 p.V (bench/results/cpu.md, AVX2 section) */
 }

@@ -1,6 +1,6 @@
-/* attn_pv8_avx2.h — the inline body of the AVX2 affine_pv8
+/* attn_pv8_avx2.h — the inline body of the AVX2 kivi_pv8
  * (attn_pv8_avx2.c: how it works), shared with the fused KIVI block kernel
- * (attn_kivi8_avx2.c). Internal; include only from a file built with the
+ * (attn_kivi_int8_avx2.c). Internal; include only from a file built with the
  * AVX2 flags (src/cpu/avx2). */
 #ifndef VQ_ATTN_PV8_AVX2_H
 #define VQ_ATTN_PV8_AVX2_H
@@ -23,7 +23,7 @@
 /* i16 lanes of an accumulator: the sum over 8 token quads of one vpmaddubsw
  * pair each (2 tokens), the code of plane 1 and 3 left 4 times its value
  * (bits in place): |pair| <= 2 * 12 * 127 = 3048, 8 pairs 24384. */
-_Static_assert(8 * 2 * 12 * 127 <= 32767, "i16 sums of affine_pv8 (AVX2) hold 8 pairs of |12 * 127|");
+_Static_assert(8 * 2 * 12 * 127 <= 32767, "i16 sums of kivi_pv8 (AVX2) hold 8 pairs of |12 * 127|");
 
 /* One block (n <= 32 tokens) for all rows: the codes of each token quad
  * interleaved (dword = one code byte of 4 tokens), the value scales and

@@ -1,6 +1,6 @@
 /* attn_q8_avx2.h — the inline bodies of the AVX2 integer key scores
- * (attn_int8_avx2.c: how they work; attn_kernels.h: affine_q8, affine_qk8),
- * shared with the fused KIVI block kernel (attn_kivi8_avx2.c), which so
+ * (attn_int8_avx2.c: how they work; attn_kernels.h: kivi_q8, kivi_qk8),
+ * shared with the fused KIVI block kernel (attn_kivi_int8_avx2.c), which so
  * computes the same planes, steps and scores. Internal; include only from
  * files built with the AVX2 flags. */
 #ifndef VQ_ATTN_Q8_AVX2_H
@@ -48,7 +48,7 @@ VQ_INLINE void store_planes(const __m256i *y, int bits, int64_t D, int64_t c0, i
     _mm_storeu_si128((__m128i *)(xq + P + i0), _mm_unpackhi_epi16(lo, hi));
 }
 
-/* The f32 operations of affine_q8_scalar (attn_kernels.h) for RN <= 4 rows,
+/* The f32 operations of kivi_q8_scalar (attn_kernels.h) for RN <= 4 rows,
  * interleaved channel by channel (independent chains: one row's max and
  * FMA chains alone are latency-bound): amax as the integer max of the |x|
  * bit patterns (ordered as the floats; a non-finite x gives bits >= those
@@ -77,7 +77,7 @@ VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_
     /* then row by row (GCC 12.2 at -O2 with -fsanitize=address,undefined
      * -fno-sanitize-recover=undefined, the sanitizer build, compiled a
      * version that kept the rows' inv in an array so that a row used the
-     * next row's: tests/test_attention_affine caught it) */
+     * next row's: tests/test_attention_kivi caught it) */
     for (int i = 0; i < RN; i++) {
         __m128i h = _mm_max_epi32(_mm256_castsi256_si128(amax[i]), _mm256_extracti128_si256(amax[i], 1));
         h = _mm_max_epi32(h, _mm_unpackhi_epi64(h, h));
@@ -102,7 +102,7 @@ VQ_INLINE void q8_rows4_avx2(int RN, int64_t D, int bits, const float *q, int64_
     }
 }
 
-/* affine_q8 for R rows: four at a time. */
+/* kivi_q8 for R rows: four at a time. */
 VQ_INLINE void q8_rows_avx2(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
                             const float *zero, int8_t *xq, float *dz)
 {

@@ -1,7 +1,7 @@
 /* attn_softmax_avx2.h — the inline bodies of the AVX2 online-softmax step,
  * poison and rescale passes (attn_kernels.h: softmax, poison, rescale),
  * shared by their table entries (attn_dot_avx2.c) and the fused block
- * kernels (attn_kivi8_avx2.c, attn_rabitq_avx2.c), which so compute the same
+ * kernels (attn_kivi_int8_avx2.c, attn_rabitq_avx2.c), which so compute the same
  * floats. Internal; include only from files built with the AVX2 flags. */
 #ifndef VQ_ATTN_SOFTMAX_AVX2_H
 #define VQ_ATTN_SOFTMAX_AVX2_H

@@ -14,11 +14,11 @@
 
 /* Before fixed-count loops of the integer kernels' bodies, which GCC -O3
  * otherwise keeps rolled, copying the loop-carried accumulators between
- * registers every iteration. VQ_UNROLL: affine_qk8's loops (-15 % in
- * isolation at four rows); the fused block kernel (attn_kivi8_vnnivbmi.c)
+ * registers every iteration. VQ_UNROLL: kivi_qk8's loops (-15 % in
+ * isolation at four rows); the fused block kernel (attn_kivi_int8_vnnivbmi.c)
  * defines it empty before including, as unrolled there the whole block got
  * no faster (1200-1280 against 1190-1230 TSC ticks per block in cache).
- * VQ_UNROLL_ALWAYS: affine_pv8's loop over token quads, everywhere (-9 % in
+ * VQ_UNROLL_ALWAYS: kivi_pv8's loop over token quads, everywhere (-9 % in
  * isolation at four rows, -3 % in the fused kernel). */
 #if defined(__clang__)
 #define VQ_UNROLL_ALWAYS _Pragma("unroll")

@@ -1,5 +1,5 @@
 /* attn_vnni_avx512.c — AVX-512 VNNI integer key scores for 2/4-bit affine
- * keys (attn_kernels.h, affine_qk8), installed only where the CPU has
+ * keys (attn_kernels.h, kivi_qk8), installed only where the CPU has
  * AVX512_VNNI (this file alone is built with -mavx512vnni).
  *
  * Tokens in lanes: 16 tokens are scored at once, lane l holding one token, so
@@ -18,7 +18,7 @@
 #include "attention/attn_kernels.h"
 #include "cpu/avx512/attn_qk8_vnni.h"
 
-static void affine_qk8_vnni(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+static void kivi_qk8_vnni(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                             const float *dz, float *s, int64_t lds)
 {
     for (int r0 = 0; r0 < R; r0 += 4) {
@@ -50,4 +50,4 @@ static void affine_qk8_vnni(int R, int n, int64_t D, int bits, const uint8_t *co
     }
 }
 
-void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k) { k->affine_qk8 = affine_qk8_vnni; }
+void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k) { k->kivi_qk8 = kivi_qk8_vnni; }

@@ -1,5 +1,5 @@
 /* attn_pv8_vnnivbmi.c — AVX-512 VNNI + VBMI integer p.V for 2-bit KIVI
- * values at D = 128, g = 32 (attn_kernels.h, affine_pv8), installed only
+ * values at D = 128, g = 32 (attn_kernels.h, kivi_pv8), installed only
  * where the CPU has both (this file alone is built with -mavx512vnni and
  * -mavx512vbmi; CMakeLists.txt: *_vnnivbmi.c).
  *
@@ -32,7 +32,7 @@
 #include "attention/attn_kernels.h"
 #include "cpu/avx512/attn_pv8_vnnivbmi.h"
 
-static void affine_pv8_avx512(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+static void kivi_pv8_avx512(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
                               const float *p, int64_t ldp, float *o, int64_t ldo)
 {
     if (n == 32) pv8_all(true, R, 32, codes, ldc, vs, vz, p, ldp, o, ldo);
@@ -42,6 +42,6 @@ static void affine_pv8_avx512(int R, int n, const uint8_t *codes, int64_t ldc, c
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k)
 {
     build_tables();
-    k->affine_pv8 = affine_pv8_avx512;
+    k->kivi_pv8 = kivi_pv8_avx512;
     k->pv8_fast = true;
 }

@@ -1,5 +1,5 @@
-/* attn_pv8_vnnivbmi.h — the inline body of affine_pv8 (attn_pv8_vnnivbmi.c: how it works), shared with the fused KIVI block kernel
- * (attn_kivi8_vnnivbmi.c). Internal; include only from a file built with its
+/* attn_pv8_vnnivbmi.h — the inline body of kivi_pv8 (attn_pv8_vnnivbmi.c: how it works), shared with the fused KIVI block kernel
+ * (attn_kivi_int8_vnnivbmi.c). Internal; include only from a file built with its
  * flags (the file names say which). */
 #ifndef VQ_ATTN_PV8_VNNIVBMI_H
 #define VQ_ATTN_PV8_VNNIVBMI_H

@@ -1,5 +1,5 @@
 /* attn_q8_vbmi.c — AVX-512 query quantisation for the integer key scores
- * (attn_kernels.h, affine_q8), installed only where the CPU has AVX512_VBMI
+ * (attn_kernels.h, kivi_q8), installed only where the CPU has AVX512_VBMI
  * (this file alone is built with -mavx512vbmi).
  *
  * Up to four rows at a time, D a constant of the instantiation. Pass one
@@ -27,7 +27,7 @@
 #include "cpu/avx512/attn_avx512_inline.h"
 #include "cpu/avx512/attn_q8_vbmi.h"
 
-static void affine_q8_vbmi(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
+static void kivi_q8_vbmi(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
                            const float *zero, int8_t *xq, float *dz)
 {
     const plane_perm *pp = &perms[bits == 4][D / 64 - 1];
@@ -42,5 +42,5 @@ static void affine_q8_vbmi(int R, int64_t D, int bits, const float *q, int64_t l
 void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k)
 {
     build_perms();
-    k->affine_q8 = affine_q8_vbmi;
+    k->kivi_q8 = kivi_q8_vbmi;
 }

@@ -1,5 +1,5 @@
-/* attn_q8_vbmi.h — the inline body of affine_q8 (attn_q8_vbmi.c: how it works), shared with the fused KIVI block kernel
- * (attn_kivi8_vnnivbmi.c). Internal; include only from a file built with its
+/* attn_q8_vbmi.h — the inline body of kivi_q8 (attn_q8_vbmi.c: how it works), shared with the fused KIVI block kernel
+ * (attn_kivi_int8_vnnivbmi.c). Internal; include only from a file built with its
  * flags (the file names say which). */
 #ifndef VQ_ATTN_Q8_VBMI_H
 #define VQ_ATTN_Q8_VBMI_H

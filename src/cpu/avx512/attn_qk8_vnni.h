@@ -1,5 +1,5 @@
-/* attn_qk8_vnni.h — the inline body of affine_qk8 (attn_int8_vnni.c: how it works), shared with the fused KIVI block kernel
- * (attn_kivi8_vnnivbmi.c). Internal; include only from a file built with its
+/* attn_qk8_vnni.h — the inline body of kivi_qk8 (attn_int8_vnni.c: how it works), shared with the fused KIVI block kernel
+ * (attn_kivi_int8_vnnivbmi.c). Internal; include only from a file built with its
  * flags (the file names say which). */
 #ifndef VQ_ATTN_QK8_VNNI_H
 #define VQ_ATTN_QK8_VNNI_H

@@ -10,7 +10,7 @@
  * attn_softmax_avx512.h, attn_cb8_vnnivbmi.h) on the same operands in the
  * same order, so its scores, p, m, d, alpha and o are bit for bit those of
  * the sequence hamming_score, poison, softmax, rescale, codebook_pv8. What it
- * saves, as the KIVI block kernel (attn_kivi8_vnnivbmi.c): the scores stay in
+ * saves, as the KIVI block kernel (attn_kivi_int8_vnnivbmi.c): the scores stay in
  * registers between the steps, and the skeleton's and the formats' per-block
  * glue (address arithmetic, table calls, prologues) is paid once per run. */
 #include <immintrin.h>

@@ -1,5 +1,5 @@
 /* attn_softmax_avx512.h — the inline bodies of the AVX-512 softmax step (attn_softmax_avx512.c: how it works), shared with the
- * fused KIVI and RaBitQ block kernels (attn_kivi8_vnnivbmi.c, attn_rabitq_vnnivbmi.c). Internal; include only from a file built with its
+ * fused KIVI and RaBitQ block kernels (attn_kivi_int8_vnnivbmi.c, attn_rabitq_vnnivbmi.c). Internal; include only from a file built with its
  * flags (the file names say which). */
 #ifndef VQ_ATTN_SOFTMAX_AVX512_H
 #define VQ_ATTN_SOFTMAX_AVX512_H

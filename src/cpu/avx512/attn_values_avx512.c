@@ -23,7 +23,7 @@
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
-static void (*affine_pv_fallback)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
+static void (*kivi_pv_fallback)(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                                   const float *vs, const float *vz, int64_t GV, int64_t g, const float *p,
                                   int64_t ldp, float *o, int64_t ldo);
 static void (*codebook_pv_fallback)(int R, int n, int64_t D, bool packed, const uint8_t *idx, const float *cents,
@@ -49,7 +49,7 @@ VQ_INLINE __m512 codes16(const uint8_t *row, int bits, int64_t c, __m512 table)
 /* o[r][c0 .. c0 + 16 CW) += sum_j p[r][j] (code vs + vz), RB rows. The zero
  * sums of the strip's groups (at most CW) sit in the lanes of one register
  * per row: lane k = group c0 / g + k. */
-VQ_INLINE void affine_strip(int bits, int RB, int CW, int n, const uint8_t *codes, int64_t ldc, const float *vs,
+VQ_INLINE void kivi_strip(int bits, int RB, int CW, int n, const uint8_t *codes, int64_t ldc, const float *vs,
                             const float *vz, int64_t GV, int64_t g, const float *p, int64_t ldp, float *o,
                             int64_t ldo, int64_t c0, __m512 table)
 {
@@ -84,14 +84,14 @@ VQ_INLINE void affine_strip(int bits, int RB, int CW, int n, const uint8_t *code
 }
 
 /* All D columns of rb <= 4 rows: 64-column strips, then 16-column ones. */
-static void affine_group(int bits, int rb, int n, int64_t D, const uint8_t *codes, int64_t ldc, const float *vs,
+static void kivi_group(int bits, int rb, int n, int64_t D, const uint8_t *codes, int64_t ldc, const float *vs,
                          const float *vz, int64_t GV, int64_t g, const float *p, int64_t ldp, float *o, int64_t ldo)
 {
     const __m512 table = bits == 2 ? _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3)
                                    : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int64_t c = 0; c < D;) {
         const int CW = c + 64 <= D ? 4 : 1;
-#define VQ_AFF(B, RB, W) affine_strip(B, RB, W, n, codes, ldc, vs, vz, GV, g, p, ldp, o, ldo, c, table)
+#define VQ_AFF(B, RB, W) kivi_strip(B, RB, W, n, codes, ldc, vs, vz, GV, g, p, ldp, o, ldo, c, table)
         switch ((bits * 8 + rb) * 2 + (CW == 4)) {
         case 34: VQ_AFF(2, 1, 1); break;
         case 35: VQ_AFF(2, 1, 4); break;
@@ -115,16 +115,16 @@ static void affine_group(int bits, int rb, int n, int64_t D, const uint8_t *code
     }
 }
 
-static void affine_pv_avx512(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
+static void kivi_pv_avx512(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const float *vs,
                              const float *vz, int64_t GV, int64_t g, const float *p, int64_t ldp, float *o,
                              int64_t ldo)
 {
     if ((bits != 2 && bits != 4) || g % 16 != 0 || D % 16 != 0) {
-        affine_pv_fallback(R, n, D, bits, codes, ldc, vs, vz, GV, g, p, ldp, o, ldo);
+        kivi_pv_fallback(R, n, D, bits, codes, ldc, vs, vz, GV, g, p, ldp, o, ldo);
         return;
     }
     for (int r0 = 0; r0 < R; r0 += 4)
-        affine_group(bits, R - r0 < 4 ? R - r0 : 4, n, D, codes, ldc, vs, vz, GV, g, p + r0 * ldp, ldp, o + r0 * ldo,
+        kivi_group(bits, R - r0 < 4 ? R - r0 : 4, n, D, codes, ldc, vs, vz, GV, g, p + r0 * ldp, ldp, o + r0 * ldo,
                      ldo);
 }
 
@@ -233,8 +233,8 @@ static void cvt_f16_avx512(int64_t n, const uint16_t *src, float *dst)
 void vq_attn_kernels_init_avx512_values(vq_attn_kernels *k)
 {
     k->cvt_f16 = cvt_f16_avx512;
-    affine_pv_fallback = k->affine_pv;
+    kivi_pv_fallback = k->kivi_pv;
     codebook_pv_fallback = k->codebook_pv;
-    k->affine_pv = affine_pv_avx512;
+    k->kivi_pv = kivi_pv_avx512;
     k->codebook_pv = codebook_pv_avx512;
 }

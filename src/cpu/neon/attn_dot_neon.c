@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) void pv_any(vq_attn_elt e, int R, i
         }
 }
 
-VQ_ATTN_DEFINE_PLAIN_KERNELS
+VQ_ATTN_DEFINE_F16_KERNELS
 
 /* dst[i] = f16 src[i] as f32, i < n */
 static void cvt_f16_neon(int64_t n, const uint16_t *src, float *dst)
@@ -63,6 +63,6 @@ static void cvt_f16_neon(int64_t n, const uint16_t *src, float *dst)
 
 void vq_attn_kernels_init_neon(vq_attn_kernels *k)
 {
-    VQ_ATTN_SET_PLAIN_KERNELS(k);
+    VQ_ATTN_SET_F16_KERNELS(k);
     k->cvt_f16 = cvt_f16_neon;
 }

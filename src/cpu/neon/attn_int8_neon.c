@@ -1,5 +1,5 @@
 /* attn_int8_neon.c — NEON integer key scores for 2/4-bit affine keys
- * (attn_kernels.h, affine_q8 / affine_qk8) on ARMv8.0: the dots with
+ * (attn_kernels.h, kivi_q8 / kivi_qk8) on ARMv8.0: the dots with
  * smull/smlal (the loop is attn_int8_neon.h's; attn_int8_dotprod.c replaces
  * it with sdot where the CPU has it). The quantisation rounds with vcvtnq
  * (nearest even), the same integers as the scalar and x86 kernels. */
@@ -7,7 +7,7 @@
 
 #include "cpu/neon/attn_int8_neon.h"
 
-static void affine_q8_neon(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
+static void kivi_q8_neon(int R, int64_t D, int bits, const float *q, int64_t ldq, const float *scale,
                            const float *zero, int8_t *xq, float *dz)
 {
     for (int r = 0; r < R; r++) {
@@ -46,14 +46,14 @@ static inline int32x4_t dot16_smull(int32x4_t acc, uint8x16_t e, int8x16_t qv)
     return vpadalq_s16(acc, p);
 }
 
-static void affine_qk8_neon(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
+static void kivi_qk8_neon(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                             const float *dz, float *s, int64_t lds)
 {
-    vq_neon_affine_qk8(R, n, D, bits, codes, ldc, xq, dz, s, lds, dot16_smull);
+    vq_neon_kivi_qk8(R, n, D, bits, codes, ldc, xq, dz, s, lds, dot16_smull);
 }
 
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k)
 {
-    k->affine_q8 = affine_q8_neon;
-    k->affine_qk8 = affine_qk8_neon;
+    k->kivi_q8 = kivi_q8_neon;
+    k->kivi_qk8 = kivi_qk8_neon;
 }

@@ -1,4 +1,4 @@
-/* attn_int8_neon.h — the integer key-score loop (attn_kernels.h, affine_qk8)
+/* attn_int8_neon.h — the integer key-score loop (attn_kernels.h, kivi_qk8)
  * shared by the ARMv8.0 file (attn_int8_neon.c: smull/smlal) and the ARMv8.2
  * one (attn_int8_dotprod.c: sdot), which differ only in the 16-byte dot.
  * Each 16-byte run of a code row gives its K = 8/bits shifts with one shift
@@ -14,8 +14,8 @@
 /* acc += the dot of 16 u8 codes (<= 15) and 16 s8 query bytes, four lanes */
 typedef int32x4_t (*vq_neon_dot16)(int32x4_t acc, uint8x16_t e, int8x16_t qv);
 
-/* affine_qk8 with `dot` (a constant at each call: inlined) */
-static inline __attribute__((always_inline)) void vq_neon_affine_qk8(int R, int n, int64_t D, int bits,
+/* kivi_qk8 with `dot` (a constant at each call: inlined) */
+static inline __attribute__((always_inline)) void vq_neon_kivi_qk8(int R, int n, int64_t D, int bits,
                                                                      const uint8_t *codes, int64_t ldc,
                                                                      const int8_t *xq, const float *dz, float *s,
                                                                      int64_t lds, vq_neon_dot16 dot)

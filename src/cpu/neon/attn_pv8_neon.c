@@ -1,4 +1,4 @@
-/* attn_pv8_neon.c — NEON integer p.V (attn_kernels.h: affine_pv8 for 2-bit
+/* attn_pv8_neon.c — NEON integer p.V (attn_kernels.h: kivi_pv8 for 2-bit
  * KIVI values, codebook_pv8 for RaBitQ's nibble-packed codebook values) on
  * ARMv8.0 (widening multiply-accumulates; sdot does not fit: the codes of one
  * channel lie in different tokens' rows). The weights are quantised with the
@@ -13,7 +13,7 @@
 #include "attention/attn_kernels.h"
 #include "attention/attn_skeleton.h"
 
-_Static_assert(VQ_ATTN_BN <= 32, "int16 sums of affine_pv8 hold 32 tokens of |127 * 3|");
+_Static_assert(VQ_ATTN_BN <= 32, "int16 sums of kivi_pv8 hold 32 tokens of |127 * 3|");
 
 /* wq [VQ_ATTN_BN] = the weights w [n] rounded against `levels` steps (127:
  * int8 in [-127, 127], 255: uint8), as int16; returns step = amax / levels, NaN
@@ -46,7 +46,7 @@ static float quantise_weights(int n, const float *w, float levels, int16_t *wq)
  * weights quantised, then per token the four shift planes of its 32 code
  * bytes, each 8-byte half one group, multiplied by that group's int8 weight
  * into i16 lanes: acc[k][gi] lane b holds channel 32 gi + 4 b + k. */
-static void affine_pv8_neon(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
+static void kivi_pv8_neon(int R, int n, const uint8_t *codes, int64_t ldc, const float *vs, const float *vz,
                             const float *p, int64_t ldp, float *o, int64_t ldo)
 {
     const int n4 = (n + 3) & ~3;
@@ -163,6 +163,6 @@ static void codebook_pv8_neon(int R, int n, const uint8_t *idx, int64_t ldi, con
 
 void vq_attn_kernels_init_neon_pv8(vq_attn_kernels *k)
 {
-    k->affine_pv8 = affine_pv8_neon;
+    k->kivi_pv8 = kivi_pv8_neon;
     k->codebook_pv8 = codebook_pv8_neon;
 }
