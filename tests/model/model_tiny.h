@@ -375,4 +375,67 @@ static inline tg_buf tiny_gguf(const tiny_model *m)
     return b;
 }
 
+static inline void tiny_put_str_array(tg_buf *b, const char *key, const char *const *v, int n)
+{
+    tg_str(b, key);
+    tg_u32(b, 9);
+    tg_u32(b, 8);
+    tg_u64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) tg_str(b, v[i]);
+}
+
+/* A GGUF holding only a SentencePiece tokenizer (tokenizer.ggml.model =
+ * llama): <unk>, <bos>, <eos>, the 256 <0xXX> byte tokens, then words[]
+ * (ids from 3 + TINY_SPM_BYTES): U+2581, a, b, c, ab, bc, U+2581 a, cab
+ * with scores, a user-defined "\n\n" and a control "<x>"; no space prefix. */
+enum { TINY_SPM_BYTES = 256 };
+static inline tg_buf tiny_spm_gguf(void)
+{
+    enum { NB = TINY_SPM_BYTES, NW = 10 };
+    static const char *const words[NW] = {"\xe2\x96\x81", "a", "b", "c", "ab", "bc", "\xe2\x96\x81" "a", "cab",
+                                          "\n\n", "<x>"};
+    static const float wscore[NW] = {-1, -2, -2, -2, -5, -3, -4, -9, 0, 0};
+    static const int32_t wtype[NW] = {1, 1, 1, 1, 1, 1, 1, 1, 4, 3};
+    const int n = 3 + NB + NW;
+    const char *toks[3 + NB + NW];
+    char bytes[NB][8];
+    float *scores = calloc((size_t)n, sizeof *scores);
+    int32_t *types = calloc((size_t)n, sizeof *types);
+    toks[0] = "<unk>"; toks[1] = "<bos>"; toks[2] = "<eos>";
+    types[0] = 2; types[1] = 3; types[2] = 3;
+    for (int i = 0; i < NB; i++) {
+        snprintf(bytes[i], sizeof bytes[i], "<0x%02X>", i);
+        toks[3 + i] = bytes[i];
+        types[3 + i] = 6;
+    }
+    for (int i = 0; i < NW; i++) {
+        toks[3 + NB + i] = words[i];
+        scores[3 + NB + i] = wscore[i];
+        types[3 + NB + i] = wtype[i];
+    }
+    tg_buf b = {0};
+    tg_put(&b, "GGUF", 4);
+    tg_u32(&b, 3);
+    tg_u64(&b, 0);
+    tg_u64(&b, 5);
+    tg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    tiny_put_str_array(&b, "tokenizer.ggml.tokens", toks, n);
+    tg_str(&b, "tokenizer.ggml.scores");
+    tg_u32(&b, 9);
+    tg_u32(&b, 6);
+    tg_u64(&b, (uint64_t)n);
+    tg_put(&b, scores, (size_t)n * 4);
+    tg_str(&b, "tokenizer.ggml.token_type");
+    tg_u32(&b, 9);
+    tg_u32(&b, 5);
+    tg_u64(&b, (uint64_t)n);
+    tg_put(&b, types, (size_t)n * 4);
+    tg_str(&b, "tokenizer.ggml.add_space_prefix");
+    tg_u32(&b, 7);
+    tg_put(&b, "\0", 1);
+    free(scores);
+    free(types);
+    return b;
+}
+
 #endif

@@ -6,8 +6,9 @@
  *    architecture's definition (embedding times sqrt(dim), per-head q/k
  *    norms, RoPE on (i, i + D/2) pairs with the local / global bases, post
  *    norms, GeGLU with the tanh GELU, the window's mask) on every ISA, chunk
- *    sizes 1, 4 and all; through vq_cache (f16) within the window, and the
- *    cache path's refusal past it;
+ *    sizes 1, 4 and all, on the f32 oracle and through vq_cache (f16): the
+ *    whole model in the cache for a session no longer than the window, else
+ *    the local layer in the runtime's f32 store (counted in the memory);
  *  - a tiny SentencePiece vocabulary built here: merges by score, the
  *    leftmost on ties, byte fallback, U+2581 for spaces, user-defined
  *    tokens always cut out, control tokens only with parse_special;
@@ -15,8 +16,8 @@
  *    (tests/model/model_reference_gemma.py): token ids of every text of
  *    tests/model/data/gemma_tokenizer_golden.txt, and logits (gemma_logits_golden.txt)
  *    within 1e-3 of max |logit| per position through vq_cache f16 and the
- *    f32 oracle; a 600-token prompt past the 512-token window on the f32
- *    oracle (release builds: it takes seconds).
+ *    f32 oracle, also for a 600-token prompt past the 512-token window
+ *    (release builds: it takes seconds).
  * The Gemma part skips (77) when the model file is absent
  * (sh tools/fetch_model.sh --gemma installs it). */
 #include <math.h>
@@ -151,32 +152,40 @@ static void test_tiny_gemma(void)
             VT_CHECK(d <= 1e-4 * mx, "%s f32 batch %d: max |diff| %.3g, max |logit| %.3g", vq_ctx_isa(ctx),
                      batches[bi], d, mx);
             free(lg);
-            /* vq_cache f16 within the window (the cache keeps every token: the first three
-             * positions see the same keys as the reference) */
-            lg = golden_run(model, ctx, "f16", tok, TINY_WINDOW, batches[bi], true);
-            const double dc = lg != NULL ? max_diff(lg, ref, TINY_WINDOW * NV, &mx) : INFINITY;
-            VT_CHECK(dc <= 2e-3 * mx, "%s vq_cache f16 batch %d: max |diff| %.3g, max |logit| %.3g", vq_ctx_isa(ctx),
-                     batches[bi], dc, mx);
+            /* vq_cache f16, a session longer than the window: the local layer in the
+             * runtime's f32 store (masked), the global one in the cache */
+            lg = golden_run(model, ctx, "f16", tok, TINY_MAXT, batches[bi], true);
+            const double dh = lg != NULL ? max_diff(lg, ref, TINY_MAXT * NV, &mx) : INFINITY;
+            VT_CHECK(dh <= 2e-3 * mx, "%s vq_cache f16 (local layer in f32) batch %d: max |diff| %.3g, max |logit| %.3g",
+                     vq_ctx_isa(ctx), batches[bi], dh, mx);
             free(lg);
         }
         vq_ctx_free(ctx);
     }
-    /* past the window the cache path refuses, naming it, and changes nothing */
+    /* a session no longer than the window keeps both layers in the cache; the
+     * longer one counts the local layer's f32 bytes in its memory */
     vq_ctx *ctx = make_ctx(1, NULL);
     const vq_cache_config cc = {.preset = "f16"};
-    const vqm_session_config sc = {.max_tokens = 16, .max_batch = 4, .attn = VQM_ATTN_CACHE, .cache = &cc};
-    vqm_session *s = NULL;
-    VT_CHECK(vqm_session_create(model, ctx, &sc, &s, err) == VQ_OK, "%s", err);
-    float *lg = malloc(sizeof(float) * TINY_MAXT * NV);
-    if (s != NULL) {
-        VT_CHECK(vqm_forward(s, tok, TINY_WINDOW, 1, lg, err) == VQ_OK, "%s", err);
-        VT_CHECK(vqm_forward(s, tok, 1, 1, lg, err) == VQ_ERR_UNSUPPORTED && strstr(err, "3-token sliding window") &&
-                     vqm_session_length(s) == TINY_WINDOW,
-                 "past the window: %s", err);
-        VT_CHECK(vqm_session_reset(s, err) == VQ_OK && vqm_forward(s, tok, 2, 1, lg, err) == VQ_OK, "%s", err);
+    for (int mt = TINY_WINDOW; mt <= TINY_MAXT; mt += TINY_MAXT - TINY_WINDOW) {
+        const vqm_session_config sc = {.max_tokens = mt, .max_batch = 2, .attn = VQM_ATTN_CACHE, .cache = &cc};
+        vqm_session *s = NULL;
+        VT_CHECK(vqm_session_create(model, ctx, &sc, &s, err) == VQ_OK, "%s", err);
+        if (s == NULL) continue;
+        float *lg = malloc(sizeof(float) * TINY_MAXT * NV);
+        VT_CHECK(vqm_forward(s, tok, mt, mt, lg, err) == VQ_OK, "%s", err);
+        double mx = 0;
+        const double d = max_diff(lg, ref, mt * NV, &mx);
+        VT_CHECK(d <= 2e-3 * mx, "max_tokens %d: max |diff| %.3g, max |logit| %.3g", mt, d, mx);
+        vq_cache_memory_report mem;
+        VT_CHECK(vqm_session_memory(s, &mem, err) == VQ_OK, "%s", err);
+        const int64_t kv_bytes = (int64_t)TINY_KV * TINY_HD * 2 * 2; /* keys and values of a token, f16 */
+        const int64_t want = mt == TINY_WINDOW ? 2 * mt * kv_bytes : mt * kv_bytes + mt * kv_bytes * 2;
+        VT_CHECK(mem.tokens == 2 * mt && mem.code_bytes + mem.param_bytes + mem.residual_bytes == want,
+                 "max_tokens %d: %lld tokens, %lld bytes, expected %lld", mt, (long long)mem.tokens,
+                 (long long)(mem.code_bytes + mem.param_bytes + mem.residual_bytes), (long long)want);
+        free(lg);
+        vqm_session_free(s);
     }
-    vqm_session_free(s);
-    free(lg);
     vq_ctx_free(ctx);
     vqm_model_free(model);
     free(b.p);
@@ -220,61 +229,12 @@ static void test_gemma_errors(void)
     tiny_free(&m);
 }
 
-/* ---- a tiny SentencePiece vocabulary ---- */
-
-static void put_str_array(tg_buf *b, const char *key, const char *const *v, int n)
-{
-    tg_str(b, key);
-    tg_u32(b, 9);
-    tg_u32(b, 8);
-    tg_u64(b, (uint64_t)n);
-    for (int i = 0; i < n; i++) tg_str(b, v[i]);
-}
+/* ---- a tiny SentencePiece vocabulary (model_tiny.h) ---- */
 
 static void test_spm_tiny(void)
 {
-    enum { NB = 256, NW = 10 };
-    static const char *const words[NW] = {"\xe2\x96\x81", "a", "b", "c", "ab", "bc", "\xe2\x96\x81" "a", "cab",
-                                          "\n\n", "<x>"};
-    static const float wscore[NW] = {-1, -2, -2, -2, -5, -3, -4, -9, 0, 0};
-    static const int32_t wtype[NW] = {1, 1, 1, 1, 1, 1, 1, 1, 4, 3};
-    const int n = 3 + NB + NW;
-    const char *toks[3 + NB + NW];
-    char bytes[NB][8];
-    float *scores = calloc((size_t)n, sizeof *scores);
-    int32_t *types = calloc((size_t)n, sizeof *types);
-    toks[0] = "<unk>"; toks[1] = "<bos>"; toks[2] = "<eos>";
-    types[0] = 2; types[1] = 3; types[2] = 3;
-    for (int i = 0; i < NB; i++) {
-        snprintf(bytes[i], sizeof bytes[i], "<0x%02X>", i);
-        toks[3 + i] = bytes[i];
-        types[3 + i] = 6;
-    }
-    for (int i = 0; i < NW; i++) {
-        toks[3 + NB + i] = words[i];
-        scores[3 + NB + i] = wscore[i];
-        types[3 + NB + i] = wtype[i];
-    }
-    tg_buf b = {0};
-    tg_put(&b, "GGUF", 4);
-    tg_u32(&b, 3);
-    tg_u64(&b, 0);
-    tg_u64(&b, 5);
-    tg_kv_str(&b, "tokenizer.ggml.model", "llama");
-    put_str_array(&b, "tokenizer.ggml.tokens", toks, n);
-    tg_str(&b, "tokenizer.ggml.scores");
-    tg_u32(&b, 9);
-    tg_u32(&b, 6);
-    tg_u64(&b, (uint64_t)n);
-    tg_put(&b, scores, (size_t)n * 4);
-    tg_str(&b, "tokenizer.ggml.token_type");
-    tg_u32(&b, 9);
-    tg_u32(&b, 5);
-    tg_u64(&b, (uint64_t)n);
-    tg_put(&b, types, (size_t)n * 4);
-    tg_str(&b, "tokenizer.ggml.add_space_prefix");
-    tg_u32(&b, 7);
-    tg_put(&b, "\0", 1);
+    enum { NB = TINY_SPM_BYTES };
+    tg_buf b = tiny_spm_gguf();
     char err[VQM_ERR_LEN];
     vqm_gguf *g = NULL;
     vqm_tokenizer *t = NULL;
@@ -311,8 +271,6 @@ static void test_spm_tiny(void)
     }
     vqm_gguf_free(g);
     free(b.p);
-    free(scores);
-    free(types);
 }
 
 /* ---- Gemma 3 270M against transformers ---- */
@@ -366,15 +324,13 @@ static void test_golden_logits(void)
     vq_ctx *ctx = make_ctx(0, NULL);
     const int V = g_model->cfg.vocab;
     for (int i = 0; i < np; i++) {
-        const bool long_prompt = gp[i].first > 0;
 #if defined(__SANITIZE_ADDRESS__)
-        if (long_prompt) continue; /* seconds in a release build, minutes under ASan */
+        if (gp[i].first > 0) continue; /* the long prompt: seconds in a release build, minutes under ASan */
 #endif
         for (int pass = 0; pass < 2; pass++) {
-            /* the deliverable: attention through vq_cache with the f16 cache; and the f32
-             * oracle (the only one past the window, which the cache path refuses) */
+            /* the deliverable: attention through vq_cache with the f16 cache (past the
+             * window: the local layers in the runtime's f32 store); and the f32 oracle */
             const char *preset = pass == 0 ? "f16" : NULL;
-            if (long_prompt && preset != NULL) continue;
             const vq_cache_config cc = {.preset = preset};
             const vqm_session_config sc = {.max_tokens = gp[i].n, .max_batch = 64,
                                            .attn = preset != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32, .cache = &cc};

@@ -176,11 +176,12 @@ static void test_model_errors(void)
 }
 
 /* Seeded random mutations of the valid file through the fuzz entry point. */
-static void test_fuzz_mutations(void)
+static void fuzz_mutations(const tg_buf *file, size_t data_end, int runs, uint64_t seed)
 {
     vq_rng rng;
-    vq_rng_seed(&rng, 1234);
-    const int runs = getenv("VQM_FUZZ_RUNS") ? atoi(getenv("VQM_FUZZ_RUNS")) : 1500;
+    vq_rng_seed(&rng, seed);
+    const tg_buf g_file = *file;
+    const size_t g_data_end = data_end;
     uint8_t *buf = malloc(g_file.n);
     for (int r = 0; r < runs; r++) {
         memcpy(buf, g_file.p, g_file.n);
@@ -201,6 +202,23 @@ static void test_fuzz_mutations(void)
         LLVMFuzzerTestOneInput(buf, n);
     }
     free(buf);
+}
+
+/* ... of the tiny Llama, the tiny Gemma (its norms, window keys) and the
+ * tiny SentencePiece tokenizer (scores, token types, byte tokens) */
+static void test_fuzz_mutations(void)
+{
+    const int runs = getenv("VQM_FUZZ_RUNS") ? atoi(getenv("VQM_FUZZ_RUNS")) : 1500;
+    fuzz_mutations(&g_file, g_data_end, runs, 1234);
+    tiny_model m;
+    tiny_build_gemma(&m, 2, 5);
+    tg_buf gemma = tiny_gguf(&m);
+    fuzz_mutations(&gemma, gemma.n, runs / 2, 99);
+    tg_buf spm = tiny_spm_gguf();
+    fuzz_mutations(&spm, spm.n, runs / 2, 77);
+    free(gemma.p);
+    free(spm.p);
+    tiny_free(&m);
     VT_CHECK(1, "survived");
 }
 
@@ -242,16 +260,21 @@ static void test_release(void)
     vqm_gguf_free(gm);
 }
 
-/* `test_model_gguf --write-seed FILE` writes the valid tiny model (the
- * fuzz_gguf seed in tests/fuzz/corpus/fuzz_gguf/). */
+/* `test_model_gguf --write-seed FILE llama|gemma|spm` writes the valid tiny
+ * Llama, Gemma or SentencePiece tokenizer (the fuzz_gguf seeds in
+ * tests/fuzz/corpus/fuzz_gguf/). */
 int main(int argc, char **argv)
 {
     tiny_model m;
     tiny_build(&m, 1, false, 7);
     g_file = tiny_gguf(&m);
-    if (argc == 3 && strcmp(argv[1], "--write-seed") == 0) {
+    if (argc == 4 && strcmp(argv[1], "--write-seed") == 0) {
+        tiny_model gm;
+        tiny_build_gemma(&gm, 2, 5);
+        const tg_buf seed = strcmp(argv[3], "gemma") == 0 ? tiny_gguf(&gm)
+                            : strcmp(argv[3], "spm") == 0 ? tiny_spm_gguf() : g_file;
         FILE *f = fopen(argv[2], "wb");
-        const bool ok = f != NULL && fwrite(g_file.p, 1, g_file.n, f) == g_file.n;
+        const bool ok = f != NULL && fwrite(seed.p, 1, seed.n, f) == seed.n;
         if (f != NULL) fclose(f);
         return ok ? 0 : 1;
     }

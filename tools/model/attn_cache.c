@@ -155,6 +155,7 @@ static void merge_sinks(vqm_session *s, int layer, int64_t T, int64_t ns)
 
 static vq_status cache_step(vqm_session *s, int layer, int64_t T, char *err)
 {
+    if (s->local_f32 && s->m->layers[layer].local) return vqm_attn_f32_step(s, layer, T, err);
     const vqm_config *c = &s->m->cfg;
     const int D = c->head_dim, kvd = c->n_kv_heads * D, qd = c->n_heads * D;
     const bool transform = s->cfg.center || s->cfg.smooth;
@@ -248,6 +249,14 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
     }
     r = vq_cache_seq_add(s->cache, &s->seq);
     if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_seq_add");
+    /* A session longer than the sliding window: the local layers' keys and
+     * values stay in the runtime's f32 store, which masks the tokens past
+     * the window, and never enter the cache (which would attend them all). */
+    if (c->sliding_window > 0 && s->cfg.max_tokens > c->sliding_window) {
+        s->local_f32 = true;
+        const vq_status st = vqm_attn_f32_alloc(s, true, err);
+        if (st != VQ_OK) return st;
+    }
     if (s->cfg.sink < 0 || s->cfg.sink > 64)
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session: sink is %d, expected 0..64", s->cfg.sink);
     if (s->cfg.sink > 0) {
@@ -272,15 +281,24 @@ vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, 
     const vqm_config *c = &s->m->cfg;
     const int64_t n_sink = s->n_past < s->cfg.sink ? s->n_past : s->cfg.sink;
     const int64_t elems = (int64_t)c->n_kv_heads * c->head_dim; /* per token, keys or values */
-    const int64_t sink_bytes = (int64_t)c->n_layers * n_sink * elems * 2 * (int64_t)sizeof(uint16_t);
+    /* the sink tokens of the cache's layers, and the local layers' f32 store
+     * (counted as f32 sink-like extra: bytes and tokens outside the cache) */
+    int n_local = 0;
+    for (int l = 0; s->local_f32 && l < c->n_layers; l++) n_local += s->m->layers[l].local;
+    const int64_t local_bytes = (int64_t)n_local * s->n_past * elems * 2 * (int64_t)sizeof(float);
+    out->residual_bytes += local_bytes;
+    out->total_bytes += local_bytes;
+    out->tokens += (int64_t)n_local * s->n_past;
+    const int64_t sink_bytes = (int64_t)(c->n_layers - n_local) * n_sink * elems * 2 * (int64_t)sizeof(uint16_t);
     out->residual_bytes += sink_bytes;
     out->total_bytes += sink_bytes;
-    out->tokens += (int64_t)c->n_layers * n_sink;
+    out->tokens += (int64_t)(c->n_layers - n_local) * n_sink;
     const double den = (double)out->tokens * (double)elems * 2;
     out->bits_per_element = den > 0 ? (double)(out->code_bytes + out->param_bytes + out->residual_bytes) * 8 / den : 0;
-    /* keys and values: the sink adds the same f16 bytes to each */
-    const double half = den / 2, sink_half = (double)sink_bytes / 2 * 8;
-    const double cache_half = (double)(out->tokens - (int64_t)c->n_layers * n_sink) * (double)elems;
+    /* keys and values: the sink and the local store add the same bytes to each */
+    const double half = den / 2, sink_half = (double)(sink_bytes + local_bytes) / 2 * 8;
+    const double cache_half =
+        (double)(out->tokens - (int64_t)(c->n_layers - n_local) * n_sink - (int64_t)n_local * s->n_past) * (double)elems;
     out->key_bits_per_element = half > 0 ? (out->key_bits_per_element * cache_half + sink_half) / half : 0;
     out->value_bits_per_element = half > 0 ? (out->value_bits_per_element * cache_half + sink_half) / half : 0;
     return VQ_OK;
@@ -301,6 +319,12 @@ vq_status vqm_session_fill_random(vqm_session *s, int64_t n, uint64_t seed, char
             for (int64_t i = 0; i < T * kvd; i++) {
                 s->kb[i] = (float)vq_rng_normal(&rng);
                 s->vb[i] = (float)vq_rng_normal(&rng);
+            }
+            if (s->local_f32 && s->m->layers[l].local) {
+                const size_t at = ((size_t)s->f32_slot[l] * (size_t)s->cfg.max_tokens + (size_t)s->n_past) * (size_t)kvd;
+                memcpy(s->kc + at, s->kb, (size_t)(T * kvd) * sizeof(float));
+                memcpy(s->vc + at, s->vb, (size_t)(T * kvd) * sizeof(float));
+                continue;
             }
             int64_t sh[2][4], st[2][4];
             const DLTensor k = view(s->kb, sh[0], st[0], c->n_kv_heads, T, D);

@@ -27,7 +27,7 @@ void vqm_session_free(vqm_session *s)
     free(s->x); free(s->xb); free(s->q); free(s->att); free(s->kb); free(s->vb);
     free(s->h1); free(s->h3); free(s->xsum); free(s->rope_cos); free(s->rope_sin); free(s->inv_freq);
     free(s->rope_cos_l); free(s->rope_sin_l); free(s->inv_freq_l);
-    free(s->kc); free(s->vc); free(s->scores);
+    free(s->kc); free(s->vc); free(s->scores); free(s->f32_slot);
     free(s);
 }
 
@@ -228,11 +228,7 @@ vq_status vqm_forward(vqm_session *s, const int32_t *tokens, int64_t n, int64_t 
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "forward: %lld + %lld tokens exceed the session's max_tokens %d",
                     (long long)s->n_past, (long long)n, s->cfg.max_tokens);
     const vqm_config *c = &s->m->cfg;
-    if (s->cfg.attn == VQM_ATTN_CACHE && c->sliding_window > 0 && s->n_past + n > c->sliding_window)
-        return vqm_fail(err, VQ_ERR_UNSUPPORTED,
-                        "forward: %lld + %lld tokens exceed the %d-token sliding window of the model's local layers, "
-                        "which the vq_cache path does not evict yet (the f32 attention masks them at any length)",
-                        (long long)s->n_past, (long long)n, c->sliding_window);
+
     const int vocab = c->vocab;
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= vocab)
