@@ -19,15 +19,16 @@ BUILD         ?= build
 SANITIZE_BUILD ?= build-sanitize
 JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
 # VQ_ISA values for the sanitizer passes: "best" leaves VQ_ISA unset. The
-# passes after the first skip SANITIZE_ONCE: test_model_forward runs its golden
-# part on every ISA itself, and test_vq_cli / test_vq_cli_model /
+# passes after the first skip SANITIZE_ONCE: test_model_forward and
+# test_model_gemma run their tiny models on every ISA themselves (and their
+# golden parts are the model's, not a kernel's), and test_vq_cli / test_vq_cli_model /
 # test_vq_cli_kivimix drive the commands (their kernels are the other tests'
 # business). test_vq_cli took 376 s under ASan on one core at 3dbfb6d, most of
 # it the model commands, now test_vq_cli_model (324 s at 9e9ac46, the last
 # ~145 s alone on one core) and test_vq_cli_kivimix, which ctest starts first
 # and runs beside each other and the rest.
 SANITIZE_ISAS ?= best scalar
-SANITIZE_ONCE ?= ^(test_model_forward|test_vq_cli|test_vq_cli_model|test_vq_cli_kivimix)$$
+SANITIZE_ONCE ?= ^(test_model_forward|test_model_gemma|test_vq_cli|test_vq_cli_model|test_vq_cli_kivimix)$$
 FUZZ_BUILD    ?= build-fuzz
 # test-aarch64: the library, tools and tests cross-compiled for aarch64
 # (cmake/aarch64-linux-gnu.cmake: Debian's gcc-aarch64-linux-gnu; ctest runs

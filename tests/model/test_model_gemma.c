@@ -16,8 +16,8 @@
  *    (tests/model/model_reference_gemma.py): token ids of every text of
  *    tests/model/data/gemma_tokenizer_golden.txt, and logits (gemma_logits_golden.txt)
  *    within 1e-3 of max |logit| per position through vq_cache f16 and the
- *    f32 oracle, also for a 600-token prompt past the 512-token window
- *    (release builds: it takes seconds).
+ *    f32 oracle; vq_cache f16 also on a 600-token prompt past the 512-token
+ *    window (release builds: it takes seconds).
  * The Gemma part skips (77) when the model file is absent
  * (sh tools/fetch_model.sh --gemma installs it). */
 #include <math.h>
@@ -329,8 +329,10 @@ static void test_golden_logits(void)
 #endif
         for (int pass = 0; pass < 2; pass++) {
             /* the deliverable: attention through vq_cache with the f16 cache (past the
-             * window: the local layers in the runtime's f32 store); and the f32 oracle */
+             * window: the local layers in the runtime's f32 store); and the f32 oracle
+             * on the short prompts (on the long one it repeats the local layers' path) */
             const char *preset = pass == 0 ? "f16" : NULL;
+            if (preset == NULL && gp[i].first > 0) continue;
             const vq_cache_config cc = {.preset = preset};
             const vqm_session_config sc = {.max_tokens = gp[i].n, .max_batch = 64,
                                            .attn = preset != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32, .cache = &cc};
