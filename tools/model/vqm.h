@@ -193,7 +193,8 @@ void vqm_matmuls(vqm_pool *pool, const vqm_kernels *k, int count, const vqm_matr
 void vqm_matrix_row(const vqm_matrix *w, int64_t r, float *out);
 
 /* ======================================================================
- * Tokenizer (tokenizer.c): GPT-2 style byte-level BPE from GGUF metadata
+ * Tokenizer (tokenizer.c, tokenizer_spm.c): GPT-2 style byte-level BPE or
+ * SentencePiece BPE from GGUF metadata
  * ====================================================================== */
 
 typedef struct vqm_tokenizer vqm_tokenizer;
@@ -201,7 +202,11 @@ typedef struct vqm_tokenizer vqm_tokenizer;
 /* From tokenizer.ggml.{model = gpt2, tokens, token_type, merges, pre,
  * bos/eos ids}. Pre-tokenizer rules by tokenizer.ggml.pre: "smollm",
  * "starcoder", "refact", ... (digits split one by one, then GPT-2's
- * regex), "gpt2"/"default" (GPT-2's regex). Others: VQ_ERR_UNSUPPORTED. */
+ * regex), "gpt2"/"default" (GPT-2's regex). Others: VQ_ERR_UNSUPPORTED.
+ * Or tokenizer.ggml.model = llama (SentencePiece: tokens, scores,
+ * token_type, add_space_prefix; tokenizer_spm.c has the algorithm); its
+ * user-defined tokens are cut out of every text, not only with
+ * parse_special. */
 vq_status vqm_tokenizer_load(const vqm_gguf *g, vqm_tokenizer **out, char *err);
 void vqm_tokenizer_free(vqm_tokenizer *t);
 /* Encodes UTF-8 text (invalid bytes are encoded as their byte tokens).
