@@ -23,10 +23,10 @@ JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
 # test_model_gemma run their tiny models on every ISA themselves (and their
 # golden parts are the model's, not a kernel's), and test_vq_cli / test_vq_cli_model /
 # test_vq_cli_kivimix drive the commands (their kernels are the other tests'
-# business). test_vq_cli took 376 s under ASan on one core at 3dbfb6d, most of
-# it the model commands, now test_vq_cli_model (324 s at 9e9ac46, the last
-# ~145 s alone on one core) and test_vq_cli_kivimix, which ctest starts first
-# and runs beside each other and the rest.
+# business). Under ASan the model commands are the longest tests (test_vq_cli
+# took over 6 minutes on one core while it held them), so they are
+# test_vq_cli_model and test_vq_cli_kivimix, which ctest starts first and runs
+# beside each other and the rest.
 SANITIZE_ISAS ?= best scalar
 SANITIZE_ONCE ?= ^(test_model_forward|test_model_gemma|test_vq_cli|test_vq_cli_model|test_vq_cli_kivimix)$$
 FUZZ_BUILD    ?= build-fuzz
@@ -78,7 +78,7 @@ endif
 
 VQ := $(BUILD)/tools/vq
 
-.PHONY: all deps model build demo quality-table test test-release test-python test-sanitize test-fuzz test-aarch64 install clean
+.PHONY: all deps model build demo quality-table test check-layout test-release test-python test-sanitize test-fuzz test-aarch64 install clean
 
 all: demo
 
@@ -104,7 +104,11 @@ demo: build
 quality-table: build
 	python3 tools/quality_table.py --vq $(VQ) $(QUALITY_ARGS)
 
-test: test-release test-python test-sanitize test-fuzz test-aarch64
+test: check-layout test-release test-python test-sanitize test-fuzz test-aarch64
+
+# The include order and unique file names of docs/INTERNALS.md ("Dependencies").
+check-layout:
+	python3 .ci/check_layout.py
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

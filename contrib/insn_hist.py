@@ -2,9 +2,9 @@
 # instruction and prints how many times each mnemonic ran, split by operand
 # kind (.r registers only, .ld a memory source, .st a memory destination)
 # and register width (@z zmm, @y ymm, none: xmm or scalar);
-# the dynamic counts behind the instruction floors of bench/results/cpu.md
-# (issue 14, fifth pass), and a port floor from them: 512-bit uops by port
-# class on this core (bench/port_throughput.c: p0 and p5, two per cycle; p5
+# the dynamic counts behind the instruction floors of docs/PERFORMANCE.md,
+# and a port floor from them: 512-bit uops by port
+# class on this core (contrib/port_throughput.c: p0 and p5, two per cycle; p5
 # only: shuffles and permutes, vpermt2b two cycles; p0 only: shifts, class
 # tests, compares into masks, vdivps three uops), the floor
 # max(p5-only, p0-only, all / 2) cycles; register moves, loads and stores
@@ -12,7 +12,7 @@
 # hardware counters needed (this KVM guest has
 # none); slow (~1000 instructions per second), so one call only:
 #
-#   gdb -q -batch -ex 'set $fn = "kivi_int8_block_avx512"' -x bench/insn_hist.py --args ./kivi_int8_block 4 1 once
+#   gdb -q -batch -ex 'set $fn = "kivi_int8_block_avx512"' -x contrib/insn_hist.py --args ./kivi_int8_block 4 1 once
 import collections
 import gdb
 

@@ -1,8 +1,8 @@
 # insn_hist_block.py — one block's instruction counts from two
-# bench/insn_hist.py histograms of a fused call, on runs of n1 and n3 blocks:
+# contrib/insn_hist.py histograms of a fused call, on runs of n1 and n3 blocks:
 # (count at n3 - count at n1) / (n3 - n1) per "mnemonic.kind@width" key, so the
 # call's entry and exit cancel. Shared by the floor scripts
-# (bench/zen1_floor.py, bench/zen4_floor.py); insn_hist.py itself runs
+# (contrib/zen1_floor.py, contrib/zen4_floor.py); insn_hist.py itself runs
 # inside gdb and cannot be imported.
 import collections
 

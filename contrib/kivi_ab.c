@@ -1,16 +1,16 @@
 /* kivi_ab.c — KIVI 2-bit decode (vq_kivi_fused_attend: 2-bit keys
  * and values, g 32, f16 scales, B 1, Hq 32, D 128, 2 threads) with its CPU
  * paths alternated call by call in one process, and the f16 SDPA
- * (vq_fused_sdpa, plain f16 keys and values) as the reference of issue 14's
- * ratios: AUTO; value_accum F32 (the f32 p.V); INT8 (integer p.V, and the
+ * (vq_fused_sdpa, plain f16 keys and values) as the reference of the
+ * speed-up ratios: AUTO; value_accum F32 (the f32 p.V); INT8 (integer p.V, and the
  * fused block kernel where the ISA has one); INT8 with VQ_ATTN_UNFUSED=1
  * (the separate kernels). Median / least / quartiles of the process CPU
  * time per call and thread (the cpu-ms of vq bench attention), and
  * whether the outputs of each pair of paths agree. Calls alternate, so the
  * clock and the other work on the machine touch all paths alike
- * (bench/results/cpu.md). Public API only:
+ * (docs/PERFORMANCE.md). Public API only:
  *
- *   gcc -O2 -Iinclude bench/kivi_ab.c -Lbuild -lveloxquant -lm -Wl,-rpath,$PWD/build -o kivi_ab
+ *   gcc -O2 -Iinclude contrib/kivi_ab.c -Lbuild -lveloxquant -lm -Wl,-rpath,$PWD/build -o kivi_ab
  *   ./kivi_ab [Hkv (8)] [Skv (65536)] [calls per path (21, at most 1000)] [no-f16]
  */
 #include <math.h>

@@ -4,17 +4,17 @@
  * parts alone (p.V, keys, softmax step: where a block's time goes), one
  * whole block of 32 tokens at D = 128, R query rows, in cache, one thread,
  * TSC ticks and core cycles per block
- * (least of 50 short passes: robust to other work on the cores): the numbers of bench/results/cpu.md,
- * issue 14, fifth pass (AVX-512) and the AVX2 section. The kernels of the
+ * (least of 50 short passes: robust to other work on the cores): the block timings of
+ * docs/PERFORMANCE.md (AVX-512 and AVX2). The kernels of the
  * CPU's best ISA. Internal headers; link the static library:
  *
  *   ninja -C build veloxquant_static   (the target `veloxquant` is the shared
  *                                      library only: a stale .a times old kernels)
- *   gcc -O2 -Isrc -Iinclude -Itools/vq bench/kivi_int8_block.c build/libveloxquant.a -lm -lpthread -o kivi_int8_block
+ *   gcc -O2 -Isrc -Iinclude -Itools/vq contrib/kivi_int8_block.c build/libveloxquant.a -lm -lpthread -o kivi_int8_block
  *   ./kivi_int8_block [R (1-4, default 4)] [iterations] [once [N]]
  *
  * With a third argument it makes one fused call (on a run of N blocks) and
- * exits: the call that bench/insn_hist.py counts instruction by instruction
+ * exits: the call that contrib/insn_hist.py counts instruction by instruction
  * under gdb (a block's count: the difference of N = 3 and N = 1, halved). */
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@
 #include "kivi_int8_data.h"
 
 /* TSC ticks per core cycle, from 12 independent vfmadd231ps chains (two per
- * cycle on these cores: bench/port_throughput.c; zmm where the CPU has
+ * cycle on these cores: contrib/port_throughput.c; zmm where the CPU has
  * AVX-512, else ymm), least of 50 short passes. */
 static bool zmm;
 static double ticks_per_cycle(void)

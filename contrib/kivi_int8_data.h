@@ -1,5 +1,5 @@
-/* kivi_int8_data.h — the KIVI 2-bit blocks that bench/kivi_int8_block.c and
- * bench/kivi_int8_overlap.c time: NBLK blocks of 32 tokens at D = 128, random
+/* kivi_int8_data.h — the KIVI 2-bit blocks that contrib/kivi_int8_block.c and
+ * contrib/kivi_int8_overlap.c time: NBLK blocks of 32 tokens at D = 128, random
  * key and value codes, f16 per-channel key and per-token value scales and
  * zeros (a fixed xorshift seed: both tools, every run, the same data). One
  * translation unit per tool; include after veloxquant.h or attn_kernels.h. */

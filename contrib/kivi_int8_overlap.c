@@ -4,7 +4,7 @@
  * kernel's order, and the p.V step's parts alone: R = 4 rows (Hkv 8), D =
  * 128, f16 scales, runs of 64 blocks in cache, one thread, TSC ticks per
  * 32-token block (least of 60 alternated passes). The numbers of
- * bench/results/cpu.md, issue 14, session 19.
+ * docs/PERFORMANCE.md, finding 4 (Zen 1).
  *
  * "pipelined" puts block i's latency-bound steps beside block i + 1's
  * throughput-bound ones: the softmax step of i, then i's p.V weights row by
@@ -17,7 +17,7 @@
  * library (vq_f32_to_f16):
  *
  *   ninja -C build veloxquant_static
- *   gcc -O3 -mavx2 -mfma -mf16c -Isrc -Iinclude bench/kivi_int8_overlap.c build/libveloxquant.a -lm -lpthread -o kivi_int8_overlap
+ *   gcc -O3 -mavx2 -mfma -mf16c -Isrc -Iinclude contrib/kivi_int8_overlap.c build/libveloxquant.a -lm -lpthread -o kivi_int8_overlap
  *   ./kivi_int8_overlap */
 #include <math.h>
 #include <stdio.h>

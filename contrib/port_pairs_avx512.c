@@ -3,13 +3,13 @@
  * pair, with the clock taken from 256-bit vfmadd231ps pairs (two FMA pipes
  * on the cores this was written for: AMD Zen 3 and Zen 4, Intel since
  * Skylake): which 512-bit instructions share pipes, the classes that
- * bench/zen4_floor.py counts with. On Zen 4 a 512-bit instruction holds a
+ * contrib/zen4_floor.py counts with. On Zen 4 a 512-bit instruction holds a
  * 256-bit pipe for two cycles, so a class of two pipes retires one zmm
- * instruction per cycle (bench/results/cpu.md, issue 14 on Zen 4). CPU
+ * instruction per cycle (docs/PERFORMANCE.md, Zen 4 floors). CPU
  * time: other work on the machine changes the clock estimate, not the
  * ratios. x86-64 with AVX-512 VNNI / VBMI / VPOPCNTDQ:
  *
- *   gcc -O2 -o port_pairs_avx512 bench/port_pairs_avx512.c && ./port_pairs_avx512 */
+ *   gcc -O2 -o port_pairs_avx512 contrib/port_pairs_avx512.c && ./port_pairs_avx512 */
 #include <stdio.h>
 #include <time.h>
 static double cpu_now(void)

@@ -1,13 +1,13 @@
 /* port_throughput.c — throughput of the 512-bit instructions the CPU decode
  * kernels are made of, on this core, against vfmadd231ps (two per cycle on
  * Xeons with two FMA units) in the same run: the per-port rates the uop
- * floors in bench/results/cpu.md are counted with. Twelve independent
+ * floors in docs/PERFORMANCE.md are counted with. Twelve independent
  * chains per instruction (no dependencies: throughput, not latency), CPU
  * time, so other work on a shared machine changes the clock estimate but
  * not the ratios. x86-64 with AVX-512 VNNI/VBMI/VPOPCNTDQ only.
  *
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mavx512vpopcntdq \
- *       -o port_throughput bench/port_throughput.c && ./port_throughput */
+ *       -o port_throughput contrib/port_throughput.c && ./port_throughput */
 #include <stdio.h>
 #include <time.h>
 

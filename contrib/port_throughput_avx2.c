@@ -1,18 +1,18 @@
 /* port_throughput_avx2.c — throughput of pairs of independent 256-bit
  * instructions (12 chains, no dependencies) on this core, in cycles per
  * pair against vfmadd231ps + vfmadd231ps (two FMA pipes: 1 cycle per pair):
- * which instructions share pipes, the classes bench/zen3_floor.py counts
- * with (AMD Zen 3 of session 7: M = vpmaddwd / vpmaddubsw / vpsadbw / FMA,
+ * which instructions share pipes, the classes contrib/zen3_floor.py counts
+ * with (AMD Zen 3: M = vpmaddwd / vpmaddubsw / vpsadbw / FMA,
  * 2 per cycle on the FMA pipes; S = vpshufb / unpacks / shifts / permutes,
  * 2 per cycle; vpaddd pairs ~2.6 per cycle). On a 128-bit core (AMD Zen 1:
  * every ymm op is two uops, one ymm FMA per cycle, so a "1.00" pair there is
  * two core cycles) the second table shows the single instructions that
  * matter there: one pipe for vpmaddubsw / vpmaddwd, vpaddsw taking part of
  * it, one for shifts, vphaddd / vperm2i128 / vpermd at 3-4 cycles
- * (bench/results/cpu.md, Zen 1 section). CPU time: other work on the
+ * (docs/PERFORMANCE.md, finding 4). CPU time: other work on the
  * machine changes the clock estimate, not the ratios. x86-64 with AVX2:
  *
- *   gcc -O2 -o port_throughput_avx2 bench/port_throughput_avx2.c && ./port_throughput_avx2 */
+ *   gcc -O2 -o port_throughput_avx2 contrib/port_throughput_avx2.c && ./port_throughput_avx2 */
 #include <stdio.h>
 #include <time.h>
 static double cpu_now(void){struct timespec t;clock_gettime(CLOCK_PROCESS_CPUTIME_ID,&t);return t.tv_sec+1e-9*t.tv_nsec;}

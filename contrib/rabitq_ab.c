@@ -6,9 +6,9 @@
  * p.V: what AUTO runs where cb8_fast is false); median / least / quartiles of
  * the process CPU time per call and thread, and whether the outputs agree.
  * Calls alternate, so the clock and the other work on the machine touch the
- * three alike (bench/results/cpu.md, issue 14, seventh pass). Public API only:
+ * three alike (docs/PERFORMANCE.md). Public API only:
  *
- *   gcc -O2 -Iinclude bench/rabitq_ab.c -Lbuild -lveloxquant -Wl,-rpath,$PWD/build -o rabitq_ab
+ *   gcc -O2 -Iinclude contrib/rabitq_ab.c -Lbuild -lveloxquant -Wl,-rpath,$PWD/build -o rabitq_ab
  *   ./rabitq_ab [Hkv (8)] [Skv (65536)] [calls per path (41, at most 1000)]
  */
 #include <stdio.h>

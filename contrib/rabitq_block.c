@@ -9,7 +9,7 @@
  *
  *   ninja -C build veloxquant_static   (the target `veloxquant` is the shared
  *                                      library only: a stale .a times old kernels)
- *   gcc -O2 -Isrc -Iinclude bench/rabitq_block.c build/libveloxquant.a -lm -lpthread -o rabitq_block
+ *   gcc -O2 -Isrc -Iinclude contrib/rabitq_block.c build/libveloxquant.a -lm -lpthread -o rabitq_block
  *   ./rabitq_block [R (1-4, default 4)] [isa (default: best)] [once [N]]
  *
  * With "once" it runs one fused call on a run of N blocks (default 1; or,

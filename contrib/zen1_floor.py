@@ -1,12 +1,12 @@
 # zen1_floor.py — a cycle floor per 32-token block on AMD Zen 1 (family 23
-# model 1: AVX2 executed as 128-bit halves) from two bench/insn_hist.py
+# model 1: AVX2 executed as 128-bit halves) from two contrib/insn_hist.py
 # histograms of one fused call, on runs of 1 and of 3 blocks (a block's
 # count: their difference, halved, so the call's entry and exit cancel).
 #
 # Every ymm instruction is two 128-bit uops, every xmm or scalar-vector one
 # one. The uops go to the four FP pipes by class (AMD's family 17h
-# optimization guide; the single-pipe classes measured on the session-16 and
-# -18 machines, bench/results/cpu.md, Zen 1 sections):
+# optimization guide; the single-pipe classes measured on Zen 1
+# machines, docs/PERFORMANCE.md, finding 4):
 #   mul    vpmaddubsw, vpmaddwd, vpmulld, vpmullw, vpsadbw   FP0
 #   fma    FMAs, vmulps / vmulss / vmulsd                    FP0, FP1
 #   fadd   adds, subs, max / min, compares, round, divide    FP2, FP3
@@ -24,17 +24,17 @@
 # block's code (~2500 distinct instructions at R 4, most of them two
 # macro-ops) does not fit the 2K-entry op cache. Two floors are printed: the
 # decoders at four instructions a cycle (the spec), and at three, what
-# bench/zen1_probe.py's xmm stream of ~5-byte instructions got from them
+# contrib/zen1_probe.py's xmm stream of ~5-byte instructions got from them
 # (~15 bytes a cycle; the kernels' instructions average 5.75). And the
 # larger of it and the memory operations' rate: two 128-bit loads or stores
-# a cycle in all, at most one a store (bench/zen1_probe.py, question 4: a ymm
+# a cycle in all, at most one a store (contrib/zen1_probe.py, question 4: a ymm
 # load is two, a ymm store two on one port). Register moves and pure loads
 # are not counted as pipe work (eliminated, or the load ports').
 # No hardware counters needed (this KVM guest has none):
 #
-#   gdb -q -batch -ex 'set $fn = "kivi_int8_block_avx2"' -x bench/insn_hist.py \
+#   gdb -q -batch -ex 'set $fn = "kivi_int8_block_avx2"' -x contrib/insn_hist.py \
 #       --args ./kivi_int8_block 4 1 once 1 > n1.txt        (and "once 3" > n3.txt)
-#   python3 bench/zen1_floor.py n1.txt n3.txt
+#   python3 contrib/zen1_floor.py n1.txt n3.txt
 import collections
 import itertools
 import re

@@ -1,4 +1,4 @@
-# zen1_probe.py — two questions bench/zen1_floor.py's floor depends on, for
+# zen1_probe.py — two questions contrib/zen1_floor.py's floor depends on, for
 # a core that runs ymm instructions as two 128-bit uops (AMD Zen 1):
 #   1. do cheap vector ops beside the one multiply pipe cost anything? A
 #      stream of groups of one vpmaddubsw and three cheap ops (vpaddw, vpand,
@@ -16,7 +16,7 @@
 # instruction, least of 400 passes of ~1 ms (robust to other work on the
 # core). x86-64 with AVX2:
 #
-#   python3 bench/zen1_probe.py
+#   python3 contrib/zen1_probe.py
 import os
 import subprocess
 import tempfile

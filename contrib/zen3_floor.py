@@ -1,6 +1,6 @@
-# zen3_floor.py — a cycle floor per call from bench/insn_hist.py histograms
+# zen3_floor.py — a cycle floor per call from contrib/insn_hist.py histograms
 # on AMD Zen 3 (AVX2, 256-bit ops), with the per-class rates measured on the
-# session-7 machine (bench/results/cpu.md, issue 14 on AVX2; pairs of
+# Zen 3 machine (docs/PERFORMANCE.md; pairs of
 # independent instructions, throughput against vfmadd231ps at 2 per cycle):
 #   M: vpmaddwd, vpmaddubsw, vpsadbw, vpmulld, FMAs, vmulps: the two FMA
 #      pipes, 2 per cycle (pairs with FMAs: 1 cycle per pair);
@@ -11,7 +11,7 @@
 #   I: every instruction, 6 per cycle (dispatch).
 # floor = max(M/2, S/2, V/4, I/6); floor_measured = max(M/2, S/2, V/2.6, I/6).
 #
-#   python3 bench/zen3_floor.py hist1.txt [hist2.txt ...]   (summed)
+#   python3 contrib/zen3_floor.py hist1.txt [hist2.txt ...]   (summed)
 import re
 import sys
 

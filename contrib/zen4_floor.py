@@ -1,8 +1,8 @@
-# zen4_floor.py — a cycle floor per block from two bench/insn_hist.py
+# zen4_floor.py — a cycle floor per block from two contrib/insn_hist.py
 # histograms of one fused call (runs of N1 and N3 blocks: per block =
 # (N3 - N1) / (n3 - n1)) on AMD Zen 4 with AVX-512, with the rates measured
-# by bench/port_pairs_avx512.c on this machine (bench/results/cpu.md, issue
-# 14 on Zen 4). A zmm instruction holds a 256-bit pipe for two cycles
+# by contrib/port_pairs_avx512.c on this machine (docs/PERFORMANCE.md,
+# Zen 4 floors). A zmm instruction holds a 256-bit pipe for two cycles
 # (counted as 2 pipe-cycles, ymm / xmm as 1):
 #   M: FMAs, vmulps, vpdpbusd, vpmadd*, vpopcnt*: pipes FP0 / FP1
 #      (dpbusd pairs: 2.0 cycles per zmm pair);
@@ -22,7 +22,7 @@
 # Register-to-register moves are not counted (eliminated at rename), as in
 # the Intel floors of the fifth pass. floor = the largest of these bounds.
 #
-#   python3 bench/zen4_floor.py hist_n1.txt hist_n3.txt [n1 n3]   (default 1 3)
+#   python3 contrib/zen4_floor.py hist_n1.txt hist_n3.txt [n1 n3]   (default 1 3)
 import re
 import sys
 from collections import Counter

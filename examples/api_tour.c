@@ -2,7 +2,7 @@
  * DLTensors over your own memory, a KIVI 4-bit cache, attention straight over
  * the compressed bytes, and error handling. It checks the fused attention
  * against attention over the dequantized cache (float64 here). Exit 0 = ok.
- * CI builds and runs it as example_api_tour, and tests/test_install.sh builds
+ * CI builds and runs it as example_api_tour, and tests/cli/test_install.sh builds
  * it against an installed copy (CMake package and pkg-config). */
 #include <math.h>
 #include <stdio.h>

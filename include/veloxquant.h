@@ -59,7 +59,7 @@
  *
  * Non-finite inputs (NaN, +inf, -inf), attention (every entry point of
  * section 4, every CPU instruction set alike; the CUDA kernels follow the
- * same rule, see tests/test_cuda_nonfinite.c). A row is one query row:
+ * same rule, see tests/cuda/test_cuda_nonfinite.c). A row is one query row:
  *   - a query row holding a NaN or ±inf element gives a row of NaN;
  *   - a score (scale * q.k_hat, plus the mask entry and any additive key
  *     term) that is NaN or +inf makes its row NaN: NaN or ±inf in keys, key
@@ -77,7 +77,7 @@
  * every code is written and stays in its range, and rows (groups, for KIVI
  * keys) without a non-finite element get the codes they get alone; the
  * codes, scales and norms of a row or group holding one are otherwise
- * unspecified (tests/test_codecs_nonfinite.c, every ISA).
+ * unspecified (tests/unit/test_codecs_nonfinite.c, every ISA).
  * Trainers reject non-finite samples where stated.
  *
  * Errors: every function returns a vq_status. On failure no output byte is
@@ -348,7 +348,7 @@ typedef enum vq_key_method {
      * zero. So a key group spends its bits where its range is: on
      * SmolLM2-135M, 4/2 bits (3.0 code bits) beside TurboQuant 2-bit values
      * lose about what 4-bit KIVI keys lose, uniform 3-bit KIVI keys about
-     * three times more (README, "A real model"). Bits: the code bits +
+     * three times more (docs/QUALITY.md). Bits: the code bits +
      * 32 / group_size + 1 / group_size per element. The CUDA cache gives
      * VQ_ERR_UNSUPPORTED. */
     VQ_KEY_KIVI_MIX = 9
@@ -490,7 +490,7 @@ typedef struct vq_cache vq_cache;
  * TurboQuant 3- or 2-bit values: keys and values take different quantizers
  * and bits because they fail differently — per-token rotated codes lose most
  * on keys, whose channels carry large offsets and outliers, and least on
- * values; measured on SmolLM2-135M in the README, "A real model");
+ * values; measured on SmolLM2-135M in docs/QUALITY.md);
  * kivimix-turbo2 (VQ_KEY_KIVI_MIX keys over 128 tokens, 4 bits in the half
  * of each group's channels of the widest range and 2 in the other half:
  * 3.26 + 2.25 bits; CPU only), kivi2-turbo2
@@ -641,9 +641,9 @@ typedef struct vq_cache_attend_opts {
      * 2-4 bits at D = 128) where the CPU has the SIMD kernels, so at D = 128
      * with 2-bit keys of group 32 and 2-bit values a decode with up to four
      * query rows per kv head runs the fused block kernel. Other methods, the
-     * residual window and CUDA contexts ignore them. (Until session 13 the
-     * cache ran F32 for both, whatever the layout; mixed and TurboQuant
-     * pages until session 15.) */
+     * residual window and CUDA contexts ignore them. VQ_KEY_SCORES_F32 /
+     * VQ_VALUE_ACCUM_F32 keep f32 arithmetic for all of them (the quality
+     * tables are measured with it). */
     vq_key_scores key_scores;
     vq_value_accum value_accum;
 } vq_cache_attend_opts;

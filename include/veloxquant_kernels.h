@@ -492,11 +492,10 @@ static inline vq_encoded_values vq_f16_values(const DLTensor *v)
     return e;
 }
 
-/* How the CPU affine decode kernel computes q . k_hat.
+/* How the CPU KIVI decode kernel computes q . k_hat.
  *
  * VQ_KEY_SCORES_INT8 (what VQ_KEY_SCORES_AUTO picks for 2- and 4-bit codes
- * with D = 64, 128, 192 or 256; other layouts run F32; until 0.1.0's
- * session-13 change 2-bit codes at D = 64 and 192 ran F32): per query row and per key group met in a
+ * with D = 64, 128, 192 or 256; other layouts run F32): per query row and per key group met in a
  * block of 32 tokens, x = (scale * q) * k_scale[group] (f32) is quantised
  * once to int8, xq_c = rint(x_c / step) with step = max_c |x_c| / 127, and
  * every token of the group is scored with exact integer dots (AVX-512 VNNI
@@ -514,7 +513,7 @@ static inline vq_encoded_values vq_f16_values(const DLTensor *v)
  * the row, so each output channel moves by at most (exp(2 eps) - 1) times the
  * largest |v_hat - out| of that channel. A group whose max_c |x_c| is below
  * 127 / FLT_MAX (~3.7e-37: 127 / max overflows) quantises to 0, its integer
- * term dropped (at most 3.7e-37 * sum_c code_c). tests/test_attention_kivi.c
+ * term dropped (at most 3.7e-37 * sum_c code_c). tests/unit/test_attention_kivi.c
  * checks the score bound per score on every ISA, and checks the outputs
  * against a float64 reference that rounds the query the same way.
  * TurboQuant and RVQ keys (VQ_KEYS_TURBO, VQ_KEYS_TURBO_RVQ and the cache's
@@ -533,7 +532,7 @@ static inline vq_encoded_values vq_f16_values(const DLTensor *v)
  * 1/254) / 254, about 0.8 % of the largest score term scale_j * amax * D * C
  * (errors of random sign make the typical error ~sqrt(D) times smaller);
  * the outputs then move as the softmax rule above says.
- * tests/test_attention_turbo_qk8.c checks the bound on every ISA and the
+ * tests/unit/test_attention_turbo_qk8.c checks the bound on every ISA and the
  * float64 integer formulation. NEON has a dot-product kernel (ARMv8.2
  * sdot; the scalar one on ARMv8.0) that INT8 runs; AUTO stays F32 there
  * (not measured against the f32 path on an ARM machine).
@@ -568,7 +567,7 @@ typedef enum vq_key_scores {
  * 3 * 32 * S / 254 = 0.38 S in the worst case (all rounding errors of one
  * sign); with errors of random sign the typical error is about
  * (S / 254) * sqrt(sum_j (code p_j)^2) / d, ~1e-3 S or less on the test
- * caches (the 2-bit code step itself is S). tests/test_attention_pv8.c
+ * caches (the 2-bit code step itself is S). tests/unit/test_attention_kivi.c
  * checks the bound per output on every ISA and the typical error.
  * Codebook values (vq_rabitq_fused_attend, D = 128, at most 16 centroids):
  * the centroids are rounded once per call, cq_i = rint(cents_i / cstep) with
@@ -591,7 +590,7 @@ typedef enum vq_key_scores {
  * weight part mostly averages out: typically ~1e-3 C S (0.4-2.6e-3 on the
  * test caches; a 4-bit codebook's own spacing is ~C / 8). Weights far below
  * the step round to 0 (errors of one sign), the part of the error that
- * grows with Skv. tests/test_attention_rabitq.c checks the bound
+ * grows with Skv. tests/unit/test_attention_rabitq.c checks the bound
  * per output on every ISA, the float64 integer formulation, and the typical
  * error of the weight rounding.
  * TurboQuant values (VQ_VALUES_TURBO at D = 128 with bits <= 4, and the
@@ -606,7 +605,7 @@ typedef enum vq_key_scores {
  * back is orthonormal: it keeps the error's L2 norm over the D channels, so
  * an output channel moves by at most sqrt(D) times that bound (0.131 * 11.3
  * C S at D = 128; errors of random sign stay ~1e-3 C S per channel).
- * tests/test_attention_turbo_pv8.c checks both on every ISA.
+ * tests/unit/test_attention_turbo_pv8.c checks both on every ISA.
  * Both: a row's block whose largest |w_j| is below L / FLT_MAX (L = 127,
  * or 255 for uint8 weights: < 7.5e-37, where L / max|w| overflows) rounds
  * to 0; as d >= 1 that moves the output by less than 2.4e-35 times the

@@ -95,7 +95,7 @@ void vt_fill_keys(DLTensor *t, vq_rng *rng, int n_outlier_channels, double outli
 double vt_rel_l2(const DLTensor *out, const double *ref);
 /* Max |out - ref| over all elements. */
 double vt_max_abs(const DLTensor *out, const double *ref);
-/* Tolerance of the SPEC for an output dtype: 1e-5 for f32, 2e-3 for f16/bf16. */
+/* Tolerance of docs/FORMATS.md §1 for an output dtype: 1e-5 for f32, 2e-3 for f16/bf16. */
 double vt_tol(const DLTensor *out);
 /* Number of elements whose bytes still hold the poison pattern. */
 int64_t vt_count_poisoned(const DLTensor *t);

@@ -99,7 +99,7 @@ def test_tokenizer_matches_c_runtime(model, text_ids):
 
 
 # The C runtime's logits match transformers' within 8.2e-4 of max|logit|
-# (tests/test_model_forward.c; max|logit| <= ~30 here), so one token's
+# (tests/model/test_model_forward.c; max|logit| <= ~30 here), so one token's
 # log-softmax differs by at most 2 * 8.2e-4 * 30 = 0.05 nats between them.
 F16_TOKEN_NLL_BOUND = 2 * 8.2e-4 * 30
 

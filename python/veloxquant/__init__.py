@@ -5,7 +5,7 @@ The kernel functions keep the names, argument order and defaults of the
 original MLX package (``veloxquant_mlx.metal``; the ``_metal`` suffix dropped)
 and take any array with ``__dlpack__``. ``KVCache`` is the paged,
 multi-sequence compressed cache of the C library; ``veloxquant.hf`` plugs it
-into ``transformers``. See README.md ("Python") for the name table.
+into ``transformers``. See docs/PYTHON.md for the name table.
 """
 
 from ._errors import (VeloxQuantError, InvalidArgumentError, UnsupportedError, BackendUnavailableError,

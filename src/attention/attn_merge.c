@@ -9,7 +9,7 @@
 
 #include "attention/attn_formats.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_backend.h"
+#include "attention/attn_cuda.h"
 #endif
 
 typedef struct merge_job {

@@ -38,7 +38,7 @@
  *   3. Declare the binder in attn_formats.h and add one line to the table in
  *      fused_sdpa.c. A CUDA path goes behind the dispatch point there.
  * A value format is the same with vq_attn_value_ops (attn_values_*.c).
- * Tests: tests/test_attention_sdpa.c holds the float64 reference loop; add
+ * Tests: tests/unit/test_attention_sdpa.c holds the float64 reference loop; add
  * the format's decode to it.
  */
 #ifndef VQ_ATTN_SKELETON_H

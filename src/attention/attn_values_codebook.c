@@ -101,7 +101,7 @@ static int64_t fused_block(const void *desc, const vq_attn_keys *keys, const vq_
     /* The keys' prefetches only (pf[0], pf[1]): the value indices, 64 of the
      * 84 bytes per token, are left to the hardware prefetcher. Prefetching
      * them two blocks ahead (32 lines per block) made cold 64K-token calls
-     * 8 % slower on an AMX Xeon (bench/results/cpu.md, session 14: the
+     * 8 % slower on an AMX Xeon (docs/PERFORMANCE.md, RaBitQ decode: the
      * prefetches compete with the streamer for the line fill buffers) and
      * changed nothing where the kernel is bound by its instructions (AVX2). */
     b.pf[2] = NULL;

@@ -6,7 +6,7 @@
 
 #include "attention/attn_formats.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_backend.h"
+#include "attention/attn_cuda.h"
 #endif
 
 typedef vq_status (*keys_binder)(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,

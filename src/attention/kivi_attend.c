@@ -4,7 +4,7 @@
 
 #include "attention/attn_formats.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_backend.h"
+#include "attention/attn_cuda.h"
 #endif
 
 vq_status vq_kivi_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
@@ -51,7 +51,7 @@ vq_status vq_kivi_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k
             (const char *[]){"q", "k_codes", "k_scale", "k_zero", "v_codes", "v_scale", "v_zero", "out"}, 8));
         VQ_FORWARD_IF_ERROR(vq_attn_require_compact(ctx, (const DLTensor *[]){opts ? opts->lse_out : NULL},
                                                     (const char *[]){"opts->lse_out"}, 1));
-        return vq_cuda_scalar_fused_decode_attend(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero,
+        return vq_cuda_kivi_fused_attend(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero,
                                                   group_size, scale, nsg, out, opts);
     }
 #endif

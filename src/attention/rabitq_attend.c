@@ -3,7 +3,7 @@
  * decoded K/V tile reused by up to VQ_ATTN_MAX_ROWS query rows). */
 #include "attention/attn_formats.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_backend.h"
+#include "attention/attn_cuda.h"
 #endif
 
 /* Both entry points after their own option checks: validate the rest, bind

@@ -1,7 +1,7 @@
 /* cache_alloc.c — memory on the cache's device: host memory for a CPU ctx,
- * device memory through src/cuda/cuda_mem.c for a CUDA ctx. Copies on CUDA
- * are enqueued on the ctx's stream (device to device) and do not
- * synchronise. */
+ * device memory through the ctx's backend hooks (ctx->ops, core/backend.h)
+ * otherwise. Device copies are enqueued on the ctx's stream (device to
+ * device) and do not synchronise. */
 #include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
@@ -9,19 +9,14 @@
 #endif
 
 #include "cache/cache_internal.h"
-#ifdef VQ_WITH_CUDA
-#include "cuda/cuda_backend.h"
-#endif
 
 void *vq_cache_mem_alloc(vq_cache *c, size_t bytes)
 {
     if (bytes == 0) bytes = 64;
-#ifdef VQ_WITH_CUDA
-    if (c->cuda) {
+    if (c->ctx->ops) {
         void *p = NULL;
-        return vq_cuda_malloc(c->ctx, bytes, &p) == VQ_OK ? p : NULL;
+        return c->ctx->ops->malloc(c->ctx, bytes, &p) == VQ_OK ? p : NULL;
     }
-#endif
     /* 64-byte aligned: the kernels load whole cache lines */
     void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (p == NULL) (void)vq_fail(c->ctx, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes", bytes);
@@ -51,12 +46,10 @@ void *vq_cache_mem_alloc_pool(vq_cache *c, size_t bytes)
 void vq_cache_mem_free(vq_cache *c, void *p)
 {
     if (p == NULL) return;
-#ifdef VQ_WITH_CUDA
-    if (c->cuda) {
-        vq_cuda_free(c->ctx, p);
+    if (c->ctx->ops) {
+        c->ctx->ops->free(c->ctx, p);
         return;
     }
-#endif
     free(p);
 }
 
@@ -64,27 +57,21 @@ vq_status vq_cache_mem_copy2d(vq_cache *c, void *dst, size_t dpitch, const void 
                               size_t height)
 {
     if (width == 0 || height == 0) return VQ_OK;
-#ifdef VQ_WITH_CUDA
-    if (c->cuda) return vq_cuda_copy2d(c->ctx, dst, dpitch, src, spitch, width, height);
-#endif
+    if (c->ctx->ops) return c->ctx->ops->copy2d(c->ctx, dst, dpitch, src, spitch, width, height);
     for (size_t r = 0; r < height; r++) memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return VQ_OK;
 }
 
 vq_status vq_cache_mem_zero(vq_cache *c, void *dst, size_t bytes)
 {
-#ifdef VQ_WITH_CUDA
-    if (c->cuda) return vq_cuda_zero(c->ctx, dst, bytes);
-#endif
+    if (c->ctx->ops) return c->ctx->ops->zero(c->ctx, dst, bytes);
     memset(dst, 0, bytes);
     return VQ_OK;
 }
 
 vq_status vq_cache_mem_upload(vq_cache *c, void *dst, const void *src, size_t bytes)
 {
-#ifdef VQ_WITH_CUDA
-    if (c->cuda) return vq_cuda_upload(c->ctx, dst, src, bytes);
-#endif
+    if (c->ctx->ops) return c->ctx->ops->upload(c->ctx, dst, src, bytes);
     memcpy(dst, src, bytes);
     return VQ_OK;
 }
@@ -96,10 +83,8 @@ void *vq_cache_stage(vq_cache *c, size_t bytes)
     if (bytes <= b->size) return b->p;
     /* grow by half again, so that slowly growing prefills do not allocate each call */
     const size_t want = bytes + bytes / 2;
-#ifdef VQ_WITH_CUDA
     /* device work queued on the stream may still read the old buffer */
-    if (c->cuda && b->p && vq_cuda_synchronize(c->ctx) != VQ_OK) return NULL;
-#endif
+    if (c->ctx->ops && b->p && c->ctx->ops->synchronize(c->ctx) != VQ_OK) return NULL;
     vq_cache_mem_free(c, b->p);
     b->p = vq_cache_mem_alloc(c, want);
     b->size = b->p ? want : 0;

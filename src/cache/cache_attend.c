@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "cache/cache_method.h"
 #ifdef VQ_WITH_CUDA
 #include "cache/cache_cuda.h"
 #endif
@@ -47,68 +48,12 @@ static void stream_view(const vq_cache *c, const vq_cache_layer *L, const vq_cac
 void vq_cache_describe(const vq_cache *c, const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb,
                        vq_encoded_keys *ek_out, vq_encoded_values *ev_out)
 {
-    const vq_key_config *kc = &L->cfg.keys;
+    int nk = 0; /* key streams: the values' follow */
+    while (nk < L->n_streams && L->streams[nk].is_key) nk++;
     vq_encoded_keys ek = {0};
-    int nk = 0; /* key streams: values follow */
-    switch (kc->method) {
-    case VQ_KEY_F16: ek = (vq_encoded_keys){.format = VQ_KEYS_F16, .f16 = {&sv[0]}}, nk = 1; break;
-    case VQ_KEY_KIVI:
-        ek.format = VQ_KEYS_KIVI;
-        ek.kivi.codes = &sv[0], ek.kivi.scale = &sv[1], ek.kivi.zero = &sv[2];
-        ek.kivi.bits = kc->bits, ek.kivi.group_size = kc->group_size, nk = 3;
-        break;
-    case VQ_KEY_KIVI_MIX:
-        /* no public format: bind_chunk binds its four streams itself */
-        nk = 4;
-        break;
-    case VQ_KEY_TURBO:
-        ek.format = VQ_KEYS_TURBO;
-        ek.turbo.idx = &sv[0], ek.turbo.scale = &sv[1], ek.turbo.diag = &tb[VQ_CT_KDIAG], ek.turbo.bits = kc->bits;
-        nk = 2;
-        break;
-    case VQ_KEY_TURBO_RVQ:
-        ek.format = VQ_KEYS_TURBO_RVQ;
-        ek.rvq.idx1 = &sv[0], ek.rvq.scale1 = &sv[1], ek.rvq.idx2 = &sv[2], ek.rvq.scale2 = &sv[3];
-        ek.rvq.diag = &tb[VQ_CT_KDIAG], ek.rvq.b1 = kc->bits, ek.rvq.b2 = kc->bits2, nk = 4;
-        break;
-    case VQ_KEY_RABITQ:
-        ek.format = VQ_KEYS_RABITQ;
-        ek.rabitq.bits = &sv[0], ek.rabitq.mag = &sv[1], ek.rabitq.diag = &tb[VQ_CT_KDIAG], nk = 2;
-        break;
-    case VQ_KEY_QJL:
-        ek.format = VQ_KEYS_QJL;
-        ek.qjl.bits = &sv[0], ek.qjl.norm = &sv[1], ek.qjl.projection = &tb[VQ_CT_QJL_PROJ], nk = 2;
-        break;
-    case VQ_KEY_VECINFER:
-        ek.format = VQ_KEYS_VECINFER;
-        ek.vecinfer.idx = &sv[0], ek.vecinfer.codebook = &tb[VQ_CT_CODEBOOK], ek.vecinfer.smooth = &tb[VQ_CT_SMOOTH], nk = 1;
-        break;
-    case VQ_KEY_COMMVQ:
-        ek.format = VQ_KEYS_COMMVQ;
-        ek.commvq.idx = &sv[0], ek.commvq.positions = &sv[1], ek.commvq.codebook = &tb[VQ_CT_CODEBOOK];
-        ek.commvq.cos_freqs = &tb[VQ_CT_COS], ek.commvq.sin_freqs = &tb[VQ_CT_SIN], ek.commvq.rope = kc->rope;
-        nk = 2;
-        break;
-    }
-    const vq_value_config *vc = &L->cfg.values;
     vq_encoded_values ev = {0};
-    switch (vc->method) {
-    case VQ_VALUE_F16: ev = vq_f16_values(&sv[nk]); break;
-    case VQ_VALUE_KIVI:
-        ev.format = VQ_VALUES_KIVI;
-        ev.kivi.codes = &sv[nk], ev.kivi.scale = &sv[nk + 1], ev.kivi.zero = &sv[nk + 2];
-        ev.kivi.bits = vc->bits, ev.kivi.group_size = vc->group_size;
-        break;
-    case VQ_VALUE_CODEBOOK:
-        ev.format = VQ_VALUES_CODEBOOK;
-        ev.codebook.idx = &sv[nk], ev.codebook.scale = &sv[nk + 1], ev.codebook.cents = &tb[VQ_CT_VCENTS];
-        break;
-    case VQ_VALUE_TURBO:
-        ev.format = VQ_VALUES_TURBO;
-        ev.turbo.idx = &sv[nk], ev.turbo.scale = &sv[nk + 1], ev.turbo.diag = &tb[VQ_CT_VDIAG];
-        ev.turbo.bits = vc->bits;
-        break;
-    }
+    vq_cache_key_method(L->cfg.keys.method)->describe(L, sv, tb, &ek, NULL);
+    vq_cache_value_method(L->cfg.values.method)->describe(L, sv + nk, tb, NULL, &ev);
     (void)c;
     *ek_out = ek;
     *ev_out = ev;

@@ -3,7 +3,7 @@
  * Internal.
  *
  * Layout of one layer's pool. A layer stores its formats as "streams" (key
- * codes, key scales, value codes, ...; cache_layout.c lists them per method).
+ *  codes, key scales, value codes, ...; each method file, method_*.c, adds its own).
  * Pages are numbered 0, 1, ... per layer and live in chunks allocated once
  * and never moved: chunk 0 holds capacity_pages pages, every later chunk
  * grow_pages. Inside a chunk of N pages each stream is one compact array
@@ -297,7 +297,7 @@ vq_status vq_cache_encode(vq_cache *c, vq_cache_layer *L, const DLTensor *k, con
                           DLTensor *const *outs, int n_key_streams, unsigned char *scratch, int64_t T);
 size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64_t T);
 
-/* ---- cache_kivi_mix.c: mixed-width KIVI keys (formats/format_kivi_mix.h) ---- */
+/* ---- method_kivi_mix.c: mixed-width KIVI keys (formats/format_kivi_mix.h) ---- */
 
 /* W, the wide channels of a group (vq_key_config.wide_channels, 0 = D/2). */
 static inline int64_t vq_cache_kivi_mix_wide(const vq_key_config *kc, int64_t D)

@@ -36,8 +36,8 @@ static const preset presets[] = {
      * channels of the widest range at 4 bits, the other half at 2, 3.0 code
      * bits + 0.25 of f16 scale/zero + 1/128 of width mask. On SmolLM2-135M,
      * decoding with the 8-bit window, it loses about what kivi4-turbo2 loses
-     * where uniform 3-bit KIVI keys lose three times more (README, "A real
-     * model"). CPU only. */
+     * where uniform 3-bit KIVI keys lose three times more (docs/QUALITY.md).
+     * CPU only. */
     {{"kivimix-turbo2",
       "KIVI keys per channel over 128 tokens, the widest-range half of each group's channels at 4 bits, the other "
       "half at 2 (f16 scale/zero, a width bit per channel), TurboQuant 2-bit values",
@@ -48,7 +48,7 @@ static const preset presets[] = {
      * the scalar codes (2.80 bits all-in at 2048 tokens on SmolLM2-135M with
      * the 8-bit window) but not the best 2-bit keys there: decoding, +27.6 %
      * perplexity against kivi2 keys' +8.5 % (with 4-bit keys in layers 1, 10,
-     * 18; bench/results/model/README.md, session 5). */
+     * 18; docs/QUALITY.md, "Where the bits go"). */
     {{"kivi2-turbo2", "KIVI 2-bit keys per channel over 128 tokens (f16 scale/zero), TurboQuant 2-bit values",
       2.25, 2.25, false},
      {.method = VQ_KEY_KIVI, .bits = 2, .group_size = 128}, {.method = VQ_VALUE_TURBO, .bits = 2}},

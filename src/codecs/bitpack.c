@@ -6,7 +6,7 @@
 #include "formats/format_bitpack.h"
 #include "row_tasks.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 enum { BLOCK = 32 * 512 };

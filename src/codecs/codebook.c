@@ -1,4 +1,4 @@
-/* codebook.c — the scalar value encoder of SPEC §5: nearest centroid of an
+/* codebook.c — the scalar value encoder of docs/FORMATS.md §11: nearest centroid of an
  * arbitrary ascending codebook, and the 1-D Lloyd-Max / k-means trainer
  * that fits such a codebook to samples. */
 #include <math.h>
@@ -6,7 +6,7 @@
 
 #include "turboquant.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 /* Checks cents [n] f32, 1 <= n <= 256; returns n. */

@@ -1,4 +1,4 @@
-/* commvq.c — CommVQ (SPEC §9): keys as sums of R codewords, RoPE applied at
+/* commvq.c — CommVQ (docs/FORMATS.md §10): keys as sums of R codewords, RoPE applied at
  * decode. Validation, the public entry points and their CPU drivers; the
  * per-token decoder lives in formats/format_commvq.h, the ISA kernels
  * (gather + RoPE, nearest-centroid search) in codecs/centroids.h, and the trainer's
@@ -9,7 +9,7 @@
 #include "codecs/kmeans.h"
 #include "codecs/centroids.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 #define VQ_DTM_CODES (VQ_DTM_U8 | VQ_DTM_U16 | VQ_DTM_I32)

@@ -6,7 +6,7 @@
 
 #include "hadamard.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 static vq_hadamard_kernels g_tables[VQ_ISA_COUNT];

@@ -1,4 +1,4 @@
-/* affine.c — KIVI group-affine quantizers and dequantizers (SPEC §6):
+/* kivi.c — KIVI group-affine quantizers and dequantizers (docs/FORMATS.md §6):
  * validation, the public entry points and the threaded CPU drivers. The
  * per-row arithmetic lives in the kernel tables (kivi_kernels.h); the layout
  * in formats/format_kivi.h.
@@ -11,7 +11,7 @@
 #include "core/core.h"
 #include "formats/format_kivi.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 /* Which tensor the groups run along. */

@@ -1,4 +1,4 @@
-/* kmeans.c — k-means for codebook training (SPEC §7, §9): k-means++ seeding
+/* kmeans.c — k-means for codebook training (docs/FORMATS.md §8, §10): k-means++ seeding
  * from the library PRNG, then Lloyd rounds. The expensive parts (distances
  * to the newest seed, nearest-centroid assignment) run per sample on the
  * thread pool; every reduction (the seeding weights' total, the centroid

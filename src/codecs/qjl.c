@@ -1,4 +1,4 @@
-/* qjl.c — QJL sign sketches (SPEC §8): the Gaussian projection, the 1-bit
+/* qjl.c — QJL sign sketches (docs/FORMATS.md §9): the Gaussian projection, the 1-bit
  * encoder, the symmetric (angle) estimator and the asymmetric unbiased score.
  * Validation, public entry points and threaded CPU drivers; the per-row loops
  * are in the kernel tables (qjl_kernels.h).
@@ -13,7 +13,7 @@
 #include "core/core.h"
 #include "formats/format_common.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 #define QJL_MAX_RANK 8

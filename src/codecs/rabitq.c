@@ -1,4 +1,4 @@
-/* rabitq.c — RaBitQ 1-bit keys (SPEC §5): the encoder (rotation, sign bits,
+/* rabitq.c — RaBitQ 1-bit keys (docs/FORMATS.md §5): the encoder (rotation, sign bits,
  * magnitude), the seed's Hamming scorer and the nibble packer of value
  * indices. Validation, public entry points and threaded CPU drivers; the
  * per-row loops are in the kernel tables (rabitq_kernels.h), the layout in
@@ -10,7 +10,7 @@
 #include "core/core.h"
 #include "formats/format_rabitq.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 #define RABITQ_MAX_RANK 8

@@ -7,7 +7,7 @@
 #include "formats/lloyd_max.h"
 #include "turboquant.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 /* ---- shared internals ---- */

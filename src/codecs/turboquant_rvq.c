@@ -3,7 +3,7 @@
  * rotated row with b2 bits, normalised by its own RMS. */
 #include "turboquant.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 /* rows -> rot -> (idx1, scale1) -> residual -> (idx2, scale2) */

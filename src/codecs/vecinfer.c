@@ -1,4 +1,4 @@
-/* vecinfer.c — VecInfer product VQ (SPEC §7): validation, the public entry
+/* vecinfer.c — VecInfer product VQ (docs/FORMATS.md §8): validation, the public entry
  * points and their CPU drivers. Keys are smoothed channel-wise (k / s), split
  * into M subspaces of dsub channels, and each slice is replaced by the index
  * of its nearest centroid; a query meets the codes through a look-up table.
@@ -7,7 +7,7 @@
 #include "codecs/centroids.h"
 #include "formats/format_vecinfer.h"
 #ifdef VQ_WITH_CUDA
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 #endif
 
 /* Shapes of one call, after validation. */

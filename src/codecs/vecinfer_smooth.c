@@ -1,6 +1,6 @@
 /* vecinfer_smooth.c — VecInfer smooth factors from calibration keys:
  * s_c = sqrt(max_t |k[t, c]|), 1 for an all-zero channel. Dividing keys by s
- * flattens outlier channels before product VQ (SPEC §7). */
+ * flattens outlier channels before product VQ (docs/FORMATS.md §8). */
 #include <math.h>
 
 #include "codecs/centroids.h"

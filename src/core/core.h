@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "veloxquant.h"
+#include "backend.h"
 
 /* ---- dtypes ---- */
 
@@ -82,6 +83,7 @@ struct vq_ctx {
     int device;            /* CUDA ordinal */
     void *stream;          /* cudaStream_t */
     void *cuda;            /* backend state owned by src/cuda (NULL on CPU) */
+    const vq_backend_ops *ops; /* the device backend's hooks (core/backend.h); NULL on CPU */
     vq_isa isa;
     int num_threads;
     vq_threadpool *pool;

@@ -5,20 +5,25 @@
 #include <unistd.h>
 
 #include "core.h"
+
+/* The hooks of a device backend, NULL for the CPU or a backend not built. */
+static const vq_backend_ops *backend_ops(vq_backend backend)
+{
 #ifdef VQ_WITH_CUDA
-#include "../cuda/cuda_backend.h"
+    if (backend == VQ_BACKEND_CUDA) return vq_cuda_backend_ops();
 #endif
+    (void)backend;
+    return NULL;
+}
 
 bool vq_backend_available(vq_backend backend)
 {
     switch (backend) {
     case VQ_BACKEND_CPU: return true;
-    case VQ_BACKEND_CUDA:
-#ifdef VQ_WITH_CUDA
-        return vq_cuda_available();
-#else
-        return false;
-#endif
+    case VQ_BACKEND_CUDA: {
+        const vq_backend_ops *ops = backend_ops(backend);
+        return ops != NULL && ops->available();
+    }
     }
     return false;
 }
@@ -70,12 +75,12 @@ vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out)
         return vq_fail_thread(VQ_ERR_OUT_OF_MEMORY, fn, "could not start %d worker threads", c.num_threads);
     }
     ctx->num_threads = vq_threadpool_size(ctx->pool);
-#ifdef VQ_WITH_CUDA
-    if (ctx->backend == VQ_BACKEND_CUDA) {
-        /* vq_cuda_ctx_init describes CUDA runtime failures on ctx (and so in
+    ctx->ops = backend_ops(ctx->backend);
+    if (ctx->ops) {
+        /* ctx_init describes the device runtime's failures on ctx (and so in
          * the thread's last error); the rest is described here. */
         ctx->fn = fn;
-        const vq_status s = vq_cuda_ctx_init(ctx);
+        const vq_status s = ctx->ops->ctx_init(ctx);
         if (s != VQ_OK) {
             if (ctx->last_error[0] == '\0')
                 vq_fail_thread(s, fn, "cuda:%d: could not be initialised (%s)", c.device, vq_status_string(s));
@@ -83,7 +88,6 @@ vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out)
             return s;
         }
     }
-#endif
     *out = ctx;
     return VQ_OK;
 }
@@ -91,9 +95,7 @@ vq_status vq_ctx_create(const vq_ctx_config *cfg, vq_ctx **out)
 void vq_ctx_free(vq_ctx *ctx)
 {
     if (ctx == NULL) return;
-#ifdef VQ_WITH_CUDA
-    if (ctx->cuda != NULL) vq_cuda_ctx_release(ctx);
-#endif
+    if (ctx->ops != NULL && ctx->cuda != NULL) ctx->ops->ctx_release(ctx);
     vq_threadpool_free(ctx->pool);
     if (!ctx->scratch_external) free(ctx->scratch);
     free(ctx);
@@ -117,9 +119,7 @@ vq_status vq_ctx_parallel_for(vq_ctx *ctx, int64_t n_tasks, vq_parallel_fn fn, v
 vq_status vq_ctx_synchronize(vq_ctx *ctx)
 {
     VQ_ENTER(ctx);
-#ifdef VQ_WITH_CUDA
-    if (vq_ctx_is_cuda(ctx)) return vq_cuda_synchronize(ctx);
-#endif
+    if (ctx->ops) return ctx->ops->synchronize(ctx);
     return VQ_OK;
 }
 

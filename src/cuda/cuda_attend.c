@@ -189,7 +189,7 @@ static vq_status kivi_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_code
                          "split-KV merge kernel launch");
 }
 
-vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+vq_status vq_cuda_kivi_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
                                              const DLTensor *k_scale, const DLTensor *k_zero,
                                              const DLTensor *v_codes, const DLTensor *v_scale,
                                              const DLTensor *v_zero, int group_size, float scale, int nsg,

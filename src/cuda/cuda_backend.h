@@ -8,11 +8,13 @@
 #ifndef VQ_CUDA_BACKEND_H
 #define VQ_CUDA_BACKEND_H
 
+#include "attention/attn_cuda.h"
 #include "core/core.h"
 
-bool vq_cuda_available(void);
-vq_status vq_cuda_ctx_init(vq_ctx *ctx);     /* selects the device, creates per-ctx state */
-void vq_cuda_ctx_release(vq_ctx *ctx);
+#include "core/backend.h"
+
+/* The ctx hooks of vq_cuda_backend_ops (core/backend.h), also called
+ * directly inside the backend. */
 vq_status vq_cuda_synchronize(vq_ctx *ctx);  /* waits for the ctx's stream */
 
 /* ---- internals shared by the host glue ---- */
@@ -40,39 +42,23 @@ vq_status vq_cuda_check_aligned16(vq_ctx *ctx, const DLTensor *const *ts, const 
 struct vq_cu_attend_common;
 vq_status vq_cuda_merge_splits(vq_ctx *ctx, const struct vq_cu_attend_common *c, DLTensor *out, DLTensor *lse);
 
-/* Device memory that outlives a call (cuda_mem.c, for the KV cache).
- * vq_cuda_free waits for the device (cudaFree) and ignores errors;
- * vq_cuda_copy2d copies device to device on the ctx's stream (cudaMemcpy2DAsync
- * pitches); vq_cuda_upload copies host to device and returns when done. */
+/* Device memory that outlives a call (cuda_mem.c): the memory hooks of
+ * vq_cuda_backend_ops. vq_cuda_free waits for the device (cudaFree) and
+ * ignores errors; vq_cuda_copy2d copies device to device on the ctx's
+ * stream (cudaMemcpy2DAsync pitches); vq_cuda_upload copies host to device
+ * and vq_cuda_download device to host (after the queued work), returning
+ * when done. */
 vq_status vq_cuda_malloc(vq_ctx *ctx, size_t bytes, void **out);
 void vq_cuda_free(vq_ctx *ctx, void *p);
 vq_status vq_cuda_copy2d(vq_ctx *ctx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                          size_t height);
 vq_status vq_cuda_upload(vq_ctx *ctx, void *dst, const void *src, size_t bytes);
+vq_status vq_cuda_download(vq_ctx *ctx, void *dst, const void *src, size_t bytes);
 vq_status vq_cuda_zero(vq_ctx *ctx, void *dst, size_t bytes);  /* cudaMemsetAsync on the ctx's stream */
 
-/* ---- kernels (same arguments as the public functions) ---- */
+/* ---- kernels the cache's CUDA glue (cuda_cache.c) calls ---- */
 
-vq_status vq_cuda_scalar_fused_decode_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
-                                             const DLTensor *k_scale, const DLTensor *k_zero,
-                                             const DLTensor *v_codes, const DLTensor *v_scale,
-                                             const DLTensor *v_zero, int group_size, float scale, int nsg,
-                                             DLTensor *out, const vq_scalar_attend_opts *opts);
-vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
-                                      const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
-                                      const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
-                                      const vq_rabitq_attend_opts *opts);
-vq_status vq_cuda_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
-                                        const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
-                                        const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
-                                        const vq_rabitq_attend_opts *opts);
-/* vq_fused_sdpa (and vq_turboquant_fused_rvq_decode_attend through it), after
- * the CPU-side validation and format binding (cuda_sdpa.c, sdpa_prep.cu, the kv_sdpa_*.cu instances of kv_decode.cuh). */
-vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                             const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
-                             const vq_attend_opts *opts);
-
-/* The KV cache's paged decode step (src/cache/cache_cuda.c; internal, no
+/* The KV cache's paged decode step (src/cuda/cuda_cache.c; internal, no
  * public validation before it): q and out [B,Hq,1,D] compact, B <=
  * VQ_CU_PAGED_MAX_B, lse compact [B,Hq,1] or NULL; the formats' tensors are
  * views of one pool chunk ([pages,Hkv,rows,...], cache_internal.h); batch row
@@ -97,9 +83,5 @@ vq_status vq_cuda_kivi_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_
 /* Host to device on the ctx's stream: src is read before the call returns
  * (pageable memory is staged), the copy lands in stream order. */
 vq_status vq_cuda_upload_async(vq_ctx *ctx, void *dst, const void *src, size_t bytes);
-
-/* vq_attention_merge after validation (strided views accepted). */
-vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a, const DLTensor *out_b,
-                                  const DLTensor *lse_b, DLTensor *out, DLTensor *lse_out);
 
 #endif

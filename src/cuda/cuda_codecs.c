@@ -7,7 +7,7 @@
 #include "formats/lloyd_max.h"
 #include "cuda/codec_launch.h"
 #include "cuda/cuda_backend.h"
-#include "cuda/cuda_codecs.h"
+#include "codecs/codecs_cuda.h"
 
 /* Every entry point: the ctx's device current, the launch, its error as a
  * status (cuda_backend.h). */

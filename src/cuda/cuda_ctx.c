@@ -1,5 +1,6 @@
 /* cuda_ctx.c — CUDA device discovery, per-context state (device properties,
- * device scratch) and the mapping of CUDA errors to statuses (host C). */
+ * device scratch), the mapping of CUDA errors to statuses, and the backend's
+ * hooks for the ctx (vq_cuda_backend_ops, core/backend.h) (host C). */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
@@ -14,7 +15,7 @@ typedef struct vq_cuda_state {
     size_t scratch_size;
 } vq_cuda_state;
 
-bool vq_cuda_available(void)
+static bool cuda_available(void)
 {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
@@ -31,7 +32,7 @@ vq_status vq_cuda_check(vq_ctx *ctx, int err, const char *what)
     return vq_fail(ctx, s, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-vq_status vq_cuda_ctx_init(vq_ctx *ctx)
+static vq_status cuda_ctx_init(vq_ctx *ctx)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -51,7 +52,7 @@ vq_status vq_cuda_ctx_init(vq_ctx *ctx)
     return VQ_OK;
 }
 
-void vq_cuda_ctx_release(vq_ctx *ctx)
+static void cuda_ctx_release(vq_ctx *ctx)
 {
     vq_cuda_state *st = ctx->cuda;
     if (st->scratch != NULL && cudaSetDevice(ctx->device) == cudaSuccess) {
@@ -108,4 +109,21 @@ vq_status vq_cuda_synchronize(vq_ctx *ctx)
 {
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     return vq_cuda_check(ctx, cudaStreamSynchronize((cudaStream_t)ctx->stream), "cudaStreamSynchronize");
+}
+
+const vq_backend_ops *vq_cuda_backend_ops(void)
+{
+    static const vq_backend_ops ops = {
+        .available = cuda_available,
+        .ctx_init = cuda_ctx_init,
+        .ctx_release = cuda_ctx_release,
+        .synchronize = vq_cuda_synchronize,
+        .malloc = vq_cuda_malloc,
+        .free = vq_cuda_free,
+        .copy2d = vq_cuda_copy2d,
+        .upload = vq_cuda_upload,
+        .download = vq_cuda_download,
+        .zero = vq_cuda_zero,
+    };
+    return &ops;
 }

@@ -37,6 +37,14 @@ vq_status vq_cuda_upload(vq_ctx *ctx, void *dst, const void *src, size_t bytes)
     return vq_cuda_check(ctx, cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(host to device)");
 }
 
+vq_status vq_cuda_download(vq_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
+    /* appends and attends are queued on the stream: wait, then copy */
+    VQ_FORWARD_IF_ERROR(vq_cuda_synchronize(ctx));
+    return vq_cuda_check(ctx, cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy(device to host)");
+}
+
 vq_status vq_cuda_upload_async(vq_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));

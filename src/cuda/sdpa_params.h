@@ -100,8 +100,8 @@ typedef struct vq_cu_sdpa_params {
     int qjl_m, qjl_W;
 
     /* VECINFER */
-    vq_vecinfer_layout pq;
-    const uint8_t *vecinfer_idx;     /* [B,Hkv,Skv,M] of pq.idx_bytes */
+    vq_vecinfer_layout vecinfer;
+    const uint8_t *vecinfer_idx;     /* [B,Hkv,Skv,M] of vecinfer.idx_bytes */
     const float *vecinfer_cb;        /* [M,C,dsub] or [Hkv,M,C,dsub] */
     const float *vecinfer_smooth;    /* [D] or [Hkv,D] */
     int64_t vecinfer_cb_hs, vecinfer_sm_hs;  /* per-head strides, 0 when shared */

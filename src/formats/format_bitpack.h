@@ -1,7 +1,7 @@
 /* format_bitpack.h — the u32 bit stream of vq_bit_pack, read and written by
  * the C library and by CUDA kernels alike (plain C, no libc beyond stdint).
  *
- * Layout (SPEC §2): element i occupies stream bits [i*bits, (i+1)*bits);
+ * Layout (docs/FORMATS.md §2): element i occupies stream bits [i*bits, (i+1)*bits);
  * stream bit s is bit s % 32 of word s / 32, least significant first, so an
  * element may straddle two words; unused high bits of the last word are 0.
  * A row of n elements takes vq_bitpack_words(n, bits) words. */

@@ -2,7 +2,7 @@
  * static asserts, and bit-stream readers in the library's bit order.
  *
  * Read by the C compiler and by nvcc, so: plain C99 `static inline`, nothing
- * beyond <stdint.h>, no libc calls. Bit order (SPEC §1): element j of a sign
+ * beyond <stdint.h>, no libc calls. Bit order (docs/FORMATS.md §1): element j of a sign
  * stream is bit j % 8 of byte j / 8 (u8 streams) or bit j % 32 of word j / 32
  * (u32 streams), least significant bit first; bit 1 means +1 (value >= 0). */
 #ifndef VQ_FORMAT_COMMON_H

@@ -1,6 +1,6 @@
 /* format_commvq.h — the CommVQ key layout and its per-token decoder.
  *
- * Layout (SPEC §9), for B batches, H heads, S tokens, head dim D (even):
+ * Layout (docs/FORMATS.md §10), for B batches, H heads, S tokens, head dim D (even):
  *   idx       [B, H, S, R]      u8, u16 or i32: one code per additive stage
  *   codebook  [R, C, D]         f32
  *   cos, sin  [P, D/2]          f32 tables by position

@@ -1,4 +1,4 @@
-/* format_kivi.h — the KIVI group-affine layout (SPEC §6) and its decoders,
+/* format_kivi.h — the KIVI group-affine layout (docs/FORMATS.md §6) and its decoders,
  * shared by the C library and the CUDA kernels.
  *
  * Per (b, h) slice, with S tokens, D channels, group size g and code width bits:

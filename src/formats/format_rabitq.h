@@ -1,4 +1,4 @@
-/* format_rabitq.h — the RaBitQ layout (SPEC §5) and its decoders, shared by
+/* format_rabitq.h — the RaBitQ layout (docs/FORMATS.md §5) and its decoders, shared by
  * the C library and the CUDA kernels.
  *
  * Per token (leading shape [..., N]):

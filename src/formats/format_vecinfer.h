@@ -1,6 +1,6 @@
 /* format_vecinfer.h — the VecInfer product-VQ key layout and its per-token decoders.
  *
- * Layout (SPEC §7), for a cache of B batches, Hkv heads, S tokens, head dim D
+ * Layout (docs/FORMATS.md §8), for a cache of B batches, Hkv heads, S tokens, head dim D
  * split into M subspaces of dsub = D / M channels:
  *   idx      [B, Hkv, S, M]        u8 (C <= 256) or u16 (C <= 65536)
  *   codebook [M, C, dsub]          f32, shared by all heads, or

@@ -3,7 +3,7 @@
  * Where it comes from: the polynomial 0x1EDC6F41 (Castagnoli, Braeutigam and
  * Herrmann, "Optimization of cyclic redundancy-check codes with 24 and 32
  * parity bits", IEEE Trans. Commun. 1993), as used by iSCSI (RFC 3720,
- * section 12.1 and appendix B.4, whose test vectors tests/test_persist.c
+ * section 12.1 and appendix B.4, whose test vectors tests/unit/test_calibration.c
  * checks) and SSE4.2's crc32 instruction. Reflected form: bits enter least
  * significant first, reflected polynomial 0x82F63B78, initial value and final
  * xor 0xFFFFFFFF. Computed by "slicing by 8" (Kounavis and Berry, Intel 2005):

@@ -26,11 +26,6 @@
 
 #include "cache/cache_internal.h"
 #include "persist/container.h"
-#ifdef VQ_WITH_CUDA
-#include <cuda_runtime_api.h>
-
-#include "cuda/cuda_backend.h"
-#endif
 
 static const char CACHE_MAGIC[8] = {'V', 'Q', 'C', 'A', 'C', 'H', 'E', '\0'};
 enum { CACHE_VERSION = 3, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES + 8, SQLY_HEAD = 8 + 8 + 8 + 8 };
@@ -47,15 +42,8 @@ enum { CACHE_VERSION = 3, CONF_BYTES = 8 * 4 + 3 * 8, CONF2_BYTES = CONF_BYTES +
 static vq_status to_host(const vq_cache *c, void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return VQ_OK;
-#ifdef VQ_WITH_CUDA
-    if (c->cuda) {
-        VQ_FORWARD_IF_ERROR(vq_cuda_begin(c->ctx));
-        /* appends and attends are queued on the stream: wait, then copy */
-        VQ_FORWARD_IF_ERROR(vq_cuda_synchronize(c->ctx));
-        return vq_cuda_check(c->ctx, cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
-                             "cudaMemcpy(device to host)");
-    }
-#endif
+    /* appends and attends are queued on the device's stream: download waits for them */
+    if (c->ctx->ops) return c->ctx->ops->download(c->ctx, dst, src, bytes);
     memcpy(dst, src, bytes);
     return VQ_OK;
 }

@@ -11,7 +11,7 @@
  * sequences than one paged launch serves (VQ_CU_PAGED_MAX_B).
  *
  * Tolerance. The codecs on both backends give the same codes except where a
- * value sits within f32 rounding of a decision boundary (SPEC 1), so a few
+ * value sits within f32 rounding of a decision boundary (docs/FORMATS.md §1), so a few
  * codes may differ by one level; the attention kernels differ in the order
  * of f32 additions. A code one level off moves a score by at most the
  * level spacing times |q_c| scale, on one token in thousands: the output

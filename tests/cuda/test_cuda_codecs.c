@@ -6,9 +6,9 @@
  * replays one). GPU outputs are poisoned (0xFF bytes: NaN for floats) before
  * each run.
  *
- * Float outputs must be within the SPEC's tolerance of the CPU's (relative L2
+ * Float outputs must be within the tolerance of docs/FORMATS.md §1 of the CPU's (relative L2
  * 1e-5 for f32, 2e-3 for f16) with no NaN left. Integer outputs must be equal,
- * except where the SPEC allows a difference: a code or bit may differ when
+ * except where docs/FORMATS.md §1 allows a difference: a code or bit may differ when
  * its float64 decision value lies within 1e-5 (relative to the quantities
  * compared) of the decision boundary; each such flip is verified against a
  * float64 recomputation, counted and printed. Rows downstream of a flip (the
@@ -118,7 +118,7 @@ static void out_fetch(out_t *o)
     cuda_ok(cudaMemcpy(o->gpu->data, o->dev->data, vt_bytes(o->gpu), cudaMemcpyDeviceToHost), "download");
 }
 
-/* Float outputs: no NaN left by the poison, relative L2 within the SPEC's
+/* Float outputs: no NaN left by the poison, relative L2 within the
  * tolerance; rows of row_len elements flagged in skip_row (if not NULL) are
  * left out. */
 static void expect_close_rows(const char *what, const out_t *o, const bool *skip_row, int64_t row_len)

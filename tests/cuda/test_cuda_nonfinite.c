@@ -1,6 +1,6 @@
 /* test_cuda_nonfinite.c — the header's rule for NaN and ±inf inputs to
  * attention ("Non-finite inputs", conventions) on a CUDA context: the same
- * inputs through the CPU path (which tests/test_attention_nonfinite.c holds
+ * inputs through the CPU path (which tests/unit/test_attention_nonfinite.c holds
  * to the rule on every ISA) and the GPU, compared element by element:
  *   - a row the CPU gives as all NaN is all NaN on the GPU;
  *   - a row the CPU gives as 0 (every score -inf) is 0 on the GPU;

@@ -7,7 +7,7 @@
 # for the whole time.
 #   tests/fuzz/run.sh [BUILD_DIR] [SECONDS_PER_TARGET]   (defaults: build-fuzz 60)
 # FUZZ_RUNS=N runs each target N executions instead of for a time (the offline
-# runs recorded in bench/results/fuzz.md).
+# runs recorded in bench/results/persist.md).
 set -eu
 cd "$(dirname "$0")/../.."
 build=${1:-build-fuzz}

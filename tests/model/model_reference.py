@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """model_reference.py: the independent reference for the model runtime's
-tests (issue 10). Runs SmolLM2-135M-Instruct from the same GGUF file with
+tests. Runs SmolLM2-135M-Instruct from the same GGUF file with
 PyTorch + Hugging Face transformers (gguf_file=, CPU, float32) and writes
 the golden files that tests/test_model_*.c compare against on every run, so
 CI needs none of these packages:

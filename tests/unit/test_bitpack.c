@@ -5,7 +5,7 @@
 #include "formats/format_bitpack.h"
 #include "harness.h"
 
-/* The stream of SPEC §2, one bit at a time: element i's bit k is stream bit
+/* The stream of docs/FORMATS.md §2, one bit at a time: element i's bit k is stream bit
  * s = i*bits + k, which is bit s % 32 of word s / 32. */
 static void reference_pack(const int64_t *vals, int64_t n, int bits, uint32_t *words)
 {

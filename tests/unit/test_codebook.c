@@ -1,4 +1,4 @@
-/* test_codebook.c — the scalar value encoder (SPEC §5): vq_codebook_quantize
+/* test_codebook.c — the scalar value encoder (docs/FORMATS.md §11): vq_codebook_quantize
  * against a brute-force float64 nearest centroid on every ISA, and
  * vq_lloyd_max_fit against a plain float64 Lloyd iteration; exact ties,
  * statistical quality on N(0,1), and every error path. */

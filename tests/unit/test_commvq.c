@@ -154,7 +154,7 @@ static void check_rope_properties(vq_ctx *ctx, const char *isa)
 
 /* For every token, replays the encoder's choices in float64: at stage r the
  * chosen centroid must be nearest the residual of stages < r, up to 1e-6
- * relative ties (SPEC §1). Returns the mean squared reconstruction error per
+ * relative ties (docs/FORMATS.md §1). Returns the mean squared reconstruction error per
  * element. */
 static double check_greedy(const DLTensor *keys, const DLTensor *codebook, const DLTensor *idx, int64_t *wrong)
 {

@@ -113,8 +113,8 @@ static uint32_t code_at(const acase *k, const DLTensor *codes, int64_t row, int6
 
 /* float64 reference of the codes against the stored scale/zero: round((x -
  * zero) / scale) clamped, 0 when scale == 0. A mismatch is accepted only
- * where the quotient lies within 1e-6 relative of a rounding boundary (SPEC
- * §1). Returns the number of wrong codes. */
+ * where the quotient lies within 1e-6 relative of a rounding boundary
+ * (docs/FORMATS.md §1). Returns the number of wrong codes. */
 static int64_t check_codes(const acase *k, const DLTensor *x, const DLTensor *codes, const DLTensor *scale,
                            const DLTensor *zero)
 {

@@ -37,7 +37,7 @@ static int ref_nearest(double v, int bits)
     return best;
 }
 
-/* SPEC §1: integer outputs may differ from the reference only where the
+/* docs/FORMATS.md §1: integer outputs may differ from the reference only where the
  * reference value is within 1e-6 (relative, on the unit scale of the
  * normalised coordinates) of a decision boundary. */
 static bool near_boundary(double v, int bits)

@@ -81,7 +81,7 @@ static double ref_dist(const vecinfer_data *d, const DLTensor *keys, int64_t row
 
 /* Counts indices that are not a nearest centroid: an index is right when it
  * is the float64 argmin, or when its distance is within 1e-6 relative of the
- * argmin's (a decision-boundary tie, SPEC §1). */
+ * argmin's (a decision-boundary tie, docs/FORMATS.md §1). */
 static int64_t count_wrong_indices(const vecinfer_data *d)
 {
     int64_t wrong = 0;

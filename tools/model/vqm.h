@@ -1,5 +1,5 @@
 /* vqm.h — the model runtime: a small GGUF Llama runtime in C on the
- * veloxquant KV cache (issue 10). It lives in tools/model/ beside the `vq`
+ * veloxquant KV cache. It lives in tools/model/ beside the `vq`
  * command because, like tools/, it uses the library only through
  * include/veloxquant.h (attention goes through vq_cache); it is a static
  * library (vq_model) that `vq generate`, `vq perplexity` and the tests link.
@@ -315,8 +315,8 @@ typedef struct vqm_session_config {
     /* With center: keep the values raw, centering the keys only. The value
      * mean is dominated by a few tokens of large norm, so subtracting it
      * moves most values away from zero, while centering the keys is what
-     * helps TurboQuant keys. It depends on the value codec (README, "A real
-     * model", SmolLM2-135M at 2048 tokens): kivi4-turbo2 +12.3 % -> +9.5 %
+     * helps TurboQuant keys. It depends on the value codec (docs/QUALITY.md,
+     * SmolLM2-135M at 2048 tokens): kivi4-turbo2 +12.3 % -> +9.5 %
      * perplexity, kivi2 +88 % -> +69 %, but kivi4 +1.0 % -> +2.6 %. */
     bool center_keys_only;
     /* VQM_ATTN_CACHE: also balance key and query channels: keys are stored

@@ -86,7 +86,7 @@ typedef struct vqa_opt {
 
 /* --json: the same wording on every command. */
 #define VQA_JSON_OPT(dst) \
-    {"json", VQA_FLAG, (dst), 0, 0, NULL, "one JSON report on stdout (schema: README, 'JSON output')", NULL, 0}
+    {"json", VQA_FLAG, (dst), 0, 0, NULL, "one JSON report on stdout (schema: tools/vq/report.h)", NULL, 0}
 
 typedef struct vqa_cmd {
     const char *name;              /* as typed after "vq": "demo", "bench attention" */

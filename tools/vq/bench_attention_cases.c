@@ -93,7 +93,7 @@ static vq_ctx *capped_ctx(vqb_data *d, const char *isa, vq_ctx **slot)
     return *slot;
 }
 
-/* The kernels before issue 14: float key scores on a ctx capped at AVX2
+/* The baseline before the integer key scores: float key scores on a ctx capped at AVX2
  * (AVX-512 CPUs then ran the AVX2 decode kernels), same thread count. */
 static vq_ctx *old_ctx(vqb_data *d) { return capped_ctx(d, "avx2", &d->old_ctx); }
 

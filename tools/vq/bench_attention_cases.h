@@ -47,8 +47,9 @@ typedef struct vqb_case {
 
 /* Decode (Sq = 1): f16 and f32 SDPA, KIVI 2-bit fused (default, "fused-avx512"
  * = the vector-port kernel where the default runs the amx set, "fused-f32k"
- * = float key scores, "fused-old" = the kernels before issue 14: float key
- * scores on a ctx capped at AVX2) and dequantize-then-SDPA, RaBitQ 1-bit/4-bit
+ * = float key scores, "fused-old" = the kernels before the integer key scores: float
+ * key scores on a ctx capped at AVX2, the baseline the integer paths are
+ * measured against) and dequantize-then-SDPA, RaBitQ 1-bit/4-bit
  * fused, fused-old and dequantize-then-SDPA. False on out-of-memory. */
 bool vqb_make_decode_cases(const vqb_shape *sh, int threads, vqb_case *cases, int *n);
 /* Prefill (Sq = Skv): f32 blocked SDPA, then RaBitQ prefill. */

@@ -1,8 +1,8 @@
 /* fma_chains.h — the clock probes' loop: 12 independent vfmadd231ps zmm
  * chains run `iters` times (12 * iters FMAs, two per cycle on the Xeons with
- * two 512-bit FMA units, as bench/port_throughput.c measures), on zeroed
+ * two 512-bit FMA units, as contrib/port_throughput.c measures), on zeroed
  * operands (garbage could be subnormal: microcode assists). Used by
- * vq bench attention's clock line (bench_clock.c) and bench/kivi_int8_block.c.
+ * vq bench attention's clock line (bench_clock.c) and contrib/kivi_int8_block.c.
  * x86-64 GCC / Clang only; the caller checks for AVX-512F (vq_fma_chains) or
  * AVX2 with FMA (vq_fma_chains_ymm). */
 #ifndef VQ_FMA_CHAINS_H
@@ -34,7 +34,7 @@
 static inline void vq_fma_chains(int iters) { VQ_FMA_CHAINS_ASM("vpxord", "zmm"); }
 
 /* The same with 256-bit registers (vfmadd231ps ymm: two per cycle on Zen 3,
- * FP0 and FP1), for CPUs without AVX-512 (bench/kivi_int8_block.c). */
+ * FP0 and FP1), for CPUs without AVX-512 (contrib/kivi_int8_block.c). */
 static inline void vq_fma_chains_ymm(int iters) { VQ_FMA_CHAINS_ASM("vxorps", "ymm"); }
 
 #endif /* VQ_FMA_CHAINS_H */

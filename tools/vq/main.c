@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     const vqa_group top = {"", "veloxquant: KV-cache compression and attention on compressed bytes", commands,
                            VQA_COUNT(commands),
                            "Options are --name value or --name=value; sizes take k/K, M, G (x 1024): 64K = 65536.\n"
-                           "Every command takes --json (one schema, see the README) and --help.\n"
+                           "Every command takes --json (one schema, tools/vq/report.h) and --help.\n"
                            "Environment: VQ_ISA=scalar|avx2|avx512|neon caps the CPU kernel set;\n"
                            "VQ_PROGRESS=0 silences the progress lines on stderr.\n"};
     return vqa_dispatch(&top, argc, argv);

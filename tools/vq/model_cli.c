@@ -102,7 +102,7 @@ static int parse_pair(const char *cmd, const char *name, size_t len, int head_di
     return VQ_EXIT_OK;
 }
 
-/* One override "A-B.C=SPEC" (layers A..B and C take SPEC) of s[0..len). */
+/* One override "A-B.C=METHOD" (layers A..B and C take METHOD) of s[0..len). */
 static int parse_override(const char *cmd, const char *s, size_t len, int n_layers, int head_dim, bool tables,
                           vq_cache_layer_config *layers)
 {

@@ -98,7 +98,7 @@ int vq_cmd_perplexity(int argc, char **argv)
                          "Non-overlapping windows of each --ctx size; the second half of each window is scored\n"
                          "(llama-perplexity's protocol). Every method runs on the same tokens as the f16 cache:\n"
                          "perplexity, its change, mean KL(f16 || method), top-1 agreement, bits per element.\n"
-                         "Protocol of the README's quality table and issue 10's targets: --batch 1 --sink 4 --smooth\n"
+                         "Protocol of the README's quality table: --batch 1 --sink 4 --smooth\n"
                          "(decode-faithful: each token is appended, then attended, as in generation). A --batch\n"
                          "of N > 1 appends N tokens before attending them, so a chunk's queries see the chunk's\n"
                          "own tokens through the quantized cache, not the window: faster, and a pessimistic\n"

@@ -1,5 +1,5 @@
-/* report.h — the one JSON schema of every `vq ... --json` (documented in the
- * README, "JSON output"), and the progress lines of long runs.
+/* report.h — the one JSON schema of every `vq ... --json` ("The document",
+ * below), and the progress lines of long runs.
  *
  * A command that was given --json opens a report, adds rows, and closes it;
  * the JSON goes to stdout at vqr_end, all at once:

@@ -33,5 +33,5 @@ static void codebook_pv8_avx2(int R, int n, const uint8_t *idx, int64_t ldi, con
 void vq_attn_kernels_init_avx2_cb8(vq_attn_kernels *k)
 {
     k->codebook_pv8 = codebook_pv8_avx2;
-    k->cb8_fast = true; /* faster than the f32 codebook_pv: bench/results/cpu.md, issue 14 on AVX2 */
+    k->cb8_fast = true; /* faster than the f32 codebook_pv on AVX2: docs/PERFORMANCE.md */
 }

@@ -66,5 +66,5 @@ static void codebook_qk8_avx2(int R, int n, const uint8_t *idx, int64_t ldi, con
 void vq_attn_kernels_init_avx2_cbqk8(vq_attn_kernels *k)
 {
     k->codebook_qk8 = codebook_qk8_avx2;
-    k->cbqk8_fast = true; /* faster than the f32 tile path: bench/results/cache_cpu.md, session 15 */
+    k->cbqk8_fast = true; /* faster than the f32 tile path: bench/results/cache_cpu.md */
 }

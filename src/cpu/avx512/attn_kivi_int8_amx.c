@@ -23,7 +23,7 @@
  * The p.V stays on the vector ports: the same on tiles (one group's weights
  * as A, its codes gathered per plane pair as B, eight TDPBSUD per block, bit
  * for bit the same o) was slower in cache, 891 against 812 TSC ticks per
- * block (bench/kivi_int8_block.c), and 922 against 768 with its dots added to o
+ * block (contrib/kivi_int8_block.c), and 922 against 768 with its dots added to o
  * a block later as the scores are pipelined below: the eight tile loads of
  * operands the block has just stored, and eight tile stores, cost more than
  * the 256 vpdpbusd they replace. */

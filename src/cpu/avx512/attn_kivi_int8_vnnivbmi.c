@@ -15,8 +15,8 @@
  * (no store / masked-store / reload of s), the f16 scale rows are converted
  * in registers, and one call per block replaces ten (the skeleton's glue,
  * the format's address arithmetic, the table calls), which at four rows per
- * kv head were a fifth of the block's time (bench/results/cpu.md, issue 14,
- * fifth pass). */
+ * kv head were a fifth of the block's time (docs/PERFORMANCE.md, "The fused
+ * block kernels"). */
 #include "attention/attn_kernels.h"
 #define VQ_UNROLL /* the bodies' loops as GCC chooses (attn_avx512_inline.h) */
 #include "cpu/avx512/attn_kivi_int8_avx512.h"

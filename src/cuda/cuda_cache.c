@@ -19,7 +19,7 @@
  * is merged in through the log-sum-exp (vq_attention_merge).
  *
  * VQ_CACHE_CUDA_GATHER=1 in the environment forces the gathered path (to
- * compare the two; tests/test_cuda_cache.c runs both).
+ * compare the two; tests/cuda/test_cuda_cache.c runs both).
  *
  * Everything is enqueued on the ctx's stream; nothing synchronises.
  * Combinations the CUDA kernels do not take yet come back from them as

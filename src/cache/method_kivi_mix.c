@@ -1,6 +1,7 @@
-/* cache_kivi_mix.c — mixed-width KIVI keys (VQ_KEY_KIVI_MIX), a cache-only
- * format (layout: formats/format_kivi_mix.h): the encoder of whole key
- * groups, and the attention binding, which unpacks a group segment's code
+/* method_kivi_mix.c — mixed-width KIVI keys (VQ_KEY_KIVI_MIX), a cache-only
+ * format (layout: formats/format_kivi_mix.h): the cache method (its
+ * validation and streams), the encoder of whole key groups, and the
+ * attention binding, which unpacks a group segment's code
  * rows into one byte per code and scores them with the affine kernels'
  * one-code-per-byte path (each channel's width is in its scale, so decoding
  * needs the mask only to order the channels). Decode (few rows) keeps the
@@ -9,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cache/cache_internal.h"
+#include "cache/cache_method.h"
 #include "formats/format_kivi.h"
 #include "formats/format_kivi_mix.h"
 #include "formats/format_bitpack.h"
@@ -257,3 +258,50 @@ static bool mix_use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool a
     keys->thread_floats = thread_floats(d->D) + int8_floats(d->D);
     return true;
 }
+
+/* ---- the cache method ---- */
+
+static vq_status layout(vq_cache *c, vq_cache_layer *L, const char *name)
+{
+    vq_key_config *k = &L->cfg.keys;
+    const int64_t P = c->P;
+    const int D = c->D;
+    VQ_RETURN_IF(c->ctx, !vq_cache_in_range(k->bits, 1, 7) || !vq_cache_in_range(k->bits2, k->bits + 1, 8),
+                 VQ_ERR_INVALID_ARGUMENT,
+                 "argument '%s.keys.bits/bits2': KIVI_MIX takes 1 <= bits < bits2 <= 8, got %d and %d", name,
+                 k->bits, k->bits2);
+    if (k->group_size == 0) k->group_size = 32;
+    VQ_RETURN_IF(c->ctx, k->group_size < 1 || P % k->group_size != 0, VQ_ERR_INVALID_ARGUMENT,
+                 "argument '%s.keys.group_size': must divide page_size %lld, got %d", name, (long long)P,
+                 k->group_size);
+    VQ_RETURN_IF(c->ctx, !vq_cache_in_range(k->wide_channels, 0, D - 1), VQ_ERR_INVALID_ARGUMENT,
+                 "argument '%s.keys.wide_channels': KIVI_MIX takes 1..%d (0 = %d), got %d", name, D - 1, D / 2,
+                 k->wide_channels);
+    if (k->wide_channels == D / 2) k->wide_channels = 0; /* one spelling of the default (LCFG) */
+    L->g = k->group_size;
+    vq_cache_add_stream(c, L, "k_codes", VQ_DT_U8, P,
+                        vq_kivi_mix_row_bytes(D, vq_cache_kivi_mix_wide(k, D), k->bits, k->bits2), 4, true,
+                        VQ_CACHE_PART_CODE);
+    vq_cache_add_stream(c, L, "k_scale", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
+    vq_cache_add_stream(c, L, "k_zero", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
+    vq_cache_add_stream(c, L, "k_mask", VQ_DT_U8, P / L->g, vq_kivi_mix_mask_bytes(D), 4, true,
+                        VQ_CACHE_PART_PARAM);
+    return VQ_OK;
+}
+
+static vq_status encode(vq_cache *c, vq_cache_layer *L, const DLTensor *x, DLTensor *const *outs,
+                        unsigned char *scratch, int64_t T)
+{
+    return vq_cache_kivi_mix_encode(c, &L->cfg.keys, x, outs[0], outs[1], outs[2], outs[3]);
+}
+
+/* no public format: cache_attend.c binds the four streams with vq_cache_bind_kivi_mix */
+static void describe(const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb, vq_encoded_keys *ek,
+                     vq_encoded_values *ev)
+{
+}
+
+const vq_cache_method vq_cache_keys_kivi_mix = {
+    .name = "KIVI_MIX", .id = VQ_KEY_KIVI_MIX, .window = true,
+    .layout = layout, .encode = encode, .describe = describe,
+};

@@ -1,4 +1,6 @@
-/* cuda_codecs.h — the codecs on a CUDA context. Each vq_cuda_<name> takes
+/* codecs_cuda.h — the codecs on a CUDA context: implemented by the CUDA
+ * backend (src/cuda/cuda_codecs.c), declared here by the module they serve, so
+ * that codecs include nothing of src/cuda. Each vq_cuda_<name> takes
  * exactly the arguments of the public vq_<name> and is called by it once
  * every argument has been validated (docs/INTERNALS.md); it enqueues the
  * kernels of src/cuda/codec_*.cu on the ctx's stream and returns without
@@ -9,8 +11,8 @@
  * data-dependent checks are not made. Indices >= C and positions outside
  * [0, P) are clamped (vq_vecinfer_dequant, vq_commvq_decode), and cents that
  * are not finite or not ascending are not detected (vq_codebook_quantize). */
-#ifndef VQ_CUDA_CODECS_H
-#define VQ_CUDA_CODECS_H
+#ifndef VQ_CODECS_CUDA_H
+#define VQ_CODECS_CUDA_H
 
 #include "core/core.h"
 

@@ -1,0 +1,35 @@
+/* attn_cuda.h — the attention entry points a CUDA ctx runs: implemented by
+ * the CUDA backend (src/cuda), called by the public functions of this module
+ * after validation. They take exactly the arguments of the public vq_<name>
+ * and check only what is specific to the backend (alignment, D limits);
+ * CUDA errors become VQ_ERR_DEVICE with the error's name in the ctx message.
+ * Only built with the CUDA backend (VQ_WITH_CUDA). */
+#ifndef VQ_ATTN_CUDA_H
+#define VQ_ATTN_CUDA_H
+
+#include "core/core.h"
+
+vq_status vq_cuda_kivi_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes,
+                                             const DLTensor *k_scale, const DLTensor *k_zero,
+                                             const DLTensor *v_codes, const DLTensor *v_scale,
+                                             const DLTensor *v_zero, int group_size, float scale, int nsg,
+                                             DLTensor *out, const vq_scalar_attend_opts *opts);
+vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,
+                                      const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                      const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                      const vq_rabitq_attend_opts *opts);
+vq_status vq_cuda_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *scale,
+                                        const DLTensor *k_bits, const DLTensor *k_mag, const DLTensor *k_const,
+                                        const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
+                                        const vq_rabitq_attend_opts *opts);
+/* vq_fused_sdpa (and vq_turboquant_fused_rvq_decode_attend through it), after
+ * the CPU-side validation and format binding (cuda_sdpa.c, sdpa_prep.cu, the kv_sdpa_*.cu instances of kv_decode.cuh). */
+vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                             const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_attend_opts *opts);
+
+/* vq_attention_merge after validation (strided views accepted). */
+vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a, const DLTensor *out_b,
+                                  const DLTensor *lse_b, DLTensor *out, DLTensor *lse_out);
+
+#endif
