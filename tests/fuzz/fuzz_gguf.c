@@ -33,6 +33,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             vqm_tokenize(m->tok, "Hello 123 world", 15, true, ids, 64);
             vqm_model_free(m); /* frees g */
         } else {
+            /* a file that is not a whole model still reaches the tokenizer loaders */
+            vqm_tokenizer *t = NULL;
+            if (vqm_tokenizer_load(g, &t, err) == VQ_OK) {
+                static const char text[] = "Hello  123\n\nworld <x> \xc3\xa9\xff";
+                int32_t ids[64];
+                const int64_t n = vqm_tokenize(t, text, sizeof text - 1, true, ids, 64);
+                char out[64];
+                for (int64_t i = 0; i < n && i < 64; i++) vqm_detokenize(t, ids[i], out, sizeof out);
+                vqm_tokenizer_free(t);
+            }
             vqm_gguf_free(g);
         }
     }

@@ -6,11 +6,13 @@
 #ifndef VQ_TEST_MODEL_TINY_H
 #define VQ_TEST_MODEL_TINY_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_ref.h"
 #include "veloxquant.h"
 
 typedef struct tg_buf {
@@ -49,6 +51,7 @@ typedef struct tiny_tensor {
 typedef struct tiny_model {
     int n_layers, vocab;
     bool tied;
+    bool gemma;  /* tiny_build_gemma: architecture gemma3 */
     tiny_tensor t[32];
     int nt;
 } tiny_model;
@@ -61,6 +64,9 @@ static inline size_t tiny_row_bytes(uint32_t type, int64_t n)
     case 2: return (size_t)n / 32 * 18;
     case 3: return (size_t)n / 32 * 20;
     case 8: return (size_t)n / 32 * 34;
+    case 6: return (size_t)n / 32 * 22;
+    case 12: return (size_t)n / 256 * 144;
+    case 14: return (size_t)n / 256 * 210;
     default: return 0;
     }
 }
@@ -86,7 +92,21 @@ static inline void tiny_fill(tiny_tensor *t, vq_rng *rng, double scale)
         }
         return;
     }
-    const size_t bs = t->type == 2 ? 18 : t->type == 3 ? 20 : 34;
+    if (t->type == 12 || t->type == 14) { /* Q4_K: d, dmin first; Q6_K: d last */
+        const size_t bs = t->type == 12 ? 144 : 210;
+        for (size_t b = 0; b < t->nbytes / bs; b++) {
+            uint8_t *p = t->data + b * bs;
+            for (size_t i = 0; i < bs; i++) p[i] = (uint8_t)(vq_rng_next(rng) >> 56);
+            const uint16_t d = vq_f32_to_f16((float)(scale * (t->type == 12 ? 0.006 : 0.001) * (0.5 + vq_rng_uniform(rng))));
+            memcpy(p + (t->type == 12 ? 0 : 208), &d, 2);
+            if (t->type == 12) {
+                const uint16_t m = vq_f32_to_f16((float)(scale * 0.01 * vq_rng_uniform(rng)));
+                memcpy(p + 2, &m, 2);
+            }
+        }
+        return;
+    }
+    const size_t bs = t->type == 2 ? 18 : t->type == 3 ? 20 : t->type == 6 ? 22 : 34;
     for (size_t b = 0; b < t->nbytes / bs; b++) {
         uint8_t *p = t->data + b * bs;
         for (size_t i = 0; i < bs; i++) p[i] = (uint8_t)(vq_rng_next(rng) >> 56);
@@ -110,12 +130,38 @@ static inline double tiny_get(const tiny_tensor *t, int64_t r, int64_t c)
     case 30: memcpy(&h, row + 2 * c, 2); return vq_bf16_to_f32(h);
     default: break;
     }
-    const size_t bs = t->type == 2 ? 18 : t->type == 3 ? 20 : 34;
+    if (t->type == 12) { /* Q4_K: 6-bit scale and min of sub-block j packed in 12 bytes */
+        const uint8_t *b = row + (size_t)(c / 256) * 144, *sc = b + 4, *qs = b + 16;
+        const int i = (int)(c % 256), j = i / 32, l = i % 64;
+        const int s6 = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4);
+        const int m6 = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+        const uint8_t byte = qs[32 * (i / 64) + l % 32];
+        const int q = l < 32 ? byte & 15 : byte >> 4;
+        uint16_t dm;
+        memcpy(&h, b, 2);
+        memcpy(&dm, b + 2, 2);
+        return (double)vq_f16_to_f32(h) * s6 * q - (double)vq_f16_to_f32(dm) * m6;
+    }
+    if (t->type == 14) { /* Q6_K: ql[128], qh[64], scales[16] int8, d */
+        const uint8_t *b = row + (size_t)(c / 256) * 210, *ql = b, *qh = b + 128;
+        const int i = (int)(c % 256), hh = i / 128, qd = (i % 128) / 32, l = i % 32;
+        const uint8_t lb = ql[64 * hh + l + (qd & 1) * 32];
+        const int q = ((qd >= 2 ? lb >> 4 : lb & 15) | (((qh[32 * hh + l] >> (2 * qd)) & 3) << 4)) - 32;
+        memcpy(&h, b + 208, 2);
+        return (double)vq_f16_to_f32(h) * (int8_t)b[192 + i / 16] * q;
+    }
+    const size_t bs = t->type == 2 ? 18 : t->type == 3 ? 20 : t->type == 6 ? 22 : 34;
     const uint8_t *b = row + (size_t)(c / 32) * bs;
     const int e = (int)(c % 32);
     memcpy(&h, b, 2);
     const double d = vq_f16_to_f32(h);
     if (t->type == 8) return d * (int8_t)b[2 + e];
+    if (t->type == 6) { /* Q5_0: bit e of the 32-bit qh is element e's fifth bit */
+        const uint8_t *qs = b + 6;
+        const uint32_t qh = (uint32_t)b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
+        const int q = (e < 16 ? (qs[e] & 15) : (qs[e - 16] >> 4)) | (int)(((qh >> e) & 1) << 4);
+        return d * (q - 16);
+    }
     const uint8_t *qs = b + (t->type == 3 ? 4 : 2);
     const int q = e < 16 ? (qs[e] & 15) : (qs[e - 16] >> 4);
     if (t->type == 2) return d * (q - 8);
@@ -174,6 +220,68 @@ static inline void tiny_build(tiny_model *m, int n_layers, bool tied, uint64_t s
     if (!tied) tiny_add(m, "output.weight", 1, TINY_DIM, m->vocab, &rng, 0.2);
 }
 
+/* Gemma 3's layout of a tiny model (tied output; Q5_0 Q and K weights; its
+ * q/k and post norms), with a sliding window of TINY_WINDOW tokens and a
+ * pattern of 2: layer 0 local, layer 1 global. */
+enum { TINY_WINDOW = 3, TINY_SWA_PATTERN = 2 };
+static inline void tiny_build_gemma(tiny_model *m, int n_layers, uint64_t seed)
+{
+    tiny_build(m, n_layers, true, seed);
+    m->gemma = true;
+    vq_rng rng;
+    vq_rng_seed(&rng, seed + 100);
+    for (int i = 0; i < m->nt; i++)
+        if (strstr(m->t[i].name, "attn_q.") != NULL || strstr(m->t[i].name, "attn_k.") != NULL) {
+            free(m->t[i].data);
+            m->t[i].type = 6;
+            tiny_fill(&m->t[i], &rng, 0.15);
+        }
+    for (int l = 0; l < n_layers; l++) {
+        char name[48];
+        static const char *const norms[] = {"attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, norms[i]);
+            tiny_add(m, name, 0, i < 2 ? TINY_HD : TINY_DIM, 1, &rng, 1.0);
+        }
+    }
+}
+
+/* ---- float64 reference pieces of the tests' forward passes ---- */
+
+/* y = W x for the named tensor (the test's own dequantizer). */
+static inline void tiny_matvec(const tiny_model *m, const char *name, const double *x, double *y)
+{
+    const tiny_tensor *t = tiny_find(m, name);
+    for (int64_t r = 0; r < t->ne1; r++) {
+        double s = 0;
+        for (int64_t c = 0; c < t->ne0; c++) s += tiny_get(t, r, c) * x[c];
+        y[r] = s;
+    }
+}
+
+/* att = softmax(q k_j / sqrt(D)) v over keys j0..t, every query head on its
+ * kv head: the scores here, the attention by the tests' one float64
+ * reference (attention_ref.h). */
+static inline void tiny_attend(const double *q, const double (*K)[TINY_KV * TINY_HD],
+                               const double (*V)[TINY_KV * TINY_HD], int j0, int t, double *att)
+{
+    const int n = t - j0 + 1;
+    static double sc[TINY_HEADS * TINY_MAXT], vhat[TINY_KV * TINY_MAXT * TINY_HD];
+    for (int h = 0; h < TINY_HEADS; h++)
+        for (int j = j0; j <= t; j++) {
+            const int kh = h / (TINY_HEADS / TINY_KV);
+            double d = 0;
+            for (int e = 0; e < TINY_HD; e++) d += q[h * TINY_HD + e] * K[j][kh * TINY_HD + e];
+            sc[h * n + (j - j0)] = d / sqrt((double)TINY_HD);
+        }
+    for (int kh = 0; kh < TINY_KV; kh++)
+        for (int j = j0; j <= t; j++)
+            for (int e = 0; e < TINY_HD; e++) vhat[(kh * n + (j - j0)) * TINY_HD + e] = V[j][kh * TINY_HD + e];
+    const ref_dims d = {1, TINY_HEADS, TINY_KV, 1, n, TINY_HD};
+    const ref_table_arg scores = {sc, d};
+    ref_attention(&d, ref_table_score, &scores, vhat, NULL, 0, 0, false, att, NULL);
+}
+
 static inline void tiny_free(tiny_model *m)
 {
     for (int i = 0; i < m->nt; i++) free(m->t[i].data);
@@ -202,16 +310,24 @@ static inline tg_buf tiny_gguf(const tiny_model *m)
     tg_put(&b, "GGUF", 4);
     tg_u32(&b, 3);
     tg_u64(&b, (uint64_t)m->nt);
-    tg_u64(&b, 16); /* metadata entries below */
-    tg_kv_str(&b, "general.architecture", "llama");
-    tg_kv_u32(&b, "llama.block_count", (uint32_t)m->n_layers);
-    tg_kv_u32(&b, "llama.embedding_length", TINY_DIM);
-    tg_kv_u32(&b, "llama.feed_forward_length", TINY_HIDDEN);
-    tg_kv_u32(&b, "llama.attention.head_count", TINY_HEADS);
-    tg_kv_u32(&b, "llama.attention.head_count_kv", TINY_KV);
-    tg_kv_u32(&b, "llama.context_length", 64);
-    tg_kv_f32(&b, "llama.rope.freq_base", 10000.0f);
-    tg_kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    tg_u64(&b, m->gemma ? 18 : 16); /* metadata entries below */
+    const char *a = m->gemma ? "gemma3" : "llama";
+    char k[64];
+#define KEY(name) (snprintf(k, sizeof k, "%s.%s", a, name), k)
+    tg_kv_str(&b, "general.architecture", a);
+    tg_kv_u32(&b, KEY("block_count"), (uint32_t)m->n_layers);
+    tg_kv_u32(&b, KEY("embedding_length"), TINY_DIM);
+    tg_kv_u32(&b, KEY("feed_forward_length"), TINY_HIDDEN);
+    tg_kv_u32(&b, KEY("attention.head_count"), TINY_HEADS);
+    tg_kv_u32(&b, KEY("attention.head_count_kv"), TINY_KV);
+    tg_kv_u32(&b, KEY("context_length"), 64);
+    tg_kv_f32(&b, KEY("rope.freq_base"), m->gemma ? 1e6f : 10000.0f);
+    tg_kv_f32(&b, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (m->gemma) {
+        tg_kv_u32(&b, KEY("attention.sliding_window"), TINY_WINDOW);
+        tg_kv_u32(&b, KEY("attention.sliding_window_pattern"), TINY_SWA_PATTERN);
+    }
+#undef KEY
     tg_kv_str(&b, "tokenizer.ggml.model", "gpt2");
     tg_kv_str(&b, "tokenizer.ggml.pre", "smollm");
     /* tokens: 256 byte tokens, then "he", "ll", "hell", "hello" */
@@ -258,6 +374,69 @@ static inline tg_buf tiny_gguf(const tiny_model *m)
         tg_put(&b, m->t[i].data, m->t[i].nbytes);
         tg_put(&b, zeros, (32 - m->t[i].nbytes % 32) % 32);
     }
+    return b;
+}
+
+static inline void tiny_put_str_array(tg_buf *b, const char *key, const char *const *v, int n)
+{
+    tg_str(b, key);
+    tg_u32(b, 9);
+    tg_u32(b, 8);
+    tg_u64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) tg_str(b, v[i]);
+}
+
+/* A GGUF holding only a SentencePiece tokenizer (tokenizer.ggml.model =
+ * llama): <unk>, <bos>, <eos>, the 256 <0xXX> byte tokens, then words[]
+ * (ids from 3 + TINY_SPM_BYTES): U+2581, a, b, c, ab, bc, U+2581 a, cab
+ * with scores, a user-defined "\n\n" and a control "<x>"; no space prefix. */
+enum { TINY_SPM_BYTES = 256 };
+static inline tg_buf tiny_spm_gguf(void)
+{
+    enum { NB = TINY_SPM_BYTES, NW = 10 };
+    static const char *const words[NW] = {"\xe2\x96\x81", "a", "b", "c", "ab", "bc", "\xe2\x96\x81" "a", "cab",
+                                          "\n\n", "<x>"};
+    static const float wscore[NW] = {-1, -2, -2, -2, -5, -3, -4, -9, 0, 0};
+    static const int32_t wtype[NW] = {1, 1, 1, 1, 1, 1, 1, 1, 4, 3};
+    const int n = 3 + NB + NW;
+    const char *toks[3 + NB + NW];
+    char bytes[NB][8];
+    float *scores = calloc((size_t)n, sizeof *scores);
+    int32_t *types = calloc((size_t)n, sizeof *types);
+    toks[0] = "<unk>"; toks[1] = "<bos>"; toks[2] = "<eos>";
+    types[0] = 2; types[1] = 3; types[2] = 3;
+    for (int i = 0; i < NB; i++) {
+        snprintf(bytes[i], sizeof bytes[i], "<0x%02X>", i);
+        toks[3 + i] = bytes[i];
+        types[3 + i] = 6;
+    }
+    for (int i = 0; i < NW; i++) {
+        toks[3 + NB + i] = words[i];
+        scores[3 + NB + i] = wscore[i];
+        types[3 + NB + i] = wtype[i];
+    }
+    tg_buf b = {0};
+    tg_put(&b, "GGUF", 4);
+    tg_u32(&b, 3);
+    tg_u64(&b, 0);
+    tg_u64(&b, 5);
+    tg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    tiny_put_str_array(&b, "tokenizer.ggml.tokens", toks, n);
+    tg_str(&b, "tokenizer.ggml.scores");
+    tg_u32(&b, 9);
+    tg_u32(&b, 6);
+    tg_u64(&b, (uint64_t)n);
+    tg_put(&b, scores, (size_t)n * 4);
+    tg_str(&b, "tokenizer.ggml.token_type");
+    tg_u32(&b, 9);
+    tg_u32(&b, 5);
+    tg_u64(&b, (uint64_t)n);
+    tg_put(&b, types, (size_t)n * 4);
+    tg_str(&b, "tokenizer.ggml.add_space_prefix");
+    tg_u32(&b, 7);
+    tg_put(&b, "\0", 1);
+    free(scores);
+    free(types);
     return b;
 }
 

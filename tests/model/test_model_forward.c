@@ -19,16 +19,6 @@
 
 /* ---- the float64 reference forward of the tiny model ---- */
 
-static void ref_matvec(const tiny_model *m, const char *name, const double *x, double *y)
-{
-    const tiny_tensor *t = tiny_find(m, name);
-    for (int64_t r = 0; r < t->ne1; r++) {
-        double s = 0;
-        for (int64_t c = 0; c < t->ne0; c++) s += tiny_get(t, r, c) * x[c];
-        y[r] = s;
-    }
-}
-
 static void ref_rmsnorm(const tiny_model *m, const char *name, const double *x, double *y)
 {
     const tiny_tensor *t = tiny_find(m, name);
@@ -54,7 +44,7 @@ static void ref_rope(double *v, int heads, int pos)
 static void ref_forward(const tiny_model *m, const int32_t *tok, int T, double *logits)
 {
     enum { QD = TINY_HEADS * TINY_HD, KVD = TINY_KV * TINY_HD };
-    static double K[2][TINY_MAXT][KVD], V[2][TINY_MAXT][KVD], sc[TINY_HEADS * TINY_MAXT], vhat[TINY_MAXT * KVD];
+    static double K[2][TINY_MAXT][KVD], V[2][TINY_MAXT][KVD];
     const tiny_tensor *emb = tiny_find(m, "token_embd.weight");
     for (int t = 0; t < T; t++) {
         double x[TINY_DIM], xb[TINY_DIM], q[QD], att[QD], o[TINY_DIM], h1[TINY_HIDDEN], h3[TINY_HIDDEN];
@@ -63,37 +53,24 @@ static void ref_forward(const tiny_model *m, const int32_t *tok, int T, double *
             char n[64];
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s.weight", l, s), n)
             ref_rmsnorm(m, NAME("attn_norm"), x, xb);
-            ref_matvec(m, NAME("attn_q"), xb, q);
-            ref_matvec(m, NAME("attn_k"), xb, K[l][t]);
-            ref_matvec(m, NAME("attn_v"), xb, V[l][t]);
+            tiny_matvec(m, NAME("attn_q"), xb, q);
+            tiny_matvec(m, NAME("attn_k"), xb, K[l][t]);
+            tiny_matvec(m, NAME("attn_v"), xb, V[l][t]);
             ref_rope(q, TINY_HEADS, t);
             ref_rope(K[l][t], TINY_KV, t);
-            /* the new token's query over tokens [0, t]: its scores, the values head-major */
-            for (int h = 0; h < TINY_HEADS; h++)
-                for (int j = 0; j <= t; j++) {
-                    const int kh = h / (TINY_HEADS / TINY_KV);
-                    double d = 0;
-                    for (int e = 0; e < TINY_HD; e++) d += q[h * TINY_HD + e] * K[l][j][kh * TINY_HD + e];
-                    sc[h * (t + 1) + j] = d / sqrt((double)TINY_HD);
-                }
-            for (int kh = 0; kh < TINY_KV; kh++)
-                for (int j = 0; j <= t; j++)
-                    for (int e = 0; e < TINY_HD; e++) vhat[(kh * (t + 1) + j) * TINY_HD + e] = V[l][j][kh * TINY_HD + e];
-            const ref_dims d = {1, TINY_HEADS, TINY_KV, 1, t + 1, TINY_HD};
-            const ref_table_arg scores = {sc, d};
-            ref_attention(&d, ref_table_score, &scores, vhat, NULL, 0, 0, false, att, NULL);
-            ref_matvec(m, NAME("attn_output"), att, o);
+            tiny_attend(q, (const double (*)[KVD])K[l], (const double (*)[KVD])V[l], 0, t, att);
+            tiny_matvec(m, NAME("attn_output"), att, o);
             for (int i = 0; i < TINY_DIM; i++) x[i] += o[i];
             ref_rmsnorm(m, NAME("ffn_norm"), x, xb);
-            ref_matvec(m, NAME("ffn_gate"), xb, h1);
-            ref_matvec(m, NAME("ffn_up"), xb, h3);
+            tiny_matvec(m, NAME("ffn_gate"), xb, h1);
+            tiny_matvec(m, NAME("ffn_up"), xb, h3);
             for (int i = 0; i < TINY_HIDDEN; i++) h1[i] = h1[i] / (1 + exp(-h1[i])) * h3[i];
-            ref_matvec(m, NAME("ffn_down"), h1, o);
+            tiny_matvec(m, NAME("ffn_down"), h1, o);
             for (int i = 0; i < TINY_DIM; i++) x[i] += o[i];
 #undef NAME
         }
         ref_rmsnorm(m, "output_norm.weight", x, xb);
-        ref_matvec(m, m->tied ? "token_embd.weight" : "output.weight", xb, logits + (size_t)t * m->vocab);
+        tiny_matvec(m, m->tied ? "token_embd.weight" : "output.weight", xb, logits + (size_t)t * m->vocab);
     }
 }
 
@@ -103,31 +80,6 @@ static vq_ctx *make_ctx(int threads)
     const vq_ctx_config cfg = {.backend = VQ_BACKEND_CPU, .num_threads = threads};
     vq_ctx_create(&cfg, &ctx);
     return ctx;
-}
-
-/* Logits of the whole token list through a session with chunks of `batch`;
- * preset NULL = the f32 oracle, else vq_cache with that preset. */
-static float *run_logits(const vqm_model *model, vq_ctx *ctx, const char *preset, const int32_t *tok, int64_t n,
-                         int batch, bool one_call)
-{
-    const vq_cache_config cc = {.preset = preset};
-    const vqm_session_config sc = {.max_tokens = (int)n + 8, .max_batch = batch,
-                                   .attn = preset != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32, .cache = &cc};
-    vqm_session *s = NULL;
-    char err[VQM_ERR_LEN];
-    VT_CHECK(vqm_session_create(model, ctx, &sc, &s, err) == VQ_OK, "session: %s", err);
-    if (s == NULL) return NULL;
-    const int V = model->cfg.vocab;
-    float *lg = malloc(sizeof(float) * (size_t)(n * V));
-    for (int64_t i = 0; i < n * V; i++) lg[i] = NAN;
-    if (one_call) {
-        VT_CHECK(vqm_forward(s, tok, n, n, lg, err) == VQ_OK, "forward: %s", err);
-    } else { /* one token per call: decode */
-        for (int64_t i = 0; i < n; i++) VT_CHECK(vqm_forward(s, tok + i, 1, 1, lg + i * V, err) == VQ_OK, "%s", err);
-    }
-    VT_CHECK(vqm_session_length(s) == n, "length %lld", (long long)vqm_session_length(s));
-    vqm_session_free(s);
-    return lg;
 }
 
 static void test_tiny_vs_float64(void)
@@ -160,7 +112,7 @@ static void test_tiny_vs_float64(void)
                 /* the f32 oracle, then vq_cache's f16 cache (keys and values rounded to f16:
                  * about 2^-11 relative per element, through two layers) */
                 const bool cache = bi >= 3;
-                float *lg = run_logits(model, ctx, cache ? "f16" : NULL, tok, TINY_MAXT, batches[bi % 3], true);
+                float *lg = golden_run(model, ctx, cache ? "f16" : NULL, tok, TINY_MAXT, batches[bi % 3], true);
                 if (lg == NULL) continue;
                 double worst = 0, mx = 0;
                 for (int i = 0; i < TINY_MAXT * 260; i++) {
@@ -183,83 +135,20 @@ static void test_tiny_vs_float64(void)
 
 static vqm_model *g_model;
 
-typedef struct golden_prompt {
-    int32_t ids[64];
-    int n;
-    double maxabs[64];
-    int kid[64][16];
-    double kval[64][16];
-    int nk[64];
-    double s[64][520];
-    int ns[64];
-} golden_prompt;
-
-static int read_golden(golden_prompt *p, int cap)
-{
-    const char *dir = getenv("VQM_TESTDATA");
-    char *txt = golden_read(dir ? dir : "tests/model/data", "logits_golden.txt", NULL);
-    VT_CHECK(txt != NULL, "cannot read logits_golden.txt");
-    if (txt == NULL) return 0;
-    int np = -1, pos = -1;
-    for (char *line = strtok(txt, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        char *q = line + 2, *end;
-        if (line[0] == 'P') {
-            if (++np >= cap) break;
-            p[np].n = 0;
-            pos = -1;
-            while (p[np].n < 64 && (p[np].ids[p[np].n] = (int32_t)strtol(q, &end, 10), end != q)) { p[np].n++; q = end; }
-        } else if (np >= 0 && np < cap && line[0] == 'M') {
-            if (++pos >= 64) break;
-            p[np].maxabs[pos] = strtod(q, NULL);
-            p[np].nk[pos] = p[np].ns[pos] = 0;
-        } else if (np >= 0 && pos >= 0 && line[0] == 'K') {
-            while (p[np].nk[pos] < 16) {
-                const long id = strtol(q, &end, 10);
-                if (end == q || *end != ':') break;
-                p[np].kid[pos][p[np].nk[pos]] = (int)id;
-                p[np].kval[pos][p[np].nk[pos]++] = strtod(end + 1, &q);
-            }
-        } else if (np >= 0 && pos >= 0 && line[0] == 'S') {
-            while (p[np].ns[pos] < 520) {
-                const double v = strtod(q, &end);
-                if (end == q) break;
-                p[np].s[pos][p[np].ns[pos]++] = v;
-                q = end;
-            }
-        }
-    }
-    free(txt);
-    return np + 1 < cap ? np + 1 : cap;
-}
-
-/* max over golden entries of |ours - golden| / max |logit| at each position; the worst position */
-static double golden_error(const golden_prompt *p, const float *lg, int V, int *worst_pos)
-{
-    double worst = 0;
-    for (int t = 0; t < p->n; t++) {
-        double e = 0;
-        for (int i = 0; i < p->nk[t]; i++) e = fmax(e, fabs(lg[(size_t)t * V + p->kid[t][i]] - p->kval[t][i]));
-        for (int i = 0; i < p->ns[t]; i++) e = fmax(e, fabs(lg[(size_t)t * V + 97 * i] - p->s[t][i]));
-        e /= p->maxabs[t];
-        if (isnan(e) || e > worst) { worst = isnan(e) ? INFINITY : e; *worst_pos = t; }
-    }
-    return worst;
-}
-
 static void test_golden_logits(void)
 {
     static golden_prompt gp[4];
-    const int np = read_golden(gp, 4);
+    const int np = golden_read_logits("logits_golden.txt", gp, 4);
     VT_CHECK(np == 3, "%d golden prompts", np);
     vq_ctx *ctx = make_ctx(0);
     for (int i = 0; i < np; i++)
         for (int pass = 0; pass < 2; pass++) {
             /* the deliverable: attention through vq_cache with the f16 cache; and the f32 oracle */
             const char *preset = pass == 0 ? "f16" : NULL;
-            float *lg = run_logits(g_model, ctx, preset, gp[i].ids, gp[i].n, 64, true);
+            float *lg = golden_run(g_model, ctx, preset, gp[i].ids, gp[i].n, 64, true);
             if (lg == NULL) continue;
             int wp = -1;
-            const double e = golden_error(&gp[i], lg, g_model->cfg.vocab, &wp);
+            const double e = golden_error(&gp[i], lg, g_model->cfg.vocab, 97, &wp);
             printf("  prompt %d (%d tokens, %s): %s, max rel diff %.2e (position %d)\n", i, gp[i].n, vq_ctx_isa(ctx),
                    preset ? "vq_cache f16" : "f32 oracle", e, wp);
             VT_CHECK(e <= 1e-3, "prompt %d %s: rel diff %.3g at position %d > 1e-3", i, preset ? "f16" : "f32", e, wp);
@@ -275,10 +164,10 @@ static void test_chunks_and_threads(void)
     const int64_t n = vqm_tokenize(g_model->tok, text, strlen(text), false, tok, 64);
     const int V = g_model->cfg.vocab;
     vq_ctx *c1 = make_ctx(1), *c2 = make_ctx(2);
-    float *whole = run_logits(g_model, c2, "f16", tok, n, 64, true);
-    float *whole1 = run_logits(g_model, c1, "f16", tok, n, 64, true);
-    float *chunk5 = run_logits(g_model, c2, "f16", tok, n, 5, true);
-    float *decode = run_logits(g_model, c2, "f16", tok, n, 64, false);
+    float *whole = golden_run(g_model, c2, "f16", tok, n, 64, true);
+    float *whole1 = golden_run(g_model, c1, "f16", tok, n, 64, true);
+    float *chunk5 = golden_run(g_model, c2, "f16", tok, n, 5, true);
+    float *decode = golden_run(g_model, c2, "f16", tok, n, 64, false);
     if (whole && whole1 && chunk5 && decode) {
         double dt = 0;
         for (int64_t i = 0; i < n * V; i++) dt = fmax(dt, fabs(whole1[i] - whole[i]));

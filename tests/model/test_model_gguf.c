@@ -155,15 +155,15 @@ static void test_model_errors(void)
     const size_t q = after("blk.0.attn_q.weight");
     b = patched(q - 6, "X", 1); /* "blk.0.attn_q" -> "blk.0.Xttn_q" */
     expect_model(&b, VQ_ERR_CORRUPT_DATA, "blk.0.attn_q.weight' is missing", "missing attn_q"); free(b.p);
-    /* Q5_0 rows are larger than Q4_0's, and attn_q is not the last tensor: the file parses, the model refuses */
-    const uint32_t q5_0 = 6;
-    b = patched(q + 20, &q5_0, 4);
-    expect_model(&b, VQ_ERR_UNSUPPORTED, "type Q5_0; supported", "Q5_0 weights"); free(b.p);
+    /* Q5_1 rows are larger than Q4_0's, and attn_q is not the last tensor: the file parses, the model refuses */
+    const uint32_t q5_1 = 7;
+    b = patched(q + 20, &q5_1, 4);
+    expect_model(&b, VQ_ERR_UNSUPPORTED, "type Q5_1; supported", "Q5_1 weights"); free(b.p);
     const uint64_t wrong = TINY_DIM * 2;
     b = patched(q + 12, &wrong, 8);
     expect_model(&b, VQ_ERR_CORRUPT_DATA, "has shape", "attn_q with twice the rows"); free(b.p);
     b = patched(after("general.architecture") + 12, "qwen3", 5); /* replaces "llama" */
-    expect_model(&b, VQ_ERR_UNSUPPORTED, "not Llama-family", "qwen3 architecture"); free(b.p);
+    expect_model(&b, VQ_ERR_UNSUPPORTED, "'qwen3' is not supported", "qwen3 architecture"); free(b.p);
     b = patched(after("tokenizer.ggml.model") + 12, "spm!", 4);
     expect_model(&b, VQ_ERR_UNSUPPORTED, "byte-level BPE", "sentencepiece tokenizer"); free(b.p);
     b = patched(after("tokenizer.ggml.pre") + 12, "qwen2!", 6);
@@ -176,11 +176,12 @@ static void test_model_errors(void)
 }
 
 /* Seeded random mutations of the valid file through the fuzz entry point. */
-static void test_fuzz_mutations(void)
+static void fuzz_mutations(const tg_buf *file, size_t data_end, int runs, uint64_t seed)
 {
     vq_rng rng;
-    vq_rng_seed(&rng, 1234);
-    const int runs = getenv("VQM_FUZZ_RUNS") ? atoi(getenv("VQM_FUZZ_RUNS")) : 1500;
+    vq_rng_seed(&rng, seed);
+    const tg_buf g_file = *file;
+    const size_t g_data_end = data_end;
     uint8_t *buf = malloc(g_file.n);
     for (int r = 0; r < runs; r++) {
         memcpy(buf, g_file.p, g_file.n);
@@ -201,6 +202,23 @@ static void test_fuzz_mutations(void)
         LLVMFuzzerTestOneInput(buf, n);
     }
     free(buf);
+}
+
+/* ... of the tiny Llama, the tiny Gemma (its norms, window keys) and the
+ * tiny SentencePiece tokenizer (scores, token types, byte tokens) */
+static void test_fuzz_mutations(void)
+{
+    const int runs = getenv("VQM_FUZZ_RUNS") ? atoi(getenv("VQM_FUZZ_RUNS")) : 1500;
+    fuzz_mutations(&g_file, g_data_end, runs, 1234);
+    tiny_model m;
+    tiny_build_gemma(&m, 2, 5);
+    tg_buf gemma = tiny_gguf(&m);
+    fuzz_mutations(&gemma, gemma.n, runs / 2, 99);
+    tg_buf spm = tiny_spm_gguf();
+    fuzz_mutations(&spm, spm.n, runs / 2, 77);
+    free(gemma.p);
+    free(spm.p);
+    tiny_free(&m);
     VT_CHECK(1, "survived");
 }
 
@@ -242,16 +260,21 @@ static void test_release(void)
     vqm_gguf_free(gm);
 }
 
-/* `test_model_gguf --write-seed FILE` writes the valid tiny model (the
- * fuzz_gguf seed in tests/fuzz/corpus/fuzz_gguf/). */
+/* `test_model_gguf --write-seed FILE llama|gemma|spm` writes the valid tiny
+ * Llama, Gemma or SentencePiece tokenizer (the fuzz_gguf seeds in
+ * tests/fuzz/corpus/fuzz_gguf/). */
 int main(int argc, char **argv)
 {
     tiny_model m;
     tiny_build(&m, 1, false, 7);
     g_file = tiny_gguf(&m);
-    if (argc == 3 && strcmp(argv[1], "--write-seed") == 0) {
+    if (argc == 4 && strcmp(argv[1], "--write-seed") == 0) {
+        tiny_model gm;
+        tiny_build_gemma(&gm, 2, 5);
+        const tg_buf seed = strcmp(argv[3], "gemma") == 0 ? tiny_gguf(&gm)
+                            : strcmp(argv[3], "spm") == 0 ? tiny_spm_gguf() : g_file;
         FILE *f = fopen(argv[2], "wb");
-        const bool ok = f != NULL && fwrite(g_file.p, 1, g_file.n, f) == g_file.n;
+        const bool ok = f != NULL && fwrite(seed.p, 1, seed.n, f) == seed.n;
         if (f != NULL) fclose(f);
         return ok ? 0 : 1;
     }

@@ -1,5 +1,5 @@
 /* test_model_kernels.c — the model runtime's weight kernels: vqm_matmul for
- * every weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1) on every ISA path
+ * every weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K) on every ISA path
  * (scalar, avx2, avx512 where the CPU has them), awkward shapes, 1 and 3
  * threads, from the row layout and the packed one (tiles of 16 rows,
  * partial last tiles), and vqm_matmuls of three matrices in one
@@ -84,10 +84,9 @@ static void check_case(vqm_pool *pool, const vqm_kernels *k, uint32_t type, int6
 
 /* vqm_matmuls: three matrices of the same X in one dispatch (types, row
  * counts and layouts differ; the threads' shares cross matrix boundaries) */
-static void check_matmuls(vqm_pool *pool, const vqm_kernels *k, int64_t n, vq_rng *rng)
+static void check_matmuls(vqm_pool *pool, const vqm_kernels *k, int64_t n, vq_rng *rng, const uint32_t types[3],
+                          const int64_t COLS)
 {
-    enum { COLS = 96 };
-    static const uint32_t types[3] = {3, 30, 8};
     static const int64_t rows[3] = {33, 16, 7};
     tiny_tensor t[3];
     vqm_matrix w[3];
@@ -123,6 +122,8 @@ static void test_matmul_all(void)
     static const uint32_t types[] = {0, 1, 30, 8, 2, 3};
     static const char *const isas[] = {"scalar", "avx2", "avx512"};
     static const int64_t shapes[][3] = {{1, 32, 1}, {7, 96, 2}, {17, 64, 3}, {33, 576, 4}, {5, 1536, 5}, {40, 160, 9}};
+    static const uint32_t kq_types[] = {12, 14};
+    static const int64_t kq_shapes[][3] = {{1, 256, 1}, {17, 512, 3}, {33, 1024, 4}, {40, 256, 9}};
     vq_rng rng;
     vq_rng_seed(&rng, 42);
     for (int th = 1; th <= 3; th += 2) {
@@ -144,8 +145,15 @@ static void test_matmul_all(void)
             if (!cpu_has) continue; /* the CPU lacks it */
             for (size_t ti = 0; ti < 6; ti++)
                 for (size_t si = 0; si < 6; si++) check_case(pool, &k, types[ti], shapes[si][0], shapes[si][1], shapes[si][2], &rng);
-            check_matmuls(pool, &k, 1, &rng);
-            check_matmuls(pool, &k, 6, &rng);
+            /* Q5_0 on the 32-column shapes; the K-quants (super-blocks of 256) on their own */
+            for (size_t si = 0; si < 6; si++) check_case(pool, &k, 6, shapes[si][0], shapes[si][1], shapes[si][2], &rng);
+            for (size_t ti = 0; ti < 2; ti++)
+                for (size_t si = 0; si < 4; si++)
+                    check_case(pool, &k, kq_types[ti], kq_shapes[si][0], kq_shapes[si][1], kq_shapes[si][2], &rng);
+            static const uint32_t mixed[3] = {3, 30, 8}, kmixed[3] = {12, 6, 14};
+            check_matmuls(pool, &k, 1, &rng, mixed, 96);
+            check_matmuls(pool, &k, 6, &rng, mixed, 96);
+            check_matmuls(pool, &k, 5, &rng, kmixed, 512);
             if (th == 1) printf("  isa %s checked\n", k.isa);
         }
         vqm_pool_free(pool);
@@ -161,7 +169,7 @@ static void test_isa_names(void)
     vqm_kernels_init(&k, "neon");
     VT_CHECK(strcmp(k.isa, "scalar") == 0, "unknown name gives scalar: %s", k.isa);
     vqm_kernels_init(&k, NULL);
-    VT_CHECK(strcmp(k.isa, "scalar") == 0 && k.dot[3] != NULL && k.dot[14] == NULL, "NULL gives scalar");
+    VT_CHECK(strcmp(k.isa, "scalar") == 0 && k.dot[3] != NULL && k.dot[14] != NULL && k.dot[13] == NULL, "NULL gives scalar");
     /* every name vq_ctx_isa gives: "amx" the AVX-512 set (a ctx on an AMX
      * CPU ran the scalar matrix kernels while the name was unknown here) */
     vqm_kernels want;
@@ -178,6 +186,9 @@ static void test_isa_names(void)
     uint64_t bytes = vqm_wtype_row_bytes(3, 576, NULL);
     VT_CHECK(bytes == 360, "Q4_1 row of 576: %llu", (unsigned long long)bytes);
     VT_CHECK(vqm_wtype_row_bytes(3, 33, NULL) == 0 && vqm_wtype_row_bytes(99, 32, NULL) == 0, "bad rows");
+    VT_CHECK(vqm_wtype_row_bytes(12, 512, NULL) == 288 && vqm_wtype_row_bytes(14, 256, NULL) == 210 &&
+                 vqm_wtype_row_bytes(6, 64, NULL) == 44 && vqm_wtype_row_bytes(12, 640, NULL) == 0,
+             "K-quant rows");
 }
 
 int main(void)

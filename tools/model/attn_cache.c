@@ -34,6 +34,7 @@ static DLTensor view(float *data, int64_t shape[4], int64_t strides[4], int H, i
 
 static vq_status cache_step(vqm_session *s, int layer, int64_t T, char *err)
 {
+    if (s->local_f32 && s->m->layers[layer].local) return vqm_attn_f32_step(s, layer, T, err);
     const vqm_config *c = &s->m->cfg;
     const int D = c->head_dim;
     int64_t sh[4][4], st[4][4];
@@ -48,7 +49,7 @@ static vq_status cache_step(vqm_session *s, int layer, int64_t T, char *err)
     if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_fit_transforms");
     r = vq_cache_append(s->cache, layer, 1, &s->seq, &k, &v, NULL);
     if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_append");
-    const vq_cache_attend_opts opts = {.scale = 0, .causal = T > 1, .key_scores = s->cfg.key_scores,
+    const vq_cache_attend_opts opts = {.scale = c->attn_scale, .causal = T > 1, .key_scores = s->cfg.key_scores,
                                        .value_accum = s->cfg.value_accum};
     r = vq_cache_attend(s->cache, layer, 1, &s->seq, &q, &out, &opts);
     if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_attend");
@@ -107,6 +108,14 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
     s->attn_free = cache_free;
     r = vq_cache_seq_add(s->cache, &s->seq);
     if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_seq_add");
+    /* A session longer than the sliding window: the local layers' keys and
+     * values stay in the runtime's f32 store, which masks the tokens past
+     * the window, and never enter the cache (which would attend them all). */
+    if (c->sliding_window > 0 && s->cfg.max_tokens > c->sliding_window) {
+        s->local_f32 = true;
+        const vq_status st = vqm_attn_f32_alloc(s, true, err);
+        if (st != VQ_OK) return st;
+    }
     s->attn_step = cache_step;
     s->attn_reset = cache_reset;
     return VQ_OK;
@@ -118,6 +127,24 @@ vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, 
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session memory: needs a vq_cache session and out");
     const vq_status r = vq_cache_memory(s->cache, out);
     if (r != VQ_OK) return vqm_fail(err, r, "vq_cache_memory failed: %s", vq_ctx_last_error(s->ctx));
+    const vqm_config *c = &s->m->cfg;
+    const int64_t elems = (int64_t)c->n_kv_heads * c->head_dim; /* per token, keys or values */
+    /* the local layers' f32 store: bytes and tokens outside the cache (the
+     * cache counts its own sink tokens) */
+    int n_local = 0;
+    for (int l = 0; s->local_f32 && l < c->n_layers; l++) n_local += s->m->layers[l].local;
+    if (n_local == 0) return VQ_OK;
+    const int64_t cache_tokens = out->tokens;
+    const int64_t local_bytes = (int64_t)n_local * s->n_past * elems * 2 * (int64_t)sizeof(float);
+    out->residual_bytes += local_bytes;
+    out->total_bytes += local_bytes;
+    out->tokens += (int64_t)n_local * s->n_past;
+    const double den = (double)out->tokens * (double)elems * 2;
+    out->bits_per_element = den > 0 ? (double)(out->code_bytes + out->param_bytes + out->residual_bytes) * 8 / den : 0;
+    /* keys and values: the local store adds the same bytes to each */
+    const double half = den / 2, local_half = (double)local_bytes / 2 * 8, cache_half = (double)cache_tokens * elems;
+    out->key_bits_per_element = half > 0 ? (out->key_bits_per_element * cache_half + local_half) / half : 0;
+    out->value_bits_per_element = half > 0 ? (out->value_bits_per_element * cache_half + local_half) / half : 0;
     return VQ_OK;
 }
 
@@ -136,6 +163,12 @@ vq_status vqm_session_fill_random(vqm_session *s, int64_t n, uint64_t seed, char
             for (int64_t i = 0; i < T * kvd; i++) {
                 s->kb[i] = (float)vq_rng_normal(&rng);
                 s->vb[i] = (float)vq_rng_normal(&rng);
+            }
+            if (s->local_f32 && s->m->layers[l].local) {
+                const size_t at = ((size_t)s->f32_slot[l] * (size_t)s->cfg.max_tokens + (size_t)s->n_past) * (size_t)kvd;
+                memcpy(s->kc + at, s->kb, (size_t)(T * kvd) * sizeof(float));
+                memcpy(s->vc + at, s->vb, (size_t)(T * kvd) * sizeof(float));
+                continue;
             }
             int64_t sh[3][4], st[3][4];
             const DLTensor k = view(s->kb, sh[0], st[0], c->n_kv_heads, T, D);

@@ -1,5 +1,7 @@
-/* attn_f32.c — uncompressed f32 attention inside the runtime: the test
- * oracle for the vq_cache path (plain loops, float64 softmax sums). */
+/* attn_f32.c — uncompressed f32 attention inside the runtime (plain loops,
+ * float64 softmax sums): the test oracle for the vq_cache path, and on that
+ * path the sliding-window layers of a session longer than the window (the
+ * cache keeps every token it is given: no eviction yet). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,22 +9,29 @@
 
 #include "session.h"
 
-static vq_status attn_f32_step(vqm_session *s, int layer, int64_t T, char *err);
-
-vq_status vqm_attn_f32_init(vqm_session *s, char *err)
+vq_status vqm_attn_f32_alloc(vqm_session *s, bool local_only, char *err)
 {
     const vqm_config *c = &s->m->cfg;
     const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
-    const size_t n = (size_t)c->n_layers * (size_t)s->cfg.max_tokens * kvd;
-    s->kc = malloc(n * sizeof(float));
-    s->vc = malloc(n * sizeof(float));
+    s->f32_slot = malloc((size_t)c->n_layers * sizeof *s->f32_slot);
+    if (s->f32_slot == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "session: out of memory");
+    int slots = 0;
+    for (int l = 0; l < c->n_layers; l++) s->f32_slot[l] = !local_only || s->m->layers[l].local ? slots++ : -1;
+    const size_t n = (size_t)slots * (size_t)s->cfg.max_tokens * kvd;
+    s->kc = malloc((n ? n : 1) * sizeof(float));
+    s->vc = malloc((n ? n : 1) * sizeof(float));
     s->scores = malloc((size_t)vqm_pool_size(s->pool) * (size_t)s->cfg.max_tokens * sizeof(float));
-    if (s->kc == NULL || s->vc == NULL || s->scores == NULL) {
-        if (err != NULL) snprintf(err, VQM_ERR_LEN, "session: out of memory for a %d-token f32 cache", s->cfg.max_tokens);
-        return VQ_ERR_OUT_OF_MEMORY;
-    }
-    s->attn_step = attn_f32_step;
+    if (s->kc == NULL || s->vc == NULL || s->scores == NULL)
+        return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "session: out of memory for a %d-token f32 store of %d layers",
+                        s->cfg.max_tokens, slots);
     return VQ_OK;
+}
+
+vq_status vqm_attn_f32_init(vqm_session *s, char *err)
+{
+    const vq_status st = vqm_attn_f32_alloc(s, false, err);
+    if (st == VQ_OK) s->attn_step = vqm_attn_f32_step;
+    return st;
 }
 
 typedef struct attn_job {
@@ -39,18 +48,22 @@ static void attn_part(void *arg, int ti, int tn)
     const vqm_config *c = &s->m->cfg;
     const int D = c->head_dim, Hq = c->n_heads, G = c->n_heads / c->n_kv_heads;
     const size_t kvd = (size_t)c->n_kv_heads * D;
-    const float *K = s->kc + (size_t)j->layer * s->cfg.max_tokens * kvd;
-    const float *V = s->vc + (size_t)j->layer * s->cfg.max_tokens * kvd;
+    const size_t slot = (size_t)s->f32_slot[j->layer];
+    const float *K = s->kc + slot * s->cfg.max_tokens * kvd;
+    const float *V = s->vc + slot * s->cfg.max_tokens * kvd;
     float *sc = s->scores + (size_t)ti * s->cfg.max_tokens;
     const int64_t total = j->T * Hq, p0 = total * ti / tn, p1 = total * (ti + 1) / tn;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float scale = c->attn_scale;
+    const int64_t W = s->m->layers[j->layer].local ? c->sliding_window : 0;
     for (int64_t p = p0; p < p1; p++) {
         const int64_t t = p / Hq;
         const int h = (int)(p % Hq), kh = h / G;
         const int64_t n_keys = s->n_past - j->T + t + 1; /* causal: up to and including itself */
+        /* a local layer: the newest W of them */
+        const int64_t k0 = W > 0 && n_keys > W ? n_keys - W : 0;
         const float *q = s->q + (size_t)t * Hq * D + (size_t)h * D;
         float mx = -INFINITY;
-        for (int64_t i = 0; i < n_keys; i++) {
+        for (int64_t i = k0; i < n_keys; i++) {
             const float *k = K + (size_t)i * kvd + (size_t)kh * D;
             float d = 0;
             for (int e = 0; e < D; e++) d += q[e] * k[e];
@@ -58,13 +71,13 @@ static void attn_part(void *arg, int ti, int tn)
             if (sc[i] > mx) mx = sc[i];
         }
         double sum = 0;
-        for (int64_t i = 0; i < n_keys; i++) {
+        for (int64_t i = k0; i < n_keys; i++) {
             sc[i] = expf(sc[i] - mx);
             sum += sc[i];
         }
         float *o = s->att + (size_t)t * Hq * D + (size_t)h * D;
         for (int e = 0; e < D; e++) o[e] = 0;
-        for (int64_t i = 0; i < n_keys; i++) {
+        for (int64_t i = k0; i < n_keys; i++) {
             const float *v = V + (size_t)i * kvd + (size_t)kh * D;
             const float wgt = (float)(sc[i] / sum);
             for (int e = 0; e < D; e++) o[e] += wgt * v[e];
@@ -72,12 +85,13 @@ static void attn_part(void *arg, int ti, int tn)
     }
 }
 
-static vq_status attn_f32_step(vqm_session *s, int layer, int64_t T, char *err)
+vq_status vqm_attn_f32_step(vqm_session *s, int layer, int64_t T, char *err)
 {
+    (void)err;
     const vqm_config *c = &s->m->cfg;
-    const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
-    float *K = s->kc + ((size_t)layer * s->cfg.max_tokens + (size_t)s->n_past) * kvd;
-    float *V = s->vc + ((size_t)layer * s->cfg.max_tokens + (size_t)s->n_past) * kvd;
+    const size_t kvd = (size_t)c->n_kv_heads * c->head_dim, slot = (size_t)s->f32_slot[layer];
+    float *K = s->kc + (slot * s->cfg.max_tokens + (size_t)s->n_past) * kvd;
+    float *V = s->vc + (slot * s->cfg.max_tokens + (size_t)s->n_past) * kvd;
     memcpy(K, s->kb, (size_t)T * kvd * sizeof(float));
     memcpy(V, s->vb, (size_t)T * kvd * sizeof(float));
     /* n_past counts the chunk only after the last layer: attend over n_past + T */

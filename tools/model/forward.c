@@ -5,7 +5,12 @@
  * then the final norm and the output matrix for the rows that need logits.
  * RoPE rotates adjacent pairs (2i, 2i+1) of each head: the GGUF layout
  * (llama.cpp's converter permutes Wq/Wk rows so that this equals the Hugging
- * Face rotate-half form on the original weights). */
+ * Face rotate-half form on the original weights).
+ * Gemma 3 (vqm_config.gemma): the embedding times sqrt(dim); q and k
+ * RMS-normed per head before RoPE, which rotates (i, i + D/2) pairs (its
+ * GGUF keeps Hugging Face's order); the attention and FFN outputs RMS-normed
+ * before their residual adds; GeGLU with the tanh GELU; the sliding-window
+ * layers' RoPE base. Its GGUF norm weights already hold Gemma's 1 + w. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,7 +26,8 @@ void vqm_session_free(vqm_session *s)
     vqm_pool_free(s->pool);
     free(s->x); free(s->xb); free(s->q); free(s->att); free(s->kb); free(s->vb);
     free(s->h1); free(s->h3); free(s->xsum); free(s->rope_cos); free(s->rope_sin); free(s->inv_freq);
-    free(s->kc); free(s->vc); free(s->scores);
+    free(s->rope_cos_l); free(s->rope_sin_l); free(s->inv_freq_l);
+    free(s->kc); free(s->vc); free(s->scores); free(s->f32_slot);
     free(s);
 }
 
@@ -66,9 +72,13 @@ vq_status vqm_session_create(const vqm_model *m, vq_ctx *ctx, const vqm_session_
     s->rope_cos = falloc(B * (size_t)c->rope_dim / 2);
     s->rope_sin = falloc(B * (size_t)c->rope_dim / 2);
     s->inv_freq = malloc((size_t)c->rope_dim / 2 * sizeof(double));
+    s->rope_cos_l = falloc(B * (size_t)c->rope_dim / 2);
+    s->rope_sin_l = falloc(B * (size_t)c->rope_dim / 2);
+    s->inv_freq_l = malloc((size_t)c->rope_dim / 2 * sizeof(double));
     vq_status st = vqm_pool_create(ctx, &s->pool);
     if (st == VQ_OK && (!s->x || !s->xb || !s->q || !s->att || !s->kb || !s->vb || !s->h1 || !s->h3 || !s->xsum ||
-                        !s->rope_cos || !s->rope_sin || !s->inv_freq))
+                        !s->rope_cos || !s->rope_sin || !s->inv_freq || !s->rope_cos_l || !s->rope_sin_l ||
+                        !s->inv_freq_l))
         st = VQ_ERR_OUT_OF_MEMORY;
     if (st != VQ_OK) {
         vqm_session_free(s);
@@ -77,7 +87,11 @@ vq_status vqm_session_create(const vqm_model *m, vq_ctx *ctx, const vqm_session_
     /* inv_freq_i = base^(-2i / rope_dim) (divided by rope_freqs when the model has them) */
     for (int i = 0; i < c->rope_dim / 2; i++) {
         s->inv_freq[i] = pow((double)c->rope_base, -2.0 * i / c->rope_dim);
-        if (m->rope_freqs != NULL) s->inv_freq[i] /= m->rope_freqs[i];
+        s->inv_freq_l[i] = pow((double)c->rope_base_local, -2.0 * i / c->rope_dim);
+        if (m->rope_freqs != NULL) {
+            s->inv_freq[i] /= m->rope_freqs[i];
+            s->inv_freq_l[i] /= m->rope_freqs[i];
+        }
     }
     st = cfg->attn == VQM_ATTN_CACHE ? vqm_attn_cache_init(s, err) : vqm_attn_f32_init(s, err);
     if (st != VQ_OK) {
@@ -114,21 +128,29 @@ static void rmsnorm(float *out, const float *x, const float *w, int64_t T, int n
     }
 }
 
-/* Rotates pairs (2i, 2i+1), i < rope_dim/2, of each of the n_heads heads of T rows. */
-static void rope(const vqm_session *s, float *v, int64_t T, int n_heads)
+/* Rotates pairs (2i, 2i+1) (Gemma: (i, i + rope_dim/2)), i < rope_dim/2, of
+ * each of the n_heads heads of T rows, by the local or the global angles. */
+static void rope(const vqm_session *s, float *v, int64_t T, int n_heads, bool local)
 {
     const vqm_config *c = &s->m->cfg;
-    const int half = c->rope_dim / 2;
+    const int half = c->rope_dim / 2, stride = c->gemma ? 1 : 2, off = c->gemma ? half : 1;
+    const float *cs = local ? s->rope_cos_l : s->rope_cos, *sn = local ? s->rope_sin_l : s->rope_sin;
     for (int64_t t = 0; t < T; t++)
         for (int h = 0; h < n_heads; h++) {
             float *p = v + (t * n_heads + h) * c->head_dim;
             for (int i = 0; i < half; i++) {
-                const float co = s->rope_cos[t * half + i], si = s->rope_sin[t * half + i];
-                const float a = p[2 * i], b = p[2 * i + 1];
-                p[2 * i] = a * co - b * si;
-                p[2 * i + 1] = a * si + b * co;
+                const float co = cs[t * half + i], si = sn[t * half + i];
+                const float a = p[stride * i], b = p[stride * i + off];
+                p[stride * i] = a * co - b * si;
+                p[stride * i + off] = a * si + b * co;
             }
         }
+}
+
+/* GELU, tanh form (Gemma's gelu_pytorch_tanh). */
+static inline float gelu_tanh(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
 /* One chunk of T <= max_batch tokens; logits of rows [T - n_out, T) into logits. */
@@ -141,11 +163,15 @@ static vq_status forward_chunk(vqm_session *s, const int32_t *tokens, int64_t T,
     const int half = c->rope_dim / 2;
     for (int64_t t = 0; t < T; t++) {
         vqm_matrix_row(&m->embed, tokens[t], s->x + t * dim);
+        if (c->embed_scale != 1.0f)
+            for (int i = 0; i < dim; i++) s->x[t * dim + i] *= c->embed_scale;
         const double pos = (double)(s->n_past + t);
         for (int i = 0; i < half; i++) {
-            const double a = pos * s->inv_freq[i];
+            const double a = pos * s->inv_freq[i], al = pos * s->inv_freq_l[i];
             s->rope_cos[t * half + i] = (float)cos(a);
             s->rope_sin[t * half + i] = (float)sin(a);
+            s->rope_cos_l[t * half + i] = (float)cos(al);
+            s->rope_sin_l[t * half + i] = (float)sin(al);
         }
     }
     for (int l = 0; l < c->n_layers; l++) {
@@ -157,11 +183,16 @@ static vq_status forward_chunk(vqm_session *s, const int32_t *tokens, int64_t T,
             const size_t ys[] = {(size_t)qd, (size_t)w->wk.rows, (size_t)w->wv.rows};
             vqm_matmuls(s->pool, &s->k, 3, qkv, T, s->xb, out, ys, s->xsum);
         }
-        rope(s, s->q, T, c->n_heads);
-        rope(s, s->kb, T, c->n_kv_heads);
+        if (w->q_norm != NULL) { /* per head: rows of head_dim */
+            rmsnorm(s->q, s->q, w->q_norm, T * c->n_heads, c->head_dim, c->norm_eps);
+            rmsnorm(s->kb, s->kb, w->k_norm, T * c->n_kv_heads, c->head_dim, c->norm_eps);
+        }
+        rope(s, s->q, T, c->n_heads, w->local);
+        rope(s, s->kb, T, c->n_kv_heads, w->local);
         const vq_status st = s->attn_step(s, l, T, err);
         if (st != VQ_OK) return st;
         vqm_matmul(s->pool, &s->k, &w->wo, T, s->att, s->xb, (size_t)dim, s->xsum);
+        if (w->post_attn_norm != NULL) rmsnorm(s->xb, s->xb, w->post_attn_norm, T, dim, c->norm_eps);
         for (int64_t i = 0; i < T * dim; i++) s->x[i] += s->xb[i];
         rmsnorm(s->xb, s->x, w->ffn_norm, T, dim, c->norm_eps);
         {
@@ -172,9 +203,10 @@ static vq_status forward_chunk(vqm_session *s, const int32_t *tokens, int64_t T,
         }
         for (int64_t i = 0; i < T * c->hidden_dim; i++) {
             const float g = s->h1[i];
-            s->h1[i] = g / (1.0f + expf(-g)) * s->h3[i];
+            s->h1[i] = (c->gemma ? gelu_tanh(g) : g / (1.0f + expf(-g))) * s->h3[i];
         }
         vqm_matmul(s->pool, &s->k, &w->w_down, T, s->h1, s->xb, (size_t)dim, s->xsum);
+        if (w->post_ffn_norm != NULL) rmsnorm(s->xb, s->xb, w->post_ffn_norm, T, dim, c->norm_eps);
         for (int64_t i = 0; i < T * dim; i++) s->x[i] += s->xb[i];
     }
     s->n_past += T;
@@ -195,7 +227,9 @@ vq_status vqm_forward(vqm_session *s, const int32_t *tokens, int64_t n, int64_t 
     if (s->n_past + n > s->cfg.max_tokens)
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "forward: %lld + %lld tokens exceed the session's max_tokens %d",
                     (long long)s->n_past, (long long)n, s->cfg.max_tokens);
-    const int vocab = s->m->cfg.vocab;
+    const vqm_config *c = &s->m->cfg;
+
+    const int vocab = c->vocab;
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= vocab)
             return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "forward: tokens[%lld] = %d is outside the vocabulary 0..%d",

@@ -215,7 +215,7 @@ const char *vqm_wtype_name(uint32_t type)
 bool vqm_wtype_supported(uint32_t type)
 {
     return type == VQM_W_F32 || type == VQM_W_F16 || type == VQM_W_BF16 || type == VQM_W_Q8_0 ||
-           type == VQM_W_Q4_0 || type == VQM_W_Q4_1;
+           type == VQM_W_Q4_0 || type == VQM_W_Q4_1 || type == VQM_W_Q5_0 || type == VQM_W_Q4_K || type == VQM_W_Q6_K;
 }
 
 static void read_tensor(cursor *c, vqm_gguf_tensor *t, uint64_t idx)

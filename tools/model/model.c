@@ -1,4 +1,4 @@
-/* model.c — loads a Llama-family GGUF: hyper-parameters from
+/* model.c — loads a Llama-family or Gemma 3 GGUF: hyper-parameters from
  * "<arch>.*" metadata, every tensor checked for presence, type and shape.
  * Matrices stay in the mapped file in their GGUF type and also get a
  * packed copy for the tile kernels (same bytes, tiles of 16 rows:
@@ -33,8 +33,12 @@ static vq_status get_matrix(const vqm_gguf *g, const char *name, int64_t rows, i
         return vqm_fail(err, VQ_ERR_CORRUPT_DATA, "model: tensor '%s' has shape [%lld, %lld] (ne0, ne1), expected [%lld, %lld]",
                     name, (long long)t->ne[0], (long long)t->ne[1], (long long)cols, (long long)rows);
     if (!vqm_wtype_supported(t->type))
-        return vqm_fail(err, VQ_ERR_UNSUPPORTED, "model: tensor '%s' has type %s; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1",
-                    name, vqm_wtype_name(t->type));
+        return vqm_fail(err, VQ_ERR_UNSUPPORTED,
+                        "model: tensor '%s' has type %s; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K",
+                        name, vqm_wtype_name(t->type));
+    if (vqm_wtype_row_bytes(t->type, cols, NULL) == 0)
+        return vqm_fail(err, VQ_ERR_UNSUPPORTED, "model: tensor '%s' of type %s has %lld columns, not a multiple of its block",
+                        name, vqm_wtype_name(t->type), (long long)cols);
     m->type = t->type;
     m->rows = rows;
     m->cols = cols;
@@ -136,12 +140,13 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
     memcpy(arch, a->str.s, a->str.len);
     arch[a->str.len] = 0;
     static const char *const llama_like[] = {"llama", "mistral", "granite"};
-    bool ok = false;
+    vqm_config c = {0};
+    c.gemma = strcmp(arch, "gemma3") == 0;
+    bool ok = c.gemma;
     for (size_t i = 0; i < sizeof llama_like / sizeof *llama_like; i++) ok |= strcmp(arch, llama_like[i]) == 0;
     if (!ok)
-        return vqm_fail(err, VQ_ERR_UNSUPPORTED, "model: architecture '%s' is not Llama-family (llama, mistral, granite)",
-                    arch);
-    vqm_config c = {0};
+        return vqm_fail(err, VQ_ERR_UNSUPPORTED,
+                        "model: architecture '%s' is not supported (llama, mistral, granite, gemma3)", arch);
     const char *need[] = {"block_count", "embedding_length", "feed_forward_length", "attention.head_count"};
     int64_t v[4];
     for (int i = 0; i < 4; i++) {
@@ -179,6 +184,22 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
     if (rs != NULL && rs->type == VQM_GGUF_STRING && !(rs->str.len == 4 && memcmp(rs->str.s, "none", 4) == 0))
         return vqm_fail(err, VQ_ERR_UNSUPPORTED, "model: %s.rope.scaling.type other than none is not supported",
                     arch);
+    c.embed_scale = c.gemma ? sqrtf((float)c.dim) : 1.0f;
+    c.attn_scale = 1.0f / sqrtf((float)c.head_dim);
+    c.rope_base_local = c.rope_base;
+    if (c.gemma) {
+        const vqm_gguf_kv *sw = arch_kv(g, arch, "attention.sliding_window");
+        if (sw != NULL && (!is_scalar(sw) || sw->i64 < 1 || sw->i64 > (1 << 30)))
+            return vqm_fail(err, VQ_ERR_CORRUPT_DATA, "model: %s.attention.sliding_window must be an integer in 1..2^30",
+                            arch);
+        c.sliding_window = sw != NULL ? (int)sw->i64 : 0;
+        /* not in the GGUF of Gemma 3: llama.cpp and transformers fix the
+         * pattern at 6 (five local layers, then a global one) and the local
+         * layers' RoPE base at 10000 */
+        const vqm_gguf_kv *pat = arch_kv(g, arch, "attention.sliding_window_pattern");
+        c.swa_pattern = is_scalar(pat) && pat->i64 >= 1 && pat->i64 <= 1024 ? (int)pat->i64 : 6;
+        c.rope_base_local = 10000.0f;
+    }
     const vqm_gguf_tensor *bias = vqm_gguf_tensor_find(g, "blk.0.attn_q.bias");
     if (bias != NULL) return vqm_fail(err, VQ_ERR_UNSUPPORTED, "model: attention biases are not supported");
 
@@ -186,7 +207,7 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
      * of dim elements of at least 2 bytes: a header that claims more layers
      * or a wider model than the file can hold is refused before anything is
      * sized from it. */
-    const uint64_t norm_bytes = (2u * (uint64_t)c.n_layers + 1u) * (uint64_t)c.dim * 2u;
+    const uint64_t norm_bytes = ((c.gemma ? 4u : 2u) * (uint64_t)c.n_layers + 1u) * (uint64_t)c.dim * 2u;
     if (norm_bytes > g->size)
         return vqm_fail(err, VQ_ERR_CORRUPT_DATA,
                     "model: %d layers of dim %d need at least %llu bytes of norm weights, the file has %llu bytes",
@@ -194,7 +215,9 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
     vqm_model *m = calloc(1, sizeof *m);
     if (m == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->layers = calloc((size_t)c.n_layers, sizeof *m->layers);
-    m->norm_storage = calloc((size_t)(2 * c.n_layers + 1) * (size_t)c.dim + (size_t)c.head_dim, sizeof(float));
+    /* attn/ffn norms (+ Gemma's post norms), the output norm; Gemma's q/k norms; rope_freqs */
+    m->norm_storage = calloc((size_t)(4 * c.n_layers + 1) * (size_t)c.dim + (size_t)(2 * c.n_layers + 1) * (size_t)c.head_dim,
+                             sizeof(float));
     vq_status s = m->layers != NULL && m->norm_storage != NULL ? VQ_OK : VQ_ERR_OUT_OF_MEMORY;
     if (s != VQ_OK) vqm_fail(err, s, "model: out of memory");
     const vqm_gguf_tensor *emb = vqm_gguf_tensor_find(g, "token_embd.weight");
@@ -244,6 +267,21 @@ vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err)
             s = get_vector(g, name, c.dim, norms, err);
             w->ffn_norm = norms;
             norms += c.dim;
+        }
+        if (c.gemma) {
+            const struct { const char *suffix; int64_t n; const float **dst; } gv[] = {
+                {"attn_q_norm", c.head_dim, &w->q_norm},
+                {"attn_k_norm", c.head_dim, &w->k_norm},
+                {"post_attention_norm", c.dim, &w->post_attn_norm},
+                {"post_ffw_norm", c.dim, &w->post_ffn_norm},
+            };
+            for (int i = 0; i < 4 && s == VQ_OK; i++) {
+                snprintf(name, sizeof name, "blk.%d.%s.weight", l, gv[i].suffix);
+                s = get_vector(g, name, gv[i].n, norms, err);
+                *gv[i].dst = norms;
+                norms += gv[i].n;
+            }
+            w->local = c.sliding_window > 0 && (l + 1) % c.swa_pattern != 0;
         }
     }
     if (s == VQ_OK && vqm_gguf_tensor_find(g, "rope_freqs.weight") != NULL) {

@@ -13,6 +13,7 @@ static inline vr vr_two(__m256 a, __m256 b) { return (vr){{a, b}}; }
 static inline vr vr_zero(void) { return vr_two(_mm256_setzero_ps(), _mm256_setzero_ps()); }
 static inline vr vr_set1(float f) { return vr_two(_mm256_set1_ps(f), _mm256_set1_ps(f)); }
 static inline vr vr_add(vr a, vr b) { return vr_two(_mm256_add_ps(a.h[0], b.h[0]), _mm256_add_ps(a.h[1], b.h[1])); }
+static inline vr vr_mul(vr a, vr b) { return vr_two(_mm256_mul_ps(a.h[0], b.h[0]), _mm256_mul_ps(a.h[1], b.h[1])); }
 static inline vr vr_fma(vr a, vr b, vr c)
 {
     return vr_two(_mm256_fmadd_ps(a.h[0], b.h[0], c.h[0]), _mm256_fmadd_ps(a.h[1], b.h[1], c.h[1]));
@@ -42,6 +43,16 @@ static inline void vr_q4(const uint8_t *p, vr *lo, vr *hi)
     const __m256i m4 = _mm256_set1_epi32(15);
     *lo = vr_two(_mm256_cvtepi32_ps(_mm256_and_si256(a, m4)), _mm256_cvtepi32_ps(_mm256_and_si256(b, m4)));
     *hi = vr_two(_mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4)), _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4)));
+}
+
+static inline vr vr_bits(const uint8_t *p, int shift, int mask, int sub)
+{
+    const __m128i sh = _mm_cvtsi32_si128(shift);
+    const __m256i m = _mm256_set1_epi32(mask), s = _mm256_set1_epi32(sub);
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    const __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
+    return vr_two(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(_mm256_srl_epi32(a, sh), m), s)),
+                  _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(_mm256_srl_epi32(b, sh), m), s)));
 }
 
 #include "quant_tiles.h"

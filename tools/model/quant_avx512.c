@@ -13,6 +13,7 @@ typedef __m512 vr;
 static inline vr vr_zero(void) { return _mm512_setzero_ps(); }
 static inline vr vr_set1(float f) { return _mm512_set1_ps(f); }
 static inline vr vr_add(vr a, vr b) { return _mm512_add_ps(a, b); }
+static inline vr vr_mul(vr a, vr b) { return _mm512_mul_ps(a, b); }
 static inline vr vr_fma(vr a, vr b, vr c) { return _mm512_fmadd_ps(a, b, c); }
 static inline void vr_store(float *out, vr v) { _mm512_storeu_ps(out, v); }
 static inline __m128i load16(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)(const void *)p); }
@@ -27,6 +28,12 @@ static inline void vr_q4(const uint8_t *p, vr *lo, vr *hi)
     const __m512i v = _mm512_cvtepu8_epi32(load16(p));
     *lo = _mm512_permutexvar_ps(v, lut);
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut);
+}
+
+static inline vr vr_bits(const uint8_t *p, int shift, int mask, int sub)
+{
+    const __m512i v = _mm512_srl_epi32(_mm512_loadu_si512((const void *)p), _mm_cvtsi32_si128(shift));
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(mask)), _mm512_set1_epi32(sub)));
 }
 
 #include "quant_tiles.h"

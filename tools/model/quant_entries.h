@@ -13,14 +13,20 @@
         (void)xsum;                                                                                                 \
         NX_SWITCH(body)                                                                                             \
     }
-/* tbl[type] = the entry named prefix + type, for the six types */
+/* tbl[type] = the entry named prefix + type, for the nine types */
 #define VQM_FILL(tbl, prefix)                                                  \
     do {                                                                       \
         (tbl)[VQM_W_F32] = prefix##f32, (tbl)[VQM_W_F16] = prefix##f16;        \
         (tbl)[VQM_W_BF16] = prefix##bf16, (tbl)[VQM_W_Q4_0] = prefix##q4_0;    \
         (tbl)[VQM_W_Q4_1] = prefix##q4_1, (tbl)[VQM_W_Q8_0] = prefix##q8_0;    \
+        (tbl)[VQM_W_Q5_0] = prefix##q5_0, (tbl)[VQM_W_Q4_K] = prefix##q4_k;    \
+        (tbl)[VQM_W_Q6_K] = prefix##q6_k;                                      \
     } while (0)
 
+/* the scalar file has its own Q5_0 tile; the SIMD ones run it as tile_q4's third kind */
+#ifndef VQM_T_Q5_0
+#define VQM_T_Q5_0(N) tile_q4(cols, row, N, x, xs, xsum, out, 2)
+#endif
 #define B_T_Q4_1(N) tile_q4(cols, row, N, x, xs, xsum, out, 1)
 #define B_T_Q4_0(N) tile_q4(cols, row, N, x, xs, xsum, out, 0)
 #define B_T_Q8_0(N) tile_linear(cols, row, N, x, xs, out, VQM_W_Q8_0)
@@ -33,6 +39,12 @@ VQM_ENTRY(t_q8_0, B_T_Q8_0)
 VQM_ENTRY(t_f32, B_T_F32)
 VQM_ENTRY(t_f16, B_T_F16)
 VQM_ENTRY(t_bf16, B_T_BF16)
+#define B_T_Q5_0(N) VQM_T_Q5_0(N)
+#define B_T_Q4_K(N) tile_q4_k(cols, row, N, x, xs, xsum, out)
+#define B_T_Q6_K(N) tile_q6_k(cols, row, N, x, xs, out)
+VQM_ENTRY(t_q5_0, B_T_Q5_0)
+VQM_ENTRY(t_q4_k, B_T_Q4_K)
+VQM_ENTRY(t_q6_k, B_T_Q6_K)
 
 /* sets this ISA's tile kernels (every type) */
 void VQM_ISA_INIT(vqm_kernels *k);

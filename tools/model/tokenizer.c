@@ -13,38 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer_priv.h"
 #include "unicode_data.h"
-#include "vqm.h"
-
-typedef struct merge_entry {
-    uint64_t key;   /* left id << 32 | right id; 0 = empty slot (id 0 pairs are offset by 1) */
-    int32_t rank, id;
-} merge_entry;
-
-typedef struct tok_entry {
-    const char *s;
-    uint32_t len;
-    int32_t id;     /* -1 = empty */
-} tok_entry;
-
-struct vqm_tokenizer {
-    int32_t n_vocab;
-    vqm_str *tokens;          /* into the GGUF */
-    int32_t *types;           /* token_type per id (1 normal, 3 control, 4 user-defined, 6 byte) */
-    tok_entry *tok_map;       /* string -> id */
-    size_t tok_cap;
-    merge_entry *merges;      /* (left, right) -> rank, merged id */
-    size_t merge_cap;
-    int32_t byte_id[256];     /* id of each byte's one-character token; -1 when the vocabulary has none
-                                 (bytes never seen in training, e.g. 0xC0): such bytes are dropped,
-                                 as by Hugging Face's BPE without an unknown token */
-    int16_t cp_byte[324];     /* inverse of byte_to_cp: code point (< 324) -> byte, -1 = none */
-    int32_t *special;         /* ids of control/user-defined tokens, longest first */
-    int n_special;
-    bool split_digits;
-    int32_t bos, eos;
-    bool add_bos;
-};
 
 static uint64_t hash_bytes(const char *s, size_t n)
 {
@@ -61,7 +31,7 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-static int32_t tok_lookup(const vqm_tokenizer *t, const char *s, size_t n)
+int32_t vqm_tok_lookup(const vqm_tokenizer *t, const char *s, size_t n)
 {
     size_t i = hash_bytes(s, n) & (t->tok_cap - 1);
     while (t->tok_map[i].id >= 0) {
@@ -150,12 +120,7 @@ static bool is_space(uint32_t cp)
 }
 
 /* ---- output buffer ---- */
-typedef struct out_ids {
-    int32_t *ids;
-    int64_t cap, n;
-} out_ids;
-
-static void emit(out_ids *o, int32_t id)
+void vqm_tok_emit(out_ids *o, int32_t id)
 {
     if (o->n < o->cap) o->ids[o->n] = id;
     o->n++;
@@ -168,7 +133,7 @@ static void bpe_piece(const vqm_tokenizer *t, const unsigned char *s, size_t n, 
     int32_t *sym = n <= 256 ? stack_syms : malloc(n * sizeof *sym);
     if (sym == NULL) { /* cannot merge without memory: byte tokens are still a valid encoding */
         for (size_t i = 0; i < n; i++)
-            if (t->byte_id[s[i]] >= 0) emit(o, t->byte_id[s[i]]);
+            if (t->byte_id[s[i]] >= 0) vqm_tok_emit(o, t->byte_id[s[i]]);
         return;
     }
     size_t m = 0;
@@ -186,7 +151,7 @@ static void bpe_piece(const vqm_tokenizer *t, const unsigned char *s, size_t n, 
         memmove(sym + best + 1, sym + best + 2, (m - best - 2) * sizeof *sym);
         m--;
     }
-    for (size_t i = 0; i < m; i++) emit(o, sym[i]);
+    for (size_t i = 0; i < m; i++) vqm_tok_emit(o, sym[i]);
     if (sym != stack_syms) free(sym);
 }
 
@@ -239,7 +204,7 @@ static size_t regex_match(const unsigned char *s, size_t n)
 }
 
 /* Pre-tokenizes and encodes a text without special tokens. */
-static void encode_f16(const vqm_tokenizer *t, const unsigned char *s, size_t n, out_ids *o)
+static void encode_plain(const vqm_tokenizer *t, const unsigned char *s, size_t n, out_ids *o)
 {
     size_t i = 0;
     while (i < n) {
@@ -274,13 +239,18 @@ int64_t vqm_tokenize(const vqm_tokenizer *t, const char *text, size_t len, bool 
     out_ids o = {ids, cap, 0};
     const unsigned char *s = (const unsigned char *)text;
     size_t start = 0;
-    if (parse_special && t->n_special > 0) {
+    /* control tokens are cut out with parse_special; SentencePiece's
+     * user-defined ones (newline runs, HTML tags: added tokens to Hugging
+     * Face, user-defined to llama.cpp) always */
+    if ((parse_special || t->spm) && t->n_special > 0) {
         for (size_t i = 0; i < len; i++) {
-            for (int k = 0; k < t->n_special; k++) {
+            for (int32_t k = t->special_at[s[i]]; k < t->special_at[s[i] + 1]; k++) {
                 const vqm_str tk = t->tokens[t->special[k]];
-                if (tk.len > 0 && tk.len <= len - i && memcmp(s + i, tk.s, tk.len) == 0) {
-                    encode_f16(t, s + start, i - start, &o);
-                    emit(&o, t->special[k]);
+                if (!parse_special && t->types[t->special[k]] != 4) continue;
+                if (tk.len <= len - i && memcmp(s + i, tk.s, tk.len) == 0) {
+                    if (t->spm) vqm_spm_encode(t, s + start, i - start, start == 0, &o);
+                    else encode_plain(t, s + start, i - start, &o);
+                    vqm_tok_emit(&o, t->special[k]);
                     i += tk.len;
                     start = i;
                     i--; /* the loop's i++ */
@@ -289,13 +259,15 @@ int64_t vqm_tokenize(const vqm_tokenizer *t, const char *text, size_t len, bool 
             }
         }
     }
-    encode_f16(t, s + start, len - start, &o);
+    if (t->spm) vqm_spm_encode(t, s + start, len - start, start == 0, &o);
+    else encode_plain(t, s + start, len - start, &o);
     return o.n;
 }
 
 size_t vqm_detokenize(const vqm_tokenizer *t, int32_t id, char *buf, size_t cap)
 {
     if (t == NULL || id < 0 || id >= t->n_vocab || buf == NULL) return 0;
+    if (t->spm) return vqm_spm_detokenize(t, id, buf, cap);
     const vqm_str tk = t->tokens[id];
     const unsigned char *s = (const unsigned char *)tk.s;
     size_t w = 0;
@@ -329,20 +301,38 @@ void vqm_tokenizer_free(vqm_tokenizer *t)
     free(t->tok_map);
     free(t->merges);
     free(t->special);
+    free(t->scores);
     free(t);
 }
 
-/* Sorts special ids by decreasing length (longest match first): insertion sort, few entries. */
+/* Order of special tokens: by first byte, then longest first (the longest
+ * match wins), then by id. */
+static int special_cmp(const vqm_tokenizer *t, int32_t a, int32_t b)
+{
+    const vqm_str x = t->tokens[a], y = t->tokens[b];
+    if ((uint8_t)x.s[0] != (uint8_t)y.s[0]) return (uint8_t)x.s[0] < (uint8_t)y.s[0] ? -1 : 1;
+    if (x.len != y.len) return x.len > y.len ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* Sorts the special ids (special_cmp) and indexes them by first byte
+ * (special_at). Shell sort: thousands in SentencePiece vocabularies. */
 static void sort_special(vqm_tokenizer *t)
 {
-    for (int i = 1; i < t->n_special; i++) {
-        const int32_t v = t->special[i];
-        int j = i - 1;
-        while (j >= 0 && t->tokens[t->special[j]].len < t->tokens[v].len) {
-            t->special[j + 1] = t->special[j];
-            j--;
+    for (int gap = t->n_special / 2; gap > 0; gap /= 2)
+        for (int i = gap; i < t->n_special; i++) {
+            const int32_t v = t->special[i];
+            int j = i;
+            while (j >= gap && special_cmp(t, t->special[j - gap], v) > 0) {
+                t->special[j] = t->special[j - gap];
+                j -= gap;
+            }
+            t->special[j] = v;
         }
-        t->special[j + 1] = v;
+    int k = 0;
+    for (int b = 0; b <= 256; b++) {
+        while (k < t->n_special && (uint8_t)t->tokens[t->special[k]].s[0] < b) k++;
+        t->special_at[b] = k;
     }
 }
 
@@ -359,23 +349,24 @@ vq_status vqm_tokenizer_load(const vqm_gguf *g, vqm_tokenizer **out, char *err)
     const vqm_gguf_kv *model = vqm_gguf_find(g, "tokenizer.ggml.model");
     if (model == NULL || model->type != VQM_GGUF_STRING)
         return vqm_fail(err, VQ_ERR_CORRUPT_DATA, "tokenizer: tokenizer.ggml.model (a string) is missing");
-    if (!vqm_str_eq(model->str, "gpt2"))
-        return vqm_fail(err, VQ_ERR_UNSUPPORTED, "tokenizer: only byte-level BPE (tokenizer.ggml.model = gpt2) is "
-                    "supported, got a different model");
+    const bool spm = vqm_str_eq(model->str, "llama");
+    if (!spm && !vqm_str_eq(model->str, "gpt2"))
+        return vqm_fail(err, VQ_ERR_UNSUPPORTED, "tokenizer: tokenizer.ggml.model must be gpt2 (byte-level BPE) or "
+                    "llama (SentencePiece)");
     const vqm_gguf_kv *toks = vqm_gguf_find(g, "tokenizer.ggml.tokens");
     const vqm_gguf_kv *merges = vqm_gguf_find(g, "tokenizer.ggml.merges");
     const vqm_gguf_kv *types = vqm_gguf_find(g, "tokenizer.ggml.token_type");
     if (toks == NULL || toks->type != VQM_GGUF_ARRAY || toks->arr_type != VQM_GGUF_STRING || toks->arr_n == 0 ||
         toks->arr_n > (1u << 24))
         return vqm_fail(err, VQ_ERR_CORRUPT_DATA, "tokenizer: tokenizer.ggml.tokens must be 1..2^24 strings");
-    if (merges == NULL || merges->type != VQM_GGUF_ARRAY || merges->arr_type != VQM_GGUF_STRING)
+    if (!spm && (merges == NULL || merges->type != VQM_GGUF_ARRAY || merges->arr_type != VQM_GGUF_STRING))
         return vqm_fail(err, VQ_ERR_CORRUPT_DATA, "tokenizer: tokenizer.ggml.merges (strings) is missing");
     if (types != NULL && (types->type != VQM_GGUF_ARRAY || types->arr_type != VQM_GGUF_I32 ||
                           types->arr_n != toks->arr_n))
         return vqm_fail(err, VQ_ERR_CORRUPT_DATA, "tokenizer: tokenizer.ggml.token_type must be i32 x n_vocab");
     bool split_digits = false;
     const vqm_gguf_kv *pre = vqm_gguf_find(g, "tokenizer.ggml.pre");
-    if (pre != NULL && pre->type == VQM_GGUF_STRING) {
+    if (!spm && pre != NULL && pre->type == VQM_GGUF_STRING) {
         static const char *const digit_split[] = {"smollm", "starcoder", "refact", "command-r", "codeshell",
                                                   "exaone", "minerva"};
         static const char *const plain[] = {"gpt2", "default", "gpt-2"};
@@ -398,8 +389,9 @@ vq_status vqm_tokenizer_load(const vqm_gguf *g, vqm_tokenizer **out, char *err)
     t->types = calloc((size_t)t->n_vocab, sizeof *t->types);
     t->tok_cap = 1;
     while (t->tok_cap < 2 * (size_t)t->n_vocab) t->tok_cap <<= 1;
+    t->spm = spm;
     t->merge_cap = 1;
-    while (t->merge_cap < 2 * (size_t)merges->arr_n + 2) t->merge_cap <<= 1;
+    while (!spm && t->merge_cap < 2 * (size_t)merges->arr_n + 2) t->merge_cap <<= 1;
     t->tok_map = malloc(t->tok_cap * sizeof *t->tok_map);
     t->merges = calloc(t->merge_cap, sizeof *t->merges);
     t->special = calloc((size_t)t->n_vocab, sizeof *t->special);
@@ -415,7 +407,7 @@ vq_status vqm_tokenizer_load(const vqm_gguf *g, vqm_tokenizer **out, char *err)
         const vqm_str s = t->tokens[id];
         if (s.len > UINT32_MAX) continue;
         if ((ty == 3 || ty == 4) && s.len > 0) t->special[t->n_special++] = id;
-        if (tok_lookup(t, s.s, s.len) >= 0) continue; /* duplicate string: first id wins */
+        if (vqm_tok_lookup(t, s.s, s.len) >= 0) continue; /* duplicate string: first id wins */
         size_t k = hash_bytes(s.s, s.len) & (t->tok_cap - 1);
         while (t->tok_map[k].id >= 0) k = (k + 1) & (t->tok_cap - 1);
         t->tok_map[k] = (tok_entry){s.s, (uint32_t)s.len, id};
@@ -427,8 +419,16 @@ vq_status vqm_tokenizer_load(const vqm_gguf *g, vqm_tokenizer **out, char *err)
         t->cp_byte[byte_to_cp(b)] = (int16_t)b;
         char buf[4];
         const int l = put_utf8(byte_to_cp(b), buf);
-        t->byte_id[b] = tok_lookup(t, buf, (size_t)l);
+        t->byte_id[b] = vqm_tok_lookup(t, buf, (size_t)l);
         n_bytes += t->byte_id[b] >= 0;
+    }
+    if (spm) { /* byte_id from the <0xXX> tokens instead */
+        const vq_status st = vqm_spm_load(t, g, err);
+        if (st != VQ_OK) {
+            vqm_tokenizer_free(t);
+            return st;
+        }
+        n_bytes = 256;
     }
     if (n_bytes < 64) { /* 'a'..'z', 'A'..'Z', digits at least: otherwise this is not byte-level BPE */
         vqm_tokenizer_free(t);
@@ -436,15 +436,15 @@ vq_status vqm_tokenizer_load(const vqm_gguf *g, vqm_tokenizer **out, char *err)
                     "(not byte-level BPE)");
     }
     char buf[1024];
-    for (uint64_t r = 0; r < merges->arr_n; r++) {
+    for (uint64_t r = 0; !spm && r < merges->arr_n; r++) {
         const vqm_str m = merges->arr_strs[r];
         const char *sp = m.len > 0 ? memchr(m.s, ' ', m.len) : NULL;
         if (sp == NULL || m.len >= sizeof buf) continue; /* not a pair: ignored, as by HF */
         const size_t la = (size_t)(sp - m.s), lb = m.len - la - 1;
-        const int32_t a = tok_lookup(t, m.s, la), b = tok_lookup(t, sp + 1, lb);
+        const int32_t a = vqm_tok_lookup(t, m.s, la), b = vqm_tok_lookup(t, sp + 1, lb);
         memcpy(buf, m.s, la);
         memcpy(buf + la, sp + 1, lb);
-        const int32_t id = tok_lookup(t, buf, la + lb);
+        const int32_t id = vqm_tok_lookup(t, buf, la + lb);
         if (a < 0 || b < 0 || id < 0 || merge_lookup(t, a, b) != NULL) continue;
         const uint64_t key = ((uint64_t)(uint32_t)(a + 1) << 32) | (uint32_t)(b + 1);
         size_t k = mix64(key) & (t->merge_cap - 1);

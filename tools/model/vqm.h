@@ -63,7 +63,7 @@ typedef struct vqm_gguf_kv {
  * file using them opens, and loading a model that needs one is an error. */
 typedef enum vqm_wtype {
     VQM_W_F32 = 0, VQM_W_F16 = 1, VQM_W_Q4_0 = 2, VQM_W_Q4_1 = 3,
-    VQM_W_Q8_0 = 8, VQM_W_BF16 = 30
+    VQM_W_Q5_0 = 6, VQM_W_Q8_0 = 8, VQM_W_Q4_K = 12, VQM_W_Q6_K = 14, VQM_W_BF16 = 30
 } vqm_wtype;
 
 /* One tensor: up to 4 dims, ne[0] the contiguous one (a row); data points
@@ -193,7 +193,8 @@ void vqm_matmuls(vqm_pool *pool, const vqm_kernels *k, int count, const vqm_matr
 void vqm_matrix_row(const vqm_matrix *w, int64_t r, float *out);
 
 /* ======================================================================
- * Tokenizer (tokenizer.c): GPT-2 style byte-level BPE from GGUF metadata
+ * Tokenizer (tokenizer.c, tokenizer_spm.c): GPT-2 style byte-level BPE or
+ * SentencePiece BPE from GGUF metadata
  * ====================================================================== */
 
 typedef struct vqm_tokenizer vqm_tokenizer;
@@ -201,7 +202,11 @@ typedef struct vqm_tokenizer vqm_tokenizer;
 /* From tokenizer.ggml.{model = gpt2, tokens, token_type, merges, pre,
  * bos/eos ids}. Pre-tokenizer rules by tokenizer.ggml.pre: "smollm",
  * "starcoder", "refact", ... (digits split one by one, then GPT-2's
- * regex), "gpt2"/"default" (GPT-2's regex). Others: VQ_ERR_UNSUPPORTED. */
+ * regex), "gpt2"/"default" (GPT-2's regex). Others: VQ_ERR_UNSUPPORTED.
+ * Or tokenizer.ggml.model = llama (SentencePiece: tokens, scores,
+ * token_type, add_space_prefix; tokenizer_spm.c has the algorithm); its
+ * user-defined tokens are cut out of every text, not only with
+ * parse_special. */
 vq_status vqm_tokenizer_load(const vqm_gguf *g, vqm_tokenizer **out, char *err);
 void vqm_tokenizer_free(vqm_tokenizer *t);
 /* Encodes UTF-8 text (invalid bytes are encoded as their byte tokens).
@@ -231,10 +236,29 @@ typedef struct vqm_config {
     float rope_base, norm_eps;
     int rope_dim;       /* rotated dims per head (head_dim for Llama) */
     bool tied_output;   /* no output.weight: the embedding is the output */
+    /* Gemma 3 (general.architecture "gemma3"): RMS norms of each head's
+     * query and key, norms after attention and after the FFN (before their
+     * residual adds), GeGLU (tanh GELU), RoPE on (i, i + rope_dim / 2) pairs,
+     * and the sliding-window layers. False for the Llama family. */
+    bool gemma;
+    float embed_scale;      /* the embedding row times this: sqrt(dim) for Gemma, 1 for Llama */
+    float attn_scale;       /* softmax scale of q.k: 1 / sqrt(key_length) */
+    /* Sliding-window ("local") layers attend to the newest sliding_window
+     * tokens (themselves and sliding_window - 1 before) with RoPE base
+     * rope_base_local; the others ("global") see every token with
+     * rope_base. Gemma 3: every layer but each swa_pattern-th is local
+     * (5 local : 1 global), window from <arch>.attention.sliding_window.
+     * sliding_window 0: no local layers. */
+    int sliding_window;
+    int swa_pattern;
+    float rope_base_local;
 } vqm_config;
 
 typedef struct vqm_layer_weights {
     const float *attn_norm, *ffn_norm; /* [dim] */
+    const float *q_norm, *k_norm;      /* Gemma: [head_dim], applied per head; else NULL */
+    const float *post_attn_norm, *post_ffn_norm; /* Gemma: [dim]; else NULL */
+    bool local;                        /* a sliding-window layer (vqm_config.sliding_window) */
     vqm_matrix wq, wk, wv, wo;         /* [Hq*D, dim], [Hkv*D, dim] x2, [dim, Hq*D] */
     vqm_matrix w_gate, w_up, w_down;   /* [hidden, dim] x2, [dim, hidden] */
 } vqm_layer_weights;
@@ -253,8 +277,9 @@ typedef struct vqm_model {
     uint64_t weight_bytes;             /* bytes of all weights read per token */
 } vqm_model;
 
-/* Opens a GGUF Llama-family model (general.architecture "llama" or
- * compatible), checks every tensor's presence, type and shape. */
+/* Opens a GGUF model of the Llama family (general.architecture "llama",
+ * "mistral", "granite") or Gemma 3 ("gemma3"), checks every tensor's
+ * presence, type and shape. */
 vq_status vqm_model_load(const char *path, vqm_model **out, char *err);
 vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err); /* takes g on success */
 void vqm_model_free(vqm_model *m);
@@ -275,7 +300,10 @@ typedef struct vqm_session_config {
     /* VQM_ATTN_CACHE: the cache's methods (preset or per-layer configs, f16
      * layers, residual window, page size; NULL = f16); the session sets
      * n_layers, heads, head dim, a fixed capacity of max_tokens and one
-     * sequence. */
+     * sequence. A model with sliding-window layers (Gemma 3) and max_tokens
+     * above the window keeps those layers' keys and values in the runtime's
+     * f32 store instead, which masks the tokens past the window (the cache
+     * attends every token it holds); vqm_session_memory counts them. */
     const struct vq_cache_config *cache;
     /* VQM_ATTN_CACHE: store keys and values minus a per-(layer, channel)
      * mean, frozen from the first chunk after a reset. Exact in arithmetic:

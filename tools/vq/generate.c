@@ -58,9 +58,13 @@ int vq_cmd_generate(int argc, char **argv)
     const char *prompt = pos[0];
     char *text = NULL;
     if (o.chat) {
-        static const char pre[] = "<|im_start|>user\n", post[] = "<|im_end|>\n<|im_start|>assistant\n";
-        text = tool_calloc(strlen(prompt) + sizeof pre + sizeof post, 1);
-        snprintf(text, strlen(prompt) + sizeof pre + sizeof post, "%s%s%s", pre, prompt, post);
+        /* ChatML (SmolLM2) or Gemma's turns */
+        const bool g = model->cfg.gemma;
+        const char *pre = g ? "<start_of_turn>user\n" : "<|im_start|>user\n";
+        const char *post = g ? "<end_of_turn>\n<start_of_turn>model\n" : "<|im_end|>\n<|im_start|>assistant\n";
+        const size_t cap = strlen(prompt) + strlen(pre) + strlen(post) + 1;
+        text = tool_calloc(cap, 1);
+        snprintf(text, cap, "%s%s%s", pre, prompt, post);
         prompt = text;
     }
     const int64_t n_prompt = vqm_tokenize(model->tok, prompt, strlen(prompt), true, NULL, 0);

@@ -174,6 +174,7 @@ int vq_cmd_perplexity(int argc, char **argv)
     ppl_acc *acc = tool_calloc((size_t)o.ctx.n * (size_t)nm, sizeof *acc);
     int64_t *windows_run = tool_calloc((size_t)o.ctx.n, sizeof *windows_run);
     double *win_nll = tool_calloc((size_t)max_ctx * (size_t)nm, sizeof *win_nll); /* [pos][method] of a window */
+    int32_t *win = tool_calloc((size_t)max_ctx, sizeof *win);
     if (tsv != NULL) {
         fprintf(tsv, "ctx\twindow\tpos\ttoken");
         for (int m = 0; m < nm; m++) fprintf(tsv, "\tnll_%s", methods[m].name);
@@ -189,7 +190,10 @@ int vq_cmd_perplexity(int argc, char **argv)
         if (o.windows > 0 && nw > o.windows) nw = o.windows;
         for (int64_t w = 0; w < nw; w++) {
             vqp_step(&prog, "ctx %lld window %lld/%lld", (long long)C, (long long)w + 1, (long long)nw);
-            const int32_t *win = toks + w * C;
+            /* a model that starts every text with BOS (Gemma) gets it as each window's first
+             * token, never scored (llama-perplexity does the same) */
+            memcpy(win, toks + w * C, (size_t)C * sizeof *win);
+            if (vqm_tokenizer_add_bos(model->tok)) win[0] = vqm_tokenizer_bos(model->tok);
             for (int64_t i = 0; i < C * nm; i++) win_nll[i] = NAN;
             for (int m = 0; m < nm; m++) tool_check(ctx, vqm_session_reset(sess[m], err) == VQ_OK ? VQ_OK : VQ_ERR_INVALID_ARGUMENT, err);
             for (int64_t p0 = 0; p0 < C; p0 += o.c.batch) {
@@ -312,7 +316,7 @@ int vq_cmd_perplexity(int argc, char **argv)
         fprintf(stderr, "vq perplexity: --tokens: writing '%s' failed\n", o.tokens);
         return VQ_EXIT_FAILURE;
     }
-    free(lg); free(lp_ref); free(lp); free(acc); free(windows_run); free(win_nll); free(toks);
+    free(lg); free(lp_ref); free(lp); free(acc); free(windows_run); free(win_nll); free(win); free(toks);
     vq_ctx_free(ctx);
     vqm_model_free(model);
     return VQ_EXIT_OK;
