@@ -66,6 +66,7 @@ static const vqa_sub commands[] = {
     {"generate", vq_cmd_generate, "generate text with a GGUF Llama model on the compressed KV cache"},
     {"perplexity", vq_cmd_perplexity, "perplexity, KL and top-1 agreement of cache methods against f16 on a text"},
     {"profile", vq_cmd_profile, "write the per-layer plan of a --kv method for a model as a profile file"},
+    {"tune", vq_cmd_tune, "choose each layer's key and value methods for a bit budget, written as a profile"},
 };
 
 int main(int argc, char **argv)

@@ -25,6 +25,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "lm_eval.h"
 #include "model_cli.h"
 #include "plot_png.h"
 #include "progress.h"
@@ -48,33 +49,6 @@ typedef struct ppl_opts {
     int64_t max_tokens, windows;
     bool json;
 } ppl_opts;
-
-/* log-softmax of x[n] into out; returns the argmax. */
-static int log_softmax(const float *x, int n, double *out)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += exp((double)x[i] - x[best]);
-    const double lse = x[best] + log(sum);
-    for (int i = 0; i < n; i++) out[i] = x[i] - lse;
-    return best;
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    fseek(f, 0, SEEK_END);
-    const long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = tool_calloc((size_t)n + 1, 1);
-    const size_t got = fread(p, 1, (size_t)n, f);
-    fclose(f);
-    *len = got;
-    return p;
-}
 
 int vq_cmd_perplexity(int argc, char **argv)
 {
@@ -131,7 +105,7 @@ int vq_cmd_perplexity(int argc, char **argv)
         nm++;
     }
     size_t len = 0;
-    char *text = read_file(pos[0], &len);
+    char *text = vqt_read_text(pos[0], &len);
     if (text == NULL) {
         fprintf(stderr, "vq perplexity: cannot read '%s'\n", pos[0]);
         vqm_model_free(model);
@@ -210,13 +184,13 @@ int vq_cmd_perplexity(int argc, char **argv)
                     const int64_t pos = lo + r;
                     if (pos >= C - 1) continue;
                     const int32_t target = win[pos + 1];
-                    const int best_ref = log_softmax(lg + (size_t)r * V, V, lp_ref);
+                    const int best_ref = vqt_log_softmax(lg + (size_t)r * V, V, lp_ref);
                     for (int m = 0; m < nm; m++) {
                         ppl_acc *a = &acc[c * nm + m];
                         int best = best_ref;
                         double kl = 0;
                         if (m > 0) {
-                            best = log_softmax(lg + ((size_t)m * o.c.batch + (size_t)r) * V, V, lp);
+                            best = vqt_log_softmax(lg + ((size_t)m * o.c.batch + (size_t)r) * V, V, lp);
                             for (int i = 0; i < V; i++) kl += exp(lp_ref[i]) * (lp_ref[i] - lp[i]);
                         }
                         const double d = m > 0 ? lp_ref[target] - lp[target] : 0;

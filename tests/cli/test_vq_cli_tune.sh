@@ -1,0 +1,26 @@
+#!/bin/sh
+# test_vq_cli_tune.sh — `vq tune`: its arguments always; with the model
+# installed, a small real run (two candidates, 64 tokens: ~30 CPU-seconds)
+# whose profile the model commands take back at the bits it promised.
+# Registered only outside the sanitizer builds, where the run takes minutes.
+# Usage: test_vq_cli_tune.sh <path to vq>. Exit 0 pass, 1 fail.
+. "$(dirname "$0")/vq_cli_expect.sh"
+
+expect 0 "usage: vq tune" tune --help
+expect 2 "are required" tune -m "$model" --bits 3
+expect 2 "must be even" tune -m "$model" --bits 3 --ctx 65 -o "$tmp/x.vqprof"
+if [ -s "$model" ]; then
+    expect 2 "no plan of these candidates fits" tune -m "$model" --bits 1.5 -o "$tmp/x.vqprof"
+    expect 2 "'kivi9' is not a preset" tune -m "$model" --bits 3 --keys kivi9 -o "$tmp/x.vqprof"
+    expect 2 "'vecinfer2' is not a preset" tune -m "$model" --bits 3 --values vecinfer2 -o "$tmp/x.vqprof"
+    expect 0 "measured KL" tune -m "$model" --bits 3 --keys kivi2 --values turbo2 --tokens 64 --ctx 64 \
+        --threads 1 --text "$text" -o "$tmp/t.vqprof" --plot "$tmp/tune.png"
+    if [ "$(head -c 4 "$tmp/tune.png" | tail -c 3)" = "PNG" ]; then echo "ok   tune --plot wrote a PNG"
+    else echo "FAIL: tune --plot wrote no PNG"; failures=$((failures + 1)); fi
+    # the profile it wrote: every model command takes it, at no more than the budget
+    expect 0 "t.vqprof" perplexity -m "$model" --kv "$tmp/t.vqprof" --ctx 64 --windows 1 --threads 1 "$text"
+    if awk '$2 ~ /t.vqprof$/ { b = $NF } END { exit !(b != "" && b + 0 <= 3.0) }' "$tmp/out"; then
+        echo "ok   the tuned profile stores at most --bits"
+    else echo "FAIL: the tuned profile's bits"; cat "$tmp/out"; failures=$((failures + 1)); fi
+fi
+vq_cli_finish test_vq_cli_tune
