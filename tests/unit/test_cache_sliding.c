@@ -370,6 +370,13 @@ static void test_errors(void)
     VT_CHECK(vq_cache_create(ctx, &cfg, &c) == VQ_ERR_INVALID_ARGUMENT && c == NULL, "a negative window passed");
     VT_CHECK(strstr(vq_ctx_last_error(ctx), "cfg->sliding_windows[1]") != NULL, "message: %s", vq_ctx_last_error(ctx));
     const int ok[2] = {0, 7};
+    /* sink tokens beside a sliding window: refused until the two are tested together */
+    vq_cache_config sinks = cfg;
+    sinks.sliding_windows = ok;
+    sinks.sink_tokens = 4;
+    c = (vq_cache *)1;
+    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "not supported together", vq_cache_create(ctx, &sinks, &c));
+    VT_CHECK(c == NULL, "*out NULL on failure");
     vq_cache_config good = cfg;
     good.sliding_windows = ok;
     VT_OK(ctx, vq_cache_create(ctx, &good, &c));
