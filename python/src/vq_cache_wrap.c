@@ -173,6 +173,7 @@ static int transforms_arg(args *A, PyObject *o, vq_cache_transforms *xf)
         return -1;
     xf->key_mean = km, xf->value_mean = vm, xf->key_scale = ks;
     return 0;
+}
 
 static int source_arg(PyObject *o, const char *fn, const char **buf, size_t *size, const char **path);
 
