@@ -167,6 +167,7 @@ static void test_pool_bounded(void)
              (long long)c->layers[0].n_free, (long long)c->layers[0].n_pages);
     vq_cache_free(c);
     ct_store_free(&st);
+    vq_ctx_free(ctx);
 }
 
 /* Gemma 3's layout: five local layers (W = 512) of every six, head dim 256,
@@ -216,6 +217,7 @@ static void test_gemma_shape(void)
     vq_cache_free(c);
     vq_cache_free(one);
     vt_free(k), vt_free(v);
+    vq_ctx_free(ctx);
 }
 
 /* Fork shares the pages (refcounted, evicted in each sequence apart);
@@ -286,6 +288,7 @@ static void test_fork_truncate(void)
     ct_store_free(&mix);
     vq_cache_free(c);
     ct_store_free(&st);
+    vq_ctx_free(ctx);
 }
 
 /* Save/load: version 5 with the windows and the evicted pages, outputs bit
@@ -358,6 +361,7 @@ static void test_persist(void)
     vq_cache_free(d);
     vq_cache_free(c);
     ct_store_free(&st);
+    vq_ctx_free(ctx);
 }
 
 static void test_errors(void)
@@ -388,6 +392,7 @@ static void test_errors(void)
     VT_OK(ctx, vq_cache_get_config(c, &back));
     VT_CHECK(back.sliding_windows == NULL, "get_config returned a window pointer");
     vq_cache_free(c);
+    vq_ctx_free(ctx);
 }
 
 int main(void)

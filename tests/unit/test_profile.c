@@ -105,6 +105,7 @@ static void test_same_cache(void)
     ct_store_free(&st);
     vq_cache_free(a);
     vq_cache_free(b);
+    vq_ctx_free(ctx);
 }
 
 /* Save, load, save: the same bytes, the same plan; through a file too. */
@@ -136,9 +137,11 @@ static void test_round_trip(void)
     unsigned char *c = save(ctx, r, &m);
     VT_CHECK(n == m && memcmp(a, c, n) == 0, "the file differs from the buffer");
     unlink(path);
+    vq_profile_free(r);
     VT_CHECK(vq_profile_load(ctx, path, &r) == VQ_ERR_IO && r == NULL, "a missing file loaded");
     free(a), free(b), free(c);
     vq_profile_free(p), vq_profile_free(q);
+    vq_ctx_free(ctx);
 }
 
 /* A cache of another shape, fields set beside the profile: refused, naming them. */
@@ -179,6 +182,7 @@ static void test_cache_errors(void)
     VT_CHECK(strstr(vq_ctx_last_error(ctx), "cfg->layers[2].keys.group_size") != NULL, "message '%s'",
              vq_ctx_last_error(ctx));
     vq_profile_free(p);
+    vq_ctx_free(ctx);
 }
 
 /* Plans a cache refuses are refused at create, naming the field. */
@@ -212,6 +216,7 @@ static void test_create_errors(void)
         VT_CHECK(strstr(vq_ctx_last_error(ctx), cases[i].msg) != NULL, "case %zu: message '%s'", i,
                  vq_ctx_last_error(ctx));
     }
+    vq_ctx_free(ctx);
 }
 
 /* Truncated, corrupted (each byte, as written and with the checksums
@@ -274,6 +279,7 @@ static void test_bad_files(void)
     VT_CHECK(strstr(vq_ctx_last_error(ctx), "cfg->layers[1].keys.bits") != NULL, "message '%s'", vq_ctx_last_error(ctx));
     free(a), free(b);
     vq_profile_free(p);
+    vq_ctx_free(ctx);
 }
 
 int main(void)
