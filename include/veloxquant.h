@@ -698,14 +698,12 @@ VQ_API vq_status vq_cache_get_layer_config(const vq_cache *cache, int layer, vq_
 /* The cache's sizes as resolved at create or load: n_layers, n_kv_heads,
  * n_q_heads, head_dim, page_size, capacity_pages (pages per layer now, after
  * any growth), grow_pages, max_sequences, residual_tokens, window,
- * sink_tokens. The methods are per layer (vq_cache_get_layer_config), the
- * transforms too (vq_cache_get_transforms): preset, layers, f16_layers,
- * calibration and transforms are NULL / 0. This is how a caller learns the shape of a
- * any growth), grow_pages, max_sequences, residual_tokens, window. The methods are
- * per layer (vq_cache_get_layer_config), and so are the sliding windows
- * (vq_cache_get_sliding_window): preset, layers, f16_layers, calibration
- * and sliding_windows are NULL / 0. This is how a caller learns the shape of a
- * cache it loaded from a file. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs);
+ * window_bits, sink_tokens. The methods are per layer
+ * (vq_cache_get_layer_config), and so are the transforms
+ * (vq_cache_get_transforms) and the sliding windows
+ * (vq_cache_get_sliding_window): preset, layers, f16_layers, calibration,
+ * transforms, sliding_windows and profile are NULL / 0. This is how a caller
+ * learns the shape of a cache it loaded from a file. Errors: VQ_ERR_INVALID_ARGUMENT (NULLs);
  * *out is unchanged on failure. */
 VQ_API vq_status vq_cache_get_config(const vq_cache *cache, vq_cache_config *out);
 
