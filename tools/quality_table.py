@@ -12,7 +12,8 @@ cache, the second half of each window scored, one token per step (appended, then
 generation), every method paired with the f16 cache on the same tokens (perplexity change with its paired
 standard error, mean KL of the next-token distribution from the f16 cache's, top-1 agreement).
 
-A row is one --kv method of `vq perplexity` (a preset, a per-layer allocation or a profile FILE), or
+A row is one --kv method of `vq perplexity` (a preset, a per-layer allocation or a profile FILE; NAME=SPEC
+shows SPEC as NAME in the table), or
 `llama.cpp:TYPE`, llama.cpp's own quantized KV cache (`-ctk TYPE -ctv TYPE`) on the same model file and
 text: `llama-perplexity -c C --chunks W -b C -ub 1 -fa on` first with its f16 cache (its log-probabilities
 saved, --kl-divergence-base), then each type with --kl-divergence against them. `-ub 1` makes one token
@@ -58,8 +59,20 @@ DEFAULT_ROWS = ["f16", "quality-4bit", "balanced-3bit", "compact-2.5bit",
                 "llama.cpp:f16", "llama.cpp:q8_0", "llama.cpp:q5_0", "llama.cpp:q4_0"]
 
 
+def split_row(row):
+    """NAME=SPEC names a vq method (a `=` before any `@`; `@LAYERS=METHOD` overrides are part of a SPEC)."""
+    at, eq = row.find("@"), row.find("=")
+    if eq > 0 and (at < 0 or eq < at):
+        return row[:eq], row[eq + 1:]
+    return None, row
+
+
 def label(row):
-    """A row's name in the table: a profile FILE by its base name, llama.cpp types as `llama.cpp TYPE`."""
+    """A row's name in the table: NAME of NAME=SPEC, a profile FILE by its base name, llama.cpp types as
+    `llama.cpp TYPE`."""
+    name, row = split_row(row)
+    if name:
+        return name
     if row.startswith("llama.cpp:"):
         return "llama.cpp " + row.split(":", 1)[1]
     if os.path.isfile(os.path.join(ROOT, row)):
@@ -93,8 +106,9 @@ def save_row(ctx, windows, row, rec):
 def run_vq(vq, ctx, windows, rows, threads, tokens_out):
     """One `vq perplexity` over every missing vq row (f16 runs as the reference anyway); one file per row."""
     kv = [r for r in rows if r != "f16"] or ["f16"]
+    spec = {r: split_row(r)[1] for r in ["f16"] + kv}
     cmd = [vq, "perplexity", "--ctx", str(ctx), "--windows", str(windows), *OPTIONS, "--threads", str(threads),
-           "--kv", ",".join(kv), "--json", TEXT]
+           "--kv", ",".join(spec[r] for r in kv), "--json", TEXT]
     if tokens_out:
         cmd[-1:-1] = ["--tokens", tokens_out]
     print("quality_table: " + " ".join(cmd), file=sys.stderr)
@@ -102,11 +116,11 @@ def run_vq(vq, ctx, windows, rows, threads, tokens_out):
     rep = json.loads(out)
     by_kv = {r["kv"]: r for r in rep["rows"] if r["ctx"] == ctx}
     for row in ["f16"] + kv:
-        r = by_kv.get(row)
+        r = by_kv.get(spec[row])
         if r is None:
             sys.exit("quality_table: `vq perplexity` reported no row '%s' (rows: %s)" % (row, ", ".join(by_kv)))
         save_row(ctx, windows, row, {
-            "runtime": "vq", "row": row, "label": label(row), "commit": rep.get("commit"), "date": rep["date"],
+            "runtime": "vq", "row": row, "label": label(row), "spec": spec[row], "commit": rep.get("commit"), "date": rep["date"],
             "machine": rep["machine"], "isa": rep.get("isa"), "threads": rep.get("threads"),
             "seconds_of_run": rep["info"]["seconds"], "methods_in_run": len(by_kv),
             "command": ["vq"] + rep["args"], "result": r})
@@ -330,11 +344,13 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of both runtimes")
     a = ap.parse_args()
     if not a.render:
-        saved = {x["row"] for x in load_rows(a.ctx, a.windows)}
-        rows = a.rows.split(",") if a.rows else DEFAULT_ROWS + sorted(saved - set(DEFAULT_ROWS))
-        rows += [r for r in a.add.split(",") if r and r not in rows]
-        rerun = set(rows) if a.rerun == "all" else set(r for r in a.rerun.split(",") if r)
-        todo = [r for r in rows if r in rerun or r not in saved]
+        saved = {x["label"]: x["row"] for x in load_rows(a.ctx, a.windows)}  # rows are known by their label
+        rows = [r for r in a.add.split(",") if r] + (a.rows.split(",") if a.rows else DEFAULT_ROWS)
+        if not a.rows:
+            rows += [r for _, r in sorted(saved.items())]
+        rows = [r for i, r in enumerate(rows) if label(r) not in {label(x) for x in rows[:i]}]  # --add wins
+        rerun = {label(r) for r in rows} if a.rerun == "all" else {label(r) for r in a.rerun.split(",") if r}
+        todo = [r for r in rows if label(r) in rerun or label(r) not in saved]
         vq_todo = [r for r in todo if not r.startswith("llama.cpp:")]
         ll_todo = [r.split(":", 1)[1] for r in todo if r.startswith("llama.cpp:")]
         for t in ll_todo:
@@ -358,7 +374,7 @@ def main():
             else:
                 os.makedirs(a.llama_cache, exist_ok=True)
                 run_llama(a.llama_perplexity, a.ctx, a.windows, ll_todo, a.threads, a.llama_cache,
-                          "llama.cpp:f16" in rerun)
+                          "llama.cpp f16" in rerun)
         if a.check:
             base, _ = llama_base(os.path.abspath(a.llama_perplexity), a.ctx, a.windows, a.threads, a.llama_cache,
                                  False)
