@@ -57,6 +57,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=32, help="decoded tokens per measurement (both runtimes)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--vq-args", default="", help="more options for vq bench model (e.g. '--sink 4 --smooth')")
     ap.add_argument("--out", default=None, help="markdown file (default bench/results/speed_llamacpp_<date>.md)")
     a = ap.parse_args()
     vq = a.vq if os.path.isabs(a.vq) else os.path.join(ROOT, a.vq)
@@ -66,7 +67,7 @@ def main():
     for rnd in range(a.rounds):
         ld = load()
         rep = run_json([vq, "bench", "model", "--ctx", str(a.ctx), "--kv", a.kv, "--steps", str(a.steps),
-                        "--threads", str(a.threads), "--json"])
+                        "--threads", str(a.threads), "--json"] + a.vq_args.split())
         meta.setdefault("vq_commit", rep.get("commit"))
         meta.setdefault("isa", rep.get("isa"))
         for r in rep["rows"]:

@@ -186,6 +186,15 @@ def run_llama(binary, ctx, windows, types, threads, cache_dir, rerun_base):
               "machine": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "arch": platform.machine()},
               "threads": threads}
     secs = float(base_log.split("\n", 1)[0].split()[1])
+    procs = {}  # the types run side by side (with -t 1 each, no thread waits on another under load)
+    for t in types:
+        if t == "f16":
+            continue
+        cmd = llama_cmd(binary, ctx, windows, threads) + ["-ctk", t, "-ctv", t, "--kl-divergence-base", base,
+                                                          "--kl-divergence"]
+        print("quality_table: " + " ".join(cmd), file=sys.stderr)
+        procs[t] = (subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+                    time.time())
     for t in types:
         row = "llama.cpp:" + t
         date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -196,12 +205,9 @@ def run_llama(binary, ctx, windows, types, threads, cache_dir, rerun_base):
                                              command=llama_cmd("llama-perplexity", ctx, windows, threads) +
                                              ["--kl-divergence-base", "F16.kld"], result=r))
             continue
-        cmd = llama_cmd(binary, ctx, windows, threads) + ["-ctk", t, "-ctv", t, "--kl-divergence-base", base,
-                                                          "--kl-divergence"]
-        print("quality_table: " + " ".join(cmd), file=sys.stderr)
-        t0 = time.time()
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        log = p.stdout + p.stderr
+        p, t0 = procs[t]
+        log = p.communicate()[0]
+        date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if p.returncode != 0:
             sys.exit("quality_table: llama-perplexity -ctk %s failed:\n%s" % (t, log[-3000:]))
         ratio, ratio_se = grab(log, "Mean PPL(Q)/PPL(base)")
@@ -211,6 +217,7 @@ def run_llama(binary, ctx, windows, types, threads, cache_dir, rerun_base):
              "kl": kl, "kl_se": kl_se, "top1_agreement": grab(log, "Same top p")[0],
              "bits_per_element": LLAMACPP_TYPES[t]}
         save_row(ctx, windows, row, dict(common, row=row, label=label(row), date=date, seconds=time.time() - t0,
+                                         side_by_side=len(procs),
                                          command=llama_cmd("llama-perplexity", ctx, windows, threads) +
                                          ["-ctk", t, "-ctv", t, "--kl-divergence-base", "F16.kld", "--kl-divergence"],
                                          result=r))
@@ -245,19 +252,20 @@ def check(base, tokens_tsv, ctx):
             w, p = int(x[1]), int(x[2])
             vtok[(w, p)] = int(x[3])
             vnll[(w, p)] = float(x[col])
-    same = sum(1 for c in range(n_chunk) for p in range(n_ctx) if vtok.get((c, p)) == ltok[c * n_ctx + p])
+    wins = sorted({w for w, _ in vtok if w < n_chunk})  # the windows vq's token file has
+    same = sum(1 for c in wins for p in range(n_ctx) if vtok.get((c, p)) == ltok[c * n_ctx + p])
     pairs = [(n, vnll[(c, p)]) for c, p, n in lnll if (c, p) in vnll]
     d = [v - l for l, v in pairs]
     import math
     mean_l = sum(l for l, _ in pairs) / len(pairs)
     mean_v = sum(v for _, v in pairs) / len(pairs)
-    out = {"windows": n_chunk, "tokens_compared": n_chunk * n_ctx, "tokens_identical": same,
+    out = {"windows": len(wins), "tokens_compared": len(wins) * n_ctx, "tokens_identical": same,
            "scored_compared": len(pairs), "ppl_llama_f16": math.exp(mean_l), "ppl_vq_f16": math.exp(mean_v),
            "mean_nll_difference": sum(d) / len(d), "mean_abs_nll_difference": sum(abs(x) for x in d) / len(d),
            "max_abs_nll_difference": max(abs(x) for x in d)}
     print("quality_table: check: %d of %d window tokens identical; on the %d tokens both score, f16 ppl llama.cpp "
           "%.3f vs vq %.3f, mean nll difference %+.4f (vq - llama.cpp), mean |difference| %.4f, max %.3f" % (
-              same, n_chunk * n_ctx, len(pairs), out["ppl_llama_f16"], out["ppl_vq_f16"], out["mean_nll_difference"],
+              same, len(wins) * n_ctx, len(pairs), out["ppl_llama_f16"], out["ppl_vq_f16"], out["mean_nll_difference"],
               out["mean_abs_nll_difference"], out["max_abs_nll_difference"]), file=sys.stderr)
     return out
 
@@ -307,6 +315,15 @@ def render(ctx, windows):
                      "its own f16 run" % (ll[0].get("llama_build", "?"), ctx))
     notes.append("%s; %s; commits %s (each row's file in %s/ has its commit, date, command and time)" % (
         ", ".join(machines), ", ".join(dates), ", ".join(commits), ROWS_DIR))
+    chk = os.path.join(ROOT, ROWS_DIR, "check_ctx%d_w%d.json" % (ctx, windows))
+    if os.path.exists(chk):
+        with open(chk) as f:
+            c = json.load(f)
+        notes.append("the two f16 caches on the first %d window(s) (`--check`): %d of %d tokens identical; on the %d "
+                     "tokens both score, perplexity %.2f (llama.cpp) and %.2f (vq), per-token log-likelihoods %.3f "
+                     "apart on average" % (c["windows"], c["tokens_identical"], c["tokens_compared"],
+                                           c["scored_compared"], c["ppl_llama_f16"], c["ppl_vq_f16"],
+                                           c["mean_abs_nll_difference"]))
     lines.append("")
     lines.append("Bits count everything each cache stores at the end of a window (codes, scales, zeros, norms, "
                  "the window of recent tokens and the sink tokens; llama.cpp: its block formats). Standard errors "
@@ -340,7 +357,9 @@ def main():
     ap.add_argument("--llama-cache", default=os.path.join(tempfile.gettempdir(), "vq_quality_llama"),
                     help="where llama.cpp's f16 log-probabilities are kept between calls (~100 MB a window)")
     ap.add_argument("--check", action="store_true", help="compare vq's and llama.cpp's tokens and f16 "
-                    "log-likelihoods (needs --llama-perplexity; runs vq's f16 with --tokens)")
+                    "log-likelihoods (needs --llama-perplexity; runs vq's f16 cache with --tokens on "
+                    "--check-windows windows)")
+    ap.add_argument("--check-windows", type=int, default=1, help="windows of vq's f16 run for --check (1)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of both runtimes")
     a = ap.parse_args()
     if not a.render:
@@ -357,16 +376,9 @@ def main():
             if t not in LLAMACPP_TYPES:
                 sys.exit("quality_table: unknown llama.cpp cache type '%s'; known: %s" % (t, ",".join(LLAMACPP_TYPES)))
         print("quality_table: to run: %s" % (", ".join(todo) or "nothing"), file=sys.stderr)
-        tokens_tsv = os.path.join(a.llama_cache, "vq_tokens_ctx%d_w%d.tsv" % (a.ctx, a.windows)) if a.check else None
-        if a.check:
-            os.makedirs(a.llama_cache, exist_ok=True)
-            if not a.llama_perplexity:
-                sys.exit("quality_table: --check needs --llama-perplexity")
-            if "f16" not in vq_todo and not os.path.exists(tokens_tsv):
-                vq_todo.append("f16")
+        vq = a.vq if os.path.isabs(a.vq) else os.path.join(ROOT, a.vq)
         if vq_todo:
-            vq = a.vq if os.path.isabs(a.vq) else os.path.join(ROOT, a.vq)
-            run_vq(vq, a.ctx, a.windows, vq_todo, a.threads, tokens_tsv)
+            run_vq(vq, a.ctx, a.windows, vq_todo, a.threads, None)
         if ll_todo or a.check:
             if not a.llama_perplexity:
                 print("quality_table: no --llama-perplexity: llama.cpp rows %s not run" % ",".join(ll_todo),
@@ -376,6 +388,14 @@ def main():
                 run_llama(a.llama_perplexity, a.ctx, a.windows, ll_todo, a.threads, a.llama_cache,
                           "llama.cpp f16" in rerun)
         if a.check:
+            if not a.llama_perplexity:
+                sys.exit("quality_table: --check needs --llama-perplexity")
+            tokens_tsv = os.path.join(a.llama_cache, "vq_tokens_ctx%d_w%d.tsv" % (a.ctx, a.check_windows))
+            if not os.path.exists(tokens_tsv):
+                cmd = [vq, "perplexity", "--ctx", str(a.ctx), "--windows", str(a.check_windows), *OPTIONS,
+                       "--threads", str(a.threads), "--kv", "f16", "--tokens", tokens_tsv, TEXT]
+                print("quality_table: " + " ".join(cmd), file=sys.stderr)
+                subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
             base, _ = llama_base(os.path.abspath(a.llama_perplexity), a.ctx, a.windows, a.threads, a.llama_cache,
                                  False)
             res = check(base, tokens_tsv, a.ctx)
