@@ -460,94 +460,91 @@ static PyObject *py_cache_seq_length(PyObject *self, PyObject *const *a, Py_ssiz
     return PyLong_FromLongLong(vq_cache_seq_length(c, id, layer));
 }
 
-/* The (cache, layer, seq_ids) that start append's and attend's arguments;
- * ids is buf (64 entries) or a PyMem block the caller frees. */
-static int cache_layer_seqs(PyObject *const *a, vq_cache **c, int *layer, int64_t *buf, int64_t **ids, int *n_seq)
+/* The arguments every per-layer call starts with, (cache, layer, seq_ids, ...),
+ * and the tensors it converts. layer_call_begin checks the count and reads the
+ * three; layer_call_end releases what the call converted and turns its status
+ * into the return value (or NULL when a conversion failed: s_ok == 0). */
+typedef struct layer_call {
+    vq_cache *c;
+    int layer, n_seq;
+    int64_t buf[64], *ids;
+    args A;
+} layer_call;
+
+static int layer_call_begin(layer_call *L, const char *fn, PyObject *const *a, Py_ssize_t n, Py_ssize_t want)
 {
-    return cache_arg(a[0], c) || int_arg(a[1], "layer", layer) || seq_ids_arg(a[2], buf, 64, ids, n_seq) ? -1 : 0;
+    L->A.n = 0; /* not the whole struct: the slots are written as used */
+    L->ids = L->buf;
+    if (n != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", fn, want, n);
+        return -1;
+    }
+    return cache_arg(a[0], &L->c) || int_arg(a[1], "layer", &L->layer) ||
+                   seq_ids_arg(a[2], L->buf, 64, &L->ids, &L->n_seq)
+               ? -1
+               : 0;
+}
+
+static PyObject *layer_call_end(layer_call *L, int converted, vq_status s)
+{
+    PyObject *r = !converted ? NULL : s == VQ_OK ? Py_NewRef(Py_None) : cache_error(L->c, s);
+    args_release(&L->A);
+    if (L->ids != L->buf) PyMem_Free(L->ids);
+    return r;
 }
 
 /* cache_append(cache, layer, seq_ids, k, v, positions or None) */
 static PyObject *py_cache_append(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    vq_cache *c;
-    int layer, n_seq;
-    int64_t buf[64], *ids;
-    if (n != 6) return PyErr_Format(PyExc_TypeError, "cache_append takes 6 arguments (%zd given)", n);
-    if (cache_layer_seqs(a, &c, &layer, buf, &ids, &n_seq)) return NULL;
-    args A;
-    A.n = 0; /* not the whole struct: the slots are written as used */
-    PyObject *r = NULL;
+    layer_call L;
+    if (layer_call_begin(&L, "cache_append", a, n, 6)) return NULL;
     DLTensor *k, *v, *pos;
-    if (tensor_arg(&A, a[3], "k", 0, &k) || tensor_arg(&A, a[4], "v", 0, &v) ||
-        tensor_arg(&A, a[5], "positions", 1, &pos))
-        goto done;
+    if (tensor_arg(&L.A, a[3], "k", 0, &k) || tensor_arg(&L.A, a[4], "v", 0, &v) ||
+        tensor_arg(&L.A, a[5], "positions", 1, &pos))
+        return layer_call_end(&L, 0, VQ_OK);
     vq_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = vq_cache_append(c, layer, n_seq, ids, k, v, pos);
+    s = vq_cache_append(L.c, L.layer, L.n_seq, L.ids, k, v, pos);
     Py_END_ALLOW_THREADS
-    r = s == VQ_OK ? Py_NewRef(Py_None) : cache_error(c, s);
-done:
-    args_release(&A);
-    if (ids != buf) PyMem_Free(ids);
-    return r;
+    return layer_call_end(&L, 1, s);
 }
 
 /* cache_attend(cache, layer, seq_ids, q, out, scale, causal, lse_out or None) */
 static PyObject *py_cache_attend(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    vq_cache *c;
-    int layer, n_seq;
-    int64_t buf[64], *ids;
-    if (n != 9) return PyErr_Format(PyExc_TypeError, "cache_attend takes 9 arguments (%zd given)", n);
-    if (cache_layer_seqs(a, &c, &layer, buf, &ids, &n_seq)) return NULL;
-    args A;
-    A.n = 0; /* not the whole struct: the slots are written as used */
-    PyObject *r = NULL;
+    layer_call L;
+    if (layer_call_begin(&L, "cache_attend", a, n, 9)) return NULL;
     DLTensor *q, *out, *lse;
     vq_cache_attend_opts o = {0};
     int arith; /* the two fields' enums share their values: 0 AUTO, 1 F32, 2 INT8 */
-    if (tensor_arg(&A, a[3], "q", 0, &q) || tensor_arg(&A, a[4], "out", 0, &out) ||
+    if (tensor_arg(&L.A, a[3], "q", 0, &q) || tensor_arg(&L.A, a[4], "out", 0, &out) ||
         float_arg(a[5], "scale", &o.scale) || bool_arg(a[6], "causal", &o.causal) ||
-        tensor_arg(&A, a[7], "lse_out", 1, &lse) || int_arg(a[8], "kivi_arith", &arith))
-        goto done;
+        tensor_arg(&L.A, a[7], "lse_out", 1, &lse) || int_arg(a[8], "kivi_arith", &arith))
+        return layer_call_end(&L, 0, VQ_OK);
     o.lse_out = lse;
     o.key_scores = (vq_key_scores)arith;
     o.value_accum = (vq_value_accum)arith;
     vq_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = vq_cache_attend(c, layer, n_seq, ids, q, out, &o);
+    s = vq_cache_attend(L.c, L.layer, L.n_seq, L.ids, q, out, &o);
     Py_END_ALLOW_THREADS
-    r = s == VQ_OK ? Py_NewRef(Py_None) : cache_error(c, s);
-done:
-    args_release(&A);
-    if (ids != buf) PyMem_Free(ids);
-    return r;
+    return layer_call_end(&L, 1, s);
 }
 
 /* cache_fit_transforms(cache, layer, seq_ids, k, v, q or None) */
 static PyObject *py_cache_fit_transforms(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    vq_cache *c;
-    int layer, n_seq;
-    int64_t buf[64], *ids;
-    if (n != 6) return PyErr_Format(PyExc_TypeError, "cache_fit_transforms takes 6 arguments (%zd given)", n);
-    if (cache_layer_seqs(a, &c, &layer, buf, &ids, &n_seq)) return NULL;
-    args A;
-    A.n = 0;
-    PyObject *r = NULL;
+    layer_call L;
+    if (layer_call_begin(&L, "cache_fit_transforms", a, n, 6)) return NULL;
     DLTensor *k, *v, *q;
-    if (tensor_arg(&A, a[3], "k", 0, &k) || tensor_arg(&A, a[4], "v", 0, &v) || tensor_arg(&A, a[5], "q", 1, &q))
-        goto done;
+    if (tensor_arg(&L.A, a[3], "k", 0, &k) || tensor_arg(&L.A, a[4], "v", 0, &v) ||
+        tensor_arg(&L.A, a[5], "q", 1, &q))
+        return layer_call_end(&L, 0, VQ_OK);
     vq_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = vq_cache_fit_transforms(c, layer, n_seq, ids, k, v, q);
+    s = vq_cache_fit_transforms(L.c, L.layer, L.n_seq, L.ids, k, v, q);
     Py_END_ALLOW_THREADS
-    r = s == VQ_OK ? Py_NewRef(Py_None) : cache_error(c, s);
-done:
-    args_release(&A);
-    if (ids != buf) PyMem_Free(ids);
-    return r;
+    return layer_call_end(&L, 1, s);
 }
 
 /* cache_get_transforms(cache, seq_id, layer, key_mean, value_mean, key_scale (arrays or None))
