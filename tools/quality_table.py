@@ -305,14 +305,15 @@ def render(ctx, windows):
     dates = sorted({x["date"][:10] for x in recs})
     commits = sorted({x["commit"] for x in recs if x.get("commit")})
     machines = sorted({x["machine"]["cpu"] for x in recs})
-    notes = ["%d tokens per window, %d windows, %d scored tokens per row (llama.cpp: %d)" % (
-        ctx, windows, vq[0]["result"]["scored_tokens"] if vq else 0,
-        ll[0]["result"]["scored_tokens"] if ll else 0)]
+    notes = ["%d tokens per window, %d windows, %s scored tokens per row" % (
+        ctx, windows, " / ".join("%d (%s)" % (x[0]["result"]["scored_tokens"], x[0]["runtime"]) for x in (vq, ll) if x))]
     if vq:
-        notes.append("vq: `vq perplexity %s`" % " ".join(OPTIONS))
+        named = ["%s = `%s`" % (x["label"], x["spec"]) for x in vq if x.get("spec") not in (None, x["label"])]
+        notes.append("vq: `vq perplexity %s`%s" % (" ".join(OPTIONS), " (%s)" % ", ".join(named) if named else ""))
     if ll:
-        notes.append("llama.cpp %s: `llama-perplexity -b %d -ub 1 -fa on -ctk T -ctv T --kl-divergence` against "
-                     "its own f16 run" % (ll[0].get("llama_build", "?"), ctx))
+        build = ll[0].get("llama_build", "unknown")
+        notes.append("llama.cpp%s: `llama-perplexity -b %d -ub 1 -fa on -ctk T -ctv T --kl-divergence` against "
+                     "its own f16 run" % ("" if build == "unknown" else " " + build, ctx))
     notes.append("%s; %s; commits %s (each row's file in %s/ has its commit, date, command and time)" % (
         ", ".join(machines), ", ".join(dates), ", ".join(commits), ROWS_DIR))
     chk = os.path.join(ROOT, ROWS_DIR, "check_ctx%d_w%d.json" % (ctx, windows))
@@ -346,7 +347,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--vq", default=os.path.join("build", "tools", "vq"), help="the vq binary (build/tools/vq)")
     ap.add_argument("--ctx", type=int, default=2048, help="tokens per window (2048)")
-    ap.add_argument("--windows", type=int, default=8, help="windows (8)")
+    ap.add_argument("--windows", type=int, default=4,
+                    help="windows (4: the README table's; another count makes another table)")
     ap.add_argument("--rows", default=None, help="the rows to have (default: %s, and every saved row)" %
                     ",".join(DEFAULT_ROWS))
     ap.add_argument("--add", default="", help="rows to add to the table (run if not saved)")
