@@ -535,13 +535,17 @@ typedef struct vq_cache_transforms {
 
 /* A profile (opaque): a per-layer plan of a cache for one model shape —
  * each layer's key and value methods with their parameters (widths, KIVI
- * groups, KIVI_MIX wide channels, TurboQuant seeds, ...) and sliding window,
- * and the cache-wide residual window (its length R, storage and bits) —
- * as one object that saves to a file (section 7) and that vq_cache_create
+ * groups, KIVI_MIX wide channels, TurboQuant seeds, ...), sliding window and
+ * transforms (switches and optionally their fitted tables), the cache-wide
+ * residual window (its length R, storage and bits) and the sink tokens — as
+ * one object that saves to a file (section 7) and that vq_cache_create
  * applies (vq_cache_config.profile). Host memory, independent of any ctx,
- * immutable once created. Fitted tables (VECINFER and CommVQ codebooks,
+ * immutable once created. The codec tables (VECINFER and CommVQ codebooks,
  * value centroids) are not part of it: a layer whose method needs them
- * takes them from vq_cache_config.calibration, as a preset would. */
+ * takes them from vq_cache_config.calibration, as a preset would. A profile
+ * loaded from a version 1 file (which held no sinks or transforms) states
+ * no recipe: the cache then takes sink_tokens and transforms from its own
+ * config. */
 typedef struct vq_profile vq_profile;
 
 /* Description of a cache. Zero-initialise and set what you need. */
@@ -601,18 +605,24 @@ typedef struct vq_cache_config {
      * a query sees, and a window starts inside a page). */
     const int *sliding_windows;
     /* A profile (vq_profile_create / vq_profile_load), or NULL. It gives
-     * every layer's methods and sliding window and the residual window
-     * (residual_tokens, window, window_bits), so preset, layers, f16_layers,
-     * sliding_windows, residual_tokens, window and window_bits must then be
-     * left 0 / NULL; n_layers, n_kv_heads and head_dim must be the profile's
-     * (n_q_heads, page_size, capacities and the calibration stay the
-     * caller's). It is copied: it may be freed after vq_cache_create. The
+     * every layer's methods, sliding window and transforms, the residual
+     * window (residual_tokens, window, window_bits) and the sink tokens, so
+     * preset, layers, f16_layers, sliding_windows, residual_tokens, window
+     * and window_bits must then be left 0 / NULL, and sink_tokens and
+     * transforms either left 0 / NULL or equal to the profile's (sink_tokens
+     * the same number; transforms the same switches on every layer and no
+     * tables: the profile's tables apply); n_layers, n_kv_heads and
+     * head_dim must be the profile's (n_q_heads, page_size, capacities and
+     * the calibration stay the caller's). A profile of a version 1 file
+     * states no sinks or transforms: sink_tokens and transforms are then the
+     * caller's. It is copied: it may be freed after vq_cache_create. The
      * cache then is exactly the one those fields would make (vq_cache_memory
      * counts it the same). Errors: VQ_ERR_INVALID_ARGUMENT naming the field
-     * set beside it, or the size that differs ("cfg->profile: a profile for
-     * head_dim 128, cfg->head_dim is 64"); the profile's layers are then
-     * checked as any config (a KIVI group that does not divide page_size,
-     * ...). */
+     * set beside it (with both values where they differ: "cfg->sink_tokens
+     * is 2 beside cfg->profile, whose sink_tokens is 4"), or the size that
+     * differs ("cfg->profile: a profile for head_dim 128, cfg->head_dim is
+     * 64"); the profile's layers are then checked as any config (a KIVI
+     * group that does not divide page_size, ...). */
     const vq_profile *profile;
 } vq_cache_config;
 
@@ -911,6 +921,20 @@ typedef struct vq_profile_config {
     int residual_tokens;        /* R, as vq_cache_config */
     vq_cache_window window;     /* residual window storage, as vq_cache_config */
     int window_bits;            /* VQ_WINDOW_TURBO's bits, else 0 */
+    /* The recipe (section 5 head, "Sinks and transforms"): the sink tokens
+     * (as vq_cache_config.sink_tokens, 0..VQ_CACHE_MAX_SINK_TOKENS) and
+     * each layer's transforms, transforms[n_layers] or NULL = none: the
+     * switches and, optionally, fitted tables [Hkv, D] f32 host compact
+     * (key_mean, value_mean, key_scale; checked as vq_cache_create checks
+     * them, copied). A layer whose switch is on and whose table is NULL
+     * fits it per sequence, as a cache does. */
+    int sink_tokens;
+    const vq_cache_transforms *transforms;
+    /* Read only (vq_profile_get; vq_profile_create ignores it): true for a
+     * profile loaded from a version 1 file, which states no sink tokens or
+     * transforms (sink_tokens 0, every transform off: a cache made from it
+     * takes its own config's). */
+    bool no_recipe;
 } vq_profile_config;
 
 /* Creates a profile from cfg (copied; the arrays may be freed after).
@@ -925,7 +949,8 @@ typedef struct vq_profile_config {
 VQ_API vq_status vq_profile_create(vq_ctx *ctx, const vq_profile_config *cfg, vq_profile **out);
 
 /* The profile's contents: *out's arrays point into the profile (valid
- * until vq_profile_free; sliding_windows is never NULL). Errors:
+ * until vq_profile_free; sliding_windows and transforms are never NULL,
+ * transforms' tables point into the profile or are NULL). Errors:
  * VQ_ERR_INVALID_ARGUMENT (NULLs; no ctx, so no message). */
 VQ_API vq_status vq_profile_get(const vq_profile *profile, vq_profile_config *out);
 

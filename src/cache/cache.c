@@ -222,8 +222,30 @@ static vq_status apply_profile(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache
         VQ_RETURN_IF(ctx, dims[i].want != dims[i].got, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->profile': a profile for %s %d, cfg->%s is %d", dims[i].name, dims[i].want,
                      dims[i].name, dims[i].got);
+    const vq_profile *prof = cfg->profile;
+    if (prof->states_recipe) {
+        VQ_RETURN_IF(ctx, cfg->sink_tokens != 0 && cfg->sink_tokens != p->sink_tokens, VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->sink_tokens' is %d beside cfg->profile, whose sink_tokens is %d (leave it 0)",
+                     cfg->sink_tokens, p->sink_tokens);
+        for (int l = 0; cfg->transforms && l < p->n_layers; l++) {
+            const vq_cache_transforms *a = &cfg->transforms[l], *b = &p->transforms[l];
+            const char *diff = a->key_mean || a->value_mean || a->key_scale ? "has a table"
+                               : a->center_keys != b->center_keys       ? "center_keys differs"
+                               : a->center_values != b->center_values   ? "center_values differs"
+                               : a->smooth != b->smooth                 ? "smooth differs"
+                                                                        : NULL;
+            VQ_RETURN_IF(ctx, diff != NULL, VQ_ERR_INVALID_ARGUMENT,
+                         "argument 'cfg->transforms[%d]' %s beside cfg->profile, which gives the transforms (center_keys "
+                         "%d, center_values %d, smooth %d there; leave cfg->transforms NULL)",
+                         l, diff, b->center_keys, b->center_values, b->smooth);
+        }
+    }
     *out = *cfg;
     out->profile = NULL;
+    if (prof->states_recipe) {
+        out->sink_tokens = p->sink_tokens;
+        out->transforms = p->transforms;
+    }
     out->layers = p->layers;
     out->sliding_windows = p->sliding_windows;
     out->residual_tokens = p->residual_tokens;

@@ -108,6 +108,13 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
     s->attn_free = cache_free;
     r = vq_cache_seq_add(s->cache, &s->seq);
     if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_seq_add");
+    /* transforms a profile gave: a smoothed layer fits its key scales from
+     * the first chunk's queries, as with cfg.smooth */
+    for (int l = 0; cc.profile != NULL && l < c->n_layers; l++) {
+        vq_cache_transforms t;
+        if (vq_cache_get_transforms(s->cache, s->seq, l, &t, NULL, NULL, NULL) == VQ_OK && t.smooth)
+            s->cfg.smooth = true;
+    }
     /* A session longer than the sliding window: the local layers' keys and
      * values stay in the runtime's f32 store, which masks the tokens past
      * the window, and never enter the cache (which would attend them all). */

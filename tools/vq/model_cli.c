@@ -206,6 +206,13 @@ static int method_from_profile(vqm_cli_method *m, const char *cmd, const char *p
     }
     m->residual = pc.residual_tokens;
     m->cfg.profile = p;
+    m->profile_recipe = !pc.no_recipe;
+    m->profile_sink = pc.sink_tokens;
+    for (int l = 0; l < pc.n_layers; l++) {
+        m->profile_smooth |= pc.transforms[l].smooth;
+        m->profile_center_keys |= pc.transforms[l].center_keys;
+        m->profile_center_values |= pc.transforms[l].center_values;
+    }
     return VQ_EXIT_OK;
 }
 
@@ -344,9 +351,28 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
         }
         cc.calibration = cal;
     }
+    /* a profile with its recipe gives the sinks and transforms: the flags may
+     * only repeat them */
+    const bool recipe = m != NULL && m->profile_recipe;
+    if (recipe) {
+        const char *bad = c->sink != 0 && c->sink != m->profile_sink ? "--sink"
+                          : c->smooth && !m->profile_smooth          ? "--smooth"
+                          : c->no_center && (m->profile_center_keys || m->profile_center_values) ? "--no-center"
+                          : c->center_keys && m->profile_center_values ? "--center-keys"
+                                                                       : NULL;
+        if (bad != NULL) {
+            fprintf(stderr, "vq %s: --kv %s: %s differs from the profile, which gives the sink tokens (%d) and the "
+                            "transforms (center keys %s, values %s, smooth %s); leave it out\n", cmd, m->name, bad,
+                    m->profile_sink, m->profile_center_keys ? "on" : "off", m->profile_center_values ? "on" : "off",
+                    m->profile_smooth ? "on" : "off");
+            vq_calibration_free(cal);
+            return NULL;
+        }
+    }
     const vqm_session_config sc = {.max_tokens = max_tokens, .max_batch = (int)c->batch,
                                    .attn = m != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32,
-                                   .cache = m != NULL ? &cc : NULL, .center = !c->no_center, .center_keys_only = c->center_keys, .smooth = c->smooth, .sink = (int)c->sink,
+                                   .cache = m != NULL ? &cc : NULL, .center = !recipe && !c->no_center, .center_keys_only = c->center_keys,
+                                   .smooth = !recipe && c->smooth, .sink = recipe ? 0 : (int)c->sink,
                                    .key_scores = kivi_key_scores[c->kivi_arith],
                                    .value_accum = kivi_value_accum[c->kivi_arith]};
     char err[VQM_ERR_LEN];
