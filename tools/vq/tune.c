@@ -323,10 +323,39 @@ static bool read_measurements(const char *path, const tuner *t, part *parts, con
     return true;
 }
 
+/* --frontier: the predicted KL of the plans for budgets from the cheapest
+ * up to 3 bits above it (0.05-bit steps), and the
+ * measured KL of the checked plans, against their bits. */
+static int draw_frontier(const char *path, const tuner *t, part *parts, const cand *kc, int nk, const cand *vc, int nv,
+                         double min_bits, const double *bits, const double *meas, int n_meas)
+{
+    enum { MAX_PTS = 400 };
+    vq_plot_point pts[MAX_PTS];
+    int n = 0;
+    double last = -1;
+    for (double B = min_bits; n < MAX_PTS - CHECK_BUDGETS && B <= min_bits + 3; B += 0.05) {
+        double got;
+        const double pred = allocate(t, parts, kc, nk, vc, nv, B, &got);
+        if (got == last) continue;
+        last = got;
+        pts[n++] = (vq_plot_point){got, pred, NULL, 0};
+    }
+    for (int b = 0; b < n_meas; b++) pts[n++] = (vq_plot_point){bits[b], meas[b], NULL, 1};
+    const vq_plot pl = {.title = "vq tune: loss against bits per element (all bytes counted)",
+                        .x_label = "bits per element", .y_label = "KL against f16 (mean per token)", .log_y = true,
+                        .points = pts, .n_points = n, .series_names = {"predicted", "measured"}};
+    char err[256];
+    if (vq_plot_png(path, &pl, err, sizeof err) != 0) {
+        fprintf(stderr, "vq tune: --frontier: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 int vq_cmd_tune(int argc, char **argv)
 {
     vqm_cli_common common = VQM_CLI_COMMON_DEFAULTS;
-    const char *text_path = "data/pride_and_prejudice.txt", *out = NULL, *plot = NULL;
+    const char *text_path = "data/pride_and_prejudice.txt", *out = NULL, *plot = NULL, *frontier = NULL;
     const char *keys = DEFAULT_KEYS, *values = DEFAULT_VALUES;
     double budget = 0;
     const char *suffix = "", *measurements = NULL;
@@ -345,6 +374,9 @@ int vq_cmd_tune(int argc, char **argv)
          "(same model, layers and candidates), else measured and written there"},
         {"out", VQA_OUT_FILE, &out, 0, 0, "FILE", "profile file to write (required)", NULL, 'o'},
         {"plot", VQA_OUT_FILE, &plot, 0, 0, "FILE.png", "draw measured against predicted KL of plans around B"},
+        {"frontier", VQA_OUT_FILE, &frontier, 0, 0, "FILE.png", "draw the loss against the bits: the predicted "
+         "KL of the plans for budgets from the cheapest up in 0.05-bit steps, and the measured KL of the checked "
+         "plans"},
         {"keys", VQA_STRING, &keys, 0, 0, "LIST", "presets whose key methods are the candidates (besides f16) (default "
          DEFAULT_KEYS ")"},
         {"values", VQA_STRING, &values, 0, 0, "LIST", "presets whose value methods are the candidates (besides f16) "
@@ -503,8 +535,8 @@ int vq_cmd_tune(int argc, char **argv)
     if (!json) {
         printf("tuned on the last %lld tokens of %s (%lld windows of %lld), %.0f s\n",
                (long long)(t.n_windows * C), text_path, (long long)t.n_windows, (long long)C, tool_now() - t0);
-        printf("candidate   keys bits  values bits   (bits per element at ctx %lld, all bytes counted)\n",
-               (long long)C);
+        printf("candidate   keys bits  values bits   (bits per element at %lld tokens, all bytes counted)\n",
+               (long long)t.bits_ctx);
         for (int i = 0; i < (nk > nv ? nk : nv); i++)
             printf("%-16s %6.3f   %-12s %6.3f\n", i < nk ? kc[i].preset : "", i < nk ? kc[i].bits : 0,
                    i < nv ? vc[i].preset : "", i < nv ? vc[i].bits : 0);
@@ -549,6 +581,8 @@ int vq_cmd_tune(int argc, char **argv)
             return VQ_EXIT_FAILURE;
         }
     }
+    if (frontier != NULL && draw_frontier(frontier, &t, parts, kc, nk, vc, nv, min_bits, got_bits, meas, n_checked) != 0)
+        return VQ_EXIT_FAILURE;
     free(parts), free(plan), free(t.ref), free(t.logits), free(t.lp), free(all);
     vq_ctx_free(t.ctx);
     vqm_model_free(model);
