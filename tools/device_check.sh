@@ -10,8 +10,8 @@
 #   OUT=/some/dir bash tools/device_check.sh [STEPS]
 #
 # STEPS, comma-separated (default all = tests,sanitize,bench,cache,e2e):
-#   tests     build, every test_cuda_*, the register report, the KIVI tests
-#             again with the tensor-core KIVI policies (VQ_CUDA_MMA=1)
+#   tests     build, every test_cuda_*, the register report, the tests that reach
+#             the tensor-core skeleton again with it on (VQ_CUDA_MMA=1)
 #   sanitize  memcheck, racecheck and initcheck on each CUDA test (quick mode)
 #   bench     vq bench attention --backend cuda, then PyTorch f16 SDPA
 #   cache     vq bench cache --backend cuda
@@ -95,9 +95,9 @@ if has tests; then
         [ $rc -ne 0 ] && { tail -20 "$L/$t.log"; cp "$L/$t.log" "$OUT/"; }
         note "$t rc=$rc: $(grep -E 'passed' "$L/$t.log" | tail -1)"
     done
-    # the opt-in tensor-core KIVI policies (VQ_CUDA_MMA=1) on the tests that reach them
+    # the opt-in tensor-core skeleton (VQ_CUDA_MMA=1: f16 and KIVI policies) on the tests that reach it
     for t in $TESTS; do
-        case $t in test_cuda_attend | test_cuda_cache) ;; *) continue ;; esac
+        case $t in test_cuda_attend | test_cuda_cache | test_cuda_sdpa | test_cuda_nonfinite) ;; *) continue ;; esac
         step "VQ_CUDA_MMA=1 $t"
         VQ_CUDA_MMA=1 timeout 240 "$(tbin $t)" > "$L/mma_$t.log" 2>&1
         rc=$?
