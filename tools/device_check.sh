@@ -18,7 +18,8 @@
 #   e2e       the Python extension (CUDA), its CUDA tests (python/tests/test_cuda.py)
 #             when pytest is there, and tools/hf_decode_bench.py: a Llama-3.1-8B-shaped
 #             model in transformers decoding with veloxquant.hf.Cache presets against
-#             DynamicCache (E2E_ARGS adds arguments, e.g. --contexts 8192)
+#             DynamicCache (E2E_ARGS adds arguments, e.g. --contexts 8192;
+#             E2E_PYTEST=0 leaves the pytest out)
 #   quick     the B = 1 benchmark rows only (with bench)
 # Environment: B (build dir, default /tmp/vqb, reused when present), CUDA_ARCH
 # (default 90-real), OUT, SKIP (an extended regex of CUDA tests to leave out).
@@ -142,7 +143,7 @@ if has e2e; then
     if ninja -C "$B" -t targets all | grep -q '^_vq:'; then
         ninja -C "$B" _vq > "$L/pyext.log" 2>&1 || tail -20 "$L/pyext.log"
         cp "$(find "$B" -name '_vq*.so' | head -1)" python/veloxquant/ && export PYTHONPATH="$here/python"
-        if python3 -c 'import pytest' 2>/dev/null; then
+        if [ "${E2E_PYTEST:-1}" = 1 ] && python3 -c 'import pytest' 2>/dev/null; then
             step "pytest python/tests/test_cuda.py"
             timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests/test_cuda.py > "$OUT/pytest_cuda.txt" 2>&1
             note "pytest test_cuda rc=$?: $(tail -1 "$OUT/pytest_cuda.txt")"
