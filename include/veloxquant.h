@@ -387,10 +387,24 @@ VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
  * does not depend on when pages were evicted: the pages that remain hold the
  * bytes they were written with. vq_cache_seq_length still counts every
  * token of the sequence (positions go on); vq_cache_memory counts only the
- * tokens the layer holds. Sliding windows and sink tokens are not supported
- * together yet: cfg->sink_tokens > 0 with a sliding window gives
- * VQ_ERR_UNSUPPORTED at create. A cache with a sliding window is saved as
- * file format version 5.
+ * tokens the layer holds. A cache with a sliding window is saved as file
+ * format version 5.
+ * With sink tokens (cfg->sink_tokens = S), a sliding-window layer masks the
+ * sinks as any other token: a query at position p sees sink j < S only when
+ * j >= p - W + 1 (non-causal rows: j >= n - W), so once a sequence is past
+ * S + W tokens its local layers no longer attend the sinks, while its
+ * full-attention layers (W = 0) attend them from every query. Sinks change
+ * how tokens are stored, never what attention computes (previous
+ * paragraph), and a model whose layers attend a sliding window (Gemma 3's
+ * local layers) never sees a token older than the window: a cache that kept
+ * the sinks visible there would compute another model (StreamingLLM's
+ * sinks, which keep the first tokens visible to every query to run a
+ * full-attention model past its length, are that other attention, and not
+ * what this cache does). The pages and the residual window hold tokens
+ * [S, n) by the rules above, whose positions the window masks the same way.
+ * Every layer keeps its sinks stored (S f16 tokens a sequence and layer,
+ * counted by vq_cache_memory), so a local layer holds at most S tokens more
+ * than without sinks.
  * ========================================================================= */
 
 /* How keys are stored. */
@@ -586,7 +600,8 @@ typedef struct vq_cache_config {
     int window_bits;          /* VQ_WINDOW_TURBO: code bits 1..8; ignored (0) otherwise */
     /* The first sink_tokens tokens of every sequence, every layer, kept in
      * f16 outside the pages and the window (section head, "Sinks and
-     * transforms"): 0..VQ_CACHE_MAX_SINK_TOKENS, 0 = none. */
+     * transforms"; a sliding-window layer masks them past its window,
+     * "Sliding windows"): 0..VQ_CACHE_MAX_SINK_TOKENS, 0 = none. */
     int sink_tokens;
     /* Per-layer exact transforms, transforms[n_layers], or NULL = none
      * (section head, "Sinks and transforms"). Copied at create. */
@@ -631,7 +646,36 @@ typedef struct vq_cache vq_cache;
 
 /* ---- Presets ---- */
 
-/* A preset: a named key + value method for all layers. The presets are
+/* A preset: a named configuration for all layers. Two kinds:
+ *
+ * Presets named by what they buy (recipe = true), the ones to start from:
+ * each is a key + value method plus the attention sink, the exact
+ * transforms, the residual window and its storage, chosen by measurement
+ * on SmolLM2-135M (docs/QUALITY.md, "Presets"):
+ *   quality-4bit   near-lossless at about 4 bits: KIVI 4-bit keys per
+ *                  channel over 128 tokens, TurboQuant 3-bit values with
+ *                  f16 scales;
+ *   balanced-3bit  about 3 bits within about 1 %: mixed-width KIVI keys
+ *                  (VQ_KEY_KIVI_MIX, 24 of 64 channels of each 128-token
+ *                  group at 4 bits, the rest at 2), TurboQuant 2-bit values
+ *                  with f16 scales;
+ *   compact-2.5bit the fewest bits that still hold: mixed-width keys with
+ *                  8 of 64 wide channels, TurboQuant 2-bit values with f16
+ *                  scales, a 6-bit window.
+ * Each sets sink_tokens = 4, center_keys, center_values and smooth on every
+ * layer (tables fitted per sequence from its first chunk: smooth needs its
+ * queries, vq_cache_fit_transforms), and the residual window (residual_tokens,
+ * window, window_bits) given in its vq_cache_preset_info. Naming one in
+ * cfg->preset (with cfg->layers NULL) applies each of those to the fields
+ * the caller left 0 / NULL: sink_tokens 0, transforms NULL, residual_tokens
+ * 0, window VQ_WINDOW_F16 with window_bits 0; a field the caller set stays
+ * the caller's (a method preset, below, gives the same methods with none of
+ * the rest). Wide-channel counts are for D = 64 and scale with D (a fraction
+ * of the channels: 24/64 and 8/64). They need a power-of-two head_dim
+ * (TurboQuant values and window) and a CPU ctx (KIVI_MIX keys, f16 value
+ * scales, the TurboQuant window, sinks and transforms are CPU only).
+ *
+ * Method presets (recipe = false): a key + value method and nothing else:
  * f16; kivi2, kivi4 (KIVI keys per channel over 32 tokens, values per token);
  * kivi4-turbo3, kivi4-turbo2 (KIVI 4-bit keys per channel over 128 tokens,
  * TurboQuant 3- or 2-bit values: keys and values take different quantizers
@@ -647,12 +691,27 @@ typedef struct vq_cache vq_cache;
  * rvq22; rabitq, rabitq-exact; qjl; vecinfer2 and commvq (fitted tables).
  * vq_cache_preset(i)->description names each one's parameters. */
 typedef struct vq_cache_preset_info {
-    const char *name;         /* "f16", "kivi2", ... */
+    const char *name;         /* "quality-4bit", "f16", "kivi2", ... */
     const char *description;  /* one line: the methods and their parameters */
     double key_bits, value_bits; /* stored bits per element, all-in (codes + scales/norms), in the pages,
                                     at head_dim = 128 (the residual window is not counted) */
     bool needs_tables;        /* VECINFER / CommVQ: codebooks must be passed in (layers[].keys.codebook, or
                                  cfg->calibration) */
+    /* What a preset named by what it buys sets beside the methods (0 / false
+     * for method presets): */
+    bool recipe;              /* true for quality-4bit, balanced-3bit, compact-2.5bit */
+    int sink_tokens;          /* cfg->sink_tokens */
+    vq_cache_transforms transforms; /* the switches of cfg->transforms[l], every layer; tables NULL (fitted) */
+    int residual_tokens;      /* cfg->residual_tokens */
+    vq_cache_window window;   /* cfg->window */
+    int window_bits;          /* cfg->window_bits (VQ_WINDOW_TURBO) */
+    /* Bits per element of the whole cache as vq_cache_memory counts them
+     * (pages, window and sinks) for one sequence of 2048 tokens at head_dim
+     * 64 (SmolLM2-135M's heads; the quality measurements' windows); 0 for
+     * method presets, whose bits depend on the window the caller picks. At
+     * longer contexts the fixed window and sinks weigh less: the bits fall
+     * towards the pages' (key_bits + value_bits) / 2 at D = 64. */
+    double bits;
 } vq_cache_preset_info;
 
 /* Number of presets, and preset i (0 <= i < count; NULL otherwise). The

@@ -33,6 +33,7 @@ typedef struct vqm_cli_method {
     bool profile_recipe;
     int profile_sink;
     bool profile_smooth, profile_center_keys, profile_center_values; /* on in any layer */
+    const vq_cache_preset_info *recipe;  /* the preset named by what it buys that the base names, or NULL */
     vq_cache_config cfg;                 /* points into this struct: do not copy */
 } vqm_cli_method;
 

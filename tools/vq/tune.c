@@ -520,15 +520,20 @@ int vq_cmd_tune(int argc, char **argv)
         xf[l] = (vq_cache_transforms){.center_keys = !common.no_center,
                                       .center_values = !common.no_center && !common.center_keys,
                                       .smooth = common.smooth};
+    /* the model's sliding windows (its local layers'), which a profile
+     * carries and the runtime checks */
+    int *wins = tool_calloc((size_t)t.L, sizeof *wins);
+    for (int l = 0; l < t.L; l++) wins[l] = model->layers[l].local ? model->cfg.sliding_window : 0;
     const vq_profile_config pc = {.n_layers = t.L, .n_kv_heads = model->cfg.n_kv_heads, .head_dim = D,
                                   .layers = t.method.layers, .residual_tokens = t.method.cfg.residual_tokens,
                                   .window = t.method.cfg.window, .window_bits = t.method.cfg.window_bits,
-                                  .sink_tokens = (int)common.sink, .transforms = xf};
+                                  .sink_tokens = (int)common.sink, .transforms = xf, .sliding_windows = wins};
     vq_profile *prof = NULL;
     tool_check(t.ctx, vq_profile_create(t.ctx, &pc, &prof), "vq tune: the profile");
     tool_check(t.ctx, vq_profile_save(t.ctx, prof, out), "vq tune: writing the profile");
     vq_profile_free(prof);
     free(xf);
+    free(wins);
     char kv[4096];
     kv_string(&t, plan, kc, vc, kv, sizeof kv);
     vqr *r = vqr_begin("tune", argc, argv, t.ctx, json);
