@@ -441,7 +441,14 @@ int vq_cmd_tune(int argc, char **argv)
         }
     }
     for (int i = 0; i < nk; i++) kc[i].bits = measure_bits(&t, &kc[i].lc, true);
-    for (int i = 0; i < nv; i++) vc[i].bits = measure_bits(&t, &vc[i].lc, false);
+    /* a value candidate beside quantized keys: the layer's window holds the
+     * keys' partial group too (f16 keys leave only the newest R tokens in
+     * it), so values are counted beside the last key candidate */
+    for (int i = 0; i < nv; i++) {
+        vq_cache_layer_config lc = vc[i].lc;
+        if (nk > 1) lc.keys = kc[nk - 1].lc.keys;
+        vc[i].bits = measure_bits(&t, &lc, false);
+    }
     double min_bits = 0;
     {
         double mk = kc[0].bits, mv = vc[0].bits;
