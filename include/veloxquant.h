@@ -387,10 +387,24 @@ VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
  * does not depend on when pages were evicted: the pages that remain hold the
  * bytes they were written with. vq_cache_seq_length still counts every
  * token of the sequence (positions go on); vq_cache_memory counts only the
- * tokens the layer holds. Sliding windows and sink tokens are not supported
- * together yet: cfg->sink_tokens > 0 with a sliding window gives
- * VQ_ERR_UNSUPPORTED at create. A cache with a sliding window is saved as
- * file format version 5.
+ * tokens the layer holds. A cache with a sliding window is saved as file
+ * format version 5.
+ * With sink tokens (cfg->sink_tokens = S), a sliding-window layer masks the
+ * sinks as any other token: a query at position p sees sink j < S only when
+ * j >= p - W + 1 (non-causal rows: j >= n - W), so once a sequence is past
+ * S + W tokens its local layers no longer attend the sinks, while its
+ * full-attention layers (W = 0) attend them from every query. Sinks change
+ * how tokens are stored, never what attention computes (previous
+ * paragraph), and a model whose layers attend a sliding window (Gemma 3's
+ * local layers) never sees a token older than the window: a cache that kept
+ * the sinks visible there would compute another model (StreamingLLM's
+ * sinks, which keep the first tokens visible to every query to run a
+ * full-attention model past its length, are that other attention, and not
+ * what this cache does). The pages and the residual window hold tokens
+ * [S, n) by the rules above, whose positions the window masks the same way.
+ * Every layer keeps its sinks stored (S f16 tokens a sequence and layer,
+ * counted by vq_cache_memory), so a local layer holds at most S tokens more
+ * than without sinks.
  * ========================================================================= */
 
 /* How keys are stored. */
@@ -535,13 +549,17 @@ typedef struct vq_cache_transforms {
 
 /* A profile (opaque): a per-layer plan of a cache for one model shape —
  * each layer's key and value methods with their parameters (widths, KIVI
- * groups, KIVI_MIX wide channels, TurboQuant seeds, ...) and sliding window,
- * and the cache-wide residual window (its length R, storage and bits) —
- * as one object that saves to a file (section 7) and that vq_cache_create
+ * groups, KIVI_MIX wide channels, TurboQuant seeds, ...), sliding window and
+ * transforms (switches and optionally their fitted tables), the cache-wide
+ * residual window (its length R, storage and bits) and the sink tokens — as
+ * one object that saves to a file (section 7) and that vq_cache_create
  * applies (vq_cache_config.profile). Host memory, independent of any ctx,
- * immutable once created. Fitted tables (VECINFER and CommVQ codebooks,
+ * immutable once created. The codec tables (VECINFER and CommVQ codebooks,
  * value centroids) are not part of it: a layer whose method needs them
- * takes them from vq_cache_config.calibration, as a preset would. */
+ * takes them from vq_cache_config.calibration, as a preset would. A profile
+ * loaded from a version 1 file (which held no sinks or transforms) states
+ * no recipe: the cache then takes sink_tokens and transforms from its own
+ * config. */
 typedef struct vq_profile vq_profile;
 
 /* Description of a cache. Zero-initialise and set what you need. */
@@ -582,7 +600,8 @@ typedef struct vq_cache_config {
     int window_bits;          /* VQ_WINDOW_TURBO: code bits 1..8; ignored (0) otherwise */
     /* The first sink_tokens tokens of every sequence, every layer, kept in
      * f16 outside the pages and the window (section head, "Sinks and
-     * transforms"): 0..VQ_CACHE_MAX_SINK_TOKENS, 0 = none. */
+     * transforms"; a sliding-window layer masks them past its window,
+     * "Sliding windows"): 0..VQ_CACHE_MAX_SINK_TOKENS, 0 = none. */
     int sink_tokens;
     /* Per-layer exact transforms, transforms[n_layers], or NULL = none
      * (section head, "Sinks and transforms"). Copied at create. */
@@ -601,18 +620,24 @@ typedef struct vq_cache_config {
      * a query sees, and a window starts inside a page). */
     const int *sliding_windows;
     /* A profile (vq_profile_create / vq_profile_load), or NULL. It gives
-     * every layer's methods and sliding window and the residual window
-     * (residual_tokens, window, window_bits), so preset, layers, f16_layers,
-     * sliding_windows, residual_tokens, window and window_bits must then be
-     * left 0 / NULL; n_layers, n_kv_heads and head_dim must be the profile's
-     * (n_q_heads, page_size, capacities and the calibration stay the
-     * caller's). It is copied: it may be freed after vq_cache_create. The
+     * every layer's methods, sliding window and transforms, the residual
+     * window (residual_tokens, window, window_bits) and the sink tokens, so
+     * preset, layers, f16_layers, sliding_windows, residual_tokens, window
+     * and window_bits must then be left 0 / NULL, and sink_tokens and
+     * transforms either left 0 / NULL or equal to the profile's (sink_tokens
+     * the same number; transforms the same switches on every layer and no
+     * tables: the profile's tables apply); n_layers, n_kv_heads and
+     * head_dim must be the profile's (n_q_heads, page_size, capacities and
+     * the calibration stay the caller's). A profile of a version 1 file
+     * states no sinks or transforms: sink_tokens and transforms are then the
+     * caller's. It is copied: it may be freed after vq_cache_create. The
      * cache then is exactly the one those fields would make (vq_cache_memory
      * counts it the same). Errors: VQ_ERR_INVALID_ARGUMENT naming the field
-     * set beside it, or the size that differs ("cfg->profile: a profile for
-     * head_dim 128, cfg->head_dim is 64"); the profile's layers are then
-     * checked as any config (a KIVI group that does not divide page_size,
-     * ...). */
+     * set beside it (with both values where they differ: "cfg->sink_tokens
+     * is 2 beside cfg->profile, whose sink_tokens is 4"), or the size that
+     * differs ("cfg->profile: a profile for head_dim 128, cfg->head_dim is
+     * 64"); the profile's layers are then checked as any config (a KIVI
+     * group that does not divide page_size, ...). */
     const vq_profile *profile;
 } vq_cache_config;
 
@@ -621,7 +646,36 @@ typedef struct vq_cache vq_cache;
 
 /* ---- Presets ---- */
 
-/* A preset: a named key + value method for all layers. The presets are
+/* A preset: a named configuration for all layers. Two kinds:
+ *
+ * Presets named by what they buy (recipe = true), the ones to start from:
+ * each is a key + value method plus the attention sink, the exact
+ * transforms, the residual window and its storage, chosen by measurement
+ * on SmolLM2-135M (docs/QUALITY.md, "Presets"):
+ *   quality-4bit   near-lossless at about 4 bits: KIVI 4-bit keys per
+ *                  channel over 128 tokens, TurboQuant 3-bit values with
+ *                  f16 scales;
+ *   balanced-3bit  about 3 bits within about 1 %: mixed-width KIVI keys
+ *                  (VQ_KEY_KIVI_MIX, 24 of 64 channels of each 128-token
+ *                  group at 4 bits, the rest at 2), TurboQuant 2-bit values
+ *                  with f16 scales;
+ *   compact-2.5bit the fewest bits that still hold: mixed-width keys with
+ *                  8 of 64 wide channels, TurboQuant 2-bit values with f16
+ *                  scales, a 6-bit window.
+ * Each sets sink_tokens = 4, center_keys, center_values and smooth on every
+ * layer (tables fitted per sequence from its first chunk: smooth needs its
+ * queries, vq_cache_fit_transforms), and the residual window (residual_tokens,
+ * window, window_bits) given in its vq_cache_preset_info. Naming one in
+ * cfg->preset (with cfg->layers NULL) applies each of those to the fields
+ * the caller left 0 / NULL: sink_tokens 0, transforms NULL, residual_tokens
+ * 0, window VQ_WINDOW_F16 with window_bits 0; a field the caller set stays
+ * the caller's (a method preset, below, gives the same methods with none of
+ * the rest). Wide-channel counts are for D = 64 and scale with D (a fraction
+ * of the channels: 24/64 and 8/64). They need a power-of-two head_dim
+ * (TurboQuant values and window) and a CPU ctx (KIVI_MIX keys, f16 value
+ * scales, the TurboQuant window, sinks and transforms are CPU only).
+ *
+ * Method presets (recipe = false): a key + value method and nothing else:
  * f16; kivi2, kivi4 (KIVI keys per channel over 32 tokens, values per token);
  * kivi4-turbo3, kivi4-turbo2 (KIVI 4-bit keys per channel over 128 tokens,
  * TurboQuant 3- or 2-bit values: keys and values take different quantizers
@@ -637,12 +691,27 @@ typedef struct vq_cache vq_cache;
  * rvq22; rabitq, rabitq-exact; qjl; vecinfer2 and commvq (fitted tables).
  * vq_cache_preset(i)->description names each one's parameters. */
 typedef struct vq_cache_preset_info {
-    const char *name;         /* "f16", "kivi2", ... */
+    const char *name;         /* "quality-4bit", "f16", "kivi2", ... */
     const char *description;  /* one line: the methods and their parameters */
     double key_bits, value_bits; /* stored bits per element, all-in (codes + scales/norms), in the pages,
                                     at head_dim = 128 (the residual window is not counted) */
     bool needs_tables;        /* VECINFER / CommVQ: codebooks must be passed in (layers[].keys.codebook, or
                                  cfg->calibration) */
+    /* What a preset named by what it buys sets beside the methods (0 / false
+     * for method presets): */
+    bool recipe;              /* true for quality-4bit, balanced-3bit, compact-2.5bit */
+    int sink_tokens;          /* cfg->sink_tokens */
+    vq_cache_transforms transforms; /* the switches of cfg->transforms[l], every layer; tables NULL (fitted) */
+    int residual_tokens;      /* cfg->residual_tokens */
+    vq_cache_window window;   /* cfg->window */
+    int window_bits;          /* cfg->window_bits (VQ_WINDOW_TURBO) */
+    /* Bits per element of the whole cache as vq_cache_memory counts them
+     * (pages, window and sinks) for one sequence of 2048 tokens at head_dim
+     * 64 (SmolLM2-135M's heads; the quality measurements' windows); 0 for
+     * method presets, whose bits depend on the window the caller picks. At
+     * longer contexts the fixed window and sinks weigh less: the bits fall
+     * towards the pages' (key_bits + value_bits) / 2 at D = 64. */
+    double bits;
 } vq_cache_preset_info;
 
 /* Number of presets, and preset i (0 <= i < count; NULL otherwise). The
@@ -911,6 +980,20 @@ typedef struct vq_profile_config {
     int residual_tokens;        /* R, as vq_cache_config */
     vq_cache_window window;     /* residual window storage, as vq_cache_config */
     int window_bits;            /* VQ_WINDOW_TURBO's bits, else 0 */
+    /* The recipe (section 5 head, "Sinks and transforms"): the sink tokens
+     * (as vq_cache_config.sink_tokens, 0..VQ_CACHE_MAX_SINK_TOKENS) and
+     * each layer's transforms, transforms[n_layers] or NULL = none: the
+     * switches and, optionally, fitted tables [Hkv, D] f32 host compact
+     * (key_mean, value_mean, key_scale; checked as vq_cache_create checks
+     * them, copied). A layer whose switch is on and whose table is NULL
+     * fits it per sequence, as a cache does. */
+    int sink_tokens;
+    const vq_cache_transforms *transforms;
+    /* Read only (vq_profile_get; vq_profile_create ignores it): true for a
+     * profile loaded from a version 1 file, which states no sink tokens or
+     * transforms (sink_tokens 0, every transform off: a cache made from it
+     * takes its own config's). */
+    bool no_recipe;
 } vq_profile_config;
 
 /* Creates a profile from cfg (copied; the arrays may be freed after).
@@ -925,7 +1008,8 @@ typedef struct vq_profile_config {
 VQ_API vq_status vq_profile_create(vq_ctx *ctx, const vq_profile_config *cfg, vq_profile **out);
 
 /* The profile's contents: *out's arrays point into the profile (valid
- * until vq_profile_free; sliding_windows is never NULL). Errors:
+ * until vq_profile_free; sliding_windows and transforms are never NULL,
+ * transforms' tables point into the profile or are NULL). Errors:
  * VQ_ERR_INVALID_ARGUMENT (NULLs; no ctx, so no message). */
 VQ_API vq_status vq_profile_get(const vq_profile *profile, vq_profile_config *out);
 

@@ -54,16 +54,10 @@ vq_status vq_cache_check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
     VQ_RETURN_IF(ctx, cfg->window == VQ_WINDOW_TURBO && (cfg->window_bits < 1 || cfg->window_bits > 8),
                  VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->window_bits': VQ_WINDOW_TURBO takes 1..8, got %d",
                  cfg->window_bits);
-    for (int l = 0; cfg->sliding_windows && l < cfg->n_layers; l++) {
+    for (int l = 0; cfg->sliding_windows && l < cfg->n_layers; l++)
         VQ_RETURN_IF(ctx, cfg->sliding_windows[l] < 0 || cfg->sliding_windows[l] > (1 << 30), VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->sliding_windows[%d]': expected 0 (full attention) .. 2^30 tokens, got %d", l,
                      cfg->sliding_windows[l]);
-        /* the two were built apart: their combination is refused until it is tested */
-        VQ_RETURN_IF(ctx, cfg->sliding_windows[l] > 0 && cfg->sink_tokens > 0, VQ_ERR_UNSUPPORTED,
-                     "argument 'cfg->sliding_windows[%d]': %d with cfg->sink_tokens = %d; sliding windows and sink "
-                     "tokens are not supported together yet",
-                     l, cfg->sliding_windows[l], cfg->sink_tokens);
-    }
     for (int i = 0; i < cfg->n_f16_layers; i++)
         VQ_RETURN_IF(ctx, cfg->f16_layers[i] < 0 || cfg->f16_layers[i] >= cfg->n_layers, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->f16_layers[%d]': layer %d outside [0, %d)", i, cfg->f16_layers[i],
@@ -222,8 +216,30 @@ static vq_status apply_profile(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache
         VQ_RETURN_IF(ctx, dims[i].want != dims[i].got, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->profile': a profile for %s %d, cfg->%s is %d", dims[i].name, dims[i].want,
                      dims[i].name, dims[i].got);
+    const vq_profile *prof = cfg->profile;
+    if (prof->states_recipe) {
+        VQ_RETURN_IF(ctx, cfg->sink_tokens != 0 && cfg->sink_tokens != p->sink_tokens, VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->sink_tokens' is %d beside cfg->profile, whose sink_tokens is %d (leave it 0)",
+                     cfg->sink_tokens, p->sink_tokens);
+        for (int l = 0; cfg->transforms && l < p->n_layers; l++) {
+            const vq_cache_transforms *a = &cfg->transforms[l], *b = &p->transforms[l];
+            const char *diff = a->key_mean || a->value_mean || a->key_scale ? "has a table"
+                               : a->center_keys != b->center_keys       ? "center_keys differs"
+                               : a->center_values != b->center_values   ? "center_values differs"
+                               : a->smooth != b->smooth                 ? "smooth differs"
+                                                                        : NULL;
+            VQ_RETURN_IF(ctx, diff != NULL, VQ_ERR_INVALID_ARGUMENT,
+                         "argument 'cfg->transforms[%d]' %s beside cfg->profile, which gives the transforms (center_keys "
+                         "%d, center_values %d, smooth %d there; leave cfg->transforms NULL)",
+                         l, diff, b->center_keys, b->center_values, b->smooth);
+        }
+    }
     *out = *cfg;
     out->profile = NULL;
+    if (prof->states_recipe) {
+        out->sink_tokens = p->sink_tokens;
+        out->transforms = p->transforms;
+    }
     out->layers = p->layers;
     out->sliding_windows = p->sliding_windows;
     out->residual_tokens = p->residual_tokens;
@@ -231,6 +247,8 @@ static vq_status apply_profile(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache
     out->window_bits = p->window_bits;
     return VQ_OK;
 }
+
+static vq_status create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out);
 
 vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out)
 {
@@ -243,6 +261,19 @@ vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **ou
         VQ_FORWARD_IF_ERROR(apply_profile(ctx, cfg, &applied));
         cfg = &applied;
     }
+    /* a preset named by what it buys: its sink, transforms and window where
+     * cfg leaves them unset (freed below, the cache keeps copies) */
+    vq_cache_config with_preset;
+    vq_cache_transforms *preset_xf = NULL;
+    VQ_FORWARD_IF_ERROR(vq_cache_preset_apply(ctx, cfg, &with_preset, &preset_xf));
+    cfg = &with_preset;
+    const vq_status made = create(ctx, cfg, out);
+    free(preset_xf);
+    return made;
+}
+
+static vq_status create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out)
+{
     VQ_FORWARD_IF_ERROR(vq_cache_check_sizes(ctx, cfg));
     vq_cache *c = calloc(1, sizeof *c);
     VQ_RETURN_IF(ctx, c == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");

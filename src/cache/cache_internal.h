@@ -204,9 +204,14 @@ struct vq_cache {
 /* ---- cache_profile.c ---- */
 
 struct vq_profile {
-    vq_profile_config cfg;          /* layers and sliding_windows point at the arrays below */
+    vq_profile_config cfg;          /* layers, sliding_windows and transforms point at the arrays below */
     vq_cache_layer_config *layers;  /* [n_layers], table pointers NULL */
     int *sliding;                   /* [n_layers] */
+    vq_cache_transforms *xf;        /* [n_layers]; tables point at xf_tensors or are NULL */
+    DLTensor *xf_tensors;           /* [n_layers][3] over xf_data */
+    float *xf_data;                 /* [n_layers][3][Hkv * D]: the tables given (others unused) */
+    int64_t xf_shape[2];            /* [Hkv, D] */
+    bool states_recipe;             /* false for a version 1 file: sink_tokens and transforms are the cache's */
 };
 
 /* Validates a profile's contents as vq_profile_create documents (messages
@@ -226,6 +231,13 @@ vq_status vq_cache_check_sizes(vq_ctx *ctx, const vq_cache_config *cfg);
 const vq_cache_preset_info *vq_cache_preset_find(const char *name, vq_cache_layer_config *out, int head_dim);
 /* "f16, kivi2, ..." into buf. */
 void vq_cache_preset_names(char *buf, size_t cap);
+/* *out = *cfg with what the preset cfg->preset names sets beside its
+ * methods (a preset named by what it buys: sink, transforms, residual
+ * window) in the fields cfg leaves 0 / NULL (header, "Presets"); *xf
+ * receives the transforms array it allocated (free it after create), or
+ * NULL. Only with cfg->layers NULL; otherwise *out = *cfg. */
+vq_status vq_cache_preset_apply(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache_config *out,
+                                vq_cache_transforms **xf);
 
 /* ---- cache_layout.c: methods -> streams and tables ---- */
 
@@ -331,6 +343,11 @@ static inline bool vq_cache_recipe_on(const vq_cache *c, int l)
 /* Validates cfg->sink_tokens and cfg->transforms and fills c->S and every
  * layer's xf (create). */
 vq_status vq_cache_recipe_config(vq_cache *c, const vq_cache_config *cfg);
+/* Checks a sink count and transforms[L] (NULL: none) for a cache or
+ * profile of Hkv x D, as vq_cache_create documents them (not what depends
+ * on the layers' methods or the device); messages name "cfg->sink_tokens"
+ * and "cfg->transforms[l]...". */
+vq_status vq_cache_recipe_check(vq_ctx *ctx, int sink, const vq_cache_transforms *transforms, int L, int Hkv, int D);
 /* A sequence layer's sink and transform buffers (seq add; tables copied
  * from the layer's, xf_set when none is to be fitted); false on OOM. */
 bool vq_cache_recipe_seq_alloc(const vq_cache *c, int l, vq_cache_seq_layer *sl);

@@ -56,11 +56,23 @@ vq_status vq_profile_check(vq_ctx *ctx, const vq_profile_config *cfg)
     const vq_cache_config sizes = {.n_layers = cfg->n_layers, .n_kv_heads = cfg->n_kv_heads,
                                    .n_q_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
                                    .residual_tokens = cfg->residual_tokens, .window = cfg->window,
-                                   .window_bits = cfg->window_bits, .sliding_windows = cfg->sliding_windows};
+                                   .window_bits = cfg->window_bits, .sliding_windows = cfg->sliding_windows,
+                                   .sink_tokens = cfg->sink_tokens};
     VQ_FORWARD_IF_ERROR(vq_cache_check_sizes(ctx, &sizes));
     VQ_RETURN_IF(ctx, cfg->window != VQ_WINDOW_TURBO && cfg->window_bits != 0, VQ_ERR_INVALID_ARGUMENT,
                  "argument 'cfg->window_bits': %d without VQ_WINDOW_TURBO (0 then)", cfg->window_bits);
     for (int l = 0; l < cfg->n_layers; l++) VQ_FORWARD_IF_ERROR(check_layer(ctx, cfg, l));
+    VQ_FORWARD_IF_ERROR(vq_cache_recipe_check(ctx, cfg->sink_tokens, cfg->transforms, cfg->n_layers,
+                                              cfg->n_kv_heads, cfg->head_dim));
+    /* what a cache would refuse of the recipe on CommVQ keys (appended before RoPE) */
+    for (int l = 0; l < cfg->n_layers; l++) {
+        if (cfg->layers[l].keys.method != VQ_KEY_COMMVQ) continue;
+        const vq_cache_transforms *t = cfg->transforms ? &cfg->transforms[l] : NULL;
+        VQ_RETURN_IF(ctx, t && (t->center_keys || t->center_values || t->smooth), VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->transforms[%d]': layer %d has CommVQ keys, which take no transforms", l, l);
+        VQ_RETURN_IF(ctx, cfg->sink_tokens > 0, VQ_ERR_INVALID_ARGUMENT,
+                     "argument 'cfg->sink_tokens': layer %d has CommVQ keys, which take no sink tokens", l);
+    }
     return VQ_OK;
 }
 
@@ -71,19 +83,47 @@ vq_status vq_profile_create(vq_ctx *ctx, const vq_profile_config *cfg, vq_profil
     *out = NULL;
     VQ_RETURN_IF(ctx, cfg == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'cfg' is NULL");
     VQ_FORWARD_IF_ERROR(vq_profile_check(ctx, cfg));
-    const size_t L = (size_t)cfg->n_layers;
+    const size_t L = (size_t)cfg->n_layers, n = (size_t)cfg->n_kv_heads * (size_t)cfg->head_dim;
+    size_t given = 0; /* tables */
+    for (size_t l = 0; cfg->transforms && l < L; l++)
+        given += (cfg->transforms[l].key_mean != NULL) + (cfg->transforms[l].value_mean != NULL) +
+                 (cfg->transforms[l].key_scale != NULL);
     vq_profile *p = calloc(1, sizeof *p);
     if (p) p->layers = malloc(sizeof *p->layers * L);
     if (p) p->sliding = calloc(L, sizeof *p->sliding);
-    if (p == NULL || p->layers == NULL || p->sliding == NULL) {
+    if (p) p->xf = calloc(L, sizeof *p->xf);
+    if (p) p->xf_tensors = calloc(3 * L, sizeof *p->xf_tensors);
+    if (p && given) p->xf_data = malloc(sizeof *p->xf_data * n * given);
+    if (p == NULL || p->layers == NULL || p->sliding == NULL || p->xf == NULL || p->xf_tensors == NULL ||
+        (given && p->xf_data == NULL)) {
         vq_profile_free(p);
         return vq_fail(ctx, VQ_ERR_OUT_OF_MEMORY, "cannot allocate a profile of %d layers", cfg->n_layers);
     }
     memcpy(p->layers, cfg->layers, sizeof *p->layers * L);
     if (cfg->sliding_windows) memcpy(p->sliding, cfg->sliding_windows, sizeof *p->sliding * L);
+    p->xf_shape[0] = cfg->n_kv_heads, p->xf_shape[1] = cfg->head_dim;
+    float *next = p->xf_data;
+    for (size_t l = 0; cfg->transforms && l < L; l++) {
+        const vq_cache_transforms *t = &cfg->transforms[l];
+        vq_cache_transforms *x = &p->xf[l];
+        *x = (vq_cache_transforms){t->center_keys, t->center_values, t->smooth, NULL, NULL, NULL};
+        const DLTensor *src[3] = {t->key_mean, t->value_mean, t->key_scale};
+        const DLTensor **dst[3] = {&x->key_mean, &x->value_mean, &x->key_scale};
+        for (int i = 0; i < 3; i++) {
+            if (src[i] == NULL) continue;
+            memcpy(next, vq_data(src[i]), sizeof *next * n);
+            DLTensor *d = &p->xf_tensors[3 * l + (size_t)i];
+            *d = (DLTensor){.data = next, .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1},
+                            .shape = p->xf_shape};
+            *dst[i] = d;
+            next += n;
+        }
+    }
     p->cfg = *cfg;
     p->cfg.layers = p->layers;
     p->cfg.sliding_windows = p->sliding;
+    p->cfg.transforms = p->xf;
+    p->states_recipe = true;
     *out = p;
     return VQ_OK;
 }
@@ -92,6 +132,7 @@ vq_status vq_profile_get(const vq_profile *p, vq_profile_config *out)
 {
     if (p == NULL || out == NULL) return VQ_ERR_INVALID_ARGUMENT;
     *out = p->cfg;
+    out->no_recipe = !p->states_recipe;
     return VQ_OK;
 }
 
@@ -100,5 +141,8 @@ void vq_profile_free(vq_profile *p)
     if (p == NULL) return;
     free(p->layers);
     free(p->sliding);
+    free(p->xf);
+    free(p->xf_tensors);
+    free(p->xf_data);
     free(p);
 }

@@ -55,27 +55,52 @@ static void *recipe_scratch(vq_cache *c, size_t bytes)
 
 /* ---- create ---- */
 
-static vq_status copy_table(vq_ctx *ctx, const DLTensor *t, int l, const char *field, bool scale, int Hkv, int D,
-                            float *dst)
+static const char *const xf_fields[3] = {"key_mean", "value_mean", "key_scale"};
+static const char *const xf_switches[3] = {"center_keys", "center_values", "smooth"};
+
+static vq_status check_table(vq_ctx *ctx, const DLTensor *t, int l, int i, int Hkv, int D)
 {
     char name[80];
-    snprintf(name, sizeof name, "cfg->transforms[%d].%s", l, field);
+    snprintf(name, sizeof name, "cfg->transforms[%d].%s", l, xf_fields[i]);
     VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, t, name, VQ_DTM_F32, 2, 2));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, t, name, 2, (const int64_t[]){Hkv, D}));
     const float *x = vq_data(t);
-    for (int64_t i = 0; i < (int64_t)Hkv * D; i++)
-        VQ_RETURN_IF(ctx, scale ? !(x[i] >= 0x1p-24f && x[i] <= 0x1p24f) : !isfinite(x[i]), VQ_ERR_INVALID_ARGUMENT,
-                     "argument '%s': element [%lld, %lld] is %g, expected %s", name, (long long)(i / D),
-                     (long long)(i % D), (double)x[i], scale ? "a scale in [2^-24, 2^24]" : "a finite value");
-    memcpy(dst, x, sizeof(float) * (size_t)Hkv * (size_t)D);
+    const bool scale = i == VQ_XF_KEY_SCALE;
+    for (int64_t j = 0; j < (int64_t)Hkv * D; j++)
+        VQ_RETURN_IF(ctx, scale ? !(x[j] >= 0x1p-24f && x[j] <= 0x1p24f) : !isfinite(x[j]), VQ_ERR_INVALID_ARGUMENT,
+                     "argument '%s': element [%lld, %lld] is %g, expected %s", name, (long long)(j / D),
+                     (long long)(j % D), (double)x[j], scale ? "a scale in [2^-24, 2^24]" : "a finite value");
+    return VQ_OK;
+}
+
+static void xf_tables(const vq_cache_transforms *t, const DLTensor *tabs[3], const bool *on[3])
+{
+    tabs[0] = t->key_mean, tabs[1] = t->value_mean, tabs[2] = t->key_scale;
+    on[0] = &t->center_keys, on[1] = &t->center_values, on[2] = &t->smooth;
+}
+
+vq_status vq_cache_recipe_check(vq_ctx *ctx, int sink, const vq_cache_transforms *transforms, int L, int Hkv, int D)
+{
+    VQ_RETURN_IF(ctx, sink < 0 || sink > VQ_CACHE_MAX_SINK_TOKENS, VQ_ERR_INVALID_ARGUMENT,
+                 "argument 'cfg->sink_tokens': expected 0..%d, got %d", VQ_CACHE_MAX_SINK_TOKENS, sink);
+    for (int l = 0; transforms && l < L; l++) {
+        const DLTensor *tabs[3];
+        const bool *on[3];
+        xf_tables(&transforms[l], tabs, on);
+        for (int i = 0; i < 3; i++) {
+            VQ_RETURN_IF(ctx, tabs[i] != NULL && !*on[i], VQ_ERR_INVALID_ARGUMENT,
+                         "argument 'cfg->transforms[%d].%s' is given but %s is false", l, xf_fields[i],
+                         xf_switches[i]);
+            if (tabs[i]) VQ_FORWARD_IF_ERROR(check_table(ctx, tabs[i], l, i, Hkv, D));
+        }
+    }
     return VQ_OK;
 }
 
 vq_status vq_cache_recipe_config(vq_cache *c, const vq_cache_config *cfg)
 {
     vq_ctx *ctx = c->ctx;
-    VQ_RETURN_IF(ctx, cfg->sink_tokens < 0 || cfg->sink_tokens > VQ_CACHE_MAX_SINK_TOKENS, VQ_ERR_INVALID_ARGUMENT,
-                 "argument 'cfg->sink_tokens': expected 0..%d, got %d", VQ_CACHE_MAX_SINK_TOKENS, cfg->sink_tokens);
+    VQ_FORWARD_IF_ERROR(vq_cache_recipe_check(ctx, cfg->sink_tokens, cfg->transforms, c->L, c->Hkv, c->D));
     VQ_RETURN_IF(ctx, c->cuda && cfg->sink_tokens > 0, VQ_ERR_UNSUPPORTED,
                  "argument 'cfg->sink_tokens': %d sink tokens on a CUDA ctx (sink tokens are CPU-only)",
                  cfg->sink_tokens);
@@ -84,13 +109,9 @@ vq_status vq_cache_recipe_config(vq_cache *c, const vq_cache_config *cfg)
     for (int l = 0; cfg->transforms && l < c->L; l++) {
         const vq_cache_transforms *t = &cfg->transforms[l];
         vq_cache_layer *L = &c->layers[l];
-        const DLTensor *tabs[3] = {t->key_mean, t->value_mean, t->key_scale};
-        const bool *on[3] = {&t->center_keys, &t->center_values, &t->smooth};
-        static const char *const fields[3] = {"key_mean", "value_mean", "key_scale"};
-        static const char *const switches[3] = {"center_keys", "center_values", "smooth"};
-        for (int i = 0; i < 3; i++)
-            VQ_RETURN_IF(ctx, tabs[i] != NULL && !*on[i], VQ_ERR_INVALID_ARGUMENT,
-                         "argument 'cfg->transforms[%d].%s' is given but %s is false", l, fields[i], switches[i]);
+        const DLTensor *tabs[3];
+        const bool *on[3];
+        xf_tables(t, tabs, on);
         if (!xf_on(t)) continue;
         VQ_RETURN_IF(ctx, c->cuda, VQ_ERR_UNSUPPORTED,
                      "argument 'cfg->transforms[%d]': transforms on a CUDA ctx (they are CPU-only)", l);
@@ -104,8 +125,7 @@ vq_status vq_cache_recipe_config(vq_cache *c, const vq_cache_config *cfg)
         for (size_t i = 0; i < 3 * n; i++) L->xf_tables[i] = i < 2 * n ? 0.0f : 1.0f;
         for (int i = 0; i < 3; i++) {
             if (tabs[i] == NULL) continue;
-            VQ_FORWARD_IF_ERROR(copy_table(ctx, tabs[i], l, fields[i], i == VQ_XF_KEY_SCALE, c->Hkv, c->D,
-                                           L->xf_tables + (size_t)i * n));
+            memcpy(L->xf_tables + (size_t)i * n, vq_data(tabs[i]), sizeof(float) * n);
             L->xf_given[i] = true;
         }
     }
@@ -374,9 +394,16 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
     const float *tab = sl->xf != NULL && sl->xf_set ? sl->xf : NULL;
     const float *scales = tab && L->xf.smooth ? tab + 2 * kvd : NULL;
     const uint16_t *K = sl->sink, *V = sl->sink == NULL ? NULL : sl->sink + kvd * c->S;
+    const int64_t W = L->sliding;
     for (int64_t t = 0; t < Sq; t++) {
         const int64_t pos = n - Sq + t;
-        const int64_t nvis = !io->causal ? sl->n_sink : pos + 1 < 0 ? 0 : pos + 1 < sl->n_sink ? pos + 1 : sl->n_sink;
+        /* the row's tokens end at pos + 1 (causal) or n; a sliding-window
+         * layer masks the sinks as any other token: the row sees the sinks
+         * [lo, hi) only, those among its newest W tokens */
+        const int64_t end = io->causal ? pos + 1 : n;
+        const int64_t hi = end < 0 ? 0 : end < sl->n_sink ? end : sl->n_sink;
+        const int64_t lo = W > 0 && end - W > 0 ? (end - W < hi ? end - W : hi) : 0;
+        const int64_t nvis = hi - lo;
         const bool paged = po != NULL && t >= ns;
         for (int h = 0; h < Hq; h++) {
             void *orow = (void *)(uintptr_t)vq_attn_at(&io->ov, b, h, t);
@@ -397,7 +424,7 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
             } else {
                 /* out = (e^lse o_pages + sum_j e^s_j v_j) / (e^lse + sum_j e^s_j) */
                 double mx = -INFINITY;
-                for (int64_t j = 0; j < nvis; j++) {
+                for (int64_t j = lo; j < hi; j++) {
                     const uint16_t *kj = K + ((int64_t)(h / G) * c->S + j) * D;
                     double d = 0;
                     for (int e = 0; e < D; e++) d += (double)qrow[e] * vq_f16_to_f32(kj[e]);
@@ -408,7 +435,7 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
                 const double wc = paged ? exp(plse - mx) : 0;
                 double sum = wc, acc[256];
                 for (int e = 0; e < D; e++) acc[e] = paged ? wc * prow[e] : 0.0;
-                for (int64_t j = 0; j < nvis; j++) {
+                for (int64_t j = lo; j < hi; j++) {
                     const double w = exp(sc[j] - mx);
                     const uint16_t *vj = V + ((int64_t)(h / G) * c->S + j) * D;
                     sum += w;

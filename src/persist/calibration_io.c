@@ -43,36 +43,26 @@ static size_t write_calibration(const vq_calibration *cal, void *buf, size_t cap
     return vq_writer_finish(&w, CAL_MAGIC, CAL_VERSION);
 }
 
+static vq_status serialise_calibration(const void *cal, const void *arg, void *buf, size_t cap, size_t *size)
+{
+    (void)arg;
+    *size = write_calibration(cal, buf, cap);
+    return VQ_OK;
+}
+
 vq_status vq_calibration_save_buffer(vq_ctx *ctx, const vq_calibration *cal, void *buf, size_t cap,
                                      size_t *size_out)
 {
     VQ_ENTER(ctx);
     VQ_RETURN_IF(ctx, cal == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'cal' is NULL");
-    VQ_RETURN_IF(ctx, size_out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'size_out' is NULL");
-    const size_t need = write_calibration(cal, NULL, 0);
-    *size_out = need;
-    if (buf == NULL) {
-        VQ_RETURN_IF(ctx, cap != 0, VQ_ERR_INVALID_ARGUMENT, "argument 'buf' is NULL but cap is %zu", cap);
-        return VQ_OK;
-    }
-    VQ_RETURN_IF(ctx, cap < need, VQ_ERR_INVALID_ARGUMENT, "argument 'cap' is %zu bytes, the calibration takes %zu",
-                 cap, need);
-    write_calibration(cal, buf, cap);
-    return VQ_OK;
+    return vq_save_buffer(ctx, serialise_calibration, cal, NULL, "the calibration", buf, cap, size_out);
 }
 
 vq_status vq_calibration_save(vq_ctx *ctx, const vq_calibration *cal, const char *path)
 {
     VQ_ENTER(ctx);
     VQ_RETURN_IF(ctx, cal == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'cal' is NULL");
-    VQ_RETURN_IF(ctx, path == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'path' is NULL");
-    const size_t need = write_calibration(cal, NULL, 0);
-    void *buf = malloc(need);
-    VQ_RETURN_IF(ctx, buf == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to serialise into", need);
-    write_calibration(cal, buf, need);
-    const vq_status st = vq_file_write_atomic(ctx, path, buf, need);
-    free(buf);
-    return st;
+    return vq_save_file(ctx, serialise_calibration, cal, NULL, path);
 }
 
 /* Reads CONF into a resolved calibration (no tables yet). Every count is

@@ -371,3 +371,32 @@ vq_status vq_file_write_atomic(vq_ctx *ctx, const char *path, const void *buf, s
     free(tmp);
     return VQ_OK;
 }
+
+vq_status vq_save_buffer(vq_ctx *ctx, vq_serialise_fn fn, const void *obj, const void *arg, const char *what,
+                         void *buf, size_t cap, size_t *size_out)
+{
+    VQ_RETURN_IF(ctx, size_out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'size_out' is NULL");
+    size_t need = 0;
+    VQ_FORWARD_IF_ERROR(fn(obj, arg, NULL, 0, &need));
+    *size_out = need;
+    if (buf == NULL) {
+        VQ_RETURN_IF(ctx, cap != 0, VQ_ERR_INVALID_ARGUMENT, "argument 'buf' is NULL but cap is %zu", cap);
+        return VQ_OK;
+    }
+    VQ_RETURN_IF(ctx, cap < need, VQ_ERR_INVALID_ARGUMENT, "argument 'cap' is %zu bytes, %s takes %zu", cap, what,
+                 need);
+    return fn(obj, arg, buf, cap, &need);
+}
+
+vq_status vq_save_file(vq_ctx *ctx, vq_serialise_fn fn, const void *obj, const void *arg, const char *path)
+{
+    VQ_RETURN_IF(ctx, path == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'path' is NULL");
+    size_t need = 0;
+    VQ_FORWARD_IF_ERROR(fn(obj, arg, NULL, 0, &need));
+    void *buf = malloc(need);
+    VQ_RETURN_IF(ctx, buf == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to serialise into", need);
+    vq_status st = fn(obj, arg, buf, need, &need);
+    if (st == VQ_OK) st = vq_file_write_atomic(ctx, path, buf, need);
+    free(buf);
+    return st;
+}

@@ -109,4 +109,19 @@ vq_status vq_file_read_all(vq_ctx *ctx, const char *path, uint64_t max_bytes, ui
  * removed and `path` is untouched. VQ_ERR_IO with errno's text. */
 vq_status vq_file_write_atomic(vq_ctx *ctx, const char *path, const void *buf, size_t size);
 
+/* ---- saving an object: the counting pass, then the write ---- */
+
+/* Serialises obj (arg: what else the writer needs, e.g. the one sequence of
+ * a cache to save) into buf[0..cap), or with buf NULL only counts; sets
+ * *size to the bytes (either pass). */
+typedef vq_status (*vq_serialise_fn)(const void *obj, const void *arg, void *buf, size_t cap, size_t *size);
+/* The body of every *_save_buffer: *size_out = the size; buf NULL (then cap
+ * must be 0) only counts; a cap below the size is VQ_ERR_INVALID_ARGUMENT
+ * naming `what` ("the profile takes 512"), nothing written. */
+vq_status vq_save_buffer(vq_ctx *ctx, vq_serialise_fn fn, const void *obj, const void *arg, const char *what,
+                         void *buf, size_t cap, size_t *size_out);
+/* The body of every *_save: counts, allocates once, serialises and writes
+ * `path` atomically (vq_file_write_atomic). */
+vq_status vq_save_file(vq_ctx *ctx, vq_serialise_fn fn, const void *obj, const void *arg, const char *path);
+
 #endif

@@ -196,8 +196,8 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
     return VQ_OK;
 }
 
-/* The oldest version that holds the cache: 4 where a layer has a sliding
- * window; 3 where a layer has KIVI_MIX
+/* The oldest version that holds the cache: 5 where a layer has a sliding
+ * window; 4 with sink tokens or transforms; 3 where a layer has KIVI_MIX
  * wide_channels or f16 TurboQuant value scales, or with a VQ_WINDOW_TURBO
  * window, else 2 with an 8-bit window, else 1. */
 static uint32_t file_version(const vq_cache *c)
@@ -266,6 +266,11 @@ static vq_status pick_seq(const vq_cache *c, int64_t seq_id, const vq_cache_seq 
     return VQ_OK;
 }
 
+static vq_status serialise_cache(const void *c, const void *only, void *buf, size_t cap, size_t *size)
+{
+    return serialise(c, only, buf, cap, size);
+}
+
 vq_status vq_cache_save_buffer(const vq_cache *c, int64_t seq_id, void *buf, size_t cap, size_t *size_out)
 {
     if (c == NULL) return VQ_ERR_INVALID_ARGUMENT;
@@ -273,16 +278,7 @@ vq_status vq_cache_save_buffer(const vq_cache *c, int64_t seq_id, void *buf, siz
     VQ_RETURN_IF(c->ctx, size_out == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'size_out' is NULL");
     const vq_cache_seq *only;
     VQ_FORWARD_IF_ERROR(pick_seq(c, seq_id, &only));
-    size_t need;
-    VQ_FORWARD_IF_ERROR(serialise(c, only, NULL, 0, &need));
-    *size_out = need;
-    if (buf == NULL) {
-        VQ_RETURN_IF(c->ctx, cap != 0, VQ_ERR_INVALID_ARGUMENT, "argument 'buf' is NULL but cap is %zu", cap);
-        return VQ_OK;
-    }
-    VQ_RETURN_IF(c->ctx, cap < need, VQ_ERR_INVALID_ARGUMENT, "argument 'cap' is %zu bytes, the cache takes %zu", cap,
-                 need);
-    return serialise(c, only, buf, cap, &need);
+    return vq_save_buffer(c->ctx, serialise_cache, c, only, "the cache", buf, cap, size_out);
 }
 
 vq_status vq_cache_save(const vq_cache *c, int64_t seq_id, const char *path)
@@ -292,14 +288,7 @@ vq_status vq_cache_save(const vq_cache *c, int64_t seq_id, const char *path)
     VQ_RETURN_IF(c->ctx, path == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'path' is NULL");
     const vq_cache_seq *only;
     VQ_FORWARD_IF_ERROR(pick_seq(c, seq_id, &only));
-    size_t need;
-    VQ_FORWARD_IF_ERROR(serialise(c, only, NULL, 0, &need));
-    void *buf = malloc(need);
-    VQ_RETURN_IF(c->ctx, buf == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes to serialise into", need);
-    vq_status st = serialise(c, only, buf, need, &need);
-    if (st == VQ_OK) st = vq_file_write_atomic(c->ctx, path, buf, need);
-    free(buf);
-    return st;
+    return vq_save_file(c->ctx, serialise_cache, c, only, path);
 }
 
 /* ---- reading: the plan ---- */

@@ -14,9 +14,19 @@ if [ -s "$model" ]; then
     expect 2 "'kivi9' is not a preset" tune -m "$model" --bits 3 --keys kivi9 -o "$tmp/x.vqprof"
     expect 2 "'vecinfer2' is not a preset" tune -m "$model" --bits 3 --values vecinfer2 -o "$tmp/x.vqprof"
     expect 0 "measured KL" tune -m "$model" --bits 3 --keys kivi2 --values turbo2 --tokens 64 --ctx 64 \
-        --threads 1 --text "$text" -o "$tmp/t.vqprof" --plot "$tmp/tune.png"
-    if [ "$(head -c 4 "$tmp/tune.png" | tail -c 3)" = "PNG" ]; then echo "ok   tune --plot wrote a PNG"
-    else echo "FAIL: tune --plot wrote no PNG"; failures=$((failures + 1)); fi
+        --threads 1 --text "$text" -o "$tmp/t.vqprof" --plot "$tmp/tune.png" --frontier "$tmp/front.png" --smooth \
+        --measurements "$tmp/m.txt"
+    # the measurements are for these candidates only
+    expect 2 "its keys candidate 1 is 'kivi2', here 'kivi4'" tune -m "$model" --bits 4 --keys kivi4 --values turbo2 \
+        --tokens 64 --ctx 64 --text "$text" -o "$tmp/x.vqprof" --measurements "$tmp/m.txt"
+    expect 2 "--window '+vs16'" tune -m "$model" --bits 3 --window +vs16 -o "$tmp/x.vqprof"
+    # the profile carries the sink tokens and transforms it was tuned with: flags may not contradict them
+    expect 1 "--sink differs from the profile, which gives the sink tokens (0)" perplexity -m "$model" \
+        --kv "$tmp/t.vqprof" --sink 3 --ctx 64 --windows 1 "$text"
+    for f in tune front; do
+        if [ "$(head -c 4 "$tmp/$f.png" | tail -c 3)" = "PNG" ]; then echo "ok   tune wrote $f.png"
+        else echo "FAIL: tune wrote no $f.png"; failures=$((failures + 1)); fi
+    done
     # the profile it wrote: every model command takes it, at no more than the budget
     expect 0 "t.vqprof" perplexity -m "$model" --kv "$tmp/t.vqprof" --ctx 64 --windows 1 --threads 1 "$text"
     if awk '$2 ~ /t.vqprof$/ { b = $NF } END { exit !(b != "" && b + 0 <= 3.0) }' "$tmp/out"; then

@@ -175,10 +175,23 @@ static void cache_seeds(vq_ctx *ctx, const char *dir)
 }
 
 /* Profiles, in the calibration target's corpus (fuzz_calibration.c loads
- * both): every key and value method, sliding windows, each window storage. */
+ * both): every key and value method, sliding windows, each window storage,
+ * sink tokens and transforms with and without tables (version 2; the
+ * version 1 seeds seed-profile-v1-*.vqprof are kept as files). */
 static void profile_seeds(vq_ctx *ctx, const char *dir)
 {
     vq_cache_layer_config lc[4];
+    static float tab[3][2 * 64];
+    for (int j = 0; j < 2 * 64; j++) tab[0][j] = 0.01f * (float)j, tab[1][j] = -0.5f, tab[2][j] = 1.0f + 0.125f * (float)(j % 8);
+    int64_t shape[2] = {2, 64};
+    DLTensor t[3];
+    for (int j = 0; j < 3; j++)
+        t[j] = (DLTensor){.data = tab[j], .device = {kDLCPU, 0}, .ndim = 2, .dtype = {kDLFloat, 32, 1}, .shape = shape};
+    const vq_cache_transforms xf[4] = {{.center_keys = true, .center_values = true, .smooth = true},
+                                       {.center_keys = true, .key_mean = &t[0]},
+                                       {.center_keys = true, .center_values = true, .smooth = true,
+                                        .key_mean = &t[0], .value_mean = &t[1], .key_scale = &t[2]},
+                                       {0}};
     static const char *const presets[][4] = {{"kivi4-turbo3", "kivimix-turbo2", "rabitq", "qjl"},
                                              {"turbo3", "rvq22", "kivi2", "f16"}};
     static const int wins[4] = {0, 512, 0, 37};
@@ -188,7 +201,8 @@ static void profile_seeds(vq_ctx *ctx, const char *dir)
         if (i == 1) lc[3].values = (vq_value_config){.method = VQ_VALUE_CODEBOOK};
         const vq_profile_config pc = {.n_layers = 4, .n_kv_heads = 2, .head_dim = 64, .layers = lc,
                                       .sliding_windows = i ? wins : NULL, .residual_tokens = 16 * i,
-                                      .window = i ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = i ? 5 : 0};
+                                      .window = i ? VQ_WINDOW_TURBO : VQ_WINDOW_F16, .window_bits = i ? 5 : 0,
+                                      .sink_tokens = 4 * i, .transforms = i ? xf : NULL};
         vq_profile *p;
         if (vq_profile_create(ctx, &pc, &p) != VQ_OK) die(ctx, "profile");
         char path[512];

@@ -27,6 +27,13 @@ typedef struct vqm_cli_method {
     int n_f16_layers;
     int residual;                        /* residual_tokens */
     bool needs_tables;                   /* some layer's keys need fitted tables (VECINFER, CommVQ) */
+    /* a profile that states its sink tokens and transforms (version 2): the
+     * session takes them from it, and --sink / --smooth / --no-center /
+     * --center-keys must agree with it or be left out */
+    bool profile_recipe;
+    int profile_sink;
+    bool profile_smooth, profile_center_keys, profile_center_values; /* on in any layer */
+    const vq_cache_preset_info *recipe;  /* the preset named by what it buys that the base names, or NULL */
     vq_cache_config cfg;                 /* points into this struct: do not copy */
 } vqm_cli_method;
 

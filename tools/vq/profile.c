@@ -20,12 +20,17 @@ int vq_cmd_profile(int argc, char **argv)
         {"model", VQA_STRING, &c.model, 0, 0, "FILE", "GGUF model whose shape the profile is for", .short_name = 'm'},
         {"f16-layers", VQA_STRING, &c.f16_layers, 0, 0, "LIST", "layers kept in f16, e.g. 0,last (default none)"},
         {"residual", VQA_INT, &c.residual, 0, 65536, "N", "newest N tokens kept in the residual window"},
+        {"sink", VQA_INT, &c.sink, 0, VQ_CACHE_MAX_SINK_TOKENS, "N", "first N tokens kept in f16 (attention sink)"},
+        {"no-center", VQA_FLAG, &c.no_center, .help = "store raw keys/values (default: minus their mean, exact)"},
+        {"center-keys", VQA_FLAG, &c.center_keys, .help = "center keys only, store values raw"},
+        {"smooth", VQA_FLAG, &c.smooth, .help = "balance key/query channels before quantizing (exact)"},
         VQA_JSON_OPT(&json),
     };
     const vqa_cmd cmd = {"profile", "write the plan of a --kv method for a model as a profile file", opts,
                          VQA_COUNT(opts),
-                         "The profile holds every layer's key and value methods with their parameters and the\n"
-                         "residual window (length, storage, bits), for the model's layers, kv heads and head dim;\n"
+                         "The profile holds every layer's key and value methods with their parameters, the\n"
+                         "residual window (length, storage, bits), the sink tokens and the transforms (centering,\n"
+                         "smoothing: fitted per sequence), for the model's layers, kv heads and head dim;\n"
                          "--kv FILE of the model commands and vq_cache_config.profile take it back. Methods that\n"
                          "need fitted tables keep taking them from --calibration.\n",
                          NULL, NULL, 0, NULL};
@@ -51,9 +56,14 @@ int vq_cmd_profile(int argc, char **argv)
     vq_ctx *ctx = NULL;
     vq_profile *p = NULL;
     if (st == VQ_EXIT_OK) {
+        static vq_cache_transforms xf[VQM_CLI_MAX_LAYERS];
+        for (int l = 0; l < L; l++)
+            xf[l] = (vq_cache_transforms){.center_keys = !c.no_center, .center_values = !c.no_center && !c.center_keys,
+                                          .smooth = c.smooth};
         const vq_profile_config pc = {.n_layers = L, .n_kv_heads = model->cfg.n_kv_heads, .head_dim = D,
                                       .layers = layers, .residual_tokens = m.cfg.residual_tokens,
-                                      .window = m.cfg.window, .window_bits = m.cfg.window_bits};
+                                      .window = m.cfg.window, .window_bits = m.cfg.window_bits,
+                                      .sink_tokens = (int)c.sink, .transforms = xf};
         vq_status s = vq_ctx_create(&(vq_ctx_config){.num_threads = 1}, &ctx);
         if (s == VQ_OK) s = vq_profile_create(ctx, &pc, &p);
         if (s == VQ_OK) s = vq_profile_save(ctx, p, out);

@@ -37,7 +37,7 @@
 /* Candidates: the key (value) method of a preset; f16 is always one. */
 #define DEFAULT_KEYS "kivi2-turbo2,kivi2,kivimix-turbo2,kivi4-turbo2,kivi4"
 #define DEFAULT_VALUES "turbo2,turbo3,turbo4,kivi4"
-enum { MAX_CAND = 8, CHECK_BUDGETS = 5 };
+enum { MAX_CAND = 10, CHECK_BUDGETS = 5 };
 
 typedef struct cand {
     const char *preset; /* whose key (value) method; "f16" */
@@ -55,7 +55,7 @@ typedef struct tuner {
     vq_ctx *ctx;
     const vqm_cli_common *common;
     const int32_t *toks;   /* calibration tokens */
-    int64_t n_windows, C;
+    int64_t n_windows, C, bits_ctx;
     int L, V;
     float *ref;            /* [windows][C/2][V] log-probabilities of the f16 cache (f32) */
     float *logits;         /* [batch][V] */
@@ -64,12 +64,27 @@ typedef struct tuner {
     vqp prog;
 } tuner;
 
-/* A preset that needs fitted tables (VecInfer, CommVQ keys) is no candidate. */
-static bool needs_tables(const char *name)
+/* A candidate from its name: a preset, or a preset with the --kv refinements
+ * of one method ("kivimix-turbo2:wide20", "turbo2+vs16"; model_cli.h), whose
+ * key (side 0) or value (side 1) method it takes; 2 when it is none, or one
+ * that needs fitted tables. */
+static int parse_cand(const char *name, int side, int D, cand *out)
 {
-    for (int i = 0; i < vq_cache_preset_count(); i++)
-        if (strcmp(vq_cache_preset(i)->name, name) == 0) return vq_cache_preset(i)->needs_tables;
-    return false;
+    static vqm_cli_method m;
+    if (strcmp(name, "f16") == 0 || strchr(name, '@') != NULL || strchr(name, '/') != NULL ||
+        vqm_cli_method_init(&m, "tune", name, NULL, 0, 1, D, false) != VQ_EXIT_OK || m.cfg.profile != NULL ||
+        m.cfg.window != VQ_WINDOW_F16 || m.needs_tables) {
+        fprintf(stderr, "vq tune: --%s: '%s' is not a preset without fitted tables, optionally with :wideN / "
+                        "+wideN / +vs16\n", side ? "values" : "keys", name);
+        return VQ_EXIT_USAGE;
+    }
+    vq_cache_layer_config lc;
+    if (m.cfg.layers) lc = m.cfg.layers[0];
+    else vq_cache_preset_layer_config(m.cfg.preset, D, &lc);
+    if (side) lc.keys = (vq_key_config){.method = VQ_KEY_F16};
+    else lc.values = (vq_value_config){.method = VQ_VALUE_F16};
+    *out = (cand){name, lc, 0};
+    return VQ_EXIT_OK;
 }
 
 /* Runs the plan in t->method over the calibration windows: mean KL against
@@ -111,24 +126,27 @@ static double run_plan(tuner *t, bool fill_ref)
 }
 
 /* Bits per element of a part at candidate c: a one-layer cache of the
- * model's shape filled to C tokens (random data: the sizes do not depend on
- * it), keys (values) alone as vq_cache_memory counts them. */
+ * model's shape, with the plan's residual window and sink tokens, filled to
+ * --bits-ctx tokens (random data: the sizes do not depend on it), keys
+ * (values) alone as vq_cache_memory counts them. */
 static double measure_bits(const tuner *t, const vq_cache_layer_config *lc, bool keys)
 {
     const vqm_config *mc = &t->model->cfg;
     const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = mc->n_kv_heads, .n_q_heads = mc->n_heads,
                                  .head_dim = mc->head_dim, .capacity_pages = 64, .grow_pages = 64,
-                                 .max_sequences = 1, .residual_tokens = (int)t->common->residual, .layers = lc};
+                                 .max_sequences = 1, .residual_tokens = t->method.cfg.residual_tokens, .layers = lc,
+                                 .window = t->method.cfg.window, .window_bits = t->method.cfg.window_bits,
+                                 .sink_tokens = (int)t->common->sink};
     vq_cache *c = NULL;
     tool_check(t->ctx, vq_cache_create(t->ctx, &cfg, &c), "vq tune: a trial cache");
     int64_t id;
     tool_check(t->ctx, vq_cache_seq_add(c, &id), "vq tune: a trial sequence");
-    const int64_t n = (int64_t)mc->n_kv_heads * t->C * mc->head_dim;
+    const int64_t n = (int64_t)mc->n_kv_heads * t->bits_ctx * mc->head_dim;
     uint16_t *kv = tool_calloc((size_t)n, sizeof *kv);
     vq_rng rng;
     vq_rng_seed(&rng, 1);
     for (int64_t i = 0; i < n; i++) kv[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
-    int64_t shape[4] = {1, mc->n_kv_heads, t->C, mc->head_dim};
+    int64_t shape[4] = {1, mc->n_kv_heads, t->bits_ctx, mc->head_dim};
     DLTensor x = {.data = kv, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 16, 1}, .shape = shape};
     tool_check(t->ctx, vq_cache_append(c, 0, 1, &id, &x, &x, NULL), "vq tune: a trial append");
     vq_cache_memory_report r;
@@ -216,21 +234,149 @@ static void kv_string(const tuner *t, const part *parts, const cand *kc, const c
         }
 }
 
+/* The measurements file (--measurements): a header naming the layers and
+ * the candidates, then one line per part, "keys L" or "values L" and the
+ * loss of every candidate (f16 first: 0). Read back only when the layers and
+ * candidates are the same. */
+static const char MEAS_MAGIC[] = "vq-tune-measurements 1";
+
+static bool write_measurements(const char *path, const tuner *t, const part *parts, const cand *kc, int nk,
+                               const cand *vc, int nv)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) return false;
+    fprintf(f, "%s\nlayers %d\nkeys", MEAS_MAGIC, t->L);
+    for (int i = 0; i < nk; i++) fprintf(f, " %s", kc[i].preset);
+    fprintf(f, "\nvalues");
+    for (int i = 0; i < nv; i++) fprintf(f, " %s", vc[i].preset);
+    fprintf(f, "\n");
+    for (int p = 0; p < 2 * t->L; p++) {
+        fprintf(f, "%s %d", p < t->L ? "keys" : "values", p % t->L);
+        for (int i = 0; i < (p < t->L ? nk : nv); i++) fprintf(f, " %.9e", parts[p].loss[i]);
+        fprintf(f, "\n");
+    }
+    return fclose(f) == 0;
+}
+
+/* Reads one whitespace-separated word; false at the end. */
+static bool read_word(FILE *f, char *w, size_t cap)
+{
+    char fmt[16];
+    snprintf(fmt, sizeof fmt, "%%%zus", cap - 1);
+    return fscanf(f, fmt, w) == 1;
+}
+
+/* Whether the file at path (if any) is for these layers and candidates:
+ * false after a message naming what differs; true when it matches or does
+ * not exist (then it is written). */
+static bool check_measurements(const char *path, const tuner *t, const cand *kc, int nk, const cand *vc, int nv)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return true;
+    char w[256], line[64];
+    int L = -1;
+    bool ok = fgets(line, sizeof line, f) != NULL && strncmp(line, MEAS_MAGIC, sizeof MEAS_MAGIC - 1) == 0 &&
+              fscanf(f, " layers %d", &L) == 1;
+    if (!ok) fprintf(stderr, "vq tune: --measurements '%s': not a measurements file of vq tune\n", path);
+    else if (L != t->L) {
+        fprintf(stderr, "vq tune: --measurements '%s': for %d layers, the model has %d\n", path, L, t->L);
+        ok = false;
+    }
+    for (int side = 0; ok && side < 2; side++) {
+        const cand *c = side ? vc : kc;
+        const int n = side ? nv : nk;
+        ok = read_word(f, w, sizeof w) && strcmp(w, side ? "values" : "keys") == 0;
+        for (int i = 0; ok && i < n; i++) {
+            ok = read_word(f, w, sizeof w) && strcmp(w, c[i].preset) == 0;
+            if (!ok)
+                fprintf(stderr, "vq tune: --measurements '%s': its %s candidate %d is '%s', here '%s'\n", path,
+                        side ? "values" : "keys", i, w, c[i].preset);
+        }
+    }
+    fclose(f);
+    return ok;
+}
+
+/* Reads the losses (check_measurements passed); false when the file does
+ * not exist. */
+static bool read_measurements(const char *path, const tuner *t, part *parts, const cand *kc, int nk, const cand *vc,
+                              int nv)
+{
+    (void)kc, (void)vc;
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return false;
+    char w[256];
+    while (read_word(f, w, sizeof w) && strcmp(w, "values") != 0) {}
+    for (int i = 0; i < nv; i++) read_word(f, w, sizeof w);
+    bool ok = true;
+    for (int p = 0; ok && p < 2 * t->L; p++) {
+        int l = -1;
+        ok = read_word(f, w, sizeof w) && strcmp(w, p < t->L ? "keys" : "values") == 0 && fscanf(f, "%d", &l) == 1 &&
+             l == p % t->L;
+        for (int i = 0; ok && i < (p < t->L ? nk : nv); i++) ok = fscanf(f, "%lf", &parts[p].loss[i]) == 1;
+    }
+    fclose(f);
+    if (!ok) {
+        fprintf(stderr, "vq tune: --measurements '%s': truncated or malformed\n", path);
+        exit(VQ_EXIT_USAGE);
+    }
+    return true;
+}
+
+/* --frontier: the predicted KL of the plans for budgets from the cheapest
+ * up to 3 bits above it (0.05-bit steps), and the
+ * measured KL of the checked plans, against their bits. */
+static int draw_frontier(const char *path, const tuner *t, part *parts, const cand *kc, int nk, const cand *vc, int nv,
+                         double min_bits, const double *bits, const double *meas, int n_meas)
+{
+    enum { MAX_PTS = 400 };
+    vq_plot_point pts[MAX_PTS];
+    int n = 0;
+    double last = -1;
+    for (double B = min_bits; n < MAX_PTS - CHECK_BUDGETS && B <= min_bits + 3; B += 0.05) {
+        double got;
+        const double pred = allocate(t, parts, kc, nk, vc, nv, B, &got);
+        if (got == last) continue;
+        last = got;
+        pts[n++] = (vq_plot_point){got, pred, NULL, 0};
+    }
+    for (int b = 0; b < n_meas; b++) pts[n++] = (vq_plot_point){bits[b], meas[b], NULL, 1};
+    const vq_plot pl = {.title = "vq tune: loss against bits per element (all bytes counted)",
+                        .x_label = "bits per element", .y_label = "KL against f16 (mean per token)", .log_y = true,
+                        .points = pts, .n_points = n, .series_names = {"predicted", "measured"}};
+    char err[256];
+    if (vq_plot_png(path, &pl, err, sizeof err) != 0) {
+        fprintf(stderr, "vq tune: --frontier: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 int vq_cmd_tune(int argc, char **argv)
 {
     vqm_cli_common common = VQM_CLI_COMMON_DEFAULTS;
-    const char *text_path = "data/pride_and_prejudice.txt", *out = NULL, *plot = NULL;
+    const char *text_path = "data/pride_and_prejudice.txt", *out = NULL, *plot = NULL, *frontier = NULL;
     const char *keys = DEFAULT_KEYS, *values = DEFAULT_VALUES;
     double budget = 0;
-    int64_t tokens = 1024, C = 512;
+    const char *suffix = "", *measurements = NULL;
+    int64_t tokens = 1024, C = 512, bits_ctx = 0;
     bool json = false;
     const vqa_opt opts[] = {
         {"bits", VQA_REAL, &budget, 1, 16, "B", "bits per element, keys and values, all bytes counted (required)"},
         {"text", VQA_STRING, &text_path, 0, 0, "FILE", "calibration text (its last --tokens tokens)"},
         {"tokens", VQA_SIZE, &tokens, 64, 1 << 20, "N", "calibration tokens"},
         {"ctx", VQA_SIZE, &C, 64, 1 << 16, "C", "window length of the calibration runs and of the bit count"},
+        {"bits-ctx", VQA_SIZE, &bits_ctx, 0, 1 << 20, "N", "tokens of the cache whose bits meet --bits (0 = --ctx; "
+         "the scored window length, e.g. 2048)"},
+        {"window", VQA_STRING, &suffix, 0, 0, "SUFFIXES", "the residual window of every plan as --kv suffixes, e.g. "
+         "+w8+r64 (default: f16, --residual tokens)"},
+        {"measurements", VQA_STRING, &measurements, 0, 0, "FILE", "the sensitivities: read from FILE when it exists "
+         "(same model, layers and candidates), else measured and written there"},
         {"out", VQA_OUT_FILE, &out, 0, 0, "FILE", "profile file to write (required)", NULL, 'o'},
         {"plot", VQA_OUT_FILE, &plot, 0, 0, "FILE.png", "draw measured against predicted KL of plans around B"},
+        {"frontier", VQA_OUT_FILE, &frontier, 0, 0, "FILE.png", "draw the loss against the bits: the predicted "
+         "KL of the plans for budgets from the cheapest up in 0.05-bit steps, and the measured KL of the checked "
+         "plans"},
         {"keys", VQA_STRING, &keys, 0, 0, "LIST", "presets whose key methods are the candidates (besides f16) (default "
          DEFAULT_KEYS ")"},
         {"values", VQA_STRING, &values, 0, 0, "LIST", "presets whose value methods are the candidates (besides f16) "
@@ -259,8 +405,15 @@ int vq_cmd_tune(int argc, char **argv)
                .V = model->cfg.vocab};
     t.ctx = tool_ctx((int)common.threads, NULL);
     const int D = model->cfg.head_dim;
-    if (vqm_cli_method_init(&t.method, "tune", "f16", NULL, (int)common.residual, t.L, D, false) != VQ_EXIT_OK)
-        return VQ_EXIT_FAILURE;
+    char base[64];
+    snprintf(base, sizeof base, "f16%s", suffix);
+    if (strlen(suffix) > 48 || (*suffix && *suffix != '+') ||
+        vqm_cli_method_init(&t.method, "tune", base, NULL, (int)common.residual, t.L, D, false) != VQ_EXIT_OK ||
+        strchr(suffix, 'v') != NULL || strstr(suffix, "wide") != NULL) {
+        fprintf(stderr, "vq tune: --window '%s': not the suffixes +w8 / +w1..+w7 / +rN\n", suffix);
+        return VQ_EXIT_USAGE;
+    }
+    t.bits_ctx = bits_ctx ? bits_ctx : C;
     t.method.cfg.preset = NULL;
     t.method.cfg.layers = t.method.layers;
     t.ref = tool_calloc((size_t)t.n_windows * (size_t)(C / 2) * (size_t)t.V, sizeof *t.ref);
@@ -278,21 +431,24 @@ int vq_cmd_tune(int argc, char **argv)
         cand *c = side ? vc : kc;
         int *n = side ? &nv : &nk;
         for (char *save = NULL, *w = strtok_r(side ? vlist : klist, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-            vq_cache_layer_config lc;
             if (strcmp(w, "f16") == 0) continue;
-            if (*n == MAX_CAND || vq_cache_preset_layer_config(w, D, &lc) != VQ_OK ||
-                needs_tables(w)) {
-                fprintf(stderr, "vq tune: --%s: '%s' is not a preset without fitted tables (or more than %d)\n",
-                        side ? "values" : "keys", w, MAX_CAND - 1);
+            if (*n == MAX_CAND) {
+                fprintf(stderr, "vq tune: --%s: more than %d candidates\n", side ? "values" : "keys", MAX_CAND - 1);
                 return VQ_EXIT_USAGE;
             }
-            if (side) lc.keys = (vq_key_config){.method = VQ_KEY_F16};
-            else lc.values = (vq_value_config){.method = VQ_VALUE_F16};
-            c[(*n)++] = (cand){w, lc, 0};
+            if (parse_cand(w, side, D, &c[*n]) != VQ_EXIT_OK) return VQ_EXIT_USAGE;
+            (*n)++;
         }
     }
     for (int i = 0; i < nk; i++) kc[i].bits = measure_bits(&t, &kc[i].lc, true);
-    for (int i = 0; i < nv; i++) vc[i].bits = measure_bits(&t, &vc[i].lc, false);
+    /* a value candidate beside quantized keys: the layer's window holds the
+     * keys' partial group too (f16 keys leave only the newest R tokens in
+     * it), so values are counted beside the last key candidate */
+    for (int i = 0; i < nv; i++) {
+        vq_cache_layer_config lc = vc[i].lc;
+        if (nk > 1) lc.keys = kc[nk - 1].lc.keys;
+        vc[i].bits = measure_bits(&t, &lc, false);
+    }
     double min_bits = 0;
     {
         double mk = kc[0].bits, mv = vc[0].bits;
@@ -302,7 +458,7 @@ int vq_cmd_tune(int argc, char **argv)
     }
     if (budget < min_bits) {
         fprintf(stderr, "vq tune: --bits %.3g: no plan of these candidates fits; the cheapest takes %.3f bits per "
-                        "element at --ctx %lld\n", budget, min_bits, (long long)C);
+                        "element at %lld tokens\n", budget, min_bits, (long long)t.bits_ctx);
         return VQ_EXIT_USAGE;
     }
     size_t len = 0;
@@ -322,13 +478,15 @@ int vq_cmd_tune(int argc, char **argv)
     }
     t.toks = all + nt - t.n_windows * C;
     part *parts = tool_calloc(2 * (size_t)t.L, sizeof *parts);
-    const int64_t runs = 1 + (int64_t)t.L * (nk - 1 + nv - 1) + CHECK_BUDGETS;
+    if (measurements != NULL && !check_measurements(measurements, &t, kc, nk, vc, nv)) return VQ_EXIT_USAGE;
+    const bool have = measurements != NULL && read_measurements(measurements, &t, parts, kc, nk, vc, nv);
+    const int64_t runs = 1 + (have ? 0 : (int64_t)t.L * (nk - 1 + nv - 1)) + CHECK_BUDGETS;
     const double t0 = tool_now();
     vqp_begin(&t.prog, "tune", runs);
     vqp_step(&t.prog, "f16 reference");
     set_f16(&t);
     run_plan(&t, true);
-    for (int l = 0; l < t.L; l++) {
+    for (int l = 0; l < t.L && !have; l++) {
         for (int i = 1; i < nk; i++) {
             vqp_step(&t.prog, "layer %d keys %s", l, kc[i].preset);
             set_f16(&t);
@@ -341,6 +499,10 @@ int vq_cmd_tune(int argc, char **argv)
             t.method.layers[l].values = vc[i].lc.values;
             parts[t.L + l].loss[i] = run_plan(&t, false);
         }
+    }
+    if (measurements != NULL && !have && !write_measurements(measurements, &t, parts, kc, nk, vc, nv)) {
+        fprintf(stderr, "vq tune: --measurements: cannot write '%s'\n", measurements);
+        return VQ_EXIT_FAILURE;
     }
     /* the plan, and plans around it for the check */
     const double offsets[CHECK_BUDGETS] = {0, -0.5, -0.25, 0.25, 0.5};
@@ -360,20 +522,33 @@ int vq_cmd_tune(int argc, char **argv)
     vqp_end(&t.prog);
     /* write the profile */
     set_plan(&t, plan, kc, vc);
+    vq_cache_transforms *xf = tool_calloc((size_t)t.L, sizeof *xf);
+    for (int l = 0; l < t.L; l++)
+        xf[l] = (vq_cache_transforms){.center_keys = !common.no_center,
+                                      .center_values = !common.no_center && !common.center_keys,
+                                      .smooth = common.smooth};
+    /* the model's sliding windows (its local layers'), which a profile
+     * carries and the runtime checks */
+    int *wins = tool_calloc((size_t)t.L, sizeof *wins);
+    for (int l = 0; l < t.L; l++) wins[l] = model->layers[l].local ? model->cfg.sliding_window : 0;
     const vq_profile_config pc = {.n_layers = t.L, .n_kv_heads = model->cfg.n_kv_heads, .head_dim = D,
-                                  .layers = t.method.layers, .residual_tokens = (int)common.residual};
+                                  .layers = t.method.layers, .residual_tokens = t.method.cfg.residual_tokens,
+                                  .window = t.method.cfg.window, .window_bits = t.method.cfg.window_bits,
+                                  .sink_tokens = (int)common.sink, .transforms = xf, .sliding_windows = wins};
     vq_profile *prof = NULL;
     tool_check(t.ctx, vq_profile_create(t.ctx, &pc, &prof), "vq tune: the profile");
     tool_check(t.ctx, vq_profile_save(t.ctx, prof, out), "vq tune: writing the profile");
     vq_profile_free(prof);
+    free(xf);
+    free(wins);
     char kv[4096];
     kv_string(&t, plan, kc, vc, kv, sizeof kv);
     vqr *r = vqr_begin("tune", argc, argv, t.ctx, json);
     if (!json) {
         printf("tuned on the last %lld tokens of %s (%lld windows of %lld), %.0f s\n",
                (long long)(t.n_windows * C), text_path, (long long)t.n_windows, (long long)C, tool_now() - t0);
-        printf("candidate   keys bits  values bits   (bits per element at ctx %lld, all bytes counted)\n",
-               (long long)C);
+        printf("candidate   keys bits  values bits   (bits per element at %lld tokens, all bytes counted)\n",
+               (long long)t.bits_ctx);
         for (int i = 0; i < (nk > nv ? nk : nv); i++)
             printf("%-16s %6.3f   %-12s %6.3f\n", i < nk ? kc[i].preset : "", i < nk ? kc[i].bits : 0,
                    i < nv ? vc[i].preset : "", i < nv ? vc[i].bits : 0);
@@ -418,6 +593,8 @@ int vq_cmd_tune(int argc, char **argv)
             return VQ_EXIT_FAILURE;
         }
     }
+    if (frontier != NULL && draw_frontier(frontier, &t, parts, kc, nk, vc, nv, min_bits, got_bits, meas, n_checked) != 0)
+        return VQ_EXIT_FAILURE;
     free(parts), free(plan), free(t.ref), free(t.logits), free(t.lp), free(all);
     vq_ctx_free(t.ctx);
     vqm_model_free(model);
