@@ -636,7 +636,36 @@ typedef struct vq_cache vq_cache;
 
 /* ---- Presets ---- */
 
-/* A preset: a named key + value method for all layers. The presets are
+/* A preset: a named configuration for all layers. Two kinds:
+ *
+ * Presets named by what they buy (recipe = true), the ones to start from:
+ * each is a key + value method plus the attention sink, the exact
+ * transforms, the residual window and its storage, chosen by measurement
+ * on SmolLM2-135M (docs/QUALITY.md, "Presets"):
+ *   quality-4bit   near-lossless at about 4 bits: KIVI 4-bit keys per
+ *                  channel over 128 tokens, TurboQuant 3-bit values with
+ *                  f16 scales;
+ *   balanced-3bit  about 3 bits within about 1 %: mixed-width KIVI keys
+ *                  (VQ_KEY_KIVI_MIX, 24 of 64 channels of each 128-token
+ *                  group at 4 bits, the rest at 2), TurboQuant 2-bit values
+ *                  with f16 scales;
+ *   compact-2.5bit the fewest bits that still hold: mixed-width keys with
+ *                  8 of 64 wide channels, TurboQuant 2-bit values with f16
+ *                  scales, a 6-bit window.
+ * Each sets sink_tokens = 4, center_keys, center_values and smooth on every
+ * layer (tables fitted per sequence from its first chunk: smooth needs its
+ * queries, vq_cache_fit_transforms), and the residual window (residual_tokens,
+ * window, window_bits) given in its vq_cache_preset_info. Naming one in
+ * cfg->preset (with cfg->layers NULL) applies each of those to the fields
+ * the caller left 0 / NULL: sink_tokens 0, transforms NULL, residual_tokens
+ * 0, window VQ_WINDOW_F16 with window_bits 0; a field the caller set stays
+ * the caller's (a method preset, below, gives the same methods with none of
+ * the rest). Wide-channel counts are for D = 64 and scale with D (a fraction
+ * of the channels: 24/64 and 8/64). They need a power-of-two head_dim
+ * (TurboQuant values and window) and a CPU ctx (KIVI_MIX keys, f16 value
+ * scales, the TurboQuant window, sinks and transforms are CPU only).
+ *
+ * Method presets (recipe = false): a key + value method and nothing else:
  * f16; kivi2, kivi4 (KIVI keys per channel over 32 tokens, values per token);
  * kivi4-turbo3, kivi4-turbo2 (KIVI 4-bit keys per channel over 128 tokens,
  * TurboQuant 3- or 2-bit values: keys and values take different quantizers
@@ -652,12 +681,27 @@ typedef struct vq_cache vq_cache;
  * rvq22; rabitq, rabitq-exact; qjl; vecinfer2 and commvq (fitted tables).
  * vq_cache_preset(i)->description names each one's parameters. */
 typedef struct vq_cache_preset_info {
-    const char *name;         /* "f16", "kivi2", ... */
+    const char *name;         /* "quality-4bit", "f16", "kivi2", ... */
     const char *description;  /* one line: the methods and their parameters */
     double key_bits, value_bits; /* stored bits per element, all-in (codes + scales/norms), in the pages,
                                     at head_dim = 128 (the residual window is not counted) */
     bool needs_tables;        /* VECINFER / CommVQ: codebooks must be passed in (layers[].keys.codebook, or
                                  cfg->calibration) */
+    /* What a preset named by what it buys sets beside the methods (0 / false
+     * for method presets): */
+    bool recipe;              /* true for quality-4bit, balanced-3bit, compact-2.5bit */
+    int sink_tokens;          /* cfg->sink_tokens */
+    vq_cache_transforms transforms; /* the switches of cfg->transforms[l], every layer; tables NULL (fitted) */
+    int residual_tokens;      /* cfg->residual_tokens */
+    vq_cache_window window;   /* cfg->window */
+    int window_bits;          /* cfg->window_bits (VQ_WINDOW_TURBO) */
+    /* Bits per element of the whole cache as vq_cache_memory counts them
+     * (pages, window and sinks) for one sequence of 2048 tokens at head_dim
+     * 64 (SmolLM2-135M's heads; the quality measurements' windows); 0 for
+     * method presets, whose bits depend on the window the caller picks. At
+     * longer contexts the fixed window and sinks weigh less: the bits fall
+     * towards the pages' (key_bits + value_bits) / 2 at D = 64. */
+    double bits;
 } vq_cache_preset_info;
 
 /* Number of presets, and preset i (0 <= i < count; NULL otherwise). The

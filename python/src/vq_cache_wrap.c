@@ -121,7 +121,8 @@ static PyObject *layer_config_tuple(const vq_cache_layer_config *lc)
                          k->wide_channels, PyBool_FromLong(v->scale_f16));
 }
 
-/* cache_presets() -> [(name, description, key_bits, value_bits, needs_tables)] */
+/* cache_presets() -> [(name, description, key_bits, value_bits, needs_tables, recipe, bits, sink_tokens,
+ * center_keys, center_values, smooth, residual_tokens, window)], window "f16", "turbo8" or "turboN" */
 static PyObject *py_cache_presets(PyObject *self, PyObject *unused)
 {
     int n = vq_cache_preset_count();
@@ -129,8 +130,14 @@ static PyObject *py_cache_presets(PyObject *self, PyObject *unused)
     if (!list) return NULL;
     for (int i = 0; i < n; i++) {
         const vq_cache_preset_info *p = vq_cache_preset(i);
-        PyObject *item = Py_BuildValue("(ssddN)", p->name, p->description, p->key_bits, p->value_bits,
-                                       PyBool_FromLong(p->needs_tables));
+        char window[16];
+        if (p->window == VQ_WINDOW_TURBO) snprintf(window, sizeof window, "turbo%d", p->window_bits);
+        else snprintf(window, sizeof window, "%s", p->window == VQ_WINDOW_TURBO8 ? "turbo8" : "f16");
+        PyObject *item = Py_BuildValue("(ssddNNdiNNNis)", p->name, p->description, p->key_bits, p->value_bits,
+                                       PyBool_FromLong(p->needs_tables), PyBool_FromLong(p->recipe), p->bits,
+                                       p->sink_tokens, PyBool_FromLong(p->transforms.center_keys),
+                                       PyBool_FromLong(p->transforms.center_values),
+                                       PyBool_FromLong(p->transforms.smooth), p->residual_tokens, window);
         if (!item) {
             Py_DECREF(list);
             return NULL;

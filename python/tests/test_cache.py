@@ -95,7 +95,55 @@ def test_kivi_arith_choices(rng):
         c.attend(0, [s], q, kivi_arith="int4")
 
 
-@pytest.mark.parametrize("preset", [p["name"] for p in vq.presets() if not p["needs_tables"]])
+NAMED = ("quality-4bit", "balanced-3bit", "compact-2.5bit")
+
+
+def test_named_presets_listed_first():
+    ps = vq.presets()
+    assert tuple(p["name"] for p in ps[:3]) == NAMED
+    for p in ps:
+        assert p["recipe"] == (p["name"] in NAMED)
+        if p["recipe"]:
+            assert p["sink_tokens"] == 4 and p["center_keys"] and p["center_values"] and p["smooth"]
+            assert p["window"] in ("turbo8", "turbo6") and 2.5 < p["bits"] < 4.2
+        else:
+            assert p["sink_tokens"] == 0 and not p["smooth"] and p["window"] == "f16" and p["bits"] == 0
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_named_preset_is_its_kwargs(rng, name):
+    # KVCache(method=NAME) is the cache its dict in presets() spells out, bit
+    # for bit: the same layer configs, sink, transforms and window
+    p = next(p for p in vq.presets() if p["name"] == name)
+    L, hkv, hq, d, n = 2, 2, 4, 64, 300
+    k, v = _kv(rng, 1, hkv, n, d)
+    q = rng.standard_normal((1, hq, n, d)).astype(np.float32)
+    named = vq.KVCache(L, hkv, d, n_q_heads=hq, method=name)
+    spelled = vq.KVCache(L, hkv, d, n_q_heads=hq, layers=[name] * L, sink_tokens=p["sink_tokens"],
+                         center_keys=p["center_keys"], center_values=p["center_values"], smooth=p["smooth"],
+                         residual_tokens=p["residual_tokens"], window=p["window"])
+    assert named.smooth and named.config() == spelled.config()
+    outs = []
+    for c in (named, spelled):
+        s = c.add_sequence()
+        if c is named:  # smooth's key scales come from the first chunk's queries
+            with pytest.raises(vq.InvalidArgumentError, match="scale"):
+                c.append(0, [s], k, v)
+        for layer in range(L):
+            c.fit_transforms(layer, [s], k, v, q)
+            c.append(layer, [s], k, v)
+        outs.append(c.attend(1, [s], q[:, :, -1:]))
+        assert c.transforms(s, 1)["smooth"] and c.config()["sink_tokens"] == 4
+    assert np.array_equal(outs[0], outs[1])
+    assert named.memory()["tokens"] == L * n
+    # what the caller sets stays the caller's
+    own = vq.KVCache(L, hkv, d, n_q_heads=hq, method=name, sink_tokens=2, residual_tokens=8, center_keys=True)
+    assert own.config()["sink_tokens"] == 2 and own.config()["residual_tokens"] == 8 and not own.smooth
+    with pytest.raises(vq.InvalidArgumentError, match="unknown preset 'balanced-3bits'"):
+        vq.KVCache(L, hkv, d, method="balanced-3bits")
+
+
+@pytest.mark.parametrize("preset", [p["name"] for p in vq.presets() if not p["needs_tables"] and not p["recipe"]])
 def test_every_preset_runs_and_is_close(rng, preset):
     # residual_tokens 16: the f16 window is merged with the pages
     hkv, hq, d, n = 2, 4, 64, 300

@@ -66,15 +66,21 @@ def _text_ids(tok, n):
     return ids
 
 
+def _prefill_then_decode(m, ids, cache, prefill=40):
+    """DynamicCache's logits of ids, and cache's: a prefill of `prefill`
+    tokens on the compressed cache, then one token at a time."""
+    with torch.no_grad():
+        want = m(ids, **vq.hf.cache_kwargs(m, transformers.DynamicCache())).logits
+        got = [m(ids[:, :prefill], **vq.hf.cache_kwargs(m, cache)).logits]
+        got += [m(ids[:, t:t + 1], **vq.hf.cache_kwargs(m, cache)).logits for t in range(prefill, ids.shape[1])]
+    return want, torch.cat(got, dim=1)
+
+
 def test_f16_cache_matches_dynamic_cache(model):
     m, tok = model
     ids = _text_ids(tok, 48)
-    with torch.no_grad():
-        want = m(ids, **vq.hf.cache_kwargs(m, transformers.DynamicCache())).logits
-        cache = vq.hf.Cache(m, method="f16")
-        got = m(ids[:, :40], **vq.hf.cache_kwargs(m, cache)).logits  # prefill on the compressed cache
-        steps = [m(ids[:, t:t + 1], **vq.hf.cache_kwargs(m, cache)).logits for t in range(40, 48)]  # then decode
-    got = torch.cat([got] + steps, dim=1)
+    cache = vq.hf.Cache(m, method="f16")
+    want, got = _prefill_then_decode(m, ids, cache)
     rel = ((got - want).abs().max() / want.abs().max()).item()
     assert rel < F16_LOGIT_BOUND, rel
     assert cache.get_seq_length() == 48 and cache.memory()["tokens"] == 48 * m.config.num_hidden_layers
@@ -88,17 +94,47 @@ def test_sinks_and_transforms_keep_the_f16_logits(model):
     # at other points)
     m, tok = model
     ids = _text_ids(tok, 48)
-    with torch.no_grad():
-        want = m(ids, **vq.hf.cache_kwargs(m, transformers.DynamicCache())).logits
-        cache = vq.hf.Cache(m, method="f16", residual_tokens=0, sink_tokens=4, center_keys=True,
-                            center_values=True, smooth=True)
-        got = m(ids[:, :40], **vq.hf.cache_kwargs(m, cache)).logits
-        steps = [m(ids[:, t:t + 1], **vq.hf.cache_kwargs(m, cache)).logits for t in range(40, 48)]
-    got = torch.cat([got] + steps, dim=1)
+    cache = vq.hf.Cache(m, method="f16", residual_tokens=0, sink_tokens=4, center_keys=True,
+                        center_values=True, smooth=True)
+    want, got = _prefill_then_decode(m, ids, cache)
     rel = ((got - want).abs().max() / want.abs().max()).item()
     assert rel < 2 * F16_LOGIT_BOUND, rel
     assert cache.vq.transforms(cache.seq_ids[0], 0)["smooth"]
     vq.hf.uninstall(m)
+
+def test_bf16_model_decodes_on_the_cache(model):
+    # a bf16 model's keys and values go into the CPU cache as f32 (the cache
+    # takes f16/f32): the f16 method then gives DynamicCache's bf16 logits up to
+    # bf16 rounding, which dominates (u = 2^-8 per operation, through 30 layers)
+    import copy
+    m, tok = model
+    mb = copy.deepcopy(m).to(torch.bfloat16)
+    ids = _text_ids(tok, 24)
+    with torch.no_grad():
+        want = mb(ids, **vq.hf.cache_kwargs(mb, transformers.DynamicCache())).logits.float()
+        cache = vq.hf.Cache(mb, method="f16", residual_tokens=0)
+        got = mb(ids[:, :16], **vq.hf.cache_kwargs(mb, cache)).logits
+        steps = [mb(ids[:, t:t + 1], **vq.hf.cache_kwargs(mb, cache)).logits for t in range(16, 24)]
+    got = torch.cat([got] + steps, dim=1).float()
+    rel = ((got - want).abs().max() / want.abs().max()).item()
+    assert rel < 0.05, rel
+    assert (got.argmax(-1) == want.argmax(-1)).float().mean().item() > 0.9
+    vq.hf.uninstall(mb)
+
+
+def test_named_preset_brings_its_recipe(model):
+    # hf.Cache(method="balanced-3bit"): the preset's sink, transforms (smooth
+    # fitted from the prefill's queries) and window, close to the f16 logits
+    m, tok = model
+    ids = _text_ids(tok, 48)
+    cache = vq.hf.Cache(m, method="balanced-3bit")
+    want, got = _prefill_then_decode(m, ids, cache)
+    cfg = cache.vq.config()
+    assert cfg["sink_tokens"] == 4 and cfg["window"] == "turbo8" and cfg["residual_tokens"] == 64
+    assert cache.vq.transforms(cache.seq_ids[0], 0)["smooth"]
+    assert (got.argmax(-1) == want.argmax(-1)).float().mean().item() > 0.9
+    vq.hf.uninstall(m)
+
 
 def test_profile_cache_is_its_method(model):
     # hf.Cache(profile=...) is the cache of the plan: the logits of kivi2 (residual 128) bit for bit

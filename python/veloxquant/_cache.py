@@ -95,10 +95,22 @@ def _table(a, name):
 
 
 def presets():
-    """The cache presets: a list of dicts (name, description, key_bits,
-    value_bits per element all-in at head_dim 128, needs_tables)."""
-    return [dict(zip(("name", "description", "key_bits", "value_bits", "needs_tables"), p))
-            for p in _vq.cache_presets()]
+    """The cache presets (vq_cache_preset), those named by what they buy
+    first: a list of dicts with name, description, key_bits and value_bits
+    (the pages' bits per element all-in at head_dim 128), needs_tables, and
+    what a preset named by what it buys sets beside its methods: recipe
+    (True for those), bits (the whole cache's bits per element as
+    :meth:`KVCache.memory` counts them, one 2048-token sequence at head_dim
+    64; 0 for method presets), sink_tokens, center_keys, center_values,
+    smooth, residual_tokens and window (KVCache's argument names)."""
+    keys = ("name", "description", "key_bits", "value_bits", "needs_tables", "recipe", "bits", "sink_tokens",
+            "center_keys", "center_values", "smooth", "residual_tokens", "window")
+    return [dict(zip(keys, p)) for p in _vq.cache_presets()]
+
+
+def _recipe(name):
+    """The dict of presets() for a preset named by what it buys, or None."""
+    return next((p for p in presets() if p["name"] == name and p["recipe"]), None) if isinstance(name, str) else None
 
 
 def _device_ctx(device):
@@ -150,8 +162,15 @@ class KVCache:
     ``head_dim`` (D) channels.
 
     Args:
-        method: a preset name for every layer ("f16", "kivi2", "kivi4",
-            "turbo3", "rvq22", "rabitq", "qjl", ...; see :func:`presets`).
+        method: a preset name for every layer: one named by what it buys
+            ("quality-4bit", "balanced-3bit", "compact-2.5bit") or a method
+            ("f16", "kivi2", "kivi4", "turbo3", ...; see :func:`presets`).
+            A preset named by what it buys also sets sink_tokens,
+            center_keys, center_values, smooth, residual_tokens and window
+            (its dict in :func:`presets`) where they are left at their
+            defaults here (0, False, None, "f16"); its smooth needs
+            :meth:`fit_transforms` with the first chunk's queries before that
+            chunk's :meth:`append` (:mod:`veloxquant.hf` does that).
         layers: per-layer choice instead: a list of n_layers preset names or
             :class:`LayerConfig` objects (overrides ``method``).
         n_q_heads: query heads Hq (a multiple of Hkv; default Hkv).
@@ -238,6 +257,9 @@ class KVCache:
                                        int(sink_tokens), transforms,
                                        None if sliding_windows is None else tuple(sliding_windows), profile)
         self.method = "profile" if profile is not None else method if layers is None else "per-layer"
+        # what the library applied (vq_cache_create): smooth needs fit_transforms before the first append
+        recipe = _recipe(method) if layers is None and profile is None else None
+        self.smooth = bool(smooth) or (recipe is not None and transforms is None and recipe["smooth"])
 
     def __repr__(self):
         return (f"KVCache(method={self.method!r}, n_layers={self.n_layers}, n_kv_heads={self.n_kv_heads}, "

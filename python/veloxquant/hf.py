@@ -41,7 +41,7 @@ from transformers.cache_utils import CacheLayerMixin
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from ._cache import KVCache
+from ._cache import KVCache, _recipe
 from ._errors import UnsupportedError
 
 __all__ = ["Cache", "attention", "install", "uninstall", "gguf_tokenizer", "token_nll", "cache_kwargs",
@@ -162,8 +162,9 @@ class _Layer(CacheLayerMixin):
             raise UnsupportedError(f"veloxquant.hf.Cache: batch of {key_states.shape[0]} sequences, the cache holds "
                                    f"{len(o.seq_ids)}")
         k, v = key_states, value_states
-        if o.append_dtype is not None and k.dtype != o.append_dtype:
-            k, v = k.to(o.append_dtype), v.to(o.append_dtype)  # the new tokens only (f16 on CUDA)
+        want = o.append_dtype or (k.dtype if k.dtype in (torch.float16, torch.float32) else torch.float32)
+        if k.dtype != want:
+            k, v = k.to(want), v.to(want)  # the new tokens only: f16 on CUDA, bf16 -> f32 on a CPU
         if o.smooth and self.n == 0:
             self.pending = (k, v)
         else:
@@ -196,13 +197,16 @@ class _Layer(CacheLayerMixin):
 class Cache(_HFCache):
     """A transformers ``Cache`` whose keys and values live compressed in a
     :class:`veloxquant.KVCache` (one per model), attended by the library's
-    kernels. ``method`` is a cache preset ("kivi2", "kivi4", "turbo3",
+    kernels. ``method`` is a cache preset: one named by what it buys
+    ("quality-4bit", "balanced-3bit", "compact-2.5bit": with its sink,
+    transforms and residual window) or a method ("kivi2", "kivi4", "turbo3",
     "rvq22", "rabitq", "qjl", "f16", ...; ``veloxquant.presets()``), or pass
     ``layers`` (a list of preset names / LayerConfig per layer). Other
     arguments are KVCache's (f16_layers, residual_tokens, page_size,
     capacity_pages, grow_pages, max_sequences, sink_tokens, center_keys,
     center_values, smooth, transform_tables: the sink tokens and exact
-    transforms, CPU only); ``residual_tokens`` defaults to 128, the newest
+    transforms, CPU only); ``residual_tokens`` defaults to 128 (the preset's
+    with one named by what it buys), the newest
     tokens kept in f16 as in KIVI and transformers' QuantizedCache
     (residual_length=128). With ``smooth`` a layer's first chunk is appended
     by the attention call, which has the queries its key scales are fitted
@@ -216,7 +220,9 @@ class Cache(_HFCache):
                  center_keys=False, center_values=False, smooth=False, transform_tables=None):
         if profile is None:
             method = "kivi2" if method is None and layers is None else method
-            residual_tokens = 128 if residual_tokens is None else residual_tokens
+            # a preset named by what it buys brings its own residual window (0 here: the preset's)
+            recipe = layers is None and _recipe(method) is not None
+            residual_tokens = (0 if recipe else 128) if residual_tokens is None else residual_tokens
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         hq = cfg.num_attention_heads
         hkv = getattr(cfg, "num_key_value_heads", None) or hq
@@ -230,9 +236,10 @@ class Cache(_HFCache):
                           profile=profile, device=str(device), sink_tokens=sink_tokens, center_keys=center_keys,
                           center_values=center_values, smooth=smooth, transform_tables=transform_tables)
         # smooth fits key scales from a first chunk's queries unless every layer's are given
-        self.smooth = bool(smooth) and (transform_tables is None or
-                                        any((t or {}).get("key_scale") is None for t in transform_tables))
-        # the CUDA cache takes f16 tokens; the CPU one f16 or f32 as they come
+        self.smooth = self.vq.smooth and (transform_tables is None or
+                                          any((t or {}).get("key_scale") is None for t in transform_tables))
+        # the CUDA cache takes f16 tokens; the CPU one f16 or f32 as they come (other dtypes, such as a
+        # bf16 model's, as f32)
         self.append_dtype = torch.float16 if device.type == "cuda" else None
         self.seq_ids = []
         super().__init__(layers=[_Layer(self, i) for i in range(cfg.num_hidden_layers)])

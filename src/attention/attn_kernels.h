@@ -234,6 +234,11 @@ typedef struct vq_attn_kernels {
     void (*codebook_pv8)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
                          const float *w, int64_t ldw, float *o, int64_t ldo);
     bool cb8_fast; /* codebook_pv8 is a SIMD kernel (AVX2; AVX-512 VNNI + VBMI): what AUTO picks */
+    /* codebook_pv8 at D = 64: nibble rows of 32 bytes (64 channels), o
+     * [R][64]; the same weights, rounding and sums. SIMD on AVX2 (and so
+     * on AVX-512 machines) where cb8_fast; scalar elsewhere. */
+    void (*codebook_pv8_64)(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                            const float *w, int64_t ldw, float *o, int64_t ldo);
     /* Integer scores against codebook keys at D = 128 (TurboQuant and RVQ
      * stages, attn_keys_rotated.c): idx [n][ldi] nibble rows (64 bytes,
      * channel 2k in the low nibble of byte k, 2k + 1 in the high one), cq

@@ -112,10 +112,10 @@ static void kivi_pv8_scalar(int R, int n, const uint8_t *codes, int64_t ldc, con
     }
 }
 
-/* Integer p.V of codebook values (attn_kernels.h, codebook_pv8): the
- * definition every ISA follows. */
-static void codebook_pv8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
-                                const float *w, int64_t ldw, float *o, int64_t ldo)
+/* Integer p.V of codebook values (attn_kernels.h, codebook_pv8 and
+ * codebook_pv8_64): the definition every ISA follows, D = 128 or 64. */
+static void codebook_pv8_d(int D, int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                           const float *w, int64_t ldw, float *o, int64_t ldo)
 {
     for (int r = 0; r < R; r++) {
         const float *wr = w + r * ldw;
@@ -134,11 +134,23 @@ static void codebook_pv8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, c
             const float x = rintf(wr[j] * inv);
             const int32_t wq = finite ? (int32_t)(x > L ? L : x < lo ? lo : x) : 0;
             const uint8_t *row = idx + j * ldi;
-            for (int c = 0; c < 128; c++) isum[c] += wq * (int32_t)cq[(row[c / 2] >> (4 * (c & 1))) & 15];
+            for (int c = 0; c < D; c++) isum[c] += wq * (int32_t)cq[(row[c / 2] >> (4 * (c & 1))) & 15];
         }
         const float sv = step * cstep;
-        for (int c = 0; c < 128; c++) o[r * ldo + c] += sv * (float)isum[c];
+        for (int c = 0; c < D; c++) o[r * ldo + c] += sv * (float)isum[c];
     }
+}
+
+static void codebook_pv8_scalar(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                                const float *w, int64_t ldw, float *o, int64_t ldo)
+{
+    codebook_pv8_d(128, R, n, idx, ldi, cq, cstep, w, ldw, o, ldo);
+}
+
+static void codebook_pv8_64_scalar(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                                   const float *w, int64_t ldw, float *o, int64_t ldo)
+{
+    codebook_pv8_d(64, R, n, idx, ldi, cq, cstep, w, ldw, o, ldo);
 }
 
 /* Integer scores against codebook keys (attn_kernels.h, codebook_qk8): the
@@ -304,6 +316,7 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->kivi_pv8 = kivi_pv8_scalar;
     k->pv8_fast = false;
     k->codebook_pv8 = codebook_pv8_scalar;
+    k->codebook_pv8_64 = codebook_pv8_64_scalar;
     k->cb8_fast = false;
     k->codebook_qk8 = codebook_qk8_scalar;
     k->cbqk8_fast = false;

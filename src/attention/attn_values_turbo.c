@@ -4,7 +4,7 @@
  * decoded into the tile with kern->codebook_tile, as the rotated keys are),
  * and each output row is rotated back once (finish): o = rot^-1(o_rot).
  * That costs one rotation per row instead of one per token.
- * With integer p.V (use_int8: D = 128, bits <= 4) every
+ * With integer p.V (use_int8: D = 128 or 64, bits <= 4) every
  * block goes to kern->codebook_pv8 with the Lloyd-Max centroids rounded once
  * and the weights p_j * scale_j, the codes as nibble rows (in place for
  * 4-bit words): the codebook values' arithmetic, in the rotated basis. */
@@ -65,7 +65,8 @@ static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq
     int64_t ldi;
     const uint8_t *idx =
         vq_attn_turbo_stage_nibble_rows(th->kern, &v->stage, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, pk, &ldi);
-    th->kern->codebook_pv8(R, blk->n, idx, ldi, v->cq, v->cstep, w, VQ_ATTN_BN, o, v->D);
+    (v->D == 128 ? th->kern->codebook_pv8 : th->kern->codebook_pv8_64)(R, blk->n, idx, ldi, v->cq, v->cstep, w,
+                                                                       VQ_ATTN_BN, o, v->D);
 }
 
 /* o [D] <- rot^-1(o) */
@@ -103,13 +104,13 @@ vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values
 
 /* The switch to integer p.V: kern->codebook_pv8 over the Lloyd-Max
  * centroids rounded once, the weights p_j * scale_j. False, changing
- * nothing, for D != 128 or bits > 4, and under AUTO where the ISA has no
+ * nothing, for D other than 128 and 64 or bits > 4, and under AUTO where the ISA has no
  * SIMD codebook_pv8 or the codes are not u32 words of a width AUTO takes
  * (vq_attn_turbo_auto_widths). */
 static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool asked)
 {
     turbo_values *d = (turbo_values *)(void *)values->storage.bytes;
-    if (d->D != 128 || d->stage.bits > 4 || (!asked && !kern->cb8_fast)) return false;
+    if ((d->D != 128 && d->D != 64) || d->stage.bits > 4 || (!asked && !kern->cb8_fast)) return false;
     if (!asked && !(d->stage.packed && (vq_attn_turbo_auto_widths(kern) >> d->stage.bits & 1u))) return false;
     if (!vq_attn_cb8_round(d->stage.cents, 1 << d->stage.bits, d->cq, &d->cstep)) return false;
     values->ops = &turbo_int8_ops;

@@ -226,6 +226,8 @@ static vq_status apply_profile(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache
     return VQ_OK;
 }
 
+static vq_status create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out);
+
 vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out)
 {
     VQ_ENTER(ctx);
@@ -237,6 +239,19 @@ vq_status vq_cache_create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **ou
         VQ_FORWARD_IF_ERROR(apply_profile(ctx, cfg, &applied));
         cfg = &applied;
     }
+    /* a preset named by what it buys: its sink, transforms and window where
+     * cfg leaves them unset (freed below, the cache keeps copies) */
+    vq_cache_config with_preset;
+    vq_cache_transforms *preset_xf = NULL;
+    VQ_FORWARD_IF_ERROR(vq_cache_preset_apply(ctx, cfg, &with_preset, &preset_xf));
+    cfg = &with_preset;
+    const vq_status made = create(ctx, cfg, out);
+    free(preset_xf);
+    return made;
+}
+
+static vq_status create(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache **out)
+{
     VQ_FORWARD_IF_ERROR(vq_cache_check_sizes(ctx, cfg));
     vq_cache *c = calloc(1, sizeof *c);
     VQ_RETURN_IF(ctx, c == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");

@@ -226,6 +226,13 @@ vq_status vq_cache_check_sizes(vq_ctx *ctx, const vq_cache_config *cfg);
 const vq_cache_preset_info *vq_cache_preset_find(const char *name, vq_cache_layer_config *out, int head_dim);
 /* "f16, kivi2, ..." into buf. */
 void vq_cache_preset_names(char *buf, size_t cap);
+/* *out = *cfg with what the preset cfg->preset names sets beside its
+ * methods (a preset named by what it buys: sink, transforms, residual
+ * window) in the fields cfg leaves 0 / NULL (header, "Presets"); *xf
+ * receives the transforms array it allocated (free it after create), or
+ * NULL. Only with cfg->layers NULL; otherwise *out = *cfg. */
+vq_status vq_cache_preset_apply(vq_ctx *ctx, const vq_cache_config *cfg, vq_cache_config *out,
+                                vq_cache_transforms **xf);
 
 /* ---- cache_layout.c: methods -> streams and tables ---- */
 

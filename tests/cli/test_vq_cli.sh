@@ -48,6 +48,10 @@ expect 2 "apply to --backend cuda only" bench attention --b1
 expect 2 "needs --backend cuda" bench prefill
 expect 2 "--sizes: bad value '7'" bench codecs --sizes 7
 expect 2 "not a multiple of 8" bench codecs --sizes 1k,100
+# The presets: those named by what they buy first, with their bits; --json rows.
+expect 0 "balanced-3bit  *3\.0" presets
+expect 0 '"name": "quality-4bit", .*"recipe": true, "bits": 4\.' presets --json
+expect 2 "unexpected argument 'x'" presets x
 expect 2 "must start with f16" bench cache --methods kivi2
 expect 2 "unknown preset 'kivi3'" bench cache --methods f16,kivi3
 expect 2 "not a multiple of --hkv" bench cache --hq 12

@@ -3,8 +3,9 @@
  * vq_value_accum, "TurboQuant values") on every ISA: against a float64
  * attention over the decoded values, within the header's bound and with its
  * typical error; the same on every layout of the codes (u8, packed words);
- * AUTO and F32 the float path; layouts the kernel does not take (D != 128,
- * bits > 4) exactly the float path; bad enum values refused. */
+ * at D = 128 and 64 (the two kernels); AUTO and F32 the float path; layouts
+ * the kernel does not take (D other than 128 and 64, bits > 4) exactly the
+ * float path; bad enum values refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,8 +105,9 @@ static void cases_on(vq_ctx *ctx, const char *isa)
 {
     vq_rng rng;
     vq_rng_seed(&rng, 17);
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        const tcase *c = &cases[ci];
+    for (size_t ci = 0; ci < 2 * sizeof cases / sizeof cases[0]; ci++) {
+        const tcase *c = &cases[ci % (sizeof cases / sizeof cases[0])];
+        const int64_t D = ci < sizeof cases / sizeof cases[0] ? 128 : 64; /* the two kernels */
         built b;
         build(ctx, c, D, &rng, &b);
         DLTensor *o8 = vt_new(VT_F32, VT_DIMS(1, HQ, c->Sq, D)), *of = vt_like(o8, VT_F32), *oa = vt_like(o8, VT_F32);
@@ -126,8 +128,8 @@ static void cases_on(vq_ctx *ctx, const char *isa)
             se += err * err;
         }
         const double rms = sqrt(se / (double)n);
-        VT_CHECK(worst <= bound, "%s bits %d Sq %d Skv %d: max error %.3g above the bound %.3g", isa, c->bits, c->Sq,
-                 c->Skv, worst, bound);
+        VT_CHECK(worst <= bound, "%s D %lld bits %d Sq %d Skv %d: max error %.3g above the bound %.3g", isa, (long long)D, c->bits,
+                 c->Sq, c->Skv, worst, bound);
         /* typical error ~1e-3 C S (random signs); a wrong code, centroid or weight is ~C S */
         VT_CHECK(rms <= 5e-3 * C * S, "%s bits %d Sq %d Skv %d: rms error %.3g C S", isa, c->bits, c->Sq, c->Skv,
                  rms / (C * S));
@@ -168,7 +170,7 @@ static void fallback_on(vq_ctx *ctx, const char *isa)
     const struct {
         int bits;
         int64_t d;
-    } f[] = {{4, 64}, {5, 128}, {8, 128}, {2, 256}};
+    } f[] = {{4, 32}, {5, 128}, {8, 128}, {2, 256}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const tcase c = {f[i].bits, 1, 100, true, false, false};
         built b;

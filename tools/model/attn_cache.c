@@ -111,9 +111,10 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session: sink is %d, expected 0..64", s->cfg.sink);
     cc.sink_tokens = s->cfg.sink;
     /* center and smooth: the cache's exact transforms on every layer, fitted
-     * on the sequence's first chunk */
+     * on the sequence's first chunk; all off given as such beside a preset,
+     * which would otherwise apply its own (vq_cache_config.preset) */
     vq_cache_transforms *xf = NULL;
-    if (s->cfg.center || s->cfg.smooth) {
+    if (s->cfg.center || s->cfg.smooth || cc.preset != NULL) {
         xf = calloc((size_t)c->n_layers, sizeof *xf);
         if (xf == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "session: out of memory for the transforms");
         for (int l = 0; l < c->n_layers; l++)
@@ -162,9 +163,8 @@ vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, 
 
 vq_status vqm_session_fill_random(vqm_session *s, int64_t n, uint64_t seed, char *err)
 {
-    if (s == NULL || s->cache == NULL || s->cfg.sink != 0 || n < 0 || s->n_past + n > s->cfg.max_tokens)
-        return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT,
-                        "fill: needs a vq_cache session without sink tokens and n in 0..max_tokens - length");
+    if (s == NULL || s->cache == NULL || n < 0 || s->n_past + n > s->cfg.max_tokens)
+        return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "fill: needs a vq_cache session and n in 0..max_tokens - length");
     const vqm_config *c = &s->m->cfg;
     const int D = c->head_dim, kvd = c->n_kv_heads * D;
     vq_rng rng;

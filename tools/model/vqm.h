@@ -359,7 +359,8 @@ vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, 
 /* Speed measurements only: appends n tokens of N(0,1) keys and values
  * (seeded) to every layer of the cache and advances the session by n, as
  * if a prompt had run (attention's cost depends on the length and format,
- * not on the values). VQM_ATTN_CACHE without sink tokens only. */
+ * not on the values). VQM_ATTN_CACHE only; with sink tokens the first
+ * tokens filled are the sinks, in the cache as any prompt's. */
 vq_status vqm_session_fill_random(vqm_session *s, int64_t n, uint64_t seed, char *err);
 
 /* Runs n tokens (n >= 1; chunks of max_batch) at the next positions and

@@ -257,9 +257,21 @@ static bc_result run_one(vq_ctx *ctx, const bc_opts *o, const char *method, int6
     vq_cache_layer_config lc;
     if (vq_cache_preset_layer_config(method, (int)D, &lc) != VQ_OK) return res;
     const int64_t pages = B * ((S + steps * 2 + o->residual + o->page - 1) / o->page + 1);
+    /* a preset named by what it buys keeps its sink, centering and window;
+     * its smoothing is off here: the key scales are fitted from queries,
+     * which the random prefill has not, and attend only scales the query */
+    vq_cache_transforms xf[8] = {{0}};
+    const vq_cache_preset_info *named = NULL;
+    for (int i = 0; i < vq_cache_preset_count(); i++)
+        if (vq_cache_preset(i)->recipe && strcmp(vq_cache_preset(i)->name, method) == 0) named = vq_cache_preset(i);
+    for (int64_t l = 0; named != NULL && l < L; l++) {
+        xf[l] = named->transforms;
+        xf[l].smooth = false;
+    }
     const vq_cache_config cfg = {.n_layers = (int)L, .n_kv_heads = (int)H, .n_q_heads = (int)Hq, .head_dim = (int)D,
                                  .page_size = (int)o->page, .capacity_pages = pages, .max_sequences = (int)B,
-                                 .residual_tokens = (int)o->residual, .preset = method};
+                                 .residual_tokens = (int)o->residual, .preset = method,
+                                 .transforms = named != NULL ? xf : NULL};
     vq_cache *cache = NULL;
     if (vq_cache_create(ctx, &cfg, &cache) != VQ_OK) {
         fprintf(stderr, "vq bench cache: %s: %s (skipped)\n", method, vq_ctx_last_error(ctx));
@@ -366,7 +378,7 @@ int vq_cmd_bench_cache(int argc, char **argv)
         {"backend", VQA_CHOICE, &o.backend, .choices = backends, .help = "where the cache lives"},
         {"skv", VQA_SIZES, &o.skv, 1, 1 << 20, "N,..", "tokens per sequence (default 4K,32K; cuda 4K,32K,128K)"},
         {"batch", VQA_SIZES, &o.batch, 1, 256, "B,..", "sequences per step (default 1; cuda 1,8)"},
-        {"methods", VQA_STRING, &o.methods, .metavar = "P,..", .help = "presets (vq_cache_preset names)"},
+        {"methods", VQA_STRING, &o.methods, .metavar = "P,..", .help = "presets (vq_cache_preset names; the named ones with their sink, centering and window, not smoothing)"},
         {"layers", VQA_INT, &o.layers, 1, 8, "N", "layers per step"},
         {"hkv", VQA_INT, &o.hkv, 1, 64, "N", "kv heads"},
         {"hq", VQA_INT, &o.hq, 1, 256, "N", "query heads (a multiple of hkv)"},

@@ -97,7 +97,6 @@ int vq_cmd_bench_model(int argc, char **argv)
                          "(VQ_SPIN_US, default 100 us; set 0 on a shared machine and read the CPU columns).\n"};
     const int rc = vqa_parse(&cmd, argc, argv);
     if (rc != VQA_RUN) return rc;
-    if (o.c.sink != 0) return vqa_usage_error(&cmd, "--sink is not timed here (the fill has no sink tokens)");
     vqm_model *model = vqm_cli_load("bench model", o.c.model);
     if (model == NULL) return VQ_EXIT_FAILURE;
     vq_ctx *ctx = tool_ctx((int)o.c.threads, NULL);

@@ -40,6 +40,9 @@ int vq_cmd_generate(int argc, char **argv);
 /* vq profile: a --kv method's plan for a model, written as a profile file (profile.c). */
 int vq_cmd_profile(int argc, char **argv);
 
+/* vq presets: the cache presets with their bits, --json (presets.c). */
+int vq_cmd_presets(int argc, char **argv);
+
 /* vq tune: per-layer methods for a bit budget, measured on the model (tune.c). */
 int vq_cmd_tune(int argc, char **argv);
 

@@ -65,6 +65,7 @@ static const vqa_sub commands[] = {
     {"bench", cmd_bench, "benchmarks: codecs, attention, cache, prefill (vq bench --help)"},
     {"generate", vq_cmd_generate, "generate text with a GGUF Llama model on the compressed KV cache"},
     {"perplexity", vq_cmd_perplexity, "perplexity, KL and top-1 agreement of cache methods against f16 on a text"},
+    {"presets", vq_cmd_presets, "the cache presets (--kv NAME) with their bits; --json"},
     {"profile", vq_cmd_profile, "write the per-layer plan of a --kv method for a model as a profile file"},
     {"tune", vq_cmd_tune, "choose each layer's key and value methods for a bit budget, written as a profile"},
 };

@@ -16,10 +16,18 @@ static const vq_value_accum kivi_value_accum[] = {VQ_VALUE_ACCUM_AUTO, VQ_VALUE_
 
 void vqm_cli_list_presets(FILE *f)
 {
+    fprintf(f, "  named by what they buy (methods + 4 sink tokens, centering, smoothing, window):\n"
+               "  %-15s %5s  %s\n", "name", "bits", "(all-in at head_dim 64, 2048 tokens)");
     for (int i = 0; i < vq_cache_preset_count(); i++) {
         const vq_cache_preset_info *p = vq_cache_preset(i);
-        fprintf(f, "  %-14s %5.2f + %5.2f bits%s  %s\n", p->name, p->key_bits, p->value_bits,
-                p->needs_tables ? " (needs fitted tables)" : "", p->description);
+        if (p->recipe) fprintf(f, "  %-15s %5.2f  %s\n", p->name, p->bits, p->description);
+    }
+    fprintf(f, "  methods (keys + values bits in the pages at head_dim 128; no sink, transforms or window):\n");
+    for (int i = 0; i < vq_cache_preset_count(); i++) {
+        const vq_cache_preset_info *p = vq_cache_preset(i);
+        if (!p->recipe)
+            fprintf(f, "  %-15s %5.2f + %5.2f bits%s  %s\n", p->name, p->key_bits, p->value_bits,
+                    p->needs_tables ? " (needs fitted tables)" : "", p->description);
     }
 }
 
@@ -97,7 +105,7 @@ static int parse_pair(const char *cmd, const char *name, size_t len, int head_di
         fprintf(stderr, "vq %s: --kv '%.*s': ':wide...' needs KIVI_MIX keys (kivimix-...)\n", cmd, (int)len, name);
         return VQ_EXIT_USAGE;
     }
-    kc.keys.wide_channels = (int)wide;
+    if (wide) kc.keys.wide_channels = (int)wide;
     if (widebits) kc.keys.bits2 = (int)widebits;
     *out = (vq_cache_layer_config){kc.keys, vc.values};
     return VQ_EXIT_OK;
@@ -145,7 +153,7 @@ static int apply_layer_suffixes(const char *cmd, const char *name, int wide, boo
             mix = true;
         }
         if (layers[l].values.method == VQ_VALUE_TURBO) {
-            layers[l].values.scale_f16 = vs16;
+            layers[l].values.scale_f16 |= vs16;
             turbo = true;
         }
     }
@@ -274,6 +282,19 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
     vq_cache_layer_config base;
     int st = parse_pair(cmd, name, blen, head_dim, tables, &base);
     if (st != VQ_EXIT_OK) return st;
+    /* a preset named by what it buys as the base (or its keys): its window
+     * and residual tokens unless a suffix or --residual gives them, its sink
+     * and transforms in vqm_cli_session */
+    const size_t klen = strcspn(name, "/:@");
+    for (int i = 0; i < vq_cache_preset_count(); i++) {
+        const vq_cache_preset_info *p = vq_cache_preset(i);
+        if (p->recipe && strlen(p->name) == klen && memcmp(p->name, name, klen) == 0) m->recipe = p;
+    }
+    if (m->recipe && m->cfg.window == VQ_WINDOW_F16) {
+        m->cfg.window = m->recipe->window;
+        m->cfg.window_bits = m->recipe->window_bits;
+    }
+    if (m->recipe && !seen_r && residual == 0) residual = m->recipe->residual_tokens;
     if (mixed)
         for (int l = 0; l < n_layers; l++) m->layers[l] = base;
     for (const char *o = at; o != NULL;) {
@@ -344,9 +365,18 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
         }
         cc.calibration = cal;
     }
+    /* a preset named by what it buys: its sink and transforms where the
+     * options leave them (--sink 0; --no-center and --center-keys still
+     * turn centering off) */
+    const vq_cache_preset_info *rp = m != NULL ? m->recipe : NULL;
+    const int sink = c->sink == 0 && rp != NULL ? rp->sink_tokens : (int)c->sink;
+    const bool center = !c->no_center && (rp == NULL || rp->transforms.center_keys);
+    const bool keys_only = c->center_keys || (rp != NULL && !rp->transforms.center_values);
+    const bool smooth = c->smooth || (rp != NULL && rp->transforms.smooth);
     const vqm_session_config sc = {.max_tokens = max_tokens, .max_batch = (int)c->batch,
                                    .attn = m != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32,
-                                   .cache = m != NULL ? &cc : NULL, .center = !c->no_center, .center_keys_only = c->center_keys, .smooth = c->smooth, .sink = (int)c->sink,
+                                   .cache = m != NULL ? &cc : NULL, .center = center, .center_keys_only = keys_only,
+                                   .smooth = smooth, .sink = sink,
                                    .key_scores = kivi_key_scores[c->kivi_arith],
                                    .value_accum = kivi_value_accum[c->kivi_arith]};
     char err[VQM_ERR_LEN];

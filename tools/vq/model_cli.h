@@ -27,6 +27,7 @@ typedef struct vqm_cli_method {
     int n_f16_layers;
     int residual;                        /* residual_tokens */
     bool needs_tables;                   /* some layer's keys need fitted tables (VECINFER, CommVQ) */
+    const vq_cache_preset_info *recipe;  /* the preset named by what it buys that the base names, or NULL */
     vq_cache_config cfg;                 /* points into this struct: do not copy */
 } vqm_cli_method;
 

@@ -164,32 +164,37 @@ VQ_INLINE void cb8_pass_avx2(int RB, int k, const uint8_t *idx, int64_t ldi, __m
     for (int i = 0; i < ND; i++) cb8_store_avx2(RB, 64 * h + 16 * pl + 8 * (dl0 + i), aL[i], aH[i], sv, o, ldo);
 }
 
-VQ_INLINE void cb8_block_avx2(int RB, const uint8_t *idx, int64_t ldi, __m256i lut, const int32_t (*wb)[16],
+/* The block's passes over D = 128 channels (slots of halves h = 0, 1) or
+ * D = 64 (rows of 32 bytes: the passes of half 0, the first half of them). */
+VQ_INLINE void cb8_block_avx2(int D, int RB, const uint8_t *idx, int64_t ldi, __m256i lut, const int32_t (*wb)[16],
                               const float *sv, const int32_t *wsum, float *o, int64_t ldo)
 {
-    for (int k = 0; k < cb8_passes(RB); k++) cb8_pass_avx2(RB, k, idx, ldi, lut, wb, sv, wsum, o, ldo, NULL);
+    const int passes = D == 64 ? cb8_passes(RB) / 2 : cb8_passes(RB);
+    for (int k = 0; k < passes; k++) cb8_pass_avx2(RB, k, idx, ldi, lut, wb, sv, wsum, o, ldo, NULL);
 }
 
-/* RB <= 4 rows of w [RB][ldw] (n <= 32 weights each) against one block:
- * weights prepared, then the block (rows past n from a zero copy). */
-VQ_INLINE void cb8_rows_avx2(int RB, int n, const uint8_t *idx, int64_t ldi, __m256i lut, float cstep, const float *w,
-                             int64_t ldw, float *o, int64_t ldo)
+/* RB <= 4 rows of w [RB][ldw] (n <= 32 weights each) against one block of
+ * D = 128 or 64 channels (rows of D / 2 bytes): weights prepared, then the
+ * block (rows past n from a zero copy). */
+VQ_INLINE void cb8_rows_avx2(int D, int RB, int n, const uint8_t *idx, int64_t ldi, __m256i lut, float cstep,
+                             const float *w, int64_t ldw, float *o, int64_t ldo)
 {
     int32_t wb[4][16];
     float sv[4];
     int32_t wsum[4];
     for (int r = 0; r < RB; r++) cb8_prep_row_avx2(n, w + r * ldw, cstep, wb[r], &sv[r], &wsum[r]);
-    if (n == 32) { /* rows of 64 bytes (the layout the formats use): constant offsets */
-        if (ldi == 64) cb8_block_avx2(RB, idx, 64, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
-        else cb8_block_avx2(RB, idx, ldi, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
+    const int rb = D / 2; /* bytes per row */
+    if (n == 32) { /* rows of D / 2 bytes (the layout the formats use): constant offsets */
+        if (ldi == rb) cb8_block_avx2(D, RB, idx, rb, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
+        else cb8_block_avx2(D, RB, idx, ldi, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
         return;
     }
     _Alignas(32) uint8_t pad[32 * 64];
     for (int t = 0; t < 32; t++)
-        for (int c = 0; c < 64; c += 32)
-            _mm256_store_si256((__m256i *)(pad + 64 * t + c),
+        for (int c = 0; c < rb; c += 32)
+            _mm256_store_si256((__m256i *)(pad + rb * t + c),
                                t < n ? _mm256_loadu_si256((const __m256i *)(idx + t * ldi + c)) : _mm256_setzero_si256());
-    cb8_block_avx2(RB, pad, 64, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
+    cb8_block_avx2(D, RB, pad, rb, lut, (const int32_t(*)[16])wb, sv, wsum, o, ldo);
 }
 
 #endif /* VQ_ATTN_CB8_AVX2_H */
