@@ -191,6 +191,15 @@ static void test_tiny_gemma(void)
         free(lg);
         vqm_session_free(s);
     }
+    /* windows that are not the model's: refused, naming the layer */
+    const int full[2] = {0, 0};
+    const vq_cache_config wrong = {.preset = "f16", .sliding_windows = full};
+    const vqm_session_config sw = {.max_tokens = TINY_MAXT, .max_batch = 2, .attn = VQM_ATTN_CACHE, .cache = &wrong};
+    vqm_session *bad = NULL;
+    VT_CHECK(vqm_session_create(model, ctx, &sw, &bad, err) == VQ_ERR_INVALID_ARGUMENT &&
+                 strstr(err, "layer 0: the cache's sliding window is 0 tokens") != NULL,
+             "windows not the model's: %s", err);
+    vqm_session_free(bad);
     vq_ctx_free(ctx);
     vqm_model_free(model);
     free(b.p);

@@ -140,7 +140,7 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
             const int want = wins[l];
             free(wins);
             return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT,
-                            "session: the cache's layer %d has a sliding window of %d tokens, the model's %s layer %d",
+                            "session: layer %d: the cache's sliding window is %d tokens, the model's (a %s layer) %d",
                             l, w, want > 0 ? "local" : "global", want);
         }
     }
