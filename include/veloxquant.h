@@ -387,10 +387,24 @@ VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
  * does not depend on when pages were evicted: the pages that remain hold the
  * bytes they were written with. vq_cache_seq_length still counts every
  * token of the sequence (positions go on); vq_cache_memory counts only the
- * tokens the layer holds. Sliding windows and sink tokens are not supported
- * together yet: cfg->sink_tokens > 0 with a sliding window gives
- * VQ_ERR_UNSUPPORTED at create. A cache with a sliding window is saved as
- * file format version 5.
+ * tokens the layer holds. A cache with a sliding window is saved as file
+ * format version 5.
+ * With sink tokens (cfg->sink_tokens = S), a sliding-window layer masks the
+ * sinks as any other token: a query at position p sees sink j < S only when
+ * j >= p - W + 1 (non-causal rows: j >= n - W), so once a sequence is past
+ * S + W tokens its local layers no longer attend the sinks, while its
+ * full-attention layers (W = 0) attend them from every query. Sinks change
+ * how tokens are stored, never what attention computes (previous
+ * paragraph), and a model whose layers attend a sliding window (Gemma 3's
+ * local layers) never sees a token older than the window: a cache that kept
+ * the sinks visible there would compute another model (StreamingLLM's
+ * sinks, which keep the first tokens visible to every query to run a
+ * full-attention model past its length, are that other attention, and not
+ * what this cache does). The pages and the residual window hold tokens
+ * [S, n) by the rules above, whose positions the window masks the same way.
+ * Every layer keeps its sinks stored (S f16 tokens a sequence and layer,
+ * counted by vq_cache_memory), so a local layer holds at most S tokens more
+ * than without sinks.
  * ========================================================================= */
 
 /* How keys are stored. */
@@ -582,7 +596,8 @@ typedef struct vq_cache_config {
     int window_bits;          /* VQ_WINDOW_TURBO: code bits 1..8; ignored (0) otherwise */
     /* The first sink_tokens tokens of every sequence, every layer, kept in
      * f16 outside the pages and the window (section head, "Sinks and
-     * transforms"): 0..VQ_CACHE_MAX_SINK_TOKENS, 0 = none. */
+     * transforms"; a sliding-window layer masks them past its window,
+     * "Sliding windows"): 0..VQ_CACHE_MAX_SINK_TOKENS, 0 = none. */
     int sink_tokens;
     /* Per-layer exact transforms, transforms[n_layers], or NULL = none
      * (section head, "Sinks and transforms"). Copied at create. */

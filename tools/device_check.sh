@@ -9,12 +9,16 @@
 #
 #   OUT=/some/dir bash tools/device_check.sh [STEPS]
 #
-# STEPS, comma-separated (default all = tests,sanitize,bench,cache):
-#   tests     build, every test_cuda_*, the register report, the KIVI tests
-#             again with the tensor-core KIVI policies (VQ_CUDA_MMA=1)
+# STEPS, comma-separated (default all = tests,sanitize,bench,cache,e2e):
+#   tests     build, every test_cuda_*, the register report, the tests that reach
+#             the tensor-core skeleton again with it on (VQ_CUDA_MMA=1)
 #   sanitize  memcheck, racecheck and initcheck on each CUDA test (quick mode)
 #   bench     vq bench attention --backend cuda, then PyTorch f16 SDPA
 #   cache     vq bench cache --backend cuda
+#   e2e       the Python extension (CUDA), its CUDA tests (python/tests/test_cuda.py)
+#             when pytest is there, and tools/hf_decode_bench.py: a Llama-3.1-8B-shaped
+#             model in transformers decoding with veloxquant.hf.Cache presets against
+#             DynamicCache (E2E_ARGS adds arguments, e.g. --contexts 8192)
 #   quick     the B = 1 benchmark rows only (with bench)
 # Environment: B (build dir, default /tmp/vqb, reused when present), CUDA_ARCH
 # (default 90-real), OUT, SKIP (an extended regex of CUDA tests to leave out).
@@ -41,7 +45,7 @@ fi
 cd "$here"
 OUT=${OUT:-/tmp/vq_out}
 STEPS=,${1:-all},
-[ "$STEPS" = ,all, ] && STEPS=,tests,sanitize,bench,cache,
+[ "$STEPS" = ,all, ] && STEPS=,tests,sanitize,bench,cache,e2e,
 has() { case $STEPS in *,$1,*) return 0 ;; esac; return 1; }
 B=${B:-/tmp/vqb}
 L=/tmp/vq_logs # the many per-test logs; only a few files may come back from $OUT
@@ -65,8 +69,12 @@ done
 [ "$DLP" = "$here/dlpack_include" ] && { mkdir -p /tmp/vq_dlpack && cp -r "$DLP/dlpack" /tmp/vq_dlpack/ && DLP=/tmp/vq_dlpack; }
 
 step configure
-[ -f "$B/build.ninja" ] || cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90-real}" -DDLPACK_INCLUDE_DIR="$DLP" > "$L/cmake.log" 2>&1 ||
+# with the Python extension where this Python has its development headers
+configure() {
+    cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90-real}" \
+        -DDLPACK_INCLUDE_DIR="$DLP" -DPython_EXECUTABLE="$(command -v python3)" "$@" > "$L/cmake.log" 2>&1
+}
+[ -f "$B/build.ninja" ] || configure -DVQ_PYTHON=ON || { rm -rf "$B"; configure; } ||
     { tail -30 "$L/cmake.log"; exit 1; }
 TESTS=$(ninja -C "$B" -t targets all | grep -oE '^test_cuda_[a-z_0-9]+:' | tr -d : | sort -u |
     grep -vE "^(${SKIP:-^})$" | tr '\n' ' ')
@@ -87,9 +95,9 @@ if has tests; then
         [ $rc -ne 0 ] && { tail -20 "$L/$t.log"; cp "$L/$t.log" "$OUT/"; }
         note "$t rc=$rc: $(grep -E 'passed' "$L/$t.log" | tail -1)"
     done
-    # the opt-in tensor-core KIVI policies (VQ_CUDA_MMA=1) on the tests that reach them
+    # the opt-in tensor-core skeleton (VQ_CUDA_MMA=1: f16 and KIVI policies) on the tests that reach it
     for t in $TESTS; do
-        case $t in test_cuda_attend | test_cuda_cache) ;; *) continue ;; esac
+        case $t in test_cuda_attend | test_cuda_cache | test_cuda_sdpa | test_cuda_nonfinite) ;; *) continue ;; esac
         step "VQ_CUDA_MMA=1 $t"
         VQ_CUDA_MMA=1 timeout 240 "$(tbin $t)" > "$L/mma_$t.log" 2>&1
         rc=$?
@@ -128,6 +136,26 @@ if has cache; then
     timeout 240 "$B/tools/vq" bench cache --backend cuda --repeats 5 > "$OUT/bench_cache.txt" 2>&1
     note "bench cache rc=$?"
     cat "$OUT/bench_cache.txt"
+fi
+if has e2e; then
+    step "Python extension (CUDA)"
+    if ninja -C "$B" -t targets all | grep -q '^_vq:'; then
+        ninja -C "$B" _vq > "$L/pyext.log" 2>&1 || tail -20 "$L/pyext.log"
+        cp "$(find "$B" -name '_vq*.so' | head -1)" python/veloxquant/ && export PYTHONPATH="$here/python"
+        if python3 -c 'import pytest' 2>/dev/null; then
+            step "pytest python/tests/test_cuda.py"
+            timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests/test_cuda.py > "$OUT/pytest_cuda.txt" 2>&1
+            note "pytest test_cuda rc=$?: $(tail -1 "$OUT/pytest_cuda.txt")"
+            tail -5 "$OUT/pytest_cuda.txt"
+        fi
+        step "transformers decode, Llama-3.1-8B shape (tools/hf_decode_bench.py)"
+        PYTHONUNBUFFERED=1 timeout 420 python3 tools/hf_decode_bench.py --json "$OUT/hf_decode.json" ${E2E_ARGS:-} \
+            > "$OUT/hf_decode.txt" 2>&1
+        note "hf decode bench rc=$?"
+        cat "$OUT/hf_decode.txt" | tail -30
+    else
+        echo "no Python development headers: the Python extension was not configured"; note "e2e: no Python headers"
+    fi
 fi
 step done
 printf "$summary"

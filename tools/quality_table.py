@@ -1,135 +1,91 @@
 #!/usr/bin/env python3
-"""quality_table.py — the README's quality table, in one command.
+"""quality_table.py — the README's quality table, one command, one cached result per row.
 
-    python3 tools/quality_table.py --ctx 2048       # every preset + the target rows at 2048 (~30 min on 2 cores)
-    python3 tools/quality_table.py                  # 2048 and 8192 tokens (8192 decode-faithfully: hours)
-    python3 tools/quality_table.py --render         # only re-render README.md from the saved JSON
-    python3 tools/quality_table.py --ctx 2048 --kv f16 --llama-perplexity PATH/llama-perplexity
-                                                    # also (re)run llama.cpp's KV cache types
+    python3 tools/quality_table.py --llama-perplexity BIN     # run the rows not yet measured, then render
+    python3 tools/quality_table.py --add kivi2-turbo2,llama.cpp:iq4_nl   # add rows (run only those)
+    python3 tools/quality_table.py --rerun kivi4              # measure these rows again (--rerun all: every row)
+    python3 tools/quality_table.py --render                   # only rewrite README.md from the saved rows
 
-For each context it runs
+The protocol is `vq perplexity`'s (tools/vq/perplexity.c), llama.cpp's llama-perplexity protocol: the
+novel's tokens cut into non-overlapping windows of --ctx tokens from the start, each window from an empty
+cache, the second half of each window scored, one token per step (appended, then attended alone, as in
+generation), every method paired with the f16 cache on the same tokens (perplexity change with its paired
+standard error, mean KL of the next-token distribution from the f16 cache's, top-1 agreement).
 
-    vq perplexity --ctx C --windows W --sink 4 --smooth --batch 1 --residual R --kv PRESETS,EXTRA --json \
-        --plot quality_C.png TEXT
+A row is one --kv method of `vq perplexity` (a preset, a per-layer allocation or a profile FILE; NAME=SPEC
+shows SPEC as NAME in the table), or
+`llama.cpp:TYPE`, llama.cpp's own quantized KV cache (`-ctk TYPE -ctv TYPE`) on the same model file and
+text: `llama-perplexity -c C --chunks W -b C -ub 1 -fa on` first with its f16 cache (its log-probabilities
+saved, --kl-divergence-base), then each type with --kl-divergence against them. `-ub 1` makes one token
+per micro-batch, so every token is stored in the quantized cache and then attended (without it a chunk's
+own tokens reach its queries unquantized); `-fa on` is required for a quantized V cache. llama.cpp
+tokenizes the same GGUF and puts BOS first in a window only where the model asks for it, as vq does;
+it scores 1023 tokens of each window (the logits of positions C/2 .. C-2) where vq scores 1024 (from
+C/2 - 1). --check compares the two runtimes' tokens and f16 per-token log-likelihoods.
 
-saves the report as bench/results/model/quality_C.json (commit, date and machine are in it) and then
-rewrites the table between the README's `quality-table` markers from every saved quality_*.json run
-with that protocol (`--batch 1`; the older chunked runs stay in bench/results for docs/QUALITY.md) and
-every llamacpp_*.json. With --llama-perplexity, llama.cpp's own quantized KV cache runs on the same
-model file and text by the same protocol: `llama-perplexity -c C --chunks W -b C -ub 1 -fa on`, first
-with the f16 cache (its logits saved), then each `-ctk T -ctv T` with `--kl-divergence` against them
-(one token per micro-batch, so each token is stored in the cache and then attended, as generation
-does; llama.cpp scores 1023 tokens of each window where `vq perplexity` scores 1024), saved as
-bench/results/model/llamacpp_C.json with the same row fields.
-PRESETS defaults to every preset `vq perplexity` can run (those that need fitted tables are left out:
-the model commands take no codebooks); EXTRA are the per-layer allocations with the 8-bit window that
-were the cheapest measured within 1 % and within 5 % of the f16 cache (docs/QUALITY.md). `--batch 1` is the
-decode-faithful protocol: every token is appended and then attended alone, as in generation, so every
-query sees the cache exactly as a decoding step would (with 256-token prefill chunks the chunk's own
-tokens are attended through the quantized cache: several times the loss, bench/results/model/protocol/).
+Each row is saved as bench/results/model/quality/ctx<C>_w<W>_<row>.json with the commit of the build,
+the date, the machine, the command and the seconds it took; a later call runs only the rows that have no
+file (the f16 reference runs with every `vq perplexity` call anyway: its row is refreshed for free). The
+README table renders every saved row of the chosen --ctx and --windows, sorted by bits.
 Standard library only.
 """
 import argparse
 import json
 import os
+import platform
+import re
+import struct
 import subprocess
 import sys
+import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join("bench", "results", "model")
+ROWS_DIR = os.path.join("bench", "results", "model", "quality")
+MODEL = os.path.join("models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+TEXT = os.path.join("data", "pride_and_prejudice.txt")
 BEGIN, END = "<!-- quality-table:begin -->", "<!-- quality-table:end -->"
 # exact transforms (docs/QUALITY.md), decode-faithful; KIVI pages in f32, the arithmetic the tables
 # were measured with (the default, auto, rounds the query to int8 for speed: README "Limits")
-OPTIONS = ["--sink", "4", "--smooth", "--batch", "1", "--kivi-arith", "f32"]
+OPTIONS = ["--sink", "4", "--smooth", "--batch", "1", "--kivi-arith", "f32", "--residual", "0"]
 # llama.cpp's KV cache types and their bits per element (ggml blocks of 32: a f16 scale, and a f16 min or
 # the 5th bits where the type has them)
-LLAMACPP_TYPES = {"q8_0": 8.5, "q5_1": 6.0, "q5_0": 5.5, "q4_1": 5.0, "q4_0": 4.5, "iq4_nl": 4.5}
-# The allocations of docs/QUALITY.md (bench/results/model/screen/ has the screens that chose them): the
-# window at 8 bits (+w8); TurboQuant 3-bit values in the value-sensitive layers 0-2 (the cheapest measured
-# within 1 %); KIVI 2-bit keys over 32 tokens with 4-bit keys in the key-sensitive layers 1, 10, 18 (the
-# layer scan) and the newest 28 tokens in the window (the cheapest measured within 5 %, <= 3.0 bits);
-# kivi4-turbo2 with R = 64 (free at 2048 tokens: the partial key group holds 124 tokens there anyway);
-# the mixed-width keys (kivimix-turbo2) the same way; and 20 wide key channels, f16 value scales and
-# TurboQuant 3-bit values in layers 0-2: the fewest bits measured within 1 %, <= 3.0 bits
-# (bench/results/model/screen/3bits)
-EXTRA = ["kivi4-turbo3+w8", "kivi4-turbo2@0-2=kivi4-turbo3+w8", "kivi4-turbo2+w8", "kivi4-turbo2+w8+r64",
-         "kivimix-turbo2+w8+r64", "kivimix-turbo2@0-2=kivimix-turbo2/kivi4-turbo3+wide20+vs16+w8+r64",
-         "kivi2/turbo2@1.10.18=kivi4/turbo2+w8+r28"]
+LLAMACPP_TYPES = {"f16": 16.0, "q8_0": 8.5, "q5_1": 6.0, "q5_0": 5.5, "q4_1": 5.0, "q4_0": 4.5, "iq4_nl": 4.5}
+# The rows of the README table: the f16 reference, the named presets (one per budget), the method presets
+# they are built from, and llama.cpp's quantized caches. Profiles and more rows come with --add and stay
+# (their saved files are rows of the table).
+DEFAULT_ROWS = ["f16", "quality-4bit", "balanced-3bit", "compact-2.5bit",
+                "kivi4", "kivi4-turbo3", "kivimix-turbo2+w8+r64", "kivi2",
+                "llama.cpp:f16", "llama.cpp:q8_0", "llama.cpp:q5_0", "llama.cpp:q4_0"]
 
 
-def presets(vq):
-    """The preset names `vq perplexity` accepts, from `vq presets --json`-free parsing of its error list."""
-    out = subprocess.run([vq, "perplexity", "--kv", "?", "data/pride_and_prejudice.txt"], cwd=ROOT,
-                         capture_output=True, text=True)
-    names = []
-    for line in out.stderr.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and line.startswith("  ") and parts[2] == "+" and "(needs fitted tables)" not in line:
-            names.append(parts[0])
-    if not names:
-        sys.exit("quality_table: could not read the preset list from `vq perplexity --kv ?`:\n" + out.stderr)
-    return [n for n in names if n != "f16"]
+def split_row(row):
+    """NAME=SPEC names a vq method (a `=` before any `@`; `@LAYERS=METHOD` overrides are part of a SPEC)."""
+    at, eq = row.find("@"), row.find("=")
+    if eq > 0 and (at < 0 or eq < at):
+        return row[:eq], row[eq + 1:]
+    return None, row
 
 
-def run(vq, ctx, kv, windows, residual):
-    cmd = [vq, "perplexity", "--ctx", str(ctx), "--windows", str(windows), *OPTIONS, "--residual", str(residual),
-           "--kv", ",".join(kv),
-           "--json", "--plot", os.path.join(RESULTS, "quality_%d.png" % ctx), "data/pride_and_prejudice.txt"]
-    print("quality_table: " + " ".join(cmd), file=sys.stderr)
-    out = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, check=True, text=True).stdout
-    json.loads(out)  # a report, or fail before overwriting the saved one
-    with open(os.path.join(ROOT, RESULTS, "quality_%d.json" % ctx), "w") as f:
-        f.write(out)
+def label(row):
+    """A row's name in the table: NAME of NAME=SPEC, a profile FILE by its base name, llama.cpp types as
+    `llama.cpp TYPE`."""
+    name, row = split_row(row)
+    if name:
+        return name
+    if row.startswith("llama.cpp:"):
+        return "llama.cpp " + row.split(":", 1)[1]
+    if os.path.isfile(os.path.join(ROOT, row)):
+        return os.path.splitext(os.path.basename(row))[0] + " (profile)"
+    return row
 
 
-def run_llamacpp(binary, ctx, windows, types, threads):
-    """llama.cpp's KV cache types by the table's protocol (module docstring); saves llamacpp_<ctx>.json."""
-    import platform
-    import re
-    import tempfile
-    import time
-    binary = os.path.abspath(binary)  # the runs' cwd is ROOT
-    model = os.path.join("models", "SmolLM2-135M-Instruct.Q4_1.gguf")  # relative to ROOT, the cwd of the runs
-    text = os.path.join("data", "pride_and_prejudice.txt")
-    common = [binary, "-m", model, "-f", text, "-c", str(ctx), "--chunks", str(windows), "-b", str(ctx), "-ub", "1",
-              "-fa", "on", "-t", str(threads)]
-    num = r"([-+0-9.eE]+)"
-    t0 = time.time()
-    with tempfile.TemporaryDirectory() as tmp:
-        base = os.path.join(tmp, "f16.kld")
-        print("quality_table: " + " ".join(common + ["--kl-divergence-base", base]), file=sys.stderr)
-        out = subprocess.run(common + ["--kl-divergence-base", base], cwd=ROOT, capture_output=True, text=True,
-                             check=True)
-        m = re.findall(r"Final estimate: PPL = " + num + r" \+/- " + num, out.stdout + out.stderr)
-        if not m:
-            sys.exit("quality_table: no final estimate in llama-perplexity's output:\n" + out.stderr[-2000:])
-        rows = [{"ctx": ctx, "kv": "llama.cpp f16", "windows": windows, "scored_tokens": windows * (ctx - 1 - ctx // 2),
-                 "ppl": float(m[-1][0]), "ppl_change": 0, "ppl_change_se": 0, "kl": 0, "top1_agreement": 100,
-                 "bits_per_element": 16}]
-        for t in types:
-            cmd = common + ["-ctk", t, "-ctv", t, "--kl-divergence-base", base, "--kl-divergence"]
-            print("quality_table: " + " ".join(cmd), file=sys.stderr)
-            log = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
-            log = log.stdout + log.stderr
-            def grab(label):
-                g = re.search(re.escape(label) + r"\s*:\s*" + num + r"(?:\s*±\s*" + num + ")?", log)
-                if not g:
-                    sys.exit("quality_table: no '%s' in llama-perplexity's output:\n%s" % (label, log[-2000:]))
-                return float(g.group(1)), float(g.group(2) or "nan")
-            ppl = grab("Mean PPL(Q)")[0]
-            ratio, ratio_se = grab("Mean PPL(Q)/PPL(base)")
-            top1 = grab("Same top p")[0]
-            rows.append({"ctx": ctx, "kv": "llama.cpp %s" % t, "windows": windows, "scored_tokens": rows[0]["scored_tokens"],
-                         "ppl": ppl, "ppl_change": 100 * (ratio - 1), "ppl_change_se": 100 * ratio_se,
-                         "kl": grab("Mean    KLD")[0], "top1_agreement": top1, "bits_per_element": LLAMACPP_TYPES[t]})
-    rep = {"tool": "llama-perplexity", "args": common[1:], "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "machine": {"cpu": _cpu_name(), "arch": platform.machine()}, "info": {"seconds": time.time() - t0},
-           "rows": rows}
-    with open(os.path.join(ROOT, RESULTS, "llamacpp_%d.json" % ctx), "w") as f:
-        json.dump(rep, f, indent=1)
+def row_path(ctx, windows, row):
+    slug = re.sub(r"[^A-Za-z0-9.+=@-]+", "_", label(row)).strip("_")
+    return os.path.join(ROOT, ROWS_DIR, "ctx%d_w%d_%s.json" % (ctx, windows, slug))
 
 
-def _cpu_name():
+def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -137,86 +93,224 @@ def _cpu_name():
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return "unknown"
+    return platform.processor() or "unknown"
+
+
+def save_row(ctx, windows, row, rec):
+    os.makedirs(os.path.join(ROOT, ROWS_DIR), exist_ok=True)
+    with open(row_path(ctx, windows, row), "w") as f:
+        json.dump(rec, f, indent=1)
+        f.write("\n")
+
+
+def run_vq(vq, ctx, windows, rows, threads, tokens_out):
+    """One `vq perplexity` over every missing vq row (f16 runs as the reference anyway); one file per row."""
+    kv = [r for r in rows if r != "f16"] or ["f16"]
+    spec = {r: split_row(r)[1] for r in ["f16"] + kv}
+    cmd = [vq, "perplexity", "--ctx", str(ctx), "--windows", str(windows), *OPTIONS, "--threads", str(threads),
+           "--kv", ",".join(spec[r] for r in kv), "--json", TEXT]
+    if tokens_out:
+        cmd[-1:-1] = ["--tokens", tokens_out]
+    print("quality_table: " + " ".join(cmd), file=sys.stderr)
+    out = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, check=True, text=True).stdout
+    rep = json.loads(out)
+    by_kv = {r["kv"]: r for r in rep["rows"] if r["ctx"] == ctx}
+    for row in ["f16"] + kv:
+        r = by_kv.get(spec[row])
+        if r is None:
+            sys.exit("quality_table: `vq perplexity` reported no row '%s' (rows: %s)" % (row, ", ".join(by_kv)))
+        save_row(ctx, windows, row, {
+            "runtime": "vq", "row": row, "label": label(row), "spec": spec[row], "commit": rep.get("commit"), "date": rep["date"],
+            "machine": rep["machine"], "isa": rep.get("isa"), "threads": rep.get("threads"),
+            "seconds_of_run": rep["info"]["seconds"], "methods_in_run": len(by_kv),
+            "command": ["vq"] + rep["args"], "result": r})
+
+
+def git_commit():
+    try:
+        c = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        return c + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def llama_base(binary, ctx, windows, threads, cache_dir, rerun):
+    """llama.cpp's f16 run; its saved log-probabilities are the base of every type's KL. Returns (file, log)."""
+    base = os.path.join(cache_dir, "llama_f16_ctx%d_w%d.kld" % (ctx, windows))
+    logf = base + ".log"
+    if rerun or not os.path.exists(base) or not os.path.exists(logf):
+        cmd = llama_cmd(binary, ctx, windows, threads) + ["--kl-divergence-base", base]
+        print("quality_table: " + " ".join(cmd), file=sys.stderr)
+        t0 = time.time()
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit("quality_table: llama-perplexity failed:\n" + (p.stdout + p.stderr)[-3000:])
+        with open(logf, "w") as f:
+            f.write("seconds %.1f\n" % (time.time() - t0) + p.stdout + p.stderr)
+    with open(logf) as f:
+        return base, f.read()
+
+
+def llama_cmd(binary, ctx, windows, threads):
+    return [binary, "-m", MODEL, "-f", TEXT, "-c", str(ctx), "--chunks", str(windows), "-b", str(ctx), "-ub", "1",
+            "-fa", "on", "-t", str(threads)]
+
+
+NUM = r"([-+0-9.eE]+|nan|inf)"
+
+
+def grab(log, lab):
+    g = re.search(re.escape(lab) + r"\s*:\s*" + NUM + r"(?:\s*±\s*" + NUM + ")?", log)
+    if not g:
+        sys.exit("quality_table: no '%s' in llama-perplexity's output:\n%s" % (lab, log[-3000:]))
+    return float(g.group(1)), float(g.group(2) or "nan")
+
+
+def llama_build(log):
+    m = re.search(r"build: (\d+ \([0-9a-f]+\))", log)
+    return m.group(1) if m else "unknown"
+
+
+def run_llama(binary, ctx, windows, types, threads, cache_dir, rerun_base):
+    """llama.cpp's rows (module docstring); one file per type."""
+    binary = os.path.abspath(binary)
+    base, base_log = llama_base(binary, ctx, windows, threads, cache_dir, rerun_base)
+    m = re.findall(r"Final estimate: PPL = " + NUM + r" \+/- " + NUM, base_log)
+    if not m:
+        sys.exit("quality_table: no final estimate in llama-perplexity's f16 output:\n" + base_log[-3000:])
+    scored = windows * (ctx - 1 - ctx // 2)
+    common = {"runtime": "llama.cpp", "commit": git_commit(), "llama_build": llama_build(base_log),
+              "machine": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "arch": platform.machine()},
+              "threads": threads}
+    secs = float(base_log.split("\n", 1)[0].split()[1])
+    for t in types:
+        row = "llama.cpp:" + t
+        date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if t == "f16":
+            r = {"ctx": ctx, "kv": label(row), "windows": windows, "scored_tokens": scored, "ppl": float(m[-1][0]),
+                 "ppl_change": 0, "ppl_change_se": 0, "kl": 0, "top1_agreement": 100, "bits_per_element": 16}
+            save_row(ctx, windows, row, dict(common, row=row, label=label(row), date=date, seconds=secs,
+                                             command=llama_cmd("llama-perplexity", ctx, windows, threads) +
+                                             ["--kl-divergence-base", "F16.kld"], result=r))
+            continue
+        cmd = llama_cmd(binary, ctx, windows, threads) + ["-ctk", t, "-ctv", t, "--kl-divergence-base", base,
+                                                          "--kl-divergence"]
+        print("quality_table: " + " ".join(cmd), file=sys.stderr)
+        t0 = time.time()
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        log = p.stdout + p.stderr
+        if p.returncode != 0:
+            sys.exit("quality_table: llama-perplexity -ctk %s failed:\n%s" % (t, log[-3000:]))
+        ratio, ratio_se = grab(log, "Mean PPL(Q)/PPL(base)")
+        kl, kl_se = grab(log, "Mean    KLD")
+        r = {"ctx": ctx, "kv": label(row), "windows": windows, "scored_tokens": scored,
+             "ppl": grab(log, "Mean PPL(Q)")[0], "ppl_change": 100 * (ratio - 1), "ppl_change_se": 100 * ratio_se,
+             "kl": kl, "kl_se": kl_se, "top1_agreement": grab(log, "Same top p")[0],
+             "bits_per_element": LLAMACPP_TYPES[t]}
+        save_row(ctx, windows, row, dict(common, row=row, label=label(row), date=date, seconds=time.time() - t0,
+                                         command=llama_cmd("llama-perplexity", ctx, windows, threads) +
+                                         ["-ctk", t, "-ctv", t, "--kl-divergence-base", "F16.kld", "--kl-divergence"],
+                                         result=r))
+
+
+def check(base, tokens_tsv, ctx):
+    """The two runtimes on the same protocol: the same token ids in every window, and how close their f16
+    per-token log-likelihoods are (llama.cpp's saved log-probabilities are 16-bit quantized)."""
+    with open(base, "rb") as f:
+        if f.read(8) != b"_logits_":
+            sys.exit("quality_table: %s is not a llama-perplexity logits file" % base)
+        n_ctx, n_vocab, n_chunk = struct.unpack("<3i", f.read(12))
+        ltok = struct.unpack("<%di" % (n_ctx * n_chunk), f.read(4 * n_ctx * n_chunk))
+        nv = 2 * ((n_vocab + 1) // 2) + 4
+        first, n_scored = n_ctx // 2, n_ctx - 1 - n_ctx // 2
+        lnll = []  # llama.cpp's f16 nll of token p + 1 for p = first .. ctx-2, per chunk
+        for c in range(n_chunk):
+            for i in range(n_scored):
+                rec = f.read(2 * nv)
+                scale, min_lp = struct.unpack("<2f", rec[:8])
+                tok = ltok[c * n_ctx + first + i + 1]
+                (q,) = struct.unpack_from("<H", rec, 8 + 2 * tok)
+                lnll.append((c, first + i + 1, -(scale * q + min_lp)))
+    vtok, vnll = {}, {}
+    with open(tokens_tsv) as f:
+        head = f.readline().rstrip("\n").split("\t")
+        col = head.index("nll_f16")
+        for line in f:
+            x = line.rstrip("\n").split("\t")
+            if int(x[0]) != ctx:
+                continue
+            w, p = int(x[1]), int(x[2])
+            vtok[(w, p)] = int(x[3])
+            vnll[(w, p)] = float(x[col])
+    same = sum(1 for c in range(n_chunk) for p in range(n_ctx) if vtok.get((c, p)) == ltok[c * n_ctx + p])
+    pairs = [(n, vnll[(c, p)]) for c, p, n in lnll if (c, p) in vnll]
+    d = [v - l for l, v in pairs]
+    import math
+    mean_l = sum(l for l, _ in pairs) / len(pairs)
+    mean_v = sum(v for _, v in pairs) / len(pairs)
+    out = {"windows": n_chunk, "tokens_compared": n_chunk * n_ctx, "tokens_identical": same,
+           "scored_compared": len(pairs), "ppl_llama_f16": math.exp(mean_l), "ppl_vq_f16": math.exp(mean_v),
+           "mean_nll_difference": sum(d) / len(d), "mean_abs_nll_difference": sum(abs(x) for x in d) / len(d),
+           "max_abs_nll_difference": max(abs(x) for x in d)}
+    print("quality_table: check: %d of %d window tokens identical; on the %d tokens both score, f16 ppl llama.cpp "
+          "%.3f vs vq %.3f, mean nll difference %+.4f (vq - llama.cpp), mean |difference| %.4f, max %.3f" % (
+              same, n_chunk * n_ctx, len(pairs), out["ppl_llama_f16"], out["ppl_vq_f16"], out["mean_nll_difference"],
+              out["mean_abs_nll_difference"], out["max_abs_nll_difference"]), file=sys.stderr)
+    return out
 
 
 def cell_change(r):
-    if r["kv"] in ("f16", "llama.cpp f16"):
+    if r["kl"] == 0 and r["ppl_change"] == 0:
         return "reference"
     if r["ppl_change"] > 500:
         return "collapse (%+.0f %%)" % r["ppl_change"]
     return "%+.1f %% ± %.1f" % (r["ppl_change"], r.get("ppl_change_se", float("nan")))
 
 
-def render():
-    reports = []
-    for name in sorted(os.listdir(os.path.join(ROOT, RESULTS))):
-        if name.startswith(("quality_", "llamacpp_")) and name.endswith(".json"):
-            with open(os.path.join(ROOT, RESULTS, name)) as f:
-                rep = json.load(f)
-            # the README's protocol only: decode-faithful vq runs (--batch 1) and llama.cpp's
-            a = rep.get("args", [])
-            if rep.get("tool") == "llama-perplexity" or any(x == "--batch" and y == "1" for x, y in zip(a, a[1:])):
-                reports.append(rep)
-    if not reports:
-        sys.exit("quality_table: no %s/quality_*.json yet" % RESULTS)
-    ctxs = sorted({r["ctx"] for rep in reports for r in rep["rows"]})
-    rows = {}  # (kv) -> ctx -> row
-    order = []
-    for rep in reports:
-        for r in rep["rows"]:
-            if r["kv"] not in rows:
-                rows[r["kv"]] = {}
-                order.append(r["kv"])
-            rows[r["kv"]][r["ctx"]] = r
-    # sorted by bits at the first context (f16 first), falling back to the fewest bits
-    order.sort(key=lambda kv: -(rows[kv][ctxs[0]] if ctxs[0] in rows[kv] else min(rows[kv].values(), key=lambda x: x[
-        "bits_per_element"]))["bits_per_element"])
-    head = "| kv |" + "".join(" bits (%d) | ppl | change ± s.e. | KL | top-1 |" % c for c in ctxs)
-    sub = "|---|" + "---:|---:|---:|---:|---:|" * len(ctxs)
-    lines = [head, sub]
-    for kv in order:
-        cells = []
-        for c in ctxs:
-            r = rows[kv].get(c)
-            if r is None:
-                cells.append("– | – | not run | – | –")
-            else:
-                cells.append("%.2f | %.2f | %s | %.3f | %.1f %%" % (r["bits_per_element"], r["ppl"], cell_change(r),
-                                                                    r["kl"], r["top1_agreement"]))
-        lines.append("| %s | %s |" % (kv, " | ".join(cells)))
-    def options(args):  # the run's options, without the method list and the outputs
-        out, skip = [], False
-        for a in args:
-            if skip:
-                skip = False
-            elif a in ("--kv", "--plot", "--ctx", "--windows", "--threads"):
-                skip = True
-            elif a.startswith("-") and a != "--json":
-                out.append(a)
-            elif out and out[-1] in ("--sink", "--batch", "--residual", "--kivi-arith"):
-                out.append(a)
-        return " ".join(out)
+def load_rows(ctx, windows):
+    prefix = "ctx%d_w%d_" % (ctx, windows)
+    d = os.path.join(ROOT, ROWS_DIR)
+    recs = []
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if name.startswith(prefix) and name.endswith(".json"):
+            with open(os.path.join(d, name)) as f:
+                recs.append(json.load(f))
+    return recs
 
-    src = []
-    for rep in reports:
-        c = sorted({r["ctx"] for r in rep["rows"]})
-        scored = max(r["scored_tokens"] for r in rep["rows"])
-        if rep.get("tool") == "llama-perplexity":
-            src.append("llama.cpp, %s tokens: `llama-perplexity -b %s -ub 1 -fa on` with `-ctk/-ctv` and "
-                       "`--kl-divergence`, %s window(s), %d scored tokens, %s, %s, %.0f s" % (
-                           "/".join(map(str, c)), c[0], rep["rows"][0]["windows"], scored, rep["date"][:10],
-                           rep["machine"]["cpu"], rep["info"]["seconds"]))
-            continue
-        src.append("%s tokens: `%s`, %s window(s), %d scored tokens, %s, %s, %.0f s" % (
-            "/".join(map(str, c)), options(rep["args"]), rep["rows"][0]["windows"], scored,
-            rep["date"][:10], rep["machine"]["cpu"], rep["info"]["seconds"]))
+
+def render(ctx, windows):
+    recs = load_rows(ctx, windows)
+    if not recs:
+        sys.exit("quality_table: no %s/ctx%d_w%d_*.json yet" % (ROWS_DIR, ctx, windows))
+    recs.sort(key=lambda x: (-x["result"]["bits_per_element"], x["runtime"] != "vq", x["label"]))
+    lines = ["| kv | runtime | bits | ppl | change ± s.e. | KL | top-1 |", "|---|---|---:|---:|---:|---:|---:|"]
+    for x in recs:
+        r = x["result"]
+        lines.append("| %s | %s | %.2f | %.2f | %s | %.3f | %.1f %% |" % (
+            x["label"].replace("llama.cpp ", ""), x["runtime"], r["bits_per_element"], r["ppl"], cell_change(r),
+            r["kl"], r["top1_agreement"]))
+    vq = [x for x in recs if x["runtime"] == "vq"]
+    ll = [x for x in recs if x["runtime"] == "llama.cpp"]
+    dates = sorted({x["date"][:10] for x in recs})
+    commits = sorted({x["commit"] for x in recs if x.get("commit")})
+    machines = sorted({x["machine"]["cpu"] for x in recs})
+    notes = ["%d tokens per window, %d windows, %d scored tokens per row (llama.cpp: %d)" % (
+        ctx, windows, vq[0]["result"]["scored_tokens"] if vq else 0,
+        ll[0]["result"]["scored_tokens"] if ll else 0)]
+    if vq:
+        notes.append("vq: `vq perplexity %s`" % " ".join(OPTIONS))
+    if ll:
+        notes.append("llama.cpp %s: `llama-perplexity -b %d -ub 1 -fa on -ctk T -ctv T --kl-divergence` against "
+                     "its own f16 run" % (ll[0].get("llama_build", "?"), ctx))
+    notes.append("%s; %s; commits %s (each row's file in %s/ has its commit, date, command and time)" % (
+        ", ".join(machines), ", ".join(dates), ", ".join(commits), ROWS_DIR))
     lines.append("")
-    lines.append("No layer in f16; bits count everything stored at the end of each window (codes, scales, zeros, "
-                 "norms, the window: the partial key group and the newest R tokens, f16 or with +w8 8-bit "
-                 "TurboQuant codes, and the sink tokens in f16). Standard errors are paired per scored token (a "
-                 "lower bound: tokens are correlated). Runs (the build's commit is in each %s/quality_*.json): %s." % (
-                     RESULTS, "; ".join(src)))
+    lines.append("Bits count everything each cache stores at the end of a window (codes, scales, zeros, norms, "
+                 "the window of recent tokens and the sink tokens; llama.cpp: its block formats). Standard errors "
+                 "are paired per scored token (a lower bound: tokens are correlated). Runs: " + "; ".join(notes) + ".")
     table = "\n".join(lines)
     path = os.path.join(ROOT, "README.md")
     with open(path) as f:
@@ -231,34 +325,66 @@ def render():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--vq", default=os.path.join("build", "tools", "vq"), help="the vq binary (build/tools/vq)")
-    ap.add_argument("--ctx", default="2048,8192", help="contexts to (re)run, comma-separated")
-    ap.add_argument("--kv", default=None, help="presets to run (default: all the model commands take)")
-    ap.add_argument("--windows", type=int, default=3, help="windows per context (default 3)")
-    ap.add_argument("--residual", type=int, default=0, help="newest tokens in the window (default 0)")
-    ap.add_argument("--render", action="store_true", help="only rewrite README.md from the saved JSON")
-    ap.add_argument("--llama-perplexity", default=None, metavar="BIN",
-                    help="also run llama.cpp's KV cache types with this llama-perplexity binary")
-    ap.add_argument("--llama-types", default=",".join(LLAMACPP_TYPES), help="llama.cpp cache types to run")
-    ap.add_argument("--llama-only", action="store_true", help="run only llama.cpp (with --llama-perplexity)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="llama-perplexity's threads")
+    ap.add_argument("--ctx", type=int, default=2048, help="tokens per window (2048)")
+    ap.add_argument("--windows", type=int, default=8, help="windows (8)")
+    ap.add_argument("--rows", default=None, help="the rows to have (default: %s, and every saved row)" %
+                    ",".join(DEFAULT_ROWS))
+    ap.add_argument("--add", default="", help="rows to add to the table (run if not saved)")
+    ap.add_argument("--rerun", default="", help="rows to measure again although saved ('all': every row)")
+    ap.add_argument("--render", action="store_true", help="only rewrite README.md from the saved rows")
+    ap.add_argument("--llama-perplexity", default=None, metavar="BIN", help="llama.cpp's llama-perplexity "
+                    "(without it, llama.cpp rows that are not saved are left out)")
+    ap.add_argument("--llama-cache", default=os.path.join(tempfile.gettempdir(), "vq_quality_llama"),
+                    help="where llama.cpp's f16 log-probabilities are kept between calls (~100 MB a window)")
+    ap.add_argument("--check", action="store_true", help="compare vq's and llama.cpp's tokens and f16 "
+                    "log-likelihoods (needs --llama-perplexity; runs vq's f16 with --tokens)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of both runtimes")
     a = ap.parse_args()
     if not a.render:
-        if not a.llama_only:
-            vq = os.path.join(ROOT, a.vq) if not os.path.isabs(a.vq) else a.vq
-            kv = a.kv.split(",") if a.kv else presets(vq) + EXTRA
-            for c in a.ctx.split(","):
-                run(vq, int(c), kv, a.windows, a.residual)
-        if a.llama_perplexity:
-            types = a.llama_types.split(",")
-            unknown = [t for t in types if t not in LLAMACPP_TYPES]
-            if unknown:
-                sys.exit("quality_table: unknown llama.cpp cache type(s) %s; known: %s" % (
-                    ",".join(unknown), ",".join(LLAMACPP_TYPES)))
-            for c in a.ctx.split(","):
-                run_llamacpp(a.llama_perplexity, int(c), a.windows, types, a.threads)
-    render()
+        saved = {x["label"]: x["row"] for x in load_rows(a.ctx, a.windows)}  # rows are known by their label
+        rows = [r for r in a.add.split(",") if r] + (a.rows.split(",") if a.rows else DEFAULT_ROWS)
+        if not a.rows:
+            rows += [r for _, r in sorted(saved.items())]
+        rows = [r for i, r in enumerate(rows) if label(r) not in {label(x) for x in rows[:i]}]  # --add wins
+        rerun = {label(r) for r in rows} if a.rerun == "all" else {label(r) for r in a.rerun.split(",") if r}
+        todo = [r for r in rows if label(r) in rerun or label(r) not in saved]
+        vq_todo = [r for r in todo if not r.startswith("llama.cpp:")]
+        ll_todo = [r.split(":", 1)[1] for r in todo if r.startswith("llama.cpp:")]
+        for t in ll_todo:
+            if t not in LLAMACPP_TYPES:
+                sys.exit("quality_table: unknown llama.cpp cache type '%s'; known: %s" % (t, ",".join(LLAMACPP_TYPES)))
+        print("quality_table: to run: %s" % (", ".join(todo) or "nothing"), file=sys.stderr)
+        tokens_tsv = os.path.join(a.llama_cache, "vq_tokens_ctx%d_w%d.tsv" % (a.ctx, a.windows)) if a.check else None
+        if a.check:
+            os.makedirs(a.llama_cache, exist_ok=True)
+            if not a.llama_perplexity:
+                sys.exit("quality_table: --check needs --llama-perplexity")
+            if "f16" not in vq_todo and not os.path.exists(tokens_tsv):
+                vq_todo.append("f16")
+        if vq_todo:
+            vq = a.vq if os.path.isabs(a.vq) else os.path.join(ROOT, a.vq)
+            run_vq(vq, a.ctx, a.windows, vq_todo, a.threads, tokens_tsv)
+        if ll_todo or a.check:
+            if not a.llama_perplexity:
+                print("quality_table: no --llama-perplexity: llama.cpp rows %s not run" % ",".join(ll_todo),
+                      file=sys.stderr)
+            else:
+                os.makedirs(a.llama_cache, exist_ok=True)
+                run_llama(a.llama_perplexity, a.ctx, a.windows, ll_todo, a.threads, a.llama_cache,
+                          "llama.cpp f16" in rerun)
+        if a.check:
+            base, _ = llama_base(os.path.abspath(a.llama_perplexity), a.ctx, a.windows, a.threads, a.llama_cache,
+                                 False)
+            res = check(base, tokens_tsv, a.ctx)
+            res.update({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": git_commit(),
+                        "machine": cpu_name()})
+            with open(os.path.join(ROOT, ROWS_DIR, "check_ctx%d_w%d.json" % (a.ctx, a.windows)), "w") as f:
+                json.dump(res, f, indent=1)
+                f.write("\n")
+    render(a.ctx, a.windows)
 
 
 if __name__ == "__main__":

@@ -162,8 +162,9 @@ class _Layer(CacheLayerMixin):
             raise UnsupportedError(f"veloxquant.hf.Cache: batch of {key_states.shape[0]} sequences, the cache holds "
                                    f"{len(o.seq_ids)}")
         k, v = key_states, value_states
-        if o.append_dtype is not None and k.dtype != o.append_dtype:
-            k, v = k.to(o.append_dtype), v.to(o.append_dtype)  # the new tokens only (f16 on CUDA)
+        want = o.append_dtype or (k.dtype if k.dtype in (torch.float16, torch.float32) else torch.float32)
+        if k.dtype != want:
+            k, v = k.to(want), v.to(want)  # the new tokens only: f16 on CUDA, bf16 -> f32 on a CPU
         if o.smooth and self.n == 0:
             self.pending = (k, v)
         else:
@@ -237,7 +238,8 @@ class Cache(_HFCache):
         # smooth fits key scales from a first chunk's queries unless every layer's are given
         self.smooth = self.vq.smooth and (transform_tables is None or
                                           any((t or {}).get("key_scale") is None for t in transform_tables))
-        # the CUDA cache takes f16 tokens; the CPU one f16 or f32 as they come
+        # the CUDA cache takes f16 tokens; the CPU one f16 or f32 as they come (other dtypes, such as a
+        # bf16 model's, as f32)
         self.append_dtype = torch.float16 if device.type == "cuda" else None
         self.seq_ids = []
         super().__init__(layers=[_Layer(self, i) for i in range(cfg.num_hidden_layers)])

@@ -54,16 +54,10 @@ vq_status vq_cache_check_sizes(vq_ctx *ctx, const vq_cache_config *cfg)
     VQ_RETURN_IF(ctx, cfg->window == VQ_WINDOW_TURBO && (cfg->window_bits < 1 || cfg->window_bits > 8),
                  VQ_ERR_INVALID_ARGUMENT, "argument 'cfg->window_bits': VQ_WINDOW_TURBO takes 1..8, got %d",
                  cfg->window_bits);
-    for (int l = 0; cfg->sliding_windows && l < cfg->n_layers; l++) {
+    for (int l = 0; cfg->sliding_windows && l < cfg->n_layers; l++)
         VQ_RETURN_IF(ctx, cfg->sliding_windows[l] < 0 || cfg->sliding_windows[l] > (1 << 30), VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->sliding_windows[%d]': expected 0 (full attention) .. 2^30 tokens, got %d", l,
                      cfg->sliding_windows[l]);
-        /* the two were built apart: their combination is refused until it is tested */
-        VQ_RETURN_IF(ctx, cfg->sliding_windows[l] > 0 && cfg->sink_tokens > 0, VQ_ERR_UNSUPPORTED,
-                     "argument 'cfg->sliding_windows[%d]': %d with cfg->sink_tokens = %d; sliding windows and sink "
-                     "tokens are not supported together yet",
-                     l, cfg->sliding_windows[l], cfg->sink_tokens);
-    }
     for (int i = 0; i < cfg->n_f16_layers; i++)
         VQ_RETURN_IF(ctx, cfg->f16_layers[i] < 0 || cfg->f16_layers[i] >= cfg->n_layers, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->f16_layers[%d]': layer %d outside [0, %d)", i, cfg->f16_layers[i],

@@ -315,11 +315,12 @@ vq_status vq_cache_attend_tokens(vq_cache *c, int layer, int n_seq, const int64_
         const int64_t W = c->layers[layer].sliding, first = vq_cache_first_token(c, sls[i]);
         const bool causal_rows = opts && opts->causal;
         const int64_t need = (causal_rows ? sls[i]->n - Sq + 1 : sls[i]->n) - W;
+        const int64_t at = need + sls[i]->n_sink; /* in sequence positions: the pages count after the sinks */
         VQ_RETURN_IF(ctx, first > 0 && need < first, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'q': %s of sequence %lld need%s token %lld of layer %d, but its sliding window of %lld "
                      "evicted the tokens below %lld (attend after the append of the queries' tokens)",
                      causal_rows ? "the causal rows" : "the rows", (long long)seq_ids[i], Sq > 1 ? "" : "s",
-                     (long long)(need < 0 ? 0 : need), layer, (long long)W, (long long)first);
+                     (long long)(at < 0 ? 0 : at), layer, (long long)W, (long long)(first + sls[i]->n_sink));
     }
     const float scale = opts && opts->scale > 0 ? opts->scale : 1.0f / sqrtf((float)c->D);
     const bool causal = opts && opts->causal;

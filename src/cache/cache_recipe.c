@@ -374,9 +374,16 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
     const float *tab = sl->xf != NULL && sl->xf_set ? sl->xf : NULL;
     const float *scales = tab && L->xf.smooth ? tab + 2 * kvd : NULL;
     const uint16_t *K = sl->sink, *V = sl->sink == NULL ? NULL : sl->sink + kvd * c->S;
+    const int64_t W = L->sliding;
     for (int64_t t = 0; t < Sq; t++) {
         const int64_t pos = n - Sq + t;
-        const int64_t nvis = !io->causal ? sl->n_sink : pos + 1 < 0 ? 0 : pos + 1 < sl->n_sink ? pos + 1 : sl->n_sink;
+        /* the row's tokens end at pos + 1 (causal) or n; a sliding-window
+         * layer masks the sinks as any other token: the row sees the sinks
+         * [lo, hi) only, those among its newest W tokens */
+        const int64_t end = io->causal ? pos + 1 : n;
+        const int64_t hi = end < 0 ? 0 : end < sl->n_sink ? end : sl->n_sink;
+        const int64_t lo = W > 0 && end - W > 0 ? (end - W < hi ? end - W : hi) : 0;
+        const int64_t nvis = hi - lo;
         const bool paged = po != NULL && t >= ns;
         for (int h = 0; h < Hq; h++) {
             void *orow = (void *)(uintptr_t)vq_attn_at(&io->ov, b, h, t);
@@ -397,7 +404,7 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
             } else {
                 /* out = (e^lse o_pages + sum_j e^s_j v_j) / (e^lse + sum_j e^s_j) */
                 double mx = -INFINITY;
-                for (int64_t j = 0; j < nvis; j++) {
+                for (int64_t j = lo; j < hi; j++) {
                     const uint16_t *kj = K + ((int64_t)(h / G) * c->S + j) * D;
                     double d = 0;
                     for (int e = 0; e < D; e++) d += (double)qrow[e] * vq_f16_to_f32(kj[e]);
@@ -408,7 +415,7 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
                 const double wc = paged ? exp(plse - mx) : 0;
                 double sum = wc, acc[256];
                 for (int e = 0; e < D; e++) acc[e] = paged ? wc * prow[e] : 0.0;
-                for (int64_t j = 0; j < nvis; j++) {
+                for (int64_t j = lo; j < hi; j++) {
                     const double w = exp(sc[j] - mx);
                     const uint16_t *vj = V + ((int64_t)(h / G) * c->S + j) * D;
                     sum += w;

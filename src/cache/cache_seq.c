@@ -159,7 +159,7 @@ vq_status vq_cache_seq_truncate(vq_cache *c, int64_t seq_id, int64_t n_tokens)
                      "layer %d: n_tokens = %lld needs tokens from %lld on (its sliding window of %lld), but the layer "
                      "evicted the tokens below %lld",
                      l, (long long)n_tokens, (long long)(n_tokens + 1 - W), (long long)W,
-                     (long long)vq_cache_first_token(c, sl));
+                     (long long)(vq_cache_first_token(c, sl) + sl->n_sink));
         VQ_RETURN_IF(c->ctx, keep < sl->n_enc && keep % g != 0, VQ_ERR_UNSUPPORTED,
                      "layer %d: n_tokens = %lld cuts an encoded KIVI key group of %lld tokens (its other tokens "
                      "are no longer held in f16; a residual window of at least the rollback depth avoids this)",

@@ -196,8 +196,8 @@ static vq_status put_seq(vq_writer *w, const vq_cache *c, const vq_cache_seq *q)
     return VQ_OK;
 }
 
-/* The oldest version that holds the cache: 4 where a layer has a sliding
- * window; 3 where a layer has KIVI_MIX
+/* The oldest version that holds the cache: 5 where a layer has a sliding
+ * window; 4 with sink tokens or transforms; 3 where a layer has KIVI_MIX
  * wide_channels or f16 TurboQuant value scales, or with a VQ_WINDOW_TURBO
  * window, else 2 with an 8-bit window, else 1. */
 static uint32_t file_version(const vq_cache *c)

@@ -71,7 +71,10 @@ static DLTensor *attend_all(vq_ctx *ctx, vq_cache *c, bool gpu, const int64_t *i
             ct_free(dq);
             ct_free(dout);
         } else {
-            VT_OK(ctx, vq_cache_attend(c, l, n, ids, q, o, NULL));
+            /* f32 arithmetic, as the CUDA kernels: the CPU's integer paths
+             * quantize the query to int8 (relative error near 1e-3) */
+            const vq_cache_attend_opts f32 = {.key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
+            VT_OK(ctx, vq_cache_attend(c, l, n, ids, q, o, &f32));
         }
         memcpy((float *)all->data + l * vt_numel(o), o->data, vt_bytes(o));
     }

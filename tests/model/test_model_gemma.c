@@ -6,9 +6,9 @@
  *    architecture's definition (embedding times sqrt(dim), per-head q/k
  *    norms, RoPE on (i, i + D/2) pairs with the local / global bases, post
  *    norms, GeGLU with the tanh GELU, the window's mask) on every ISA, chunk
- *    sizes 1, 4 and all, on the f32 oracle and through vq_cache (f16): the
- *    whole model in the cache for a session no longer than the window, else
- *    the local layer in the runtime's f32 store (counted in the memory);
+ *    sizes 1, 4 and all, on the f32 oracle and through vq_cache (f16), whose
+ *    sliding window masks the local layer's old tokens, with the memory
+ *    accounting;
  *  - a tiny SentencePiece vocabulary built here: merges by score, the
  *    leftmost on ties, byte fallback, U+2581 for spaces, user-defined
  *    tokens always cut out, control tokens only with parse_special;
@@ -17,7 +17,8 @@
  *    tests/model/data/gemma_tokenizer_golden.txt, and logits (gemma_logits_golden.txt)
  *    within 1e-3 of max |logit| per position through vq_cache f16 and the
  *    f32 oracle; vq_cache f16 also on a 600-token prompt past the 512-token
- *    window (release builds: it takes seconds).
+ *    window, whose last chunks evict the local layers' first 64-token page
+ *    (release builds: it takes seconds).
  * The Gemma part skips (77) when the model file is absent
  * (sh tools/fetch_model.sh --gemma installs it). */
 #include <math.h>
@@ -152,18 +153,18 @@ static void test_tiny_gemma(void)
             VT_CHECK(d <= 1e-4 * mx, "%s f32 batch %d: max |diff| %.3g, max |logit| %.3g", vq_ctx_isa(ctx),
                      batches[bi], d, mx);
             free(lg);
-            /* vq_cache f16, a session longer than the window: the local layer in the
-             * runtime's f32 store (masked), the global one in the cache */
+            /* vq_cache f16, a session longer than the window: the cache's window masks
+             * the local layer's oldest tokens */
             lg = golden_run(model, ctx, "f16", tok, TINY_MAXT, batches[bi], true);
             const double dh = lg != NULL ? max_diff(lg, ref, TINY_MAXT * NV, &mx) : INFINITY;
-            VT_CHECK(dh <= 2e-3 * mx, "%s vq_cache f16 (local layer in f32) batch %d: max |diff| %.3g, max |logit| %.3g",
+            VT_CHECK(dh <= 2e-3 * mx, "%s vq_cache f16 batch %d: max |diff| %.3g, max |logit| %.3g",
                      vq_ctx_isa(ctx), batches[bi], dh, mx);
             free(lg);
         }
         vq_ctx_free(ctx);
     }
-    /* a session no longer than the window keeps both layers in the cache; the
-     * longer one counts the local layer's f32 bytes in its memory */
+    /* sessions no longer and longer than the window: every layer in the cache,
+     * the window's tokens held (six tokens fill no page, so none is evicted) */
     vq_ctx *ctx = make_ctx(1, NULL);
     const vq_cache_config cc = {.preset = "f16"};
     for (int mt = TINY_WINDOW; mt <= TINY_MAXT; mt += TINY_MAXT - TINY_WINDOW) {
@@ -176,10 +177,14 @@ static void test_tiny_gemma(void)
         double mx = 0;
         const double d = max_diff(lg, ref, mt * NV, &mx);
         VT_CHECK(d <= 2e-3 * mx, "max_tokens %d: max |diff| %.3g, max |logit| %.3g", mt, d, mx);
+        int w0 = -1, w1 = -1;
+        vq_cache_get_sliding_window(vqm_session_cache(s), 0, &w0);
+        vq_cache_get_sliding_window(vqm_session_cache(s), 1, &w1);
+        VT_CHECK(w0 == TINY_WINDOW && w1 == 0, "the cache's windows %d %d", w0, w1);
         vq_cache_memory_report mem;
         VT_CHECK(vqm_session_memory(s, &mem, err) == VQ_OK, "%s", err);
         const int64_t kv_bytes = (int64_t)TINY_KV * TINY_HD * 2 * 2; /* keys and values of a token, f16 */
-        const int64_t want = mt == TINY_WINDOW ? 2 * mt * kv_bytes : mt * kv_bytes + mt * kv_bytes * 2;
+        const int64_t want = 2 * mt * kv_bytes;
         VT_CHECK(mem.tokens == 2 * mt && mem.code_bytes + mem.param_bytes + mem.residual_bytes == want,
                  "max_tokens %d: %lld tokens, %lld bytes, expected %lld", mt, (long long)mem.tokens,
                  (long long)(mem.code_bytes + mem.param_bytes + mem.residual_bytes), (long long)want);
@@ -329,11 +334,13 @@ static void test_golden_logits(void)
 #endif
         for (int pass = 0; pass < 2; pass++) {
             /* the deliverable: attention through vq_cache with the f16 cache (past the
-             * window: the local layers in the runtime's f32 store); and the f32 oracle
-             * on the short prompts (on the long one it repeats the local layers' path) */
+             * window: the cache's sliding windows); and the f32 oracle on the short
+             * prompts (seconds more on the long one, which the golden logits check) */
             const char *preset = pass == 0 ? "f16" : NULL;
             if (preset == NULL && gp[i].first > 0) continue;
-            const vq_cache_config cc = {.preset = preset};
+            /* 64-token pages: the long prompt's last chunks (from 576 on) evict the local
+             * layers' first page */
+            const vq_cache_config cc = {.preset = preset, .page_size = 64};
             const vqm_session_config sc = {.max_tokens = gp[i].n, .max_batch = 64,
                                            .attn = preset != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32, .cache = &cc};
             vqm_session *s = NULL;
@@ -348,6 +355,10 @@ static void test_golden_logits(void)
             printf("  prompt %d (%d tokens, %s): %s, max rel diff %.2e (position %d)\n", i, gp[i].n, vq_ctx_isa(ctx),
                    preset ? "vq_cache f16" : "f32 oracle", e, wp);
             VT_CHECK(e <= 1e-3, "prompt %d %s: rel diff %.3g at position %d > 1e-3", i, preset ? "f16" : "f32", e, wp);
+            vq_cache_memory_report mem;
+            if (preset != NULL && gp[i].n > 576 && vqm_session_memory(s, &mem, err) == VQ_OK)
+                VT_CHECK(mem.tokens < (int64_t)g_model->cfg.n_layers * gp[i].n, "prompt %d: %lld tokens held, none evicted",
+                         i, (long long)mem.tokens);
             free(lg);
             vqm_session_free(s);
         }

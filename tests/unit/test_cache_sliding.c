@@ -2,20 +2,23 @@
  * sliding_windows) on the CPU: attention against the float64 reference that
  * masks every token older than each query's window (windows below the
  * residual window and not multiples of the page size, prefills longer than
- * the window, causal prefills, awkward lengths), token by token equal to
- * chunked appends bit for bit, the pages older than the window back in the
- * pool (a local layer's memory bounded; a Gemma-3-like cache at 32K
- * tokens), fork, truncate, save/load, and "a failing call changes
- * nothing". */
+ * the window, causal prefills, awkward lengths), with and without sink
+ * tokens (which the window masks as any token: windows shorter and longer
+ * than the sinks, sequences inside and past their sinks in one call),
+ * token by token equal to chunked appends bit for bit, the pages older than
+ * the window back in the pool (a local layer's memory bounded; a
+ * Gemma-3-like cache at 32K tokens), fork, truncate, save/load, and "a
+ * failing call changes nothing". */
 #include "cache_ref.h"
 
 enum { HKV = 2, HQ = 4, DIM = 64, PAGE = 32 };
 
 #define TOL 5e-5 /* as test_cache.c's CACHE_TOL: f32 rounding of scores and P.V sums */
 
-/* A cache of L layers of one method, layer l with window wins[l]. */
-static vq_cache *sw_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, const int *wins, int R, int64_t capacity,
-                          int64_t grow)
+/* A cache of L layers of one method, layer l with window wins[l], S sink
+ * tokens. */
+static vq_cache *sw_cache_sinks(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, const int *wins, int R,
+                                int64_t capacity, int64_t grow, int S)
 {
     vq_cache_layer_config layers[8];
     for (int l = 0; l < L; l++) { /* layer l draws its signs from seed + l: the same in every layer */
@@ -25,10 +28,51 @@ static vq_cache *sw_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, c
     const vq_cache_config cfg = {.n_layers = L, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
                                  .page_size = PAGE, .capacity_pages = capacity, .grow_pages = grow,
                                  .max_sequences = 8, .residual_tokens = R, .layers = layers,
-                                 .sliding_windows = wins};
+                                 .sliding_windows = wins, .sink_tokens = S};
     vq_cache *c = NULL;
     VT_OK(ctx, vq_cache_create(ctx, &cfg, &c));
     return c;
+}
+
+static vq_cache *sw_cache(vq_ctx *ctx, const vq_cache_layer_config *lc, int L, const int *wins, int R, int64_t capacity,
+                          int64_t grow)
+{
+    return sw_cache_sinks(ctx, lc, L, wins, R, capacity, grow, 0);
+}
+
+/* The reference of layer l for the first n tokens of store sequence s in a
+ * cache of S sink tokens: tokens [0, min(S, n)) in f16 (the sinks), tokens
+ * [S, n) as the pages and the residual window hold them (the reference of
+ * a layer given those tokens alone); every token masked by the window. */
+static ref_layer ref_build_sinks(vq_ctx *ctx, const vq_cache *c, int l, const ct_store *st, int64_t s, int64_t n)
+{
+    const int64_t S = n < c->S ? n : c->S, m = n - S, Hkv = st->Hkv, D = st->D;
+    if (S == 0) return ref_build(ctx, c, l, st, s, n, NULL);
+    ref_layer r = {.Hkv = Hkv, .n = n, .D = D, .n_enc = 0, .sliding = c->layers[l].sliding};
+    r.khat = calloc((size_t)(Hkv * n * D), sizeof(double));
+    r.vhat = calloc((size_t)(Hkv * n * D), sizeof(double));
+    for (int64_t h = 0; h < Hkv; h++)
+        for (int64_t t = 0; t < S; t++)
+            for (int64_t e = 0; e < D; e++) {
+                r.khat[(h * n + t) * D + e] = vt_get(st->k, ((s * Hkv + h) * st->N + t) * D + e);
+                r.vhat[(h * n + t) * D + e] = vt_get(st->v, ((s * Hkv + h) * st->N + t) * D + e);
+            }
+    if (m == 0) return r;
+    ct_store after = {1, Hkv, m, D, vt_new(VT_F16, VT_DIMS(1, Hkv, m, D)), vt_new(VT_F16, VT_DIMS(1, Hkv, m, D))};
+    for (int64_t h = 0; h < Hkv; h++) {
+        const size_t from = (size_t)(((s * Hkv + h) * st->N + S) * D) * 2, bytes = (size_t)(m * D) * 2;
+        memcpy((char *)after.k->data + (size_t)(h * m * D) * 2, (const char *)st->k->data + from, bytes);
+        memcpy((char *)after.v->data + (size_t)(h * m * D) * 2, (const char *)st->v->data + from, bytes);
+    }
+    ref_layer a = ref_build(ctx, c, l, &after, 0, m, NULL);
+    VT_CHECK(a.kind == REF_DOT, "ref_build_sinks: the layer's method has no dot-product reference");
+    for (int64_t h = 0; h < Hkv; h++) {
+        memcpy(r.khat + (h * n + S) * D, a.khat + h * m * D, sizeof(double) * (size_t)(m * D));
+        memcpy(r.vhat + (h * n + S) * D, a.vhat + h * m * D, sizeof(double) * (size_t)(m * D));
+    }
+    ref_free(&a);
+    ct_store_free(&after);
+    return r;
 }
 
 /* Attend of sequences ids (lengths len: tokens [0, len) of store sequences
@@ -42,14 +86,14 @@ static void check_attend(vq_ctx *ctx, const char *what, vq_cache *c, int l, cons
     const double scale = (double)(1.0f / sqrtf((float)DIM));
     double *ref = malloc(sizeof(double) * (size_t)(HQ * Sq * DIM)), *rl = malloc(sizeof(double) * (size_t)(HQ * Sq));
     for (int s = 0; s < S; s++) {
-        ref_layer r = ref_build(ctx, c, l, st, s0 + s, len[s], NULL);
+        ref_layer r = ref_build_sinks(ctx, c, l, st, s0 + s, len[s]);
         ref_attend(&r, HQ, Sq, (const float *)q->data + (int64_t)s * HQ * Sq * DIM, NULL, scale, causal, ref, rl);
         double err, lerr;
         ref_errors((const float *)out->data + (int64_t)s * HQ * Sq * DIM, ref, HQ * Sq * DIM,
                    (const float *)lse->data + (int64_t)s * HQ * Sq, rl, HQ * Sq, &err, &lerr);
-        VT_CHECK(err <= TOL && lerr <= TOL, "%s layer %d seq %d (n %lld, W %lld, Sq %lld%s): out rel err %.3g, lse %.3g",
-                 what, l, s, (long long)len[s], (long long)r.sliding, (long long)Sq, causal ? " causal" : "", err,
-                 lerr);
+        VT_CHECK(err <= TOL && lerr <= TOL,
+                 "%s layer %d seq %d (n %lld, W %lld, S %d, Sq %lld%s): out rel err %.3g, lse %.3g", what, l, s,
+                 (long long)len[s], (long long)r.sliding, c->S, (long long)Sq, causal ? " causal" : "", err, lerr);
         ref_free(&r);
     }
     free(ref), free(rl);
@@ -74,27 +118,31 @@ static const method METHODS[] = {
 };
 
 /* Layer 0 token by token, layer 1 a prefill longer than the window and then
- * chunks, layer 2 full attention; three sequences of awkward lengths; decode
- * of all of them in one call, and a causal prefill of the last chunk. The
- * last append of layers 0 and 1 is one token: both then evicted the same
- * pages, and their outputs agree bit for bit. */
+ * chunks, layer 2 full attention; four sequences of awkward lengths (with
+ * sinks: one inside them, or just past); decode of all of them in one call,
+ * and the causal rows of each chunk (with sinks: chunks across the sink
+ * boundary). The last append of layers 0 and 1 is one token: both then
+ * evicted the same pages, and their outputs agree bit for bit. */
 static void windows_isa(vq_ctx *ctx, const char *isa)
 {
-    static const int Ws[][2] = {{5, 8}, {40, 0}, {40, 8}, {64, 3}, {100, 0}}; /* {W, R} */
+    /* {W, R, S}: windows shorter than the sinks, as long, longer */
+    static const int Ws[][3] = {{5, 8, 0}, {40, 0, 0}, {40, 8, 0}, {64, 3, 0}, {100, 0, 0},
+                                {5, 8, 4}, {40, 0, 4}, {7, 3, 40}, {64, 0, 1}, {30, 5, 30}};
+    enum { NS = 4 };
     vq_rng rng;
     vq_rng_seed(&rng, 5);
-    const int64_t len[3] = {1, 77, 203};
-    ct_store st = ct_store_new(3, HKV, 203, DIM, &rng);
+    const int64_t len[NS] = {1, 30, 77, 203};
+    ct_store st = ct_store_new(NS, HKV, 203, DIM, &rng);
     for (size_t mi = 0; mi < sizeof METHODS / sizeof *METHODS; mi++)
         for (size_t wi = 0; wi < sizeof Ws / sizeof *Ws; wi++) {
             if (strcmp(isa, "scalar") != 0 && (mi + wi) % 2) continue; /* the SIMD ISAs take half (CI time) */
             const int W = Ws[wi][0], R = Ws[wi][1], wins[3] = {W, W, 0};
-            vq_cache *c = sw_cache(ctx, &METHODS[mi].lc, 3, wins, R, 4, 2);
-            int64_t ids[3];
-            for (int s = 0; s < 3; s++) VT_OK(ctx, vq_cache_seq_add(c, &ids[s]));
+            vq_cache *c = sw_cache_sinks(ctx, &METHODS[mi].lc, 3, wins, R, 4, 2, Ws[wi][2]);
+            int64_t ids[NS];
+            for (int s = 0; s < NS; s++) VT_OK(ctx, vq_cache_seq_add(c, &ids[s]));
             char what[96];
-            snprintf(what, sizeof what, "%s %s W%d R%d", isa, METHODS[mi].name, W, R);
-            for (int s = 0; s < 3; s++) {
+            snprintf(what, sizeof what, "%s %s W%d R%d S%d", isa, METHODS[mi].name, W, R, Ws[wi][2]);
+            for (int s = 0; s < NS; s++) {
                 for (int64_t t = 0; t < len[s]; t++) VT_OK(ctx, ct_append(c, 0, &st, ids, s, 1, t, 1));
                 int64_t t = len[s] > 1 ? (len[s] - 1) * 2 / 3 : 0; /* a prefill of 50 and 134 tokens */
                 if (t > 0) VT_OK(ctx, ct_append(c, 1, &st, ids, s, 1, 0, t));
@@ -109,17 +157,17 @@ static void windows_isa(vq_ctx *ctx, const char *isa)
                 VT_OK(ctx, ct_append(c, 1, &st, ids, s, 1, len[s] - 1, 1));
                 VT_OK(ctx, ct_append(c, 2, &st, ids, s, 1, 0, len[s]));
                 /* bounded: a local layer holds the window (or the residual window, if longer) and the rest of
-                 * the page it starts in */
+                 * the page it starts in, beside its sinks */
                 const int64_t cap = c->layers[0].res_cap, bound = (W > cap ? W : cap) + PAGE - 1;
                 for (int l = 0; l < 2; l++)
                     VT_CHECK(held(c, ids[s], l) <= bound,
                              "%s layer %d seq %d holds %lld of %lld tokens", what, l, s, (long long)held(c, ids[s], l),
                              (long long)len[s]);
             }
-            for (int l = 0; l < 3; l++) check_attend(ctx, what, c, l, &st, 0, ids, len, 3, 1, false);
+            for (int l = 0; l < 3; l++) check_attend(ctx, what, c, l, &st, 0, ids, len, NS, 1, false);
             /* token by token == chunks, bit for bit */
-            float *a = ct_decode_out(ctx, c, 0, ids, 3, HQ, DIM, 3), *b = ct_decode_out(ctx, c, 1, ids, 3, HQ, DIM, 3);
-            VT_CHECK(memcmp(a, b, sizeof(float) * 3 * HQ * DIM) == 0, "%s: token by token differs from chunks", what);
+            float *a = ct_decode_out(ctx, c, 0, ids, NS, HQ, DIM, 3), *b = ct_decode_out(ctx, c, 1, ids, NS, HQ, DIM, 3);
+            VT_CHECK(memcmp(a, b, sizeof(float) * NS * HQ * DIM) == 0, "%s: token by token differs from chunks", what);
             free(a), free(b);
             vq_cache_free(c);
         }
@@ -220,18 +268,19 @@ static void test_gemma_shape(void)
     vq_ctx_free(ctx);
 }
 
-/* Fork shares the pages (refcounted, evicted in each sequence apart);
- * truncate back to the last append's first token keeps the reference;
- * further back is refused, changing nothing; an attend that needs evicted
- * tokens is refused, writing nothing. */
-static void test_fork_truncate(void)
+/* Fork shares the pages (refcounted, evicted in each sequence apart) and
+ * copies the sinks; truncate back to the last append's first token keeps
+ * the reference; further back (or into the sinks) is refused, changing
+ * nothing; an attend that needs evicted tokens is refused, writing
+ * nothing. With S sink tokens. */
+static void fork_truncate(int S)
 {
     vq_ctx *ctx = vt_ctx(1);
     vq_rng rng;
     vq_rng_seed(&rng, 21);
     const int W = 40, R = 4, wins[1] = {W};
     ct_store st = ct_store_new(2, HKV, 300, DIM, &rng);
-    vq_cache *c = sw_cache(ctx, &METHODS[0].lc, 1, wins, R, 4, 4); /* f16: a truncate anywhere is exact */
+    vq_cache *c = sw_cache_sinks(ctx, &METHODS[0].lc, 1, wins, R, 4, 4, S); /* f16: a truncate anywhere is exact */
     int64_t ids[2];
     VT_OK(ctx, vq_cache_seq_add(c, &ids[0]));
     for (int64_t t = 0; t < 150; t += 10) VT_OK(ctx, ct_append(c, 0, &st, ids, 0, 1, t, 10));
@@ -262,9 +311,13 @@ static void test_fork_truncate(void)
     float *before = ct_decode_out(ctx, c, 0, ids, 2, HQ, DIM, 8);
     const vq_cache_seq *b = vq_cache_find_seq(c, ids[1]);
     const int64_t n_b = b->layers[0].n, p0_b = b->layers[0].p0;
+    const int64_t sink_b = b->layers[0].n_sink;
     VT_CHECK(vq_cache_seq_truncate(c, ids[1], 200) == VQ_ERR_UNSUPPORTED, "truncate past the evicted tokens passed");
     VT_CHECK(strstr(vq_ctx_last_error(ctx), "sliding window") != NULL, "message: %s", vq_ctx_last_error(ctx));
-    VT_CHECK(b->layers[0].n == n_b && b->layers[0].p0 == p0_b, "a refused truncate changed the sequence");
+    if (S > 0) /* into the sinks: below the window as well */
+        VT_CHECK(vq_cache_seq_truncate(c, ids[1], S - 1) == VQ_ERR_UNSUPPORTED, "truncate into the sinks passed");
+    VT_CHECK(b->layers[0].n == n_b && b->layers[0].p0 == p0_b && b->layers[0].n_sink == sink_b,
+             "a refused truncate changed the sequence");
     /* causal rows older than the last append: refused, out untouched */
     DLTensor *q = vt_new(VT_F32, VT_DIMS(1, HQ, 60, DIM)), *out = vt_new(VT_F32, VT_DIMS(1, HQ, 60, DIM));
     vt_fill_normal(q, &rng, 0, 1);
@@ -291,17 +344,24 @@ static void test_fork_truncate(void)
     vq_ctx_free(ctx);
 }
 
-/* Save/load: version 5 with the windows and the evicted pages, outputs bit
- * for bit; a cache without windows still writes version 1; a sequence file
- * loads into a cache of the same windows only. */
-static void test_persist(void)
+static void test_fork_truncate(void)
+{
+    fork_truncate(0);
+    fork_truncate(5);
+}
+
+/* Save/load: version 5 with the windows, the evicted pages and the S sink
+ * tokens, outputs bit for bit; a cache without windows still writes
+ * version 1 (4 with sinks); a sequence file loads into a cache of the same
+ * windows only. */
+static void persist(int S)
 {
     vq_ctx *ctx = vt_ctx(1);
     vq_rng rng;
     vq_rng_seed(&rng, 33);
     const int wins[2] = {37, 0};
     ct_store st = ct_store_new(2, HKV, 200, DIM, &rng);
-    vq_cache *c = sw_cache(ctx, &METHODS[1].lc, 2, wins, 5, 4, 4);
+    vq_cache *c = sw_cache_sinks(ctx, &METHODS[1].lc, 2, wins, 5, 4, 4, S);
     int64_t ids[2];
     for (int s = 0; s < 2; s++) VT_OK(ctx, vq_cache_seq_add(c, &ids[s]));
     for (int64_t t = 0; t < 190; t++)
@@ -345,7 +405,7 @@ static void test_persist(void)
     float *x = ct_decode_out(ctx, d, 0, &nid, 1, HQ, DIM, 6), *y = ct_decode_out(ctx, c, 0, ids, 1, HQ, DIM, 6);
     VT_CHECK(memcmp(x, y, sizeof(float) * HQ * DIM) == 0, "the loaded sequence differs");
     free(x), free(y);
-    vq_cache *full = sw_cache(ctx, &METHODS[1].lc, 2, NULL, 5, 4, 4);
+    vq_cache *full = sw_cache_sinks(ctx, &METHODS[1].lc, 2, NULL, 5, 4, 4, S);
     VT_CHECK(vq_cache_seq_load_buffer(full, sb, ss, &nid) == VQ_ERR_CORRUPT_DATA,
              "a windowed sequence loaded into a cache without windows");
     VT_CHECK(full->n_live == 0, "a refused load left a sequence");
@@ -355,10 +415,48 @@ static void test_persist(void)
     unsigned char *fb = malloc(fs);
     VT_OK(ctx, vq_cache_save_buffer(full, -1, fb, fs, &fs));
     memcpy(&version, fb + 8, 4);
-    VT_CHECK(version == 1, "a cache without windows saved as version %u", (unsigned)version);
+    VT_CHECK(version == (S > 0 ? 4u : 1u), "a cache without windows saved as version %u", (unsigned)version);
     free(fb), free(sb), free(buf);
     vq_cache_free(full);
     vq_cache_free(d);
+    vq_cache_free(c);
+    ct_store_free(&st);
+    vq_ctx_free(ctx);
+}
+
+static void test_persist(void)
+{
+    persist(0);
+    persist(3);
+}
+
+/* An append the fixed pool cannot take (a prefill is held whole until the
+ * next append) fails and changes nothing, sinks, pages, evicted pages and
+ * outputs alike; the sequence then goes on as if it had not been tried. */
+static void test_failed_append(void)
+{
+    vq_ctx *ctx = vt_ctx(1);
+    vq_rng rng;
+    vq_rng_seed(&rng, 41);
+    const int wins[1] = {8};
+    ct_store st = ct_store_new(1, HKV, 200, DIM, &rng);
+    vq_cache *c = sw_cache_sinks(ctx, &METHODS[0].lc, 1, wins, 0, 3, 0, 4);
+    int64_t id;
+    VT_OK(ctx, vq_cache_seq_add(c, &id));
+    for (int64_t t = 0; t < 60; t++) VT_OK(ctx, ct_append(c, 0, &st, &id, 0, 1, t, 1));
+    const vq_cache_seq_layer *sl = &vq_cache_find_seq(c, id)->layers[0];
+    const vq_cache_seq_layer was = *sl;
+    VT_CHECK(was.p0 > 0 && was.n_sink == 4, "setup: p0 %lld, %lld sinks", (long long)was.p0, (long long)was.n_sink);
+    float *before = ct_decode_out(ctx, c, 0, &id, 1, HQ, DIM, 7);
+    VT_FAILS(ctx, VQ_ERR_OUT_OF_MEMORY, "", ct_append(c, 0, &st, &id, 0, 1, 60, 130));
+    VT_CHECK(sl->n == was.n && sl->n_enc == was.n_enc && sl->p0 == was.p0 && sl->n_pages == was.n_pages &&
+                 sl->n_sink == was.n_sink && memcmp(sl->pages, was.pages, sizeof *sl->pages * (size_t)was.n_pages) == 0,
+             "a failed append changed the sequence");
+    float *after = ct_decode_out(ctx, c, 0, &id, 1, HQ, DIM, 7);
+    VT_CHECK(memcmp(before, after, sizeof(float) * HQ * DIM) == 0, "a failed append changed the outputs");
+    free(before), free(after);
+    VT_OK(ctx, ct_append(c, 0, &st, &id, 0, 1, 60, 1));
+    check_attend(ctx, "after a failed append", c, 0, &st, 0, &id, (const int64_t[]){61}, 1, 1, false);
     vq_cache_free(c);
     ct_store_free(&st);
     vq_ctx_free(ctx);
@@ -374,13 +472,6 @@ static void test_errors(void)
     VT_CHECK(vq_cache_create(ctx, &cfg, &c) == VQ_ERR_INVALID_ARGUMENT && c == NULL, "a negative window passed");
     VT_CHECK(strstr(vq_ctx_last_error(ctx), "cfg->sliding_windows[1]") != NULL, "message: %s", vq_ctx_last_error(ctx));
     const int ok[2] = {0, 7};
-    /* sink tokens beside a sliding window: refused until the two are tested together */
-    vq_cache_config sinks = cfg;
-    sinks.sliding_windows = ok;
-    sinks.sink_tokens = 4;
-    c = (vq_cache *)1;
-    VT_FAILS(ctx, VQ_ERR_UNSUPPORTED, "not supported together", vq_cache_create(ctx, &sinks, &c));
-    VT_CHECK(c == NULL, "*out NULL on failure");
     vq_cache_config good = cfg;
     good.sliding_windows = ok;
     VT_OK(ctx, vq_cache_create(ctx, &good, &c));
@@ -402,6 +493,7 @@ int main(void)
     VT_RUN(test_gemma_shape);
     VT_RUN(test_fork_truncate);
     VT_RUN(test_persist);
+    VT_RUN(test_failed_append);
     VT_RUN(test_errors);
     return vt_finish();
 }

@@ -2,9 +2,10 @@
  * session owns one cache with one sequence; each layer's step appends the
  * chunk's keys and values (RoPE applied, f32 [T, Hkv, D] viewed as
  * [1, Hkv, T, D] through strides: no copy) and attends the chunk's queries
- * over everything cached, causally. The sink tokens and the centering and
- * smoothing transforms are the cache's (vq_cache_config.sink_tokens and
- * transforms). */
+ * over everything cached, causally. The sink tokens, the centering and
+ * smoothing transforms and the sliding windows of a model's local layers
+ * are the cache's (vq_cache_config.sink_tokens, transforms,
+ * sliding_windows). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,6 @@ static DLTensor view(float *data, int64_t shape[4], int64_t strides[4], int H, i
 
 static vq_status cache_step(vqm_session *s, int layer, int64_t T, char *err)
 {
-    if (s->local_f32 && s->m->layers[layer].local) return vqm_attn_f32_step(s, layer, T, err);
     const vqm_config *c = &s->m->cfg;
     const int D = c->head_dim;
     int64_t sh[4][4], st[4][4];
@@ -83,10 +83,30 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
     cc.n_q_heads = c->n_heads;
     cc.head_dim = c->head_dim;
     const int page = cc.page_size > 0 ? cc.page_size : 256;
-    /* a fixed pool that holds max_tokens tokens (plus the page a residual window may straddle) */
+    /* a pool that holds max_tokens tokens (plus the page a residual window may straddle) */
     cc.capacity_pages = (s->cfg.max_tokens + page - 1) / page + 1;
     cc.grow_pages = 0;
     cc.max_sequences = 1;
+    /* the local layers attend the newest sliding_window tokens: the cache
+     * masks the older ones and returns their pages (a profile carries its
+     * own windows, checked against the model's below) */
+    int *wins = NULL;
+    if (c->sliding_window > 0) {
+        wins = calloc((size_t)c->n_layers, sizeof *wins);
+        if (wins == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "session: out of memory for the windows");
+        for (int l = 0; l < c->n_layers; l++) wins[l] = s->m->layers[l].local ? c->sliding_window : 0;
+        if (cc.profile == NULL && cc.sliding_windows == NULL) cc.sliding_windows = wins;
+        /* A local layer holds its window, the chunk being appended (held whole
+         * until the next append), the residual window and the pages these
+         * straddle; the pool starts at that and grows once, in the global
+         * layers only, to max_tokens. */
+        const int64_t held = (int64_t)c->sliding_window + s->cfg.max_batch + cc.residual_tokens + 256;
+        const int64_t local_pages = (held + page - 1) / page + 2;
+        if (local_pages < cc.capacity_pages) {
+            cc.grow_pages = cc.capacity_pages - local_pages;
+            cc.capacity_pages = local_pages;
+        }
+    }
     if (s->cfg.sink < 0 || s->cfg.sink > 64)
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session: sink is %d, expected 0..64", s->cfg.sink);
     cc.sink_tokens = s->cfg.sink;
@@ -105,18 +125,28 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
     }
     vq_status r = vq_cache_create(s->ctx, &cc, &s->cache);
     free(xf);
-    if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_create");
+    if (r != VQ_OK) {
+        free(wins);
+        return cache_fail(s, err, r, "vq_cache_create");
+    }
     s->attn_free = cache_free;
+    /* windows given by the caller or a profile must be the model's: a local
+     * layer that attends more (or a global one that attends less) computes
+     * another model */
+    for (int l = 0; wins != NULL && l < c->n_layers; l++) {
+        int w = 0;
+        vq_cache_get_sliding_window(s->cache, l, &w);
+        if (w != wins[l]) {
+            const int want = wins[l];
+            free(wins);
+            return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT,
+                            "session: the cache's layer %d has a sliding window of %d tokens, the model's %s layer %d",
+                            l, w, want > 0 ? "local" : "global", want);
+        }
+    }
+    free(wins);
     r = vq_cache_seq_add(s->cache, &s->seq);
     if (r != VQ_OK) return cache_fail(s, err, r, "vq_cache_seq_add");
-    /* A session longer than the sliding window: the local layers' keys and
-     * values stay in the runtime's f32 store, which masks the tokens past
-     * the window, and never enter the cache (which would attend them all). */
-    if (c->sliding_window > 0 && s->cfg.max_tokens > c->sliding_window) {
-        s->local_f32 = true;
-        const vq_status st = vqm_attn_f32_alloc(s, true, err);
-        if (st != VQ_OK) return st;
-    }
     s->attn_step = cache_step;
     s->attn_reset = cache_reset;
     return VQ_OK;
@@ -128,24 +158,6 @@ vq_status vqm_session_memory(const vqm_session *s, vq_cache_memory_report *out, 
         return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "session memory: needs a vq_cache session and out");
     const vq_status r = vq_cache_memory(s->cache, out);
     if (r != VQ_OK) return vqm_fail(err, r, "vq_cache_memory failed: %s", vq_ctx_last_error(s->ctx));
-    const vqm_config *c = &s->m->cfg;
-    const int64_t elems = (int64_t)c->n_kv_heads * c->head_dim; /* per token, keys or values */
-    /* the local layers' f32 store: bytes and tokens outside the cache (the
-     * cache counts its own sink tokens) */
-    int n_local = 0;
-    for (int l = 0; s->local_f32 && l < c->n_layers; l++) n_local += s->m->layers[l].local;
-    if (n_local == 0) return VQ_OK;
-    const int64_t cache_tokens = out->tokens;
-    const int64_t local_bytes = (int64_t)n_local * s->n_past * elems * 2 * (int64_t)sizeof(float);
-    out->residual_bytes += local_bytes;
-    out->total_bytes += local_bytes;
-    out->tokens += (int64_t)n_local * s->n_past;
-    const double den = (double)out->tokens * (double)elems * 2;
-    out->bits_per_element = den > 0 ? (double)(out->code_bytes + out->param_bytes + out->residual_bytes) * 8 / den : 0;
-    /* keys and values: the local store adds the same bytes to each */
-    const double half = den / 2, local_half = (double)local_bytes / 2 * 8, cache_half = (double)cache_tokens * elems;
-    out->key_bits_per_element = half > 0 ? (out->key_bits_per_element * cache_half + local_half) / half : 0;
-    out->value_bits_per_element = half > 0 ? (out->value_bits_per_element * cache_half + local_half) / half : 0;
     return VQ_OK;
 }
 
@@ -163,12 +175,6 @@ vq_status vqm_session_fill_random(vqm_session *s, int64_t n, uint64_t seed, char
             for (int64_t i = 0; i < T * kvd; i++) {
                 s->kb[i] = (float)vq_rng_normal(&rng);
                 s->vb[i] = (float)vq_rng_normal(&rng);
-            }
-            if (s->local_f32 && s->m->layers[l].local) {
-                const size_t at = ((size_t)s->f32_slot[l] * (size_t)s->cfg.max_tokens + (size_t)s->n_past) * (size_t)kvd;
-                memcpy(s->kc + at, s->kb, (size_t)(T * kvd) * sizeof(float));
-                memcpy(s->vc + at, s->vb, (size_t)(T * kvd) * sizeof(float));
-                continue;
             }
             int64_t sh[3][4], st[3][4];
             const DLTensor k = view(s->kb, sh[0], st[0], c->n_kv_heads, T, D);

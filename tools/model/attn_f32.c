@@ -1,7 +1,5 @@
 /* attn_f32.c — uncompressed f32 attention inside the runtime (plain loops,
- * float64 softmax sums): the test oracle for the vq_cache path, and on that
- * path the sliding-window layers of a session longer than the window (the
- * cache keeps every token it is given: no eviction yet). */
+ * float64 softmax sums): the test oracle for the vq_cache path. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,14 +7,11 @@
 
 #include "session.h"
 
-vq_status vqm_attn_f32_alloc(vqm_session *s, bool local_only, char *err)
+vq_status vqm_attn_f32_init(vqm_session *s, char *err)
 {
     const vqm_config *c = &s->m->cfg;
     const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
-    s->f32_slot = malloc((size_t)c->n_layers * sizeof *s->f32_slot);
-    if (s->f32_slot == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "session: out of memory");
-    int slots = 0;
-    for (int l = 0; l < c->n_layers; l++) s->f32_slot[l] = !local_only || s->m->layers[l].local ? slots++ : -1;
+    const int slots = c->n_layers;
     const size_t n = (size_t)slots * (size_t)s->cfg.max_tokens * kvd;
     s->kc = malloc((n ? n : 1) * sizeof(float));
     s->vc = malloc((n ? n : 1) * sizeof(float));
@@ -24,14 +19,8 @@ vq_status vqm_attn_f32_alloc(vqm_session *s, bool local_only, char *err)
     if (s->kc == NULL || s->vc == NULL || s->scores == NULL)
         return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "session: out of memory for a %d-token f32 store of %d layers",
                         s->cfg.max_tokens, slots);
+    s->attn_step = vqm_attn_f32_step;
     return VQ_OK;
-}
-
-vq_status vqm_attn_f32_init(vqm_session *s, char *err)
-{
-    const vq_status st = vqm_attn_f32_alloc(s, false, err);
-    if (st == VQ_OK) s->attn_step = vqm_attn_f32_step;
-    return st;
 }
 
 typedef struct attn_job {
@@ -48,7 +37,7 @@ static void attn_part(void *arg, int ti, int tn)
     const vqm_config *c = &s->m->cfg;
     const int D = c->head_dim, Hq = c->n_heads, G = c->n_heads / c->n_kv_heads;
     const size_t kvd = (size_t)c->n_kv_heads * D;
-    const size_t slot = (size_t)s->f32_slot[j->layer];
+    const size_t slot = (size_t)j->layer;
     const float *K = s->kc + slot * s->cfg.max_tokens * kvd;
     const float *V = s->vc + slot * s->cfg.max_tokens * kvd;
     float *sc = s->scores + (size_t)ti * s->cfg.max_tokens;
@@ -89,7 +78,7 @@ vq_status vqm_attn_f32_step(vqm_session *s, int layer, int64_t T, char *err)
 {
     (void)err;
     const vqm_config *c = &s->m->cfg;
-    const size_t kvd = (size_t)c->n_kv_heads * c->head_dim, slot = (size_t)s->f32_slot[layer];
+    const size_t kvd = (size_t)c->n_kv_heads * c->head_dim, slot = (size_t)layer;
     float *K = s->kc + (slot * s->cfg.max_tokens + (size_t)s->n_past) * kvd;
     float *V = s->vc + (slot * s->cfg.max_tokens + (size_t)s->n_past) * kvd;
     memcpy(K, s->kb, (size_t)T * kvd * sizeof(float));

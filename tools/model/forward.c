@@ -27,7 +27,7 @@ void vqm_session_free(vqm_session *s)
     free(s->x); free(s->xb); free(s->q); free(s->att); free(s->kb); free(s->vb);
     free(s->h1); free(s->h3); free(s->xsum); free(s->rope_cos); free(s->rope_sin); free(s->inv_freq);
     free(s->rope_cos_l); free(s->rope_sin_l); free(s->inv_freq_l);
-    free(s->kc); free(s->vc); free(s->scores); free(s->f32_slot);
+    free(s->kc); free(s->vc); free(s->scores);
     free(s);
 }
 

@@ -22,12 +22,9 @@ struct vqm_session {
     double *inv_freq;     /* [rope_dim/2] */
     float *rope_cos_l, *rope_sin_l; /* local layers' (rope_base_local): [B, rope_dim/2] */
     double *inv_freq_l;   /* [rope_dim/2] */
-    /* the f32 store: VQM_ATTN_F32's, and VQM_ATTN_CACHE's for the local
-     * layers when max_tokens exceeds the sliding window (local_f32) */
-    float *kc, *vc;       /* [slots, max_tokens, Hkv*D] */
-    int *f32_slot;        /* [L]: a layer's slot in kc/vc, -1 = not there */
+    /* VQM_ATTN_F32: the f32 store */
+    float *kc, *vc;       /* [L, max_tokens, Hkv*D] */
     float *scores;        /* [threads, max_tokens] */
-    bool local_f32;
     /* VQM_ATTN_CACHE */
     vq_cache *cache;
     int64_t seq;
@@ -44,8 +41,6 @@ struct vqm_session {
  * stored tokens of the layer each query sees (a local layer's query at
  * position p: p - sliding_window < position <= p). */
 vq_status vqm_attn_f32_init(vqm_session *s, char *err);
-/* The f32 store of every layer, or of the local layers only; its step. */
-vq_status vqm_attn_f32_alloc(vqm_session *s, bool local_only, char *err);
 vq_status vqm_attn_f32_step(vqm_session *s, int layer, int64_t T, char *err);
 vq_status vqm_attn_cache_init(vqm_session *s, char *err);
 

@@ -300,10 +300,11 @@ typedef struct vqm_session_config {
     /* VQM_ATTN_CACHE: the cache's methods (preset or per-layer configs, f16
      * layers, residual window, page size; NULL = f16); the session sets
      * n_layers, heads, head dim, a fixed capacity of max_tokens and one
-     * sequence. A model with sliding-window layers (Gemma 3) and max_tokens
-     * above the window keeps those layers' keys and values in the runtime's
-     * f32 store instead, which masks the tokens past the window (the cache
-     * attends every token it holds); vqm_session_memory counts them. */
+     * sequence. A model with sliding-window layers (Gemma 3) sets
+     * vq_cache_config.sliding_windows for its local layers (cache == NULL
+     * or its sliding_windows NULL; windows given there or by a profile must
+     * be the model's, else VQ_ERR_INVALID_ARGUMENT): the cache masks the
+     * tokens past the window and returns their pages. */
     const struct vq_cache_config *cache;
     /* VQM_ATTN_CACHE: store keys and values minus a per-(layer, channel)
      * mean, frozen from the first chunk after a reset. Exact in arithmetic:

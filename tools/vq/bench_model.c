@@ -5,7 +5,10 @@
  *  3. decode at --ctx tokens for each --kv method: the cache is filled with
  *     random keys and values first (vqm_session_fill_random: attention's
  *     cost depends on length and format only), then --steps decode steps
- *     are timed; the speed-up over the f16 cache of the same run.
+ *     are timed; the speed-up over the f16 cache of the same run, and the
+ *     cache's memory (all of it, free pages included) and the fraction of
+ *     the tokens it holds against every layer holding every token (a
+ *     sliding-window layer holds about its window).
  * CPU time per step is given as the mean and as the fastest step (the
  * counterpart of the read test's best of 5 passes). The ctx's waiting
  * threads spin between jobs (vq_ctx_parallel_for, VQ_SPIN_US), which CPU
@@ -140,8 +143,8 @@ int vq_cmd_bench_model(int argc, char **argv)
                "wall = %.0f%% of the wall read bandwidth, %.2f GB/s per CPU-second = %.0f%% of the per-CPU read "
                "bandwidth (fastest step: %.2f CPU-ms, %.0f%%)\n", t_short * 1e3, 1 / t_short, sh.median * 1e3, c_short * 1e3, wgbs,
                100 * wgbs / bw, wgbs_cpu, 100 * wgbs_cpu / bw_cpu, c_short_best * 1e3, 100 * wgbs_best / bw_cpu);
-        printf("%-16s %8s %10s %10s %10s %10s %10s %10s %10s %12s\n", "kv", "ctx", "ms/token", "median", "fastest",
-               "CPU-ms", "bits/elt", "vs f16", "(median)", "vs f16 (CPU)");
+        printf("%-16s %8s %10s %10s %10s %10s %10s %10s %10s %12s %9s %8s\n", "kv", "ctx", "ms/token", "median", "fastest",
+               "CPU-ms", "bits/elt", "vs f16", "(median)", "vs f16 (CPU)", "cache MiB", "held");
     }
     vqr_row(r);
     vqr_str(r, "case", "short");
@@ -186,16 +189,22 @@ int vq_cmd_bench_model(int argc, char **argv)
             b_f16 = cpu_best;
             m_f16 = ts.median;
         }
+        /* the tokens the layers hold against every layer holding every token
+         * (a sliding-window layer holds its window) */
+        const int64_t n_all = (int64_t)model->cfg.n_layers * vqm_session_length(s);
+        const double held = n_all > 0 ? (double)mem.tokens / (double)n_all : 0;
         if (r == NULL)
-            printf("%-16s %8lld %10.2f %10.2f %10.2f %10.2f %10.2f %9.2fx %9.2fx %11.2fx\n", w, (long long)o.ctx,
-                   t * 1e3, ts.median * 1e3, ts.fastest * 1e3, cpu * 1e3, mem.bits_per_element, t_f16 / t,
-                   m_f16 / ts.median, c_f16 / cpu);
+            printf("%-16s %8lld %10.2f %10.2f %10.2f %10.2f %10.2f %9.2fx %9.2fx %11.2fx %9.1f %8.4f\n", w,
+                   (long long)o.ctx, t * 1e3, ts.median * 1e3, ts.fastest * 1e3, cpu * 1e3, mem.bits_per_element,
+                   t_f16 / t, m_f16 / ts.median, c_f16 / cpu, (double)mem.total_bytes / 1048576.0, held);
         vqr_row(r);
         vqr_str(r, "case", "long");
         vqr_str(r, "kv", w);
         vqr_int(r, "ctx", o.ctx, "tokens");
         vqr_num(r, "time", t * 1e3, "ms");
         vqr_num(r, "bits_per_element", mem.bits_per_element, "bits");
+        vqr_int(r, "cache_bytes", mem.total_bytes, "bytes");
+        vqr_num(r, "held_fraction", held, NULL);
         vqr_num(r, "speedup_vs_f16", t_f16 / t, NULL);
         vqr_num(r, "time_median", ts.median * 1e3, "ms");
         vqr_num(r, "time_fastest", ts.fastest * 1e3, "ms");

@@ -360,12 +360,18 @@ int vq_cmd_tune(int argc, char **argv)
     vqp_end(&t.prog);
     /* write the profile */
     set_plan(&t, plan, kc, vc);
+    /* the model's sliding windows (its local layers'), which a profile
+     * carries and the runtime checks */
+    int *wins = tool_calloc((size_t)t.L, sizeof *wins);
+    for (int l = 0; l < t.L; l++) wins[l] = model->layers[l].local ? model->cfg.sliding_window : 0;
     const vq_profile_config pc = {.n_layers = t.L, .n_kv_heads = model->cfg.n_kv_heads, .head_dim = D,
-                                  .layers = t.method.layers, .residual_tokens = (int)common.residual};
+                                  .layers = t.method.layers, .residual_tokens = (int)common.residual,
+                                  .sliding_windows = wins};
     vq_profile *prof = NULL;
     tool_check(t.ctx, vq_profile_create(t.ctx, &pc, &prof), "vq tune: the profile");
     tool_check(t.ctx, vq_profile_save(t.ctx, prof, out), "vq tune: writing the profile");
     vq_profile_free(prof);
+    free(wins);
     char kv[4096];
     kv_string(&t, plan, kc, vc, kv, sizeof kv);
     vqr *r = vqr_begin("tune", argc, argv, t.ctx, json);
