@@ -644,11 +644,12 @@ typedef struct vq_cache vq_cache;
  * on SmolLM2-135M (docs/QUALITY.md, "Presets"):
  *   quality-4bit   near-lossless at about 4 bits: KIVI 4-bit keys per
  *                  channel over 128 tokens, TurboQuant 3-bit values with
- *                  f16 scales;
- *   balanced-3bit  about 3 bits within about 1 %: mixed-width KIVI keys
+ *                  f16 scales, the 8-bit window;
+ *   balanced-3bit  about 3 bits for a loss of one to two percent in
+ *                  perplexity there: mixed-width KIVI keys
  *                  (VQ_KEY_KIVI_MIX, 24 of 64 channels of each 128-token
  *                  group at 4 bits, the rest at 2), TurboQuant 2-bit values
- *                  with f16 scales;
+ *                  with f16 scales, the 8-bit window holding 64 tokens;
  *   compact-2.5bit the fewest bits that still hold: mixed-width keys with
  *                  8 of 64 wide channels, TurboQuant 2-bit values with f16
  *                  scales, a 6-bit window.
