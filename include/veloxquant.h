@@ -654,11 +654,12 @@ typedef struct vq_cache vq_cache;
  * on SmolLM2-135M (docs/QUALITY.md, "Presets"):
  *   quality-4bit   near-lossless at about 4 bits: KIVI 4-bit keys per
  *                  channel over 128 tokens, TurboQuant 3-bit values with
- *                  f16 scales;
- *   balanced-3bit  about 3 bits within about 1 %: mixed-width KIVI keys
+ *                  f16 scales, the 8-bit window;
+ *   balanced-3bit  about 3 bits for a loss of one to two percent in
+ *                  perplexity there: mixed-width KIVI keys
  *                  (VQ_KEY_KIVI_MIX, 24 of 64 channels of each 128-token
  *                  group at 4 bits, the rest at 2), TurboQuant 2-bit values
- *                  with f16 scales;
+ *                  with f16 scales, the 8-bit window holding 64 tokens;
  *   compact-2.5bit the fewest bits that still hold: mixed-width keys with
  *                  8 of 64 wide channels, TurboQuant 2-bit values with f16
  *                  scales, a 6-bit window.
@@ -893,7 +894,7 @@ typedef struct vq_cache_attend_opts {
      * codes, D a multiple of 64; mixed 2/4-bit keys with a multiple of 4
      * wide channels), integer TurboQuant key scores (2-4 bits at D = 128)
      * and integer p.V (KIVI: 2-bit values, group 32, D = 128; TurboQuant:
-     * 2-4 bits at D = 128) where the CPU has the SIMD kernels, so at D = 128
+     * 2-4 bits at D = 128 and 64) where the CPU has the SIMD kernels, so at D = 128
      * with 2-bit keys of group 32 and 2-bit values a decode with up to four
      * query rows per kv head runs the fused block kernel. Other methods, the
      * residual window and CUDA contexts ignore them. VQ_KEY_SCORES_F32 /

@@ -39,9 +39,9 @@ static const preset presets[] = {
      .keys = {.method = VQ_KEY_KIVI, .bits = 4, .group_size = 128},
      .values = {.method = VQ_VALUE_TURBO, .bits = 3, .scale_f16 = true}},
     {.info = RECIPE_INFO("balanced-3bit",
-                         "about 3 bits within about 1 %: mixed-width KIVI keys over 128 tokens (24 of 64 channels at "
-                         "4 bits, the rest at 2), TurboQuant 2-bit values (f16 scales), 8-bit window of 64 tokens, 4 "
-                         "sink tokens, centered and smoothed",
+                         "about 3 bits: mixed-width KIVI keys over 128 tokens (24 of 64 channels at 4 bits, the rest "
+                         "at 2), TurboQuant 2-bit values (f16 scales), 8-bit window of 64 tokens, 4 sink tokens, "
+                         "centered and smoothed",
                          3.0078125, 2.125, 64, VQ_WINDOW_TURBO8, 0, 3.01),
      .keys = {.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 128},
      .values = {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true},

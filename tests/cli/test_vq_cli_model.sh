@@ -17,7 +17,6 @@
 expect 0 "usage: vq generate" generate --help
 expect 0 "usage: vq perplexity" perplexity --help
 expect 0 "usage: vq bench model" bench model --help
-expect 2 "--sink is not timed" bench model --sink 1
 expect 2 "one PROMPT argument" generate -m "$model"
 expect 2 "one text FILE" perplexity -m "$model"
 expect 2 "must be even" perplexity -m "$model" --ctx 63 "$text"
@@ -53,6 +52,10 @@ if [ -s "$model" ]; then
     expect_json generate -m "$model" --kv turbo3/kivi2 --sink 1 --smooth -n 2 --json "Hello"
     expect 0 "turbo3" perplexity -m "$model" --kv turbo3 --ctx 64 --windows 1 --sink 1 --plot "$tmp/ppl.png" "$text"
     expect 0 "kivi4-turbo2" perplexity -m "$model" --kv kivi4-turbo2 --ctx 64 --windows 1 --sink 1 --center-keys "$text"
+    # a named preset brings its sink, transforms and window, also as the base of per-layer overrides
+    expect 0 "compact-2.5bit@0=kivi4" perplexity -m "$model" --kv balanced-3bit,compact-2.5bit@0=kivi4 --ctx 64 \
+        --windows 1 "$text"
+    expect 2 "'balanced-3bits' is not a preset" perplexity -m "$model" --kv balanced-3bits --ctx 64 "$text"
     if [ "$(head -c 4 "$tmp/ppl.png" | tail -c 3)" = "PNG" ]; then echo "ok   perplexity --plot wrote a PNG"
     else echo "FAIL: perplexity --plot wrote no PNG"; failures=$((failures + 1)); fi
     # per-layer overrides: every layer overridden = the preset itself (same ppl and bits); one layer of 30

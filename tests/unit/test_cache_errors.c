@@ -254,7 +254,7 @@ static void test_create_errors(void)
         {{.n_layers = 1, .n_kv_heads = 2, .n_q_heads = 4, .head_dim = 64, .residual_tokens = -1},
          VQ_ERR_INVALID_ARGUMENT, "residual_tokens"},
         {{.n_layers = 1, .n_kv_heads = 2, .n_q_heads = 4, .head_dim = 64, .preset = "kivi3"}, VQ_ERR_INVALID_ARGUMENT,
-         "unknown preset 'kivi3' (presets: f16, kivi2"},
+         "unknown preset 'kivi3' (presets: quality-4bit, balanced-3bit, compact-2.5bit, f16, kivi2"},
         {{.n_layers = 1, .n_kv_heads = 2, .n_q_heads = 4, .head_dim = 64, .preset = "vecinfer2"},
          VQ_ERR_INVALID_ARGUMENT, "needs codebooks"},
         {{.n_layers = 1, .n_kv_heads = 2, .n_q_heads = 4, .head_dim = 96, .preset = "turbo2"}, VQ_ERR_INVALID_ARGUMENT,
