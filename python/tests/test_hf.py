@@ -104,21 +104,31 @@ def test_sinks_and_transforms_keep_the_f16_logits(model):
 
 def test_bf16_model_decodes_on_the_cache(model):
     # a bf16 model's keys and values go into the CPU cache as f32 (the cache
-    # takes f16/f32): the f16 method then gives DynamicCache's bf16 logits up to
-    # bf16 rounding, which dominates (u = 2^-8 per operation, through 30 layers)
+    # takes f16/f32). bf16 rounding (u = 2^-8 per operation, through 30 layers)
+    # dominates: two of transformers' own attentions, eager and sdpa, already
+    # differ by ~0.16 of the largest logit here. The f16 method must stay
+    # within twice that floor of sdpa, and pick the same tokens as often as
+    # eager does.
     import copy
     m, tok = model
     mb = copy.deepcopy(m).to(torch.bfloat16)
     ids = _text_ids(tok, 24)
     with torch.no_grad():
         want = mb(ids, **vq.hf.cache_kwargs(mb, transformers.DynamicCache())).logits.float()
+        mb.set_attn_implementation("eager")
+        eager = mb(ids, **vq.hf.cache_kwargs(mb, transformers.DynamicCache())).logits.float()
+        mb.set_attn_implementation("sdpa")
         cache = vq.hf.Cache(mb, method="f16", residual_tokens=0)
         got = mb(ids[:, :16], **vq.hf.cache_kwargs(mb, cache)).logits
         steps = [mb(ids[:, t:t + 1], **vq.hf.cache_kwargs(mb, cache)).logits for t in range(16, 24)]
     got = torch.cat([got] + steps, dim=1).float()
-    rel = ((got - want).abs().max() / want.abs().max()).item()
-    assert rel < 0.05, rel
-    assert (got.argmax(-1) == want.argmax(-1)).float().mean().item() > 0.9
+
+    def rel(a):
+        return ((a - want).abs().max() / want.abs().max()).item()
+
+    assert rel(got) <= 2 * rel(eager), (rel(got), rel(eager))
+    agree = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
+    assert agree >= (eager.argmax(-1) == want.argmax(-1)).float().mean().item() - 0.05, agree
     vq.hf.uninstall(mb)
 
 
