@@ -68,7 +68,7 @@ def device_used(device):
     return total - free
 
 
-def fill_dynamic(model, cfg, batch, ctx, device, dtype, chunk):
+def fill_dynamic(cfg, batch, ctx, device, dtype):
     from transformers import DynamicCache
     cache = DynamicCache()
     hkv, d = cfg.num_key_value_heads, cfg.head_dim
@@ -132,7 +132,7 @@ def run_one(model, cfg, method, batch, ctx, args, device, dtype):
     cache = None
     try:
         if method == "dynamic":
-            cache, kv_bytes = fill_dynamic(model, cfg, batch, ctx, device, dtype, args.chunk)
+            cache, kv_bytes = fill_dynamic(cfg, batch, ctx, device, dtype)
         else:
             cache, kv_bytes = fill_veloxquant(model, cfg, method, batch, ctx, device, args.chunk)
         med, mean = decode(model, cache, batch, ctx, args.steps, args.warmup, device)
