@@ -21,11 +21,11 @@ around them). The attention's cost does not depend on the values of the keys,
 so random tokens time the same as real ones.
 
 Memory: "kv GiB" is what the cache itself holds (veloxquant: its memory
-report's total bytes; DynamicCache: its key and value tensors); "device GiB"
-is the device memory in use at the end of the timed steps less what was in use
-before the cache was made (torch's reserved pool plus the library's pools),
-so it includes the decode's working memory. A method that does not fit is
-reported as out of memory, and the next one runs.
+report's total bytes less the unused pages of its pools; DynamicCache: its key
+and value tensors); "device GiB" is the device memory in use at the end of the
+timed steps less what was in use before the cache was made (torch's reserved
+pool plus the library's pools), so it includes the decode's working memory. A
+method that does not fit is reported as out of memory, and the next one runs.
 """
 
 import argparse
@@ -100,7 +100,8 @@ def fill_veloxquant(model, cfg, method, batch, ctx, device, chunk):
                 lay.lazy_initialization(k, v)
             cache.vq.append(layer, cache.seq_ids, k, v)
         lay.n = ctx
-    return cache, int(cache.memory()["total_bytes"])
+    mem = cache.memory()
+    return cache, int(mem["total_bytes"] - mem["slack_bytes"])  # what it holds, not its unused pages
 
 
 def decode(model, cache, batch, ctx, steps, warmup, device):
@@ -186,7 +187,7 @@ def main(argv=None):
             if method == "dynamic":
                 ref = r
             ratio = f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x" if ref else "-"
-            kvr = f" ({ref['kv_gib'] / r['kv_gib']:.1f}x less)" if ref and r is not ref else ""
+            kvr = f" (kv {ref['kv_gib'] / r['kv_gib']:.1f}x smaller)" if ref and r is not ref else ""
             r["speedup"] = r["tokens_per_s"] / ref["tokens_per_s"] if ref else None
             print(f"{ctx:>8} {method:>14} {r['step_ms']:>9.2f} {r['tokens_per_s']:>9.1f} {ratio:>10} "
                   f"{r['kv_gib']:>8.2f} {r['device_gib']:>10.2f}{kvr}", flush=True)
