@@ -23,7 +23,7 @@ vq_status vq_cuda_rabitq_prefill_attend(vq_ctx *ctx, const DLTensor *q, const DL
                                         const DLTensor *v_idx, const DLTensor *v_cents, DLTensor *out,
                                         const vq_rabitq_attend_opts *opts);
 /* vq_fused_sdpa (and vq_turboquant_fused_rvq_decode_attend through it), after
- * the CPU-side validation and format binding (cuda_sdpa.c, sdpa_prep.cu, the kv_sdpa_*.cu instances of kv_decode.cuh). */
+ * the CPU-side validation and format binding (cuda_sdpa.c, sdpa_prep.cu, the keys_*.cu instances of kv_decode.cuh). */
 vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                              const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                              const vq_attend_opts *opts);

@@ -4,23 +4,21 @@
  * states, then prepared queries), three launches on the ctx's stream (query
  * prep, the key format's decode-skeleton instance, merge). Nothing here
  * reads device memory. */
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/lloyd_max.h"
 #include "cuda/cuda_backend.h"
-#include "cuda/sdpa_params.h"
+#include "cuda/keys_registry.h"
 
-static int elt_of(const DLTensor *t)
+int vq_cu_elt_of(const DLTensor *t)
 {
     const vq_dtype dt = vq_dtype_of(t);
     return dt == VQ_DT_F16 ? VQ_CU_F16 : dt == VQ_DT_BF16 ? VQ_CU_BF16 : VQ_CU_F32;
 }
 
-/* One TurboQuant stage (bits 1..8 checked by the binder). */
-static void fill_stage(const DLTensor *idx, const DLTensor *scale, int bits, int64_t D, vq_cu_sdpa_stage *st)
+void vq_cu_fill_stage(const DLTensor *idx, const DLTensor *scale, int bits, int64_t D, vq_cu_sdpa_stage *st)
 {
     st->idx = vq_data(idx);
     st->scale = vq_data(scale);
@@ -39,109 +37,16 @@ _Static_assert(VQ_CU_SDPA_F16 == (int)VQ_KEYS_F16 && VQ_CU_SDPA_TURBO == (int)VQ
                    VQ_CU_SDPA_VECINFER == (int)VQ_KEYS_VECINFER && VQ_CU_SDPA_COMMVQ == (int)VQ_KEYS_COMMVQ,
                "VQ_CU_SDPA_* must equal vq_keys_format");
 
-/* The key format's fields of p (formats validated by their binders). */
-static vq_status fill_keys(vq_ctx *ctx, const vq_encoded_keys *keys, float scale, vq_cu_sdpa_params *p)
+/* The key format's fields of p (formats validated by their binders): its
+ * descriptor's fill, after what every format starts from. */
+static vq_status fill_keys(vq_ctx *ctx, const vq_cu_key_format *kf, const vq_encoded_keys *keys, float scale,
+                           vq_cu_sdpa_params *p)
 {
-    const int64_t D = p->c.D, Skv = p->c.Skv;
     p->fmt = (int)keys->format;
-    p->qpf = (int)D;
+    p->qpf = p->c.D;
     p->qmul = scale * 1.4426950408889634f;
-    switch (keys->format) {
-    case VQ_KEYS_F16:
-        p->k = vq_data(keys->f16.keys);
-        p->k_elt = elt_of(keys->f16.keys);
-        break;
-    case VQ_KEYS_TURBO:
-        p->diag = keys->turbo.diag ? vq_data(keys->turbo.diag) : NULL;
-        p->n_stages = 1;
-        fill_stage(keys->turbo.idx, keys->turbo.scale, keys->turbo.bits, D, &p->stage[0]);
-        break;
-    case VQ_KEYS_TURBO_RVQ:
-        p->diag = keys->rvq.diag ? vq_data(keys->rvq.diag) : NULL;
-        p->n_stages = 2;
-        fill_stage(keys->rvq.idx1, keys->rvq.scale1, keys->rvq.b1, D, &p->stage[0]);
-        fill_stage(keys->rvq.idx2, keys->rvq.scale2, keys->rvq.b2, D, &p->stage[1]);
-        break;
-    case VQ_KEYS_RABITQ:
-        p->diag = keys->rabitq.diag ? vq_data(keys->rabitq.diag) : NULL;
-        p->sign_bits = vq_data(keys->rabitq.bits);
-        p->mag = vq_data(keys->rabitq.mag);
-        p->cnst = keys->rabitq.cnst ? vq_data(keys->rabitq.cnst) : NULL;
-        break;
-    case VQ_KEYS_KIVI: {
-        const DLTensor *codes = keys->kivi.codes;
-        /* as the CPU binder: unpacked codes (last dim D) are read as whole bytes */
-        p->a_codes = vq_data(codes);
-        p->a_ldc = (int)vq_dim(codes, 3);
-        p->a_bits = p->a_ldc != D ? keys->kivi.bits : 8;
-        p->a_g = keys->kivi.group_size;
-        p->a_GK = (int)vq_ceil_div(Skv, p->a_g);
-        p->a_scale = vq_data(keys->kivi.scale);
-        p->a_zero = vq_data(keys->kivi.zero);
-        p->a_sz_f16 = vq_dtype_of(keys->kivi.scale) == VQ_DT_F16;
-        break;
-    }
-    case VQ_KEYS_QJL: {
-        const int64_t m = vq_dim(keys->qjl.projection, 0);
-        VQ_RETURN_IF(ctx, m > VQ_CU_SDPA_MAX_QJL_M, VQ_ERR_UNSUPPORTED,
-                     "argument 'keys.qjl.projection': the CUDA backend holds at most %d sketch rows, got m = %lld",
-                     VQ_CU_SDPA_MAX_QJL_M, (long long)m);
-        p->qjl_bits = vq_data(keys->qjl.bits);
-        p->qjl_norm = vq_data(keys->qjl.norm);
-        p->qjl_S = vq_data(keys->qjl.projection);
-        p->qjl_m = (int)m;
-        p->qjl_W = (int)vq_ceil_div(m, 32);
-        p->qpf = (int)m;
-        /* as the CPU binder: scale * sqrt(pi/2) / m in double, then to float */
-        p->qmul = (float)((double)scale * sqrt(acos(-1.0) / 2.0) / (double)m) * 1.4426950408889634f;
-        break;
-    }
-    case VQ_KEYS_VECINFER: {
-        const DLTensor *idx = keys->vecinfer.idx, *cb = keys->vecinfer.codebook, *sm = keys->vecinfer.smooth;
-        const int64_t M = vq_dim(idx, 3), C = vq_dim(cb, -2);
-        p->vecinfer = (vq_vecinfer_layout){(int32_t)M, (int32_t)(D / M), (int32_t)C, vq_dtype_of(idx) == VQ_DT_U8 ? 1 : 2};
-        p->vecinfer_idx = vq_data(idx);
-        p->vecinfer_cb = vq_data(cb);
-        p->vecinfer_smooth = vq_data(sm);
-        p->vecinfer_cb_hs = cb->ndim == 4 ? M * C * (D / M) : 0;
-        p->vecinfer_sm_hs = sm->ndim == 2 ? D : 0;
-        break;
-    }
-    case VQ_KEYS_COMMVQ: {
-        const DLTensor *idx = keys->commvq.idx, *cb = keys->commvq.codebook, *pos = keys->commvq.positions;
-        p->cv = (vq_commvq_layout){(int32_t)vq_dim(idx, 3), (int32_t)vq_dim(cb, 1), (int32_t)D,
-                                   (int32_t)vq_dtype_size(vq_dtype_of(idx)),
-                                   keys->commvq.rope == VQ_ROPE_HALF ? VQ_FMT_ROPE_HALF : VQ_FMT_ROPE_INTERLEAVED};
-        p->cv_idx = vq_data(idx);
-        p->cv_cb = vq_data(cb);
-        p->cv_cos = vq_data(keys->commvq.cos_freqs);
-        p->cv_sin = vq_data(keys->commvq.sin_freqs);
-        p->cv_pos = vq_data(pos);
-        p->cv_scale = keys->commvq.scale ? vq_data(keys->commvq.scale) : NULL;
-        p->cv_pos_bs = pos->ndim == 2 ? Skv : 0;
-        p->cv_P = vq_dim(keys->commvq.cos_freqs, 0);
-        break;
-    }
-    default:
-        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'keys': unknown format %d", (int)keys->format);
-    }
-    return VQ_OK;
-}
-
-/* The decode-skeleton instances of key format fmt (fill_keys accepted it)
- * over plain values, or over the encoded value formats (enc). */
-static vq_cu_sdpa_launcher launcher_of(int fmt, bool enc)
-{
-    switch (fmt) {
-    case VQ_CU_SDPA_F16: return enc ? vq_cu_launch_sdpa_f16_enc : vq_cu_launch_sdpa_f16;
-    case VQ_CU_SDPA_TURBO:
-    case VQ_CU_SDPA_TURBO_RVQ: return enc ? vq_cu_launch_sdpa_turbo_enc : vq_cu_launch_sdpa_turbo;
-    case VQ_CU_SDPA_KIVI: return enc ? vq_cu_launch_sdpa_kivi_enc : vq_cu_launch_sdpa_kivi;
-    case VQ_CU_SDPA_RABITQ: return enc ? vq_cu_launch_sdpa_rabitq_enc : vq_cu_launch_sdpa_rabitq;
-    case VQ_CU_SDPA_QJL: return enc ? vq_cu_launch_sdpa_qjl_enc : vq_cu_launch_sdpa_qjl;
-    case VQ_CU_SDPA_VECINFER: return enc ? vq_cu_launch_sdpa_vecinfer_enc : vq_cu_launch_sdpa_vecinfer;
-    default: return enc ? vq_cu_launch_sdpa_commvq_enc : vq_cu_launch_sdpa_commvq;
-    }
+    p->q_prep = VQ_CU_QPREP_SCALE;
+    return kf->fill(ctx, keys, scale, p);
 }
 
 _Static_assert(VQ_CU_V_F16 == (int)VQ_VALUES_F16 && VQ_CU_V_KIVI == (int)VQ_VALUES_KIVI &&
@@ -185,7 +90,7 @@ static void fill_values(const vq_encoded_values *v, vq_cu_sdpa_params *p)
         p->vc_scale = v->codebook.scale ? vq_data(v->codebook.scale) : NULL;
         break;
     case VQ_VALUES_TURBO:
-        fill_stage(v->turbo.idx, v->turbo.scale, v->turbo.bits, D, &p->v_stage);
+        vq_cu_fill_stage(v->turbo.idx, v->turbo.scale, v->turbo.bits, D, &p->v_stage);
         p->v_diag = v->turbo.diag ? vq_data(v->turbo.diag) : NULL;
         p->c.rot_back = 1;
         p->c.rot_diag = p->v_diag;
@@ -272,24 +177,19 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
     VQ_RETURN_IF(ctx, Hkv * c->row_chunks > 65535 || B > 65535, VQ_ERR_UNSUPPORTED,
                  "grid too large: Hkv * ceil(Hq/Hkv*Sq/8) = %lld, B = %lld (limit 65535 each)",
                  (long long)(Hkv * c->row_chunks), (long long)B);
-    /* the skeleton reads these 8 or 16 bytes at a time */
+    /* the skeleton reads these 8 or 16 bytes at a time (the key format's
+     * fill checks its own tensors) */
     const DLTensor *vec[] = {values, ev->format == VQ_VALUES_KIVI ? ev->kivi.scale : NULL,
-                             ev->format == VQ_VALUES_KIVI ? ev->kivi.zero : NULL, keys->format == VQ_KEYS_F16 ? keys->f16.keys : NULL,
-                             keys->format == VQ_KEYS_TURBO ? keys->turbo.idx : NULL,
-                             keys->format == VQ_KEYS_TURBO_RVQ ? keys->rvq.idx1 : NULL,
-                             keys->format == VQ_KEYS_TURBO_RVQ ? keys->rvq.idx2 : NULL,
-                             keys->format == VQ_KEYS_KIVI ? keys->kivi.codes : NULL,
-                             keys->format == VQ_KEYS_KIVI ? keys->kivi.scale : NULL,
-                             keys->format == VQ_KEYS_KIVI ? keys->kivi.zero : NULL};
-    static const char *const vec_names[] = {"values", "values.kivi.scale", "values.kivi.zero", "keys.f16.keys", "keys.turbo.idx", "keys.rvq.idx1",
-                                            "keys.rvq.idx2", "keys.kivi.codes", "keys.kivi.scale",
-                                            "keys.kivi.zero"};
-    VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, vec, vec_names, 10));
+                             ev->format == VQ_VALUES_KIVI ? ev->kivi.zero : NULL};
+    static const char *const vec_names[] = {"values", "values.kivi.scale", "values.kivi.zero"};
+    VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, vec, vec_names, 3));
     c->causal = causal;
     if (pg) c->pg = *pg;
     c->q = vq_data(queries);
     c->q_f16 = vq_dtype_of(queries) == VQ_DT_F16;
-    VQ_FORWARD_IF_ERROR(fill_keys(ctx, keys, scale, &p));
+    const vq_cu_key_format *kf = vq_cu_key_format_of((int)keys->format);
+    if (kf == NULL) return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'keys': unknown format %d", (int)keys->format);
+    VQ_FORWARD_IF_ERROR(fill_keys(ctx, kf, keys, scale, &p));
     fill_values(ev, &p);
     if (mask) { /* shape checked by the caller: [B or 1, Hq or 1, Sq, Skv] */
         p.mask = vq_data(mask);
@@ -299,7 +199,7 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
     }
 
     const vq_cu_sdpa_launcher mma = mma_launcher(&p, Sq);
-    const vq_cu_sdpa_launcher launch = mma ? mma : launcher_of(p.fmt, p.v_fmt != VQ_CU_V_F16);
+    const vq_cu_sdpa_launcher launch = mma ? mma : p.v_fmt != VQ_CU_V_F16 ? kf->launch_enc : kf->launch;
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     plan_splits(ctx, num_splits, occ, c);

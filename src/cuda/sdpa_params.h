@@ -1,5 +1,6 @@
 /* sdpa_params.h — launch parameters of the CUDA vq_fused_sdpa kernels
- * (sdpa_prep.cu, kv_sdpa_*.cu), filled by the host glue (cuda_sdpa.c). Read by the C
+ * (sdpa_prep.cu, keys_*.cu), filled by the host glue (cuda_sdpa.c and the
+ * key formats' keys_<name>.cu). Read by the C
  * compiler and by nvcc. Plain data: device pointers with byte_offset applied,
  * shapes as ints, element offsets as int64. */
 #ifndef VQ_CUDA_SDPA_PARAMS_H
@@ -8,8 +9,6 @@
 #include <stdint.h>
 
 #include "cuda/attend_params.h"
-#include "formats/format_commvq.h"
-#include "formats/format_vecinfer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +32,10 @@ enum {
 /* Value formats; equal to the public vq_values_format's (asserted in cuda_sdpa.c). */
 enum { VQ_CU_V_F16 = 1, VQ_CU_V_KIVI = 2, VQ_CU_V_CODEBOOK = 3, VQ_CU_V_TURBO = 4 };
 
+/* The query preparation of a key format (sdpa_prep.cu): scaled, rotated
+ * first (H (diag ⊙ q)/sqrt(D)), or projected (q_proj q, q_proj_m floats). */
+enum { VQ_CU_QPREP_SCALE = 0, VQ_CU_QPREP_ROTATE = 1, VQ_CU_QPREP_PROJECT = 2 };
+
 /* Element types of float tensors. */
 enum { VQ_CU_F32 = 0, VQ_CU_F16 = 1, VQ_CU_BF16 = 2 };
 
@@ -46,6 +49,9 @@ typedef struct vq_cu_sdpa_stage {
     int ld, bits, packed;
     float cents[256];     /* the 2^bits Lloyd-Max centroids */
 } vq_cu_sdpa_stage;
+
+/* Bytes of the per-format key fields (vq_cu_sdpa_params.kp). */
+#define VQ_CU_KEY_PARAM_BYTES (8 + 2 * sizeof(vq_cu_sdpa_stage))
 
 typedef struct vq_cu_sdpa_params {
     vq_cu_attend_common c;  /* shapes, causal, split plan, partial states (merge kernel) */
@@ -76,71 +82,41 @@ typedef struct vq_cu_sdpa_params {
     vq_cu_sdpa_stage v_stage;
     const float *v_diag;
 
-    /* VQ_CU_SDPA_F16 */
+    /* VQ_CU_SDPA_F16 (also read by the tensor-core skeleton, decode_mma.cuh) */
     const void *k;          /* [B,Hkv,Skv,D] */
     int k_elt;              /* VQ_CU_F32 / F16 / BF16 */
 
-    /* TURBO (1 stage), TURBO_RVQ (2), RABITQ (0): rotated formats */
-    const float *diag;      /* [D] or NULL */
-    int n_stages;
-    vq_cu_sdpa_stage stage[2];
-    const uint8_t *sign_bits;  /* RaBitQ [B,Hkv,Skv,D/8] */
-    const float *mag, *cnst;   /* RaBitQ [B,Hkv,Skv]; cnst may be NULL */
-
-    /* KIVI */
+    /* KIVI (also read by the tensor-core skeleton, decode_mma_kivi.cuh) */
     const uint8_t *a_codes;    /* [B,Hkv,Skv,ldc] */
     const void *a_scale, *a_zero;  /* [B,Hkv,GK,D] */
     int a_bits;                /* 2, 4 (packed) or 8 (one code per byte) */
     int a_ldc, a_g, a_GK, a_sz_f16;
 
-    /* QJL */
-    const uint32_t *qjl_bits;  /* [B,Hkv,Skv,W] */
-    const float *qjl_norm;     /* [B,Hkv,Skv] */
-    const float *qjl_S;        /* [m, D] */
-    int qjl_m, qjl_W;
+    /* How the prep kernel turns a query row into qp (VQ_CU_QPREP_*): the
+     * rotation's diagonal (or NULL), the projection [q_proj_m, D] */
+    int q_prep;
+    const float *q_diag;
+    const float *q_proj;
+    int q_proj_m;
 
-    /* VECINFER */
-    vq_vecinfer_layout vecinfer;
-    const uint8_t *vecinfer_idx;     /* [B,Hkv,Skv,M] of vecinfer.idx_bytes */
-    const float *vecinfer_cb;        /* [M,C,dsub] or [Hkv,M,C,dsub] */
-    const float *vecinfer_smooth;    /* [D] or [Hkv,D] */
-    int64_t vecinfer_cb_hs, vecinfer_sm_hs;  /* per-head strides, 0 when shared */
-
-    /* COMMVQ */
-    vq_commvq_layout cv;
-    const uint8_t *cv_idx;     /* [B,Hkv,Skv,R] of cv.idx_bytes */
-    const float *cv_cb;        /* [R,C,D] */
-    const float *cv_cos, *cv_sin;  /* [P, D/2] */
-    const int32_t *cv_pos;     /* [Skv] or [B,Skv] */
-    const float *cv_scale;     /* [B,Hkv,Skv] or NULL */
-    int64_t cv_pos_bs;         /* Skv when positions are [B,Skv], else 0 */
-    int64_t cv_P;
+    /* The other key formats' fields: the struct of their keys_<name>.cu,
+     * filled by its host side and read by its policy (key_params in
+     * kv_keys.cuh), no larger than TurboQuant's two stages. */
+    union {
+        unsigned char bytes[VQ_CU_KEY_PARAM_BYTES];
+        int64_t align_i;
+        const void *align_p;
+    } kp;
 } vq_cu_sdpa_params;
 
 /* Prepares every query row into p->qp (rotation, projection, scale). */
 int vq_cu_launch_sdpa_prep(const vq_cu_sdpa_params *p, void *stream);
-/* The decode skeleton (kv_decode.cuh) instances of one key format, every
- * value format, width and row count (kv_sdpa_<format>.cu). With occupancy !=
- * NULL they launch nothing and store how many CTAs fit on one SM (p needs
- * the formats' fields, c.D, c.rows and qpf). kv_sdpa_<keys>.cu and
- * kv_sdpa_<keys>_enc.cu. */
+/* The decode skeleton (kv_decode.cuh) instances of one key format over
+ * every value format of one set, width and row count (the launchers of a
+ * key format's descriptor, keys_registry.h). With occupancy != NULL they
+ * launch nothing and store how many CTAs fit on one SM (p needs the
+ * formats' fields, c.D, c.rows and qpf). */
 typedef int (*vq_cu_sdpa_launcher)(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-/* over plain values (p->v_fmt VQ_CU_V_F16) */
-int vq_cu_launch_sdpa_f16(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_turbo(const vq_cu_sdpa_params *p, void *stream, int *occupancy);   /* TURBO and TURBO_RVQ */
-int vq_cu_launch_sdpa_kivi(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_rabitq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_qjl(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_vecinfer(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_commvq(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-/* over the encoded value formats (KIVI, CODEBOOK, TURBO) */
-int vq_cu_launch_sdpa_f16_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_turbo_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_kivi_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_rabitq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_qjl_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_vecinfer_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
-int vq_cu_launch_sdpa_commvq_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy);
 /* The tensor-core decode skeleton (decode_mma.cuh), D = 128, no mask, no
  * causal limit inside the kv axis: f16 keys and values (decode_mma_f16.cu),
  * KIVI 2/4-bit keys and values (decode_mma_kivi.cu). */

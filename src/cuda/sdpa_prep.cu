@@ -1,7 +1,8 @@
 /* sdpa_prep.cu — the query preparation of vq_fused_sdpa on CUDA: one CTA per
  * query row writes the prepared row to scratch qp [rows, qpf]: q * scale *
  * log2(e), rotated first (H (diag ⊙ q)/sqrt(D), vq_cu_rotate_row, the CPU's
- * stages) for TURBO / TURBO_RVQ / RABITQ, projected (S q, m floats) for QJL.
+ * stages) or projected (S q, m floats) as the key format's fill asked
+ * (q_prep: TURBO / TURBO_RVQ / RABITQ rotate, QJL projects).
  * The decode skeleton (kv_decode.cuh) then scores in the log2 domain, as the
  * merge kernel expects. */
 #include <cuda_fp16.h>
@@ -19,17 +20,17 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     extern __shared__ float row[]; /* [D] */
     const int D = p.c.D;
     const int64_t nrows = (int64_t)p.c.B * p.c.Hq * p.c.Sq;
-    const bool rotated = p.fmt == VQ_CU_SDPA_TURBO || p.fmt == VQ_CU_SDPA_TURBO_RVQ || p.fmt == VQ_CU_SDPA_RABITQ;
+    const bool rotated = p.q_prep == VQ_CU_QPREP_ROTATE;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         __syncthreads(); /* the previous row is consumed */
         for (int c = threadIdx.x; c < D; c += blockDim.x)
             row[c] = p.c.q_f16 ? __half2float(((const __half *)p.c.q)[r * D + c]) : ((const float *)p.c.q)[r * D + c];
         __syncthreads();
-        if (rotated) vq_cu_rotate_row(row, D, p.diag, false); /* block-wide, ends with a barrier */
+        if (rotated) vq_cu_rotate_row(row, D, p.q_diag, false); /* block-wide, ends with a barrier */
         float *qp = p.qp + r * p.qpf;
-        if (p.fmt == VQ_CU_SDPA_QJL) {
-            for (int j = threadIdx.x; j < p.qjl_m; j += blockDim.x) {
-                const float *s = p.qjl_S + (int64_t)j * D;
+        if (p.q_prep == VQ_CU_QPREP_PROJECT) {
+            for (int j = threadIdx.x; j < p.q_proj_m; j += blockDim.x) {
+                const float *s = p.q_proj + (int64_t)j * D;
                 float acc = 0.0f;
                 for (int c = 0; c < D; c++) acc = fmaf(s[c], row[c], acc);
                 qp[j] = acc * p.qmul;
