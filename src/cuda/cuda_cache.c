@@ -8,9 +8,9 @@
  * merge kernel attends the f16 residual window itself (vq_cu_window): one
  * attention launch and one merge per layer, as for the raw kernel. Taken
  * when the layer's pool is one chunk and its key method's streams are read
- * per token (f16, TurboQuant, RVQ, RaBitQ, QJL, VECINFER over any value method;
- * KIVI keys with KIVI values of the same bits and group on the fast KIVI
- * kernel).
+ * per token (its key format's descriptor says so, keys_registry.h: f16,
+ * TurboQuant, RVQ, RaBitQ, QJL, VECINFER over any value method; KIVI keys
+ * with KIVI values of the same bits and group on the fast KIVI kernel).
  *
  * Otherwise (prefill, a pool grown past its first chunk, KIVI keys over
  * other values, CommVQ): per sequence, its pages are gathered (device to
@@ -32,6 +32,7 @@
 #include "cache/cache_cuda.h"
 #include "cuda/attend_params.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/keys_registry.h"
 
 /* Row i of a validated rank-3/4 tensor t as a [1, ...] view (its strides kept). */
 typedef struct row_view {
@@ -225,29 +226,6 @@ static vq_status sync_pages(vq_cache *c, vq_cache_cuda_pages *lp, int slot, cons
     return VQ_OK;
 }
 
-/* Which kernel a paged decode of layer L runs. */
-typedef enum paged_kind { PAGED_NONE = 0, PAGED_SDPA, PAGED_KIVI } paged_kind;
-
-static paged_kind paged_kind_of(const vq_cache *c, const vq_cache_layer *L, const DLTensor *q, const DLTensor *out,
-                                const DLTensor *lse, int64_t Sq)
-{
-    if (Sq != 1 || L->n_chunks != 1 || L->head_major || c->P % 32 != 0 || !vq_tensor_is_compact(q) || !vq_tensor_is_compact(out) ||
-        (lse && !vq_tensor_is_compact(lse)))
-        return PAGED_NONE;
-    const vq_key_config *kc = &L->cfg.keys;
-    const vq_value_config *vc = &L->cfg.values;
-    switch (kc->method) {
-    case VQ_KEY_KIVI:
-        /* the fast KIVI kernel: one group for keys (tokens) and values (channels) */
-        return vc->method == VQ_VALUE_KIVI && vc->bits == kc->bits && vc->group_size == kc->group_size &&
-                       kc->group_size % 32 == 0 && (c->D == 64 || c->D == 128 || c->D == 256)
-                   ? PAGED_KIVI
-                   : PAGED_NONE;
-    case VQ_KEY_COMMVQ: return PAGED_NONE; /* positions indexed by sequence position */
-    default: return PAGED_SDPA;
-    }
-}
-
 /* Rows [i0, i0 + n) of a compact rank-3/4 tensor t as a compact view. */
 static DLTensor *rows_of(row_view *v, const DLTensor *t, int64_t i0, int64_t n)
 {
@@ -268,6 +246,45 @@ static void chunk_view(const vq_cache *c, const vq_cache_layer *L, const vq_cach
     vq_cache_view(c, t, shape, st->ndim, st->dtype, ch->base + ch->n_pages * st->page_off);
 }
 
+/* The layer's first chunk as the attention's tensors (views only). */
+typedef struct chunk_tensors {
+    DLTensor sv[VQ_CACHE_MAX_STREAMS], tb[VQ_CT_COUNT];
+    int64_t ss[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
+    vq_encoded_keys ek;
+    vq_encoded_values ev;
+} chunk_tensors;
+
+static void describe_chunk0(const vq_cache *c, const vq_cache_layer *L, chunk_tensors *t)
+{
+    for (int s = 0; s < L->n_streams; s++) chunk_view(c, L, &L->chunks[0], s, &t->sv[s], t->ss[s]);
+    vq_cache_table_tensors(c, L, t->tb, t->ts);
+    vq_cache_describe(c, L, t->sv, t->tb, &t->ek, &t->ev);
+}
+
+/* Which kernel a paged decode of layer L runs. */
+typedef enum paged_kind { PAGED_NONE = 0, PAGED_SDPA, PAGED_KIVI } paged_kind;
+
+static paged_kind paged_kind_of(const vq_cache *c, const vq_cache_layer *L, const DLTensor *q, const DLTensor *out,
+                                const DLTensor *lse, int64_t Sq)
+{
+    if (Sq != 1 || L->n_chunks != 1 || L->head_major || c->P % 32 != 0 || !vq_tensor_is_compact(q) || !vq_tensor_is_compact(out) ||
+        (lse && !vq_tensor_is_compact(lse)))
+        return PAGED_NONE;
+    const vq_key_config *kc = &L->cfg.keys;
+    const vq_value_config *vc = &L->cfg.values;
+    if (kc->method == VQ_KEY_KIVI)
+        /* the fast KIVI kernel: one group for keys (tokens) and values (channels) */
+        return vc->method == VQ_VALUE_KIVI && vc->bits == kc->bits && vc->group_size == kc->group_size &&
+                       kc->group_size % 32 == 0 && (c->D == 64 || c->D == 128 || c->D == 256)
+                   ? PAGED_KIVI
+                   : PAGED_NONE;
+    /* the key format says whether its pages are read in place (keys_registry.h) */
+    chunk_tensors t;
+    describe_chunk0(c, L, &t);
+    const vq_cu_key_format *kf = vq_cu_key_format_of((int)t.ek.format);
+    return kf != NULL && kf->paged ? PAGED_SDPA : PAGED_NONE;
+}
+
 static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq, vq_cache_seq_layer *const *sls,
                               const int *slots, const DLTensor *q, DLTensor *out, DLTensor *lse, float scale)
 {
@@ -275,13 +292,10 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
     vq_cache_layer *L = &c->layers[layer];
     vq_cache_cuda_pages *lp = layer_pages(c, layer);
     if (lp == NULL) return VQ_ERR_OUT_OF_MEMORY;
-    DLTensor sv[VQ_CACHE_MAX_STREAMS], tb[VQ_CT_COUNT];
-    int64_t ss[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
-    for (int s = 0; s < L->n_streams; s++) chunk_view(c, L, &L->chunks[0], s, &sv[s], ss[s]);
-    vq_cache_table_tensors(c, L, tb, ts);
-    vq_encoded_keys ek;
-    vq_encoded_values ev;
-    vq_cache_describe(c, L, sv, tb, &ek, &ev);
+    chunk_tensors t;
+    describe_chunk0(c, L, &t);
+    const vq_encoded_keys ek = t.ek;
+    const vq_encoded_values ev = t.ev;
     /* QJL's norm stream holds ||k|| / sqrt(D) (cache_encode.c) */
     const float ks = L->cfg.keys.method == VQ_KEY_QJL ? scale * sqrtf((float)c->D) : scale;
     for (int i0 = 0; i0 < n_seq; i0 += VQ_CU_PAGED_MAX_B) {
