@@ -1,6 +1,7 @@
 /* kv_keys.cuh — what the key policies of the decode skeleton (kv_decode.cuh)
- * share; each policy, one per vq_keys_format, is in its keys_<name>.cu. A lane scores one token for all R rows of its CTA straight
- * from the compressed row: it decodes 8 channels at a time into registers and
+ * share; each policy, one per vq_keys_format, is in its keys_<name>.cu.
+ * A lane scores one token for all R rows of its CTA straight from the
+ * compressed row: it decodes 8 channels at a time into registers and
  * takes the dot with the prepared queries in shared memory (qs [R][qw], zero
  * past D). Nothing is read past D or past a row; codes outside a table are
  * clamped by the formats' decoders (src/formats/). Scores are in the log2

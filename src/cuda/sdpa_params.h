@@ -1,8 +1,8 @@
 /* sdpa_params.h — launch parameters of the CUDA vq_fused_sdpa kernels
  * (sdpa_prep.cu, keys_*.cu), filled by the host glue (cuda_sdpa.c and the
- * key formats' keys_<name>.cu). Read by the C
- * compiler and by nvcc. Plain data: device pointers with byte_offset applied,
- * shapes as ints, element offsets as int64. */
+ * key formats' keys_<name>.cu). Read by the C compiler and by nvcc. Plain
+ * data: device pointers with byte_offset applied, shapes as ints, element
+ * offsets as int64. */
 #ifndef VQ_CUDA_SDPA_PARAMS_H
 #define VQ_CUDA_SDPA_PARAMS_H
 
@@ -55,7 +55,7 @@ typedef struct vq_cu_sdpa_stage {
 
 typedef struct vq_cu_sdpa_params {
     vq_cu_attend_common c;  /* shapes, causal, split plan, partial states (merge kernel) */
-    int fmt;                /* VQ_CU_SDPA_* */
+    int fmt;                /* VQ_CU_SDPA_*, the vq_keys_format */
     int qpf;                /* floats per prepared query row: D, or m for QJL */
     float *qp;              /* [B*Hq*Sq, qpf] prepared queries (scratch) */
     float qmul;             /* what multiplies the query: scale * log2(e) (QJL: times sqrt(pi/2)/m) */
