@@ -14,6 +14,7 @@ from ._runtime import set_num_threads, get_num_threads, isa
 from ._keys import (F16Keys, TurboKeys, EncodedVector, TurboRVQKeys, KIVIKeys, RaBitQKeys, QJLKeys, VecInferKeys,
                     CommVQKeys, F16Values, KIVIValues, CodebookValues, TurboValues)
 from ._cache import KVCache, LayerConfig, presets, make_profile
+from ._tune import tune, TunedProfile
 from ._quantizers import (KIVIQuantizer, TurboQuantizer, RaBitQQuantizer, QJLQuantizer, VecInferQuantizer,
                           CommVQQuantizer)
 from ._keys import F16Keys as PlainKeys, F16Values as PlainValues  # earlier names, deprecated
@@ -29,7 +30,7 @@ __all__ = [
     "set_num_threads", "get_num_threads", "isa",
     "F16Keys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "KIVIKeys", "RaBitQKeys", "QJLKeys", "VecInferKeys",
     "CommVQKeys", "F16Values", "KIVIValues", "CodebookValues", "TurboValues",
-    "KVCache", "LayerConfig", "presets", "make_profile",
+    "KVCache", "LayerConfig", "presets", "make_profile", "tune", "TunedProfile",
     "KIVIQuantizer", "TurboQuantizer", "RaBitQQuantizer", "QJLQuantizer", "VecInferQuantizer", "CommVQQuantizer",
     "PlainKeys", "PlainValues", "AffineKeys", "AffineValues", "PQKeys",
 ] + list(_kernel_names)

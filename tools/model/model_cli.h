@@ -1,12 +1,26 @@
-/* model_cli.h — what `vq generate`, `vq perplexity` and `vq bench model`
- * share: the default model path, the --kv method (a vq_cache preset, plus
- * layers kept in f16 and a residual window), and session creation. */
+/* model_cli.h — what `vq generate`, `vq perplexity`, `vq bench model` and
+ * the tuner (tools/tune) share: the default model path, the --kv method (a
+ * vq_cache preset, plus layers kept in f16 and a residual window), and
+ * session creation. Failures print a message on stderr, which is also kept
+ * as the thread's last error (vqm_cli_last_error); a library caller turns
+ * the printing off (vqm_cli_set_quiet) and reads the message back. */
 #ifndef VQ_TOOL_MODEL_CLI_H
 #define VQ_TOOL_MODEL_CLI_H
 
 #include <stdio.h>
 
 #include "vqm.h"
+
+/* The exit statuses of the vq commands (as commands.h defines them), which
+ * vqm_cli_method_init returns. */
+#define VQ_EXIT_OK 0
+#define VQ_EXIT_FAILURE 1
+#define VQ_EXIT_USAGE 2
+
+/* The calling thread's last message of these functions ("" before any). */
+const char *vqm_cli_last_error(void);
+/* Messages on stderr (the default) or only kept as the last error (on). */
+void vqm_cli_set_quiet(bool on);
 
 /* The model tools/fetch_model.sh installs, relative to the repository. */
 #define VQM_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
