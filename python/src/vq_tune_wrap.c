@@ -125,6 +125,7 @@ static PyObject *py_tune(PyObject *self, PyObject *const *a, Py_ssize_t n)
     o.progress_user = &ps;
 
     char err[VQT_TUNE_ERR_LEN > VQM_ERR_LEN ? VQT_TUNE_ERR_LEN : VQM_ERR_LEN] = {0};
+    if (vqt_tune_validate(&o, err) != VQ_OK) return raise_status(VQ_ERR_INVALID_ARGUMENT, err); /* before the model loads */
     vqm_model *model = NULL;
     vqt_tune_result *r = NULL;
     vq_status st;

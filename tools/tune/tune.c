@@ -390,29 +390,30 @@ static vq_status candidates(tuner *t)
     return VQ_OK;
 }
 
-/* The arguments that no run can take, before anything runs. */
-static vq_status check_options(tuner *t)
+vq_status vqt_tune_validate(const vqt_tune_options *o, char *err)
 {
-    const vqt_tune_options *o = t->opt;
+    char scratch[VQT_TUNE_ERR_LEN];
+    err = err ? err : scratch;
+    const char *pre = o->opt_prefix ? o->opt_prefix : "";
+    const int64_t tokens = o->tokens ? o->tokens : 1024, C = o->ctx ? o->ctx : 512;
     if (!(o->bits > 0 && o->bits <= 16))
-        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%sbits %g: expected bits per element in (0, 16]", t->pre, o->bits);
-    if (t->r->tokens < 64 || t->r->tokens > (1 << 20))
-        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%stokens %lld: expected 64 .. %d", t->pre,
-                    (long long)t->r->tokens, 1 << 20);
-    if (t->C < 64 || t->C > (1 << 16) || t->C % 2 != 0 || t->C > t->r->tokens)
-        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%sctx %lld: must be even, in 64 .. %d and at most %stokens (%lld)",
-                    t->pre, (long long)t->C, 1 << 16, t->pre, (long long)t->r->tokens);
-    if (o->bits_ctx < 0 || o->bits_ctx > (1 << 20))
-        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%sbits-ctx %lld: expected 0 .. %d", t->pre, (long long)o->bits_ctx,
-                    1 << 20);
-    if (o->sink < 0 || o->sink > 64 || o->residual < 0 || o->residual > (1 << 20) || o->batch < 0 ||
-        o->batch > 4096 || o->kivi_arith < 0 || o->kivi_arith > 2)
-        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%ssink %d / %sresidual %d / %sbatch %d / %skivi-arith %d: expected "
-                    "0..64 / 0..%d / 1..4096 / 0..2", t->pre, o->sink, t->pre, o->residual, t->pre, o->batch, t->pre,
-                    o->kivi_arith, 1 << 20);
-    if (o->text == NULL)
-        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%stext: no calibration text given", t->pre);
-    return VQ_OK;
+        snprintf(err, VQT_TUNE_ERR_LEN, "%sbits %g: expected bits per element in (0, 16]", pre, o->bits);
+    else if (tokens < 64 || tokens > (1 << 20))
+        snprintf(err, VQT_TUNE_ERR_LEN, "%stokens %lld: expected 64 .. %d", pre, (long long)tokens, 1 << 20);
+    else if (C < 64 || C > (1 << 16) || C % 2 != 0 || C > tokens)
+        snprintf(err, VQT_TUNE_ERR_LEN, "%sctx %lld: must be even, in 64 .. %d and at most %stokens (%lld)", pre,
+                 (long long)C, 1 << 16, pre, (long long)tokens);
+    else if (o->bits_ctx < 0 || o->bits_ctx > (1 << 20))
+        snprintf(err, VQT_TUNE_ERR_LEN, "%sbits-ctx %lld: expected 0 .. %d", pre, (long long)o->bits_ctx, 1 << 20);
+    else if (o->sink < 0 || o->sink > 64 || o->residual < 0 || o->residual > (1 << 20) || o->batch < 0 ||
+             o->batch > 4096 || o->kivi_arith < 0 || o->kivi_arith > 2)
+        snprintf(err, VQT_TUNE_ERR_LEN, "%ssink %d / %sresidual %d / %sbatch %d / %skivi-arith %d: expected 0..64 / "
+                 "0..%d / 1..4096 / 0..2", pre, o->sink, pre, o->residual, pre, o->batch, pre, o->kivi_arith, 1 << 20);
+    else if (o->text == NULL && o->text_name == NULL)
+        snprintf(err, VQT_TUNE_ERR_LEN, "%stext: no calibration text given", pre);
+    else
+        return VQ_OK;
+    return VQ_ERR_INVALID_ARGUMENT;
 }
 
 /* The --window suffixes as the base of every plan (f16 layers). */
@@ -436,11 +437,16 @@ static vq_status window_method(tuner *t)
 static vq_status calibration_tokens(tuner *t, int32_t **all)
 {
     const vqt_tune_options *o = t->opt;
-    const char *name = o->text_name ? o->text_name : "the text";
-    const int64_t nt = vqm_tokenize(t->model->tok, o->text, o->text_len, false, NULL, 0);
+    const char *name = o->text_name ? o->text_name : "the text", *text = o->text;
+    size_t len = o->text_len;
+    char *read = NULL;
+    if (text == NULL && (text = read = vqt_read_text(o->text_name, &len)) == NULL)
+        return fail(t, VQ_ERR_IO, "cannot read '%s'", name);
+    const int64_t nt = vqm_tokenize(t->model->tok, text, len, false, NULL, 0);
     *all = calloc((size_t)(nt < 0 ? 0 : nt) + 1, sizeof **all);
+    if (*all != NULL) vqm_tokenize(t->model->tok, text, len, false, *all, nt);
+    free(read);
     if (*all == NULL) return fail(t, VQ_ERR_OUT_OF_MEMORY, "the tokens of '%s'", name);
-    vqm_tokenize(t->model->tok, o->text, o->text_len, false, *all, nt);
     if (nt < t->r->tokens)
         return fail(t, VQ_ERR_INVALID_ARGUMENT, "'%s' has %lld tokens, fewer than %stokens %lld", name,
                     (long long)nt, t->pre, (long long)t->r->tokens);
@@ -567,7 +573,7 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
     t->C = r->ctx = opt->ctx ? opt->ctx : 512;
     int32_t *all = NULL;
     int *picks = NULL;
-    vq_status st = check_options(t);
+    vq_status st = vqt_tune_validate(opt, err);
     if (st == VQ_OK) {
         t->n_windows = r->n_windows = r->tokens / t->C;
         t->bits_ctx = r->bits_ctx = opt->bits_ctx ? opt->bits_ctx : t->C;

@@ -29,7 +29,8 @@
  * take (a budget below the cheapest plan, an unknown candidate, a window
  * suffix that is none, text shorter than `tokens`, a measurements file for
  * other layers or candidates, a run stopped by the progress callback), and
- * VQ_ERR_IO when the measurements file cannot be written; other statuses
+ * VQ_ERR_IO when the text cannot be read or the measurements file cannot
+ * be written; other statuses
  * come from the library. The message, in err (VQT_TUNE_ERR_LEN bytes), names
  * the option and its value; options are named with opt_prefix before them
  * ("--bits" for the command line, "bits" for Python). Nothing is returned
@@ -63,9 +64,9 @@ typedef int (*vqt_tune_progress_fn)(void *user, int64_t done, int64_t total, con
 /* The options, named as `vq tune`'s flags; zero fields take the defaults. */
 typedef struct vqt_tune_options {
     double bits;             /* the budget: bits per element, keys and values, all bytes counted (> 0, <= 16) */
-    const char *text;        /* calibration text (UTF-8; its last `tokens` tokens are read) */
+    const char *text;        /* calibration text (UTF-8; its last `tokens` tokens are read), or NULL: */
     size_t text_len;
-    const char *text_name;   /* the text's name in messages (its path) */
+    const char *text_name;   /* the file it is read from (VQ_ERR_IO when it cannot be), and its name in messages */
     int64_t tokens;          /* calibration tokens (64 .. 2^20; 0 = 1024) */
     int64_t ctx;             /* window length of the runs and of the bit count (even, 64 .. tokens; 0 = 512) */
     int64_t bits_ctx;        /* tokens of the cache whose bits meet `bits` (0 = ctx) */
@@ -110,6 +111,10 @@ typedef struct vqt_tune_result {
     double seconds;           /* wall time of the runs */
 } vqt_tune_result;
 
+/* The options' ranges alone (what needs no model): VQ_OK, or
+ * VQ_ERR_INVALID_ARGUMENT with the message in err. vqt_tune checks them
+ * first. */
+vq_status vqt_tune_validate(const vqt_tune_options *opt, char *err);
 /* Tunes `model` on ctx's threads (see above). */
 vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *opt, vqt_tune_result **out,
                    char *err);

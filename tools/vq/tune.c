@@ -3,14 +3,12 @@
  * tuner is tools/tune (vqtune.h, where its method is described); this file
  * parses the options, shows progress, and writes the profile, the report
  * and the plots. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
 #include "commands.h"
-#include "lm_eval.h"
 #include "model_cli.h"
 #include "plot_png.h"
 #include "progress.h"
@@ -105,14 +103,8 @@ int vq_cmd_tune(int argc, char **argv)
     vqm_model *model = vqm_cli_load("tune", common.model);
     if (model == NULL) return VQ_EXIT_FAILURE;
     vq_ctx *ctx = tool_ctx((int)common.threads, NULL);
-    size_t len = 0;
-    char *text = vqt_read_text(text_path, &len);
-    if (text == NULL) {
-        fprintf(stderr, "vq tune: cannot read '%s'\n", text_path);
-        return VQ_EXIT_FAILURE;
-    }
     vqp prog = {0};
-    const vqt_tune_options o = {.bits = budget, .text = text, .text_len = len, .text_name = text_path,
+    const vqt_tune_options o = {.bits = budget, .text_name = text_path,
                                 .tokens = tokens, .ctx = C, .bits_ctx = bits_ctx, .window = suffix, .keys = keys,
                                 .values = values, .measurements = measurements, .residual = (int)common.residual,
                                 .sink = (int)common.sink, .no_center = common.no_center,
@@ -122,7 +114,6 @@ int vq_cmd_tune(int argc, char **argv)
     vqt_tune_result *r = NULL;
     char err[VQT_TUNE_ERR_LEN];
     const vq_status st = vqt_tune(ctx, model, &o, &r, err);
-    free(text);
     if (prog.command != NULL) {
         if (st == VQ_OK) vqp_end(&prog);
         else vqp_clear(&prog);
