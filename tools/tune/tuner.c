@@ -1,4 +1,4 @@
-/* tune.c — the tuner (vqtune.h): sensitivities, costs, the allocation and
+/* tuner.c — the tuner (vqtune.h): sensitivities, costs, the allocation and
  * the profile. */
 #include "vqtune.h"
 
