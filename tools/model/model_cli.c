@@ -379,6 +379,19 @@ vqm_model *vqm_cli_load(const char *cmd, const char *path)
     return m;
 }
 
+vqm_cli_recipe vqm_cli_recipe_of(const vqm_cli_method *m, const vqm_cli_common *c)
+{
+    if (m != NULL && m->profile_recipe) return (vqm_cli_recipe){.center_keys_only = c->center_keys};
+    /* a preset named by what it buys: its sink and transforms where the
+     * options leave them (--sink 0; --no-center and --center-keys still
+     * turn centering off) */
+    const vq_cache_preset_info *rp = m != NULL ? m->recipe : NULL;
+    return (vqm_cli_recipe){.sink = c->sink == 0 && rp != NULL ? rp->sink_tokens : (int)c->sink,
+                            .center = !c->no_center && (rp == NULL || rp->transforms.center_keys),
+                            .center_keys_only = c->center_keys || (rp != NULL && !rp->transforms.center_values),
+                            .smooth = c->smooth || (rp != NULL && rp->transforms.smooth)};
+}
+
 vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ctx, const vqm_cli_method *m,
                              int max_tokens, const vqm_cli_common *c)
 {
@@ -412,18 +425,11 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
             return NULL;
         }
     }
-    /* a preset named by what it buys: its sink and transforms where the
-     * options leave them (--sink 0; --no-center and --center-keys still
-     * turn centering off) */
-    const vq_cache_preset_info *rp = m != NULL && !recipe ? m->recipe : NULL;
-    const int sink = recipe ? 0 : c->sink == 0 && rp != NULL ? rp->sink_tokens : (int)c->sink;
-    const bool center = !recipe && !c->no_center && (rp == NULL || rp->transforms.center_keys);
-    const bool keys_only = c->center_keys || (rp != NULL && !rp->transforms.center_values);
-    const bool smooth = !recipe && (c->smooth || (rp != NULL && rp->transforms.smooth));
+    const vqm_cli_recipe rc = vqm_cli_recipe_of(m, c);
     const vqm_session_config sc = {.max_tokens = max_tokens, .max_batch = (int)c->batch,
                                    .attn = m != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32,
-                                   .cache = m != NULL ? &cc : NULL, .center = center, .center_keys_only = keys_only,
-                                   .smooth = smooth, .sink = sink,
+                                   .cache = m != NULL ? &cc : NULL, .center = rc.center,
+                                   .center_keys_only = rc.center_keys_only, .smooth = rc.smooth, .sink = rc.sink,
                                    .key_scores = kivi_key_scores[c->kivi_arith],
                                    .value_accum = kivi_value_accum[c->kivi_arith]};
     char err[VQM_ERR_LEN];

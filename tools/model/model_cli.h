@@ -103,6 +103,17 @@ extern const char *const vqm_cli_kivi_arith[];
     {"kivi-arith", VQA_CHOICE, &(c).kivi_arith, .choices = vqm_cli_kivi_arith,                               \
      .help = "KIVI (and mixed, TurboQuant) pages' arithmetic (vq_cache_attend_opts): auto = integer where the layout allows, f32 exact"}
 
+/* The sink tokens and transforms of m's cache under the options c: none
+ * when m is a profile that states them (the cache takes them from it); a
+ * preset named by what it buys (m->recipe) gives its own where the options
+ * leave them (--sink 0; --no-center and --center-keys still turn centering
+ * off); else the options' (m NULL: the options'). */
+typedef struct vqm_cli_recipe {
+    int sink;
+    bool center, center_keys_only, smooth;
+} vqm_cli_recipe;
+vqm_cli_recipe vqm_cli_recipe_of(const vqm_cli_method *m, const vqm_cli_common *c);
+
 /* A session with m's cache (m NULL = the f32 oracle) refined by c (center,
  * smooth, sink: vqm_session_config; the tables of c->calibration, loaded on
  * ctx), or NULL after a message. */
