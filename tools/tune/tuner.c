@@ -80,17 +80,21 @@ static vq_status step(tuner *t, const char *fmt, ...)
  * or one that needs fitted tables. */
 static vq_status parse_cand(tuner *t, const char *name, int side, cand *out)
 {
-    static _Thread_local vqm_cli_method m;
+    vqm_cli_method *m = calloc(1, sizeof *m); /* room for every layer's config: not on the stack */
+    if (m == NULL) return fail(t, VQ_ERR_OUT_OF_MEMORY, "a candidate");
     const int D = t->model->cfg.head_dim;
     if (strcmp(name, "f16") == 0 || strchr(name, '@') != NULL || strchr(name, '/') != NULL ||
         strlen(name) >= VQT_TUNE_NAME_LEN ||
-        vqm_cli_method_init(&m, "tune", name, NULL, 0, 1, D, false) != VQ_EXIT_OK || m.cfg.profile != NULL ||
-        m.cfg.window != VQ_WINDOW_F16 || m.needs_tables)
+        vqm_cli_method_init(m, "tune", name, NULL, 0, 1, D, false) != VQ_EXIT_OK || m->cfg.profile != NULL ||
+        m->cfg.window != VQ_WINDOW_F16 || m->needs_tables) {
+        free(m);
         return fail(t, VQ_ERR_INVALID_ARGUMENT, "%s%s: '%s' is not a preset without fitted tables, optionally with "
                     ":wideN / +wideN / +vs16", t->pre, side ? "values" : "keys", name);
+    }
     vq_cache_layer_config lc;
-    if (m.cfg.layers) lc = m.cfg.layers[0];
-    else vq_cache_preset_layer_config(m.cfg.preset, D, &lc);
+    if (m->cfg.layers) lc = m->cfg.layers[0];
+    else vq_cache_preset_layer_config(m->cfg.preset, D, &lc);
+    free(m);
     if (side) lc.keys = (vq_key_config){.method = VQ_KEY_F16};
     else lc.values = (vq_value_config){.method = VQ_VALUE_F16};
     out->lc = lc;

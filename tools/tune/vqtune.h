@@ -58,21 +58,25 @@ enum {
 
 /* Called before each run of the model: `done` runs finished of `total`,
  * `step` what the next one measures ("layer 3 keys kivi2"). A nonzero
- * return stops the tuner (VQ_ERR_INVALID_ARGUMENT, "stopped"). */
+ * return stops the tuner (VQ_ERR_INVALID_ARGUMENT, "stopped by the progress
+ * callback ..."). */
 typedef int (*vqt_tune_progress_fn)(void *user, int64_t done, int64_t total, const char *step);
 
 /* The options, named as `vq tune`'s flags; zero fields take the defaults. */
 typedef struct vqt_tune_options {
     double bits;             /* the budget: bits per element, keys and values, all bytes counted (> 0, <= 16) */
-    const char *text;        /* calibration text (UTF-8; its last `tokens` tokens are read), or NULL: */
+    /* the calibration text (UTF-8; its last `tokens` tokens are read) and its
+     * name in messages; text NULL: read from the file text_name (VQ_ERR_IO
+     * when it cannot be) */
+    const char *text;
     size_t text_len;
-    const char *text_name;   /* the file it is read from (VQ_ERR_IO when it cannot be), and its name in messages */
+    const char *text_name;
     int64_t tokens;          /* calibration tokens (64 .. 2^20; 0 = 1024) */
     int64_t ctx;             /* window length of the runs and of the bit count (even, 64 .. tokens; 0 = 512) */
     int64_t bits_ctx;        /* tokens of the cache whose bits meet `bits` (0 = ctx) */
     const char *window;      /* every plan's residual window as --kv suffixes, e.g. "+w8+r64" (NULL/"" = f16) */
     const char *keys;        /* comma list of presets, optionally with :wideN / +wideN / +vs16 (NULL = default) */
-    const char *values;      /* the same for values ("" = f16 only) */
+    const char *values;      /* the same for values ("" or "f16" = f16 only) */
     const char *measurements;/* sensitivities file: read when it exists (same layers and candidates), else written */
     int residual;            /* newest tokens kept in the window (--residual) */
     int sink;                /* first tokens kept in f16 (--sink, 0 .. 64) */
