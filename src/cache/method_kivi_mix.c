@@ -13,7 +13,6 @@
 #include "cache/cache_method.h"
 #include "formats/format_kivi.h"
 #include "formats/format_kivi_mix.h"
-#include "formats/format_bitpack.h"
 
 /* ---- encoder ---- */
 
@@ -144,35 +143,34 @@ static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_a
     th->kern->kivi_qk(R, n, D, 8, u, D, scp, zep, qs, D, s, VQ_ATTN_BN);
 }
 
-/* Integer scores' scratch after thread_floats(D): the rows' queries, int8
- * rows and steps (kivi_q8's xq [MAX_ROWS][D], dz [MAX_ROWS][2]) and the
- * code rows as nibbles [VQ_ATTN_BN][D / 2], all in stream order. */
-static int64_t int8_floats(int64_t D)
-{
-    return VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4 + 2 * VQ_ATTN_MAX_ROWS + VQ_ATTN_BN * D / 8;
-}
+/* Integer scores' scratch after thread_floats(D): the rows' queries in
+ * stream order [MAX_ROWS][D] and the code rows as nibbles [VQ_ATTN_BN][D / 2]
+ * and the 32 bytes mix_nibbles may spill past them (kivi_q8's int8 rows and
+ * steps live in the thread's memo). */
+static int64_t int8_floats(int64_t D) { return VQ_ATTN_MAX_ROWS * D + VQ_ATTN_BN * D / 8 + 8; }
 
 /* Integer scores of one group segment (any R): the rows, scale and zero
- * permuted to stream order as score_direct does, quantised once
- * (kivi_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble), the
- * code rows turned into nibble rows (the wide codes are nibbles already,
- * the narrow 2-bit ones spread), then exact integer dots (kivi_qk8). */
+ * permuted to stream order as score_direct does, quantised once per group
+ * (kivi_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble; kept in
+ * the memo for the group's later blocks), the code rows turned into nibble
+ * rows (the wide codes are nibbles already, the narrow 2-bit ones spread),
+ * then exact integer dots (kivi_qk8). */
 static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
-                       int R, int64_t t, int n, const uint8_t *m, const float *sc, const float *ze, float *s)
+                       int R, int64_t t, int n, int64_t grp, float *s)
 {
     const int64_t D = k->D, nw = k->nw;
-    float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + thread_floats(D);
-    int8_t *xq = (int8_t *)(qs + VQ_ATTN_MAX_ROWS * D);
-    float *dz = qs + VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4;
-    uint8_t *nib = (uint8_t *)(dz + 2 * VQ_ATTN_MAX_ROWS);
-    to_stream_order(k, m, R, qp, sc, ze, qs, scp, zep);
-    th->kern->kivi_q8(R, D, 4, qs, D, scp, zep, xq, dz);
-    for (int j = 0; j < n; j++) {
-        const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
-        uint8_t *dst = nib + (int64_t)j * (D / 2);
-        memcpy(dst, row, (size_t)(nw / 2));
-        vq_bitpack_spread2_nibbles(row + nw / 2, (D - nw) / 4, dst + nw / 2);
+    int8_t *xq = (int8_t *)th->memo_data;
+    float *dz = th->memo_data + VQ_ATTN_MAX_ROWS * D / 4;
+    float *qs = th->extra + thread_floats(D);
+    uint8_t *nib = (uint8_t *)(qs + VQ_ATTN_MAX_ROWS * D);
+    if (!vq_attn_memo_hit(th, k, blk->b, blk->hk, grp, qp, R)) {
+        float *sc = th->extra, *ze = th->extra + D, *scp = th->extra + 2 * D, *zep = th->extra + 3 * D;
+        th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
+        th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
+        to_stream_order(k, vq_attn_at(&k->mask, blk->b, blk->hk, grp), R, qp, sc, ze, qs, scp, zep);
+        th->kern->kivi_q8(R, D, 4, qs, D, scp, zep, xq, dz);
     }
+    th->kern->mix_nibbles(n, vq_attn_at(&k->codes, blk->b, blk->hk, t), k->codes.st, nw / 2, (D - nw) / 4, nib);
     th->kern->kivi_qk8(R, n, D, 4, nib, D / 2, xq, dz, s, VQ_ATTN_BN);
 }
 
@@ -195,13 +193,16 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
         const int64_t grp = t / k->g;
         int64_t end = (grp + 1) * k->g;
         if (end > blk->t0 + blk->n) end = blk->t0 + blk->n;
+        const int n = (int)(end - t);
+        if (k->int8) {
+            score_int8(k, th, blk, qp, R, t, n, grp, s + (t - blk->t0));
+            t = end;
+            continue;
+        }
         th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
         th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
         const uint8_t *m = vq_attn_at(&k->mask, blk->b, blk->hk, grp);
-        const int n = (int)(end - t);
-        if (k->int8) {
-            score_int8(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
-        } else if (direct) {
+        if (direct) {
             score_direct(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
         } else {
             for (int j = 0; j < n; j++)
