@@ -77,8 +77,8 @@ const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, cons
         if (n % 2) vq_bitpack_spread3_nibbles(row0 + (n - 1) * 24, 64, pk + (n - 1) * 32);
         return pk;
     }
-    if (st->packed && st->bits == 2 && st->idx.st == D / 4) { /* contiguous rows: one stream */
-        vq_bitpack_spread2_nibbles(row0, n * D / 4, pk);
+    if (st->packed && st->bits == 2 && st->idx.st == D / 4) { /* contiguous rows: one stream (of 2-bit codes only) */
+        kern->mix_nibbles(1, row0, n * D / 4, 0, n * D / 4, pk);
         return pk;
     }
     for (int j = 0; j < n; j++) {

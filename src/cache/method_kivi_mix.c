@@ -108,12 +108,19 @@ static void to_stream_order(const mix_keys *k, const uint8_t *m, int R, const fl
 {
     const int64_t D = k->D;
     int perm[256];
-    vq_kivi_mix_order(m, D, k->nw, perm);
+    /* vq_kivi_mix_order without a branch on each channel's (random) width */
+    for (int64_t c = 0, w = 0, nn = k->nw; c < D; c++) {
+        const int64_t wide = vq_kivi_mix_wide(m, c);
+        perm[wide ? w : nn] = (int)c;
+        w += wide;
+        nn += 1 - wide;
+    }
     for (int64_t i = 0; i < D; i++) {
         scp[i] = sc[perm[i]];
         zep[i] = ze[perm[i]];
-        for (int r = 0; r < R; r++) qs[r * D + i] = qp[r * D + perm[i]];
     }
+    for (int r = 0; r < R; r++)
+        for (int64_t i = 0; i < D; i++) qs[r * D + i] = qp[r * D + perm[i]];
 }
 
 /* Few rows (decode): the codes stay in stream order (two whole-row unpacks
