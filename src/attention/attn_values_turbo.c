@@ -59,6 +59,10 @@ static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq
     float *w = th->extra;
     uint8_t *pk = (uint8_t *)(w + VQ_ATTN_MAX_ROWS * VQ_ATTN_BN), *scratch = pk + VQ_ATTN_BN * v->D / 2;
     float sc[VQ_ATTN_BN];
+    /* the codes and scales two blocks ahead (a prefetch past the rows never faults) */
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    vq_attn_prefetch(vq_attn_at(&v->stage.idx, blk->b, blk->hk, ahead), VQ_ATTN_BN * v->stage.idx.st);
+    vq_attn_prefetch(vq_attn_at(&v->stage.scale, blk->b, blk->hk, ahead), VQ_ATTN_BN * v->stage.scale.st);
     vq_attn_turbo_stage_scales(th->kern, &v->stage, blk->b, blk->hk, blk->t0, blk->n, sc);
     for (int r = 0; r < R; r++)
         for (int j = 0; j < blk->n; j++) w[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * sc[j];

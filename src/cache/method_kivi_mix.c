@@ -194,6 +194,10 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
     const mix_keys *k = desc;
     const int64_t D = k->D;
     const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
+    /* the codes two blocks ahead (vq_attn_prefetch; a prefetch past the
+     * segment's rows never faults): they are first read by mix_nibbles */
+    if (k->int8) vq_attn_prefetch(vq_attn_at(&k->codes, blk->b, blk->hk, blk->t0 + VQ_ATTN_PREFETCH_AHEAD),
+                                  VQ_ATTN_BN * k->codes.st);
     float *sc = th->extra, *ze = th->extra + D;
     uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
     for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {

@@ -177,7 +177,7 @@ static void mix_nibbles_avx2(int n, const uint8_t *rows, int64_t ldr, int64_t nw
 {
     const int64_t rb = nwb + nb2, ldo = nwb + 2 * nb2, c16 = (nwb + 15) / 16 * 16, n16 = nwb + (nb2 + 15) / 16 * 16;
     const int64_t reach = c16 > n16 ? c16 : n16, end = (int64_t)(n - 1) * ldr + rb; /* bytes read, bytes readable */
-    _Alignas(32) uint8_t pad[256 + 32] = {0};
+    _Alignas(32) uint8_t pad[256 + 32];
     for (int j = 0; j < n; j++) {
         const uint8_t *row = rows + j * ldr;
         uint8_t *dst = out + j * ldo;
@@ -185,6 +185,7 @@ static void mix_nibbles_avx2(int n, const uint8_t *rows, int64_t ldr, int64_t nw
             mix_nibbles_row(row, nwb, nb2, dst);
         } else if (rb <= 256) {
             memcpy(pad, row, (size_t)rb);
+            memset(pad + rb, 0, 32); /* what the loads read past the row */
             mix_nibbles_row(pad, nwb, nb2, dst);
         } else {
             memcpy(dst, row, (size_t)nwb);
