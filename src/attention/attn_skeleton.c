@@ -413,6 +413,13 @@ static int64_t choose_splits(int64_t requested, int64_t units, int threads, int6
     if (S <= 0) {
         S = units >= 2 * (int64_t)threads ? 1 : (4 * (int64_t)threads + units - 1) / units;
         const int64_t cap = n_blocks / 4 > 1 ? n_blocks / 4 : 1;
+        /* a whole number of tasks per thread where a split or two more gives
+         * it (3 kv heads on 2 threads: 12 tasks, 6 each, not 9 as 5 + 4) */
+        for (int64_t s2 = S; S > 1 && s2 <= S + 2 && s2 <= cap; s2++)
+            if (units * s2 % threads == 0) {
+                S = s2;
+                break;
+            }
         if (S > cap) S = cap;
     }
     const int64_t mem_cap = ((int64_t)64 << 20) / (int64_t)sizeof(float) / (units * state_floats);
