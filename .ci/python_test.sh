@@ -14,7 +14,9 @@
 #   PY_CUDA=ON make test-python
 #
 # The model test needs models/SmolLM2-135M-Instruct.Q4_1.gguf, fetched by
-# tools/fetch_model.sh when that script exists.
+# tools/fetch_model.sh when that script exists; the tuner's test compares
+# with the vq binary at $VQ_BIN (default build/tools/vq, which `make test`
+# builds first).
 set -eu
 cd "$(dirname "$0")/.."
 ENV=${PY_ENV:-build-pyenv}

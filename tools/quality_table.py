@@ -303,7 +303,6 @@ def render(ctx, windows):
     vq = [x for x in recs if x["runtime"] == "vq"]
     ll = [x for x in recs if x["runtime"] == "llama.cpp"]
     dates = sorted({x["date"][:10] for x in recs})
-    commits = sorted({x["commit"] for x in recs if x.get("commit")})
     machines = sorted({x["machine"]["cpu"] for x in recs})
     notes = ["%d tokens per window, %d windows, %s scored tokens per row" % (
         ctx, windows, " / ".join("%d (%s)" % (x[0]["result"]["scored_tokens"], x[0]["runtime"]) for x in (vq, ll) if x))]
@@ -314,8 +313,9 @@ def render(ctx, windows):
         build = ll[0].get("llama_build", "unknown")
         notes.append("llama.cpp%s: `llama-perplexity -b %d -ub 1 -fa on -ctk T -ctv T --kl-divergence` against "
                      "its own f16 run" % ("" if build == "unknown" else " " + build, ctx))
-    notes.append("%s; %s; commits %s (each row's file in %s/ has its commit, date, command and time)" % (
-        ", ".join(machines), ", ".join(dates), ", ".join(commits), ROWS_DIR))
+    # the README names no commits: each row's file keeps its own
+    notes.append("%s; %s (each row's file in %s/ has its commit, date, command and time)" % (
+        ", ".join(machines), ", ".join(dates), ROWS_DIR))
     chk = os.path.join(ROOT, ROWS_DIR, "check_ctx%d_w%d.json" % (ctx, windows))
     if os.path.exists(chk):
         with open(chk) as f:

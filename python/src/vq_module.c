@@ -686,7 +686,7 @@ PyMODINIT_FUNC PyInit__vq(void)
     if (!g_str_dlpack) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (PyModule_AddFunctions(m, vq_cache_methods) < 0 ||
+    if (PyModule_AddFunctions(m, vq_cache_methods) < 0 || PyModule_AddFunctions(m, vq_tune_methods) < 0 ||
         PyModule_AddIntConstant(m, "BACKEND_CPU", VQ_BACKEND_CPU) < 0 ||
         PyModule_AddIntConstant(m, "BACKEND_CUDA", VQ_BACKEND_CUDA) < 0) {
         Py_DECREF(m);

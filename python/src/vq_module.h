@@ -47,6 +47,8 @@ PyObject *raise_status(vq_status s, const char *msg);
 
 /* The vq_cache_* wrappers (vq_cache_wrap.c). */
 extern PyMethodDef vq_cache_methods[];
+/* The tuner (vq_tune_wrap.c). */
+extern PyMethodDef vq_tune_methods[];
 
 /* Each wrapper: check the count, convert every argument (T tensor, TO optional
  * tensor, I int, F float, B bool), call with the GIL released, then DONE. */

@@ -14,11 +14,12 @@ from ._runtime import set_num_threads, get_num_threads, isa
 from ._keys import (F16Keys, TurboKeys, EncodedVector, TurboRVQKeys, KIVIKeys, RaBitQKeys, QJLKeys, VecInferKeys,
                     CommVQKeys, F16Values, KIVIValues, CodebookValues, TurboValues)
 from ._cache import KVCache, LayerConfig, presets, make_profile
+from ._tune import tune, TunedProfile
 from ._quantizers import (KIVIQuantizer, TurboQuantizer, RaBitQQuantizer, QJLQuantizer, VecInferQuantizer,
                           CommVQQuantizer)
 from ._keys import F16Keys as PlainKeys, F16Values as PlainValues  # earlier names, deprecated
 from ._keys import KIVIKeys as AffineKeys, KIVIValues as AffineValues, VecInferKeys as PQKeys  # likewise
-from ._kernels import *  # noqa: F401,F403  (the seed's functions and the rest of the C API)
+from ._kernels import *  # noqa: F401,F403  (the original Metal API's functions and the rest of the C API)
 from ._kernels import __all__ as _kernel_names
 
 __version__ = "0.1.0"
@@ -29,7 +30,7 @@ __all__ = [
     "set_num_threads", "get_num_threads", "isa",
     "F16Keys", "TurboKeys", "EncodedVector", "TurboRVQKeys", "KIVIKeys", "RaBitQKeys", "QJLKeys", "VecInferKeys",
     "CommVQKeys", "F16Values", "KIVIValues", "CodebookValues", "TurboValues",
-    "KVCache", "LayerConfig", "presets", "make_profile",
+    "KVCache", "LayerConfig", "presets", "make_profile", "tune", "TunedProfile",
     "KIVIQuantizer", "TurboQuantizer", "RaBitQQuantizer", "QJLQuantizer", "VecInferQuantizer", "CommVQQuantizer",
     "PlainKeys", "PlainValues", "AffineKeys", "AffineValues", "PQKeys",
 ] + list(_kernel_names)

@@ -1,7 +1,8 @@
 # Type stubs of the veloxquant package (the public names of __init__.py).
 # Arrays are any object with __dlpack__ (NumPy, torch, CuPy, JAX); results are
 # arrays of the first array argument's framework (Array below).
-from typing import Any, Literal, Optional, Protocol, Sequence, Tuple, Union
+import os
+from typing import Any, Callable, List, Literal, Optional, Protocol, Sequence, Tuple, Union
 
 class _DLPack(Protocol):
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
@@ -73,7 +74,7 @@ class TurboValues:
 Keys = Union[F16Keys, TurboKeys, EncodedVector, KIVIKeys, RaBitQKeys, QJLKeys, VecInferKeys, CommVQKeys]
 Values = Union[F16Values, KIVIValues, CodebookValues, TurboValues]
 
-# ---- the seed's functions ----
+# ---- the original Metal API's functions ----
 def vecinfer_quantize(keys: ArrayLike, codebook: ArrayLike, smooth_factors: ArrayLike, num_subspaces: int, *,
                       out: Optional[Array] = None) -> Array: ...
 def vecinfer_dequant(indices: ArrayLike, codebook: ArrayLike, smooth_factors: ArrayLike, *, dtype: DType = "float32",
@@ -182,6 +183,20 @@ def make_profile(n_layers: int, n_kv_heads: int, head_dim: int, *, method: str =
                  layers: Optional[Sequence[Union[str, LayerConfig]]] = None, f16_layers: Optional[Sequence[int]] = None,
                  sliding_windows: Optional[Sequence[int]] = None, residual_tokens: int = 0,
                  window: str = "f16") -> bytes: ...
+
+class TunedProfile(bytes):
+    kv: str; bits: float; budget: float; predicted_kl: float; measured_kl: float; min_bits: float
+    layers: List[Tuple[str, float, str, float]]; keys: List[Tuple[str, float]]; values: List[Tuple[str, float]]
+    checks: List[Tuple[float, float, float]]; tokens: int; ctx: int; n_windows: int; bits_ctx: int
+    measured: bool; seconds: float
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> None: ...
+
+def tune(model: Union[str, "os.PathLike[str]"], bits: float, text: Union[str, "os.PathLike[str]", None] = None, *,
+         tokens: int = 1024, ctx: int = 512, bits_ctx: int = 0, window: str = "", keys: Optional[str] = None,
+         values: Optional[str] = None, measurements: Union[str, "os.PathLike[str]", None] = None, residual: int = 0,
+         sink: int = 0, no_center: bool = False, center_keys: bool = False, smooth: bool = False, batch: int = 64,
+         threads: int = 0, kivi_arith: str = "auto",
+         progress: Optional[Callable[[int, int, str], Any]] = None) -> TunedProfile: ...
 
 class KVCache:
     n_layers: int; n_kv_heads: int; n_q_heads: int; head_dim: int; device: str; method: str

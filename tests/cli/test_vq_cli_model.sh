@@ -44,6 +44,16 @@ if [ -s "$model" ]; then
             END { exit !(p != "" && p == q && b == c) }' "$tmp/out"; then
         echo "ok   perplexity --kv PROFILE = the method it was written from"
     else echo "FAIL: perplexity --kv PROFILE"; cat "$tmp/out"; failures=$((failures + 1)); fi
+    # a preset named by what it buys: its profile carries the sink, transforms and window (the same cache)
+    expect 0 "residual window 64 tokens" profile -m "$model" --kv balanced-3bit -o "$tmp/b3.vqprof"
+    expect 1 "sink tokens (4) and the transforms (center keys on, values on, smooth on)" perplexity -m "$model" \
+        --kv "$tmp/b3.vqprof" --sink 3 --ctx 64 --windows 1 "$text"
+    expect 0 "b3.vqprof" perplexity -m "$model" --kv balanced-3bit,"$tmp/b3.vqprof" --ctx 64 --windows 1 --threads 1 \
+        "$text"
+    if awk '$2 == "balanced-3bit" { p = $5; b = $NF } $2 ~ /b3.vqprof$/ { q = $5; c = $NF }
+            END { exit !(p != "" && p == q && b == c) }' "$tmp/out"; then
+        echo "ok   perplexity --kv PROFILE of balanced-3bit = balanced-3bit"
+    else echo "FAIL: perplexity --kv PROFILE of balanced-3bit"; cat "$tmp/out"; failures=$((failures + 1)); fi
     expect 2 "drop --f16-layers" generate -m "$model" --kv "$tmp/k2.vqprof" --f16-layers 0 "hi"
     head -c 600 "$tmp/k2.vqprof" > "$tmp/cut.vqprof"
     expect 2 "truncated" generate -m "$model" --kv "$tmp/cut.vqprof" "hi"

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "lm_eval.h"
-#include "tool.h"
 
 char *vqt_read_text(const char *path, size_t *len)
 {
@@ -13,7 +12,11 @@ char *vqt_read_text(const char *path, size_t *len)
     fseek(f, 0, SEEK_END);
     const long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *p = tool_calloc((size_t)(n < 0 ? 0 : n) + 1, 1);
+    char *p = calloc((size_t)(n < 0 ? 0 : n) + 1, 1);
+    if (p == NULL) {
+        fclose(f);
+        return NULL;
+    }
     const size_t got = n > 0 ? fread(p, 1, (size_t)n, f) : 0;
     fclose(f);
     *len = got;

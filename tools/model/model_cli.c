@@ -1,12 +1,34 @@
 /* model_cli.c — shared by the model commands (see model_cli.h). */
 #include "model_cli.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "commands.h"
+
+/* The last message, and whether messages also go to stderr (per thread:
+ * a library caller asks for quiet and reads them back). */
+static _Thread_local char last_error[512];
+static _Thread_local bool quiet;
+
+void vqm_cli_set_quiet(bool on) { quiet = on; }
+const char *vqm_cli_last_error(void) { return last_error; }
+
+/* A message of the model commands: kept as the last error, and printed on
+ * stderr (with a newline, when it has none) unless quiet. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    const size_t n = strlen(last_error);
+    if (n > 0 && last_error[n - 1] == '\n') last_error[n - 1] = 0;
+    if (!quiet) fprintf(stderr, "%s\n", last_error);
+}
 
 const char *const vqm_cli_kivi_arith[] = {"auto", "f32", "int8", NULL};
 
@@ -39,10 +61,10 @@ static const vq_cache_preset_info *find_preset(const char *cmd, const char *name
         if (strlen(vq_cache_preset(i)->name) == len && memcmp(vq_cache_preset(i)->name, name, len) == 0)
             found = vq_cache_preset(i);
     if (found == NULL || (found->needs_tables && !tables)) {
-        fprintf(stderr, "vq %s: --kv '%.*s' is %s; the presets are (or KEYS/VALUES of two):\n", cmd, (int)len, name,
+        say("vq %s: --kv '%.*s' is %s; the presets are (or KEYS/VALUES of two):\n", cmd, (int)len, name,
                 found ? "a preset that needs fitted tables: give --calibration FILE (vq capture-kv, then vq calibrate)"
                       : "not a preset");
-        vqm_cli_list_presets(stderr);
+        if (!quiet) vqm_cli_list_presets(stderr);
         return NULL;
     }
     return found;
@@ -65,7 +87,7 @@ static int parse_key_modifiers(const char *cmd, const char *spec, size_t slen, c
         const char *digits = mod + (bits ? 8 : 4);
         const long v = (bits || count) && *digits >= '0' && *digits <= '9' ? strtol(digits, &e, 10) : -1;
         if (v < 1 || *e != 0 || (count && (v >= head_dim || *wide)) || (bits && (v < 2 || v > 8 || *widebits))) {
-            fprintf(stderr, "vq %s: --kv '%.*s': modifier ':%.*s' is not :wideN (N in 1..%d: KIVI_MIX wide channels) "
+            say("vq %s: --kv '%.*s': modifier ':%.*s' is not :wideN (N in 1..%d: KIVI_MIX wide channels) "
                             "or :widebitsN (N in 2..8: their bits), each at most once\n",
                     cmd, (int)slen, spec, (int)n, p + 1, head_dim - 1);
             return VQ_EXIT_USAGE;
@@ -98,11 +120,11 @@ static int parse_pair(const char *cmd, const char *name, size_t len, int head_di
     vq_cache_layer_config kc, vc;
     if (vq_cache_preset_layer_config(kp->name, head_dim, &kc) != VQ_OK ||
         vq_cache_preset_layer_config(vp->name, head_dim, &vc) != VQ_OK) {
-        fprintf(stderr, "vq %s: --kv '%.*s': no layer config at head dim %d\n", cmd, (int)len, name, head_dim);
+        say("vq %s: --kv '%.*s': no layer config at head dim %d\n", cmd, (int)len, name, head_dim);
         return VQ_EXIT_USAGE;
     }
     if (colon != NULL && kc.keys.method != VQ_KEY_KIVI_MIX) {
-        fprintf(stderr, "vq %s: --kv '%.*s': ':wide...' needs KIVI_MIX keys (kivimix-...)\n", cmd, (int)len, name);
+        say("vq %s: --kv '%.*s': ':wide...' needs KIVI_MIX keys (kivimix-...)\n", cmd, (int)len, name);
         return VQ_EXIT_USAGE;
     }
     if (wide) kc.keys.wide_channels = (int)wide;
@@ -118,7 +140,7 @@ static int parse_override(const char *cmd, const char *s, size_t len, int n_laye
     const char *eq = memchr(s, '=', len);
     vq_cache_layer_config lc;
     if (eq == NULL || eq == s) {
-        fprintf(stderr, "vq %s: --kv: layer override '%.*s' is not LAYERS=METHOD (e.g. 0-3.18=kivi4)\n", cmd, (int)len,
+        say("vq %s: --kv: layer override '%.*s' is not LAYERS=METHOD (e.g. 0-3.18=kivi4)\n", cmd, (int)len,
                 s);
         return VQ_EXIT_USAGE;
     }
@@ -130,7 +152,7 @@ static int parse_override(const char *cmd, const char *s, size_t len, int n_laye
         long b = a;
         if (e != NULL && *e == '-') b = strtol(e + 1, &e, 10);
         if (e == p || e > eq || (e != eq && *e != '.') || a < 0 || b < a || b >= n_layers) {
-            fprintf(stderr, "vq %s: --kv: layers '%.*s' are not A-B.C... indices in 0..%d\n", cmd, (int)(eq - s), s,
+            say("vq %s: --kv: layers '%.*s' are not A-B.C... indices in 0..%d\n", cmd, (int)(eq - s), s,
                     n_layers - 1);
             return VQ_EXIT_USAGE;
         }
@@ -158,7 +180,7 @@ static int apply_layer_suffixes(const char *cmd, const char *name, int wide, boo
         }
     }
     if ((wide > 0 && !mix) || (vs16 && !turbo)) {
-        fprintf(stderr, "vq %s: --kv '%s': %s, but no layer has %s\n", cmd, name, wide > 0 && !mix ? "+wideN" : "+vs16",
+        say("vq %s: --kv '%s': %s, but no layer has %s\n", cmd, name, wide > 0 && !mix ? "+wideN" : "+vs16",
                 wide > 0 && !mix ? "KIVI_MIX keys (kivimix-...)" : "TurboQuant values (...-turbo2, turbo3, ...)");
         return VQ_EXIT_USAGE;
     }
@@ -181,12 +203,12 @@ static void free_profiles(void)
 static int method_from_profile(vqm_cli_method *m, const char *cmd, const char *path, const char *f16, bool tables)
 {
     if (f16 != NULL) {
-        fprintf(stderr, "vq %s: --kv %s is a profile, which gives every layer's methods: drop --f16-layers\n", cmd,
+        say("vq %s: --kv %s is a profile, which gives every layer's methods: drop --f16-layers\n", cmd,
                 path);
         return VQ_EXIT_USAGE;
     }
     if (n_profiles == MAX_PROFILES) {
-        fprintf(stderr, "vq %s: --kv: more than %d profiles\n", cmd, MAX_PROFILES);
+        say("vq %s: --kv: more than %d profiles\n", cmd, MAX_PROFILES);
         return VQ_EXIT_USAGE;
     }
     vq_ctx *ctx = NULL;
@@ -194,7 +216,7 @@ static int method_from_profile(vqm_cli_method *m, const char *cmd, const char *p
     vq_status st = vq_ctx_create(&(vq_ctx_config){.num_threads = 1}, &ctx);
     if (st == VQ_OK) st = vq_profile_load(ctx, path, &p);
     if (st != VQ_OK) {
-        fprintf(stderr, "vq %s: --kv %s: %s\n", cmd, path, ctx ? vq_ctx_last_error(ctx) : "cannot create a ctx");
+        say("vq %s: --kv %s: %s\n", cmd, path, ctx ? vq_ctx_last_error(ctx) : "cannot create a ctx");
         vq_ctx_free(ctx);
         return VQ_EXIT_USAGE;
     }
@@ -208,7 +230,7 @@ static int method_from_profile(vqm_cli_method *m, const char *cmd, const char *p
         m->needs_tables |= km == VQ_KEY_VECINFER || km == VQ_KEY_COMMVQ || pc.layers[l].values.method == VQ_VALUE_CODEBOOK;
     }
     if (m->needs_tables && !tables) {
-        fprintf(stderr, "vq %s: --kv %s: the profile's methods need fitted tables: pass --calibration FILE\n", cmd,
+        say("vq %s: --kv %s: the profile's methods need fitted tables: pass --calibration FILE\n", cmd,
                 path);
         return VQ_EXIT_USAGE;
     }
@@ -237,7 +259,7 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         return method_from_profile(m, cmd, name, f16, tables);
     }
     if (strlen(name) >= sizeof m->name || n_layers > VQM_CLI_MAX_LAYERS) {
-        fprintf(stderr, "vq %s: --kv '%s': name too long or model too deep\n", cmd, name);
+        say("vq %s: --kv '%s': name too long or model too deep\n", cmd, name);
         return VQ_EXIT_USAGE;
     }
     snprintf(m->name, sizeof m->name, "%s", name);
@@ -256,7 +278,7 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         const int wbits = plus[1] == 'w' && plus[2] >= '1' && plus[2] <= '7' && plus[3] == 0 ? plus[2] - '0' : 0;
         if (((w8 || wbits) && m->cfg.window != VQ_WINDOW_F16) || (r >= 0 && seen_r) || (w >= 0 && wide > 0) ||
             (s16 && vs16)) {
-            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' given twice (or a second window)\n", cmd, m->name, plus);
+            say("vq %s: --kv '%s': suffix '%s' given twice (or a second window)\n", cmd, m->name, plus);
             return VQ_EXIT_USAGE;
         }
         if (w8) {
@@ -272,7 +294,7 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         } else if (w >= 1 && *e == 0 && w < head_dim) {
             wide = w;
         } else {
-            fprintf(stderr, "vq %s: --kv '%s': suffix '%s' is none of +w8 / +w1..+w7 (the window at 8 or 1..7 bits), "
+            say("vq %s: --kv '%s': suffix '%s' is none of +w8 / +w1..+w7 (the window at 8 or 1..7 bits), "
                             "+rN (N in 0..%d: the window's newest tokens), +wideN (N in 1..%d: KIVI_MIX wide "
                             "channels), +vs16 (f16 TurboQuant value scales)\n", cmd, m->name, plus, 1 << 20,
                     head_dim - 1);
@@ -315,7 +337,7 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         const size_t len = end ? (size_t)(end - p) : strlen(p);
         char word[32];
         if (len == 0 || len >= sizeof word || m->n_f16_layers == VQM_CLI_MAX_F16_LAYERS) {
-            fprintf(stderr, "vq %s: --f16-layers: bad list '%s'\n", cmd, f16);
+            say("vq %s: --f16-layers: bad list '%s'\n", cmd, f16);
             return VQ_EXIT_USAGE;
         }
         memcpy(word, p, len);
@@ -323,7 +345,7 @@ int vqm_cli_method_init(vqm_cli_method *m, const char *cmd, const char *name, co
         char *e = NULL;
         const long l = strcmp(word, "first") == 0 ? 0 : strcmp(word, "last") == 0 ? n_layers - 1 : strtol(word, &e, 10);
         if ((e != NULL && *e != 0) || l < 0 || l >= n_layers) {
-            fprintf(stderr, "vq %s: --f16-layers: '%s' is not a layer index in 0..%d (or first, last)\n", cmd, word,
+            say("vq %s: --f16-layers: '%s' is not a layer index in 0..%d (or first, last)\n", cmd, word,
                     n_layers - 1);
             return VQ_EXIT_USAGE;
         }
@@ -349,12 +371,25 @@ vqm_model *vqm_cli_load(const char *cmd, const char *path)
     char err[VQM_ERR_LEN];
     vqm_model *m = NULL;
     if (vqm_model_load(path, &m, err) != VQ_OK) {
-        fprintf(stderr, "vq %s: %s\n", cmd, err);
+        say("vq %s: %s\n", cmd, err);
         if (strcmp(path, VQM_DEFAULT_MODEL) == 0)
-            fprintf(stderr, "vq %s: 'sh tools/fetch_model.sh' (or 'make model') installs it\n", cmd);
+            say("vq %s: 'sh tools/fetch_model.sh' (or 'make model') installs it\n", cmd);
         return NULL;
     }
     return m;
+}
+
+vqm_cli_recipe vqm_cli_recipe_of(const vqm_cli_method *m, const vqm_cli_common *c)
+{
+    if (m != NULL && m->profile_recipe) return (vqm_cli_recipe){.center_keys_only = c->center_keys};
+    /* a preset named by what it buys: its sink and transforms where the
+     * options leave them (--sink 0; --no-center and --center-keys still
+     * turn centering off) */
+    const vq_cache_preset_info *rp = m != NULL ? m->recipe : NULL;
+    return (vqm_cli_recipe){.sink = c->sink == 0 && rp != NULL ? rp->sink_tokens : (int)c->sink,
+                            .center = !c->no_center && (rp == NULL || rp->transforms.center_keys),
+                            .center_keys_only = c->center_keys || (rp != NULL && !rp->transforms.center_values),
+                            .smooth = c->smooth || (rp != NULL && rp->transforms.smooth)};
 }
 
 vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ctx, const vqm_cli_method *m,
@@ -367,7 +402,7 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
     vq_calibration *cal = NULL;
     if (m != NULL && m->needs_tables && c->calibration != NULL) {
         if (vq_calibration_load(ctx, c->calibration, &cal) != VQ_OK) {
-            fprintf(stderr, "vq %s: --calibration %s: %s\n", cmd, c->calibration, vq_ctx_last_error(ctx));
+            say("vq %s: --calibration %s: %s\n", cmd, c->calibration, vq_ctx_last_error(ctx));
             return NULL;
         }
         cc.calibration = cal;
@@ -382,7 +417,7 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
                           : c->center_keys && m->profile_center_values ? "--center-keys"
                                                                        : NULL;
         if (bad != NULL) {
-            fprintf(stderr, "vq %s: --kv %s: %s differs from the profile, which gives the sink tokens (%d) and the "
+            say("vq %s: --kv %s: %s differs from the profile, which gives the sink tokens (%d) and the "
                             "transforms (center keys %s, values %s, smooth %s); leave it out\n", cmd, m->name, bad,
                     m->profile_sink, m->profile_center_keys ? "on" : "off", m->profile_center_values ? "on" : "off",
                     m->profile_smooth ? "on" : "off");
@@ -390,18 +425,11 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
             return NULL;
         }
     }
-    /* a preset named by what it buys: its sink and transforms where the
-     * options leave them (--sink 0; --no-center and --center-keys still
-     * turn centering off) */
-    const vq_cache_preset_info *rp = m != NULL && !recipe ? m->recipe : NULL;
-    const int sink = recipe ? 0 : c->sink == 0 && rp != NULL ? rp->sink_tokens : (int)c->sink;
-    const bool center = !recipe && !c->no_center && (rp == NULL || rp->transforms.center_keys);
-    const bool keys_only = c->center_keys || (rp != NULL && !rp->transforms.center_values);
-    const bool smooth = !recipe && (c->smooth || (rp != NULL && rp->transforms.smooth));
+    const vqm_cli_recipe rc = vqm_cli_recipe_of(m, c);
     const vqm_session_config sc = {.max_tokens = max_tokens, .max_batch = (int)c->batch,
                                    .attn = m != NULL ? VQM_ATTN_CACHE : VQM_ATTN_F32,
-                                   .cache = m != NULL ? &cc : NULL, .center = center, .center_keys_only = keys_only,
-                                   .smooth = smooth, .sink = sink,
+                                   .cache = m != NULL ? &cc : NULL, .center = rc.center,
+                                   .center_keys_only = rc.center_keys_only, .smooth = rc.smooth, .sink = rc.sink,
                                    .key_scores = kivi_key_scores[c->kivi_arith],
                                    .value_accum = kivi_value_accum[c->kivi_arith]};
     char err[VQM_ERR_LEN];
@@ -409,7 +437,7 @@ vqm_session *vqm_cli_session(const char *cmd, const vqm_model *model, vq_ctx *ct
     const vq_status st = vqm_session_create(model, ctx, &sc, &s, err);
     vq_calibration_free(cal);
     if (st != VQ_OK) {
-        fprintf(stderr, "vq %s: --kv %s: %s\n", cmd, m != NULL ? m->name : "f32", err);
+        say("vq %s: --kv %s: %s\n", cmd, m != NULL ? m->name : "f32", err);
         return NULL;
     }
     return s;

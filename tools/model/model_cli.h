@@ -1,12 +1,26 @@
-/* model_cli.h — what `vq generate`, `vq perplexity` and `vq bench model`
- * share: the default model path, the --kv method (a vq_cache preset, plus
- * layers kept in f16 and a residual window), and session creation. */
+/* model_cli.h — what `vq generate`, `vq perplexity`, `vq bench model` and
+ * the tuner (tools/tune) share: the default model path, the --kv method (a
+ * vq_cache preset, plus layers kept in f16 and a residual window), and
+ * session creation. Failures print a message on stderr, which is also kept
+ * as the thread's last error (vqm_cli_last_error); a library caller turns
+ * the printing off (vqm_cli_set_quiet) and reads the message back. */
 #ifndef VQ_TOOL_MODEL_CLI_H
 #define VQ_TOOL_MODEL_CLI_H
 
 #include <stdio.h>
 
 #include "vqm.h"
+
+/* The exit statuses of the vq commands (as commands.h defines them), which
+ * vqm_cli_method_init returns. */
+#define VQ_EXIT_OK 0
+#define VQ_EXIT_FAILURE 1
+#define VQ_EXIT_USAGE 2
+
+/* The calling thread's last message of these functions ("" before any). */
+const char *vqm_cli_last_error(void);
+/* Messages on stderr (the default) or only kept as the last error (on). */
+void vqm_cli_set_quiet(bool on);
 
 /* The model tools/fetch_model.sh installs, relative to the repository. */
 #define VQM_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -88,6 +102,17 @@ extern const char *const vqm_cli_kivi_arith[];
     {"threads", VQA_INT, &(c).threads, 0, 1024, "T", "CPU threads, 0 = all cores"},                          \
     {"kivi-arith", VQA_CHOICE, &(c).kivi_arith, .choices = vqm_cli_kivi_arith,                               \
      .help = "KIVI (and mixed, TurboQuant) pages' arithmetic (vq_cache_attend_opts): auto = integer where the layout allows, f32 exact"}
+
+/* The sink tokens and transforms of m's cache under the options c: none
+ * when m is a profile that states them (the cache takes them from it); a
+ * preset named by what it buys (m->recipe) gives its own where the options
+ * leave them (--sink 0; --no-center and --center-keys still turn centering
+ * off); else the options' (m NULL: the options'). */
+typedef struct vqm_cli_recipe {
+    int sink;
+    bool center, center_keys_only, smooth;
+} vqm_cli_recipe;
+vqm_cli_recipe vqm_cli_recipe_of(const vqm_cli_method *m, const vqm_cli_common *c);
 
 /* A session with m's cache (m NULL = the f32 oracle) refined by c (center,
  * smooth, sink: vqm_session_config; the tables of c->calibration, loaded on

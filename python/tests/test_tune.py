@@ -1,0 +1,125 @@
+"""veloxquant.tune(): the tuner of `vq tune` on SmolLM2-135M (30 layers, 3 KV
+heads, head_dim 64; models/SmolLM2-135M-Instruct.Q4_1.gguf, tools/fetch_model.sh).
+
+One real run at the smallest budget that still measures: one 64-token window,
+one key candidate (kivi2) beside f16, f16 values: 1 + 30 + 3 runs of the model
+(~17 CPU-seconds). The same arguments through `vq tune` (the binary at $VQ_BIN,
+else build/tools/vq) read the sensitivities that run wrote and must write the
+same profile bytes."""
+
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import veloxquant as vq
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MODEL = pathlib.Path(os.environ.get("VQ_MODEL", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+TEXT = ROOT / "data" / "pride_and_prejudice.txt"
+VQ_BIN = pathlib.Path(os.environ.get("VQ_BIN", ROOT / "build" / "tools" / "vq"))
+if not MODEL.exists():
+    pytest.skip(f"model file {MODEL} not present (sh tools/fetch_model.sh)", allow_module_level=True)
+
+# kivi2 keys (3 bits at 64 tokens) beside f16 values: 9.5 bits at the cheapest; one layer's keys back in f16
+# (+13/60 bits); the checks at -0.5 and -0.25 bits fall below the cheapest plan and do not run
+BUDGET = 9.74
+ARGS = dict(keys="kivi2", values="f16", tokens=64, ctx=64, smooth=True, center_keys=True)
+CLI_ARGS = ["--keys", "kivi2", "--values", "f16", "--tokens", "64", "--ctx", "64", "--smooth", "--center-keys"]
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    """The novel's last 4000 characters: enough for 64 tokens, quick to tokenize."""
+    path = tmp_path_factory.mktemp("text") / "tail.txt"
+    path.write_bytes(TEXT.read_bytes()[-4000:])
+    return path
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, text):
+    meas = tmp_path_factory.mktemp("tune") / "m.txt"
+    steps = []
+    p = vq.tune(MODEL, BUDGET, text, measurements=meas, progress=lambda *a: steps.append(a), **ARGS)
+    return p, meas, steps
+
+
+def test_tune_meets_the_budget(tuned):
+    p, meas, steps = tuned
+    assert isinstance(p, bytes) and p.measured and p.budget == BUDGET
+    assert p.min_bits == pytest.approx(9.5) and p.min_bits <= p.bits <= BUDGET
+    assert [k for k, _, _, _ in p.layers].count("f16") == 1 and {v for _, _, v, _ in p.layers} == {"f16"}
+    assert [name for name, _ in p.keys] == ["f16", "kivi2"] and [name for name, _ in p.values] == ["f16"]
+    # every layer's kivi2 keys measured (the file written): the one that costs the most stays f16
+    lines = [ln.split() for ln in meas.read_text().splitlines() if ln.startswith("keys ")][1:]
+    kl = [float(ln[3]) for ln in lines]
+    assert len(kl) == 30 and min(kl) > 0
+    assert [l for l in range(30) if p.layers[l][0] == "f16"] == [int(np.argmax(kl))]
+    assert len(p.checks) == 3 and p.checks[0][0] == p.bits
+    # every run announced, in order, before it ran
+    total = 1 + 30 + 5  # announced: the checks below the cheapest plan are skipped
+    assert [s[:2] for s in steps] == [(i, total) for i in range(total)]
+    assert steps[0][2] == "f16 reference" and steps[1][2] == "layer 0 keys kivi2"
+    # the profile loads into a cache of the model's shape, which stores at the bits the tuner promised
+    c = vq.KVCache(30, 3, 64, n_q_heads=9, profile=p)
+    assert c.method == "profile"
+    rng = np.random.default_rng(0)
+    s = c.add_sequence()
+    for layer in range(30):
+        k = rng.standard_normal((1, 3, 64, 64)).astype(np.float16)
+        c.fit_transforms(layer, [s], k, k, rng.standard_normal((1, 9, 64, 64)).astype(np.float16))  # --smooth
+        c.append(layer, [s], k, k)
+    m = c.memory()
+    assert m["bits_per_element"] <= BUDGET and m["bits_per_element"] == pytest.approx(p.bits, abs=1e-6)
+    for layer, (keys, _, _, _) in enumerate(p.layers):
+        assert c.layer_config(layer).key_method == ("f16" if keys == "f16" else "kivi")
+
+
+def test_tune_same_profile_as_the_cli(tuned, tmp_path, text):
+    p, meas, _ = tuned
+    if not VQ_BIN.exists():
+        pytest.skip(f"no vq binary at {VQ_BIN} (set VQ_BIN)")
+    out = tmp_path / "cli.vqprof"
+    r = subprocess.run([str(VQ_BIN), "tune", "-m", str(MODEL), "--bits", str(BUDGET), "--text", str(text), *CLI_ARGS,
+                        "--measurements", str(meas), "-o", str(out), "--json"], capture_output=True, text=True,
+                       env={**os.environ, "VQ_PROGRESS": "0"})
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == bytes(p)
+    saved = tmp_path / "py.vqprof"
+    p.save(saved)
+    assert saved.read_bytes() == bytes(p)
+
+
+def test_tune_bad_input(tmp_path, text):
+    # the options' ranges and the files, before the model loads
+    with pytest.raises(vq.InvalidArgumentError, match="'missing.gguf' is not a file"):
+        vq.tune("missing.gguf", 3)
+    with pytest.raises(vq.InvalidArgumentError, match="cannot read 'nope.txt'"):
+        vq.tune(MODEL, 3, "nope.txt")
+    with pytest.raises(vq.InvalidArgumentError, match=r"bits 17: expected bits per element in \(0, 16\]"):
+        vq.tune(MODEL, 17, text)
+    with pytest.raises(vq.InvalidArgumentError, match="ctx 65: must be even"):
+        vq.tune(MODEL, 3, text, tokens=64, ctx=65)
+    with pytest.raises(vq.InvalidArgumentError, match="kivi_arith"):
+        vq.tune(MODEL, 3, text, kivi_arith="int4")
+    with pytest.raises(vq.InvalidArgumentError, match="is not a model this runtime loads: .*not a GGUF file"):
+        vq.tune(text, 3, text)
+    # with the model: a budget below the cheapest plan, a candidate that is none (the C messages of vq tune,
+    # tested there, name the keyword here)
+    with pytest.raises(vq.InvalidArgumentError, match=r"bits 1.5: no plan of these candidates fits; the cheapest "
+                       r"takes 9.500 bits"):
+        vq.tune(MODEL, 1.5, text, **ARGS)
+    with pytest.raises(vq.InvalidArgumentError, match="values: 'vecinfer2' is not a preset without fitted tables"):
+        vq.tune(MODEL, 10, text, keys="kivi2", values="vecinfer2", tokens=64, ctx=64)
+
+    # an exception in the progress callable stops the tuner before the model runs, and comes out as it was
+    class Stop(Exception):
+        pass
+
+    def stop(done, total, step):
+        raise Stop(step)
+
+    with pytest.raises(Stop, match="f16 reference"):
+        vq.tune(MODEL, BUDGET, text, progress=stop, **ARGS)

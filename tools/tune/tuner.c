@@ -1,0 +1,629 @@
+/* tuner.c — the tuner (vqtune.h): sensitivities, costs, the allocation and
+ * the profile. */
+#include "vqtune.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lm_eval.h"
+#include "model_cli.h"
+
+typedef struct cand {
+    vq_cache_layer_config lc;
+} cand;
+
+typedef struct tuner {
+    const vqm_model *model;
+    vq_ctx *ctx;
+    const vqt_tune_options *opt;
+    const char *pre;       /* opt_prefix */
+    vqm_cli_common common; /* the options of every run */
+    const int32_t *toks;   /* calibration tokens */
+    int64_t n_windows, C, bits_ctx, runs, done;
+    int L, V;
+    float *ref;            /* [windows][C/2][V] log-probabilities of the f16 cache (f32) */
+    float *logits;         /* [batch][V] */
+    double *lp;            /* [V] */
+    vqm_cli_method method; /* the plan under test: layers[] */
+    vqt_tune_result *r;
+    cand kc[VQT_TUNE_MAX_CAND], vc[VQT_TUNE_MAX_CAND];
+    char *err;
+} tuner;
+
+/* The message into t->err; returns s. */
+static vq_status fail(tuner *t, vq_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static vq_status fail(tuner *t, vq_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->err, VQT_TUNE_ERR_LEN, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* The library's message of a failed call s (VQ_OK passes). */
+static vq_status lib(tuner *t, vq_status s, const char *what)
+{
+    return s == VQ_OK ? VQ_OK : fail(t, s, "%s: %s", what, vq_ctx_last_error(t->ctx));
+}
+
+/* The last message of model_cli without its "vq CMD: " lead. */
+static const char *cli_reason(void)
+{
+    const char *m = vqm_cli_last_error(), *c = strstr(m, ": ");
+    return strncmp(m, "vq ", 3) == 0 && c != NULL ? c + 2 : m;
+}
+
+/* The progress callback before the next run. */
+static vq_status step(tuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static vq_status step(tuner *t, const char *fmt, ...)
+{
+    const int64_t done = t->done++;
+    if (t->opt->progress == NULL) return VQ_OK;
+    char label[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(label, sizeof label, fmt, ap);
+    va_end(ap);
+    if (t->opt->progress(t->opt->progress_user, done, t->runs, label) != 0)
+        return fail(t, VQ_ERR_INVALID_ARGUMENT, "stopped by the progress callback before run %lld of %lld (%s)",
+                    (long long)done + 1, (long long)t->runs, label);
+    return VQ_OK;
+}
+
+/* A candidate from its name: a preset, or a preset with the --kv refinements
+ * of one method ("kivimix-turbo2:wide20", "turbo2+vs16"; model_cli.h), whose
+ * key (side 0) or value (side 1) method it takes; an error when it is none,
+ * or one that needs fitted tables. */
+static vq_status parse_cand(tuner *t, const char *name, int side, cand *out)
+{
+    vqm_cli_method *m = calloc(1, sizeof *m); /* room for every layer's config: not on the stack */
+    if (m == NULL) return fail(t, VQ_ERR_OUT_OF_MEMORY, "a candidate");
+    const int D = t->model->cfg.head_dim;
+    if (strcmp(name, "f16") == 0 || strchr(name, '@') != NULL || strchr(name, '/') != NULL ||
+        strlen(name) >= VQT_TUNE_NAME_LEN ||
+        vqm_cli_method_init(m, "tune", name, NULL, 0, 1, D, false) != VQ_EXIT_OK || m->cfg.profile != NULL ||
+        m->cfg.window != VQ_WINDOW_F16 || m->needs_tables) {
+        free(m);
+        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%s%s: '%s' is not a preset without fitted tables, optionally with "
+                    ":wideN / +wideN / +vs16", t->pre, side ? "values" : "keys", name);
+    }
+    vq_cache_layer_config lc;
+    if (m->cfg.layers) lc = m->cfg.layers[0];
+    else vq_cache_preset_layer_config(m->cfg.preset, D, &lc);
+    free(m);
+    if (side) lc.keys = (vq_key_config){.method = VQ_KEY_F16};
+    else lc.values = (vq_value_config){.method = VQ_VALUE_F16};
+    out->lc = lc;
+    return VQ_OK;
+}
+
+/* Runs the plan in t->method over the calibration windows: the mean KL
+ * against the reference in *kl (or, with fill_ref, records the reference). */
+static vq_status run_plan(tuner *t, bool fill_ref, double *kl_out)
+{
+    char err[VQM_ERR_LEN];
+    vqm_session *s = vqm_cli_session("tune", t->model, t->ctx, &t->method, (int)t->C, &t->common);
+    if (s == NULL) return fail(t, VQ_ERR_INVALID_ARGUMENT, "%s", cli_reason());
+    const int64_t C = t->C, half = C / 2, first = half - 1, B = t->common.batch;
+    double kl = 0;
+    int64_t n = 0;
+    vq_status st = VQ_OK;
+    for (int64_t w = 0; w < t->n_windows && st == VQ_OK; w++) {
+        if ((st = vqm_session_reset(s, err)) != VQ_OK) break;
+        const int32_t *win = t->toks + w * C;
+        for (int64_t p0 = 0; p0 < C && st == VQ_OK; p0 += B) {
+            const int64_t T = C - p0 < B ? C - p0 : B;
+            const int64_t lo = first > p0 ? first : p0, n_out = lo < p0 + T ? p0 + T - lo : 0;
+            if ((st = vqm_forward(s, win + p0, T, n_out, t->logits, err)) != VQ_OK) break;
+            for (int64_t r = 0; r < n_out; r++) {
+                const int64_t pos = lo + r;
+                if (pos >= C - 1) continue;
+                float *ref = t->ref + ((size_t)w * (size_t)half + (size_t)(pos - first)) * (size_t)t->V;
+                vqt_log_softmax(t->logits + (size_t)r * t->V, t->V, t->lp);
+                if (fill_ref) {
+                    for (int i = 0; i < t->V; i++) ref[i] = (float)t->lp[i];
+                    continue;
+                }
+                kl += vqt_kl(ref, t->lp, t->V);
+                n++;
+            }
+        }
+    }
+    vqm_session_free(s);
+    if (st != VQ_OK) return fail(t, st, "%s", err);
+    if (kl_out) *kl_out = n ? kl / (double)n : 0;
+    return VQ_OK;
+}
+
+/* Bits per element of a part at candidate lc: a one-layer cache of the
+ * model's shape, with the plan's residual window and sink tokens, filled to
+ * bits_ctx tokens (random data: the sizes do not depend on it), keys
+ * (values) alone as vq_cache_memory counts them. */
+static vq_status measure_bits(tuner *t, const vq_cache_layer_config *lc, bool keys, double *bits)
+{
+    const vqm_config *mc = &t->model->cfg;
+    const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = mc->n_kv_heads, .n_q_heads = mc->n_heads,
+                                 .head_dim = mc->head_dim, .capacity_pages = 64, .grow_pages = 64,
+                                 .max_sequences = 1, .residual_tokens = t->method.cfg.residual_tokens, .layers = lc,
+                                 .window = t->method.cfg.window, .window_bits = t->method.cfg.window_bits,
+                                 .sink_tokens = t->common.sink};
+    vq_cache *c = NULL;
+    vq_status st = lib(t, vq_cache_create(t->ctx, &cfg, &c), "a trial cache");
+    if (st != VQ_OK) return st;
+    int64_t id;
+    const int64_t n = (int64_t)mc->n_kv_heads * t->bits_ctx * mc->head_dim;
+    uint16_t *kv = calloc((size_t)n, sizeof *kv);
+    if (kv == NULL) st = fail(t, VQ_ERR_OUT_OF_MEMORY, "a trial cache of %lld tokens", (long long)t->bits_ctx);
+    if (st == VQ_OK) st = lib(t, vq_cache_seq_add(c, &id), "a trial sequence");
+    if (st == VQ_OK) {
+        vq_rng rng;
+        vq_rng_seed(&rng, 1);
+        for (int64_t i = 0; i < n; i++) kv[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
+        int64_t shape[4] = {1, mc->n_kv_heads, t->bits_ctx, mc->head_dim};
+        DLTensor x = {.data = kv, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 16, 1}, .shape = shape};
+        st = lib(t, vq_cache_append(c, 0, 1, &id, &x, &x, NULL), "a trial append");
+    }
+    vq_cache_memory_report r;
+    if (st == VQ_OK) st = lib(t, vq_cache_memory(c, &r), "a trial's memory");
+    if (st == VQ_OK) *bits = keys ? r.key_bits_per_element : r.value_bits_per_element;
+    free(kv);
+    vq_cache_free(c);
+    return st;
+}
+
+static void set_f16(tuner *t)
+{
+    for (int l = 0; l < t->L; l++)
+        t->method.layers[l] = (vq_cache_layer_config){{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
+}
+
+/* The plan of picks (keys of layer l: picks[l], values: picks[L + l]) into
+ * t->method. */
+static void set_plan(tuner *t, const int *picks)
+{
+    for (int l = 0; l < t->L; l++) {
+        t->method.layers[l].keys = t->kc[picks[l]].lc.keys;
+        t->method.layers[l].values = t->vc[picks[t->L + l]].lc.values;
+    }
+}
+
+/* Greedy allocation under `budget` bits per element (the mean over parts)
+ * into picks[2L]; returns the predicted loss, and the plan's bits in *bits. */
+static double allocate(const vqt_tune_result *r, int *picks, double budget, double *bits)
+{
+    const int L = r->n_layers, P = 2 * L;
+    double used = 0, loss = 0;
+    for (int p = 0; p < P; p++) {
+        const vqt_tune_candidate *c = p < L ? r->keys : r->values;
+        const double *pl = r->loss + (size_t)p * VQT_TUNE_MAX_CAND;
+        const int n = p < L ? r->n_keys : r->n_values;
+        int cheap = 0;
+        for (int i = 1; i < n; i++)
+            if (c[i].bits < c[cheap].bits) cheap = i;
+        picks[p] = cheap;
+        used += c[cheap].bits;
+        loss += pl[cheap];
+    }
+    for (;;) {
+        int bp = -1, bi = -1;
+        double best = 0;
+        for (int p = 0; p < P; p++) {
+            const vqt_tune_candidate *c = p < L ? r->keys : r->values;
+            const double *pl = r->loss + (size_t)p * VQT_TUNE_MAX_CAND;
+            const int n = p < L ? r->n_keys : r->n_values, cur = picks[p];
+            for (int i = 0; i < n; i++) {
+                const double db = c[i].bits - c[cur].bits, dl = pl[cur] - pl[i];
+                if (db <= 0 || dl <= 0 || (used + db) / P > budget + 1e-9) continue;
+                if (dl / db > best) best = dl / db, bp = p, bi = i;
+            }
+        }
+        if (bp < 0) break;
+        const vqt_tune_candidate *c = bp < L ? r->keys : r->values;
+        const double *pl = r->loss + (size_t)bp * VQT_TUNE_MAX_CAND;
+        used += c[bi].bits - c[picks[bp]].bits;
+        loss -= pl[picks[bp]] - pl[bi];
+        picks[bp] = bi;
+    }
+    *bits = used / P;
+    return loss;
+}
+
+double vqt_tune_predict(const vqt_tune_result *r, double budget, double *bits)
+{
+    int *picks = calloc(2 * (size_t)r->n_layers, sizeof *picks);
+    if (picks == NULL) {
+        *bits = 0;
+        return -1;
+    }
+    const double loss = allocate(r, picks, budget, bits);
+    free(picks);
+    return loss;
+}
+
+/* The --kv string of the plan: the most common KEYS/VALUES pair as the base,
+ * every other pair as "@LAYERS=KEYS/VALUES" (model_cli.h). */
+static void kv_string(vqt_tune_result *r)
+{
+    const int L = r->n_layers;
+    const size_t cap = sizeof r->kv;
+    char *out = r->kv;
+    int count[VQT_TUNE_MAX_CAND][VQT_TUNE_MAX_CAND] = {{0}}, bk = 0, bv = 0;
+    for (int l = 0; l < L; l++) count[r->key_pick[l]][r->value_pick[l]]++;
+    for (int i = 0; i < VQT_TUNE_MAX_CAND; i++)
+        for (int j = 0; j < VQT_TUNE_MAX_CAND; j++)
+            if (count[i][j] > count[bk][bv]) bk = i, bv = j;
+    size_t len = (size_t)snprintf(out, cap, "%s/%s", r->keys[bk].name, r->values[bv].name);
+    for (int i = 0; i < VQT_TUNE_MAX_CAND; i++)
+        for (int j = 0; j < VQT_TUNE_MAX_CAND; j++) {
+            if ((i == bk && j == bv) || count[i][j] == 0) continue;
+            const char *sep = "@";
+            for (int l = 0; l < L; l++) {
+                if (r->key_pick[l] != i || r->value_pick[l] != j) continue;
+                len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%s%d", sep, l);
+                sep = ".";
+            }
+            len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "=%s/%s", r->keys[i].name,
+                                    r->values[j].name);
+        }
+}
+
+/* The measurements file: a header naming the layers and the candidates,
+ * then one line per part, "keys L" or "values L" and the loss of every
+ * candidate (f16 first: 0). Read back only when the layers and candidates
+ * are the same. */
+static const char MEAS_MAGIC[] = "vq-tune-measurements 1";
+
+static bool write_measurements(const char *path, const vqt_tune_result *r)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) return false;
+    fprintf(f, "%s\nlayers %d\nkeys", MEAS_MAGIC, r->n_layers);
+    for (int i = 0; i < r->n_keys; i++) fprintf(f, " %s", r->keys[i].name);
+    fprintf(f, "\nvalues");
+    for (int i = 0; i < r->n_values; i++) fprintf(f, " %s", r->values[i].name);
+    fprintf(f, "\n");
+    for (int p = 0; p < 2 * r->n_layers; p++) {
+        fprintf(f, "%s %d", p < r->n_layers ? "keys" : "values", p % r->n_layers);
+        for (int i = 0; i < (p < r->n_layers ? r->n_keys : r->n_values); i++)
+            fprintf(f, " %.9e", r->loss[(size_t)p * VQT_TUNE_MAX_CAND + i]);
+        fprintf(f, "\n");
+    }
+    return fclose(f) == 0;
+}
+
+/* Reads one whitespace-separated word; false at the end. */
+static bool read_word(FILE *f, char *w, size_t cap)
+{
+    char fmt[16];
+    snprintf(fmt, sizeof fmt, "%%%zus", cap - 1);
+    return fscanf(f, fmt, w) == 1;
+}
+
+/* Reads the losses of the file at path into r when it exists (*have) and
+ * is for these layers and candidates; an error naming what differs. */
+static vq_status read_measurements(tuner *t, const char *path, bool *have)
+{
+    vqt_tune_result *r = t->r;
+    *have = false;
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return VQ_OK;
+    char w[256], line[64];
+    int L = -1;
+    vq_status st = VQ_OK;
+    if (fgets(line, sizeof line, f) == NULL || strncmp(line, MEAS_MAGIC, sizeof MEAS_MAGIC - 1) != 0 ||
+        fscanf(f, " layers %d", &L) != 1)
+        st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': not a measurements file of vq tune", t->pre,
+                  path);
+    else if (L != r->n_layers)
+        st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': for %d layers, the model has %d", t->pre, path,
+                  L, r->n_layers);
+    for (int side = 0; st == VQ_OK && side < 2; side++) {
+        const vqt_tune_candidate *c = side ? r->values : r->keys;
+        const int n = side ? r->n_values : r->n_keys;
+        if (!read_word(f, w, sizeof w) || strcmp(w, side ? "values" : "keys") != 0)
+            st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': truncated or malformed", t->pre, path);
+        for (int i = 0; st == VQ_OK && i < n; i++)
+            if (!read_word(f, w, sizeof w) || strcmp(w, c[i].name) != 0)
+                st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': its %s candidate %d is '%s', here '%s'",
+                          t->pre, path, side ? "values" : "keys", i, w, c[i].name);
+    }
+    for (int p = 0; st == VQ_OK && p < 2 * r->n_layers; p++) {
+        int l = -1;
+        bool ok = read_word(f, w, sizeof w) && strcmp(w, p < r->n_layers ? "keys" : "values") == 0 &&
+                  fscanf(f, "%d", &l) == 1 && l == p % r->n_layers;
+        for (int i = 0; ok && i < (p < r->n_layers ? r->n_keys : r->n_values); i++)
+            ok = fscanf(f, "%lf", &r->loss[(size_t)p * VQT_TUNE_MAX_CAND + i]) == 1;
+        if (!ok) st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': truncated or malformed", t->pre, path);
+    }
+    fclose(f);
+    *have = st == VQ_OK;
+    return st;
+}
+
+/* The candidates of both sides (f16 first) and their bits. */
+static vq_status candidates(tuner *t)
+{
+    vqt_tune_result *r = t->r;
+    const vq_cache_layer_config f16 = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
+    r->n_keys = r->n_values = 1;
+    snprintf(r->keys[0].name, VQT_TUNE_NAME_LEN, "f16");
+    snprintf(r->values[0].name, VQT_TUNE_NAME_LEN, "f16");
+    t->kc[0].lc = t->vc[0].lc = f16;
+    const char *lists[2] = {t->opt->keys ? t->opt->keys : VQT_TUNE_DEFAULT_KEYS,
+                            t->opt->values ? t->opt->values : VQT_TUNE_DEFAULT_VALUES};
+    for (int side = 0; side < 2; side++) {
+        char list[512];
+        if (strlen(lists[side]) >= sizeof list)
+            return fail(t, VQ_ERR_INVALID_ARGUMENT, "%s%s: longer than %zu characters", t->pre,
+                        side ? "values" : "keys", sizeof list - 1);
+        snprintf(list, sizeof list, "%s", lists[side]);
+        vqt_tune_candidate *c = side ? r->values : r->keys;
+        int *n = side ? &r->n_values : &r->n_keys;
+        for (char *save = NULL, *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+            if (strcmp(w, "f16") == 0) continue;
+            if (*n == VQT_TUNE_MAX_CAND)
+                return fail(t, VQ_ERR_INVALID_ARGUMENT, "%s%s: more than %d candidates", t->pre,
+                            side ? "values" : "keys", VQT_TUNE_MAX_CAND - 1);
+            const vq_status st = parse_cand(t, w, side, side ? &t->vc[*n] : &t->kc[*n]);
+            if (st != VQ_OK) return st;
+            snprintf(c[*n].name, VQT_TUNE_NAME_LEN, "%s", w);
+            (*n)++;
+        }
+    }
+    for (int i = 0; i < r->n_keys; i++) {
+        const vq_status st = measure_bits(t, &t->kc[i].lc, true, &r->keys[i].bits);
+        if (st != VQ_OK) return st;
+    }
+    /* a value candidate beside quantized keys: the layer's window holds the
+     * keys' partial group too (f16 keys leave only the newest R tokens in
+     * it), so values are counted beside the last key candidate */
+    for (int i = 0; i < r->n_values; i++) {
+        vq_cache_layer_config lc = t->vc[i].lc;
+        if (r->n_keys > 1) lc.keys = t->kc[r->n_keys - 1].lc.keys;
+        const vq_status st = measure_bits(t, &lc, false, &r->values[i].bits);
+        if (st != VQ_OK) return st;
+    }
+    double mk = r->keys[0].bits, mv = r->values[0].bits;
+    for (int i = 1; i < r->n_keys; i++) mk = r->keys[i].bits < mk ? r->keys[i].bits : mk;
+    for (int i = 1; i < r->n_values; i++) mv = r->values[i].bits < mv ? r->values[i].bits : mv;
+    r->min_bits = (mk + mv) / 2;
+    return VQ_OK;
+}
+
+vq_status vqt_tune_validate(const vqt_tune_options *o, char *err)
+{
+    char scratch[VQT_TUNE_ERR_LEN];
+    err = err ? err : scratch;
+    const char *pre = o->opt_prefix ? o->opt_prefix : "";
+    const int64_t tokens = o->tokens ? o->tokens : 1024, C = o->ctx ? o->ctx : 512;
+    if (!(o->bits > 0 && o->bits <= 16))
+        snprintf(err, VQT_TUNE_ERR_LEN, "%sbits %g: expected bits per element in (0, 16]", pre, o->bits);
+    else if (tokens < 64 || tokens > (1 << 20))
+        snprintf(err, VQT_TUNE_ERR_LEN, "%stokens %lld: expected 64 .. %d", pre, (long long)tokens, 1 << 20);
+    else if (C < 64 || C > (1 << 16) || C % 2 != 0 || C > tokens)
+        snprintf(err, VQT_TUNE_ERR_LEN, "%sctx %lld: must be even, in 64 .. %d and at most %stokens (%lld)", pre,
+                 (long long)C, 1 << 16, pre, (long long)tokens);
+    else if (o->bits_ctx < 0 || o->bits_ctx > (1 << 20))
+        snprintf(err, VQT_TUNE_ERR_LEN, "%sbits-ctx %lld: expected 0 .. %d", pre, (long long)o->bits_ctx, 1 << 20);
+    else if (o->sink < 0 || o->sink > 64 || o->residual < 0 || o->residual > (1 << 20) || o->batch < 0 ||
+             o->batch > 4096 || o->kivi_arith < 0 || o->kivi_arith > 2)
+        snprintf(err, VQT_TUNE_ERR_LEN, "%ssink %d / %sresidual %d / %sbatch %d / %skivi-arith %d: expected 0..64 / "
+                 "0..%d / 1..4096 / 0..2", pre, o->sink, pre, o->residual, pre, o->batch, pre, o->kivi_arith, 1 << 20);
+    else if (o->text == NULL && o->text_name == NULL)
+        snprintf(err, VQT_TUNE_ERR_LEN, "%stext: no calibration text given", pre);
+    else
+        return VQ_OK;
+    return VQ_ERR_INVALID_ARGUMENT;
+}
+
+/* The --window suffixes as the base of every plan (f16 layers). */
+static vq_status window_method(tuner *t)
+{
+    const char *suffix = t->opt->window ? t->opt->window : "";
+    char base[64];
+    snprintf(base, sizeof base, "f16%s", suffix);
+    if (strlen(suffix) > 48 || (*suffix && *suffix != '+') ||
+        vqm_cli_method_init(&t->method, "tune", base, NULL, t->opt->residual, t->L, t->model->cfg.head_dim,
+                            false) != VQ_EXIT_OK ||
+        strchr(suffix, 'v') != NULL || strstr(suffix, "wide") != NULL)
+        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%swindow '%s': not the suffixes +w8 / +w1..+w7 / +rN", t->pre,
+                    suffix);
+    t->method.cfg.preset = NULL;
+    t->method.cfg.layers = t->method.layers;
+    return VQ_OK;
+}
+
+/* The calibration tokens: the last n_windows * C of the text (t->toks into *all). */
+static vq_status calibration_tokens(tuner *t, int32_t **all)
+{
+    const vqt_tune_options *o = t->opt;
+    const char *name = o->text_name ? o->text_name : "the text", *text = o->text;
+    size_t len = o->text_len;
+    char *read = NULL;
+    if (text == NULL && (text = read = vqt_read_text(o->text_name, &len)) == NULL)
+        return fail(t, VQ_ERR_IO, "cannot read '%s'", name);
+    const int64_t nt = vqm_tokenize(t->model->tok, text, len, false, NULL, 0);
+    *all = calloc((size_t)(nt < 0 ? 0 : nt) + 1, sizeof **all);
+    if (*all != NULL) vqm_tokenize(t->model->tok, text, len, false, *all, nt);
+    free(read);
+    if (*all == NULL) return fail(t, VQ_ERR_OUT_OF_MEMORY, "the tokens of '%s'", name);
+    if (nt < t->r->tokens)
+        return fail(t, VQ_ERR_INVALID_ARGUMENT, "'%s' has %lld tokens, fewer than %stokens %lld", name,
+                    (long long)nt, t->pre, (long long)t->r->tokens);
+    t->toks = *all + nt - t->n_windows * t->C;
+    return VQ_OK;
+}
+
+/* The sensitivities: every part at every candidate, the others f16. */
+static vq_status measure_losses(tuner *t)
+{
+    vqt_tune_result *r = t->r;
+    vq_status st = VQ_OK;
+    for (int l = 0; l < t->L && st == VQ_OK; l++) {
+        for (int i = 1; i < r->n_keys && st == VQ_OK; i++) {
+            if ((st = step(t, "layer %d keys %s", l, r->keys[i].name)) != VQ_OK) break;
+            set_f16(t);
+            t->method.layers[l].keys = t->kc[i].lc.keys;
+            st = run_plan(t, false, &r->loss[(size_t)l * VQT_TUNE_MAX_CAND + i]);
+        }
+        for (int i = 1; i < r->n_values && st == VQ_OK; i++) {
+            if ((st = step(t, "layer %d values %s", l, r->values[i].name)) != VQ_OK) break;
+            set_f16(t);
+            t->method.layers[l].values = t->vc[i].lc.values;
+            st = run_plan(t, false, &r->loss[(size_t)(t->L + l) * VQT_TUNE_MAX_CAND + i]);
+        }
+    }
+    return st;
+}
+
+/* The chosen plan (into r's picks) and the plans around it, checked. */
+static vq_status check_plans(tuner *t, int *picks)
+{
+    vqt_tune_result *r = t->r;
+    const double offsets[VQT_TUNE_CHECKS] = {0, -0.5, -0.25, 0.25, 0.5};
+    for (int b = 0; b < VQT_TUNE_CHECKS; b++) {
+        const double B = t->opt->bits + offsets[b];
+        vq_status st = step(t, "check the plan at %.2f bits", B);
+        if (st != VQ_OK) return st;
+        if (B < r->min_bits || B > 16) continue;
+        vqt_tune_check *c = &r->checks[r->n_checks];
+        c->predicted_kl = allocate(r, picks, B, &c->bits);
+        if (b == 0)
+            for (int l = 0; l < t->L; l++) r->key_pick[l] = picks[l], r->value_pick[l] = picks[t->L + l];
+        set_plan(t, picks);
+        if ((st = run_plan(t, false, &c->measured_kl)) != VQ_OK) return st;
+        r->n_checks++;
+    }
+    return VQ_OK;
+}
+
+/* The chosen plan as a profile, with the window, sink, transforms and the
+ * model's sliding windows (its local layers'), which a profile carries and
+ * the runtime checks. */
+static vq_status make_profile(tuner *t)
+{
+    vqt_tune_result *r = t->r;
+    for (int l = 0; l < t->L; l++) {
+        t->method.layers[l].keys = t->kc[r->key_pick[l]].lc.keys;
+        t->method.layers[l].values = t->vc[r->value_pick[l]].lc.values;
+    }
+    vq_cache_transforms *xf = calloc((size_t)t->L, sizeof *xf);
+    int *wins = calloc((size_t)t->L, sizeof *wins);
+    vq_status st = xf && wins ? VQ_OK : fail(t, VQ_ERR_OUT_OF_MEMORY, "the profile of %d layers", t->L);
+    for (int l = 0; l < t->L && st == VQ_OK; l++) {
+        xf[l] = (vq_cache_transforms){.center_keys = !t->common.no_center,
+                                      .center_values = !t->common.no_center && !t->common.center_keys,
+                                      .smooth = t->common.smooth};
+        wins[l] = t->model->layers[l].local ? t->model->cfg.sliding_window : 0;
+    }
+    const vq_profile_config pc = {.n_layers = t->L, .n_kv_heads = t->model->cfg.n_kv_heads,
+                                  .head_dim = t->model->cfg.head_dim, .layers = t->method.layers,
+                                  .residual_tokens = t->method.cfg.residual_tokens, .window = t->method.cfg.window,
+                                  .window_bits = t->method.cfg.window_bits, .sink_tokens = t->common.sink,
+                                  .transforms = xf, .sliding_windows = wins};
+    if (st == VQ_OK) st = lib(t, vq_profile_create(t->ctx, &pc, &r->profile), "the profile");
+    free(xf);
+    free(wins);
+    return st;
+}
+
+void vqt_tune_result_free(vqt_tune_result *r)
+{
+    if (r == NULL) return;
+    vq_profile_free(r->profile);
+    free(r->key_pick);
+    free(r->value_pick);
+    free(r->loss);
+    free(r);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *opt, vqt_tune_result **out,
+                   char *err)
+{
+    char scratch[VQT_TUNE_ERR_LEN];
+    err = err ? err : scratch;
+    err[0] = 0;
+    if (out) *out = NULL;
+    if (ctx == NULL || model == NULL || opt == NULL || out == NULL) {
+        snprintf(err, VQT_TUNE_ERR_LEN, "vqt_tune: ctx, model, opt and out must not be NULL");
+        return VQ_ERR_INVALID_ARGUMENT;
+    }
+    tuner *t = calloc(1, sizeof *t);
+    vqt_tune_result *r = calloc(1, sizeof *r);
+    if (t == NULL || r == NULL) {
+        free(t), free(r);
+        snprintf(err, VQT_TUNE_ERR_LEN, "vqt_tune: out of memory");
+        return VQ_ERR_OUT_OF_MEMORY;
+    }
+    *t = (tuner){.model = model, .ctx = ctx, .opt = opt, .pre = opt->opt_prefix ? opt->opt_prefix : "", .r = r,
+                 .err = err, .L = model->cfg.n_layers, .V = model->cfg.vocab};
+    t->common = (vqm_cli_common){.model = "", .residual = opt->residual, .sink = opt->sink,
+                                 .batch = opt->batch ? opt->batch : 64, .no_center = opt->no_center,
+                                 .center_keys = opt->center_keys, .smooth = opt->smooth,
+                                 .kivi_arith = opt->kivi_arith};
+    r->n_layers = t->L;
+    r->tokens = opt->tokens ? opt->tokens : 1024;
+    t->C = r->ctx = opt->ctx ? opt->ctx : 512;
+    int32_t *all = NULL;
+    int *picks = NULL;
+    vq_status st = vqt_tune_validate(opt, err);
+    if (st == VQ_OK) {
+        t->n_windows = r->n_windows = r->tokens / t->C;
+        t->bits_ctx = r->bits_ctx = opt->bits_ctx ? opt->bits_ctx : t->C;
+        st = window_method(t);
+    }
+    if (st == VQ_OK) {
+        r->key_pick = calloc((size_t)t->L, sizeof *r->key_pick);
+        r->value_pick = calloc((size_t)t->L, sizeof *r->value_pick);
+        r->loss = calloc(2 * (size_t)t->L * VQT_TUNE_MAX_CAND, sizeof *r->loss);
+        picks = calloc(2 * (size_t)t->L, sizeof *picks);
+        t->ref = calloc((size_t)t->n_windows * (size_t)(t->C / 2) * (size_t)t->V, sizeof *t->ref);
+        t->logits = calloc((size_t)t->common.batch * (size_t)t->V, sizeof *t->logits);
+        t->lp = calloc((size_t)t->V, sizeof *t->lp);
+        if (!r->key_pick || !r->value_pick || !r->loss || !picks || !t->ref || !t->logits || !t->lp)
+            st = fail(t, VQ_ERR_OUT_OF_MEMORY, "the tuner's buffers for %lld tokens", (long long)r->tokens);
+    }
+    if (st == VQ_OK) st = candidates(t);
+    if (st == VQ_OK && opt->bits < r->min_bits)
+        st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%sbits %.3g: no plan of these candidates fits; the cheapest takes "
+                  "%.3f bits per element at %lld tokens", t->pre, opt->bits, r->min_bits, (long long)t->bits_ctx);
+    if (st == VQ_OK) st = calibration_tokens(t, &all);
+    bool have = false;
+    if (st == VQ_OK && opt->measurements != NULL) st = read_measurements(t, opt->measurements, &have);
+    r->measured = !have;
+    const double t0 = now();
+    if (st == VQ_OK) {
+        t->runs = 1 + (have ? 0 : (int64_t)t->L * (r->n_keys - 1 + r->n_values - 1)) + VQT_TUNE_CHECKS;
+        st = step(t, "f16 reference");
+    }
+    if (st == VQ_OK) {
+        set_f16(t);
+        st = run_plan(t, true, NULL);
+    }
+    if (st == VQ_OK && !have) st = measure_losses(t);
+    if (st == VQ_OK && opt->measurements != NULL && !have && !write_measurements(opt->measurements, r))
+        st = fail(t, VQ_ERR_IO, "%smeasurements: cannot write '%s'", t->pre, opt->measurements);
+    if (st == VQ_OK) st = check_plans(t, picks);
+    r->seconds = now() - t0;
+    if (st == VQ_OK) st = make_profile(t);
+    if (st == VQ_OK) kv_string(r);
+    free(all), free(picks), free(t->ref), free(t->logits), free(t->lp);
+    free(t);
+    if (st != VQ_OK) {
+        vqt_tune_result_free(r);
+        return st;
+    }
+    *out = r;
+    return VQ_OK;
+}

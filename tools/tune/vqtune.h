@@ -1,0 +1,130 @@
+/* vqtune.h — the tuner: a per-layer plan of key and value methods for a
+ * bit budget, chosen from what each layer's keys and values cost the model.
+ * `vq tune` (tools/vq/tune.c) and Python's veloxquant.tune() are thin
+ * front ends over this one function, so the same arguments give the same
+ * profile bytes through either. A static library (vq_tune) over the model
+ * runtime (vq_model, tools/model); public veloxquant API only.
+ *
+ * Method (docs/QUALITY.md, "Tuning"):
+ * 1. Calibration text: the last `tokens` tokens of the text, cut into
+ *    windows of `ctx` tokens; `vq perplexity` scores windows from the start,
+ *    so with --max-tokens <= (text tokens - tokens) the two never share one.
+ * 2. Reference: the f16 cache's next-token distribution at every scored
+ *    position (the second half of each window, as `vq perplexity`).
+ * 3. Sensitivity, keys and values apart: for each layer and each candidate
+ *    method of its keys (then of its values), every other part f16, the mean
+ *    KL(f16 || trial) over the scored positions.
+ * 4. Cost: each candidate's bits per element as vq_cache_memory counts them
+ *    (codes, scales, the residual window, the sink) in a cache of one layer
+ *    filled to `bits_ctx` tokens.
+ * 5. Allocation: the losses are taken as additive over parts; starting from
+ *    every part at its cheapest candidate, the upgrade with the largest loss
+ *    saved per bit that still fits the budget is taken until none fits.
+ * 6. Check: the chosen plan (and plans for budgets 0.5 and 0.25 bits around
+ *    it) run on the calibration windows: predicted against measured KL.
+ * The model runs 1 + L x (key and value candidates besides f16) + up to 5
+ * times over `tokens` tokens (L layers).
+ *
+ * Errors: vqt_tune returns VQ_ERR_INVALID_ARGUMENT for arguments no run can
+ * take (a budget below the cheapest plan, an unknown candidate, a window
+ * suffix that is none, text shorter than `tokens`, a measurements file for
+ * other layers or candidates, a run stopped by the progress callback), and
+ * VQ_ERR_IO when the text cannot be read or the measurements file cannot
+ * be written; other statuses
+ * come from the library. The message, in err (VQT_TUNE_ERR_LEN bytes), names
+ * the option and its value; options are named with opt_prefix before them
+ * ("--bits" for the command line, "bits" for Python). Nothing is returned
+ * on failure (*out stays NULL). */
+#ifndef VQ_TUNE_H
+#define VQ_TUNE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "veloxquant.h"
+#include "vqm.h"
+
+#define VQT_TUNE_ERR_LEN 512
+/* The candidates when keys / values are NULL: presets whose key (value)
+ * method is tried (f16 is always a candidate too). */
+#define VQT_TUNE_DEFAULT_KEYS "kivi2-turbo2,kivi2,kivimix-turbo2,kivi4-turbo2,kivi4"
+#define VQT_TUNE_DEFAULT_VALUES "turbo2,turbo3,turbo4,kivi4"
+enum {
+    VQT_TUNE_MAX_CAND = 10,  /* candidates of one side, f16 included */
+    VQT_TUNE_CHECKS = 5,     /* plans checked: the chosen one, then budgets -0.5, -0.25, +0.25, +0.5 */
+    VQT_TUNE_NAME_LEN = 64
+};
+
+/* Called before each run of the model: `done` runs finished of `total`,
+ * `step` what the next one measures ("layer 3 keys kivi2"). A nonzero
+ * return stops the tuner (VQ_ERR_INVALID_ARGUMENT, "stopped by the progress
+ * callback ..."). */
+typedef int (*vqt_tune_progress_fn)(void *user, int64_t done, int64_t total, const char *step);
+
+/* The options, named as `vq tune`'s flags; zero fields take the defaults. */
+typedef struct vqt_tune_options {
+    double bits;             /* the budget: bits per element, keys and values, all bytes counted (> 0, <= 16) */
+    /* the calibration text (UTF-8; its last `tokens` tokens are read) and its
+     * name in messages; text NULL: read from the file text_name (VQ_ERR_IO
+     * when it cannot be) */
+    const char *text;
+    size_t text_len;
+    const char *text_name;
+    int64_t tokens;          /* calibration tokens (64 .. 2^20; 0 = 1024) */
+    int64_t ctx;             /* window length of the runs and of the bit count (even, 64 .. tokens; 0 = 512) */
+    int64_t bits_ctx;        /* tokens of the cache whose bits meet `bits` (0 = ctx) */
+    const char *window;      /* every plan's residual window as --kv suffixes, e.g. "+w8+r64" (NULL/"" = f16) */
+    const char *keys;        /* comma list of presets, optionally with :wideN / +wideN / +vs16 (NULL = default) */
+    const char *values;      /* the same for values ("" or "f16" = f16 only) */
+    const char *measurements;/* sensitivities file: read when it exists (same layers and candidates), else written */
+    int residual;            /* newest tokens kept in the window (--residual) */
+    int sink;                /* first tokens kept in f16 (--sink, 0 .. 64) */
+    bool no_center, center_keys, smooth; /* the transforms of every run (--no-center, --center-keys, --smooth) */
+    int batch;               /* prefill chunk in tokens (0 = 64) */
+    int kivi_arith;          /* 0 auto, 1 f32, 2 int8 (vqm_cli_kivi_arith) */
+    const char *opt_prefix;  /* put before option names in messages (NULL = "") */
+    vqt_tune_progress_fn progress; /* NULL = none */
+    void *progress_user;
+} vqt_tune_options;
+
+typedef struct vqt_tune_candidate {
+    char name[VQT_TUNE_NAME_LEN]; /* "f16", or as given in keys / values */
+    double bits;                  /* bits per element of its side at bits_ctx tokens, all bytes counted */
+} vqt_tune_candidate;
+
+typedef struct vqt_tune_check {
+    double bits, predicted_kl, measured_kl; /* the plan's bits; KL summed over parts; KL of the run */
+} vqt_tune_check;
+
+typedef struct vqt_tune_result {
+    vq_profile *profile;      /* the chosen plan with the window, sink and transforms of the runs (owned) */
+    char kv[4096];            /* the plan as a --kv string */
+    int n_layers;
+    int n_keys, n_values;     /* candidates, f16 first */
+    vqt_tune_candidate keys[VQT_TUNE_MAX_CAND], values[VQT_TUNE_MAX_CAND];
+    int *key_pick, *value_pick; /* [n_layers]: the chosen candidate of each layer */
+    /* [2 n_layers][VQT_TUNE_MAX_CAND]: mean KL with only that part at that
+     * candidate; parts 0..L-1 keys of layer l, L..2L-1 values (f16: 0) */
+    double *loss;
+    int n_checks;             /* checks[0] is the chosen plan */
+    vqt_tune_check checks[VQT_TUNE_CHECKS];
+    double min_bits;          /* the cheapest plan's bits */
+    int64_t tokens, ctx, n_windows, bits_ctx;
+    bool measured;            /* false when the losses came from the measurements file */
+    double seconds;           /* wall time of the runs */
+} vqt_tune_result;
+
+/* The options' ranges alone (what needs no model): VQ_OK, or
+ * VQ_ERR_INVALID_ARGUMENT with the message in err. vqt_tune checks them
+ * first. */
+vq_status vqt_tune_validate(const vqt_tune_options *opt, char *err);
+/* Tunes `model` on ctx's threads (see above). */
+vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *opt, vqt_tune_result **out,
+                   char *err);
+/* The plan the allocation picks for `budget` from r's losses: its predicted
+ * KL, and its bits in *bits (the frontier of budgets). */
+double vqt_tune_predict(const vqt_tune_result *r, double budget, double *bits);
+void vqt_tune_result_free(vqt_tune_result *r); /* NULL is a no-op */
+
+#endif
