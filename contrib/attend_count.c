@@ -2,10 +2,9 @@
  * SmolLM2-135M's shape (one layer, Hkv 3, Hq 9, D 64), load-independent where
  * the machine is shared: N tokens appended in chunks of 256 (the first
  * fits the transforms), then STEPS decode steps of one append and one
- * attend, 1 thread. Build against a build dir's static library and count:
- *   cc -O2 -Iinclude bench/attend_count.c BUILD/libveloxquant.a -lm -lpthread
- * -o attend_count valgrind --tool=callgrind --toggle-collect=vq_cache_attend
- * ./attend_count balanced-3bit 8192 4
+ * attend, 1 thread. Built with -DVQ_BUILD_CONTRIB=ON; count with
+ *   valgrind --tool=callgrind --toggle-collect=vq_cache_attend \
+ *       build/contrib/attend_count balanced-3bit 8192 4
  * (bench/results/model/presets_speed_zen3.md). The checksum of the outputs
  * lets two builds be compared for the same answers. */
 #include <stdio.h>
