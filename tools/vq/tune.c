@@ -11,11 +11,16 @@
  *    method of its keys (then of its values), every other part f16, the mean
  *    KL(f16 || trial) over the scored positions.
  * 4. Cost: each candidate's bits per element as vq_cache_memory counts them
- *    (codes, scales, the residual window) in a cache of one layer filled to
- *    --ctx tokens.
- * 5. Allocation: the losses are taken as additive over parts; starting from
- *    every part at its cheapest candidate, the upgrade with the largest loss
- *    saved per bit that still fits the budget is taken until none fits.
+ *    (codes, scales, the residual window, the sinks) in a cache of one layer
+ *    filled to --bits-ctx tokens, once with full attention and once with the
+ *    model's sliding window (its local layers hold only their window: the
+ *    bytes and the elements of the tokens they evicted are not counted).
+ * 5. Allocation: the losses are taken as additive over parts; a part's bits
+ *    weigh by the elements its layer holds (a local layer's fewer), so the
+ *    plan's bits are the whole cache's as vq_cache_memory counts them;
+ *    starting from every part at its cheapest candidate, the upgrade with the
+ *    largest loss saved per bit that still fits the budget is taken until
+ *    none fits.
  * 6. Check: the chosen plan (and plans for budgets around it) run on the
  *    calibration windows; predicted and measured KL are printed and plotted.
  * The plan is written as a profile file (--kv FILE of every model command,
@@ -42,12 +47,14 @@ enum { MAX_CAND = 10, CHECK_BUDGETS = 5 };
 typedef struct cand {
     const char *preset; /* whose key (value) method; "f16" */
     vq_cache_layer_config lc;
-    double bits;        /* bits per element of this part */
+    double bits[2];     /* bits per element of this part in a full-attention [0] and a local [1] layer */
 } cand;
 
 typedef struct part {
     double loss[MAX_CAND]; /* mean KL with only this part at candidate i */
     int pick;
+    int local;             /* its layer attends a sliding window: cand.bits[1] */
+    double w;              /* its layer's elements held over the mean layer's (1 without local layers) */
 } part;
 
 typedef struct tuner {
@@ -57,6 +64,7 @@ typedef struct tuner {
     const int32_t *toks;   /* calibration tokens */
     int64_t n_windows, C, bits_ctx;
     int L, V;
+    bool has_local;        /* the model has sliding-window layers */
     float *ref;            /* [windows][C/2][V] log-probabilities of the f16 cache (f32) */
     float *logits;         /* [batch][V] */
     double *lp;            /* [V] */
@@ -83,7 +91,7 @@ static int parse_cand(const char *name, int side, int D, cand *out)
     else vq_cache_preset_layer_config(m.cfg.preset, D, &lc);
     if (side) lc.keys = (vq_key_config){.method = VQ_KEY_F16};
     else lc.values = (vq_value_config){.method = VQ_VALUE_F16};
-    *out = (cand){name, lc, 0};
+    *out = (cand){name, lc, {0, 0}};
     return VQ_EXIT_OK;
 }
 
@@ -126,17 +134,20 @@ static double run_plan(tuner *t, bool fill_ref)
 }
 
 /* Bits per element of a part at candidate c: a one-layer cache of the
- * model's shape, with the plan's residual window and sink tokens, filled to
- * --bits-ctx tokens (random data: the sizes do not depend on it), keys
- * (values) alone as vq_cache_memory counts them. */
-static double measure_bits(const tuner *t, const vq_cache_layer_config *lc, bool keys)
+ * model's shape, with the plan's residual window and sink tokens and
+ * `window` (the sliding window of a local layer, 0: full attention), filled
+ * to --bits-ctx tokens (random data: the sizes do not depend on it), keys
+ * (values) alone as vq_cache_memory counts them: over the tokens the layer
+ * holds after the last token's append (decode: a local layer has evicted
+ * the pages its window left). *tokens: the tokens it holds. */
+static double measure_bits(const tuner *t, const vq_cache_layer_config *lc, bool keys, int window, int64_t *tokens)
 {
     const vqm_config *mc = &t->model->cfg;
     const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = mc->n_kv_heads, .n_q_heads = mc->n_heads,
                                  .head_dim = mc->head_dim, .capacity_pages = 64, .grow_pages = 64,
                                  .max_sequences = 1, .residual_tokens = t->method.cfg.residual_tokens, .layers = lc,
                                  .window = t->method.cfg.window, .window_bits = t->method.cfg.window_bits,
-                                 .sink_tokens = (int)t->common->sink};
+                                 .sink_tokens = (int)t->common->sink, .sliding_windows = &window};
     vq_cache *c = NULL;
     tool_check(t->ctx, vq_cache_create(t->ctx, &cfg, &c), "vq tune: a trial cache");
     int64_t id;
@@ -146,14 +157,36 @@ static double measure_bits(const tuner *t, const vq_cache_layer_config *lc, bool
     vq_rng rng;
     vq_rng_seed(&rng, 1);
     for (int64_t i = 0; i < n; i++) kv[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
-    int64_t shape[4] = {1, mc->n_kv_heads, t->bits_ctx, mc->head_dim};
-    DLTensor x = {.data = kv, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 16, 1}, .shape = shape};
-    tool_check(t->ctx, vq_cache_append(c, 0, 1, &id, &x, &x, NULL), "vq tune: a trial append");
+    /* all but the last token at once, then the last alone: a local layer
+     * evicts on the append after a prefill */
+    for (int64_t T = t->bits_ctx - 1; T >= 1; T = T > 1 ? 1 : 0) {
+        int64_t shape[4] = {1, mc->n_kv_heads, T, mc->head_dim};
+        DLTensor x = {.data = kv, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 16, 1}, .shape = shape};
+        tool_check(t->ctx, vq_cache_append(c, 0, 1, &id, &x, &x, NULL), "vq tune: a trial append");
+    }
     vq_cache_memory_report r;
     tool_check(t->ctx, vq_cache_memory(c, &r), "vq tune: a trial's memory");
     free(kv);
     vq_cache_free(c);
+    if (tokens) *tokens = r.tokens;
     return keys ? r.key_bits_per_element : r.value_bits_per_element;
+}
+
+/* The candidates' bits per element, in a full-attention layer and (models
+ * with sliding windows) a local one, holding held[0] and held[1] tokens. */
+static void print_cands(FILE *f, const tuner *t, const cand *kc, int nk, const cand *vc, int nv, const int64_t *held)
+{
+    for (int k = 0; k < 1 + t->has_local; k++) {
+        if (k == 0)
+            fprintf(f, "candidate   keys bits  values bits   (bits per element at %lld tokens, all bytes counted%s)\n",
+                    (long long)t->bits_ctx, t->has_local ? "; full-attention layers" : "");
+        else
+            fprintf(f, "local layers (sliding window %d), over the %lld tokens they hold (full-attention layers: %lld):\n",
+                    t->model->cfg.sliding_window, (long long)held[1], (long long)held[0]);
+        for (int i = 0; i < (nk > nv ? nk : nv); i++)
+            fprintf(f, "%-16s %6.3f   %-12s %6.3f\n", i < nk ? kc[i].preset : "", i < nk ? kc[i].bits[k] : 0,
+                    i < nv ? vc[i].preset : "", i < nv ? vc[i].bits[k] : 0);
+    }
 }
 
 static void set_f16(tuner *t)
@@ -178,15 +211,15 @@ static double allocate(const tuner *t, part *parts, const cand *kc, int nk, cons
                        double *bits)
 {
     const int P = 2 * t->L;
-    double used = 0, loss = 0;
+    double used = 0, loss = 0; /* used: the sum over parts of weight x bits */
     for (int p = 0; p < P; p++) {
         const cand *c = p < t->L ? kc : vc;
-        const int n = p < t->L ? nk : nv;
+        const int n = p < t->L ? nk : nv, k = parts[p].local;
         int cheap = 0;
         for (int i = 1; i < n; i++)
-            if (c[i].bits < c[cheap].bits) cheap = i;
+            if (c[i].bits[k] < c[cheap].bits[k]) cheap = i;
         parts[p].pick = cheap;
-        used += c[cheap].bits;
+        used += parts[p].w * c[cheap].bits[k];
         loss += parts[p].loss[cheap];
     }
     for (;;) {
@@ -194,16 +227,17 @@ static double allocate(const tuner *t, part *parts, const cand *kc, int nk, cons
         double best = 0;
         for (int p = 0; p < P; p++) {
             const cand *c = p < t->L ? kc : vc;
-            const int n = p < t->L ? nk : nv, cur = parts[p].pick;
+            const int n = p < t->L ? nk : nv, cur = parts[p].pick, k = parts[p].local;
             for (int i = 0; i < n; i++) {
-                const double db = c[i].bits - c[cur].bits, dl = parts[p].loss[cur] - parts[p].loss[i];
+                const double db = parts[p].w * (c[i].bits[k] - c[cur].bits[k]),
+                             dl = parts[p].loss[cur] - parts[p].loss[i];
                 if (db <= 0 || dl <= 0 || (used + db) / P > budget + 1e-9) continue;
                 if (dl / db > best) best = dl / db, bp = p, bi = i;
             }
         }
         if (bp < 0) break;
         const cand *c = bp < t->L ? kc : vc;
-        used += c[bi].bits - c[parts[bp].pick].bits;
+        used += parts[bp].w * (c[bi].bits[parts[bp].local] - c[parts[bp].pick].bits[parts[bp].local]);
         loss -= parts[bp].loss[parts[bp].pick] - parts[bp].loss[bi];
         parts[bp].pick = bi;
     }
@@ -422,7 +456,7 @@ int vq_cmd_tune(int argc, char **argv)
     /* candidates: f16 first */
     cand kc[MAX_CAND], vc[MAX_CAND];
     int nk = 0, nv = 0;
-    kc[nk++] = (cand){"f16", {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}}, 0};
+    kc[nk++] = (cand){"f16", {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}}, {0, 0}};
     vc[nv++] = kc[0];
     char klist[512], vlist[512];
     snprintf(klist, sizeof klist, "%s", keys);
@@ -440,23 +474,37 @@ int vq_cmd_tune(int argc, char **argv)
             (*n)++;
         }
     }
-    for (int i = 0; i < nk; i++) kc[i].bits = measure_bits(&t, &kc[i].lc, true);
-    /* a value candidate beside quantized keys: the layer's window holds the
-     * keys' partial group too (f16 keys leave only the newest R tokens in
-     * it), so values are counted beside the last key candidate */
-    for (int i = 0; i < nv; i++) {
-        vq_cache_layer_config lc = vc[i].lc;
-        if (nk > 1) lc.keys = kc[nk - 1].lc.keys;
-        vc[i].bits = measure_bits(&t, &lc, false);
+    /* every candidate in a full-attention layer [0] and, where the model has
+     * sliding-window layers, in a local one [1] */
+    t.has_local = model->cfg.sliding_window > 0;
+    const int n_kinds = 1 + t.has_local;
+    int64_t held[2] = {t.bits_ctx, t.bits_ctx}; /* tokens a layer of each kind holds */
+    for (int k = 0; k < n_kinds; k++) {
+        const int W = k ? model->cfg.sliding_window : 0;
+        for (int i = 0; i < nk; i++) kc[i].bits[k] = measure_bits(&t, &kc[i].lc, true, W, NULL);
+        /* a value candidate beside quantized keys: the layer's window holds the
+         * keys' partial group too (f16 keys leave only the newest R tokens in
+         * it), so values are counted beside the last key candidate */
+        for (int i = 0; i < nv; i++) {
+            vq_cache_layer_config lc = vc[i].lc;
+            if (nk > 1) lc.keys = kc[nk - 1].lc.keys;
+            vc[i].bits[k] = measure_bits(&t, &lc, false, W, i == 0 ? &held[k] : NULL);
+        }
     }
-    double min_bits = 0;
-    {
-        double mk = kc[0].bits, mv = vc[0].bits;
-        for (int i = 1; i < nk; i++) mk = kc[i].bits < mk ? kc[i].bits : mk;
-        for (int i = 1; i < nv; i++) mv = vc[i].bits < mv ? vc[i].bits : mv;
-        min_bits = (mk + mv) / 2;
+    part *parts = tool_calloc(2 * (size_t)t.L, sizeof *parts);
+    double mean_held = 0, min_bits = 0;
+    for (int l = 0; l < t.L; l++) mean_held += (double)held[model->layers[l].local ? 1 : 0] / t.L;
+    for (int p = 0; p < 2 * t.L; p++) {
+        const int k = t.has_local && model->layers[p % t.L].local ? 1 : 0;
+        const cand *c = p < t.L ? kc : vc;
+        double m = c[0].bits[k];
+        for (int i = 1; i < (p < t.L ? nk : nv); i++) m = c[i].bits[k] < m ? c[i].bits[k] : m;
+        parts[p].local = k;
+        parts[p].w = (double)held[k] / mean_held;
+        min_bits += parts[p].w * m / (2.0 * t.L);
     }
     if (budget < min_bits) {
+        print_cands(stderr, &t, kc, nk, vc, nv, held);
         fprintf(stderr, "vq tune: --bits %.3g: no plan of these candidates fits; the cheapest takes %.3f bits per "
                         "element at %lld tokens\n", budget, min_bits, (long long)t.bits_ctx);
         return VQ_EXIT_USAGE;
@@ -477,7 +525,6 @@ int vq_cmd_tune(int argc, char **argv)
         return VQ_EXIT_USAGE;
     }
     t.toks = all + nt - t.n_windows * C;
-    part *parts = tool_calloc(2 * (size_t)t.L, sizeof *parts);
     if (measurements != NULL && !check_measurements(measurements, &t, kc, nk, vc, nv)) return VQ_EXIT_USAGE;
     const bool have = measurements != NULL && read_measurements(measurements, &t, parts, kc, nk, vc, nv);
     const int64_t runs = 1 + (have ? 0 : (int64_t)t.L * (nk - 1 + nv - 1)) + CHECK_BUDGETS;
@@ -547,11 +594,7 @@ int vq_cmd_tune(int argc, char **argv)
     if (!json) {
         printf("tuned on the last %lld tokens of %s (%lld windows of %lld), %.0f s\n",
                (long long)(t.n_windows * C), text_path, (long long)t.n_windows, (long long)C, tool_now() - t0);
-        printf("candidate   keys bits  values bits   (bits per element at %lld tokens, all bytes counted)\n",
-               (long long)t.bits_ctx);
-        for (int i = 0; i < (nk > nv ? nk : nv); i++)
-            printf("%-16s %6.3f   %-12s %6.3f\n", i < nk ? kc[i].preset : "", i < nk ? kc[i].bits : 0,
-                   i < nv ? vc[i].preset : "", i < nv ? vc[i].bits : 0);
+        print_cands(stdout, &t, kc, nk, vc, nv, held);
         printf("layer  keys            KL        values          KL\n");
         for (int l = 0; l < t.L; l++)
             printf("%5d  %-15s %.2e  %-15s %.2e\n", l, kc[plan[l].pick].preset, plan[l].loss[plan[l].pick],
