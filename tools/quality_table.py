@@ -71,7 +71,8 @@ MODELS = {
     "gemma": {"title": "Gemma 3 270M", "gguf": os.path.join("models", "gemma-3-270m-q4_k_m.gguf"),
               "dir": os.path.join(ROWS_DIR, "gemma-3-270m"),
               "rows": ["f16", "quality-4bit", "balanced-3bit", "compact-2.5bit",
-                       os.path.join("profiles", "gemma-3-270m", "tuned-3.1bit.vqprof")],
+                       os.path.join("profiles", "gemma-3-270m", "tuned-3.1bit.vqprof"),
+                       os.path.join("profiles", "gemma-3-270m", "tuned-3.6bit.vqprof")],
               "runs": [(2048, 8), (8192, 1)]},
 }
 
