@@ -144,6 +144,56 @@ def run_vq(m, vq, ctx, windows, rows, threads, tokens_out):
             "command": ["vq"] + rep["args"], "result": r})
 
 
+def import_tokens(m, tsv, bits, vq_run):
+    """Rows from the --tokens file of a `vq perplexity` run stopped before its last window (--keep-tokens
+    writes it, flushed per window): every window it holds whole, paired with f16 token by token as vq
+    does (perplexity change and its paired standard error); the KL and top-1 agreement are not in the
+    file (left empty), and the bits per element, deterministic at a window's end, come from `bits`
+    (LABEL=B, counted by `vq tune`'s counter)."""
+    import math
+    with open(tsv) as f:
+        head = f.readline().rstrip("\n").split("\t")
+        cols = [h[4:] for h in head[4:]]
+        wins = {}
+        for line in f:
+            x = line.rstrip("\n").split("\t")
+            if len(x) != len(head):
+                continue  # a line cut by the stop
+            wins.setdefault((int(x[0]), int(x[1])), []).append([float(v) for v in x[4:]])
+    full = sorted(k for k, v in wins.items() if len(v) == k[0])
+    if not full or len({c for c, _ in full}) != 1:
+        sys.exit("quality_table: %s holds no whole window of one --ctx" % tsv)
+    ctx, n_win = full[0][0], len(full)
+    if [w for _, w in full] != list(range(n_win)):
+        sys.exit("quality_table: %s: the whole windows are not the first %d" % (tsv, n_win))
+    ref = cols.index("f16")
+    rows = [r for k in full for r in wins[k] if not math.isnan(r[ref])]
+    n = len(rows)
+    ref_ppl = math.exp(sum(r[ref] for r in rows) / n)
+    for i, name in enumerate(cols):
+        d = [r[i] - r[ref] for r in rows]
+        md = sum(d) / n
+        sd = math.sqrt(max(0.0, (sum(x * x for x in d) / n - md * md) * n / (n - 1)))
+        ppl = math.exp(sum(r[i] for r in rows) / n)
+        row = name
+        lab = label(row)
+        if lab not in bits and name != "f16":
+            sys.exit("quality_table: --import-bits has no bits for '%s'" % lab)
+        res = {"ctx": ctx, "kv": name, "windows": n_win, "scored_tokens": n, "ppl": ppl,
+               "ppl_change": 100 * (ppl / ref_ppl - 1), "ppl_change_se": 100 * math.exp(md) * sd / math.sqrt(n),
+               "kl": None, "top1_agreement": None, "bits_per_element": 16.0 if name == "f16" else bits[lab]}
+        save_row(m, ctx, n_win, row, {
+            "runtime": "vq", "row": row, "label": lab, "spec": name, "commit": git_commit(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(tsv))),
+            "machine": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "arch": platform.machine()},
+            "stopped_run": {"tokens_file": os.path.basename(tsv), "windows_whole": n_win, "command": vq_run,
+                            "bits": "vq tune's counter (vq_cache_memory of a one-layer cache of each kind filled "
+                                    "to %d tokens, the last appended alone)" % ctx},
+            "result": res})
+    print("quality_table: imported %d whole windows of %d tokens from %s" % (n_win, ctx, tsv), file=sys.stderr)
+    return ctx, n_win
+
+
 def git_commit():
     try:
         c = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -290,7 +340,7 @@ def check(base, tokens_tsv, ctx):
 
 
 def cell_change(r):
-    if r["kl"] == 0 and r["ppl_change"] == 0:
+    if r["kl"] in (0, None) and r["ppl_change"] == 0 and r["bits_per_element"] == 16:
         return "reference"
     if r["ppl_change"] > 500:
         return "collapse (%+.0f %%)" % r["ppl_change"]
@@ -324,6 +374,11 @@ def run_notes(m, recs, ctx, windows):
         build = ll[0].get("llama_build", "unknown")
         notes.append("llama.cpp%s: `llama-perplexity -b %d -ub 1 -fa on -ctk T -ctv T --kl-divergence` against "
                      "its own f16 run" % ("" if build == "unknown" else " " + build, ctx))
+    stopped = [x for x in recs if x.get("stopped_run")]
+    if stopped:
+        notes.append("a run stopped after its %d%s whole window%s (%s: KL and top-1 not recorded, bits counted by "
+                     "`vq tune`'s counter)" % (windows, "", "s" if windows > 1 else "",
+                                              ", ".join(x["label"] for x in stopped)))
     dates = sorted({x["date"][:10] for x in recs})
     commits = sorted({x["commit"] for x in recs if x.get("commit")})
     machines = sorted({x["machine"]["cpu"] for x in recs})
@@ -365,8 +420,13 @@ def table_single(m, ctx, windows):
 
 def table_columns(m, runs):
     """Several runs side by side, one row per method, in columns per run (the first run's bits order)."""
-    per_run = [(ctx, w, {x["label"]: x for x in load_rows(m, ctx, w)}) for ctx, w in runs]
-    per_run = [x for x in per_run if x[2]]
+    per_run = []
+    for ctx, w in runs:  # a run's rows, else those of the saved run of this ctx with the most windows below it
+        for ww in range(w, 0, -1):
+            rows = {x["label"]: x for x in load_rows(m, ctx, ww)}
+            if rows:
+                per_run.append((ctx, ww, rows))
+                break
     if not per_run:
         sys.exit("quality_table: no %s/ctx*_w*_*.json of the runs %s yet" % (m["dir"], runs))
     order = []
@@ -386,9 +446,10 @@ def table_columns(m, runs):
                 cells += ["", "", "", "", ""] if i == 0 else ["", "", ""]
                 continue
             r = x["result"]
-            cells += (["%.2f" % r["bits_per_element"], "%.2f" % r["ppl"], cell_change(r), "%.3f" % r["kl"],
-                       "%.1f %%" % r["top1_agreement"]] if i == 0 else
-                      ["%.2f" % r["bits_per_element"], cell_change(r), "%.3f" % r["kl"]])
+            kl = "" if r["kl"] is None else "%.3f" % r["kl"]
+            top1 = "" if r["top1_agreement"] is None else "%.1f %%" % r["top1_agreement"]
+            cells += (["%.2f" % r["bits_per_element"], "%.2f" % r["ppl"], cell_change(r), kl, top1] if i == 0 else
+                      ["%.2f" % r["bits_per_element"], cell_change(r), kl])
         lines.append("| %s | %s |" % (o["label"], " | ".join(cells)))
     lines.append("")
     runs_txt = " / ".join("%d tokens: %s" % (c, "; ".join(run_notes(m, list(rows.values()), c, w)))
@@ -401,7 +462,7 @@ def render(runs_of):
     """The README block: SmolLM2's table, then Gemma's (runs_of: model -> its (ctx, windows) runs)."""
     g = MODELS["gemma"]
     parts = [table_single(MODELS["smollm2"], *runs_of["smollm2"][0])]
-    if any(load_rows(g, c, w) for c, w in runs_of["gemma"]):
+    if any(load_rows(g, c, ww) for c, w in runs_of["gemma"] for ww in range(w, 0, -1)):
         parts.append("**%s** (head dim 256, one kv head, 15 of 18 layers attending a 512-token sliding window; "
                      "docs/GEMMA.md):\n\n%s" % (g["title"], table_columns(g, runs_of["gemma"])))
     table = "\n\n".join(parts)
@@ -489,13 +550,23 @@ def main():
                     "log-likelihoods (needs --llama-perplexity; runs vq's f16 cache with --tokens on "
                     "--check-windows windows)")
     ap.add_argument("--check-windows", type=int, default=1, help="windows of vq's f16 run for --check (1)")
+    ap.add_argument("--import-tokens", default=None, metavar="TSV", help="save rows from the --keep-tokens file "
+                    "of a run stopped early (its whole windows; one --model), then render")
+    ap.add_argument("--import-bits", default="", metavar="LABEL=B,...", help="the bits per element of the imported "
+                    "rows (vq tune's counter)")
+    ap.add_argument("--import-command", default="", help="the stopped run's command, recorded in the rows")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of both runtimes")
     a = ap.parse_args()
     runs_of = {}
     for name, m in MODELS.items():
         mine = a.model in ("all", name) and (a.ctx or a.windows)
         runs_of[name] = [(a.ctx or m["runs"][0][0], a.windows or m["runs"][0][1])] if mine else m["runs"]
-    if not a.render:
+    if a.import_tokens:
+        if a.model == "all":
+            sys.exit("quality_table: --import-tokens needs --model")
+        bits = {k: float(v) for k, v in (x.rsplit("=", 1) for x in a.import_bits.split(",") if x)}
+        import_tokens(MODELS[a.model], a.import_tokens, bits, a.import_command)
+    elif not a.render:
         os.makedirs(a.llama_cache, exist_ok=True)
         for name, m in MODELS.items():
             if a.model in ("all", name):
