@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""llamacpp_speed.py — SmolLM2-135M decode speed: veloxquant's model runtime against llama.cpp, side by side.
+"""llamacpp_speed.py — decode speed of one GGUF model: veloxquant's model runtime against llama.cpp, side by side.
 
-    python3 bench/llamacpp_speed.py --llama-bench PATH/llama-bench [--kv f16,kivi2,...] [--ctx 8192] [--rounds 2]
+    python3 bench/llamacpp_speed.py --llama-bench PATH/llama-bench [--model GGUF] [--kv f16,kivi2,...] [--ctx 8192]
 
-Both runtimes run the same GGUF (models/SmolLM2-135M-Instruct.Q4_1.gguf) with the same thread count,
+Both runtimes run the same GGUF (--model, default models/SmolLM2-135M-Instruct.Q4_1.gguf) with the same thread count,
 one after the other, alternating, --rounds times:
 - `vq bench model --ctx C --kv LIST --threads T --json`: ms per decoded token at about 17 tokens of context
   ("short") and at C tokens, per cache method (f16 first);
@@ -50,6 +50,7 @@ def run_json(cmd):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--llama-bench", required=True, help="llama.cpp's llama-bench binary")
+    ap.add_argument("--model", default=MODEL, help="the GGUF both runtimes decode (default %(default)s)")
     ap.add_argument("--vq", default=os.path.join("build", "tools", "vq"))
     ap.add_argument("--kv", default="f16,kivi2", help="vq cache methods (f16 first)")
     ap.add_argument("--llama-types", default="f16,q8_0,q4_0", help="llama.cpp cache types (-ctk = -ctv)")
@@ -66,8 +67,8 @@ def main():
     meta = {}
     for rnd in range(a.rounds):
         ld = load()
-        rep = run_json([vq, "bench", "model", "--ctx", str(a.ctx), "--kv", a.kv, "--steps", str(a.steps),
-                        "--threads", str(a.threads), "--json"] + a.vq_args.split())
+        rep = run_json([vq, "bench", "model", "-m", a.model, "--ctx", str(a.ctx), "--kv", a.kv,
+                        "--steps", str(a.steps), "--threads", str(a.threads), "--json"] + a.vq_args.split())
         meta.setdefault("vq_commit", rep.get("commit"))
         meta.setdefault("isa", rep.get("isa"))
         for r in rep["rows"]:
@@ -77,7 +78,7 @@ def main():
                 runs.append((rnd, "veloxquant", r["kv"], r["ctx"], r["time"], ld, r.get("cpu_time")))
         for t in a.llama_types.split(","):
             ld = load()
-            rows = run_json([lb, "-m", MODEL, "-t", str(a.threads), "-fa", "1", "-p", "0", "-n", str(a.steps),
+            rows = run_json([lb, "-m", a.model, "-t", str(a.threads), "-fa", "1", "-p", "0", "-n", str(a.steps),
                              "-d", "0,%d" % a.ctx, "-ctk", t, "-ctv", t, "-r", "2", "-o", "json"])
             for r in rows:
                 meta.setdefault("llama_build", "%s (%s)" % (r.get("build_number"), r.get("build_commit")))
@@ -86,7 +87,7 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     machine = "%s, %d logical CPUs, %s" % (cpu_name(), os.cpu_count(), platform.machine())
-    lines = ["# SmolLM2-135M decode: veloxquant's model runtime against llama.cpp", "",
+    lines = ["# %s decode: veloxquant's model runtime against llama.cpp" % os.path.basename(a.model), "",
              "`python3 bench/llamacpp_speed.py %s` (bench/llamacpp_speed.py says what each command measures)." %
              " ".join(sys.argv[1:]).replace(os.path.abspath(a.llama_bench), "llama-bench"), "",
              "- date %s; commit %s (vq binary %s, ISA %s); llama.cpp build %s" % (

@@ -359,7 +359,7 @@ def load_rows(m, ctx, windows):
 
 
 def run_notes(m, recs, ctx, windows):
-    """The footnote parts of one run's rows: tokens, commands, machines, dates, commits."""
+    """The footnote parts of one run's rows: tokens, commands, machines, dates."""
     vq = [x for x in recs if x["runtime"] == "vq"]
     ll = [x for x in recs if x["runtime"] == "llama.cpp"]
     notes = ["%d tokens per window, %d window%s, %s scored tokens per row" % (
@@ -376,14 +376,14 @@ def run_notes(m, recs, ctx, windows):
                      "its own f16 run" % ("" if build == "unknown" else " " + build, ctx))
     stopped = [x for x in recs if x.get("stopped_run")]
     if stopped:
-        notes.append("a run stopped after its %d%s whole window%s (%s: KL and top-1 not recorded, bits counted by "
-                     "`vq tune`'s counter)" % (windows, "", "s" if windows > 1 else "",
+        notes.append("a run stopped after its %d whole window%s (%s: KL and top-1 not recorded, bits counted by "
+                     "`vq tune`'s counter)" % (windows, "s" if windows > 1 else "",
                                               ", ".join(x["label"] for x in stopped)))
     dates = sorted({x["date"][:10] for x in recs})
-    commits = sorted({x["commit"] for x in recs if x.get("commit")})
     machines = sorted({x["machine"]["cpu"] for x in recs})
-    notes.append("%s; %s; commits %s (each row's file in %s/ has its commit, date, command and time)" % (
-        ", ".join(machines), ", ".join(dates), ", ".join(commits), m["dir"]))
+    # the README names no commits: each row's file keeps its own
+    notes.append("%s; %s (each row's file in %s/ has its commit, date, command and time)" % (
+        ", ".join(machines), ", ".join(dates), m["dir"]))
     chk = os.path.join(ROOT, m["dir"], "check_ctx%d_w%d.json" % (ctx, windows))
     if os.path.exists(chk):
         with open(chk) as f:

@@ -46,7 +46,8 @@ if not MODEL.exists():
 # most u*|s|, and the softmax output by <= 2u*max|s|*max|v| (|s| <= ~3 here).
 # Those relative perturbations, of order u..7u per layer, are damped and mixed
 # through the 30 residual layers; the logits' max relative deviation measured
-# here is 1.1u. The bound 4u = 2e-3 is the issue's "about 2e-3 relative".
+# here is 1.1u. The bound is 4u = 2e-3 relative: room for the rounding of
+# another machine or torch version, tight enough to catch a wrong layout.
 F16_LOGIT_BOUND = 4 * 2.0 ** -11
 
 
@@ -203,7 +204,7 @@ def test_perplexity_change_matches_vq_perplexity(model, text_ids):
     f16 window on the Python side (residual_tokens=128) gives kivi2 -31 pp at
     se 4.6 here (prefill chunks of 64 instead of 256 change nothing: with no
     f16 window every group of 32 tokens is complete either way); other token
-    ids fail above. The issue's 0.5 pp needs ~6,000
+    ids fail above. A 0.5 pp bound would need ~6,000
     scored tokens for kivi4 at 2 se, and more than the novel holds for kivi2
     (bench/results/python.md)."""
     m, _ = model

@@ -1,4 +1,4 @@
-"""The seed's functions and the rest of the codec API against float64
+"""The original Metal API's functions and the rest of the codec API against float64
 references (tests/ref.py), for NumPy and PyTorch inputs, f16 and f32, odd
 shapes; outputs land in the caller's framework; bad input raises the C message
 and writes nothing."""
@@ -652,7 +652,7 @@ def test_attention_takes_views_with_outer_strides(rng):
 
 def test_earlier_names_are_the_same_objects():
     # One idea, one name; the earlier spellings stay importable (deprecated)
-    # and the seed's names keep working.
+    # and the original Metal API's names keep working.
     assert vq.PlainKeys is vq.F16Keys and vq.PlainValues is vq.F16Values
     assert vq.AffineKeys is vq.KIVIKeys and vq.AffineValues is vq.KIVIValues and vq.PQKeys is vq.VecInferKeys
     assert vq.affine_quantize_keys is vq.kivi_quantize_keys

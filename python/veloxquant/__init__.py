@@ -18,7 +18,7 @@ from ._quantizers import (KIVIQuantizer, TurboQuantizer, RaBitQQuantizer, QJLQua
                           CommVQQuantizer)
 from ._keys import F16Keys as PlainKeys, F16Values as PlainValues  # earlier names, deprecated
 from ._keys import KIVIKeys as AffineKeys, KIVIValues as AffineValues, VecInferKeys as PQKeys  # likewise
-from ._kernels import *  # noqa: F401,F403  (the seed's functions and the rest of the C API)
+from ._kernels import *  # noqa: F401,F403  (the original Metal API's functions and the rest of the C API)
 from ._kernels import __all__ as _kernel_names
 
 __version__ = "0.1.0"

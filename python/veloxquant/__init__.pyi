@@ -73,7 +73,7 @@ class TurboValues:
 Keys = Union[F16Keys, TurboKeys, EncodedVector, KIVIKeys, RaBitQKeys, QJLKeys, VecInferKeys, CommVQKeys]
 Values = Union[F16Values, KIVIValues, CodebookValues, TurboValues]
 
-# ---- the seed's functions ----
+# ---- the original Metal API's functions ----
 def vecinfer_quantize(keys: ArrayLike, codebook: ArrayLike, smooth_factors: ArrayLike, num_subspaces: int, *,
                       out: Optional[Array] = None) -> Array: ...
 def vecinfer_dequant(indices: ArrayLike, codebook: ArrayLike, smooth_factors: ArrayLike, *, dtype: DType = "float32",

@@ -35,12 +35,12 @@ class UnsupportedError(VeloxQuantError, ValueError):
 
 class BackendUnavailableError(VeloxQuantError, RuntimeError):
     """VQ_ERR_BACKEND_UNAVAILABLE: the backend is not compiled in or no device is
-    present (the seed's ``MetalUnavailableError``)."""
+    present (``MetalUnavailableError`` in the original Metal API)."""
 
     status = "VQ_ERR_BACKEND_UNAVAILABLE"
 
 
-#: The seed's name for :class:`BackendUnavailableError`.
+#: The original Metal API's name for :class:`BackendUnavailableError`.
 MetalUnavailableError = BackendUnavailableError
 
 

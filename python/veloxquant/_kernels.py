@@ -1,4 +1,4 @@
-"""The seed's kernel functions by their names (``_metal`` dropped), and every
+"""The original Metal API's kernel functions by their names (``_metal`` dropped), and every
 other public C codec, over any array with ``__dlpack__``.
 
 Conventions of every function here:
@@ -24,7 +24,7 @@ from ._keys import F16Keys, F16Values, EncodedVector, choice as _code, rope_code
 from ._runtime import adapter, CPU, CUDA
 
 __all__ = [
-    # the seed's names
+    # the original Metal API's names
     "vecinfer_quantize", "vecinfer_dequant", "vecinfer_encode_decode", "compute_query_lut",
     "rabitq_hamming_score", "rabitq_fused_attend", "rabitq_pack_values", "rabitq_encode",
     "rabitq_prefill_attend", "scalar_fused_decode_attend", "comm_vq_decode",
@@ -59,7 +59,7 @@ def _shape(x, name):
 
 def backend_available(backend="cpu"):
     """True when the backend ('cpu' or 'cuda') is compiled in and usable now (the
-    seed's ``metal_available``): the CPU always; CUDA when the library was built
+    original Metal API's ``metal_available``): the CPU always; CUDA when the library was built
     with CUDA and a device is visible."""
     b = {"cpu": CPU, "cuda": CUDA}.get(backend, backend)
     if b not in (CPU, CUDA):
@@ -69,7 +69,7 @@ def backend_available(backend="cpu"):
 
 def cuda_available():
     """True when the CUDA backend is compiled in and a device is visible (the
-    seed's ``metal_available``)."""
+    original Metal API's ``metal_available``)."""
     return _vq.backend_available(CUDA)
 
 
@@ -612,9 +612,9 @@ def commvq_encode(keys, codebook, *, dtype=None, out=None):
 
 
 # One idea, one name: KIVI (once "affine" and "scalar") and CommVQ (once
-# "comm_vq"). The seed's names (scalar_fused_decode_attend, comm_vq_decode)
-# stay, since code written for the seed calls them; the C API's earlier names
-# are deprecated aliases.
+# "comm_vq"). The original Metal API's names (scalar_fused_decode_attend,
+# comm_vq_decode) stay, since code written against it calls them; the C API's
+# earlier names are deprecated aliases.
 kivi_fused_attend = scalar_fused_decode_attend
 comm_vq_decode = commvq_decode
 affine_quantize_keys = kivi_quantize_keys

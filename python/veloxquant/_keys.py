@@ -1,5 +1,5 @@
 """Encoded key and value caches: one class per key format and per value format
-of ``fused_sdpa`` (the seed's ``EncodedVector`` and its siblings). Each holds the arrays of one format with
+of ``fused_sdpa`` (``EncodedVector`` and its siblings keep the original Metal API's names). Each holds the arrays of one format with
 the shapes of ``vq_encoded_keys`` in include/veloxquant.h (leading dimensions
 [B, Hkv, Skv]); nothing is copied. ``_vq_args()`` gives the (format, tensors,
 ints) triple that the extension module turns into a ``vq_encoded_keys``.
@@ -73,8 +73,8 @@ class TurboKeys(_Keys):
 
 
 class EncodedVector(_Keys):
-    """TurboQuant two-stage residual codes (VQ_KEYS_TURBO_RVQ; the seed's
-    EncodedVector): idx1/idx2 [..., D] u8, scale1/scale2 [...] f32, b1/b2 bits,
+    """TurboQuant two-stage residual codes (VQ_KEYS_TURBO_RVQ; the original Metal
+    API's EncodedVector): idx1/idx2 [..., D] u8, scale1/scale2 [...] f32, b1/b2 bits,
     diag [D] f32 or None. Made by ``turboquant_rvq_encode``."""
 
     __slots__ = ("idx1", "scale1", "idx2", "scale2", "b1", "b2", "diag")

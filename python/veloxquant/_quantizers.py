@@ -107,7 +107,7 @@ class TurboQuantizer:
 
 class RaBitQQuantizer:
     """RaBitQ 1-bit keys: signs of the rotated key and one magnitude per key
-    (``mag`` 'l1' as the seed, or 'unbiased')."""
+    (``mag`` 'l1', the default, or 'unbiased')."""
 
     def __init__(self, *, seed=0, mag="l1"):
         self.seed, self.mag = seed, mag

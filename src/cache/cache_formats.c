@@ -6,7 +6,7 @@
  *   binder takes pre-rotated queries and a caller's per-row q_scale; the
  *   cache gets raw queries, so prep_q rotates the row (the key signs' diag)
  *   and sets q_scale = softmax scale * ||rot(q)||_1 / D (the L1 fit of
- *   rot(q) by its signs, as the seed's RaBitQ query quantizer).
+ *   rot(q) by its signs, the query scale vq_rabitq_hamming_score takes).
  *
  *   f16 values in a rotated basis: the TurboQuant value pages accumulate
  *   P.V in the rotated basis and rotate each output row back once (their

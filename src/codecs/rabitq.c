@@ -1,5 +1,5 @@
 /* rabitq.c — RaBitQ 1-bit keys (docs/FORMATS.md §5): the encoder (rotation, sign bits,
- * magnitude), the seed's Hamming scorer and the nibble packer of value
+ * magnitude), the Hamming scorer and the nibble packer of value
  * indices. Validation, public entry points and threaded CPU drivers; the
  * per-row loops are in the kernel tables (rabitq_kernels.h), the layout in
  * formats/format_rabitq.h, the rotation in codecs/hadamard.h. */

@@ -1,6 +1,6 @@
 /* codec_rabitq.cu — the RaBitQ codec on CUDA (layout:
  * formats/format_rabitq.h): the encoder (one row per block: rotation in
- * shared memory, one thread per sign byte, float64 norms), the seed's Hamming
+ * shared memory, one thread per sign byte, float64 norms), the Hamming
  * scorer (one thread per candidate) and the nibble packer of value indices. */
 #include "cuda/codec_common.cuh"
 #include "formats/format_rabitq.h"

@@ -51,7 +51,7 @@ static inline VQ_HOST_DEVICE int vq_rabitq_hamming(const uint8_t *a, const uint8
     return ham;
 }
 
-/* The seed's Hamming logit: (D - 2*ham) * q_scale * k_mag + k_const, D - 2*ham
+/* The Hamming logit: (D - 2*ham) * q_scale * k_mag + k_const, D - 2*ham
  * being the dot product of the two ±1 vectors. */
 static inline VQ_HOST_DEVICE float vq_rabitq_hamming_logit(int d, int ham, float q_scale, float k_mag, float k_const)
 {

@@ -2,7 +2,7 @@
  * evicts the caches before a cold timed call. Every thread reads its own
  * slice of a buffer several times the last-level cache, as 8 interleaved
  * streams of the widest vector loads the CPU has: one scalar stream per
- * thread (this file until 2026-12-04) reached 21-24 GB/s on a 2-core Xeon
+ * thread reached 21-24 GB/s on a 2-core Xeon
  * guest whose f32 SDPA read its 2 GB at 25 GB/s; 8 streams of 512-bit loads
  * reach 32 there (bench/results/cpu.md). A denominator below what a kernel
  * can reach makes every "% of the read bandwidth" too kind. */

@@ -62,7 +62,7 @@ static const vqa_sub commands[] = {
     {"capture-kv", vq_cmd_capture_kv, "run a GGUF model over a text; write its keys, values, queries as .npy"},
     {"calibrate", vq_cmd_calibrate, "fit VecInfer / CommVQ / value tables on .npy keys and values; save them"},
     {"cache-eval", vq_cmd_cache_eval, "grade every cache method on .npy keys/values/queries; table, --json, --plot"},
-    {"bench", cmd_bench, "benchmarks: codecs, attention, cache, prefill (vq bench --help)"},
+    {"bench", cmd_bench, "benchmarks: codecs, attention, cache, model, prefill (vq bench --help)"},
     {"generate", vq_cmd_generate, "generate text with a GGUF Llama model on the compressed KV cache"},
     {"perplexity", vq_cmd_perplexity, "perplexity, KL and top-1 agreement of cache methods against f16 on a text"},
     {"presets", vq_cmd_presets, "the cache presets (--kv NAME) with their bits; --json"},
@@ -77,7 +77,7 @@ int main(int argc, char **argv)
                            VQA_COUNT(commands),
                            "Options are --name value or --name=value; sizes take k/K, M, G (x 1024): 64K = 65536.\n"
                            "Every command takes --json (one schema, tools/vq/report.h) and --help.\n"
-                           "Environment: VQ_ISA=scalar|avx2|avx512|neon caps the CPU kernel set;\n"
+                           "Environment: VQ_ISA=scalar|avx2|avx512|amx|neon caps the CPU kernel set;\n"
                            "VQ_PROGRESS=0 silences the progress lines on stderr.\n"};
     return vqa_dispatch(&top, argc, argv);
 }
