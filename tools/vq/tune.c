@@ -159,7 +159,7 @@ static double measure_bits(const tuner *t, const vq_cache_layer_config *lc, bool
     for (int64_t i = 0; i < n; i++) kv[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
     /* all but the last token at once, then the last alone: a local layer
      * evicts on the append after a prefill */
-    for (int64_t T = t->bits_ctx - 1; T >= 1; T = T > 1 ? 1 : 0) {
+    for (int64_t left = t->bits_ctx, T = left > 1 ? left - 1 : 1; left > 0; left -= T, T = 1) {
         int64_t shape[4] = {1, mc->n_kv_heads, T, mc->head_dim};
         DLTensor x = {.data = kv, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 16, 1}, .shape = shape};
         tool_check(t->ctx, vq_cache_append(c, 0, 1, &id, &x, &x, NULL), "vq tune: a trial append");
