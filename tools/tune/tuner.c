@@ -423,7 +423,8 @@ static vq_status candidates(tuner *t)
         r->local[l] = r->sliding_window > 0 && t->model->layers[l].local;
         mean_held += (double)held[r->local[l]] / t->L;
     }
-    for (int l = 0; l < t->L; l++) r->weight[l] = (double)held[r->local[l]] / mean_held;
+    /* without local layers every weight is exactly 1: the plan's bits are the plain mean */
+    for (int l = 0; l < t->L; l++) r->weight[l] = r->sliding_window ? (double)held[r->local[l]] / mean_held : 1.0;
     r->min_bits = 0;
     for (int p = 0; p < 2 * t->L; p++) {
         double m = part_bits(r, p, 0);
