@@ -256,6 +256,13 @@ typedef struct vq_attn_kernels {
      * nothing past each row's 48 bytes. */
     void (*nibbles3)(int n, const uint8_t *rows, int64_t ldr, uint8_t *out);
     bool nibbles3_fast; /* nibbles3 is a SIMD kernel (AVX2): AUTO takes 3-bit TurboQuant codes on integers */
+    /* Mixed-width key rows (KIVI_MIX, 4-bit wide and 2-bit narrow codes) to
+     * nibble rows: rows [n][ldr] of nwb bytes of nibbles, then nb2 bytes of
+     * 2-bit codes (ldr >= nwb + nb2) -> out [n][nwb + 2 nb2]: the nibbles
+     * copied, the 2-bit codes spread (vq_bitpack_spread2_nibbles). Reads
+     * nothing past the last row's nwb + nb2 bytes; out needs 32 bytes of
+     * room past its last row (SIMD stores may spill into it). */
+    void (*mix_nibbles)(int n, const uint8_t *rows, int64_t ldr, int64_t nwb, int64_t nb2, uint8_t *out);
     /* NULL, or the whole step of each KIVI block of the run b (b->nb blocks
      * in turn) for R <= 4 rows q [R][ldq] (softmax scale folded in) with no
      * mask and no causal limit inside the blocks: per block the same as, in

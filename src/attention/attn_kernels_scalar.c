@@ -174,6 +174,16 @@ static void nibbles3_scalar(int n, const uint8_t *rows, int64_t ldr, uint8_t *ou
     for (int j = 0; j < n; j++) vq_bitpack_spread3_nibbles(rows + j * ldr, 128, out + j * 64);
 }
 
+static void mix_nibbles_scalar(int n, const uint8_t *rows, int64_t ldr, int64_t nwb, int64_t nb2, uint8_t *out)
+{
+    for (int j = 0; j < n; j++) {
+        const uint8_t *row = rows + j * ldr;
+        uint8_t *dst = out + j * (nwb + 2 * nb2);
+        for (int64_t i = 0; i < nwb; i++) dst[i] = row[i];
+        vq_bitpack_spread2_nibbles(row + nwb, nb2, dst + nwb);
+    }
+}
+
 /* codes [n][ldc] -> out [n][D] = code * scale[c] + zero[c] */
 static void kivi_k_tile_scalar(int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc,
                                  const float *scale, const float *zero, float *out)
@@ -321,6 +331,7 @@ void vq_attn_kernels_init_scalar(vq_attn_kernels *k)
     k->codebook_qk8 = codebook_qk8_scalar;
     k->cbqk8_fast = false;
     k->nibbles3 = nibbles3_scalar;
+    k->mix_nibbles = mix_nibbles_scalar;
     k->nibbles3_fast = false;
     k->kivi_int8_block = NULL; /* the formats run the separate kernels */
     k->rescale = rescale_scalar;

@@ -19,11 +19,9 @@ typedef struct kivi_keys {
     bool int8;                   /* integer scores (kivi_q8 / kivi_qk8) */
 } kivi_keys;
 
-/* Thread scratch: f16 -> f32 group rows [2][D], then for integer scores the
- * quantised rows (int8 [VQ_ATTN_MAX_ROWS][D]) and their steps and zero terms
- * ([VQ_ATTN_MAX_ROWS][2]). */
-static int64_t xq_offset(int64_t D) { return 2 * D; }
-static int64_t dz_offset(int64_t D) { return 2 * D + VQ_ATTN_MAX_ROWS * D / 4; }
+/* Thread scratch: f16 -> f32 group rows [2][D]. Integer scores keep the
+ * quantised rows (int8 [VQ_ATTN_MAX_ROWS][D]) and their steps and zero
+ * terms ([VQ_ATTN_MAX_ROWS][2]) in the thread's memo, one group's at a time. */
 _Static_assert(sizeof(kivi_keys) <= sizeof(vq_attn_desc_storage), "kivi_keys too big");
 _Static_assert(VQ_ATTN_KIVI_INT8_N == VQ_ATTN_BN, "the fused KIVI kernel takes whole skeleton blocks");
 
@@ -72,14 +70,21 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
         int64_t end = (grp + 1) * k->g;
         if (end > blk->t0 + blk->n) end = blk->t0 + blk->n;
         const float *sc, *ze;
-        group_rows(k, th, blk, grp, th->extra, &sc, &ze);
         const uint8_t *codes = vq_attn_at(&k->codes, blk->b, blk->hk, t);
         if (k->int8) {
-            int8_t *xq = (int8_t *)(th->extra + xq_offset(k->D));
-            float *dz = th->extra + dz_offset(k->D);
-            th->kern->kivi_q8(R, k->D, k->bits, qp, k->D, sc, ze, xq, dz);
+            /* the rows quantised once per group (the memo), not once per block */
+            int8_t *xq = (int8_t *)th->memo_data;
+            float *dz = th->memo_data + VQ_ATTN_MAX_ROWS * k->D / 4;
+            if (!vq_attn_memo_hit(th, k, blk->b, blk->hk, grp, qp, R)) {
+                group_rows(k, th, blk, grp, th->extra, &sc, &ze);
+                th->kern->kivi_q8(R, k->D, k->bits, qp, k->D, sc, ze, xq, dz);
+            }
             th->kern->kivi_qk8(R, (int)(end - t), k->D, k->bits, codes, ldc, xq, dz, s + (t - blk->t0), VQ_ATTN_BN);
-        } else if (direct)
+            t = end;
+            continue;
+        }
+        group_rows(k, th, blk, grp, th->extra, &sc, &ze);
+        if (direct)
             th->kern->kivi_qk(R, (int)(end - t), k->D, k->bits, codes, ldc, sc, ze, qp, k->D, s + (t - blk->t0),
                                 VQ_ATTN_BN);
         else
@@ -173,6 +178,5 @@ static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked
     kivi_keys *d = (kivi_keys *)(void *)keys->storage.bytes;
     if (!vq_attn_q8_supported(d->bits, d->D)) return false;
     d->int8 = true;
-    keys->thread_floats = dz_offset(d->D) + 2 * VQ_ATTN_MAX_ROWS;
     return true;
 }

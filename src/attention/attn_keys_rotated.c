@@ -79,7 +79,7 @@ static void score_int8(const rotated_keys *k, const vq_attn_thread *th, const vq
         th->kern->codebook_qk8(R, blk->n, idx, ldi, k->cq[st], (const int8_t *)(qp + D), qpf * (int64_t)sizeof(float),
                                isum, VQ_ATTN_BN);
         float sc[VQ_ATTN_BN];
-        vq_attn_turbo_stage_scales(g, blk->b, blk->hk, blk->t0, blk->n, sc);
+        vq_attn_turbo_stage_scales(th->kern, g, blk->b, blk->hk, blk->t0, blk->n, sc);
         for (int r = 0; r < R; r++) {
             const float f = qp[r * qpf + D + D / 4] * k->cstep[st];
             for (int j = 0; j < blk->n; j++) {
@@ -240,6 +240,6 @@ static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked
     d->int8 = true;
     keys->qp_floats = INT8_QP_FLOATS(d->D);
     /* isum [MAX_ROWS][BN], nibble rows [BN][D/2], a code row [D] */
-    keys->thread_floats = VQ_ATTN_MAX_ROWS * VQ_ATTN_BN + VQ_ATTN_BN * d->D / 8 + d->D / 4;
+    keys->thread_floats = VQ_ATTN_MAX_ROWS * VQ_ATTN_BN + VQ_ATTN_BN * d->D / 8 + d->D / 4 + 8; /* + nibble_rows' 32 bytes */
     return true;
 }

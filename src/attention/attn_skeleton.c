@@ -68,7 +68,7 @@ static int64_t thread_layout(const plan *pl, float *base, thread_mem *tm)
         off += round16(n);                       \
     } while (0)
     float *qrow = NULL, *qp = NULL, *s = NULL, *o = NULL, *m = NULL, *d = NULL, *alpha = NULL, *tile = NULL,
-          *extra = NULL, *bad = NULL;
+          *extra = NULL, *bad = NULL, *memo = NULL, *memo_data = NULL;
     VQ_TAKE(qrow, D);
     VQ_TAKE(qp, pl->n_kinds * RT * pl->kq);
     VQ_TAKE(s, RT * VQ_ATTN_BN);
@@ -79,8 +79,12 @@ static int64_t thread_layout(const plan *pl, float *base, thread_mem *tm)
     VQ_TAKE(bad, (RT * (int64_t)sizeof(bool) + sizeof(float) - 1) / (int64_t)sizeof(float));
     VQ_TAKE(tile, VQ_ATTN_BN * D);
     VQ_TAKE(extra, extra_floats);
+    VQ_TAKE(memo, (int64_t)((sizeof(vq_attn_memo) + sizeof(float) - 1) / sizeof(float)));
+    VQ_TAKE(memo_data, vq_attn_memo_floats(D));
 #undef VQ_TAKE
-    if (tm) *tm = (thread_mem){qrow, qp, s, o, m, d, alpha, (bool *)bad, {pl->kern, tile, extra}};
+    if (tm)
+        *tm = (thread_mem){qrow, qp, s, o, m, d, alpha, (bool *)bad,
+                           {pl->kern, tile, extra, (vq_attn_memo *)(void *)memo, memo_data}};
     return off;
 }
 
@@ -334,6 +338,7 @@ static void run_task(void *arg, int64_t task, int thread)
         tm.d[r] = 0.0f;
     }
     memset(tm.o, 0, sizeof(float) * (size_t)(R * D));
+    tm.th.memo->desc = NULL; /* new rows: nothing prepared for them yet */
 
     const int64_t T = tile_limit(p, b, r0, R), nb = count_blocks(p, b, T);
     stream_blocks(pl, &tm, b, hk, r0, R, T, sp * nb / pl->S, (sp + 1) * nb / pl->S);
@@ -408,6 +413,13 @@ static int64_t choose_splits(int64_t requested, int64_t units, int threads, int6
     if (S <= 0) {
         S = units >= 2 * (int64_t)threads ? 1 : (4 * (int64_t)threads + units - 1) / units;
         const int64_t cap = n_blocks / 4 > 1 ? n_blocks / 4 : 1;
+        /* a whole number of tasks per thread where a split or two more gives
+         * it (3 kv heads on 2 threads: 12 tasks, 6 each, not 9 as 5 + 4) */
+        for (int64_t s2 = S; S > 1 && s2 <= S + 2 && s2 <= cap; s2++)
+            if (units * s2 % threads == 0) {
+                S = s2;
+                break;
+            }
         if (S > cap) S = cap;
     }
     const int64_t mem_cap = ((int64_t)64 << 20) / (int64_t)sizeof(float) / (units * state_floats);

@@ -76,13 +76,43 @@ typedef struct vq_attn_dims {
     int64_t B, Hq, Hkv, Sq, Skv, D;
 } vq_attn_dims;
 
+/* What the keys prepared for one key group of a task's rows: keys whose
+ * groups span several blocks (KIVI groups of 128 tokens) quantise the rows
+ * once per group, not once per block. The skeleton clears it (desc NULL)
+ * when a task starts, as the task's rows are new; score() reads the memo's
+ * data only when vq_attn_memo_hit says it is the same group. */
+typedef struct vq_attn_memo {
+    const void *desc;
+    const float *qp;
+    int64_t b, hk, grp;
+    int R;
+} vq_attn_memo;
+
+/* Floats of a memo's data: one key group's int8 query rows
+ * [VQ_ATTN_MAX_ROWS][D] and a step and zero term per row. */
+static inline int64_t vq_attn_memo_floats(int64_t D) { return VQ_ATTN_MAX_ROWS * D / 4 + 2 * VQ_ATTN_MAX_ROWS; }
+
 /* What a format's functions get per thread. */
 typedef struct vq_attn_thread {
     const vq_attn_kernels *kern;
     float *tile;   /* VQ_ATTN_BN * D floats, 64-byte aligned */
     float *extra;  /* max(keys, values thread_floats), 64-byte aligned; score() and
                       accumulate() run in turn, so each may clobber it */
+    vq_attn_memo *memo;  /* the keys' alone: the values never touch it */
+    float *memo_data;    /* vq_attn_memo_floats(D), 64-byte aligned */
 } vq_attn_thread;
+
+/* True when th's memo holds group grp of (desc, blk's b and hk) for the
+ * rows qp [R]; else it records that group (the caller then fills
+ * memo_data) and returns false. */
+static inline bool vq_attn_memo_hit(const vq_attn_thread *th, const void *desc, int64_t b, int64_t hk, int64_t grp,
+                                    const float *qp, int R)
+{
+    vq_attn_memo *m = th->memo;
+    if (m->desc == desc && m->qp == qp && m->R == R && m->b == b && m->hk == hk && m->grp == grp) return true;
+    *m = (vq_attn_memo){desc, qp, b, hk, grp, R};
+    return false;
+}
 
 /* One block of tokens [t0, t0 + n) of kv head hk in batch b. */
 typedef struct vq_attn_block {

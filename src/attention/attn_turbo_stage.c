@@ -70,8 +70,15 @@ const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, cons
         kern->nibbles3(n, row0, st->idx.st, pk);
         return pk;
     }
-    if (st->packed && st->bits == 2 && st->idx.st == D / 4) { /* contiguous rows: one stream */
-        vq_bitpack_spread2_nibbles(row0, n * D / 4, pk);
+    if (st->packed && st->bits == 3 && D == 64 && st->idx.st == 24) {
+        /* contiguous 24-byte rows: each pair is one 48-byte row of 128 codes
+         * whose nibble row is the pair's two rows in turn */
+        kern->nibbles3(n / 2, row0, 48, pk);
+        if (n % 2) vq_bitpack_spread3_nibbles(row0 + (n - 1) * 24, 64, pk + (n - 1) * 32);
+        return pk;
+    }
+    if (st->packed && st->bits == 2 && st->idx.st == D / 4) { /* contiguous rows: one stream (of 2-bit codes only) */
+        kern->mix_nibbles(1, row0, n * D / 4, 0, n * D / 4, pk);
         return pk;
     }
     for (int j = 0; j < n; j++) {

@@ -37,9 +37,10 @@ const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t 
  * in its high one), as kern->codebook_pv8 / codebook_qk8 read them: the
  * stored rows in place where they already are nibbles (4-bit u32 words),
  * else packed into pk [n][D / 2] (2- and 3-bit words spread in registers,
- * 3-bit rows at D = 128 by kern->nibbles3; other layouts through
- * vq_attn_turbo_stage_codes and scratch [D]). *ldi: the row stride in
- * bytes. */
+ * 3-bit rows at D = 128, and contiguous ones at D = 64 in pairs, by
+ * kern->nibbles3; other layouts through
+ * vq_attn_turbo_stage_codes and scratch [D]). pk needs 32 bytes of room
+ * past its n rows (kern->mix_nibbles). *ldi: the row stride in bytes. */
 const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, const vq_attn_turbo_stage *st, int64_t b,
                                                int64_t hk, int64_t t0, int n, int64_t D, uint8_t *scratch,
                                                uint8_t *pk, int64_t *ldi);
@@ -61,10 +62,15 @@ static inline float vq_attn_turbo_stage_scale(const vq_attn_turbo_stage *st, int
     return st->scale_f16 ? vq_half_to_float(*(const uint16_t *)p) : *(const float *)p;
 }
 
-/* The scales of the n tokens from t0 -> sc [n]. */
-static inline void vq_attn_turbo_stage_scales(const vq_attn_turbo_stage *st, int64_t b, int64_t hk, int64_t t0, int n,
-                                              float *sc)
+/* The scales of the n tokens from t0 -> sc [n]: contiguous f16 ones by
+ * kern->cvt_f16 (exact, as vq_half_to_float). */
+static inline void vq_attn_turbo_stage_scales(const vq_attn_kernels *kern, const vq_attn_turbo_stage *st, int64_t b,
+                                              int64_t hk, int64_t t0, int n, float *sc)
 {
+    if (st->scale_f16 && st->scale.st == 2) {
+        kern->cvt_f16(n, vq_attn_at(&st->scale, b, hk, t0), sc);
+        return;
+    }
     for (int j = 0; j < n; j++) sc[j] = vq_attn_turbo_stage_scale(st, b, hk, t0 + j);
 }
 

@@ -32,7 +32,7 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     const int64_t D = v->D;
     uint8_t *scratch = (uint8_t *)th->extra;
     float sc[VQ_ATTN_BN];
-    vq_attn_turbo_stage_scales(st, blk->b, blk->hk, blk->t0, blk->n, sc);
+    vq_attn_turbo_stage_scales(th->kern, st, blk->b, blk->hk, blk->t0, blk->n, sc);
     int64_t ldi = 0;
     const uint8_t *idx = NULL;
     if (st->packed && st->bits >= 2 && st->bits <= 4 && D % 16 == 0)
@@ -59,7 +59,11 @@ static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq
     float *w = th->extra;
     uint8_t *pk = (uint8_t *)(w + VQ_ATTN_MAX_ROWS * VQ_ATTN_BN), *scratch = pk + VQ_ATTN_BN * v->D / 2;
     float sc[VQ_ATTN_BN];
-    vq_attn_turbo_stage_scales(&v->stage, blk->b, blk->hk, blk->t0, blk->n, sc);
+    /* the codes and scales two blocks ahead (a prefetch past the rows never faults) */
+    const int64_t ahead = blk->t0 + VQ_ATTN_PREFETCH_AHEAD;
+    vq_attn_prefetch(vq_attn_at(&v->stage.idx, blk->b, blk->hk, ahead), VQ_ATTN_BN * v->stage.idx.st);
+    vq_attn_prefetch(vq_attn_at(&v->stage.scale, blk->b, blk->hk, ahead), VQ_ATTN_BN * v->stage.scale.st);
+    vq_attn_turbo_stage_scales(th->kern, &v->stage, blk->b, blk->hk, blk->t0, blk->n, sc);
     for (int r = 0; r < R; r++)
         for (int j = 0; j < blk->n; j++) w[r * VQ_ATTN_BN + j] = p[r * VQ_ATTN_BN + j] * sc[j];
     int64_t ldi;
@@ -98,7 +102,8 @@ vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values
     d->D = dims->D;
     out->ops = &turbo_ops;
     out->desc = d;
-    out->thread_floats = (dims->D + 3) / 4 + VQ_ATTN_BN * dims->D / 8; /* a code row [D] u8, nibble rows [BN][D/2] */
+    /* a code row [D] u8, nibble rows [BN][D/2] and the 32 bytes past them that nibble_rows may write */
+    out->thread_floats = (dims->D + 3) / 4 + VQ_ATTN_BN * dims->D / 8 + 8;
     return VQ_OK;
 }
 

@@ -387,7 +387,7 @@ typedef struct attend_io {
  * NULL when it ran for none) merged with the sinks, the value mean added,
  * the lse moved back to the untransformed scores. */
 static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, const attend_io *io,
-                       int64_t b, int64_t ns, const float *po, const float *pl, double *sc, float *qrow)
+                       int64_t b, int64_t ns, const float *po, const float *pl, double *sc, float *qrow, float *kv32)
 {
     const int D = c->D, Hq = c->Hq, G = c->Hq / c->Hkv;
     const int64_t kvd = (int64_t)c->Hkv * D, n = sl->n_sink + sl->n, Sq = io->Sq, Si = Sq - ns;
@@ -413,6 +413,14 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
                 if (lrow) *lrow = -INFINITY;
                 continue;
             }
+            /* the kv head's visible sinks as f32 [2][nvis][D], once for its G query heads */
+            float *kf = kv32, *vf = kv32 + (int64_t)c->S * D;
+            if (nvis > 0 && h % G == 0)
+                for (int64_t j = lo; j < hi; j++)
+                    for (int e = 0; e < D; e++) {
+                        kf[(j - lo) * D + e] = vq_f16_to_f32(K[((int64_t)(h / G) * c->S + j) * D + e]);
+                        vf[(j - lo) * D + e] = vq_f16_to_f32(V[((int64_t)(h / G) * c->S + j) * D + e]);
+                    }
             query_row(&io->qv, io->qdt, b, h, t, scales, G, D, qrow);
             float o[256];
             double lse;
@@ -425,9 +433,9 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
                 /* out = (e^lse o_pages + sum_j e^s_j v_j) / (e^lse + sum_j e^s_j) */
                 double mx = -INFINITY;
                 for (int64_t j = lo; j < hi; j++) {
-                    const uint16_t *kj = K + ((int64_t)(h / G) * c->S + j) * D;
+                    const float *kj = kf + (j - lo) * D;
                     double d = 0;
-                    for (int e = 0; e < D; e++) d += (double)qrow[e] * vq_f16_to_f32(kj[e]);
+                    for (int e = 0; e < D; e++) d += (double)qrow[e] * kj[e];
                     sc[j] = d * io->scale;
                     if (sc[j] > mx) mx = sc[j];
                 }
@@ -437,9 +445,9 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
                 for (int e = 0; e < D; e++) acc[e] = paged ? wc * prow[e] : 0.0;
                 for (int64_t j = lo; j < hi; j++) {
                     const double w = exp(sc[j] - mx);
-                    const uint16_t *vj = V + ((int64_t)(h / G) * c->S + j) * D;
+                    const float *vj = vf + (j - lo) * D;
                     sum += w;
-                    for (int e = 0; e < D; e++) acc[e] += w * vq_f16_to_f32(vj[e]);
+                    for (int e = 0; e < D; e++) acc[e] += w * vj[e];
                 }
                 for (int e = 0; e < D; e++) o[e] = (float)(acc[e] / sum);
                 lse = mx + log(sum);
@@ -480,14 +488,14 @@ vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_
     /* scratch: sequence layers, leading sink-only rows, done flags, ids of
      * a group, sink scores, a query row, then q, out, lse of a group */
     const size_t head = ((sizeof(void *) + 3 * sizeof(int64_t)) * (size_t)n_seq + sizeof(double) * (size_t)c->S +
-                         sizeof(float) * (size_t)D + 63) & ~(size_t)63;
+                         sizeof(float) * (size_t)D * (size_t)(1 + 2 * c->S) + 63) & ~(size_t)63;
     const size_t rows = (size_t)(n_seq * Hq * Sq), block = sizeof(float) * rows * (size_t)D;
     unsigned char *hs = recipe_scratch(c, head + 2 * block + sizeof(float) * rows);
     if (hs == NULL) return VQ_ERR_OUT_OF_MEMORY;
     const vq_cache_seq_layer **sls = (const vq_cache_seq_layer **)(void *)hs;
     int64_t *ns = (int64_t *)(void *)(sls + n_seq), *done = ns + n_seq, *ids = done + n_seq;
     double *sc = (double *)(void *)(ids + n_seq);
-    float *qrow = (float *)(void *)(sc + c->S);
+    float *qrow = (float *)(void *)(sc + c->S), *kv32 = qrow + D; /* kv32: merge_rows' [2][S][D] */
     float *gq = (float *)(void *)(hs + head), *go = (float *)(void *)(hs + head + block);
     float *gl = (float *)(void *)(hs + head + 2 * block);
     for (int i = 0; i < n_seq; i++) {
@@ -506,7 +514,7 @@ vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_
     for (int i = 0; i < n_seq; i++) {
         if (done[i]) continue;
         if (ns[i] == Sq) {
-            merge_rows(c, L, sls[i], &io, i, Sq, NULL, NULL, sc, qrow);
+            merge_rows(c, L, sls[i], &io, i, Sq, NULL, NULL, sc, qrow, kv32);
             done[i] = 1;
             continue;
         }
@@ -533,7 +541,7 @@ vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_
         for (int j = i, g = 0; j < n_seq; j++) {
             if (done[j] || ns[j] != ns[i]) continue;
             merge_rows(c, L, sls[j], &io, j, ns[j], go + (int64_t)g * Hq * Si * D, gl + (int64_t)g * Hq * Si, sc,
-                       qrow);
+                       qrow, kv32);
             g++;
         }
         for (int j = n_seq - 1; j >= i; j--)

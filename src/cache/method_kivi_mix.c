@@ -13,7 +13,6 @@
 #include "cache/cache_method.h"
 #include "formats/format_kivi.h"
 #include "formats/format_kivi_mix.h"
-#include "formats/format_bitpack.h"
 
 /* ---- encoder ---- */
 
@@ -101,6 +100,18 @@ _Static_assert(sizeof(mix_keys) <= sizeof(vq_attn_desc_storage), "mix_keys too b
  * [VQ_ATTN_DIRECT_ROWS][D], then the unpacked codes [VQ_ATTN_BN][D] u8. */
 static int64_t thread_floats(int64_t D) { return (4 + VQ_ATTN_DIRECT_ROWS) * D + VQ_ATTN_BN * D / 4; }
 
+/* The stream order of a group (mask m): perm[i] = the channel of code i
+ * (vq_kivi_mix_order, without a branch on each channel's random width). */
+static void stream_order(const mix_keys *k, const uint8_t *m, int *perm)
+{
+    for (int64_t c = 0, w = 0, nn = k->nw; c < k->D; c++) {
+        const int64_t wide = vq_kivi_mix_wide(m, c);
+        perm[wide ? w : nn] = (int)c;
+        w += wide;
+        nn += 1 - wide;
+    }
+}
+
 /* The R query rows qp [R][D], scale and zero of a group (mask m) permuted
  * to the order of its code stream (the wide channels, then the narrow):
  * qs [R][D], scp, zep [D]. */
@@ -109,12 +120,13 @@ static void to_stream_order(const mix_keys *k, const uint8_t *m, int R, const fl
 {
     const int64_t D = k->D;
     int perm[256];
-    vq_kivi_mix_order(m, D, k->nw, perm);
+    stream_order(k, m, perm);
     for (int64_t i = 0; i < D; i++) {
         scp[i] = sc[perm[i]];
         zep[i] = ze[perm[i]];
-        for (int r = 0; r < R; r++) qs[r * D + i] = qp[r * D + perm[i]];
     }
+    for (int r = 0; r < R; r++)
+        for (int64_t i = 0; i < D; i++) qs[r * D + i] = qp[r * D + perm[i]];
 }
 
 /* Few rows (decode): the codes stay in stream order (two whole-row unpacks
@@ -144,35 +156,46 @@ static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_a
     th->kern->kivi_qk(R, n, D, 8, u, D, scp, zep, qs, D, s, VQ_ATTN_BN);
 }
 
-/* Integer scores' scratch after thread_floats(D): the rows' queries, int8
- * rows and steps (kivi_q8's xq [MAX_ROWS][D], dz [MAX_ROWS][2]) and the
- * code rows as nibbles [VQ_ATTN_BN][D / 2], all in stream order. */
-static int64_t int8_floats(int64_t D)
-{
-    return VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4 + 2 * VQ_ATTN_MAX_ROWS + VQ_ATTN_BN * D / 8;
-}
+/* Integer scores' scratch after thread_floats(D): the rows' int8 in
+ * channel order [MAX_ROWS][D] bytes and the code rows as nibbles
+ * [VQ_ATTN_BN][D / 2] and the 32 bytes mix_nibbles may spill past them (the
+ * int8 rows in stream order and their steps live in the thread's memo). */
+static int64_t int8_floats(int64_t D) { return VQ_ATTN_MAX_ROWS * D / 4 + VQ_ATTN_BN * D / 8 + 8; }
 
-/* Integer scores of one group segment (any R): the rows, scale and zero
- * permuted to stream order as score_direct does, quantised once
- * (kivi_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble), the
- * code rows turned into nibble rows (the wide codes are nibbles already,
- * the narrow 2-bit ones spread), then exact integer dots (kivi_qk8). */
+/* Integer scores of one group segment (any R): the rows quantised once
+ * per group in channel order (kivi_q8 at 4 bits: every code, 2 or 4 bits
+ * wide, is a nibble), their int8 moved to stream order (the step is a max
+ * over the channels, the zero term a sum: neither depends on the order, so
+ * this is the quantisation of the permuted rows, a byte move per channel
+ * instead of float moves of the rows, scale and zero) and kept in the memo
+ * for the group's later blocks; the code rows turned into nibble rows (the
+ * wide codes are nibbles already, the narrow 2-bit ones spread), then exact
+ * integer dots (kivi_qk8). */
 static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
-                       int R, int64_t t, int n, const uint8_t *m, const float *sc, const float *ze, float *s)
+                       int R, int64_t t, int n, int64_t grp, float *s)
 {
     const int64_t D = k->D, nw = k->nw;
-    float *scp = th->extra + 2 * D, *zep = th->extra + 3 * D, *qs = th->extra + thread_floats(D);
-    int8_t *xq = (int8_t *)(qs + VQ_ATTN_MAX_ROWS * D);
-    float *dz = qs + VQ_ATTN_MAX_ROWS * D + VQ_ATTN_MAX_ROWS * D / 4;
-    uint8_t *nib = (uint8_t *)(dz + 2 * VQ_ATTN_MAX_ROWS);
-    to_stream_order(k, m, R, qp, sc, ze, qs, scp, zep);
-    th->kern->kivi_q8(R, D, 4, qs, D, scp, zep, xq, dz);
-    for (int j = 0; j < n; j++) {
-        const uint8_t *row = vq_attn_at(&k->codes, blk->b, blk->hk, t + j);
-        uint8_t *dst = nib + (int64_t)j * (D / 2);
-        memcpy(dst, row, (size_t)(nw / 2));
-        vq_bitpack_spread2_nibbles(row + nw / 2, (D - nw) / 4, dst + nw / 2);
+    int8_t *xq = (int8_t *)th->memo_data;
+    float *dz = th->memo_data + VQ_ATTN_MAX_ROWS * D / 4;
+    int8_t *xc = (int8_t *)(th->extra + thread_floats(D)); /* the rows' int8 in channel order */
+    uint8_t *nib = (uint8_t *)(th->extra + thread_floats(D) + VQ_ATTN_MAX_ROWS * D / 4);
+    if (!vq_attn_memo_hit(th, k, blk->b, blk->hk, grp, qp, R)) {
+        float *sc = th->extra, *ze = th->extra + D;
+        th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
+        th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
+        th->kern->kivi_q8(R, D, 4, qp, D, sc, ze, xc, dz);
+        int perm[256];
+        stream_order(k, vq_attn_at(&k->mask, blk->b, blk->hk, grp), perm);
+        /* code 2i of the stream sits at byte i of plane 0, code 2i + 1 of plane 1 (vq_attn_q8_pos) */
+        for (int64_t i = 0; i < D / 2; i++) {
+            const int64_t a = vq_attn_q8_pos(perm[2 * i], 4, D), b = vq_attn_q8_pos(perm[2 * i + 1], 4, D);
+            for (int r = 0; r < R; r++) {
+                xq[r * D + i] = xc[r * D + a];
+                xq[r * D + D / 2 + i] = xc[r * D + b];
+            }
+        }
     }
+    th->kern->mix_nibbles(n, vq_attn_at(&k->codes, blk->b, blk->hk, t), k->codes.st, nw / 2, (D - nw) / 4, nib);
     th->kern->kivi_qk8(R, n, D, 4, nib, D / 2, xq, dz, s, VQ_ATTN_BN);
 }
 
@@ -189,19 +212,26 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
     const mix_keys *k = desc;
     const int64_t D = k->D;
     const bool direct = R <= VQ_ATTN_DIRECT_ROWS;
+    /* the codes two blocks ahead (vq_attn_prefetch; a prefetch past the
+     * segment's rows never faults): they are first read by mix_nibbles */
+    if (k->int8) vq_attn_prefetch(vq_attn_at(&k->codes, blk->b, blk->hk, blk->t0 + VQ_ATTN_PREFETCH_AHEAD),
+                                  VQ_ATTN_BN * k->codes.st);
     float *sc = th->extra, *ze = th->extra + D;
     uint8_t *u = (uint8_t *)(th->extra + (4 + VQ_ATTN_DIRECT_ROWS) * D);
     for (int64_t t = blk->t0; t < blk->t0 + blk->n;) {
         const int64_t grp = t / k->g;
         int64_t end = (grp + 1) * k->g;
         if (end > blk->t0 + blk->n) end = blk->t0 + blk->n;
+        const int n = (int)(end - t);
+        if (k->int8) {
+            score_int8(k, th, blk, qp, R, t, n, grp, s + (t - blk->t0));
+            t = end;
+            continue;
+        }
         th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
         th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
         const uint8_t *m = vq_attn_at(&k->mask, blk->b, blk->hk, grp);
-        const int n = (int)(end - t);
-        if (k->int8) {
-            score_int8(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
-        } else if (direct) {
+        if (direct) {
             score_direct(k, th, blk, qp, R, t, n, m, sc, ze, s + (t - blk->t0));
         } else {
             for (int j = 0; j < n; j++)

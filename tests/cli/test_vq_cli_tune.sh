@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_vq_cli_tune.sh — `vq tune`: its arguments always; with the model
 # installed, a small real run (two candidates, 64 tokens: ~30 CPU-seconds)
-# whose profile the model commands take back at the bits it promised.
+# whose profile the model commands take back at the bits it promised; with
+# Gemma 3 270M installed, the bits of its sliding-window layers.
 # Registered only outside the sanitizer builds, where the run takes minutes.
 # Usage: test_vq_cli_tune.sh <path to vq>. Exit 0 pass, 1 fail.
 . "$(dirname "$0")/vq_cli_expect.sh"
@@ -32,5 +33,15 @@ if [ -s "$model" ]; then
     if awk '$2 ~ /t.vqprof$/ { b = $NF } END { exit !(b != "" && b + 0 <= 3.0) }' "$tmp/out"; then
         echo "ok   the tuned profile stores at most --bits"
     else echo "FAIL: the tuned profile's bits"; cat "$tmp/out"; failures=$((failures + 1)); fi
+fi
+# Gemma 3: its 15 local layers hold their 512-token window (768 tokens at 2048 with 256-token pages and 4
+# sinks), not 2048, and the bits are counted over what each layer holds (a model load, no model run)
+gemma="$root/models/gemma-3-270m-q4_k_m.gguf"
+if [ -s "$gemma" ]; then
+    expect 2 "(local layers, sliding window 512, hold 768 of them)" \
+        tune -m "$gemma" --bits 1.5 --keys kivi2 --values turbo2 --bits-ctx 2048 --window +w8 --sink 4 -o "$tmp/x.vqprof"
+    if grep -q "the cheapest takes 2.776 bits per element at 2048 tokens" "$tmp/out"; then
+        echo "ok   the cheapest Gemma plan weighs each layer by the tokens it holds"
+    else echo "FAIL: the cheapest Gemma plan's bits"; cat "$tmp/out"; failures=$((failures + 1)); fi
 fi
 vq_cli_finish test_vq_cli_tune

@@ -239,6 +239,9 @@ static void cases_on(vq_ctx *ctx, const char *isa)
         /* direct p.V: groups of 24 (not whole 16-lane registers) and a 64-column strip inside a group of 128 */
         {1, 3, 1, 1, 45, 128, 4, 24, true, false, 0},
         {1, 2, 1, 1, 40, 256, 2, 128, false, false, 0},
+        /* three rows a kv head (2 + 1), groups over several blocks (the rows quantised once per group and task) */
+        {1, 9, 3, 1, 300, 64, 4, 128, true, false, 3},
+        {1, 6, 2, 1, 290, 128, 2, 64, false, false, 2},
     };
     static const vq_key_scores paths[] = {VQ_KEY_SCORES_F32, VQ_KEY_SCORES_AUTO, VQ_KEY_SCORES_INT8};
     vq_rng rng;

@@ -75,6 +75,41 @@ static void nibbles3_on(vq_ctx *ctx, const char *isa)
 
 static void test_turbo_nibbles3(void) { vt_for_each_isa(1, nibbles3_on); }
 
+/* mix_nibbles (KIVI_MIX rows to nibble rows) equal to the scalar kernel on
+ * awkward shapes: nibble and 2-bit parts below, at and past 16 bytes, rows
+ * at their length or a stride past it, the block's last row at the end of
+ * its buffer (a read past it is an ASan error), and nothing written more
+ * than 32 bytes past the output. */
+static void mix_nibbles_on(vq_ctx *ctx, const char *isa)
+{
+    const vq_attn_kernels *k = vq_attn_kernels_for(ctx->isa), *ref = vq_attn_kernels_for(VQ_ISA_SCALAR);
+    vq_rng rng;
+    vq_rng_seed(&rng, 29);
+    static const int shapes[][3] = {{12, 10, 0}, {2, 15, 3}, {16, 8, 0}, {30, 17, 1}, {0, 16, 0},
+                                    {48, 20, 5}, {8, 1, 0},  {64, 32, 0}, {96, 40, 7}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t nwb = shapes[si][0], nb2 = shapes[si][1], ldr = nwb + nb2 + shapes[si][2], ldo = nwb + 2 * nb2;
+        for (int n = 1; n <= 32; n += 5) {
+            uint8_t *rows = malloc((size_t)((n - 1) * ldr + nwb + nb2));
+            uint8_t *got = malloc((size_t)(n * ldo + 64)), *want = malloc((size_t)(n * ldo + 64));
+            for (int64_t i = 0; i < (n - 1) * ldr + nwb + nb2; i++) rows[i] = (uint8_t)(vq_rng_next(&rng) >> 56);
+            memset(got, 0xa5, (size_t)(n * ldo + 64));
+            memset(want, 0xa5, (size_t)(n * ldo + 64));
+            k->mix_nibbles(n, rows, ldr, nwb, nb2, got);
+            ref->mix_nibbles(n, rows, ldr, nwb, nb2, want);
+            VT_CHECK(memcmp(got, want, (size_t)(n * ldo)) == 0, "%s mix_nibbles nwb %lld nb2 %lld n %d: differs from scalar",
+                     isa, (long long)nwb, (long long)nb2, n);
+            bool untouched = true;
+            for (int64_t i = n * ldo + 32; i < n * ldo + 64; i++) untouched &= got[i] == 0xa5;
+            VT_CHECK(untouched, "%s mix_nibbles nwb %lld nb2 %lld n %d: wrote past the 32 bytes of room", isa,
+                     (long long)nwb, (long long)nb2, n);
+            free(rows), free(got), free(want);
+        }
+    }
+}
+
+static void test_mix_nibbles(void) { vt_for_each_isa(1, mix_nibbles_on); }
+
 /* ---- attention ---- */
 
 typedef struct kcase {
@@ -362,6 +397,7 @@ int main(void)
 {
     VT_RUN(test_turbo_qk8_kernel);
     VT_RUN(test_turbo_nibbles3);
+    VT_RUN(test_mix_nibbles);
     VT_RUN(test_turbo_qk8);
     VT_RUN(test_turbo_qk8_layouts);
     VT_RUN(test_turbo_qk8_fallback);

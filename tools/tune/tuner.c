@@ -140,17 +140,21 @@ static vq_status run_plan(tuner *t, bool fill_ref, double *kl_out)
 }
 
 /* Bits per element of a part at candidate lc: a one-layer cache of the
- * model's shape, with the plan's residual window and sink tokens, filled to
+ * model's shape, with the plan's residual window and sink tokens and
+ * `window` (a local layer's sliding window; 0: full attention), filled to
  * bits_ctx tokens (random data: the sizes do not depend on it), keys
- * (values) alone as vq_cache_memory counts them. */
-static vq_status measure_bits(tuner *t, const vq_cache_layer_config *lc, bool keys, double *bits)
+ * (values) alone as vq_cache_memory counts them over the tokens the layer
+ * holds after the last token's append (a local layer has evicted the pages
+ * its window left); *held: those tokens (NULL: not wanted). */
+static vq_status measure_bits(tuner *t, const vq_cache_layer_config *lc, bool keys, int window, double *bits,
+                              int64_t *held)
 {
     const vqm_config *mc = &t->model->cfg;
     const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = mc->n_kv_heads, .n_q_heads = mc->n_heads,
                                  .head_dim = mc->head_dim, .capacity_pages = 64, .grow_pages = 64,
                                  .max_sequences = 1, .residual_tokens = t->method.cfg.residual_tokens, .layers = lc,
                                  .window = t->method.cfg.window, .window_bits = t->method.cfg.window_bits,
-                                 .sink_tokens = t->common.sink};
+                                 .sink_tokens = t->common.sink, .sliding_windows = &window};
     vq_cache *c = NULL;
     vq_status st = lib(t, vq_cache_create(t->ctx, &cfg, &c), "a trial cache");
     if (st != VQ_OK) return st;
@@ -163,13 +167,18 @@ static vq_status measure_bits(tuner *t, const vq_cache_layer_config *lc, bool ke
         vq_rng rng;
         vq_rng_seed(&rng, 1);
         for (int64_t i = 0; i < n; i++) kv[i] = vq_f32_to_f16((float)vq_rng_normal(&rng));
-        int64_t shape[4] = {1, mc->n_kv_heads, t->bits_ctx, mc->head_dim};
+    }
+    /* all but the last token at once, then the last alone: a local layer
+     * evicts on the append after a prefill */
+    for (int64_t left = t->bits_ctx, T = left > 1 ? left - 1 : 1; st == VQ_OK && left > 0; left -= T, T = 1) {
+        int64_t shape[4] = {1, mc->n_kv_heads, T, mc->head_dim};
         DLTensor x = {.data = kv, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 16, 1}, .shape = shape};
         st = lib(t, vq_cache_append(c, 0, 1, &id, &x, &x, NULL), "a trial append");
     }
     vq_cache_memory_report r;
     if (st == VQ_OK) st = lib(t, vq_cache_memory(c, &r), "a trial's memory");
     if (st == VQ_OK) *bits = keys ? r.key_bits_per_element : r.value_bits_per_element;
+    if (st == VQ_OK && held) *held = r.tokens;
     free(kv);
     vq_cache_free(c);
     return st;
@@ -191,6 +200,15 @@ static void set_plan(tuner *t, const int *picks)
     }
 }
 
+/* A part's bits at candidate i: weighed by the elements its layer holds, so
+ * that the mean over parts is the whole cache's bits. */
+static double part_bits(const vqt_tune_result *r, int p, int i)
+{
+    const int l = p % r->n_layers;
+    const vqt_tune_candidate *c = (p < r->n_layers ? r->keys : r->values) + i;
+    return r->weight[l] * (r->local[l] ? c->bits_local : c->bits);
+}
+
 /* Greedy allocation under `budget` bits per element (the mean over parts)
  * into picks[2L]; returns the predicted loss, and the plan's bits in *bits. */
 static double allocate(const vqt_tune_result *r, int *picks, double budget, double *bits)
@@ -198,33 +216,30 @@ static double allocate(const vqt_tune_result *r, int *picks, double budget, doub
     const int L = r->n_layers, P = 2 * L;
     double used = 0, loss = 0;
     for (int p = 0; p < P; p++) {
-        const vqt_tune_candidate *c = p < L ? r->keys : r->values;
         const double *pl = r->loss + (size_t)p * VQT_TUNE_MAX_CAND;
         const int n = p < L ? r->n_keys : r->n_values;
         int cheap = 0;
         for (int i = 1; i < n; i++)
-            if (c[i].bits < c[cheap].bits) cheap = i;
+            if (part_bits(r, p, i) < part_bits(r, p, cheap)) cheap = i;
         picks[p] = cheap;
-        used += c[cheap].bits;
+        used += part_bits(r, p, cheap);
         loss += pl[cheap];
     }
     for (;;) {
         int bp = -1, bi = -1;
         double best = 0;
         for (int p = 0; p < P; p++) {
-            const vqt_tune_candidate *c = p < L ? r->keys : r->values;
             const double *pl = r->loss + (size_t)p * VQT_TUNE_MAX_CAND;
             const int n = p < L ? r->n_keys : r->n_values, cur = picks[p];
             for (int i = 0; i < n; i++) {
-                const double db = c[i].bits - c[cur].bits, dl = pl[cur] - pl[i];
+                const double db = part_bits(r, p, i) - part_bits(r, p, cur), dl = pl[cur] - pl[i];
                 if (db <= 0 || dl <= 0 || (used + db) / P > budget + 1e-9) continue;
                 if (dl / db > best) best = dl / db, bp = p, bi = i;
             }
         }
         if (bp < 0) break;
-        const vqt_tune_candidate *c = bp < L ? r->keys : r->values;
         const double *pl = r->loss + (size_t)bp * VQT_TUNE_MAX_CAND;
-        used += c[bi].bits - c[picks[bp]].bits;
+        used += part_bits(r, bp, bi) - part_bits(r, bp, picks[bp]);
         loss -= pl[picks[bp]] - pl[bi];
         picks[bp] = bi;
     }
@@ -374,23 +389,49 @@ static vq_status candidates(tuner *t)
             (*n)++;
         }
     }
-    for (int i = 0; i < r->n_keys; i++) {
-        const vq_status st = measure_bits(t, &t->kc[i].lc, true, &r->keys[i].bits);
-        if (st != VQ_OK) return st;
+    /* every candidate in a full-attention layer and, where the model has
+     * sliding-window layers, in a local one */
+    const vqm_config *mc = &t->model->cfg;
+    r->sliding_window = mc->sliding_window > 0 ? mc->sliding_window : 0;
+    r->held_local = t->bits_ctx;
+    int64_t held[2] = {t->bits_ctx, t->bits_ctx}; /* tokens a layer of each kind holds */
+    for (int k = 0; k < 1 + (r->sliding_window > 0); k++) {
+        for (int i = 0; i < r->n_keys; i++) {
+            vqt_tune_candidate *c = &r->keys[i];
+            const vq_status st = measure_bits(t, &t->kc[i].lc, true, k ? r->sliding_window : 0,
+                                              k ? &c->bits_local : &c->bits, NULL);
+            if (st != VQ_OK) return st;
+        }
+        /* a value candidate beside quantized keys: the layer's window holds the
+         * keys' partial group too (f16 keys leave only the newest R tokens in
+         * it), so values are counted beside the last key candidate */
+        for (int i = 0; i < r->n_values; i++) {
+            vqt_tune_candidate *c = &r->values[i];
+            vq_cache_layer_config lc = t->vc[i].lc;
+            if (r->n_keys > 1) lc.keys = t->kc[r->n_keys - 1].lc.keys;
+            const vq_status st = measure_bits(t, &lc, false, k ? r->sliding_window : 0,
+                                              k ? &c->bits_local : &c->bits, i == 0 ? &held[k] : NULL);
+            if (st != VQ_OK) return st;
+        }
     }
-    /* a value candidate beside quantized keys: the layer's window holds the
-     * keys' partial group too (f16 keys leave only the newest R tokens in
-     * it), so values are counted beside the last key candidate */
-    for (int i = 0; i < r->n_values; i++) {
-        vq_cache_layer_config lc = t->vc[i].lc;
-        if (r->n_keys > 1) lc.keys = t->kc[r->n_keys - 1].lc.keys;
-        const vq_status st = measure_bits(t, &lc, false, &r->values[i].bits);
-        if (st != VQ_OK) return st;
+    if (r->sliding_window == 0)
+        for (int i = 0; i < VQT_TUNE_MAX_CAND; i++)
+            r->keys[i].bits_local = r->keys[i].bits, r->values[i].bits_local = r->values[i].bits;
+    r->held_local = held[1];
+    double mean_held = 0;
+    for (int l = 0; l < t->L; l++) {
+        r->local[l] = r->sliding_window > 0 && t->model->layers[l].local;
+        mean_held += (double)held[r->local[l]] / t->L;
     }
-    double mk = r->keys[0].bits, mv = r->values[0].bits;
-    for (int i = 1; i < r->n_keys; i++) mk = r->keys[i].bits < mk ? r->keys[i].bits : mk;
-    for (int i = 1; i < r->n_values; i++) mv = r->values[i].bits < mv ? r->values[i].bits : mv;
-    r->min_bits = (mk + mv) / 2;
+    /* without local layers every weight is exactly 1: the plan's bits are the plain mean */
+    for (int l = 0; l < t->L; l++) r->weight[l] = r->sliding_window ? (double)held[r->local[l]] / mean_held : 1.0;
+    r->min_bits = 0;
+    for (int p = 0; p < 2 * t->L; p++) {
+        double m = part_bits(r, p, 0);
+        for (int i = 1; i < (p < t->L ? r->n_keys : r->n_values); i++)
+            m = part_bits(r, p, i) < m ? part_bits(r, p, i) : m;
+        r->min_bits += m / (2.0 * t->L);
+    }
     return VQ_OK;
 }
 
@@ -538,6 +579,8 @@ void vqt_tune_result_free(vqt_tune_result *r)
     free(r->key_pick);
     free(r->value_pick);
     free(r->loss);
+    free(r->local);
+    free(r->weight);
     free(r);
 }
 
@@ -587,17 +630,25 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
         r->key_pick = calloc((size_t)t->L, sizeof *r->key_pick);
         r->value_pick = calloc((size_t)t->L, sizeof *r->value_pick);
         r->loss = calloc(2 * (size_t)t->L * VQT_TUNE_MAX_CAND, sizeof *r->loss);
+        r->local = calloc((size_t)t->L, sizeof *r->local);
+        r->weight = calloc((size_t)t->L, sizeof *r->weight);
         picks = calloc(2 * (size_t)t->L, sizeof *picks);
         t->ref = calloc((size_t)t->n_windows * (size_t)(t->C / 2) * (size_t)t->V, sizeof *t->ref);
         t->logits = calloc((size_t)t->common.batch * (size_t)t->V, sizeof *t->logits);
         t->lp = calloc((size_t)t->V, sizeof *t->lp);
-        if (!r->key_pick || !r->value_pick || !r->loss || !picks || !t->ref || !t->logits || !t->lp)
+        if (!r->key_pick || !r->value_pick || !r->loss || !r->local || !r->weight || !picks || !t->ref || !t->logits || !t->lp)
             st = fail(t, VQ_ERR_OUT_OF_MEMORY, "the tuner's buffers for %lld tokens", (long long)r->tokens);
     }
     if (st == VQ_OK) st = candidates(t);
-    if (st == VQ_OK && opt->bits < r->min_bits)
+    if (st == VQ_OK && opt->bits < r->min_bits) {
+        char note[128] = "";
+        if (r->sliding_window > 0)
+            snprintf(note, sizeof note, " (local layers, sliding window %d, hold %lld of them)", r->sliding_window,
+                     (long long)r->held_local);
         st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%sbits %.3g: no plan of these candidates fits; the cheapest takes "
-                  "%.3f bits per element at %lld tokens", t->pre, opt->bits, r->min_bits, (long long)t->bits_ctx);
+                  "%.3f bits per element at %lld tokens%s", t->pre, opt->bits, r->min_bits, (long long)t->bits_ctx,
+                  note);
+    }
     if (st == VQ_OK) st = calibration_tokens(t, &all);
     bool have = false;
     if (st == VQ_OK && opt->measurements != NULL) st = read_measurements(t, opt->measurements, &have);

@@ -16,10 +16,15 @@
  *    KL(f16 || trial) over the scored positions.
  * 4. Cost: each candidate's bits per element as vq_cache_memory counts them
  *    (codes, scales, the residual window, the sink) in a cache of one layer
- *    filled to `bits_ctx` tokens.
- * 5. Allocation: the losses are taken as additive over parts; starting from
- *    every part at its cheapest candidate, the upgrade with the largest loss
- *    saved per bit that still fits the budget is taken until none fits.
+ *    filled to `bits_ctx` tokens, once with full attention and, for a model
+ *    with sliding-window layers, once with its window (a local layer holds
+ *    only its window: the tokens it evicted are not counted).
+ * 5. Allocation: the losses are taken as additive over parts; a part's bits
+ *    weigh by the elements its layer holds (a local layer's fewer), so a
+ *    plan's bits are the whole cache's as vq_cache_memory counts them;
+ *    starting from every part at its cheapest candidate, the upgrade with
+ *    the largest loss saved per bit that still fits the budget is taken
+ *    until none fits.
  * 6. Check: the chosen plan (and plans for budgets 0.5 and 0.25 bits around
  *    it) run on the calibration windows: predicted against measured KL.
  * The model runs 1 + L x (key and value candidates besides f16) + up to 5
@@ -91,6 +96,8 @@ typedef struct vqt_tune_options {
 typedef struct vqt_tune_candidate {
     char name[VQT_TUNE_NAME_LEN]; /* "f16", or as given in keys / values */
     double bits;                  /* bits per element of its side at bits_ctx tokens, all bytes counted */
+    double bits_local;            /* the same in a sliding-window layer over the tokens it holds (= bits
+                                     for a model without such layers) */
 } vqt_tune_candidate;
 
 typedef struct vqt_tune_check {
@@ -109,6 +116,11 @@ typedef struct vqt_tune_result {
     double *loss;
     int n_checks;             /* checks[0] is the chosen plan */
     vqt_tune_check checks[VQT_TUNE_CHECKS];
+    unsigned char *local;     /* [n_layers]: 1 for a sliding-window layer */
+    double *weight;           /* [n_layers]: the elements the layer holds over the mean layer's (1 when
+                                 every layer holds bits_ctx tokens) */
+    int sliding_window;       /* the model's local window (0: none) */
+    int64_t held_local;       /* tokens a local layer holds at bits_ctx (bits_ctx without local layers) */
     double min_bits;          /* the cheapest plan's bits */
     int64_t tokens, ctx, n_windows, bits_ctx;
     bool measured;            /* false when the losses came from the measurements file */

@@ -220,6 +220,7 @@ int vq_cmd_perplexity(int argc, char **argv)
                 for (int m = 0; m < nm; m++) fprintf(tsv, "\t%.9g", win_nll[p * nm + m]);
                 fprintf(tsv, "\n");
             }
+            if (tsv != NULL) fflush(tsv); /* a run stopped early keeps its finished windows */
         }
     }
     vqp_end(&prog);

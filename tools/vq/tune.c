@@ -129,12 +129,19 @@ int vq_cmd_tune(int argc, char **argv)
     if (!json) {
         printf("tuned on the last %lld tokens of %s (%lld windows of %lld), %.0f s\n",
                (long long)(r->n_windows * C), text_path, (long long)r->n_windows, (long long)C, r->seconds);
-        printf("candidate   keys bits  values bits   (bits per element at %lld tokens, all bytes counted)\n",
-               (long long)r->bits_ctx);
-        for (int i = 0; i < (r->n_keys > r->n_values ? r->n_keys : r->n_values); i++)
-            printf("%-16s %6.3f   %-12s %6.3f\n", i < r->n_keys ? r->keys[i].name : "",
-                   i < r->n_keys ? r->keys[i].bits : 0, i < r->n_values ? r->values[i].name : "",
-                   i < r->n_values ? r->values[i].bits : 0);
+        for (int k = 0; k < 1 + (r->sliding_window > 0); k++) {
+            if (k == 0)
+                printf("candidate   keys bits  values bits   (bits per element at %lld tokens, all bytes counted%s)\n",
+                       (long long)r->bits_ctx, r->sliding_window ? "; full-attention layers" : "");
+            else
+                printf("local layers (sliding window %d), over the %lld tokens they hold:\n", r->sliding_window,
+                       (long long)r->held_local);
+            for (int i = 0; i < (r->n_keys > r->n_values ? r->n_keys : r->n_values); i++)
+                printf("%-16s %6.3f   %-12s %6.3f\n", i < r->n_keys ? r->keys[i].name : "",
+                       i < r->n_keys ? (k ? r->keys[i].bits_local : r->keys[i].bits) : 0,
+                       i < r->n_values ? r->values[i].name : "",
+                       i < r->n_values ? (k ? r->values[i].bits_local : r->values[i].bits) : 0);
+        }
         printf("layer  keys            KL        values          KL\n");
         for (int l = 0; l < L; l++) {
             const int k = r->key_pick[l], v = r->value_pick[l];

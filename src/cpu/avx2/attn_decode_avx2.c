@@ -3,8 +3,10 @@
  * Codes are expanded in registers (broadcast + variable shift, or vpshufb /
  * vpermps tables) and written once into the thread's L1 tile. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "attention/attn_kernels.h"
+#include "formats/format_bitpack.h"
 
 #include "cpu/avx2/attn_avx2_inline.h"
 
@@ -149,8 +151,65 @@ static void nibbles3_avx2(int n, const uint8_t *rows, int64_t ldr, uint8_t *out)
     }
 }
 
+/* 16 bytes of 2-bit codes -> their 32 nibble bytes: a byte widened to a
+ * word by vpmovzxbw, its four codes moved to the word's four nibbles by
+ * shifts and masks. */
+static inline __m256i spread2_16(__m128i b)
+{
+    const __m256i x = _mm256_cvtepu8_epi16(b);
+    return _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi16(0x3)), _mm256_and_si256(_mm256_slli_epi16(x, 2), _mm256_set1_epi16(0x30))),
+        _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi16(x, 4), _mm256_set1_epi16(0x300)),
+                        _mm256_and_si256(_mm256_slli_epi16(x, 6), _mm256_set1_epi16(0x3000))));
+}
+
+/* One row's nibbles (nwb bytes) copied and 2-bit codes (nb2 bytes) spread,
+ * 16 source bytes a step. Loads may read up to 15 bytes past the row's
+ * nwb + nb2, stores write up to 31 past out + nwb + 2 nb2 (later rows
+ * overwrite them). */
+static inline void mix_nibbles_row(const uint8_t *row, int64_t nwb, int64_t nb2, uint8_t *out)
+{
+    for (int64_t i = 0; i < nwb; i += 16) _mm_storeu_si128((__m128i *)(out + i), _mm_loadu_si128((const __m128i *)(row + i)));
+    for (int64_t i = 0; i < nb2; i += 16)
+        _mm256_storeu_si256((__m256i *)(out + nwb + 2 * i), spread2_16(_mm_loadu_si128((const __m128i *)(row + nwb + i))));
+}
+
+/* attn_kernels.h, mix_nibbles: rows whose reads stay inside the rows go
+ * straight through (rows of at most 16 bytes of each part, D = 64's, in one
+ * step each), the last few through a padded copy (rows of at most 256
+ * bytes: D <= 256; longer ones by the scalar form). */
+static void mix_nibbles_avx2(int n, const uint8_t *rows, int64_t ldr, int64_t nwb, int64_t nb2, uint8_t *out)
+{
+    const int64_t rb = nwb + nb2, ldo = nwb + 2 * nb2, c16 = (nwb + 15) / 16 * 16, n16 = nwb + (nb2 + 15) / 16 * 16;
+    const int64_t reach = c16 > n16 ? c16 : n16, end = (int64_t)(n - 1) * ldr + rb; /* bytes read, bytes readable */
+    int j = 0;
+    if (nwb <= 16 && nb2 <= 16)
+        for (; j < n && j * ldr + reach <= end; j++) {
+            const uint8_t *row = rows + j * ldr;
+            uint8_t *dst = out + j * ldo;
+            _mm_storeu_si128((__m128i *)dst, _mm_loadu_si128((const __m128i *)row));
+            _mm256_storeu_si256((__m256i *)(dst + nwb), spread2_16(_mm_loadu_si128((const __m128i *)(row + nwb))));
+        }
+    _Alignas(32) uint8_t pad[256 + 32];
+    for (; j < n; j++) {
+        const uint8_t *row = rows + j * ldr;
+        uint8_t *dst = out + j * ldo;
+        if (j * ldr + reach <= end) {
+            mix_nibbles_row(row, nwb, nb2, dst);
+        } else if (rb <= 256) {
+            memcpy(pad, row, (size_t)rb);
+            memset(pad + rb, 0, 32); /* what the loads read past the row */
+            mix_nibbles_row(pad, nwb, nb2, dst);
+        } else {
+            memcpy(dst, row, (size_t)nwb);
+            vq_bitpack_spread2_nibbles(row + nwb, nb2, dst + nwb);
+        }
+    }
+}
+
 void vq_attn_kernels_init_avx2_decode(vq_attn_kernels *k)
 {
+    k->mix_nibbles = mix_nibbles_avx2;
     k->nibbles3 = nibbles3_avx2;
     k->nibbles3_fast = true; /* 3-bit TurboQuant pages 3-7x faster on integers: bench/results/cache_cpu.md */
     k->kivi_k_tile = kivi_k_tile_avx2;

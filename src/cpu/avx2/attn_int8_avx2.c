@@ -45,11 +45,22 @@ static void qk8_group(int bits, int rb, int n, int64_t D, const uint8_t *codes, 
     }
 }
 
+/* Rows in groups of 4; three rows (GQA 3:1 at decode) as 2 + 1, whose
+ * tiles of 4 tokens store their scores as vectors (3 rows take pairs of
+ * tokens and a scalar store per score: slower, though each chunk is decoded
+ * once); the same integer dots and fmas, so the same scores. */
 static void kivi_qk8_avx2(int R, int n, int64_t D, int bits, const uint8_t *codes, int64_t ldc, const int8_t *xq,
                             const float *dz, float *s, int64_t lds)
 {
-    for (int r0 = 0; r0 < R; r0 += 4)
-        qk8_group(bits, R - r0 < 4 ? R - r0 : 4, n, D, codes, ldc, xq + r0 * D, dz + 2 * r0, s + r0 * lds, lds);
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        const int rb = R - r0 < 4 ? R - r0 : 4;
+        if (rb == 3) {
+            qk8_group(bits, 2, n, D, codes, ldc, xq + r0 * D, dz + 2 * r0, s + r0 * lds, lds);
+            qk8_group(bits, 1, n, D, codes, ldc, xq + (r0 + 2) * D, dz + 2 * (r0 + 2), s + (r0 + 2) * lds, lds);
+            continue;
+        }
+        qk8_group(bits, rb, n, D, codes, ldc, xq + r0 * D, dz + 2 * r0, s + r0 * lds, lds);
+    }
 }
 
 void vq_attn_kernels_init_avx2_int8(vq_attn_kernels *k)
