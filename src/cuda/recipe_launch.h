@@ -1,0 +1,49 @@
+/* recipe_launch.h — the launchers of the KV cache's per-channel kernels
+ * (cache_recipe.cu) as seen from the host glue (cuda_recipe.c): the sink
+ * tokens' and the exact transforms' elementwise steps, and the dtype
+ * conversion of the TurboQuant windows' scales. Read by the C compiler and
+ * by nvcc. Each enqueues one kernel on `stream` and returns the launch's
+ * cudaError_t as an int (0 = success). Strides are in elements. */
+#ifndef VQ_CUDA_RECIPE_LAUNCH_H
+#define VQ_CUDA_RECIPE_LAUNCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rows of H heads, T tokens, D channels of x (f16 or f32; head h, token t at
+ * x + h * sh + t * st) -> dst [H][T][D] f16 compact:
+ * dst = f16((x - mean) * scale) in f32, mean and scale [H][D] f32 or NULL
+ * (none). The CPU cache's transform_row then its f16 rounding. */
+int vq_cu_recipe_rows(const void *x, bool x_f16, int64_t sh, int64_t st, int H, int64_t T, int D, const float *mean,
+                      const float *scale, void *dst, void *stream);
+
+/* Query rows (as x above, H query heads) -> dst [H][T][D] f32 compact:
+ * x / scale[h / G] in f32, scale [H / G][D] or NULL (a copy). */
+int vq_cu_recipe_query(const void *q, bool q_f16, int64_t sh, int64_t st, int H, int64_t T, int D, int G,
+                       const float *scale, float *dst, void *stream);
+
+/* The last step of a recipe attend for one sequence's rows (H query heads,
+ * T rows): out = src + value_mean[h / G] (f16 or f32 at out + h * osh + t *
+ * ost), lse_out (at lse + h * lsh + t * lst, or NULL) = lse_src + scale *
+ * sum_c q_c key_mean[h / G][c] (in double; q as x above). src [H][T][D] and
+ * lse_src [H][T] f32 compact; src NULL: every row sees no token (out 0, lse
+ * -inf); zero_empty: so does a row whose lse_src is -inf. value_mean,
+ * key_mean [H / G][D] f32 or NULL. */
+int vq_cu_recipe_finish(const float *src, const float *lse_src, bool zero_empty, const void *q, bool q_f16,
+                        int64_t qsh, int64_t qst, void *out, bool out_f16, int64_t osh, int64_t ost, float *lse,
+                        int64_t lsh, int64_t lst, int H, int64_t T, int D, int G, const float *value_mean,
+                        const float *key_mean, double scale, void *stream);
+
+/* n elements f16 <-> f32 (either way; the same dtype copies), rounding to
+ * nearest even. */
+int vq_cu_convert(const void *src, bool src_f16, void *dst, bool dst_f16, int64_t n, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
