@@ -65,11 +65,25 @@ static void *recipe_scratch(vq_cache *c, size_t bytes)
 static const char *const xf_fields[3] = {"key_mean", "value_mean", "key_scale"};
 static const char *const xf_switches[3] = {"center_keys", "center_values", "smooth"};
 
+/* A table (host memory on either backend) checked as vq_check_tensor
+ * checks the ctx's own tensors, rank and dtype, strides, data. */
+static vq_status check_host(vq_ctx *ctx, const DLTensor *t, const char *name)
+{
+    char dev[48];
+    VQ_RETURN_IF(ctx, t != NULL && t->device.device_type != kDLCPU, VQ_ERR_INVALID_ARGUMENT,
+                 "argument '%s': tables are host memory (cpu), got %s", name,
+                 vq_device_name((int)t->device.device_type, (int)t->device.device_id, dev, sizeof dev));
+    DLTensor h = t ? *t : (DLTensor){0};
+    if (vq_ctx_is_cuda(ctx)) h.device = (DLDevice){kDLCUDA, ctx->device}; /* the device rule is the one above */
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, t ? &h : NULL, name, VQ_DTM_F32, 2, 2));
+    return VQ_OK;
+}
+
 static vq_status check_table(vq_ctx *ctx, const DLTensor *t, int l, int i, int Hkv, int D)
 {
     char name[80];
     snprintf(name, sizeof name, "cfg->transforms[%d].%s", l, xf_fields[i]);
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, t, name, VQ_DTM_F32, 2, 2));
+    VQ_FORWARD_IF_ERROR(check_host(ctx, t, name));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, t, name, 2, (const int64_t[]){Hkv, D}));
     const float *x = vq_data(t);
     const bool scale = i == VQ_XF_KEY_SCALE;
@@ -682,10 +696,8 @@ vq_status vq_cache_get_transforms(const vq_cache *c, int64_t seq_id, int layer, 
     const vq_cache_seq_layer *sl = NULL;
     for (int i = 0; i < 3; i++) {
         if (dst[i] == NULL) continue;
-        VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, dst[i], names[i], VQ_DTM_F32, 2, 2));
+        VQ_FORWARD_IF_ERROR(check_host(ctx, dst[i], names[i]));
         VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, dst[i], names[i], 2, (const int64_t[]){c->Hkv, c->D}));
-        VQ_RETURN_IF(ctx, dst[i]->device.device_type != kDLCPU, VQ_ERR_INVALID_ARGUMENT,
-                     "argument '%s': expected host memory", names[i]);
         if (sl != NULL) continue;
         const vq_cache_seq *q = vq_cache_find_seq(c, seq_id);
         VQ_RETURN_IF(ctx, q == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_id': no sequence with id %lld",

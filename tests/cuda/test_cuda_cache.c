@@ -21,6 +21,7 @@
  * moves by far less than 1e-3 relative, while a wrong page, token order,
  * window or merge moves it by O(0.1). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "skip_without_cuda.h"
 #ifdef VQ_TEST_HAVE_CUDA
@@ -338,6 +339,17 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
     const batch bt = {RSEQ, lens4, 32, 0};
     fill(cpu, a, ia, &bt, st, NULL, NULL);
     fill(gpu, b, ib, &bt, st, dk, dv);
+    /* fitted on the host from the same rows on both backends: the same tables, bit for bit */
+    DLTensor *ta[3], *tb[3];
+    for (int i = 0; i < 3; i++) ta[i] = vt_new(VT_F32, VT_DIMS(HKV, DIM)), tb[i] = vt_like(ta[i], VT_F32);
+    for (int s = 0; s < RSEQ; s++) {
+        VT_OK(cpu, vq_cache_get_transforms(a, ia[s], 0, NULL, ta[0], ta[1], ta[2]));
+        VT_OK(gpu, vq_cache_get_transforms(b, ib[s], 0, NULL, tb[0], tb[1], tb[2]));
+        for (int i = 0; i < 3; i++)
+            VT_CHECK(memcmp(vq_data(ta[i]), vq_data(tb[i]), vt_bytes(ta[i])) == 0,
+                     "%s: sequence %d's table %d differs between the backends", r->name, s, i);
+    }
+    for (int i = 0; i < 3; i++) vt_free(ta[i]), vt_free(tb[i]);
     for (int gathered = 0; gathered < 2; gathered++) {
         if (gathered) setenv("VQ_CACHE_CUDA_GATHER", "1", 1);
         attend_both(cpu, gpu, a, b, r, gathered ? "decode (gathered)" : "decode", RSEQ, ia, ib, 1, false, VT_F32, 7);
