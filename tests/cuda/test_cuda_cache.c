@@ -222,8 +222,9 @@ static void test_cuda_vs_cpu(void)
  * the sink boundary), then: a decode attend of all sequences with the lse, a
  * causal attend of a fresh sequence whose leading rows sit at sink positions
  * (f16 out), forks truncated inside the pages and inside the sinks and
- * appended to, one truncated to 0 and refitted, and a file saved on the
- * CUDA cache loaded on the CPU. Tolerances as above; a TurboQuant window is
+ * appended to, one truncated to 0 and refitted, a file saved on the CUDA
+ * cache loaded on the CPU and the reverse; the fitted tables equal bit for
+ * bit. Tolerances as above; a TurboQuant window is
  * attended from its codes in f32 on the CPU and decoded to f16 on CUDA
  * (cache_cuda.c), a rounding of 2^-11 of each window key that moves the
  * lse by ~1e-5 relative, so its lse bound is 1e-4. The sinks and fitted
@@ -404,6 +405,16 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
         vt_free(q), vt_free(oa), vt_free(ol);
         vq_cache_free(lc);
     }
+    free(buf);
+    /* and the reverse: a file saved on the CPU cache, loaded on CUDA (its
+     * sinks and tables reach the device when first attended) */
+    VT_OK(cpu, vq_cache_save_buffer(a, -1, NULL, 0, &size));
+    buf = malloc(size);
+    VT_OK(cpu, vq_cache_save_buffer(a, -1, buf, size, &size));
+    vq_cache *lg = NULL;
+    VT_OK(gpu, vq_cache_load_buffer(gpu, buf, size, &lg));
+    if (lg) attend_both(cpu, gpu, a, lg, r, "saved on the CPU, loaded on CUDA", RSEQ, ia, ia, 1, false, VT_F32, 11);
+    vq_cache_free(lg);
     free(buf);
     vq_cache_free(a), vq_cache_free(b);
 }
