@@ -1,8 +1,8 @@
 /* cache_recipe.cu — the KV cache's per-channel kernels (recipe_launch.h):
  * the exact transforms applied to appended rows and to queries, the value
  * mean added back and the log-sum-exp moved back to the untransformed scores
- * after a recipe attend, and the f16 <-> f32 conversion of the TurboQuant
- * windows' scales. Each computes in f32 in the CPU cache's order of
+ * after a recipe attend (with the sinks merged in, for the rows past them),
+ * and the f16 <-> f32 conversion of the TurboQuant windows' scales. Each computes in f32 in the CPU cache's order of
  * operations (cache_recipe.c), so a row is transformed and rounded to f16 to
  * the same bits on both backends. */
 #include "cuda/codec_common.cuh"
@@ -82,6 +82,89 @@ extern "C" int vq_cu_recipe_finish(const float *src, const float *lse_src, bool 
     recipe_finish_kernel<<<(unsigned)rows, 128, 0, (cudaStream_t)stream>>>(
         src, lse_src, zero_empty, q, q_f16, qsh, qst, out, out_f16, osh, ost, lse, lsh, lst, T, D, G, value_mean,
         key_mean, scale);
+    return vq_cu_launched();
+}
+
+static __global__ void recipe_group_query_kernel(vq_cu_recipe_group g, int64_t n, float *gq)
+{
+    const int64_t Hkv = g.Hq / g.G, T = g.T, D = g.D;
+    VQ_CU_GRID_STRIDE(k, n) {
+        const int64_t gi = k / (g.Hq * T * D), h = (k / (T * D)) % g.Hq, t = (k / D) % T, e = k % D;
+        const vq_cu_recipe_seq sq = g.seqs[gi];
+        const float v = vq_cu_load(g.q, g.q_f16, sq.b * g.qs[0] + h * g.qs[1] + (g.ns + t) * g.qs[2] + e);
+        gq[k] = g.smooth && sq.xf ? v / sq.xf[2 * Hkv * D + (h / g.G) * D + e] : v;
+    }
+}
+
+extern "C" int vq_cu_recipe_group_query(const vq_cu_recipe_group *g, float *gq, void *stream)
+{
+    const int64_t n = (int64_t)g->n_g * g->Hq * g->T * g->D;
+    if (n == 0) return 0;
+    recipe_group_query_kernel<<<vq_cu_blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(*g, n, gq);
+    return vq_cu_launched();
+}
+
+/* The sinks a row may see: VQ_CACHE_MAX_SINK_TOKENS (veloxquant.h). */
+#define RECIPE_MAX_SINK 1024
+
+static __global__ void recipe_group_merge_kernel(vq_cu_recipe_group g, const float *gq, const float *go,
+                                                 const float *gl)
+{
+    __shared__ double red[32];
+    __shared__ double sc[RECIPE_MAX_SINK];
+    const int64_t row = blockIdx.x, T = g.T, D = g.D, Hkv = g.Hq / g.G;
+    const int64_t gi = row / (g.Hq * T), h = (row / T) % g.Hq, t = row % T, hk = h / g.G;
+    const vq_cu_recipe_seq sq = g.seqs[gi];
+    const float *qs = gq + row * D, *po = go + row * D;
+    const double plse = gl[row];
+    const int64_t n = sq.sink ? min(sq.n_sink, (int64_t)RECIPE_MAX_SINK) : 0;
+    const __half *K = n ? (const __half *)sq.sink + hk * g.S * D : nullptr;
+    const __half *V = n ? (const __half *)sq.sink + (Hkv + hk) * g.S * D : nullptr;
+    /* the sinks' scores in double, as merge_rows: scale * sum_c qs_c k_c */
+    double mx = plse;
+    for (int64_t j = 0; j < n; j++) {
+        double d = 0.0;
+        for (int64_t e = threadIdx.x; e < D; e += blockDim.x) d += (double)qs[e] * (double)__half2float(K[j * D + e]);
+        d = vq_cu_block_sum(d, red) * g.scale;
+        if (threadIdx.x == 0) sc[j] = d;
+        mx = fmax(mx, d);
+    }
+    __syncthreads();
+    /* out = (e^lse o_pages + sum_j e^s_j v_j) / (e^lse + sum_j e^s_j); no sink: the pages' row */
+    const double wc = n > 0 ? exp(plse - mx) : 1.0;
+    double sum = wc;
+    for (int64_t j = 0; j < n; j++) sum += exp(sc[j] - mx);
+    const float *mv = g.center_values && sq.xf ? sq.xf + Hkv * D + hk * D : nullptr;
+    for (int64_t e = threadIdx.x; e < D; e += blockDim.x) {
+        float o = po[e];
+        if (n > 0) {
+            double acc = wc * (double)po[e];
+            for (int64_t j = 0; j < n; j++) acc += exp(sc[j] - mx) * (double)__half2float(V[j * D + e]);
+            o = (float)(acc / sum);
+        }
+        if (mv) o += mv[e];
+        vq_cu_store(g.out, g.out_f16, sq.b * g.os[0] + h * g.os[1] + (g.ns + t) * g.os[2] + e, o);
+    }
+    if (g.lse == nullptr) return;
+    /* q.(k - mk) = q.k - q.mk for every key of the row: the lse of the untransformed scores */
+    const float *mk = g.center_keys && sq.xf ? sq.xf + hk * D : nullptr;
+    double d = 0.0;
+    for (int64_t e = threadIdx.x; mk && e < D; e += blockDim.x)
+        d += (double)vq_cu_load(g.q, g.q_f16, sq.b * g.qs[0] + h * g.qs[1] + (g.ns + t) * g.qs[2] + e) * (double)mk[e];
+    d = vq_cu_block_sum(d, red);
+    if (threadIdx.x == 0) {
+        double l = n > 0 ? mx + log(sum) : plse;
+        if (mk) l += d * g.scale;
+        g.lse[sq.b * g.ls[0] + h * g.ls[1] + (g.ns + t) * g.ls[2]] = (float)l;
+    }
+}
+
+extern "C" int vq_cu_recipe_group_merge(const vq_cu_recipe_group *g, const float *gq, const float *go, const float *gl,
+                                        void *stream)
+{
+    const int64_t rows = (int64_t)g->n_g * g->Hq * g->T;
+    if (rows == 0) return 0;
+    recipe_group_merge_kernel<<<(unsigned)rows, 128, 0, (cudaStream_t)stream>>>(*g, gq, go, gl);
     return vq_cu_launched();
 }
 

@@ -14,12 +14,16 @@
  * page path. Fitting and the sink rows, a sequence's first chunk only, are
  * computed on the host from downloaded rows (cache_recipe.c).
  *
- * Attend: the queries divided by the key scales into f32 staging, the page
- * path over the rows past the sinks (grouped by leading sink rows as on the
- * CPU), then per sequence vq_fused_sdpa over its f16 sinks and
- * vq_attention_merge through the log-sum-exp, and a last kernel that adds
- * the value mean, writes out in its dtype and moves the lse back to the
- * untransformed scores. Every step is enqueued on the ctx's stream. */
+ * Attend, per group of sequences with the same leading sink rows (as on the
+ * CPU; a decode step is one group): the queries divided by the key scales
+ * into f32 staging (one kernel), the page path, then one kernel that merges
+ * each row with its sequence's sinks through the log-sum-exp in double (the
+ * CPU's merge_rows), adds the value mean, writes out in its dtype and moves
+ * the lse back to the untransformed scores: three launches and one small
+ * upload (the group's sequence list) beside the page path, whatever the
+ * batch. Rows at sink positions (a prefill chunk that starts inside the
+ * sinks) attend the sinks alone with vq_fused_sdpa, causally. Every step is
+ * enqueued on the ctx's stream. */
 #ifdef VQ_WITH_CUDA
 #include <math.h>
 #include <stdlib.h>
@@ -130,11 +134,11 @@ static vq_status stage_query(vq_cache *c, const attend_call *a, const vq_cache_s
     return VQ_OK;
 }
 
-/* o, l ([1,Hq,T,D] and [1,Hq,T] f32 views over the staged queries qs of
- * rows [t0, t0 + T) of sequence sl) <- attention over its sinks, merged
- * into them when `merge`; causal as the rows' positions ask. */
+/* o, l ([1,Hq,T,D] and [1,Hq,T] f32) <- attention of the staged queries qs
+ * (rows [0, T) of sequence sl, at sink positions) over its sinks, causal as
+ * the rows' positions ask. */
 static vq_status attend_sinks(vq_cache *c, const attend_call *a, const vq_cache_seq_layer *sl, float *qs, int64_t T,
-                              bool causal, bool merge, float *o, float *l)
+                              bool causal, float *o, float *l)
 {
     vq_ctx *ctx = c->ctx;
     const int64_t D = c->D, Hkv = c->Hkv, n = sl->n_sink;
@@ -145,21 +149,16 @@ static vq_status attend_sinks(vq_cache *c, const attend_call *a, const vq_cache_
         K = a->sinkc;
     }
     int64_t qsh[4] = {1, c->Hq, T, D}, ksh[4] = {1, Hkv, n, D}, lsh[3] = {1, c->Hq, T};
-    DLTensor tq, tk, tv, to, tl, po, pl;
+    DLTensor tq, tk, tv, to, tl;
     vq_cache_view(c, &tq, qsh, 4, VQ_DT_F32, qs);
     vq_cache_view(c, &tk, ksh, 4, VQ_DT_F16, (void *)(uintptr_t)K);
     vq_cache_view(c, &tv, ksh, 4, VQ_DT_F16, (void *)(uintptr_t)(K + Hkv * n * D));
-    vq_cache_view(c, &to, qsh, 4, VQ_DT_F32, merge ? a->so : o);
-    vq_cache_view(c, &tl, lsh, 3, VQ_DT_F32, merge ? a->sl : l);
+    vq_cache_view(c, &to, qsh, 4, VQ_DT_F32, o);
+    vq_cache_view(c, &tl, lsh, 3, VQ_DT_F32, l);
     const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16 = {&tk}};
     const vq_encoded_values ev = vq_f16_values(&tv);
     const vq_attend_opts ao = {.causal = causal, .lse_out = &tl};
-    VQ_FORWARD_IF_ERROR(
-        vq_cache_forward(ctx, vq_fused_sdpa(ctx, &tq, &ek, &ev, (float)a->scale, NULL, &to, &ao), "vq_cache_attend"));
-    if (!merge) return VQ_OK;
-    vq_cache_view(c, &po, qsh, 4, VQ_DT_F32, o);
-    vq_cache_view(c, &pl, lsh, 3, VQ_DT_F32, l);
-    return vq_cache_forward(ctx, vq_attention_merge(ctx, &po, &pl, &to, &tl, &po, &pl), "vq_cache_attend");
+    return vq_cache_forward(ctx, vq_fused_sdpa(ctx, &tq, &ek, &ev, (float)a->scale, NULL, &to, &ao), "vq_cache_attend");
 }
 
 /* Rows [t0, t0 + T) of sequence b from the f32 staging o, l (NULL: rows
@@ -186,7 +185,7 @@ static vq_status sink_rows(vq_cache *c, const attend_call *a, const vq_cache_seq
     if (sl->n_sink == 0) return finish(c, a, sl, b, 0, T, NULL, NULL, true);
     VQ_FORWARD_IF_ERROR(stage_query(c, a, sl, b, 0, T, a->sq));
     /* row t sits at position n_sink - T + t, the causal rule of vq_fused_sdpa over the sinks */
-    VQ_FORWARD_IF_ERROR(attend_sinks(c, a, sl, a->sq, T, a->causal, false, a->so, a->sl));
+    VQ_FORWARD_IF_ERROR(attend_sinks(c, a, sl, a->sq, T, a->causal, a->so, a->sl));
     return finish(c, a, sl, b, 0, T, a->so, a->sl, true);
 }
 
@@ -200,16 +199,19 @@ vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const i
     a.scale = opts && opts->scale > 0 ? (double)opts->scale : 1.0 / sqrt((double)c->D);
     a.causal = opts && opts->causal;
     const int64_t Sq = a.Sq, Hq = c->Hq, D = c->D;
-    /* host scratch: sequence layers, leading sink-only rows, done flags, ids of a group */
-    unsigned char *hs = c->recipe.size >= (sizeof(void *) + 3 * sizeof(int64_t)) * (size_t)n_seq ? c->recipe.p : NULL;
+    /* host scratch: sequence layers, leading sink-only rows, done flags, ids of a group, the group's
+     * sequences as the device reads them */
+    const size_t hbytes = (sizeof(void *) + 3 * sizeof(int64_t) + sizeof(vq_cu_recipe_seq)) * (size_t)n_seq;
+    unsigned char *hs = c->recipe.size >= hbytes ? c->recipe.p : NULL;
     if (hs == NULL) {
-        void *p = realloc(c->recipe.p, (sizeof(void *) + 3 * sizeof(int64_t)) * (size_t)n_seq);
+        void *p = realloc(c->recipe.p, hbytes);
         VQ_RETURN_IF(ctx, p == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate staging");
         c->recipe.p = hs = p;
-        c->recipe.size = (sizeof(void *) + 3 * sizeof(int64_t)) * (size_t)n_seq;
+        c->recipe.size = hbytes;
     }
     vq_cache_seq_layer **sls = (vq_cache_seq_layer **)(void *)hs;
     int64_t *ns = (int64_t *)(void *)(sls + n_seq), *done = ns + n_seq, *ids = done + n_seq;
+    vq_cu_recipe_seq *hseq = (vq_cu_recipe_seq *)(void *)(ids + n_seq);
     for (int i = 0; i < n_seq; i++) {
         vq_cache_seq *s = vq_cache_find_seq(c, seq_ids[i]);
         VQ_RETURN_IF(ctx, s == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld", i,
@@ -221,12 +223,14 @@ vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const i
         ns[i] = sl->n == 0 ? Sq : !a.causal || lead < 0 ? 0 : lead > Sq ? Sq : lead;
     }
     for (int i = 0; i < n_seq; i++) VQ_FORWARD_IF_ERROR(sync_seq(c, layer, sls[i]));
-    /* device staging: a group's queries, out, lse; then attend_call's */
+    /* device staging: a group's queries, out, lse; then attend_call's; then the group's sequences */
     const size_t rows = (size_t)(n_seq * Hq * Sq), block = align256(sizeof(float) * rows * (size_t)D);
     const size_t lb = align256(sizeof(float) * rows), one = align256(sizeof(float) * (size_t)(Hq * Sq * D));
     const size_t onel = align256(sizeof(float) * (size_t)(Hq * Sq)), sk = align256(vq_cache_sink_bytes(c));
-    unsigned char *st = vq_cache_stage_buf(c, &c->recipe_dev, 2 * block + lb + 2 * one + onel + sk);
+    unsigned char *st = vq_cache_stage_buf(c, &c->recipe_dev,
+                                           2 * block + lb + 2 * one + onel + sk + sizeof *hseq * (size_t)n_seq);
     if (st == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    vq_cu_recipe_seq *dseq = (vq_cu_recipe_seq *)(void *)(st + 2 * block + lb + 2 * one + onel + sk);
     float *gq = (float *)(void *)st, *go = (float *)(void *)(st + block), *gl = (float *)(void *)(st + 2 * block);
     a.sq = (float *)(void *)(st + 2 * block + lb);
     a.so = (float *)(void *)(st + 2 * block + lb + one);
@@ -243,21 +247,29 @@ vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const i
         int n_g = 0;
         for (int j = i; j < n_seq; j++) {
             if (done[j] || ns[j] != ns[i]) continue;
-            VQ_FORWARD_IF_ERROR(stage_query(c, &a, sls[j], j, ns[j], Si, gq + (int64_t)n_g * Hq * Si * D));
+            const vq_cache_seq_layer *sl = sls[j];
+            hseq[n_g] = (vq_cu_recipe_seq){.xf = sl->xf != NULL && sl->xf_set ? sl->xf_dev : NULL,
+                                           .sink = sl->sink_dev, .b = j, .n_sink = sl->n_sink};
             ids[n_g++] = seq_ids[j];
         }
+        /* in stream order: the previous group's kernels read dseq before this overwrites it */
+        VQ_FORWARD_IF_ERROR(vq_cuda_upload_async(ctx, dseq, hseq, sizeof *hseq * (size_t)n_g));
+        const vq_cu_recipe_group gr = {
+            .seqs = dseq, .n_g = n_g, .Hq = (int)Hq, .G = c->Hq / c->Hkv, .D = (int)D, .S = c->S, .ns = ns[i],
+            .T = Si, .center_keys = a.L->xf.center_keys, .center_values = a.L->xf.center_values,
+            .smooth = a.L->xf.smooth, .scale = a.scale, .q = vq_data(q), .q_f16 = vq_dtype_of(q) == VQ_DT_F16,
+            .qs = {vq_stride(q, 0), vq_stride(q, 1), vq_stride(q, 2)}, .out = vq_data(out),
+            .out_f16 = vq_dtype_of(out) == VQ_DT_F16, .os = {vq_stride(out, 0), vq_stride(out, 1), vq_stride(out, 2)},
+            .lse = a.lse ? (float *)vq_data(a.lse) : NULL,
+            .ls = {a.lse ? vq_stride(a.lse, 0) : 0, a.lse ? vq_stride(a.lse, 1) : 0, a.lse ? vq_stride(a.lse, 2) : 0}};
+        LAUNCH(ctx, vq_cu_recipe_group_query(&gr, gq, ctx->stream));
         VQ_FORWARD_IF_ERROR(vq_cache_recipe_pages(c, layer, n_g, ids, gq, go, gl, Si, opts));
-        for (int j = i, g = 0; j < n_seq; j++) {
+        /* the rows past the sinks see every sink: merged, mean added, written */
+        LAUNCH(ctx, vq_cu_recipe_group_merge(&gr, gq, go, gl, ctx->stream));
+        for (int j = i; j < n_seq; j++) {
             if (done[j] || ns[j] != ns[i]) continue;
-            const vq_cache_seq_layer *sl = sls[j];
-            float *oj = go + (int64_t)g * Hq * Si * D, *lj = gl + (int64_t)g * Hq * Si;
-            /* the rows past the sinks see every sink */
-            if (sl->n_sink > 0)
-                VQ_FORWARD_IF_ERROR(attend_sinks(c, &a, sl, gq + (int64_t)g * Hq * Si * D, Si, false, true, oj, lj));
-            VQ_FORWARD_IF_ERROR(finish(c, &a, sl, j, ns[j], Si, oj, lj, false));
-            if (ns[j] > 0) VQ_FORWARD_IF_ERROR(sink_rows(c, &a, sl, j, ns[j]));
+            if (ns[j] > 0) VQ_FORWARD_IF_ERROR(sink_rows(c, &a, sls[j], j, ns[j]));
             done[j] = 1;
-            g++;
         }
     }
     return VQ_OK;

@@ -38,6 +38,44 @@ int vq_cu_recipe_finish(const float *src, const float *lse_src, bool zero_empty,
                         int64_t lsh, int64_t lst, int H, int64_t T, int D, int G, const float *value_mean,
                         const float *key_mean, double scale, void *stream);
 
+/* One sequence of a recipe attend's group, as the device reads it. */
+typedef struct vq_cu_recipe_seq {
+    const float *xf;   /* its tables [3][Hkv * D] (key mean, value mean, key scale), or NULL */
+    const void *sink;  /* its sinks [2][Hkv][S][D] f16, or NULL */
+    int64_t b;         /* its batch row in q, out and lse */
+    int64_t n_sink;    /* sinks held, <= S */
+} vq_cu_recipe_seq;
+
+/* The shapes, switches and tensors of one group of a recipe attend: n_g
+ * sequences (seqs, device), each with rows [ns, ns + T) of Hq query heads. */
+typedef struct vq_cu_recipe_group {
+    const vq_cu_recipe_seq *seqs;
+    int n_g, Hq, G, D;
+    int64_t S, ns, T;
+    bool center_keys, center_values, smooth;
+    double scale;
+    const void *q;     /* the caller's queries, element [b, h, t, 0] at q + b * qs[0] + h * qs[1] + t * qs[2] */
+    bool q_f16;
+    int64_t qs[3];
+    void *out;         /* the caller's output, as q */
+    bool out_f16;
+    int64_t os[3];
+    float *lse;        /* the caller's lse, element [b, h, t] at lse + b * ls[0] + h * ls[1] + t * ls[2], or NULL */
+    int64_t ls[3];
+} vq_cu_recipe_group;
+
+/* Queries of a group divided by each sequence's key scales (smooth) -> gq
+ * [n_g][Hq][T][D] f32 compact. */
+int vq_cu_recipe_group_query(const vq_cu_recipe_group *g, float *gq, void *stream);
+
+/* The rows of a group after its page path (go [n_g][Hq][T][D], gl
+ * [n_g][Hq][T] f32, over the staged queries gq): merged with every sink of
+ * their sequence through the log-sum-exp in double (the CPU cache's
+ * merge_rows), the value mean added, written to out in its dtype, the lse
+ * moved back to the untransformed scores. One CTA of 128 threads per row. */
+int vq_cu_recipe_group_merge(const vq_cu_recipe_group *g, const float *gq, const float *go, const float *gl,
+                             void *stream);
+
 /* n elements f16 <-> f32 (either way; the same dtype copies), rounding to
  * nearest even. */
 int vq_cu_convert(const void *src, bool src_f16, void *dst, bool dst_f16, int64_t n, void *stream);

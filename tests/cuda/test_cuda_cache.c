@@ -259,7 +259,7 @@ typedef struct recipe {
 static vq_cache *recipe_cache(vq_ctx *ctx, const recipe *r)
 {
     const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
-                                 .page_size = PAGE, .capacity_pages = 32, .max_sequences = RSEQ + 4,
+                                 .page_size = PAGE, .capacity_pages = 32, .max_sequences = RSEQ + 6,
                                  .residual_tokens = r->R, .layers = r->preset ? NULL : &r->lc, .preset = r->preset,
                                  .window = r->window, .window_bits = r->window_bits, .sink_tokens = r->sink,
                                  .transforms = r->preset ? NULL : &r->xf};
@@ -330,7 +330,7 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
         vq_cache_free(a), vq_cache_free(b);
         return;
     }
-    int64_t ia[RSEQ + 1], ib[RSEQ + 1];
+    int64_t ia[RSEQ + 2], ib[RSEQ + 2];
     for (int s = 0; s < RSEQ; s++) {
         VT_OK(cpu, vq_cache_seq_add(a, &ia[s]));
         VT_OK(gpu, vq_cache_seq_add(b, &ib[s]));
@@ -362,14 +362,19 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
     VT_CHECK(ma.code_bytes == mb.code_bytes && ma.param_bytes == mb.param_bytes && ma.tokens == mb.tokens &&
                  ma.residual_bytes == mb.residual_bytes,
              "%s: memory reports differ", r->name);
-    /* a fresh sequence of 7 tokens attended causally by all 7 rows: with
-     * sinks its leading rows see only sinks */
-    VT_OK(cpu, vq_cache_seq_add(a, &ia[RSEQ]));
-    VT_OK(gpu, vq_cache_seq_add(b, &ib[RSEQ]));
-    if (r->fit_q) fit_both(cpu, gpu, a, b, ia[RSEQ], ib[RSEQ], st, dk, dv, qfit, dqfit, 1, 7);
-    append_rows(cpu, a, ia[RSEQ], st, NULL, NULL, 1, 0, 7);
-    append_rows(gpu, b, ib[RSEQ], st, dk, dv, 1, 0, 7);
-    attend_both(cpu, gpu, a, b, r, "causal prefill", 1, &ia[RSEQ], &ib[RSEQ], 7, true, VT_F16, 8);
+    /* fresh sequences of 7 and (with sinks) S + 5 tokens attended causally
+     * by 7 rows each in one call: with sinks their leading S and 2 rows see
+     * only sinks (two groups of the page path) */
+    const int n_fresh = r->sink > 0 ? 2 : 1;
+    for (int f = 0; f < n_fresh; f++) {
+        const int64_t len = f ? r->sink + 5 : 7;
+        VT_OK(cpu, vq_cache_seq_add(a, &ia[RSEQ + f]));
+        VT_OK(gpu, vq_cache_seq_add(b, &ib[RSEQ + f]));
+        if (r->fit_q) fit_both(cpu, gpu, a, b, ia[RSEQ + f], ib[RSEQ + f], st, dk, dv, qfit, dqfit, 1 + f, 7);
+        append_rows(cpu, a, ia[RSEQ + f], st, NULL, NULL, 1 + f, 0, len);
+        append_rows(gpu, b, ib[RSEQ + f], st, dk, dv, 1 + f, 0, len);
+    }
+    attend_both(cpu, gpu, a, b, r, "causal prefill", n_fresh, &ia[RSEQ], &ib[RSEQ], 7, true, VT_F16, 8);
     /* forks: truncated inside the pages, inside the sinks, to nothing; then appended to */
     int64_t fa[3], fb[3];
     const int64_t cut[3] = {r->sink + 256, r->sink > 0 ? 2 : 64, 0};
