@@ -8,24 +8,31 @@
 #include "cuda/codec_common.cuh"
 #include "cuda/recipe_launch.h"
 
-static __global__ void recipe_rows_kernel(const void *x, bool x_f16, int64_t sh, int64_t st, int64_t T, int D,
-                                          const float *mean, const float *scale, int64_t n, __half *dst)
+static __global__ void recipe_group_rows_kernel(vq_cu_recipe_rows r, int64_t n)
 {
+    const int64_t H = r.H, T = r.T, D = r.D, per = (int64_t)r.n * H * T * D;
     VQ_CU_GRID_STRIDE(k, n) {
-        const int64_t h = k / (T * D), t = (k / D) % T, e = k % D;
-        float v = vq_cu_load(x, x_f16, h * sh + t * st + e);
-        if (mean) v = v - mean[h * D + e];
-        if (scale) v = v * scale[h * D + e];
-        dst[k] = __float2half_rn(v);
+        const int half = k >= per;
+        const int64_t q = k - half * per, i = q / (H * T * D), h = (q / (T * D)) % H, t = (q / D) % T, e = q % D;
+        const vq_cu_recipe_seq sq = r.seqs[i];
+        /* selects, not an index into the parameter arrays (which would copy them to the stack) */
+        const void *x = half ? r.x[1] : r.x[0];
+        const int64_t s0 = half ? r.xs[1][0] : r.xs[0][0], s1 = half ? r.xs[1][1] : r.xs[0][1];
+        const int64_t s2 = half ? r.xs[1][2] : r.xs[0][2];
+        float v = vq_cu_load(x, r.f16, sq.b * s0 + h * s1 + (r.ns + t) * s2 + e);
+        if (sq.xf) {
+            v = v - sq.xf[half * H * D + h * D + e];
+            if (half == 0) v = v * sq.xf[2 * H * D + h * D + e];
+        }
+        static_cast<__half *>(half ? r.dst[1] : r.dst[0])[q] = __float2half_rn(v);
     }
 }
 
-extern "C" int vq_cu_recipe_rows(const void *x, bool x_f16, int64_t sh, int64_t st, int H, int64_t T, int D,
-                                 const float *mean, const float *scale, void *dst, void *stream)
+extern "C" int vq_cu_recipe_group_rows(const vq_cu_recipe_rows *r, void *stream)
 {
-    const int64_t n = (int64_t)H * T * D;
-    recipe_rows_kernel<<<vq_cu_blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(x, x_f16, sh, st, T, D, mean, scale,
-                                                                               n, (__half *)dst);
+    const int64_t n = 2 * (int64_t)r->n * r->H * r->T * r->D;
+    if (n == 0) return 0;
+    recipe_group_rows_kernel<<<vq_cu_blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(*r, n);
     return vq_cu_launched();
 }
 

@@ -8,10 +8,10 @@
  * only during a sequence's first S tokens and the tables once, so a decode
  * step uploads nothing.
  *
- * Append: the rows past the sinks are transformed into f16 staging by one
- * elementwise kernel per sequence and half (the CPU cache transforms in f32
- * and rounds to f16 in its page path: the same bits), then appended by the
- * page path. Fitting and the sink rows, a sequence's first chunk only, are
+ * Append: the rows past the sinks of all the call's sequences are
+ * transformed into f16 staging by one elementwise kernel (the CPU cache
+ * transforms in f32 and rounds to f16 in its page path: the same bits), then
+ * appended by the page path. Fitting and the sink rows, a sequence's first chunk only, are
  * computed on the host from downloaded rows (cache_recipe.c).
  *
  * Attend, per group of sequences with the same leading sink rows (as on the
@@ -70,10 +70,14 @@ vq_status vq_cache_recipe_append_cuda(vq_cache *c, int layer, int n_seq, vq_cach
     for (int i = 0; i < n_seq; i++) n_fit += ns[i] < m && tab[i] != NULL && tab[i] != sls[i]->xf;
     const int64_t mi = m - ns[first];
     const size_t block = align256((size_t)(n_in * Hkv * mi * D) * 2), tb = align256((size_t)(3 * kvd * n_fit) * 4);
-    unsigned char *st = vq_cache_stage_buf(c, &c->recipe_dev, 2 * block + tb);
-    if (st == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    const size_t lb = sizeof(vq_cu_recipe_seq) * (size_t)n_in;
+    unsigned char *st = vq_cache_stage_buf(c, &c->recipe_dev, 2 * block + tb + lb);
+    /* the list of the sequences, host scratch 1 (the page path's append uses 0) */
+    vq_cu_recipe_seq *hseq = vq_cache_host_scratch(c, 1, lb);
+    if (st == NULL || hseq == NULL) return VQ_ERR_OUT_OF_MEMORY;
     uint16_t *E[2] = {(uint16_t *)(void *)st, (uint16_t *)(void *)(st + block)};
     float *fitted = (float *)(void *)(st + 2 * block);
+    vq_cu_recipe_seq *dseq = (vq_cu_recipe_seq *)(void *)(st + 2 * block + tb);
     for (int i = 0, b = 0; i < n_seq; i++) {
         if (ns[i] == m) continue;
         const float *t = NULL;
@@ -85,15 +89,15 @@ vq_status vq_cache_recipe_append_cuda(vq_cache *c, int layer, int n_seq, vq_cach
             t = fitted;
             fitted += 3 * kvd;
         }
-        for (int half = 0; half < 2; half++) {
-            const vq_cache_tensor *x = &kv[half];
-            /* keys (k - mean) * scale, values v - mean */
-            const float *mean = t ? t + (half ? kvd : 0) : NULL, *scale = t && half == 0 ? t + 2 * kvd : NULL;
-            LAUNCH(ctx, vq_cu_recipe_rows(vq_cache_at(x, i, 0, ns[i]), true, x->stride[1], x->stride[2], (int)Hkv, mi,
-                                          (int)D, mean, scale, E[half] + (int64_t)b * Hkv * mi * D, ctx->stream));
-        }
-        b++;
+        hseq[b++] = (vq_cu_recipe_seq){.xf = t, .sink = NULL, .b = i, .n_sink = 0};
     }
+    VQ_FORWARD_IF_ERROR(vq_cuda_upload_async(ctx, dseq, hseq, lb));
+    const vq_cu_recipe_rows rows = {
+        .seqs = dseq, .n = n_in, .H = (int)Hkv, .D = (int)D, .ns = ns[first], .T = mi,
+        .x = {kv[0].base, kv[1].base}, .f16 = kv[0].dt == VQ_DT_F16,
+        .xs = {{kv[0].stride[0], kv[0].stride[1], kv[0].stride[2]}, {kv[1].stride[0], kv[1].stride[1], kv[1].stride[2]}},
+        .dst = {E[0], E[1]}};
+    LAUNCH(ctx, vq_cu_recipe_group_rows(&rows, ctx->stream));
     int64_t sh[4] = {n_in, Hkv, mi, D};
     DLTensor ks, vs;
     vq_cache_view(c, &ks, sh, 4, VQ_DT_F16, E[0]);

@@ -14,14 +14,8 @@
 extern "C" {
 #endif
 
-/* Rows of H heads, T tokens, D channels of x (f16 or f32; head h, token t at
- * x + h * sh + t * st) -> dst [H][T][D] f16 compact:
- * dst = f16((x - mean) * scale) in f32, mean and scale [H][D] f32 or NULL
- * (none). The CPU cache's transform_row then its f16 rounding. */
-int vq_cu_recipe_rows(const void *x, bool x_f16, int64_t sh, int64_t st, int H, int64_t T, int D, const float *mean,
-                      const float *scale, void *dst, void *stream);
-
-/* Query rows (as x above, H query heads) -> dst [H][T][D] f32 compact:
+/* Query rows of H query heads, T tokens, D channels (f16 or f32; head h,
+ * token t at q + h * sh + t * st) -> dst [H][T][D] f32 compact:
  * x / scale[h / G] in f32, scale [H / G][D] or NULL (a copy). */
 int vq_cu_recipe_query(const void *q, bool q_f16, int64_t sh, int64_t st, int H, int64_t T, int D, int G,
                        const float *scale, float *dst, void *stream);
@@ -45,6 +39,24 @@ typedef struct vq_cu_recipe_seq {
     int64_t b;         /* its batch row in q, out and lse */
     int64_t n_sink;    /* sinks held, <= S */
 } vq_cu_recipe_seq;
+
+/* The rows of a recipe append that go to the pages: rows [ns, ns + T) of
+ * sequences seqs[0..n) (device; .b the batch row in k and v, .xf the tables
+ * or NULL) of k (x[0]) and v (x[1]), f16 or f32, element [b, h, t, 0] at
+ * x + b * xs[0] + h * xs[1] + t * xs[2], H kv heads -> dst[0], dst[1]
+ * [n][H][T][D] f16 compact: keys f16((k - mean) * scale), values
+ * f16(v - mean) in f32, the CPU cache's transform_row then its rounding. */
+typedef struct vq_cu_recipe_rows {
+    const vq_cu_recipe_seq *seqs;
+    int n, H, D;
+    int64_t ns, T;
+    const void *x[2];
+    bool f16;
+    int64_t xs[2][3];
+    void *dst[2];
+} vq_cu_recipe_rows;
+
+int vq_cu_recipe_group_rows(const vq_cu_recipe_rows *r, void *stream);
 
 /* The shapes, switches and tensors of one group of a recipe attend: n_g
  * sequences (seqs, device), each with rows [ns, ns + T) of Hq query heads. */
