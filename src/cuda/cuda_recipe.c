@@ -11,8 +11,9 @@
  * Append: the rows past the sinks of all the call's sequences are
  * transformed into f16 staging by one elementwise kernel (the CPU cache
  * transforms in f32 and rounds to f16 in its page path: the same bits), then
- * appended by the page path. Fitting and the sink rows, a sequence's first chunk only, are
- * computed on the host from downloaded rows (cache_recipe.c).
+ * appended by the page path. The fits and the sink rows (a sequence's first
+ * chunk and first S tokens only) are computed on the host from downloaded
+ * rows (cache_recipe.c).
  *
  * Attend, per group of sequences with the same leading sink rows (as on the
  * CPU; a decode step is one group): the queries divided by the key scales
