@@ -20,10 +20,10 @@ extern "C" {
 int vq_cu_recipe_query(const void *q, bool q_f16, int64_t sh, int64_t st, int H, int64_t T, int D, int G,
                        const float *scale, float *dst, void *stream);
 
-/* The last step of a recipe attend for one sequence's rows (H query heads,
- * T rows): out = src + value_mean[h / G] (f16 or f32 at out + h * osh + t *
+/* The last step of a recipe attend for the rows of one sequence at sink
+ * positions (H query heads, T rows): out = src + value_mean[h / G] (f16 or f32 at out + h * osh + t *
  * ost), lse_out (at lse + h * lsh + t * lst, or NULL) = lse_src + scale *
- * sum_c q_c key_mean[h / G][c] (in double; q as x above). src [H][T][D] and
+ * sum_c q_c key_mean[h / G][c] (in double; q as in vq_cu_recipe_query). src [H][T][D] and
  * lse_src [H][T] f32 compact; src NULL: every row sees no token (out 0, lse
  * -inf); zero_empty: so does a row whose lse_src is -inf. value_mean,
  * key_mean [H / G][D] f32 or NULL. */
@@ -32,7 +32,7 @@ int vq_cu_recipe_finish(const float *src, const float *lse_src, bool zero_empty,
                         int64_t lsh, int64_t lst, int H, int64_t T, int D, int G, const float *value_mean,
                         const float *key_mean, double scale, void *stream);
 
-/* One sequence of a recipe attend's group, as the device reads it. */
+/* One sequence of a recipe append or attend, as the device reads it. */
 typedef struct vq_cu_recipe_seq {
     const float *xf;   /* its tables [3][Hkv * D] (key mean, value mean, key scale), or NULL */
     const void *sink;  /* its sinks [2][Hkv][S][D] f16, or NULL */
