@@ -25,7 +25,8 @@
  * bit-packed, then "k_scale", "v_scale" f16 (cache_window.c).
  *
  * On a CUDA ctx every chunk, residual window and device table is device
- * memory (cudaMalloc); the host keeps the page tables and all counters. */
+ * memory (cudaMalloc); the host keeps the page tables and all counters, and
+ * the sinks and transform tables with a device copy of each. */
 #ifndef VQ_CACHE_INTERNAL_H
 #define VQ_CACHE_INTERNAL_H
 
