@@ -322,16 +322,17 @@ VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
  * state allocates nothing. vq_cache_seq_add allocates the
  * sequence's residual windows; vq_cache_seq_fork also copies them.
  *
- * Sinks and transforms (cfg->sink_tokens, cfg->transforms; CPU only: a
- * CUDA ctx gives VQ_ERR_UNSUPPORTED naming the field). Both change how the
- * tokens are stored, never what attention computes in exact arithmetic:
+ * Sinks and transforms (cfg->sink_tokens, cfg->transforms; on both
+ * backends). Both change how the tokens are stored, never what attention
+ * computes in exact arithmetic:
  *   - Sink tokens: the first S = sink_tokens tokens of every sequence (the
  *     attention sink: most heads put much of their weight there, so an
  *     error in their scores moves every other weight) are kept in f16 in
  *     the sequence, outside the pages and the residual window; the pages
  *     and the window hold tokens [S, n) by the rules above (n_enc counts
- *     from token S). vq_cache_attend attends them in float64 and merges
- *     them with the rest through the log-sum-exp state, exactly. Which
+ *     from token S). vq_cache_attend attends them in float64 (in f32 on a
+ *     CUDA ctx) and merges them with the rest through the log-sum-exp
+ *     state, exactly. Which
  *     tokens are sinks depends only on their positions, so appending token
  *     by token still equals appending all at once, bit for bit. Counted by
  *     vq_cache_memory as residual bytes (f16 keys and values).
@@ -366,6 +367,11 @@ VQ_API size_t vq_ctx_workspace_peak(const vq_ctx *ctx);
  *   sinks, except that an append whose sequences would each put some, but
  *   a different number, of its tokens in the pages is refused with
  *   VQ_ERR_UNSUPPORTED (append them in separate calls).
+ *   On a CUDA ctx (as above, f16 appends): the fits and the sink rows are
+ *   computed on the host from the appended rows, which a sequence's first
+ *   S tokens and its first chunk download (that append waits for the ctx's
+ *   stream); the other rows are transformed on the device, to the same f16
+ *   bits as on the CPU. A decode step transfers nothing.
  *
  * Sliding windows (vq_cache_config.sliding_windows). A layer with window W
  * masks, for a query at position p, every token older than p - W + 1; for a
@@ -515,9 +521,11 @@ typedef enum vq_cache_window {
      * token's page codes depend only on its own values and appending token
      * by token still equals appending all at once, bit for bit; the pages
      * then encode tokens with that extra 8-bit error (~0.6 % RMS).
-     * Needs a power-of-two head_dim. CPU only: a CUDA ctx gives
-     * VQ_ERR_UNSUPPORTED. Layers without a window (RaBitQ, CommVQ, or R = 0
-     * with a key group of 1) are unaffected. */
+     * Needs a power-of-two head_dim. A CUDA ctx stores the same codes and
+     * decodes the window rows to f16 before attending them (its window
+     * scores differ from the CPU's f32 ones by that rounding, 2^-11 of a
+     * key). Layers without a window (RaBitQ, CommVQ, or R = 0 with a key
+     * group of 1) are unaffected. */
     VQ_WINDOW_TURBO8 = 1,
     /* As VQ_WINDOW_TURBO8 with codes of window_bits bits (1..8), bit-packed
      * as the pages' TurboQuant codes (ceil(D * bits / 32) u32 words per
@@ -595,7 +603,7 @@ typedef struct vq_cache_config {
      * Errors at create: a value outside the enum, VQ_WINDOW_TURBO8 or
      * VQ_WINDOW_TURBO with a head_dim that is not a power of two, or
      * VQ_WINDOW_TURBO with window_bits outside 1..8 ->
-     * VQ_ERR_INVALID_ARGUMENT; either on a CUDA ctx -> VQ_ERR_UNSUPPORTED. */
+     * VQ_ERR_INVALID_ARGUMENT. */
     vq_cache_window window;
     int window_bits;          /* VQ_WINDOW_TURBO: code bits 1..8; ignored (0) otherwise */
     /* The first sink_tokens tokens of every sequence, every layer, kept in
@@ -673,8 +681,8 @@ typedef struct vq_cache vq_cache;
  * the caller's (a method preset, below, gives the same methods with none of
  * the rest). Wide-channel counts are for D = 64 and scale with D (a fraction
  * of the channels: 24/64 and 8/64). They need a power-of-two head_dim
- * (TurboQuant values and window) and a CPU ctx (KIVI_MIX keys, f16 value
- * scales, the TurboQuant window, sinks and transforms are CPU only).
+ * (TurboQuant values and window) and a CPU ctx (KIVI_MIX keys and f16
+ * value scales are CPU only).
  *
  * Method presets (recipe = false): a key + value method and nothing else:
  * f16; kivi2, kivi4 (KIVI keys per channel over 32 tokens, values per token);
@@ -739,8 +747,7 @@ VQ_API vq_status vq_cache_preset_layer_config(const char *name, int head_dim, vq
  * method takes; a table with the wrong shape/dtype/device (tables are host
  * memory), with the argument named, e.g. "cfg->layers[3].keys.codebook"),
  * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, QJL keys and CODEBOOK values,
- * which have no device encoder for their norms / scales yet, and sink
- * tokens or transforms, named "cfg->sink_tokens" / "cfg->transforms[l]"),
+ * which have no device encoder for their norms / scales yet),
  * VQ_ERR_OUT_OF_MEMORY. Sinks and transforms: sink_tokens outside
  * 0..VQ_CACHE_MAX_SINK_TOKENS, a table not [Hkv, D] f32 host compact, a mean
  * not finite or a scale outside [2^-24, 2^24] (the element named), a table
@@ -792,13 +799,15 @@ VQ_API vq_status vq_cache_get_transforms(const vq_cache *cache, int64_t seq_id, 
 
 /* Fits the tables of `layer` for each sequence of seq_ids [n_seq] (distinct
  * live ids) that has none yet, from its first chunk: k, v [n_seq, Hkv, T,
- * D] and q [n_seq, Hq, T, D] f16/f32 host (q may be NULL when the layer
- * needs no scale fitted), as the section head says. Sequences that have
- * their tables already, and layers without transforms, are left as they
- * are (so a model may call it before every append). Nothing is appended.
+ * D] and q [n_seq, Hq, T, D] f16/f32 on the cache's device (q may be NULL
+ * when the layer needs no scale fitted), as the section head says; on a
+ * CUDA ctx the rows of the sequences it fits are downloaded (the call waits
+ * for the ctx's stream). Sequences that have their tables already, and
+ * layers without transforms, are left as they are (so a model may call it
+ * before every append). Nothing is appended.
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer, ids, shapes, dtypes, T < 1,
- * q NULL where scales are to be fitted), VQ_ERR_UNSUPPORTED (a CUDA ctx
- * never has transforms: see above); no sequence changes on failure. */
+ * q NULL where scales are to be fitted), VQ_ERR_DEVICE; no sequence
+ * changes on failure. */
 VQ_API vq_status vq_cache_fit_transforms(vq_cache *cache, int layer, int n_seq, const int64_t *seq_ids,
                                          const DLTensor *k, const DLTensor *v, const DLTensor *q);
 

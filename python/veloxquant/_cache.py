@@ -198,10 +198,9 @@ class KVCache:
         device: 'cpu' (default) or 'cuda[:N]' (the cache runs on torch's
             current stream of that device at creation).
         sink_tokens: the first N tokens of every sequence kept in f16
-            outside the pages, merged exactly (vq_cache_config.sink_tokens;
-            CPU only).
+            outside the pages, merged exactly (vq_cache_config.sink_tokens).
         center_keys, center_values, smooth: the exact transforms on every
-            layer (vq_cache_transforms; CPU only): keys and values stored
+            layer (vq_cache_transforms): keys and values stored
             minus their per-channel mean, keys times and queries divided by
             key/query balancing channel scales. The tables are fitted on each
             sequence's first chunk (smooth needs its queries:

@@ -205,7 +205,7 @@ class Cache(_HFCache):
     arguments are KVCache's (f16_layers, residual_tokens, page_size,
     capacity_pages, grow_pages, max_sequences, sink_tokens, center_keys,
     center_values, smooth, transform_tables: the sink tokens and exact
-    transforms, CPU only); ``residual_tokens`` defaults to 128 (the preset's
+    transforms); ``residual_tokens`` defaults to 128 (the preset's
     with one named by what it buys), the newest
     tokens kept in f16 as in KIVI and transformers' QuantizedCache
     (residual_length=128). With ``smooth`` a layer's first chunk is appended

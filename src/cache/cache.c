@@ -156,10 +156,6 @@ static vq_status check_cuda_layer(vq_ctx *ctx, const vq_cache_layer *L, int l)
 static vq_status build(vq_cache *c, const vq_cache_config *cfg)
 {
     vq_ctx *ctx = c->ctx;
-    /* the CUDA cache attends an f16 window inside its merge kernel (cache_cuda.c) */
-    VQ_RETURN_IF(ctx, c->cuda && c->window != VQ_WINDOW_F16, VQ_ERR_UNSUPPORTED,
-                 "argument 'cfg->window': the CUDA cache keeps its residual window in f16 only "
-                 "(the TurboQuant windows are CPU-only)");
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
     c->seqs = calloc((size_t)c->max_seqs, sizeof *c->seqs);
     VQ_RETURN_IF(ctx, c->layers == NULL || c->seqs == NULL, VQ_ERR_OUT_OF_MEMORY, "cannot allocate the cache");
@@ -314,8 +310,7 @@ void vq_cache_free(vq_cache *c)
         for (int l = 0; q->layers && l < c->L; l++) {
             vq_cache_mem_free(c, q->layers[l].res);
             free(q->layers[l].pages);
-            free(q->layers[l].sink);
-            free(q->layers[l].xf);
+            vq_cache_recipe_seq_free(c, &q->layers[l]);
         }
         free(q->layers);
     }
@@ -333,6 +328,8 @@ void vq_cache_free(vq_cache *c)
     vq_cache_cuda_release(c);
 #endif
     vq_cache_mem_free(c, c->stage.p);
+    vq_cache_mem_free(c, c->recipe_dev.p);
+    vq_cache_mem_free(c, c->wdec.p);
     free(c->host[0].p);
     free(c->host[1].p);
     free(c->recipe.p);

@@ -76,9 +76,10 @@ vq_status vq_cache_mem_upload(vq_cache *c, void *dst, const void *src, size_t by
     return VQ_OK;
 }
 
-void *vq_cache_stage(vq_cache *c, size_t bytes)
+void *vq_cache_stage(vq_cache *c, size_t bytes) { return vq_cache_stage_buf(c, &c->stage, bytes); }
+
+void *vq_cache_stage_buf(vq_cache *c, vq_cache_buf *b, size_t bytes)
 {
-    vq_cache_buf *b = &c->stage;
     if (bytes == 0) bytes = 64; /* never NULL for an empty request */
     if (bytes <= b->size) return b->p;
     /* grow by half again, so that slowly growing prefills do not allocate each call */

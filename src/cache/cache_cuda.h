@@ -1,9 +1,11 @@
-/* cache_cuda.h — vq_cache_attend on a CUDA ctx (cache_cuda.c). Internal;
- * only built with the CUDA backend. */
+/* cache_cuda.h — the KV cache on a CUDA ctx: vq_cache_attend
+ * (src/cuda/cuda_cache.c), the sink tokens and transforms
+ * (src/cuda/cuda_recipe.c). Internal; only built with the CUDA backend. */
 #ifndef VQ_CACHE_CUDA_H
 #define VQ_CACHE_CUDA_H
 
 #include "cache/cache_internal.h"
+#include "cache/cache_tensor.h"
 
 /* q, out (and lse, or NULL) validated by vq_cache_attend; sls[i] the layer
  * state of the i-th sequence, slots[i] its index in c->seqs. */
@@ -13,5 +15,26 @@ vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_l
 
 /* Frees what vq_cache_attend_cuda made (the device page tables). */
 void vq_cache_cuda_release(vq_cache *c);
+
+/* ---- sink tokens and transforms on a CUDA cache (cuda_recipe.c) ---- */
+
+/* The page path of vq_cache_recipe_append: tokens [ns[i], m) of every
+ * sequence i with ns[i] < m of kv[0], kv[1] (checked device f16 views
+ * [n_seq,Hkv,m,D]) transformed by its tables tab[i] (host [3][Hkv*D]: its
+ * own when tab[i] == sls[i]->xf, read from their device copy; tables being
+ * fitted are uploaded to staging; NULL: none) into f16 staging, then
+ * appended by vq_cache_append_tokens for ids[0..n_in). */
+vq_status vq_cache_recipe_append_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls,
+                                      const int64_t *ns, const float *const *tab, const vq_cache_tensor *kv, int64_t m,
+                                      int n_in, const int64_t *ids);
+/* vq_cache_recipe_attend on a CUDA cache (after the public entry point's
+ * checks of layer, n_seq and seq_ids): the same rows, sinks and merges as
+ * the CPU cache, through the page path, vq_fused_sdpa over the sinks,
+ * vq_attention_merge and the per-channel kernels. */
+vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
+                                      DLTensor *out, const vq_cache_attend_opts *opts);
+/* n elements of cache memory from dtype sdt to ddt (f16 and f32), on the
+ * ctx's stream: the TurboQuant windows' scales (cache_window.c). */
+vq_status vq_cache_cuda_convert(vq_cache *c, const void *src, vq_dtype sdt, void *dst, vq_dtype ddt, int64_t n);
 
 #endif

@@ -25,7 +25,8 @@
  * bit-packed, then "k_scale", "v_scale" f16 (cache_window.c).
  *
  * On a CUDA ctx every chunk, residual window and device table is device
- * memory (cudaMalloc); the host keeps the page tables and all counters. */
+ * memory (cudaMalloc); the host keeps the page tables and all counters, and
+ * the sinks and transform tables with a device copy of each. */
 #ifndef VQ_CACHE_INTERNAL_H
 #define VQ_CACHE_INTERNAL_H
 
@@ -166,6 +167,15 @@ typedef struct vq_cache_seq_layer {
      * vq_cache_layer.xf_tables), valid when xf_set; NULL without transforms */
     float *xf;
     bool xf_set;
+    /* CUDA: device copies of sink and xf (same layouts), which the device
+     * attention and append read; the host arrays above stay what fork,
+     * truncate and persistence read and write. dev_stale: the copies may
+     * differ from the host arrays (a fresh, forked or loaded sequence, a
+     * commit of sinks or fitted tables); the next CUDA append or attend
+     * uploads them (vq_cache_recipe_sync_cuda). */
+    void *sink_dev;
+    float *xf_dev;
+    bool dev_stale;
 } vq_cache_seq_layer;
 
 typedef struct vq_cache_seq {
@@ -189,6 +199,8 @@ struct vq_cache {
     int R;
     int S;                   /* sink tokens per sequence (cache_recipe.c) */
     vq_cache_buf recipe;     /* host staging of the sinks and transforms, kept */
+    vq_cache_buf recipe_dev; /* CUDA: device staging of the sinks and transforms, kept */
+    vq_cache_buf wdec;       /* CUDA: the TurboQuant windows decoded to f16 for an attend, kept */
     vq_cache_window window;  /* storage of the residual windows */
     int window_bits;         /* VQ_WINDOW_TURBO's code bits; 0 otherwise */
     int64_t next_id;
@@ -262,6 +274,9 @@ vq_status vq_cache_mem_upload(vq_cache *c, void *dst, const void *src, size_t by
 vq_status vq_cache_mem_zero(vq_cache *c, void *dst, size_t bytes);
 /* A staging area of >= bytes on the device (host on CPU), kept. NULL on failure. */
 void *vq_cache_stage(vq_cache *c, size_t bytes);
+/* The same over buffer b (another staging area of the cache, for callers
+ * whose staging must outlive calls that use c->stage). */
+void *vq_cache_stage_buf(vq_cache *c, vq_cache_buf *b, size_t bytes);
 /* Host scratch buffer `which` (0 or 1) of >= bytes, kept (never device
  * memory). Growing it moves it. NULL on failure. */
 void *vq_cache_host_scratch(vq_cache *c, int which, size_t bytes);
@@ -351,6 +366,8 @@ vq_status vq_cache_recipe_check(vq_ctx *ctx, int sink, const vq_cache_transforms
 /* A sequence layer's sink and transform buffers (seq add; tables copied
  * from the layer's, xf_set when none is to be fitted); false on OOM. */
 bool vq_cache_recipe_seq_alloc(const vq_cache *c, int l, vq_cache_seq_layer *sl);
+/* Frees what vq_cache_recipe_seq_alloc allocated. */
+void vq_cache_recipe_seq_free(vq_cache *c, vq_cache_seq_layer *sl);
 /* Back to the tables a new sequence has (truncate to 0 tokens). */
 void vq_cache_recipe_forget_tables(const vq_cache *c, int l, vq_cache_seq_layer *sl);
 /* Bytes of a sequence layer's sink buffer, and of its tables. */
@@ -362,6 +379,12 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
                                  const DLTensor *v, const DLTensor *positions);
 vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
                                  DLTensor *out, const vq_cache_attend_opts *opts);
+/* The page path of a recipe attend over one group of n_g sequences (ids)
+ * with Si rows each past their sinks: staged f32 queries gq [n_g,Hq,Si,D]
+ * (the cache's memory) -> out go and lse gl, causal where opts is and Si > 1
+ * (shared by both backends' recipe attends). */
+vq_status vq_cache_recipe_pages(vq_cache *c, int layer, int n_g, const int64_t *ids, float *gq, float *go, float *gl,
+                                int64_t Si, const vq_cache_attend_opts *opts);
 /* The page and window path of vq_cache_append / vq_cache_attend (no
  * VQ_ENTER: the public entry point has entered the ctx). */
 vq_status vq_cache_append_tokens(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *k,

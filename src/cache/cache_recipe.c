@@ -14,13 +14,20 @@
  * path for the rows that see tokens past the sinks (grouped by how many
  * leading rows of a sequence are sink positions, so each group is one
  * causal call), then merged with the sinks in float64 through the
- * log-sum-exp, and the value mean added back. */
+ * log-sum-exp, and the value mean added back.
+ *
+ * On a CUDA cache the same steps run on the device (src/cuda/cuda_recipe.c):
+ * the fits and the sink rows are computed here from downloaded rows (a
+ * sequence's first chunk and first S tokens only), everything else there. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache/cache_tensor.h"
+#ifdef VQ_WITH_CUDA
+#include "cache/cache_cuda.h"
+#endif
 
 size_t vq_cache_sink_bytes(const vq_cache *c) { return (size_t)2 * (size_t)c->Hkv * (size_t)c->S * (size_t)c->D * 2; }
 
@@ -58,11 +65,25 @@ static void *recipe_scratch(vq_cache *c, size_t bytes)
 static const char *const xf_fields[3] = {"key_mean", "value_mean", "key_scale"};
 static const char *const xf_switches[3] = {"center_keys", "center_values", "smooth"};
 
+/* A table (host memory on either backend) checked as vq_check_tensor
+ * checks the ctx's own tensors, rank and dtype, strides, data. */
+static vq_status check_host(vq_ctx *ctx, const DLTensor *t, const char *name)
+{
+    char dev[48];
+    VQ_RETURN_IF(ctx, t != NULL && t->device.device_type != kDLCPU, VQ_ERR_INVALID_ARGUMENT,
+                 "argument '%s': tables are host memory (cpu), got %s", name,
+                 vq_device_name((int)t->device.device_type, (int)t->device.device_id, dev, sizeof dev));
+    DLTensor h = t ? *t : (DLTensor){0};
+    if (vq_ctx_is_cuda(ctx)) h.device = (DLDevice){kDLCUDA, ctx->device}; /* the device rule is the one above */
+    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, t ? &h : NULL, name, VQ_DTM_F32, 2, 2));
+    return VQ_OK;
+}
+
 static vq_status check_table(vq_ctx *ctx, const DLTensor *t, int l, int i, int Hkv, int D)
 {
     char name[80];
     snprintf(name, sizeof name, "cfg->transforms[%d].%s", l, xf_fields[i]);
-    VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, t, name, VQ_DTM_F32, 2, 2));
+    VQ_FORWARD_IF_ERROR(check_host(ctx, t, name));
     VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, t, name, 2, (const int64_t[]){Hkv, D}));
     const float *x = vq_data(t);
     const bool scale = i == VQ_XF_KEY_SCALE;
@@ -101,9 +122,6 @@ vq_status vq_cache_recipe_config(vq_cache *c, const vq_cache_config *cfg)
 {
     vq_ctx *ctx = c->ctx;
     VQ_FORWARD_IF_ERROR(vq_cache_recipe_check(ctx, cfg->sink_tokens, cfg->transforms, c->L, c->Hkv, c->D));
-    VQ_RETURN_IF(ctx, c->cuda && cfg->sink_tokens > 0, VQ_ERR_UNSUPPORTED,
-                 "argument 'cfg->sink_tokens': %d sink tokens on a CUDA ctx (sink tokens are CPU-only)",
-                 cfg->sink_tokens);
     c->S = cfg->sink_tokens;
     const size_t n = (size_t)c->Hkv * (size_t)c->D;
     for (int l = 0; cfg->transforms && l < c->L; l++) {
@@ -113,8 +131,6 @@ vq_status vq_cache_recipe_config(vq_cache *c, const vq_cache_config *cfg)
         const bool *on[3];
         xf_tables(t, tabs, on);
         if (!xf_on(t)) continue;
-        VQ_RETURN_IF(ctx, c->cuda, VQ_ERR_UNSUPPORTED,
-                     "argument 'cfg->transforms[%d]': transforms on a CUDA ctx (they are CPU-only)", l);
         VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_COMMVQ, VQ_ERR_INVALID_ARGUMENT,
                      "argument 'cfg->transforms[%d]': layer %d has CommVQ keys, appended before RoPE, where a key "
                      "mean or channel scale does not move every score of a query alike",
@@ -140,12 +156,26 @@ vq_status vq_cache_recipe_config(vq_cache *c, const vq_cache_config *cfg)
 bool vq_cache_recipe_seq_alloc(const vq_cache *c, int l, vq_cache_seq_layer *sl)
 {
     const vq_cache_layer *L = &c->layers[l];
+    vq_cache *mc = (vq_cache *)(uintptr_t)c; /* the device copies come from the cache's allocator */
+    sl->dev_stale = true;
     if (c->S > 0 && (sl->sink = calloc(1, vq_cache_sink_bytes(c))) == NULL) return false;
+    if (c->S > 0 && c->cuda && (sl->sink_dev = vq_cache_mem_alloc(mc, vq_cache_sink_bytes(c))) == NULL) return false;
     if (L->xf_tables == NULL) return true;
     if ((sl->xf = malloc(vq_cache_xf_bytes(c, l))) == NULL) return false;
+    if (c->cuda && (sl->xf_dev = vq_cache_mem_alloc(mc, vq_cache_xf_bytes(c, l))) == NULL) return false;
     memcpy(sl->xf, L->xf_tables, vq_cache_xf_bytes(c, l));
     sl->xf_set = !needs_fit(L);
     return true;
+}
+
+void vq_cache_recipe_seq_free(vq_cache *c, vq_cache_seq_layer *sl)
+{
+    free(sl->sink);
+    free(sl->xf);
+    vq_cache_mem_free(c, sl->sink_dev);
+    vq_cache_mem_free(c, sl->xf_dev);
+    sl->sink = sl->sink_dev = NULL;
+    sl->xf = sl->xf_dev = NULL;
 }
 
 void vq_cache_recipe_forget_tables(const vq_cache *c, int l, vq_cache_seq_layer *sl)
@@ -154,6 +184,50 @@ void vq_cache_recipe_forget_tables(const vq_cache *c, int l, vq_cache_seq_layer 
     if (sl->xf == NULL) return;
     memcpy(sl->xf, L->xf_tables, vq_cache_xf_bytes(c, l));
     sl->xf_set = !needs_fit(L);
+    sl->dev_stale = true;
+}
+
+/* Rows [0, T) of every head (H of them) of sequence i of a CUDA cache's
+ * device tensor x, downloaded (after the ctx's queued work) into buf as a
+ * compact host tensor *out [1, H, T, D] of x's dtype: the statistics of a
+ * fit and the sink rows are computed on the host, as on a CPU cache. */
+static vq_status download_rows(vq_cache *c, const vq_cache_tensor *x, int64_t i, int64_t H, int64_t T, char *buf,
+                               vq_cache_tensor *out)
+{
+    const int64_t D = c->D, row = D * x->esz;
+    for (int64_t h = 0; h < H; h++) {
+        char *dst = buf + h * T * row;
+        if (T == 1 || x->stride[2] == D) {
+            VQ_FORWARD_IF_ERROR(c->ctx->ops->download(c->ctx, dst, vq_cache_at(x, i, h, 0), (size_t)(T * row)));
+            continue;
+        }
+        for (int64_t t = 0; t < T; t++)
+            VQ_FORWARD_IF_ERROR(c->ctx->ops->download(c->ctx, dst + t * row, vq_cache_at(x, i, h, t), (size_t)row));
+    }
+    *out = (vq_cache_tensor){.base = buf, .dt = x->dt, .esz = x->esz, .shape = {1, H, T, D},
+                             .stride = {H * T * D, T * D, D, 1}};
+    return VQ_OK;
+}
+
+/* Sequence i's k, v (and q when not NULL) rows [0, T) as host tensors (its
+ * sequence `*hi` of them): the tensors themselves on a CPU cache, host
+ * copies in host scratch 0 on a CUDA cache. */
+static vq_status host_chunk(vq_cache *c, const vq_cache_tensor *kvq, bool with_q, int64_t i, int64_t T,
+                            vq_cache_tensor *out, int64_t *hi)
+{
+    const int n = with_q ? 3 : 2;
+    if (!c->cuda) {
+        for (int j = 0; j < n; j++) out[j] = kvq[j];
+        *hi = i;
+        return VQ_OK;
+    }
+    const size_t part = (size_t)((int64_t)c->Hq * T * c->D * 4);
+    char *buf = vq_cache_host_scratch(c, 0, (size_t)n * part);
+    if (buf == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    for (int j = 0; j < n; j++)
+        VQ_FORWARD_IF_ERROR(download_rows(c, &kvq[j], i, j == 2 ? c->Hq : c->Hkv, T, buf + (size_t)j * part, &out[j]));
+    *hi = 0;
+    return VQ_OK;
 }
 
 /* ---- fitting ---- */
@@ -234,13 +308,27 @@ vq_status vq_cache_fit_transforms(vq_cache *c, int layer, int n_seq, const int64
             vq_cache_check_tensor(c, q, "q", VQ_DTM_F16_F32, 4, (const int64_t[]){n_seq, c->Hq, T, c->D}, &kv[2]));
     VQ_RETURN_IF(ctx, q == NULL && L->xf.smooth && !L->xf_given[VQ_XF_KEY_SCALE], VQ_ERR_INVALID_ARGUMENT,
                  "argument 'q' is NULL, but layer %d fits its key scales (smooth) from the queries", layer);
-    vq_cache_seq_layer **sls = recipe_scratch(c, sizeof *sls * (size_t)n_seq);
-    if (sls == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    /* scratch: sequence layers, then the fitted tables (kept only when all are fitted) */
+    const size_t xfn = L->xf_tables ? (size_t)3 * (size_t)c->Hkv * (size_t)c->D : 0;
+    const size_t head = (sizeof(void *) * (size_t)n_seq + 63) & ~(size_t)63;
+    unsigned char *hs = recipe_scratch(c, head + sizeof(float) * xfn * (size_t)n_seq);
+    if (hs == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    vq_cache_seq_layer **sls = (vq_cache_seq_layer **)(void *)hs;
+    float *fit = (float *)(void *)(hs + head);
     VQ_FORWARD_IF_ERROR(find_all(c, layer, n_seq, seq_ids, sls));
     for (int i = 0; i < n_seq; i++) {
         if (sls[i]->xf == NULL || sls[i]->xf_set) continue;
-        fit_one(c, L, &kv[0], &kv[1], q ? &kv[2] : NULL, i, T, sls[i]->xf);
+        vq_cache_tensor h[3];
+        int64_t hi;
+        VQ_FORWARD_IF_ERROR(host_chunk(c, kv, q != NULL, i, T, h, &hi));
+        memcpy(fit + (size_t)i * xfn, sls[i]->xf, sizeof(float) * xfn);
+        fit_one(c, L, &h[0], &h[1], q ? &h[2] : NULL, hi, T, fit + (size_t)i * xfn);
+    }
+    for (int i = 0; i < n_seq; i++) {
+        if (sls[i]->xf == NULL || sls[i]->xf_set) continue;
+        memcpy(sls[i]->xf, fit + (size_t)i * xfn, sizeof(float) * xfn);
         sls[i]->xf_set = true;
+        sls[i]->dev_stale = true;
     }
     return VQ_OK;
 }
@@ -267,8 +355,10 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
 {
     vq_ctx *ctx = c->ctx;
     vq_cache_tensor kv[2];
+    /* a CUDA cache's page path takes f16 rows only, as without the recipe */
+    const unsigned dts = c->cuda ? VQ_DTM_F16 : VQ_DTM_F16_F32;
     VQ_FORWARD_IF_ERROR(
-        vq_cache_check_tensor(c, k, "k", VQ_DTM_F16_F32, 4, (const int64_t[]){n_seq, c->Hkv, -1, c->D}, &kv[0]));
+        vq_cache_check_tensor(c, k, "k", dts, 4, (const int64_t[]){n_seq, c->Hkv, -1, c->D}, &kv[0]));
     const int64_t m = kv[0].shape[2];
     VQ_FORWARD_IF_ERROR(vq_cache_check_tensor(c, v, "v", VQ_DTM(kv[0].dt), 4, (const int64_t[]){n_seq, c->Hkv, m, c->D},
                                               &kv[1]));
@@ -279,14 +369,18 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
     }
     const vq_cache_layer *L = &c->layers[layer];
     const int64_t D = c->D, Hkv = c->Hkv, kvd = Hkv * D, xfn = L->xf_tables ? 3 * kvd : 0;
-    /* scratch: sequence layers, sink counts, ids of the page path, fitted
-     * tables, then the staged keys and values */
-    const size_t head = ((sizeof(void *) + 2 * sizeof(int64_t)) * (size_t)n_seq + 63) & ~(size_t)63;
+    /* scratch: sequence layers, the tables each sequence's tokens are
+     * transformed with, sink counts, ids of the page path, fitted tables,
+     * the sink rows (f16 [half][Hkv][ns][D] per sequence), then (CPU) the
+     * staged keys and values */
+    const size_t head = ((2 * sizeof(void *) + 2 * sizeof(int64_t)) * (size_t)n_seq + 63) & ~(size_t)63;
     const size_t tabs = sizeof(float) * (size_t)(xfn * n_seq);
-    unsigned char *hs = recipe_scratch(c, head + tabs);
+    const size_t sinks = ((size_t)2 * (size_t)(kvd * c->S) * (size_t)n_seq * 2 + 63) & ~(size_t)63;
+    unsigned char *hs = recipe_scratch(c, head + tabs + sinks);
     if (hs == NULL) return VQ_ERR_OUT_OF_MEMORY;
     vq_cache_seq_layer **sls = (vq_cache_seq_layer **)(void *)hs;
-    int64_t *ns = (int64_t *)(void *)(sls + n_seq), *ids = ns + n_seq;
+    const float **tab = (const float **)(void *)(sls + n_seq);
+    int64_t *ns = (int64_t *)(void *)(tab + n_seq), *ids = ns + n_seq;
     VQ_FORWARD_IF_ERROR(find_all(c, layer, n_seq, seq_ids, sls));
     int n_in = 0, first = -1;
     for (int i = 0; i < n_seq; i++) {
@@ -303,8 +397,10 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
         ids[n_in++] = seq_ids[i];
     }
     float *fit = (float *)(void *)(hs + head);
+    uint16_t *sink_rows = (uint16_t *)(void *)(hs + head + tabs);
     for (int i = 0; i < n_seq; i++) {
         const vq_cache_seq_layer *sl = sls[i];
+        tab[i] = sl->xf == NULL ? NULL : sl->xf_set ? sl->xf : fit + i * xfn;
         if (sl->xf == NULL || sl->xf_set) continue;
         VQ_RETURN_IF(ctx, L->xf.smooth && !L->xf_given[VQ_XF_KEY_SCALE], VQ_ERR_INVALID_ARGUMENT,
                      "argument 'seq_ids[%d]': sequence %lld has no key scales for layer %d yet: smooth fits them "
@@ -312,24 +408,50 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
                      "give cfg->transforms[%d].key_scale)",
                      i, (long long)seq_ids[i], layer, layer);
         memcpy(fit + i * xfn, sl->xf, sizeof(float) * (size_t)xfn);
-        fit_one(c, L, &kv[0], &kv[1], NULL, i, m, fit + i * xfn);
+        vq_cache_tensor h[2];
+        int64_t hi;
+        VQ_FORWARD_IF_ERROR(host_chunk(c, kv, false, i, m, h, &hi));
+        fit_one(c, L, &h[0], &h[1], NULL, hi, m, fit + i * xfn);
     }
-#define TABLES(i) (sls[i]->xf == NULL ? NULL : sls[i]->xf_set ? sls[i]->xf : fit + (i) * xfn)
-    if (n_in > 0) {
+    /* the sink rows, transformed (committed below) */
+    for (int i = 0; i < n_seq; i++) {
+        if (ns[i] == 0) continue;
+        vq_cache_tensor h[2];
+        int64_t hi;
+        VQ_FORWARD_IF_ERROR(host_chunk(c, kv, false, i, ns[i], h, &hi));
+        float row[256];
+        uint16_t *dst = sink_rows + (int64_t)i * 2 * kvd * c->S;
+        for (int half = 0; half < 2; half++)
+            for (int h2 = 0; h2 < Hkv; h2++)
+                for (int64_t t = 0; t < ns[i]; t++) {
+                    transform_row(&h[half], hi, h2, t, tab[i], kvd, half == 0, (int)D, row);
+                    for (int64_t e = 0; e < D; e++) dst[((half * Hkv + h2) * ns[i] + t) * D + e] = vq_f32_to_f16(row[e]);
+                }
+    }
+    if (n_in > 0 && c->cuda) {
+#ifdef VQ_WITH_CUDA
+        VQ_FORWARD_IF_ERROR(vq_cache_recipe_append_cuda(c, layer, n_seq, sls, ns, tab, kv, m, n_in, ids));
+#endif
+    } else if (n_in > 0) {
         const int64_t mi = m - ns[first];
         const size_t block = sizeof(float) * (size_t)(n_in * Hkv * mi * D);
-        hs = recipe_scratch(c, head + tabs + 2 * block);
+        hs = recipe_scratch(c, head + tabs + sinks + 2 * block);
         if (hs == NULL) return VQ_ERR_OUT_OF_MEMORY;
         sls = (vq_cache_seq_layer **)(void *)hs;
-        ns = (int64_t *)(void *)(sls + n_seq), ids = ns + n_seq;
+        tab = (const float **)(void *)(sls + n_seq);
+        ns = (int64_t *)(void *)(tab + n_seq), ids = ns + n_seq;
         fit = (float *)(void *)(hs + head);
-        float *stage[2] = {(float *)(void *)(hs + head + tabs), (float *)(void *)(hs + head + tabs + block)};
+        sink_rows = (uint16_t *)(void *)(hs + head + tabs);
+        for (int i = 0; i < n_seq; i++) /* the fitted tables moved with the scratch */
+            if (sls[i]->xf != NULL && !sls[i]->xf_set) tab[i] = fit + i * xfn;
+        float *stage[2] = {(float *)(void *)(hs + head + tabs + sinks),
+                           (float *)(void *)(hs + head + tabs + sinks + block)};
         for (int i = 0, b = 0; i < n_seq; i++) {
             if (ns[i] == m) continue;
             for (int half = 0; half < 2; half++)
                 for (int h = 0; h < Hkv; h++)
                     for (int64_t t = 0; t < mi; t++)
-                        transform_row(&kv[half], i, h, ns[i] + t, TABLES(i), kvd, half == 0, (int)D,
+                        transform_row(&kv[half], i, h, ns[i] + t, tab[i], kvd, half == 0, (int)D,
                                       stage[half] + ((b * Hkv + h) * mi + t) * D);
             b++;
         }
@@ -339,24 +461,23 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
         vq_cache_view(c, &vs, sh, 4, VQ_DT_F32, stage[1]);
         VQ_FORWARD_IF_ERROR(vq_cache_append_tokens(c, layer, n_in, ids, &ks, &vs, NULL));
     }
-    /* commit: the sink rows and the fitted tables */
-    float row[256];
+    /* commit: the sink rows and the fitted tables (a CUDA cache uploads its
+     * device copies when it next reads them) */
     for (int i = 0; i < n_seq; i++) {
         vq_cache_seq_layer *sl = sls[i];
-        for (int64_t t = 0; t < ns[i]; t++)
-            for (int half = 0; half < 2; half++)
-                for (int h = 0; h < Hkv; h++) {
-                    transform_row(&kv[half], i, h, t, TABLES(i), kvd, half == 0, (int)D, row);
-                    uint16_t *dst = sl->sink + ((half * Hkv + h) * c->S + sl->n_sink + t) * D;
-                    for (int64_t e = 0; e < D; e++) dst[e] = vq_f32_to_f16(row[e]);
-                }
+        const uint16_t *src = sink_rows + (int64_t)i * 2 * kvd * c->S;
+        for (int half = 0; half < 2 && ns[i] > 0; half++)
+            for (int h = 0; h < Hkv; h++)
+                memcpy(sl->sink + ((half * Hkv + h) * c->S + sl->n_sink) * D, src + (half * Hkv + h) * ns[i] * D,
+                       sizeof(uint16_t) * (size_t)(ns[i] * D));
         sl->n_sink += ns[i];
+        sl->dev_stale |= ns[i] > 0;
         if (sl->xf != NULL && !sl->xf_set) {
             memcpy(sl->xf, fit + i * xfn, sizeof(float) * (size_t)xfn);
             sl->xf_set = true;
+            sl->dev_stale = true;
         }
     }
-#undef TABLES
     return VQ_OK;
 }
 
@@ -470,10 +591,27 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
     }
 }
 
+vq_status vq_cache_recipe_pages(vq_cache *c, int layer, int n_g, const int64_t *ids, float *gq, float *go, float *gl,
+                                int64_t Si, const vq_cache_attend_opts *opts)
+{
+    int64_t sh[4] = {n_g, c->Hq, Si, c->D}, lsh[3] = {n_g, c->Hq, Si};
+    DLTensor tq, to, tl;
+    vq_cache_view(c, &tq, sh, 4, VQ_DT_F32, gq);
+    vq_cache_view(c, &to, sh, 4, VQ_DT_F32, go);
+    vq_cache_view(c, &tl, lsh, 3, VQ_DT_F32, gl);
+    vq_cache_attend_opts o = opts ? *opts : (vq_cache_attend_opts){0};
+    o.causal = opts && opts->causal && Si > 1;
+    o.lse_out = &tl;
+    return vq_cache_attend_tokens(c, layer, n_g, ids, &tq, &to, &o);
+}
+
 vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
                                  DLTensor *out, const vq_cache_attend_opts *opts)
 {
     vq_ctx *ctx = c->ctx;
+#ifdef VQ_WITH_CUDA
+    if (c->cuda) return vq_cache_recipe_attend_cuda(c, layer, n_seq, seq_ids, q, out, opts);
+#endif
     attend_io io;
     VQ_FORWARD_IF_ERROR(vq_cache_attend_check_io(c, n_seq, q, out, opts, &io.Sq, &io.lse));
     io.qv = vq_attn_view_of(q);
@@ -529,15 +667,7 @@ vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_
                     query_row(&io.qv, io.qdt, j, h, ns[j] + t, scales, G, (int)D, gq + ((n_g * Hq + h) * Si + t) * D);
             ids[n_g++] = seq_ids[j];
         }
-        int64_t sh[4] = {n_g, Hq, Si, D}, lsh[3] = {n_g, Hq, Si};
-        DLTensor tq, to, tl;
-        vq_cache_view(c, &tq, sh, 4, VQ_DT_F32, gq);
-        vq_cache_view(c, &to, sh, 4, VQ_DT_F32, go);
-        vq_cache_view(c, &tl, lsh, 3, VQ_DT_F32, gl);
-        vq_cache_attend_opts o = opts ? *opts : (vq_cache_attend_opts){0};
-        o.causal = io.causal && Si > 1;
-        o.lse_out = &tl;
-        VQ_FORWARD_IF_ERROR(vq_cache_attend_tokens(c, layer, n_g, ids, &tq, &to, &o));
+        VQ_FORWARD_IF_ERROR(vq_cache_recipe_pages(c, layer, n_g, ids, gq, go, gl, Si, opts));
         for (int j = i, g = 0; j < n_seq; j++) {
             if (done[j] || ns[j] != ns[i]) continue;
             merge_rows(c, L, sls[j], &io, j, ns[j], go + (int64_t)g * Hq * Si * D, gl + (int64_t)g * Hq * Si, sc,
@@ -566,10 +696,8 @@ vq_status vq_cache_get_transforms(const vq_cache *c, int64_t seq_id, int layer, 
     const vq_cache_seq_layer *sl = NULL;
     for (int i = 0; i < 3; i++) {
         if (dst[i] == NULL) continue;
-        VQ_FORWARD_IF_ERROR(vq_check_tensor(ctx, dst[i], names[i], VQ_DTM_F32, 2, 2));
+        VQ_FORWARD_IF_ERROR(check_host(ctx, dst[i], names[i]));
         VQ_FORWARD_IF_ERROR(vq_check_shape(ctx, dst[i], names[i], 2, (const int64_t[]){c->Hkv, c->D}));
-        VQ_RETURN_IF(ctx, dst[i]->device.device_type != kDLCPU, VQ_ERR_INVALID_ARGUMENT,
-                     "argument '%s': expected host memory", names[i]);
         if (sl != NULL) continue;
         const vq_cache_seq *q = vq_cache_find_seq(c, seq_id);
         VQ_RETURN_IF(ctx, q == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_id': no sequence with id %lld",

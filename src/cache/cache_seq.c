@@ -65,8 +65,7 @@ static void free_seq(vq_cache *c, vq_cache_seq *q)
         for (int64_t i = 0; i < sl->n_pages; i++) vq_cache_pool_release(&c->layers[l], sl->pages[i]);
         vq_cache_mem_free(c, sl->res);
         free(sl->pages);
-        free(sl->sink);
-        free(sl->xf);
+        vq_cache_recipe_seq_free(c, sl);
     }
     free(q->layers);
     q->layers = NULL;

@@ -11,6 +11,9 @@
  * append stages rows in blocks of other capacities. */
 #include "cache/cache_internal.h"
 #include "formats/format_bitpack.h"
+#ifdef VQ_WITH_CUDA
+#include "cache/cache_cuda.h"
+#endif
 
 static void add_wstream(const vq_cache *c, vq_cache_layer *L, const char *name, vq_dtype dt, int64_t last,
                         bool is_key, int64_t *row_total)
@@ -106,10 +109,20 @@ size_t vq_cache_window_scratch(const vq_cache *c, int64_t N)
     return c->window == VQ_WINDOW_TURBO ? (size_t)(c->Hkv * N * (c->D + 4)) : 0;
 }
 
-/* f16 -> f32 scales, n of them (host: the TurboQuant windows are CPU-only). */
-static void scales_to_f32(const uint16_t *from, float *to, int64_t n)
+/* n scales f16 <-> f32 (to_f16: f32 -> f16), in cache memory: a device
+ * kernel on a CUDA cache, the same rounding (to nearest even). */
+static vq_status convert_scales(vq_cache *c, const void *from, void *to, int64_t n, bool to_f16)
 {
-    for (int64_t i = 0; i < n; i++) to[i] = vq_half_to_float(from[i]);
+#ifdef VQ_WITH_CUDA
+    if (c->cuda)
+        return vq_cache_cuda_convert(c, from, to_f16 ? VQ_DT_F32 : VQ_DT_F16, to, to_f16 ? VQ_DT_F16 : VQ_DT_F32, n);
+#endif
+    if (to_f16) {
+        vq_cache_scales_to_f16(from, to, n);
+    } else {
+        for (int64_t i = 0; i < n; i++) ((float *)to)[i] = vq_half_to_float(((const uint16_t *)from)[i]);
+    }
+    return VQ_OK;
 }
 
 /* x [2][Hkv][N][D] f16 <-> the window block w of capacity N (decode: w -> x). */
@@ -133,14 +146,14 @@ static vq_status window_code(vq_cache *c, const vq_cache_layer *L, unsigned char
         if (decode) {
             if (packed) {
                 VQ_FORWARD_IF_ERROR(vq_bit_unpack(c->ctx, &hv.idx, bits, c->D, &idx));
-                scales_to_f32(hv.scale.data, scale.data, rows);
+                VQ_FORWARD_IF_ERROR(convert_scales(c, hv.scale.data, scale.data, rows, false));
             }
             VQ_FORWARD_IF_ERROR(vq_turboquant_hadamard_dequantize(c->ctx, &idx, &scale, &hv.diag, bits, &xt));
         } else {
             VQ_FORWARD_IF_ERROR(vq_turboquant_hadamard_quantize(c->ctx, &xt, &hv.diag, bits, &idx, &scale, NULL));
             if (packed) {
                 VQ_FORWARD_IF_ERROR(vq_bit_pack(c->ctx, &idx, bits, &hv.idx));
-                vq_cache_scales_to_f16(scale.data, hv.scale.data, rows);
+                VQ_FORWARD_IF_ERROR(convert_scales(c, scale.data, hv.scale.data, rows, true));
             }
         }
     }

@@ -24,6 +24,10 @@
  * VQ_CACHE_CUDA_GATHER=1 in the environment forces the gathered path (to
  * compare the two; tests/cuda/test_cuda_cache.c runs both).
  *
+ * A TurboQuant window (VQ_WINDOW_TURBO8, VQ_WINDOW_TURBO) is decoded to f16
+ * first (f16_windows), in the f16 window's layout, so both paths attend it
+ * as they attend an f16 window.
+ *
  * Everything is enqueued on the ctx's stream; nothing synchronises.
  * Combinations the CUDA kernels do not take yet come back from them as
  * VQ_ERR_UNSUPPORTED, naming the argument. */
@@ -113,8 +117,20 @@ static vq_status gather(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq
     return VQ_OK;
 }
 
+/* Where the f16 windows of a call's sequences are (f16_windows): their own
+ * windows (dec NULL), or sequence i's decoded at dec + i * stride. */
+typedef struct f16_wins {
+    unsigned char *dec;
+    size_t stride;
+} f16_wins;
+
+static void *win_of(const f16_wins *w, vq_cache_seq_layer *const *sls, int i)
+{
+    return w->dec ? w->dec + (size_t)i * w->stride : sls[i]->res;
+}
+
 static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls,
-                                 const DLTensor *q, DLTensor *out, DLTensor *lse, float scale, bool causal,
+                                 const f16_wins *wins, const DLTensor *q, DLTensor *out, DLTensor *lse, float scale, bool causal,
                                  int64_t Sq)
 {
     vq_ctx *ctx = c->ctx;
@@ -185,9 +201,9 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
         if (n_win > 0) {
             /* the window's rows of each head, made compact (the CUDA kernels take compact tensors) */
             const size_t row = (size_t)c->D * 2, half = (size_t)(c->Hkv * L->res_cap) * row;
-            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, k_win, (size_t)n_win * row, sl->res, (size_t)L->res_cap * row,
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, k_win, (size_t)n_win * row, win_of(wins, sls, i), (size_t)L->res_cap * row,
                                                     (size_t)n_win * row, (size_t)c->Hkv));
-            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, v_win, (size_t)n_win * row, (const char *)sl->res + half,
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, v_win, (size_t)n_win * row, (const char *)win_of(wins, sls, i) + half,
                                                     (size_t)L->res_cap * row, (size_t)n_win * row, (size_t)c->Hkv));
             int64_t wsh[4] = {1, c->Hkv, n_win, c->D};
             DLTensor kw, vw;
@@ -331,7 +347,7 @@ static paged_kind paged_kind_of(const vq_cache *c, const vq_cache_layer *L, cons
 }
 
 static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq, vq_cache_seq_layer *const *sls,
-                              const int *slots, const DLTensor *q, DLTensor *out, DLTensor *lse, float scale)
+                              const int *slots, const f16_wins *wins, const DLTensor *q, DLTensor *out, DLTensor *lse, float scale)
 {
     vq_ctx *ctx = c->ctx;
     vq_cache_layer *L = &c->layers[layer];
@@ -353,7 +369,7 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
             pg.slot[b] = slots[i0 + b];
             VQ_FORWARD_IF_ERROR(sync_pages(c, lp, pg.slot[b], sl));
             pg.n_tok[b] = (int)sl->n_enc;
-            win.kv[b] = sl->res;
+            win.kv[b] = win_of(wins, sls, i0 + b);
             win.n[b] = (int)(sl->n - sl->n_enc);
             any_win |= win.n[b] > 0;
         }
@@ -376,6 +392,48 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
     return VQ_OK;
 }
 
+/* The f16 windows the kernels attend, win_of(wins, sls, i) for sequence i
+ * in the f16 window layout [2][Hkv][res_cap][D]: its own window
+ * (VQ_WINDOW_F16), or its TurboQuant window's rows decoded to f16 into
+ * c->wdec (all sequences' rows gathered into one block and decoded by one
+ * codec call per half, the codec the append's round trip uses). The CPU
+ * cache attends those codes in f32; the f16 rounding of the decoded rows is
+ * the difference. */
+static vq_status f16_windows(vq_cache *c, const vq_cache_layer *L, int n_seq, vq_cache_seq_layer *const *sls,
+                             f16_wins *wins)
+{
+    int64_t sumN = 0;
+    *wins = (f16_wins){NULL, 0};
+    for (int i = 0; i < n_seq; i++) sumN += sls[i]->n - sls[i]->n_enc;
+    if (!vq_cache_coded_window(c) || L->res_cap == 0 || sumN == 0) return VQ_OK;
+    const int64_t Hkv = c->Hkv, D = c->D, cap = L->res_cap;
+    const size_t win = (size_t)(2 * Hkv * cap * D * 2), dec = (win * (size_t)n_seq + 255) & ~(size_t)255;
+    const size_t wb = ((size_t)(Hkv * sumN * L->win_token_bytes) + 255) & ~(size_t)255;
+    const size_t eb = ((size_t)(2 * Hkv * sumN * D * 2) + 255) & ~(size_t)255;
+    unsigned char *st = vq_cache_stage_buf(c, &c->wdec, dec + wb + eb + vq_cache_window_scratch(c, sumN));
+    if (st == NULL) return VQ_ERR_OUT_OF_MEMORY;
+    unsigned char *W = st + dec, *C = st + dec + wb + eb;
+    uint16_t *E = (uint16_t *)(void *)(st + dec + wb);
+    for (int i = 0, off = 0; i < n_seq; i++) {
+        const int64_t n = sls[i]->n - sls[i]->n_enc;
+        VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, W, sumN, off, sls[i]->res, cap, 0, n));
+        off += (int)n;
+    }
+    VQ_FORWARD_IF_ERROR(vq_cache_forward(c->ctx, vq_cache_window_decode(c, L, W, sumN, E, E + Hkv * sumN * D, C),
+                                         "vq_cache_attend"));
+    for (int64_t i = 0, off = 0; i < n_seq; i++) {
+        const int64_t n = sls[i]->n - sls[i]->n_enc;
+        for (int half = 0; half < 2 && n > 0; half++)
+            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, (uint16_t *)(void *)(st + (size_t)i * win) + half * Hkv * cap * D,
+                                                    (size_t)(cap * D * 2),
+                                                    E + (half * Hkv * sumN + off) * D, (size_t)(sumN * D * 2),
+                                                    (size_t)(n * D * 2), (size_t)Hkv));
+        off += n;
+    }
+    *wins = (f16_wins){st, win};
+    return VQ_OK;
+}
+
 vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const int *slots,
                                const DLTensor *q, DLTensor *out, DLTensor *lse, float scale, bool causal, int64_t Sq)
 {
@@ -384,10 +442,12 @@ vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_l
     VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_RABITQ && L->cfg.keys.rabitq_score == VQ_RABITQ_SCORE_HAMMING,
                  VQ_ERR_UNSUPPORTED,
                  "layer %d: RaBitQ Hamming scoring is not run by the CUDA cache yet (rabitq_score = EXACT is)", layer);
+    f16_wins wins;
+    VQ_FORWARD_IF_ERROR(f16_windows(c, L, n_seq, sls, &wins));
     const char *force = getenv("VQ_CACHE_CUDA_GATHER");
     const paged_kind kind =
         force && strcmp(force, "1") == 0 ? PAGED_NONE : paged_kind_of(c, L, q, out, lse, Sq);
-    if (kind != PAGED_NONE) return attend_paged(c, layer, kind, n_seq, sls, slots, q, out, lse, scale);
-    return attend_gathered(c, layer, n_seq, sls, q, out, lse, scale, causal, Sq);
+    if (kind != PAGED_NONE) return attend_paged(c, layer, kind, n_seq, sls, slots, &wins, q, out, lse, scale);
+    return attend_gathered(c, layer, n_seq, sls, &wins, q, out, lse, scale, causal, Sq);
 }
 #endif /* VQ_WITH_CUDA */

@@ -8,7 +8,10 @@
  * Both CUDA decode paths (cache_cuda.c): the paged kernels (the default for
  * a pool of one chunk), the gathered path (forced by VQ_CACHE_CUDA_GATHER=1,
  * and taken by a pool grown past its first chunk); and a batch of more
- * sequences than one paged launch serves (VQ_CU_PAGED_MAX_B).
+ * sequences than one paged launch serves (VQ_CU_PAGED_MAX_B). The quality
+ * recipe (test_cuda_recipe, below): sink tokens, the exact transforms and
+ * the TurboQuant residual windows, alone and together, and the presets
+ * named by what they buy.
  *
  * Tolerance. The codecs on both backends give the same codes except where a
  * value sits within f32 rounding of a decision boundary (docs/FORMATS.md §1), so a few
@@ -18,6 +21,7 @@
  * moves by far less than 1e-3 relative, while a wrong page, token order,
  * window or merge moves it by O(0.1). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "skip_without_cuda.h"
 #ifdef VQ_TEST_HAVE_CUDA
@@ -179,9 +183,6 @@ static void test_cuda_vs_cpu(void)
     vq_cache *c = NULL;
     VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "QJL", vq_cache_create(gpu, &c1, &c));
     VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "CODEBOOK", vq_cache_create(gpu, &c2, &c));
-    const vq_cache_config c3 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi4",
-                                .window = VQ_WINDOW_TURBO8}; /* the 8-bit window is CPU-only */
-    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "cfg->window", vq_cache_create(gpu, &c3, &c));
     const vq_cache_config c4 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
                                 .preset = "kivimix-turbo2"}; /* mixed-width KIVI keys are CPU-only */
     VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "KIVI_MIX", vq_cache_create(gpu, &c4, &c));
@@ -190,14 +191,6 @@ static void test_cuda_vs_cpu(void)
     const vq_cache_config c5 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .layers = &h16};
     VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "values.scale_f16", vq_cache_create(gpu, &c5, &c));
     VT_CHECK(c == NULL, "a refused create returned a cache");
-    /* sink tokens and transforms are CPU-only */
-    const vq_cache_config c6 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi4",
-                                .sink_tokens = 4};
-    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "cfg->sink_tokens", vq_cache_create(gpu, &c6, &c));
-    const vq_cache_transforms xf = {.center_keys = true};
-    const vq_cache_config c7 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi4",
-                                .transforms = &xf};
-    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "cfg->transforms[0]", vq_cache_create(gpu, &c7, &c));
     const int window[1] = {64}; /* sliding windows are CPU-only: no lower bound in the CUDA attention */
     const vq_cache_config c8 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi2",
                                 .sliding_windows = window};
@@ -221,10 +214,278 @@ static void test_cuda_vs_cpu(void)
     vq_ctx_free(cpu), vq_ctx_free(gpu);
 }
 
+/* ---- the quality recipe: sink tokens, transforms, TurboQuant windows ----
+ *
+ * The same tokens into a CPU and a CUDA cache of one recipe (fitted tables:
+ * from the first append, or from vq_cache_fit_transforms with queries;
+ * sinks filled by a batch call and across per-sequence chunks that straddle
+ * the sink boundary), then: a decode attend of all sequences with the lse, a
+ * causal attend of a fresh sequence whose leading rows sit at sink positions
+ * (f16 out), forks truncated inside the pages and inside the sinks and
+ * appended to, one truncated to 0 and refitted, a file saved on the CUDA
+ * cache loaded on the CPU and the reverse; the fitted tables equal bit for
+ * bit. Tolerances as above; a TurboQuant window is
+ * attended from its codes in f32 on the CPU and decoded to f16 on CUDA
+ * (cache_cuda.c), a rounding of 2^-11 of each window key that moves the
+ * lse by ~1e-5 relative, so its lse bound is 1e-4. The sinks and fitted
+ * tables are computed on the host on both backends, and transformed rows
+ * round to the same f16 bits. */
+
+enum { RSEQ = 4, FIT = 16 };
+
+/* A [1, HQ, T, D] view of rows [0, T) of sequence s of q [RSEQ, HQ, FIT, D]. */
+static DLTensor *q_rows(ct_view *hold, const DLTensor *q, int s, int64_t T)
+{
+    hold->t = *q;
+    hold->shape[0] = 1, hold->shape[1] = HQ, hold->shape[2] = T, hold->shape[3] = DIM;
+    hold->strides[0] = (int64_t)HQ * FIT * DIM, hold->strides[1] = (int64_t)FIT * DIM, hold->strides[2] = DIM;
+    hold->strides[3] = 1;
+    hold->t.shape = hold->shape;
+    hold->t.strides = hold->strides;
+    hold->t.byte_offset = (uint64_t)((int64_t)s * HQ * FIT * DIM * 2);
+    return &hold->t;
+}
+
+typedef struct recipe {
+    const char *name;
+    const char *preset;   /* a preset named by what it buys (its sink, transforms, window), or NULL: */
+    vq_cache_layer_config lc;
+    int sink, R, window_bits;
+    vq_cache_window window;
+    vq_cache_transforms xf;
+    bool fit_q;           /* tables fitted by vq_cache_fit_transforms with queries */
+} recipe;
+
+static vq_cache *recipe_cache(vq_ctx *ctx, const recipe *r)
+{
+    const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
+                                 .page_size = PAGE, .capacity_pages = 32, .max_sequences = RSEQ + 6,
+                                 .residual_tokens = r->R, .layers = r->preset ? NULL : &r->lc, .preset = r->preset,
+                                 .window = r->window, .window_bits = r->window_bits, .sink_tokens = r->sink,
+                                 .transforms = r->preset ? NULL : &r->xf};
+    vq_cache *c = NULL;
+    const vq_status s = vq_cache_create(ctx, &cfg, &c);
+    if (s == VQ_ERR_UNSUPPORTED && r->preset && vq_ctx_backend(ctx) == VQ_BACKEND_CUDA) {
+        printf("  %s: not run by the CUDA cache on this branch (%s)\n", r->name, vq_ctx_last_error(ctx));
+        return NULL;
+    }
+    VT_CHECK(s == VQ_OK, "%s: create -> %s: %s", r->name, vq_status_string(s), vq_ctx_last_error(ctx));
+    return c;
+}
+
+/* Both caches' outputs of one attend (CPU f32 arithmetic), compared. */
+static void attend_both(vq_ctx *cpu, vq_ctx *gpu, vq_cache *a, vq_cache *b, const recipe *r, const char *what, int n,
+                        const int64_t *ia, const int64_t *ib, int64_t Sq, bool causal, DLDataType odt, uint64_t seed)
+{
+    vq_rng rng;
+    vq_rng_seed(&rng, seed);
+    DLTensor *q = vt_new(VT_F16, VT_DIMS(n, HQ, Sq, DIM)), *oa = vt_new(odt, VT_DIMS(n, HQ, Sq, DIM));
+    DLTensor *la = vt_new(VT_F32, VT_DIMS(n, HQ, Sq)), *ob = vt_like(oa, odt), *lb = vt_like(la, VT_F32);
+    vt_fill_normal(q, &rng, 0, 1);
+    DLTensor *dq = ct_upload(q), *dob = ct_upload(ob), *dlb = ct_upload(lb);
+    ct_poison(dob), ct_poison(dlb);
+    const vq_cache_attend_opts ao = {.causal = causal, .lse_out = la, .key_scores = VQ_KEY_SCORES_F32,
+                                     .value_accum = VQ_VALUE_ACCUM_F32},
+                               bo = {.causal = causal, .lse_out = dlb};
+    VT_OK(cpu, vq_cache_attend(a, 0, n, ia, q, oa, &ao));
+    VT_OK(gpu, vq_cache_attend(b, 0, n, ib, dq, dob, &bo));
+    ct_download(dob, ob), ct_download(dlb, lb);
+    const double eo = rel_l2(ob, oa), el = rel_l2(lb, la);
+    const double to = odt.bits == 16 ? 2e-3 : 1e-3, tl = r->window != VQ_WINDOW_F16 || r->preset ? 1e-4 : 1e-5;
+    VT_CHECK(eo <= to && el <= tl && ct_count_nan(ob) == 0, "%s, %s: CUDA vs CPU out %.3g, lse %.3g", r->name, what, eo,
+             el);
+    /* without the lse: the same outputs */
+    DLTensor *ob2 = vt_like(oa, odt);
+    const vq_cache_attend_opts bo2 = {.causal = causal};
+    ct_poison(dob);
+    VT_OK(gpu, vq_cache_attend(b, 0, n, ib, dq, dob, &bo2));
+    ct_download(dob, ob2);
+    const double e2 = rel_l2(ob2, ob);
+    VT_CHECK(e2 <= 1e-6 && ct_count_nan(ob2) == 0, "%s, %s: out without the lse differs by %.3g", r->name, what, e2);
+    vt_free(ob2);
+    ct_free(dq), ct_free(dob), ct_free(dlb);
+    vt_free(q), vt_free(oa), vt_free(la), vt_free(ob), vt_free(lb);
+}
+
+/* The store's tokens [t0, t0 + m) of store sequence s appended to sequence id. */
+static void append_rows(vq_ctx *ctx, vq_cache *c, int64_t id, const ct_store *st, const DLTensor *dk,
+                        const DLTensor *dv, int s, int64_t t0, int64_t m)
+{
+    ct_store ds = *st;
+    if (dk) ds.k = (DLTensor *)dk, ds.v = (DLTensor *)dv;
+    int64_t ids[RSEQ];
+    ids[s] = id;
+    VT_OK(ctx, ct_append(c, 0, &ds, ids, s, 1, t0, m));
+}
+
+/* Tables of sequences ida (CPU) and idb (CUDA) fitted from tokens [0, T)
+ * of store sequence s and its queries. */
+static void fit_both(vq_ctx *cpu, vq_ctx *gpu, vq_cache *a, vq_cache *b, int64_t ida, int64_t idb, const ct_store *st,
+                     const DLTensor *dk, const DLTensor *dv, const DLTensor *qfit, const DLTensor *dqfit, int s,
+                     int64_t T)
+{
+    ct_view hk, hv, hq;
+    VT_OK(cpu, vq_cache_fit_transforms(a, 0, 1, &ida, ct_slice(&hk, st, st->k, s, 1, 0, T),
+                                       ct_slice(&hv, st, st->v, s, 1, 0, T), q_rows(&hq, qfit, s, T)));
+    VT_OK(gpu, vq_cache_fit_transforms(b, 0, 1, &idb, ct_slice(&hk, st, dk, s, 1, 0, T),
+                                       ct_slice(&hv, st, dv, s, 1, 0, T), q_rows(&hq, dqfit, s, T)));
+}
+
+static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_store *st, const DLTensor *dk,
+                           const DLTensor *dv, const DLTensor *qfit, const DLTensor *dqfit)
+{
+    vq_cache *a = recipe_cache(cpu, r), *b = recipe_cache(gpu, r);
+    if (a == NULL || b == NULL) {
+        vq_cache_free(a), vq_cache_free(b);
+        return;
+    }
+    int64_t ia[RSEQ + 2], ib[RSEQ + 2];
+    for (int s = 0; s < RSEQ; s++) {
+        VT_OK(cpu, vq_cache_seq_add(a, &ia[s]));
+        VT_OK(gpu, vq_cache_seq_add(b, &ib[s]));
+    }
+    for (int s = 0; r->fit_q && s < RSEQ; s++)
+        fit_both(cpu, gpu, a, b, ia[s], ib[s], st, dk, dv, qfit, dqfit, s, lens4[s] < FIT ? lens4[s] : FIT);
+    const batch bt = {RSEQ, lens4, 32, 0};
+    fill(cpu, a, ia, &bt, st, NULL, NULL);
+    fill(gpu, b, ib, &bt, st, dk, dv);
+    /* fitted on the host from the same rows on both backends: the same tables, bit for bit */
+    DLTensor *ta[3], *tb[3];
+    for (int i = 0; i < 3; i++) ta[i] = vt_new(VT_F32, VT_DIMS(HKV, DIM)), tb[i] = vt_like(ta[i], VT_F32);
+    for (int s = 0; s < RSEQ; s++) {
+        VT_OK(cpu, vq_cache_get_transforms(a, ia[s], 0, NULL, ta[0], ta[1], ta[2]));
+        VT_OK(gpu, vq_cache_get_transforms(b, ib[s], 0, NULL, tb[0], tb[1], tb[2]));
+        for (int i = 0; i < 3; i++)
+            VT_CHECK(memcmp(vq_data(ta[i]), vq_data(tb[i]), vt_bytes(ta[i])) == 0,
+                     "%s: sequence %d's table %d differs between the backends", r->name, s, i);
+    }
+    for (int i = 0; i < 3; i++) vt_free(ta[i]), vt_free(tb[i]);
+    for (int gathered = 0; gathered < 2; gathered++) {
+        if (gathered) setenv("VQ_CACHE_CUDA_GATHER", "1", 1);
+        attend_both(cpu, gpu, a, b, r, gathered ? "decode (gathered)" : "decode", RSEQ, ia, ib, 1, false, VT_F32, 7);
+        unsetenv("VQ_CACHE_CUDA_GATHER");
+    }
+    vq_cache_memory_report ma, mb;
+    VT_OK(cpu, vq_cache_memory(a, &ma));
+    VT_OK(gpu, vq_cache_memory(b, &mb));
+    VT_CHECK(ma.code_bytes == mb.code_bytes && ma.param_bytes == mb.param_bytes && ma.tokens == mb.tokens &&
+                 ma.residual_bytes == mb.residual_bytes,
+             "%s: memory reports differ", r->name);
+    /* fresh sequences of 7 and (with sinks) S + 5 tokens attended causally
+     * by 7 rows each in one call: with sinks their leading S and 2 rows see
+     * only sinks (two groups of the page path) */
+    const int n_fresh = r->sink > 0 ? 2 : 1;
+    for (int f = 0; f < n_fresh; f++) {
+        const int64_t len = f ? r->sink + 5 : 7;
+        VT_OK(cpu, vq_cache_seq_add(a, &ia[RSEQ + f]));
+        VT_OK(gpu, vq_cache_seq_add(b, &ib[RSEQ + f]));
+        if (r->fit_q) fit_both(cpu, gpu, a, b, ia[RSEQ + f], ib[RSEQ + f], st, dk, dv, qfit, dqfit, 1 + f, 7);
+        append_rows(cpu, a, ia[RSEQ + f], st, NULL, NULL, 1 + f, 0, len);
+        append_rows(gpu, b, ib[RSEQ + f], st, dk, dv, 1 + f, 0, len);
+    }
+    attend_both(cpu, gpu, a, b, r, "causal prefill", n_fresh, &ia[RSEQ], &ib[RSEQ], 7, true, VT_F16, 8);
+    /* forks: truncated inside the pages, inside the sinks, to nothing; then appended to */
+    int64_t fa[3], fb[3];
+    const int64_t cut[3] = {r->sink + 256, r->sink > 0 ? 2 : 64, 0};
+    for (int f = 0; f < 3; f++) {
+        VT_OK(cpu, vq_cache_seq_fork(a, ia[RSEQ - 1], &fa[f]));
+        VT_OK(gpu, vq_cache_seq_fork(b, ib[RSEQ - 1], &fb[f]));
+        VT_OK(cpu, vq_cache_seq_truncate(a, fa[f], cut[f]));
+        VT_OK(gpu, vq_cache_seq_truncate(b, fb[f], cut[f]));
+        if (cut[f] == 0 && r->fit_q) fit_both(cpu, gpu, a, b, fa[f], fb[f], st, dk, dv, qfit, dqfit, 2, FIT);
+        /* other tokens than the ones cut (fitted again from them after a cut to 0) */
+        append_rows(cpu, a, fa[f], st, NULL, NULL, 2, 0, 40);
+        append_rows(gpu, b, fb[f], st, dk, dv, 2, 0, 40);
+    }
+    attend_both(cpu, gpu, a, b, r, "forked, truncated, appended", 3, fa, fb, 1, false, VT_F32, 9);
+    /* a file saved on the CUDA cache, loaded on the CPU: the CPU cache's
+     * attention within the tolerance (the bytes are the device's) */
+    size_t size = 0;
+    VT_OK(gpu, vq_cache_save_buffer(b, -1, NULL, 0, &size));
+    void *buf = malloc(size);
+    VT_OK(gpu, vq_cache_save_buffer(b, -1, buf, size, &size));
+    vq_cache *lc = NULL;
+    VT_OK(cpu, vq_cache_load_buffer(cpu, buf, size, &lc));
+    if (lc) {
+        DLTensor *q = vt_new(VT_F32, VT_DIMS(RSEQ, HQ, 1, DIM)), *oa = vt_like(q, VT_F32), *ol = vt_like(q, VT_F32);
+        vq_rng rng;
+        vq_rng_seed(&rng, 10);
+        vt_fill_normal(q, &rng, 0, 1);
+        const vq_cache_attend_opts f32 = {.key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
+        VT_OK(cpu, vq_cache_attend(a, 0, RSEQ, ia, q, oa, &f32));
+        VT_OK(cpu, vq_cache_attend(lc, 0, RSEQ, ib, q, ol, &f32)); /* the saved ids */
+        const double e = rel_l2(ol, oa);
+        VT_CHECK(e <= 1e-3, "%s: saved on CUDA, loaded on the CPU: vs the CPU cache %.3g", r->name, e);
+        vt_free(q), vt_free(oa), vt_free(ol);
+        vq_cache_free(lc);
+    }
+    free(buf);
+    /* and the reverse: a file saved on the CPU cache, loaded on CUDA (its
+     * sinks and tables reach the device when first attended) */
+    VT_OK(cpu, vq_cache_save_buffer(a, -1, NULL, 0, &size));
+    buf = malloc(size);
+    VT_OK(cpu, vq_cache_save_buffer(a, -1, buf, size, &size));
+    vq_cache *lg = NULL;
+    VT_OK(gpu, vq_cache_load_buffer(gpu, buf, size, &lg));
+    if (lg) attend_both(cpu, gpu, a, lg, r, "saved on the CPU, loaded on CUDA", RSEQ, ia, ia, 1, false, VT_F32, 11);
+    vq_cache_free(lg);
+    free(buf);
+    vq_cache_free(a), vq_cache_free(b);
+}
+
+static void test_cuda_recipe(void)
+{
+    vq_ctx *cpu = vt_ctx(0), *gpu = ct_ctx();
+    vq_rng rng;
+    vq_rng_seed(&rng, ct_seed());
+    ct_store st = ct_store_new(RSEQ, HKV, NMAX, DIM, &rng);
+    DLTensor *dk = ct_upload(st.k), *dv = ct_upload(st.v);
+    DLTensor *qfit = vt_new(VT_F16, VT_DIMS(RSEQ, HQ, FIT, DIM));
+    vt_fill_normal(qfit, &rng, 0, 1);
+    DLTensor *dqfit = ct_upload(qfit);
+    DLTensor *ks = vt_new(VT_F32, VT_DIMS(HKV, DIM));
+    for (int64_t i = 0; i < HKV * DIM; i++) vt_set(ks, i, 0.5 + (double)((i * 37) % 11) / 8.0);
+    const vq_cache_layer_config kivi2 = {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 32},
+                                         {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}};
+    const vq_cache_layer_config turbo3 = {{.method = VQ_KEY_TURBO, .bits = 3, .norm_correct = true},
+                                          {.method = VQ_VALUE_TURBO, .bits = 3}};
+    const vq_cache_layer_config kivi4 = {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32},
+                                         {.method = VQ_VALUE_TURBO, .bits = 4}};
+    const vq_cache_layer_config f16 = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
+    const recipe cases[] = {
+        {"kivi2 + 4 sinks", NULL, kivi2, 4, 8, 0, VQ_WINDOW_F16, {0}, false},
+        {"f16 + 3 sinks", NULL, f16, 3, 0, 0, VQ_WINDOW_F16, {0}, false},
+        {"kivi2 centered (fitted on append)", NULL, kivi2, 0, 8, 0, VQ_WINDOW_F16,
+         {.center_keys = true, .center_values = true}, false},
+        {"turbo3 smoothed (key scales given)", NULL, turbo3, 0, 8, 0, VQ_WINDOW_F16, {.smooth = true, .key_scale = ks},
+         false},
+        {"kivi4/turbo4 smoothed and centered (fitted with queries) + 4 sinks", NULL, kivi4, 4, 8, 0, VQ_WINDOW_F16,
+         {.center_keys = true, .center_values = true, .smooth = true}, true},
+        {"kivi4/turbo4, 8-bit window", NULL, kivi4, 0, 16, 0, VQ_WINDOW_TURBO8, {0}, false},
+        {"turbo3, 5-bit window", NULL, turbo3, 0, 16, 5, VQ_WINDOW_TURBO, {0}, false},
+        {"kivi2, everything: 4 sinks, fitted transforms, 6-bit window", NULL, kivi2, 4, 16, 6, VQ_WINDOW_TURBO,
+         {.center_keys = true, .center_values = true, .smooth = true}, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        compare_recipe(cpu, gpu, &cases[i], &st, dk, dv, qfit, dqfit);
+    /* the presets named by what they buy (their smoothing fits from queries) */
+    for (int i = 0; i < vq_cache_preset_count(); i++) {
+        const vq_cache_preset_info *p = vq_cache_preset(i);
+        if (!p->recipe) continue;
+        const recipe r = {p->name, p->name, {{0}, {0}}, 0, 0, 0, VQ_WINDOW_F16, {0}, true};
+        compare_recipe(cpu, gpu, &r, &st, dk, dv, qfit, dqfit);
+    }
+    ct_free(dk), ct_free(dv), ct_free(dqfit);
+    vt_free(qfit), vt_free(ks);
+    ct_store_free(&st);
+    vq_ctx_free(cpu), vq_ctx_free(gpu);
+}
+
 int main(void)
 {
     ct_require_device();
     VT_RUN(test_cuda_vs_cpu);
+    VT_RUN(test_cuda_recipe);
     return vt_finish();
 }
 #endif
