@@ -38,6 +38,27 @@ __device__ __forceinline__ void zero(float (&s)[R])
     for (int r = 0; r < R; r++) s[r] = 0.0f;
 }
 
+/* s[r] = q[r] . k_hat over the 8-channel chunks c < D of an instance of
+ * width W, decode8(c, kf) giving k_hat[c .. c+8) in order of c; two
+ * accumulators per row, alternating chunks, to overlap the FMA chains. */
+template <int W, int R, class F>
+__device__ __forceinline__ void dot_chunks(int D, const float *qs, int qw, float (&s)[R], F &&decode8)
+{
+    float s0[R], s1[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) s0[r] = s1[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < W; c += 8) {
+        if (c >= D) break;
+        float kf[8];
+        decode8(c, kf);
+        if ((c / 8) % 2) dot8(qs, qw, c, kf, s1);
+        else dot8(qs, qw, c, kf, s0);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) s[r] = s0[r] + s1[r];
+}
+
 /* The 8 floats of a uint4 of halves (H) or bf16s. */
 template <bool H>
 __device__ __forceinline__ void unpack8(const uint4 v, float (&k)[8])
