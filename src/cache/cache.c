@@ -131,8 +131,6 @@ static vq_status user_layer_base(vq_ctx *ctx, const vq_cache_config *cfg, int l,
     return VQ_OK;
 }
 
-/* What the CUDA cache runs (see the header): everything the public codecs
- * encode on the device. */
 static vq_status build(vq_cache *c, const vq_cache_config *cfg)
 {
     vq_ctx *ctx = c->ctx;

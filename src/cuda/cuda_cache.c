@@ -10,8 +10,8 @@
  * when the layer's pool is one chunk and its key method's streams are read
  * per token (its key format's descriptor says so, keys_registry.h: f16,
  * TurboQuant, RVQ, RaBitQ, QJL, VECINFER, mixed-width KIVI over any value
- * method; KIVI keys
- * with KIVI values of the same bits and group on the fast KIVI kernel).
+ * method; KIVI keys with KIVI values of the same bits and group on the fast
+ * KIVI kernel).
  *
  * Otherwise (prefill, a pool grown past its first chunk, KIVI keys over
  * other values, CommVQ): per sequence, its pages are gathered (device to

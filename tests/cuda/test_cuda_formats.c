@@ -6,18 +6,21 @@
  *
  * Cache: the same tokens appended the same way (a batch call, then uneven
  * chunks per sequence: 1, 5, 17, 53 ... tokens) to a CPU and a CUDA cache,
- * D 64 and 128, page 32, sequences of 1, 33, 95 and 161 tokens (across pages
- * and key groups of 16 / 32 tokens), with and without a residual window.
- * Checks: the saved cache files (every stream's bytes) against each other —
- * identical where the device encoder is the CPU one's arithmetic step by
- * step (mixed-width KIVI: min/max, widest-channel selection, f16 scales,
- * codes, the row streams; the RMS of QJL norms and CODEBOOK scales), and for
- * the codecs that reduce in a different order on the device (the QJL
- * projection's signs, the Hadamard rotation) at most one byte in 500; decode
- * attends of all sequences, paged and gathered, and a pool grown past its
- * first chunk, against the CPU cache (f32 arithmetic there); a causal
- * prefill of 3 queries over a sequence (the gathered kernels' contiguous
- * group indexing).
+ * D 64 and 128, page 32, key groups of 16 / 32 tokens. Checks:
+ *   - the saved cache files (every stream's bytes), sequences of whole pages
+ *     (a saved page holds its unwritten rows too): identical where the
+ *     device encoder is the CPU one's arithmetic step by step (mixed-width
+ *     KIVI: min/max, widest-channel choice, f16 scale and zero, codes, the
+ *     two row streams; the RMS of QJL norms and CODEBOOK scales), and at
+ *     most one byte in 500 apart where a codec reduces in another order on
+ *     the device (the QJL projection's signs, the Hadamard rotation);
+ *   - sequences of 1, 33, 95 and 160 tokens, with and without a residual
+ *     window: decode attends of all of them, paged and gathered, and a pool
+ *     grown past its first chunk, against the CPU cache (in f32 arithmetic
+ *     there); without a window, a causal prefill of 3 queries over the
+ *     longest (the gathered kernels' contiguous group indexing);
+ *   - the methods of the presets quality-4bit, balanced-3bit,
+ *     compact-2.5bit, kivimix-turbo2 and qjl (groups of 128, pages of 128).
  * vq_fused_sdpa: f16 scales against the same call on the CPU (the codes are
  * the same bytes on both sides), Skv 77 and 300, Sq 1 and 4 causal.
  *
@@ -31,25 +34,31 @@
 #include "cache_test_util.h"
 #include "cuda_test_util.h"
 
-enum { HKV = 2, HQ = 6, PAGE = 32, NSEQ = 4, NMAX = 161 };
+enum { HKV = 2, HQ = 6, PAGE = 32, NSEQ = 4, NMAX = 160 };
 
-static const int64_t lens[NSEQ] = {1, 33, 95, 161};
+/* the longest is whole key groups, so that with no residual window all its
+ * tokens are in pages and a causal prefill over it runs on CUDA */
+static const int64_t lens[NSEQ] = {1, 33, 95, 160};
+/* whole pages: a saved page holds its unwritten rows too, whatever the
+ * allocation held, so the files are compared where every page is full */
+static const int64_t lens_full[NSEQ] = {32, 64, 96, 160};
 
-/* Appends every sequence's tokens: one in a batch call, then chunks. */
-static void fill(vq_ctx *ctx, vq_cache *c, const int64_t *ids, const ct_store *st, const DLTensor *dk,
-                 const DLTensor *dv)
+/* Appends every sequence's tokens (n[s] of sequence s): one in a batch
+ * call, then chunks. */
+static void fill(vq_ctx *ctx, vq_cache *c, const int64_t *ids, const int64_t *n, const ct_store *st,
+                 const DLTensor *dk, const DLTensor *dv)
 {
     ct_store ds = *st;
     if (dk) ds.k = (DLTensor *)dk, ds.v = (DLTensor *)dv;
     VT_OK(ctx, ct_append(c, 0, &ds, ids, 0, NSEQ, 0, 1));
     for (int s = 0; s < NSEQ; s++)
-        for (int64_t t = 1, m = 1; t < lens[s]; t += m, m = m * 3 + 2) {
-            if (t + m > lens[s]) m = lens[s] - t;
+        for (int64_t t = 1, m = 1; t < n[s]; t += m, m = m * 3 + 2) {
+            if (t + m > n[s]) m = n[s] - t;
             VT_OK(ctx, ct_append(c, 0, &ds, ids, s, 1, t, m));
         }
 }
 
-/* Bytes in which the two caches' files differ (-1: sizes differ). */
+/* Bytes in which the files of two caches differ (-1: sizes differ). */
 static int64_t file_diff(vq_ctx *cpu, vq_ctx *gpu, const vq_cache *a, const vq_cache *b, int64_t *total)
 {
     size_t na = 0, nb = 0;
@@ -66,66 +75,88 @@ static int64_t file_diff(vq_ctx *cpu, vq_ctx *gpu, const vq_cache *a, const vq_c
     return d;
 }
 
+/* A CPU and a CUDA cache of one layer config, filled alike. */
+typedef struct pair {
+    vq_cache *a, *b;
+    int64_t ia[NSEQ], ib[NSEQ];
+} pair;
+
 /* Decode attends of all sequences (and a causal 3-query prefill over the
- * longest when it has no window) on both caches; CPU in f32 arithmetic. */
-static void attend_both(vq_ctx *cpu, vq_ctx *gpu, vq_cache *a, vq_cache *b, const int64_t *ia, const int64_t *ib,
-                        int D, bool prefill, const char *what)
+ * longest when there is no window), paged and gathered, on both caches;
+ * the CPU in f32 arithmetic. */
+static void attend(vq_ctx *cpu, vq_ctx *gpu, const pair *pr, int D, bool prefill, const char *what)
 {
     vq_rng rng;
     vq_rng_seed(&rng, 77);
     const vq_cache_attend_opts f32 = {.key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
-    for (int pass = 0; pass < (prefill ? 2 : 1); pass++) {
-        const int n = pass ? 1 : NSEQ, sq = pass ? 3 : 1;
-        const int64_t *ja = pass ? &ia[NSEQ - 1] : ia, *jb = pass ? &ib[NSEQ - 1] : ib;
-        DLTensor *q = vt_new(VT_F16, VT_DIMS(n, HQ, sq, D)), *oa = vt_new(VT_F32, VT_DIMS(n, HQ, sq, D));
-        DLTensor *la = vt_new(VT_F32, VT_DIMS(n, HQ, sq)), *ob = vt_like(oa, VT_F32), *lb = vt_like(la, VT_F32);
-        vt_fill_normal(q, &rng, 0, 1);
-        DLTensor *dq = ct_upload(q), *dob = ct_upload(ob), *dlb = ct_upload(lb);
-        ct_poison(dob), ct_poison(dlb);
-        vq_cache_attend_opts oa_opts = f32, ob_opts = {.lse_out = dlb, .causal = pass == 1};
-        oa_opts.lse_out = la;
-        oa_opts.causal = pass == 1;
-        VT_OK(cpu, vq_cache_attend(a, 0, n, ja, q, oa, &oa_opts));
-        VT_OK(gpu, vq_cache_attend(b, 0, n, jb, dq, dob, &ob_opts));
-        ct_download(dob, ob), ct_download(dlb, lb);
-        const double eo = ct_rel_l2(ob, oa), el = ct_rel_l2(lb, la);
-        VT_CHECK(eo <= 1e-3 && el <= 1e-5 && ct_count_nan(ob) == 0, "%s%s%s: CUDA vs CPU out %.3g, lse %.3g", what,
-                 pass ? ", causal prefill" : "", getenv("VQ_CACHE_CUDA_GATHER") ? " (gathered)" : "", eo, el);
-        ct_free(dq), ct_free(dob), ct_free(dlb);
-        vt_free(q), vt_free(oa), vt_free(la), vt_free(ob), vt_free(lb);
+    for (int gathered = 0; gathered < 2; gathered++) {
+        if (gathered) setenv("VQ_CACHE_CUDA_GATHER", "1", 1);
+        for (int pass = 0; pass < (prefill ? 2 : 1); pass++) {
+            const int n = pass ? 1 : NSEQ, sq = pass ? 3 : 1;
+            const int64_t *ja = pass ? &pr->ia[NSEQ - 1] : pr->ia, *jb = pass ? &pr->ib[NSEQ - 1] : pr->ib;
+            DLTensor *q = vt_new(VT_F16, VT_DIMS(n, HQ, sq, D)), *oa = vt_new(VT_F32, VT_DIMS(n, HQ, sq, D));
+            DLTensor *la = vt_new(VT_F32, VT_DIMS(n, HQ, sq)), *ob = vt_like(oa, VT_F32), *lb = vt_like(la, VT_F32);
+            vt_fill_normal(q, &rng, 0, 1);
+            DLTensor *dq = ct_upload(q), *dob = ct_upload(ob), *dlb = ct_upload(lb);
+            ct_poison(dob), ct_poison(dlb);
+            vq_cache_attend_opts oa_opts = f32, ob_opts = {.lse_out = dlb, .causal = pass == 1};
+            oa_opts.lse_out = la;
+            oa_opts.causal = pass == 1;
+            VT_OK(cpu, vq_cache_attend(pr->a, 0, n, ja, q, oa, &oa_opts));
+            VT_OK(gpu, vq_cache_attend(pr->b, 0, n, jb, dq, dob, &ob_opts));
+            ct_download(dob, ob), ct_download(dlb, lb);
+            const double eo = ct_rel_l2(ob, oa), el = ct_rel_l2(lb, la);
+            VT_CHECK(eo <= 1e-3 && el <= 1e-5 && ct_count_nan(ob) == 0, "%s%s%s: CUDA vs CPU out %.3g, lse %.3g",
+                     what, pass ? ", causal prefill" : "", gathered ? " (gathered)" : "", eo, el);
+            ct_free(dq), ct_free(dob), ct_free(dlb);
+            vt_free(q), vt_free(oa), vt_free(la), vt_free(ob), vt_free(lb);
+        }
+        unsetenv("VQ_CACHE_CUDA_GATHER");
     }
 }
 
-/* One layer config at one D and window: encode on both, compare files and
- * attention. exact: the files must be identical. */
-static void compare(vq_ctx *cpu, vq_ctx *gpu, const char *name, const vq_cache_layer_config *lc, int D, int P, int R,
+/* Makes the pair and appends n[s] tokens of sequence s to both (false: no
+ * cache, the failure reported). */
+static bool pair_fill(pair *pr, vq_ctx *cpu, vq_ctx *gpu, const vq_cache_layer_config *lc, int D, int P, int R,
+                      int64_t capacity, const int64_t *n, const ct_store *st, const DLTensor *dk, const DLTensor *dv)
+{
+    pr->a = ct_cache(cpu, lc, 1, HKV, HQ, D, P, R, capacity, 4);
+    pr->b = ct_cache(gpu, lc, 1, HKV, HQ, D, P, R, capacity, 4);
+    if (pr->a == NULL || pr->b == NULL) {
+        vq_cache_free(pr->a), vq_cache_free(pr->b);
+        return false;
+    }
+    for (int s = 0; s < NSEQ; s++) {
+        VT_OK(cpu, vq_cache_seq_add(pr->a, &pr->ia[s]));
+        VT_OK(gpu, vq_cache_seq_add(pr->b, &pr->ib[s]));
+    }
+    fill(cpu, pr->a, pr->ia, n, st, NULL, NULL);
+    fill(gpu, pr->b, pr->ib, n, st, dk, dv);
+    return true;
+}
+
+/* One layer config at one D: the files of full pages without a window
+ * (exact: identical; else at most one byte in 500 differs), then attention
+ * with and without a window, over sequences of any length. */
+static void compare(vq_ctx *cpu, vq_ctx *gpu, const char *name, const vq_cache_layer_config *lc, int D, int P,
                     bool exact, int64_t capacity, const ct_store *st, const DLTensor *dk, const DLTensor *dv)
 {
     char what[128];
-    snprintf(what, sizeof what, "%s D%d P%d R%d pool %lld", name, D, P, R, (long long)capacity);
-    vq_cache *a = ct_cache(cpu, lc, 1, HKV, HQ, D, P, R, capacity, 4);
-    vq_cache *b = ct_cache(gpu, lc, 1, HKV, HQ, D, P, R, capacity, 4);
-    if (a == NULL || b == NULL) {
-        vq_cache_free(a), vq_cache_free(b);
-        return;
+    pair pr;
+    snprintf(what, sizeof what, "%s D%d P%d pool %lld", name, D, P, (long long)capacity);
+    if (P == PAGE && pair_fill(&pr, cpu, gpu, lc, D, P, 0, capacity, lens_full, st, dk, dv)) {
+        int64_t total = 0;
+        const int64_t d = file_diff(cpu, gpu, pr.a, pr.b, &total);
+        VT_CHECK(d >= 0 && (exact ? d == 0 : d * 500 <= total), "%s: the cache files differ in %lld of %lld bytes",
+                 what, (long long)d, (long long)total);
+        vq_cache_free(pr.a), vq_cache_free(pr.b);
     }
-    int64_t ia[NSEQ], ib[NSEQ];
-    for (int s = 0; s < NSEQ; s++) {
-        VT_OK(cpu, vq_cache_seq_add(a, &ia[s]));
-        VT_OK(gpu, vq_cache_seq_add(b, &ib[s]));
+    for (int R = 0; R <= 8; R += 8) {
+        if (!pair_fill(&pr, cpu, gpu, lc, D, P, R, capacity, lens, st, dk, dv)) continue;
+        snprintf(what, sizeof what, "%s D%d P%d R%d pool %lld", name, D, P, R, (long long)capacity);
+        attend(cpu, gpu, &pr, D, R == 0, what);
+        vq_cache_free(pr.a), vq_cache_free(pr.b);
     }
-    fill(cpu, a, ia, st, NULL, NULL);
-    fill(gpu, b, ib, st, dk, dv);
-    int64_t total = 0;
-    const int64_t d = file_diff(cpu, gpu, a, b, &total);
-    VT_CHECK(d >= 0 && (exact ? d == 0 : d * 500 <= total), "%s: the cache files differ in %lld of %lld bytes", what,
-             (long long)d, (long long)total);
-    for (int gathered = 0; gathered < 2; gathered++) {
-        if (gathered) setenv("VQ_CACHE_CUDA_GATHER", "1", 1);
-        attend_both(cpu, gpu, a, b, ia, ib, D, R == 0, what);
-        unsetenv("VQ_CACHE_CUDA_GATHER");
-    }
-    vq_cache_free(a), vq_cache_free(b);
 }
 
 static void test_cache_formats(void)
@@ -161,11 +192,10 @@ static void test_cache_formats(void)
             {"qjl m37 x kivi4", {{.method = VQ_KEY_QJL, .qjl_sketch = 37}, {.method = VQ_VALUE_KIVI, .bits = 4}}, false},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-            for (int R = 0; R <= 8; R += 8)
-                compare(cpu, gpu, cases[i].name, &cases[i].lc, D, PAGE, R, cases[i].exact, 32, &st, dk, dv);
+            compare(cpu, gpu, cases[i].name, &cases[i].lc, D, PAGE, cases[i].exact, 32, &st, dk, dv);
         /* a pool grown past its first chunk: the gathered path */
-        compare(cpu, gpu, cases[0].name, &cases[0].lc, D, PAGE, 8, true, 3, &st, dk, dv);
-        compare(cpu, gpu, cases[4].name, &cases[4].lc, D, PAGE, 0, false, 3, &st, dk, dv);
+        compare(cpu, gpu, cases[0].name, &cases[0].lc, D, PAGE, true, 3, &st, dk, dv);
+        compare(cpu, gpu, cases[4].name, &cases[4].lc, D, PAGE, false, 3, &st, dk, dv);
         ct_free(dk), ct_free(dv);
         ct_store_free(&st);
     }
@@ -177,7 +207,7 @@ static void test_cache_formats(void)
         VT_OK(cpu, vq_cache_preset_layer_config(presets[i], 64, &lc));
         ct_store st = ct_store_new(NSEQ, HKV, NMAX, 64, &rng);
         DLTensor *dk = ct_upload(st.k), *dv = ct_upload(st.v);
-        compare(cpu, gpu, presets[i], &lc, 64, 128, 8, false, 8, &st, dk, dv);
+        compare(cpu, gpu, presets[i], &lc, 64, 128, false, 8, &st, dk, dv);
         ct_free(dk), ct_free(dv);
         ct_store_free(&st);
     }
