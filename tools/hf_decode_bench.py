@@ -98,6 +98,9 @@ def fill_veloxquant(model, cfg, method, batch, ctx, device, chunk):
             v = torch.randn(batch, hkv, n, d, device=device, dtype=adt, generator=g)
             if not lay.is_initialized:
                 lay.lazy_initialization(k, v)
+            if t == 0 and cache.smooth:  # as the first forward would: the key scales from its queries
+                q = torch.randn(batch, cfg.num_attention_heads, n, d, device=device, dtype=adt, generator=g)
+                cache.vq.fit_transforms(layer, cache.seq_ids, k, v, q)
             cache.vq.append(layer, cache.seq_ids, k, v)
         lay.n = ctx
     mem = cache.memory()
@@ -126,6 +129,7 @@ def decode(model, cache, batch, ctx, steps, warmup, device):
 
 
 def run_one(model, cfg, method, batch, ctx, args, device, dtype):
+    import veloxquant
     import veloxquant.hf
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -142,6 +146,10 @@ def run_one(model, cfg, method, batch, ctx, args, device, dtype):
                 "tokens_per_s": batch / med, "kv_gib": kv_bytes / 2**30, "device_gib": used / 2**30}
     except torch.OutOfMemoryError as e:
         return {"method": method, "batch": batch, "context": ctx, "error": "out of memory: " + str(e).split("\n")[0]}
+    except veloxquant.UnsupportedError as e:  # a method this device's cache does not run: the next one goes on
+        return {"method": method, "batch": batch, "context": ctx, "error": "unsupported: " + str(e)}
+    except veloxquant.OutOfMemoryError as e:
+        return {"method": method, "batch": batch, "context": ctx, "error": "out of memory: " + str(e)}
     finally:
         if method != "dynamic":
             veloxquant.hf.uninstall(model)

@@ -15,7 +15,10 @@
  *
  * Otherwise (prefill, a pool grown past its first chunk, KIVI keys over
  * other values, CommVQ): per sequence, its pages are gathered (device to
- * device, on the ctx's stream) into one contiguous run per stream, attended
+ * device, on the ctx's stream: one copy launch per sequence over a list of
+ * page copies uploaded once per call, copy_jobs.cu; a copy call per page
+ * and stream made the host the bottleneck at long contexts) into one
+ * contiguous run per stream, attended
  * with vq_fused_sdpa, and the window, attended as plain f16 keys and values,
  * is merged in through the log-sum-exp (vq_attention_merge).
  *
@@ -32,6 +35,7 @@
 
 #include "cache/cache_cuda.h"
 #include "cuda/attend_params.h"
+#include "cuda/copy_jobs.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/keys_registry.h"
 
@@ -81,25 +85,46 @@ static size_t gather_bytes(const vq_cache *c, const vq_cache_layer *L, int64_t n
     return b;
 }
 
-/* Tokens [0, n_enc) of a sequence's pages -> contiguous streams at dst. */
-static vq_status gather(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, unsigned char *dst,
-                        DLTensor *sv, int64_t (*shapes)[4])
+/* The copies that move tokens [0, n_enc) of a sequence's pages into
+ * contiguous streams at dst: one job per page and stream, written to jobs;
+ * returns how many. */
+static int gather_jobs(const vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, unsigned char *dst,
+                       vq_cu_copy_job *jobs)
 {
     const int64_t P = c->P;
+    int n = 0;
     for (int s = 0; s < L->n_streams; s++) {
         const vq_cache_stream *st = &L->streams[s];
         const int64_t gs = P / st->rows, rb = st->last * (int64_t)vq_dtype_size(st->dtype), rows = sl->n_enc / gs;
-        for (int64_t pi = 0; pi < sl->n_pages; pi++) {
+        for (int64_t pi = 0; pi < sl->n_pages && pi * P < sl->n_enc; pi++) {
             const int64_t a = pi * P, b = sl->n_enc < (pi + 1) * P ? sl->n_enc : (pi + 1) * P;
-            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, dst + a / gs * rb, (size_t)(rows * rb),
-                                                    vq_cache_page_stream(L, sl->pages[pi], s), (size_t)(st->rows * rb),
-                                                    (size_t)((b - a) / gs * rb), st->per_head ? (size_t)c->Hkv : 1));
+            jobs[n++] = (vq_cu_copy_job){.src = vq_cache_page_stream(L, sl->pages[pi], s),
+                                         .dst = dst + a / gs * rb,
+                                         .spitch = st->rows * rb,
+                                         .dpitch = rows * rb,
+                                         .width = (b - a) / gs * rb,
+                                         .height = st->per_head ? c->Hkv : 1};
         }
+        dst += ((size_t)(st->page_bytes * sl->n_enc / P) + 255) & ~(size_t)255;
+    }
+    return n;
+}
+
+/* Tokens [0, n_enc) of a sequence's pages -> contiguous streams at dst, by
+ * its n jobs (device copies of what gather_jobs wrote), and their views. */
+static vq_status gather(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, unsigned char *dst,
+                        const vq_cu_copy_job *jobs, int n, DLTensor *sv, int64_t (*shapes)[4])
+{
+    VQ_FORWARD_IF_ERROR(vq_cuda_check(c->ctx, vq_cu_launch_copy_jobs(jobs, n, c->Hkv, c->ctx->stream),
+                                      "vq_cache_attend: page gather launch"));
+    for (int s = 0; s < L->n_streams; s++) {
+        const vq_cache_stream *st = &L->streams[s];
+        const int64_t rows = sl->n_enc / (c->P / st->rows);
         int64_t *sh = shapes[s];
         if (st->ndim == 2) sh[0] = 1, sh[1] = rows;
         else sh[0] = 1, sh[1] = c->Hkv, sh[2] = rows, sh[3] = st->last;
         vq_cache_view(c, &sv[s], sh, st->ndim, st->dtype, dst);
-        dst += ((size_t)(st->page_bytes * sl->n_enc / P) + 255) & ~(size_t)255;
+        dst += ((size_t)(st->page_bytes * sl->n_enc / c->P) + 255) & ~(size_t)255;
     }
     return VQ_OK;
 }
@@ -125,10 +150,29 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
     }
     const size_t ow = ((size_t)(c->Hq * Sq * c->D * 4) + 255) & ~(size_t)255, lw = ((size_t)(c->Hq * Sq * 4) + 255) & ~(size_t)255;
     const size_t wb = ((size_t)(c->Hkv * L->res_cap * c->D * 2) + 255) & ~(size_t)255;
-    unsigned char *stage = vq_cache_stage(c, most + ow + 2 * lw + 2 * wb);
+    /* every sequence's gather jobs, uploaded at once behind the staging areas */
+    int64_t n_jobs = 0;
+    for (int i = 0; i < n_seq; i++) n_jobs += sls[i]->n_pages * L->n_streams;
+    VQ_RETURN_IF(ctx, n_jobs > INT32_MAX, VQ_ERR_UNSUPPORTED, "vq_cache_attend: %lld page copies in one call",
+                 (long long)n_jobs);
+    const size_t jb = (size_t)n_jobs * sizeof(vq_cu_copy_job);
+    vq_cu_copy_job *host_jobs = vq_cache_host_scratch(c, 0, jb + sizeof(int) * (size_t)n_seq);
+    VQ_RETURN_IF(ctx, host_jobs == NULL, VQ_ERR_OUT_OF_MEMORY, "vq_cache_attend: out of host memory for %zu bytes",
+                 jb);
+    int *n_jobs_of = (int *)(void *)((unsigned char *)host_jobs + jb);
+    unsigned char *stage = vq_cache_stage(c, most + ow + 2 * lw + 2 * wb + jb);
     if (stage == NULL) return VQ_ERR_OUT_OF_MEMORY;
     unsigned char *o_win = stage + most, *l_pages = o_win + ow, *l_win = l_pages + lw;
     unsigned char *k_win = l_win + lw, *v_win = k_win + wb;
+    vq_cu_copy_job *jobs = (vq_cu_copy_job *)(v_win + wb);
+    int64_t n_up = 0;
+    for (int i = 0; i < n_seq; i++) {
+        n_jobs_of[i] = sls[i]->n_enc > 0 ? gather_jobs(c, L, sls[i], stage, host_jobs + n_up) : 0;
+        n_up += n_jobs_of[i];
+    }
+    if (n_up > 0)
+        VQ_FORWARD_IF_ERROR(vq_cuda_upload_async(ctx, jobs, host_jobs, (size_t)n_up * sizeof *jobs));
+    int64_t job0 = 0;
     int64_t osh[4] = {1, c->Hq, Sq, c->D}, lsh[3] = {1, c->Hq, Sq};
     DLTensor ow_t, lp_t, lw_t;
     vq_cache_view(c, &ow_t, osh, 4, VQ_DT_F32, o_win);
@@ -146,7 +190,8 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
         if (sl->n_enc > 0) {
             DLTensor sv[VQ_CACHE_MAX_STREAMS];
             int64_t ss[VQ_CACHE_MAX_STREAMS][4];
-            VQ_FORWARD_IF_ERROR(gather(c, L, sl, stage, sv, ss));
+            VQ_FORWARD_IF_ERROR(gather(c, L, sl, stage, jobs + job0, n_jobs_of[i], sv, ss));
+            job0 += n_jobs_of[i];
             vq_encoded_keys ek;
             vq_encoded_values ev;
             vq_cuda_kivi_mix_keys mix;
