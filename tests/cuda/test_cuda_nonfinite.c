@@ -289,7 +289,8 @@ static void test_formats(void)
         VT_OK(gpu, vq_cache_append(b, 0, 1, &ib, hk, hv, NULL));
         vt_poison(out);
         ct_poison(dout);
-        VT_OK(cpu, vq_cache_attend(a, 0, 1, &ia, q, out, NULL));
+        const vq_cache_attend_opts f32 = {.key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
+        VT_OK(cpu, vq_cache_attend(a, 0, 1, &ia, q, out, &f32)); /* the arithmetic of the CUDA kernels */
         VT_OK(gpu, vq_cache_attend(b, 0, 1, &ib, dq, dout, NULL));
         ct_download(dout, hout);
         compare(out, hout, 1, names[i]);
