@@ -2,7 +2,7 @@
  * formats/format_kivi_mix.h) on CUDA: the device encoder (the bytes of the
  * CPU encoder, src/cache/method_kivi_mix.c), the decode skeleton's key
  * policy, the format's fields of vq_cu_sdpa_params and their fill, the
- * policy's template instances over every value format, and the descriptor
+ * policy's template instances over the cache's value formats, and the descriptor
  * the registry lists (keys_registry.h). The format has no public
  * vq_keys_format: the cache passes it as vq_cuda_kivi_mix_keys
  * (attention/attn_cuda.h). */
@@ -218,6 +218,6 @@ static vq_status fill(vq_ctx *ctx, const vq_encoded_keys *keys, float, vq_cu_sdp
     return VQ_OK;
 }
 
+/* plain values only in f16: the cache's (the format has no public entry) */
 extern "C" const vq_cu_key_format vq_cu_keys_kivi_mix = {
-    VQ_CU_SDPA_KIVI_MIX, fill, vqkv::kv_launch_plain<vqkv::MixKeys::P>, vqkv::kv_launch_enc<vqkv::MixKeys::P>,
-    true};
+    VQ_CU_SDPA_KIVI_MIX, fill, vqkv::kv_launch_f16<vqkv::MixKeys::P>, vqkv::kv_launch_enc<vqkv::MixKeys::P>, true};
