@@ -442,8 +442,7 @@ typedef enum vq_key_method {
      * SmolLM2-135M, 4/2 bits (3.0 code bits) beside TurboQuant 2-bit values
      * lose about what 4-bit KIVI keys lose, uniform 3-bit KIVI keys about
      * three times more (docs/QUALITY.md). Bits: the code bits +
-     * 32 / group_size + 1 / group_size per element. The CUDA cache gives
-     * VQ_ERR_UNSUPPORTED. */
+     * 32 / group_size + 1 / group_size per element. */
     VQ_KEY_KIVI_MIX = 9
 } vq_key_method;
 
@@ -488,8 +487,7 @@ typedef struct vq_value_config {
                                  seed + l, xor a constant so they differ from the keys') */
     bool scale_f16;           /* TURBO: each token's scale stored in f16 (2 bytes, not 4: 0.25 bits
                                  per element less at D = 64; relative rounding <= 2^-11 of the
-                                 token's whole vector, far below the codes' error). CPU only: the
-                                 CUDA cache gives VQ_ERR_UNSUPPORTED */
+                                 token's whole vector, far below the codes' error) */
 } vq_value_config;
 
 typedef struct vq_cache_layer_config {
@@ -681,8 +679,7 @@ typedef struct vq_cache vq_cache;
  * the caller's (a method preset, below, gives the same methods with none of
  * the rest). Wide-channel counts are for D = 64 and scale with D (a fraction
  * of the channels: 24/64 and 8/64). They need a power-of-two head_dim
- * (TurboQuant values and window) and a CPU ctx (KIVI_MIX keys and f16
- * value scales are CPU only).
+ * (TurboQuant values and window); they run on a CPU or a CUDA ctx.
  *
  * Method presets (recipe = false): a key + value method and nothing else:
  * f16; kivi2, kivi4 (KIVI keys per channel over 32 tokens, values per token);
@@ -693,7 +690,7 @@ typedef struct vq_cache vq_cache;
  * values; measured on SmolLM2-135M in docs/QUALITY.md);
  * kivimix-turbo2 (VQ_KEY_KIVI_MIX keys over 128 tokens, 4 bits in the half
  * of each group's channels of the widest range and 2 in the other half:
- * 3.26 + 2.25 bits; CPU only), kivi2-turbo2
+ * 3.26 + 2.25 bits), kivi2-turbo2
  * (the same split with 2-bit keys over 128 tokens: 2.25 + 2.25 bits at D = 128;
  * on that model 2-bit keys need kivi2's 32-token groups, so it is meant for a
  * few layers of a per-layer mix); turbo2/3/4;
@@ -746,8 +743,8 @@ VQ_API vq_status vq_cache_preset_layer_config(const char *name, int head_dim, vq
  * an unknown method or preset; bits, group sizes or head_dim outside what a
  * method takes; a table with the wrong shape/dtype/device (tables are host
  * memory), with the argument named, e.g. "cfg->layers[3].keys.codebook"),
- * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, QJL keys and CODEBOOK values,
- * which have no device encoder for their norms / scales yet),
+ * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, sliding windows, named
+ * "cfg->sliding_windows[l]"),
  * VQ_ERR_OUT_OF_MEMORY. Sinks and transforms: sink_tokens outside
  * 0..VQ_CACHE_MAX_SINK_TOKENS, a table not [Hkv, D] f32 host compact, a mean
  * not finite or a scale outside [2^-24, 2^24] (the element named), a table

@@ -386,15 +386,14 @@ typedef struct vq_encoded_keys {
     };
     struct {
         const DLTensor *idx;   /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,ceil(D*bits/32)] u32 packed */
-        const DLTensor *scale; /* [B,Hkv,Skv] f32 (or f16 on a CPU ctx: the CUDA backend gives
-                                  VQ_ERR_UNSUPPORTED) */
+        const DLTensor *scale; /* [B,Hkv,Skv] f32 or f16 */
         const DLTensor *diag;  /* [D] f32 ±1, or NULL (ones) */
         int bits;              /* 1..8 */
     } turbo;
     struct {
         const DLTensor *idx1, *scale1;  /* stage 1: as turbo.idx / turbo.scale with b1 bits, scale1 f32 only */
-        const DLTensor *idx2, *scale2;  /* stage 2: as turbo.idx / turbo.scale with b2 bits: scale2 f32, or f16
-                                           on a CPU ctx (the CUDA backend gives VQ_ERR_UNSUPPORTED) */
+        const DLTensor *idx2, *scale2;  /* stage 2: as turbo.idx / turbo.scale with b2 bits: scale2 f32 or
+                                           f16 */
         const DLTensor *diag;           /* [D] f32 ±1, or NULL */
         int b1, b2;                     /* 1..8 each */
     } rvq;
@@ -477,8 +476,7 @@ typedef struct vq_encoded_values {
     } codebook;                 /* v_hat[t,c] = cents[min(idx, n_cents - 1)] * scale[t] */
     struct {
         const DLTensor *idx;    /* [B,Hkv,Skv,D] u8, or [B,Hkv,Skv,ceil(D*bits/32)] u32 packed */
-        const DLTensor *scale;  /* [B,Hkv,Skv] f32 (or f16 on a CPU ctx: the CUDA backend gives
-                                   VQ_ERR_UNSUPPORTED) */
+        const DLTensor *scale;  /* [B,Hkv,Skv] f32 or f16 */
         const DLTensor *diag;   /* [D] f32 ±1 used at encode time, or NULL (ones) */
         int bits;               /* 1..8 */
     } turbo;                    /* v_hat = rot^-1(scale * c_bits[idx]) (vq_turboquant_hadamard_dequantize);

@@ -28,6 +28,19 @@ vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
                              const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
                              const vq_attend_opts *opts);
 
+/* Mixed-width KIVI keys (VQ_KEY_KIVI_MIX, formats/format_kivi_mix.h) have no
+ * public vq_keys_format: the cache hands them to vq_cuda_fused_sdpa (and the
+ * paged call) as this extension of vq_encoded_keys, base.format
+ * VQ_CUDA_KEYS_KIVI_MIX and the base first, so the CUDA key-format registry
+ * reads them as any format. codes [B,Hkv,Skv,RB] u8, scale and zero
+ * [B,Hkv,ceil(Skv/g),D] f16, mask [B,Hkv,ceil(Skv/g),D/8] u8; wide = W. */
+#define VQ_CUDA_KEYS_KIVI_MIX 9
+typedef struct vq_cuda_kivi_mix_keys {
+    vq_encoded_keys base;
+    const DLTensor *codes, *scale, *zero, *mask;
+    int bits, bits2, group_size, wide;
+} vq_cuda_kivi_mix_keys;
+
 /* vq_attention_merge after validation (strided views accepted). */
 vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a, const DLTensor *out_b,
                                   const DLTensor *lse_b, DLTensor *out, DLTensor *lse_out);

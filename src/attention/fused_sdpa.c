@@ -159,15 +159,6 @@ vq_status vq_attn_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_enco
      * pointers on a CUDA ctx), only shapes, dtypes and scalars. */
 #ifdef VQ_WITH_CUDA
     if (vq_ctx_is_cuda(ctx)) {
-        VQ_RETURN_IF(ctx, values->format == VQ_VALUES_TURBO && vq_dtype_of(values->turbo.scale) == VQ_DT_F16,
-                     VQ_ERR_UNSUPPORTED, "argument 'values.turbo.scale': f16 scales are CPU only, the CUDA backend "
-                     "reads f32");
-        VQ_RETURN_IF(ctx, keys->format == VQ_KEYS_TURBO && vq_dtype_of(keys->turbo.scale) == VQ_DT_F16,
-                     VQ_ERR_UNSUPPORTED, "argument 'keys.turbo.scale': f16 scales are CPU only, the CUDA backend "
-                     "reads f32");
-        VQ_RETURN_IF(ctx, keys->format == VQ_KEYS_TURBO_RVQ && vq_dtype_of(keys->rvq.scale2) == VQ_DT_F16,
-                     VQ_ERR_UNSUPPORTED, "argument 'keys.rvq.scale2': f16 scales are CPU only, the CUDA backend "
-                     "reads f32");
         VQ_FORWARD_IF_ERROR(cuda_compact(ctx, queries, keys, values, mask, out));
         VQ_FORWARD_IF_ERROR(vq_attn_require_compact(ctx, (const DLTensor *[]){opts ? opts->lse_out : NULL},
                                                     (const char *[]){"opts->lse_out"}, 1));

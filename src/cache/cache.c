@@ -131,28 +131,6 @@ static vq_status user_layer_base(vq_ctx *ctx, const vq_cache_config *cfg, int l,
     return VQ_OK;
 }
 
-/* What the CUDA cache runs (see the header): everything the public codecs
- * encode on the device. */
-static vq_status check_cuda_layer(vq_ctx *ctx, const vq_cache_layer *L, int l)
-{
-    VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_KIVI_MIX, VQ_ERR_UNSUPPORTED,
-                 "layer %d: KIVI_MIX keys are not supported by the CUDA cache yet (CPU only: no device encoder or "
-                 "attention kernel)",
-                 l);
-    VQ_RETURN_IF(ctx, L->cfg.values.scale_f16, VQ_ERR_UNSUPPORTED,
-                 "layer %d: values.scale_f16 is not supported by the CUDA cache yet (CPU only: the device "
-                 "TurboQuant value stage reads f32 scales)",
-                 l);
-    VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_QJL, VQ_ERR_UNSUPPORTED,
-                 "layer %d: QJL keys are not supported by the CUDA cache yet (the key norms have no device encoder)",
-                 l);
-    VQ_RETURN_IF(ctx, L->cfg.values.method == VQ_VALUE_CODEBOOK, VQ_ERR_UNSUPPORTED,
-                 "layer %d: CODEBOOK values are not supported by the CUDA cache yet (the per-token scale has no "
-                 "device encoder)",
-                 l);
-    return VQ_OK;
-}
-
 static vq_status build(vq_cache *c, const vq_cache_config *cfg)
 {
     vq_ctx *ctx = c->ctx;
@@ -168,7 +146,6 @@ static vq_status build(vq_cache *c, const vq_cache_config *cfg)
         VQ_FORWARD_IF_ERROR(user_layer(ctx, cfg, l, &user, views));
         vq_cache_layer *L = &c->layers[l];
         VQ_FORWARD_IF_ERROR(vq_cache_layout_layer(c, &user, name, L));
-        if (c->cuda) VQ_FORWARD_IF_ERROR(check_cuda_layer(ctx, L, l));
         L->sliding = cfg->sliding_windows ? cfg->sliding_windows[l] : 0;
         /* the CUDA kernels see every token of the pages they are given: no
          * lower bound inside a page, where a window starts */

@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "cache/cache_method.h"
+#ifdef VQ_WITH_CUDA
+#include "cache/cache_cuda.h"
+#endif
 
 /* Key scratch first, value scratch after it. */
 static size_t key_scratch(const vq_cache *c, const vq_cache_layer *L, int64_t T)
@@ -58,4 +61,22 @@ void vq_cache_row_rms(const uint16_t *x, int64_t rows, int64_t D, float *s, floa
         const float inv = rms > 0.0f ? 1.0f / rms : 0.0f;
         for (int64_t j = 0; j < D; j++) xn[r * D + j] = vq_half_to_float(row[j]) * inv;
     }
+}
+
+vq_status vq_cache_rms_rows(vq_cache *c, const uint16_t *x, int64_t rows, float *s, float *xn)
+{
+#ifdef VQ_WITH_CUDA
+    if (c->cuda) return vq_cuda_cache_row_rms(c->ctx, x, rows, c->D, s, xn);
+#endif
+    vq_cache_row_rms(x, rows, c->D, s, xn);
+    return VQ_OK;
+}
+
+vq_status vq_cache_round_scales(vq_cache *c, const float *from, uint16_t *to, int64_t n)
+{
+#ifdef VQ_WITH_CUDA
+    if (c->cuda) return vq_cuda_cache_scales_to_f16(c->ctx, from, to, n);
+#endif
+    vq_cache_scales_to_f16(from, to, n);
+    return VQ_OK;
 }

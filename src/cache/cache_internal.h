@@ -432,9 +432,10 @@ static inline int64_t vq_cache_kivi_mix_wide(const vq_key_config *kc, int64_t D)
     return kc->wide_channels > 0 ? kc->wide_channels : D / 2;
 }
 
-/* k [1,Hkv,T,D] f16 compact host, T a multiple of kc->group_size -> compact
- * host staging views codes [1,Hkv,T,RB] u8, scale and zero [1,Hkv,T/g,D]
- * f16, mask [1,Hkv,T/g,D/8] u8. */
+/* k [1,Hkv,T,D] f16 compact, T a multiple of kc->group_size -> compact
+ * staging views codes [1,Hkv,T,RB] u8, scale and zero [1,Hkv,T/g,D] f16,
+ * mask [1,Hkv,T/g,D/8] u8 (host memory, or device memory on a CUDA ctx: the
+ * device encoder writes the same bytes). */
 vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const DLTensor *k, DLTensor *codes,
                                    DLTensor *scale, DLTensor *zero, DLTensor *mask);
 /* The attention binding of such streams (chunk views [B,Hkv,Skv,...] and

@@ -35,7 +35,8 @@ typedef struct vq_cache_method {
     /* The attention format of the method's streams sv[0..] and the layer's
      * tables tb[VQ_CT_COUNT]: keys fill *ek, values *ev (the other NULL).
      * A key method without a public format (KIVI_MIX) leaves ek->format 0
-     * and binds itself in cache_attend.c. */
+     * and binds itself in cache_attend.c (on CUDA, cuda_cache.c passes its
+     * streams as the backend's vq_cuda_kivi_mix_keys). */
     void (*describe)(const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb, vq_encoded_keys *ek,
                      vq_encoded_values *ev);
 } vq_cache_method;
@@ -79,6 +80,11 @@ vq_status vq_cache_pack_codes(vq_cache *c, DLTensor *idx, int bits, DLTensor *ou
 /* The RMS of every row, s = ||x||_2 / sqrt(D) (x f16 [rows][D]), and when
  * xn is not NULL xn = x / s (0 where s = 0). Host. */
 void vq_cache_row_rms(const uint16_t *x, int64_t rows, int64_t D, float *s, float *xn);
+/* The same on the cache's device (x, s and xn device memory on a CUDA ctx,
+ * the bytes the host writes), and vq_cache_scales_to_f16 likewise: what the
+ * method encoders call. */
+vq_status vq_cache_rms_rows(vq_cache *c, const uint16_t *x, int64_t rows, float *s, float *xn);
+vq_status vq_cache_round_scales(vq_cache *c, const float *from, uint16_t *to, int64_t n);
 static inline bool vq_cache_in_range(int v, int lo, int hi) { return v >= lo && v <= hi; }
 
 #endif

@@ -39,7 +39,6 @@ static size_t scratch(const vq_cache *c, const vq_cache_layer *L, int64_t T)
     return 5 * (size_t)((int64_t)c->Hkv * T * c->D);
 }
 
-/* host only: the CUDA cache does not offer CODEBOOK values */
 static vq_status encode(vq_cache *c, vq_cache_layer *L, const DLTensor *x, DLTensor *const *outs,
                         unsigned char *scr, int64_t T)
 {
@@ -48,7 +47,7 @@ static vq_status encode(vq_cache *c, vq_cache_layer *L, const DLTensor *x, DLTen
     DLTensor idx, xn, tab;
     vq_cache_view(c, &xn, sh, 4, VQ_DT_F32, scr);
     vq_cache_view(c, &idx, sh, 4, VQ_DT_U8, scr + 4 * (size_t)n);
-    vq_cache_row_rms(x->data, c->Hkv * T, c->D, outs[1]->data, xn.data);
+    VQ_FORWARD_IF_ERROR(vq_cache_rms_rows(c, x->data, c->Hkv * T, outs[1]->data, xn.data));
     vq_cache_table_view(c, L, VQ_CT_VCENTS, &tab, tsh);
     VQ_FORWARD_IF_ERROR(vq_codebook_quantize(c->ctx, &xn, &tab, &idx));
     return vq_rabitq_pack_values(c->ctx, &idx, outs[0]);

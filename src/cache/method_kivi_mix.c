@@ -13,6 +13,9 @@
 #include "cache/cache_method.h"
 #include "formats/format_kivi.h"
 #include "formats/format_kivi_mix.h"
+#ifdef VQ_WITH_CUDA
+#include "cache/cache_cuda.h"
+#endif
 
 /* ---- encoder ---- */
 
@@ -41,6 +44,9 @@ vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const D
     const int64_t rb = vq_kivi_mix_row_bytes(D, nw, kc->bits, kc->bits2), mb = vq_kivi_mix_mask_bytes(D);
     VQ_RETURN_IF(c->ctx, T % g != 0, VQ_ERR_INVALID_ARGUMENT, "kivi_mix encode: %lld tokens, not whole groups of %lld",
                  (long long)T, (long long)g);
+#ifdef VQ_WITH_CUDA
+    if (c->cuda) return vq_cuda_kivi_mix_encode(c->ctx, kc, Hkv, D, k, codes, scale, zero, mask);
+#endif
     const uint16_t *x = k->data;
     uint8_t *cd = codes->data, *mk = mask->data;
     uint16_t *sc16 = scale->data, *ze16 = zero->data;
@@ -325,7 +331,8 @@ static vq_status encode(vq_cache *c, vq_cache_layer *L, const DLTensor *x, DLTen
     return vq_cache_kivi_mix_encode(c, &L->cfg.keys, x, outs[0], outs[1], outs[2], outs[3]);
 }
 
-/* no public format: cache_attend.c binds the four streams with vq_cache_bind_kivi_mix */
+/* no public format: cache_attend.c binds the four streams with
+ * vq_cache_bind_kivi_mix (cuda_cache.c as vq_cuda_kivi_mix_keys) */
 static void describe(const vq_cache_layer *L, const DLTensor *sv, const DLTensor *tb, vq_encoded_keys *ek,
                      vq_encoded_values *ev)
 {

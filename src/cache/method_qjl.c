@@ -24,14 +24,13 @@ static vq_status tables(vq_cache *c, vq_cache_layer *L, const vq_cache_layer_con
     return VQ_OK;
 }
 
-/* host only: the CUDA cache does not offer QJL keys */
 static vq_status encode(vq_cache *c, vq_cache_layer *L, const DLTensor *x, DLTensor *const *outs,
                         unsigned char *scratch, int64_t T)
 {
     int64_t tsh[4];
     DLTensor tab;
     vq_cache_table_view(c, L, VQ_CT_QJL_PROJ, &tab, tsh);
-    vq_cache_row_rms(x->data, c->Hkv * T, c->D, outs[1]->data, NULL);
+    VQ_FORWARD_IF_ERROR(vq_cache_rms_rows(c, x->data, c->Hkv * T, outs[1]->data, NULL));
     return vq_qjl_encode(c->ctx, x, &tab, outs[0]);
 }
 

@@ -93,7 +93,7 @@ static vq_status encode_values(vq_cache *c, vq_cache_layer *L, const DLTensor *x
     vq_cache_table_view(c, L, VQ_CT_VDIAG, &tab, tsh);
     VQ_FORWARD_IF_ERROR(vq_turboquant_hadamard_quantize(c->ctx, x, &tab, vc->bits, vc->bits == 8 ? outs[0] : &idx,
                                                         vc->scale_f16 ? &s32 : outs[1], NULL));
-    if (vc->scale_f16) vq_cache_scales_to_f16(s32.data, outs[1]->data, n / c->D); /* host: CPU-only */
+    if (vc->scale_f16) VQ_FORWARD_IF_ERROR(vq_cache_round_scales(c, s32.data, outs[1]->data, n / c->D));
     return vq_cache_pack_codes(c, &idx, vc->bits, outs[0]);
 }
 

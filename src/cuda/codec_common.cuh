@@ -159,6 +159,25 @@ static __device__ int32_t vq_cu_warp_nearest(const float *x, const float *cents,
     return best_c;
 }
 
+/* binary16 <-> binary32 bit for bit as the host's vq_half_to_float /
+ * vq_float_to_half (src/core/half.c), NaN payloads included, so that the
+ * device encoders store the bytes the CPU ones do (the hardware conversions
+ * round the same but make every NaN canonical). */
+static __device__ __forceinline__ float vq_cu_half_bits_to_float(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (mant << 13));
+    return __half2float(__ushort_as_half(h)); /* finite: exact either way */
+}
+
+static __device__ __forceinline__ uint16_t vq_cu_float_to_half_bits(float f)
+{
+    const uint32_t u = __float_as_uint(f), abs = u & 0x7fffffffu;
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7c00u | 0x200u | ((abs >> 13) & 0x3ffu));
+    return __half_as_ushort(__float2half_rn(f)); /* round to nearest even, overflow to inf: as the host */
+}
+
 /* Loads row r of x [rows, d] (f16/f32) into shared row [d] as f32. No barrier. */
 static __device__ __forceinline__ void vq_cu_load_row(const void *x, bool f16, int64_t r, int64_t d, float *row)
 {

@@ -9,8 +9,9 @@
  * attention launch and one merge per layer, as for the raw kernel. Taken
  * when the layer's pool is one chunk and its key method's streams are read
  * per token (its key format's descriptor says so, keys_registry.h: f16,
- * TurboQuant, RVQ, RaBitQ, QJL, VECINFER over any value method; KIVI keys
- * with KIVI values of the same bits and group on the fast KIVI kernel).
+ * TurboQuant, RVQ, RaBitQ, QJL, VECINFER, mixed-width KIVI over any value
+ * method; KIVI keys with KIVI values of the same bits and group on the fast
+ * KIVI kernel).
  *
  * Otherwise (prefill, a pool grown past its first chunk, KIVI keys over
  * other values, CommVQ): per sequence, its pages are gathered (device to
@@ -62,6 +63,21 @@ static DLTensor *row_of(row_view *v, const DLTensor *t, int64_t i)
     v->t.strides = t->strides ? v->strides : NULL;
     v->t.byte_offset += (uint64_t)(i * v->strides[0] * (int64_t)vq_dtype_size(vq_dtype_of(t)));
     return &v->t;
+}
+
+/* The keys the CUDA kernels read for a layer whose streams sv the method
+ * described into *ek: *ek itself, or for mixed-width KIVI keys, which have
+ * no public format, *mix made from the streams (attention/attn_cuda.h). */
+static const vq_encoded_keys *cuda_keys(const vq_cache *c, const vq_cache_layer *L, const DLTensor *sv,
+                                        const vq_encoded_keys *ek, vq_cuda_kivi_mix_keys *mix)
+{
+    const vq_key_config *kc = &L->cfg.keys;
+    if (kc->method != VQ_KEY_KIVI_MIX) return ek;
+    *mix = (vq_cuda_kivi_mix_keys){.base = {.format = (vq_keys_format)VQ_CUDA_KEYS_KIVI_MIX},
+                                   .codes = &sv[0], .scale = &sv[1], .zero = &sv[2], .mask = &sv[3],
+                                   .bits = kc->bits, .bits2 = kc->bits2, .group_size = kc->group_size,
+                                   .wide = (int)vq_cache_kivi_mix_wide(kc, c->D)};
+    return &mix->base;
 }
 
 /* Bytes of one sequence's gathered streams (each region 256-aligned). */
@@ -194,9 +210,15 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
             job0 += n_jobs_of[i];
             vq_encoded_keys ek;
             vq_encoded_values ev;
+            vq_cuda_kivi_mix_keys mix;
             vq_cache_describe(c, L, sv, tb, &ek, &ev);
+            const vq_encoded_keys *keys = cuda_keys(c, L, sv, &ek, &mix);
             const vq_attend_opts o = {.causal = causal, .lse_out = n_win > 0 ? &lp_t : li};
-            VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_fused_sdpa(ctx, qi, &ek, &ev, ks, NULL, oi, &o), "vq_cache_attend"));
+            /* a format without a public vq_keys_format goes to the backend directly */
+            VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx,
+                                                 keys == &ek ? vq_fused_sdpa(ctx, qi, keys, &ev, ks, NULL, oi, &o)
+                                                             : vq_cuda_fused_sdpa(ctx, qi, keys, &ev, ks, NULL, oi, &o),
+                                                 "vq_cache_attend"));
         }
         if (n_win > 0) {
             /* the window's rows of each head, made compact (the CUDA kernels take compact tensors) */
@@ -313,6 +335,8 @@ typedef struct chunk_tensors {
     int64_t ss[VQ_CACHE_MAX_STREAMS][4], ts[VQ_CT_COUNT][4];
     vq_encoded_keys ek;
     vq_encoded_values ev;
+    vq_cuda_kivi_mix_keys mix;
+    const vq_encoded_keys *keys; /* cuda_keys */
 } chunk_tensors;
 
 static void describe_chunk0(const vq_cache *c, const vq_cache_layer *L, chunk_tensors *t)
@@ -320,6 +344,7 @@ static void describe_chunk0(const vq_cache *c, const vq_cache_layer *L, chunk_te
     for (int s = 0; s < L->n_streams; s++) chunk_view(c, L, &L->chunks[0], s, &t->sv[s], t->ss[s]);
     vq_cache_table_tensors(c, L, t->tb, t->ts);
     vq_cache_describe(c, L, t->sv, t->tb, &t->ek, &t->ev);
+    t->keys = cuda_keys(c, L, t->sv, &t->ek, &t->mix);
 }
 
 /* Which kernel a paged decode of layer L runs. */
@@ -342,7 +367,7 @@ static paged_kind paged_kind_of(const vq_cache *c, const vq_cache_layer *L, cons
     /* the key format says whether its pages are read in place (keys_registry.h) */
     chunk_tensors t;
     describe_chunk0(c, L, &t);
-    const vq_cu_key_format *kf = vq_cu_key_format_of((int)t.ek.format);
+    const vq_cu_key_format *kf = vq_cu_key_format_of((int)t.keys->format);
     return kf != NULL && kf->paged ? PAGED_SDPA : PAGED_NONE;
 }
 
@@ -357,6 +382,7 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
     describe_chunk0(c, L, &t);
     const vq_encoded_keys ek = t.ek;
     const vq_encoded_values ev = t.ev;
+    const vq_encoded_keys *keys = t.keys;
     /* QJL's norm stream holds ||k|| / sqrt(D) (cache_encode.c) */
     const float ks = L->cfg.keys.method == VQ_KEY_QJL ? scale * sqrtf((float)c->D) : scale;
     for (int i0 = 0; i0 < n_seq; i0 += VQ_CU_PAGED_MAX_B) {
@@ -386,7 +412,7 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
                 "vq_cache_attend"));
         } else {
             VQ_FORWARD_IF_ERROR(vq_cache_forward(
-                ctx, vq_cuda_fused_sdpa_paged(ctx, qi, &ek, &ev, ks, &pg, w, oi, li), "vq_cache_attend"));
+                ctx, vq_cuda_fused_sdpa_paged(ctx, qi, keys, &ev, ks, &pg, w, oi, li), "vq_cache_attend"));
         }
     }
     return VQ_OK;

@@ -22,6 +22,7 @@ void vq_cu_fill_stage(const DLTensor *idx, const DLTensor *scale, int bits, int6
 {
     st->idx = vq_data(idx);
     st->scale = vq_data(scale);
+    st->scale_f16 = vq_dtype_of(scale) == VQ_DT_F16;
     st->bits = bits;
     st->packed = vq_dtype_of(idx) == VQ_DT_U32;
     st->ld = (int)(st->packed ? vq_ceil_div(D * bits, 32) : D);
@@ -36,6 +37,7 @@ _Static_assert(VQ_CU_SDPA_F16 == (int)VQ_KEYS_F16 && VQ_CU_SDPA_TURBO == (int)VQ
                    VQ_CU_SDPA_RABITQ == (int)VQ_KEYS_RABITQ && VQ_CU_SDPA_QJL == (int)VQ_KEYS_QJL &&
                    VQ_CU_SDPA_VECINFER == (int)VQ_KEYS_VECINFER && VQ_CU_SDPA_COMMVQ == (int)VQ_KEYS_COMMVQ,
                "VQ_CU_SDPA_* must equal vq_keys_format");
+_Static_assert(VQ_CU_SDPA_KIVI_MIX == VQ_CUDA_KEYS_KIVI_MIX, "the internal KIVI_MIX key format");
 
 /* The key format's fields of p (formats validated by their binders): its
  * descriptor's fill, after what every format starts from. */

@@ -7,6 +7,7 @@
     X(turbo)                 \
     X(turbo_rvq)             \
     X(kivi)                  \
+    X(kivi_mix)              \
     X(rabitq)                \
     X(qjl)                   \
     X(vecinfer)              \

@@ -57,7 +57,7 @@ struct TurboKeys {
                     if ((c / 8) % 2) dot8(qs, qw, c, kf, d1);
                     else dot8(qs, qw, c, kf, d0);
                 }
-                const float sc = __ldg(sg.scale + tok);
+                const float sc = stage_scale(sg, tok);
 #pragma unroll
                 for (int r = 0; r < R; r++) s[r] = fmaf(d0[r] + d1[r], sc, s[r]);
             }

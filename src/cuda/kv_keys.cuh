@@ -38,6 +38,27 @@ __device__ __forceinline__ void zero(float (&s)[R])
     for (int r = 0; r < R; r++) s[r] = 0.0f;
 }
 
+/* s[r] = q[r] . k_hat over the 8-channel chunks c < D of an instance of
+ * width W, decode8(c, kf) giving k_hat[c .. c+8) in order of c; two
+ * accumulators per row, alternating chunks, to overlap the FMA chains. */
+template <int W, int R, class F>
+__device__ __forceinline__ void dot_chunks(int D, const float *qs, int qw, float (&s)[R], F &&decode8)
+{
+    float s0[R], s1[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) s0[r] = s1[r] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < W; c += 8) {
+        if (c >= D) break;
+        float kf[8];
+        decode8(c, kf);
+        if ((c / 8) % 2) dot8(qs, qw, c, kf, s1);
+        else dot8(qs, qw, c, kf, s0);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) s[r] = s0[r] + s1[r];
+}
+
 /* The 8 floats of a uint4 of halves (H) or bf16s. */
 template <bool H>
 __device__ __forceinline__ void unpack8(const uint4 v, float (&k)[8])
@@ -85,9 +106,11 @@ inline T &key_params(vq_cu_sdpa_params &p)
 }
 
 /* The launcher of a key policy over the value formats of one set: VSET 0 =
- * plain f16 / f32 values, 1 = the encoded ones (affine, codebook, turbo);
- * a key format's keys_<name>.cu instantiates both (kv_launch_plain,
- * kv_launch_enc). */
+ * plain f16 / f32 values, 1 = the encoded ones (affine, codebook, turbo),
+ * 2 = plain f16 values only (a format that exists only in the cache, whose
+ * plain values are f16: no f32-value instances to compile or spill); a key
+ * format's keys_<name>.cu instantiates two (kv_launch_plain or
+ * kv_launch_f16, and kv_launch_enc). */
 template <template <int, int> class KP, int VSET>
 struct KvLaunch {
     template <int W, int R>
@@ -98,6 +121,9 @@ struct KvLaunch {
             if constexpr (VSET == 0) {
                 if (p.v_f16) return kv_go<KP, F16Values<true>::template P, W, R>(p, stream, occupancy);
                 return kv_go<KP, F16Values<false>::template P, W, R>(p, stream, occupancy);
+            } else if constexpr (VSET == 2) {
+                if (!p.v_f16) return (int)cudaErrorInvalidValue;
+                return kv_go<KP, F16Values<true>::template P, W, R>(p, stream, occupancy);
             } else {
                 if (p.v_fmt == VQ_CU_V_KIVI) return kv_go<KP, KIVIValues::template P, W, R>(p, stream, occupancy);
                 if (p.v_fmt == VQ_CU_V_CODEBOOK)
@@ -131,11 +157,17 @@ inline int kv_dispatch(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
 }
 
 /* A key format's launchers (its descriptor's launch and launch_enc): its
- * policy over the plain values (VSET 0) and over the encoded ones (VSET 1). */
+ * policy over the plain values (VSET 0; f16 only: VSET 2) and over the
+ * encoded ones (VSET 1). */
 template <template <int, int> class KP>
 int kv_launch_plain(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
 {
     return kv_dispatch<KP, 0>(p, stream, occupancy);
+}
+template <template <int, int> class KP>
+int kv_launch_f16(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
+{
+    return kv_dispatch<KP, 2>(p, stream, occupancy);
 }
 template <template <int, int> class KP>
 int kv_launch_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy)

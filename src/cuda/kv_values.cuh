@@ -23,6 +23,12 @@ __device__ __forceinline__ uint64_t stage_codes8(const vq_cu_sdpa_stage &st, int
     return v;
 }
 
+/* The scale of token tok of a TurboQuant stage (f32 or f16 storage). */
+__device__ __forceinline__ float stage_scale(const vq_cu_sdpa_stage &st, int64_t tok)
+{
+    return st.scale_f16 ? __half2float(__ldg((const __half *)st.scale + tok)) : __ldg((const float *)st.scale + tok);
+}
+
 /* Plain values [B,Hkv,Skv,D], f16 (F16) or f32. */
 template <bool F16>
 struct F16Values {
@@ -237,7 +243,8 @@ struct CodebookValues {
 };
 
 /* TURBO values: y_hat = scale[t] * cents[code] in the rotated basis (the
- * merge kernel rotates each output row back); codes as the keys' stages. */
+ * merge kernel rotates each output row back); codes and scales (f32 or f16)
+ * as the keys' stages. */
 struct TurboValues {
     template <int W, int CPL_>
     struct P {
@@ -264,7 +271,7 @@ struct TurboValues {
         {
 #pragma unroll
             for (int k = 0; k < NC; k++) x.w[k] = base + 8 * k < D ? stage_codes8(p.v_stage, tok, base + 8 * k) : 0;
-            x.vs = __ldg(p.v_stage.scale + tok);
+            x.vs = stage_scale(p.v_stage, tok);
         }
 
         template <int R>

@@ -26,7 +26,8 @@ enum {
     VQ_CU_SDPA_RABITQ = 5,
     VQ_CU_SDPA_QJL = 6,
     VQ_CU_SDPA_VECINFER = 7,
-    VQ_CU_SDPA_COMMVQ = 8
+    VQ_CU_SDPA_COMMVQ = 8,
+    VQ_CU_SDPA_KIVI_MIX = 9 /* no public format: VQ_CUDA_KEYS_KIVI_MIX (attention/attn_cuda.h) */
 };
 
 /* Value formats; equal to the public vq_values_format's (asserted in cuda_sdpa.c). */
@@ -45,8 +46,8 @@ enum { VQ_CU_F32 = 0, VQ_CU_F16 = 1, VQ_CU_BF16 = 2 };
 /* One TurboQuant stage: y += scale[tok] * cents[code(tok, c)]. */
 typedef struct vq_cu_sdpa_stage {
     const void *idx;      /* [B,Hkv,Skv,ld]: u8 codes (ld = D) or u32 words (ld = ceil(D*bits/32)) */
-    const float *scale;   /* [B,Hkv,Skv] */
-    int ld, bits, packed;
+    const void *scale;    /* [B,Hkv,Skv] f32, or f16 (scale_f16) */
+    int ld, bits, packed, scale_f16;
     float cents[256];     /* the 2^bits Lloyd-Max centroids */
 } vq_cu_sdpa_stage;
 

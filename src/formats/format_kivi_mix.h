@@ -1,6 +1,7 @@
 /* format_kivi_mix.h — the layout of mixed-width KIVI keys
  * (VQ_KEY_KIVI_MIX, include/veloxquant.h) and its row packers. Host only
- * (the CUDA cache refuses the format); no libc calls, as the other formats.
+ * (src/cuda/keys_kivi_mix.cu encodes and reads the same bytes on the
+ * device); no libc calls, as the other formats.
  *
  * Per (page, head), with P tokens, D channels (a multiple of 8), group size
  * g, the narrow width bits, the wide width bits2 (1 <= bits < bits2 <= 8)

@@ -60,6 +60,17 @@ static int64_t ct_count_nan(const DLTensor *h)
     return n;
 }
 
+/* Relative L2 distance of a from b over every element (absolute when b is 0). */
+static inline double ct_rel_l2(const DLTensor *a, const DLTensor *b)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < vt_numel(a); i++) {
+        const double x = vt_get(a, i), y = vt_get(b, i);
+        num += (x - y) * (x - y), den += y * y;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 static vq_ctx *ct_ctx(void)
 {
     vq_ctx_config cfg = {0};

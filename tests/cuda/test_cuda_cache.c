@@ -55,16 +55,6 @@ static void fill(vq_ctx *ctx, vq_cache *c, const int64_t *ids, const batch *bt, 
         }
 }
 
-static double rel_l2(const DLTensor *a, const DLTensor *b)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < vt_numel(a); i++) {
-        const double x = vt_get(a, i), y = vt_get(b, i);
-        num += (x - y) * (x - y), den += y * y;
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static void compare(vq_ctx *cpu, vq_ctx *gpu, const char *name, const vq_cache_layer_config *lc, int R,
                     const batch *bt, const ct_store *st, const DLTensor *dk, const DLTensor *dv)
 {
@@ -99,7 +89,7 @@ static void compare(vq_ctx *cpu, vq_ctx *gpu, const char *name, const vq_cache_l
     VT_OK(cpu, vq_cache_attend(a, 0, n, ia, q, oa, &oa_opts));
     VT_OK(gpu, vq_cache_attend(b, 0, n, ib, dq, dob, &ob_opts));
     ct_download(dob, ob), ct_download(dlb, lb);
-    const double eo = rel_l2(ob, oa), el = rel_l2(lb, la);
+    const double eo = ct_rel_l2(ob, oa), el = ct_rel_l2(lb, la);
     VT_CHECK(eo <= 1e-3 && el <= 1e-5 && ct_count_nan(ob) == 0,
              "%s R%d, %d sequences, pool %lld+%lld pages%s: CUDA vs CPU out %.3g, lse %.3g", name, R, n,
              (long long)bt->capacity, (long long)bt->grow, getenv("VQ_CACHE_CUDA_GATHER") ? " (gathered)" : "", eo,
@@ -176,21 +166,7 @@ static void test_cuda_vs_cpu(void)
     for (size_t i = 3; i < 6; i++) compare(cpu, gpu, cases[i].name, &cases[i].lc, 0, &many, &st, dk, dv);
 
     /* what the CUDA cache does not run yet says so */
-    const vq_cache_layer_config qjl = {{.method = VQ_KEY_QJL}, {.method = VQ_VALUE_F16}};
-    const vq_cache_layer_config cbv = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_CODEBOOK}};
-    const vq_cache_config c1 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .layers = &qjl};
-    const vq_cache_config c2 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .layers = &cbv};
     vq_cache *c = NULL;
-    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "QJL", vq_cache_create(gpu, &c1, &c));
-    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "CODEBOOK", vq_cache_create(gpu, &c2, &c));
-    const vq_cache_config c4 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
-                                .preset = "kivimix-turbo2"}; /* mixed-width KIVI keys are CPU-only */
-    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "KIVI_MIX", vq_cache_create(gpu, &c4, &c));
-    VT_CHECK(c == NULL, "a refused create returned a cache");
-    const vq_cache_layer_config h16 = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}};
-    const vq_cache_config c5 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .layers = &h16};
-    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "values.scale_f16", vq_cache_create(gpu, &c5, &c));
-    VT_CHECK(c == NULL, "a refused create returned a cache");
     const int window[1] = {64}; /* sliding windows are CPU-only: no lower bound in the CUDA attention */
     const vq_cache_config c8 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi2",
                                 .sliding_windows = window};

@@ -3,7 +3,7 @@
  * the CPU gives the same file bytes and bit-identical CPU attention; the
  * CUDA-loaded cache attends within the CUDA kernels' tolerance of the CPU
  * cache, and goes on appending (device tokens) as a cache filled on the GPU
- * does. Every preset the CUDA cache runs (not QJL keys, not CODEBOOK values).
+ * does. The method presets the CUDA cache runs at this shape.
  * Needs a GPU (skips without one). */
 #include "skip_without_cuda.h"
 #ifdef VQ_TEST_HAVE_CUDA
@@ -183,7 +183,7 @@ int main(void)
         }
     /* the presets whose methods the CUDA cache runs */
     static const char *const presets[] = {"f16", "kivi2", "kivi4", "turbo2", "turbo3", "turbo4", "rvq22",
-                                          "vecinfer2", "commvq"};
+                                          "qjl", "vecinfer2", "commvq"};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         printf("  %s\n", presets[i]);
         across(cpu, gpu, presets[i]);

@@ -10,7 +10,10 @@
  * fully masked rows, NaN query, NaN key, +inf/-inf scores, NaN/inf values,
  * causal Sq > 1), vq_kivi_fused_attend (NaN key scale, NaN query),
  * vq_rabitq_fused_attend (Hamming and exact scores) and
- * vq_rabitq_prefill_attend (NaN and +inf magnitudes, NaN query). Needs a GPU (skips without one). */
+ * vq_rabitq_prefill_attend (NaN and +inf magnitudes, NaN query), vq_fused_sdpa
+ * with f16 TurboQuant value scales (NaN, +inf), and the cache's device
+ * encoders (mixed-width KIVI keys, QJL keys, CODEBOOK values, f16 value
+ * scales) over a NaN / +inf key and value. Needs a GPU (skips without one). */
 #include "skip_without_cuda.h"
 #ifdef VQ_TEST_HAVE_CUDA
 #include "cuda_test_util.h"
@@ -216,12 +219,97 @@ static void test_rabitq(void)
     vq_ctx_free(gpu);
 }
 
+/* ---- f16 TurboQuant scales (vq_fused_sdpa) and the cache's device
+ * encoders (mixed-width KIVI keys, QJL keys, CODEBOOK values, f16 value
+ * scales): the CPU and CUDA caches store the same bytes for a token holding
+ * a non-finite element, so their attention follows the rule alike ---- */
+
+static void test_formats(void)
+{
+    vq_ctx *cpu = vt_ctx(0), *gpu = ct_ctx();
+    vq_rng rng;
+    vq_rng_seed(&rng, 6);
+    DLTensor *q = vt_new(VT_F16, VT_DIMS(1, HQ, 1, D)), *out = vt_new(VT_F32, VT_DIMS(1, HQ, 1, D));
+    DLTensor *k = vt_new(VT_F16, VT_DIMS(1, HKV, SKV, D)), *v = vt_new(VT_F16, VT_DIMS(1, HKV, SKV, D));
+    DLTensor *vi = vt_new(VT_U8, VT_DIMS(1, HKV, SKV, D)), *vs = vt_new(VT_F32, VT_DIMS(1, HKV, SKV));
+    DLTensor *vs16 = vt_new(VT_F16, VT_DIMS(1, HKV, SKV)), *hout = vt_like(out, VT_F32);
+    vt_fill_normal(q, &rng, 0, 1);
+    vt_fill_normal(k, &rng, 0, 1);
+    vt_fill_normal(v, &rng, 0, 1);
+    VT_OK(cpu, vq_turboquant_hadamard_quantize(cpu, v, NULL, 3, vi, vs, NULL));
+    for (int64_t i = 0; i < SKV * HKV; i++) ((uint16_t *)vs16->data)[i] = vq_f32_to_f16(((float *)vs->data)[i]);
+    ((uint16_t *)vs16->data)[0 * SKV + 10] = 0x7e00;  /* NaN scale: every column of kv head 0's rows */
+    ((uint16_t *)vs16->data)[1 * SKV + 290] = 0x7c00; /* +inf scale */
+    vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16 = {k}};
+    vq_encoded_values ev = {.format = VQ_VALUES_TURBO};
+    ev.turbo.idx = vi, ev.turbo.scale = vs16, ev.turbo.bits = 3;
+    vt_poison(out);
+    VT_OK(cpu, vq_fused_sdpa(cpu, q, &ek, &ev, 0.0883883f, NULL, out, NULL));
+    DLTensor *dq = ct_upload(q), *dk = ct_upload(k), *dvi = ct_upload(vi), *dvs = ct_upload(vs16);
+    DLTensor *dout = ct_upload(out);
+    ek.f16.keys = dk, ev.turbo.idx = dvi, ev.turbo.scale = dvs;
+    ct_poison(dout);
+    VT_OK(gpu, vq_fused_sdpa(gpu, dq, &ek, &ev, 0.0883883f, NULL, dout, NULL));
+    ct_download(dout, hout);
+    compare(out, hout, 1, "turbo values, f16 scales");
+    ct_free(dk), ct_free(dvi), ct_free(dvs);
+
+    /* the cache: one sequence, a NaN key in one group, +inf and NaN values */
+    vt_set(k, kv_at(1, 40, 7), NAN);        /* kv head 1: its key group's scores */
+    vt_set(k, kv_at(0, 200, 3), INFINITY);  /* mixed-width KIVI only (an inf scale: its group's scores NaN) */
+    vt_set(v, kv_at(0, 100, 5), INFINITY);
+    vt_set(v, kv_at(1, 250, 9), NAN);
+    const vq_cache_layer_config cases[] = {
+        {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 32, .wide_channels = 48},
+         {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}},
+        {{.method = VQ_KEY_QJL}, {.method = VQ_VALUE_CODEBOOK}},
+    };
+    static const char *const names[] = {"cache: kivimix x turbo2 f16 scales", "cache: qjl x codebook"};
+    for (int i = 0; i < 2; i++) {
+        /* QJL scores an inf key +inf or -inf by the sign of a sum of
+         * projections, which another summation order may flip where the
+         * sum is near 0: -inf (the token excluded) on one side only */
+        if (i == 1) vt_set(k, kv_at(0, 200, 3), 0.5);
+        DLTensor *hk = ct_upload(k), *hv = ct_upload(v);
+        const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = D,
+                                     .page_size = 64, .capacity_pages = 8, .max_sequences = 1,
+                                     .residual_tokens = 16, .layers = &cases[i]};
+        vq_cache *a = NULL, *b = NULL;
+        int64_t ia, ib;
+        VT_OK(cpu, vq_cache_create(cpu, &cfg, &a));
+        VT_OK(gpu, vq_cache_create(gpu, &cfg, &b));
+        if (a == NULL || b == NULL) {
+            vq_cache_free(a), vq_cache_free(b);
+            ct_free(hk), ct_free(hv);
+            continue;
+        }
+        VT_OK(cpu, vq_cache_seq_add(a, &ia));
+        VT_OK(gpu, vq_cache_seq_add(b, &ib));
+        VT_OK(cpu, vq_cache_append(a, 0, 1, &ia, k, v, NULL));
+        VT_OK(gpu, vq_cache_append(b, 0, 1, &ib, hk, hv, NULL));
+        vt_poison(out);
+        ct_poison(dout);
+        const vq_cache_attend_opts f32 = {.key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
+        VT_OK(cpu, vq_cache_attend(a, 0, 1, &ia, q, out, &f32)); /* the arithmetic of the CUDA kernels */
+        VT_OK(gpu, vq_cache_attend(b, 0, 1, &ib, dq, dout, NULL));
+        ct_download(dout, hout);
+        compare(out, hout, 1, names[i]);
+        vq_cache_free(a), vq_cache_free(b);
+        ct_free(hk), ct_free(hv);
+    }
+    ct_free(dq), ct_free(dout);
+    vt_free(q), vt_free(out), vt_free(k), vt_free(v), vt_free(vi), vt_free(vs), vt_free(vs16), vt_free(hout);
+    vq_ctx_free(cpu);
+    vq_ctx_free(gpu);
+}
+
 int main(void)
 {
     ct_require_device();
     VT_RUN(test_f16);
     VT_RUN(test_kivi);
     VT_RUN(test_rabitq);
+    VT_RUN(test_formats);
     return vt_finish();
 }
 #endif
