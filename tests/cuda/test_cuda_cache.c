@@ -266,7 +266,7 @@ static void attend_both(vq_ctx *cpu, vq_ctx *gpu, vq_cache *a, vq_cache *b, cons
     VT_OK(cpu, vq_cache_attend(a, 0, n, ia, q, oa, &ao));
     VT_OK(gpu, vq_cache_attend(b, 0, n, ib, dq, dob, &bo));
     ct_download(dob, ob), ct_download(dlb, lb);
-    const double eo = rel_l2(ob, oa), el = rel_l2(lb, la);
+    const double eo = ct_rel_l2(ob, oa), el = ct_rel_l2(lb, la);
     const double to = odt.bits == 16 ? 2e-3 : 1e-3, tl = r->window != VQ_WINDOW_F16 || r->preset ? 1e-4 : 1e-5;
     VT_CHECK(eo <= to && el <= tl && ct_count_nan(ob) == 0, "%s, %s: CUDA vs CPU out %.3g, lse %.3g", r->name, what, eo,
              el);
@@ -276,7 +276,7 @@ static void attend_both(vq_ctx *cpu, vq_ctx *gpu, vq_cache *a, vq_cache *b, cons
     ct_poison(dob);
     VT_OK(gpu, vq_cache_attend(b, 0, n, ib, dq, dob, &bo2));
     ct_download(dob, ob2);
-    const double e2 = rel_l2(ob2, ob);
+    const double e2 = ct_rel_l2(ob2, ob);
     VT_CHECK(e2 <= 1e-6 && ct_count_nan(ob2) == 0, "%s, %s: out without the lse differs by %.3g", r->name, what, e2);
     vt_free(ob2);
     ct_free(dq), ct_free(dob), ct_free(dlb);
@@ -390,7 +390,7 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
         const vq_cache_attend_opts f32 = {.key_scores = VQ_KEY_SCORES_F32, .value_accum = VQ_VALUE_ACCUM_F32};
         VT_OK(cpu, vq_cache_attend(a, 0, RSEQ, ia, q, oa, &f32));
         VT_OK(cpu, vq_cache_attend(lc, 0, RSEQ, ib, q, ol, &f32)); /* the saved ids */
-        const double e = rel_l2(ol, oa);
+        const double e = ct_rel_l2(ol, oa);
         VT_CHECK(e <= 1e-3, "%s: saved on CUDA, loaded on the CPU: vs the CPU cache %.3g", r->name, e);
         vt_free(q), vt_free(oa), vt_free(ol);
         vq_cache_free(lc);
