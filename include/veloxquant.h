@@ -1181,8 +1181,8 @@ VQ_API vq_status vq_profile_load(vq_ctx *ctx, const char *path, vq_profile **out
  * bit-identical to the saved one's (the same bytes, on the CPU; the CUDA
  * kernels' own rounding on CUDA), on either backend: a CPU-saved file loads
  * on a CUDA ctx and the reverse (the cache's own backend rules apply, e.g.
- * QJL keys are CPU-only). Pages shared by forked sequences are saved once per
- * sequence and load unshared. A loaded cache allocates only the pages its
+ * sliding windows are CPU-only). Pages shared by forked sequences are saved
+ * once per sequence and load unshared. A loaded cache allocates only the pages its
  * sequences fill (plus one per layer); it grows by the saved grow_pages, and
  * a fixed-capacity one (grow_pages 0) may grow back up to its saved
  * capacity. A save on a CUDA cache synchronises the ctx's stream. */

@@ -320,8 +320,9 @@ static inline int64_t vq_cache_window_token_bytes(vq_cache_window w, int bits, i
     return 4 * D;
 }
 
-/* f32 -> f16 of n host scales (the f16-scale formats, CPU-only, encode
- * with the public f32 codecs and round after). */
+/* f32 -> f16 of n host scales (the f16-scale formats encode with the
+ * public f32 codecs and round after; on a CUDA ctx vq_cache_round_scales
+ * does it on the device). */
 static inline void vq_cache_scales_to_f16(const float *from, uint16_t *to, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) to[i] = vq_f32_to_f16(from[i]);
