@@ -34,7 +34,9 @@ vq_status vq_cache_recipe_append_cuda(vq_cache *c, int layer, int n_seq, vq_cach
 vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
                                       DLTensor *out, const vq_cache_attend_opts *opts);
 /* n elements of cache memory from dtype sdt to ddt (f16 and f32), on the
- * ctx's stream: the TurboQuant windows' scales (cache_window.c). */
+ * ctx's stream, bit for bit as the host's vq_f32_to_f16 / vq_f16_to_f32
+ * (NaN payloads too): the TurboQuant windows' scales (cache_window.c) and
+ * the f16 scales of TurboQuant values (vq_cache_round_scales). */
 vq_status vq_cache_cuda_convert(vq_cache *c, const void *src, vq_dtype sdt, void *dst, vq_dtype ddt, int64_t n);
 
 /* ---- device encoders of the cache methods (src/cuda/cuda_cache_codecs.c),
@@ -43,8 +45,6 @@ vq_status vq_cache_cuda_convert(vq_cache *c, const void *src, vq_dtype sdt, void
 
 /* vq_cache_row_rms on device rows x [rows][D] f16. */
 vq_status vq_cuda_cache_row_rms(vq_ctx *ctx, const uint16_t *x, int64_t rows, int64_t D, float *s, float *xn);
-/* vq_cache_scales_to_f16 on device arrays. */
-vq_status vq_cuda_cache_scales_to_f16(vq_ctx *ctx, const float *from, uint16_t *to, int64_t n);
 /* vq_cache_kivi_mix_encode's arguments (device views) for KIVI_MIX keys. */
 vq_status vq_cuda_kivi_mix_encode(vq_ctx *ctx, const vq_key_config *kc, int64_t Hkv, int64_t D, const DLTensor *k,
                                   DLTensor *codes, DLTensor *scale, DLTensor *zero, DLTensor *mask);

@@ -75,7 +75,7 @@ vq_status vq_cache_rms_rows(vq_cache *c, const uint16_t *x, int64_t rows, float 
 vq_status vq_cache_round_scales(vq_cache *c, const float *from, uint16_t *to, int64_t n)
 {
 #ifdef VQ_WITH_CUDA
-    if (c->cuda) return vq_cuda_cache_scales_to_f16(c->ctx, from, to, n);
+    if (c->cuda) return vq_cache_cuda_convert(c, from, VQ_DT_F32, to, VQ_DT_F16, n);
 #endif
     vq_cache_scales_to_f16(from, to, n);
     return VQ_OK;

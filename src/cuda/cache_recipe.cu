@@ -175,9 +175,17 @@ extern "C" int vq_cu_recipe_group_merge(const vq_cu_recipe_group *g, const float
     return vq_cu_launched();
 }
 
+/* The host's conversions bit for bit (the hardware ones make every NaN
+ * canonical), so a device cache stores the CPU cache's bytes. */
 static __global__ void convert_kernel(const void *src, bool src_f16, void *dst, bool dst_f16, int64_t n)
 {
-    VQ_CU_GRID_STRIDE(k, n) vq_cu_store(dst, dst_f16, k, vq_cu_load(src, src_f16, k));
+    VQ_CU_GRID_STRIDE(k, n)
+    {
+        const float v = src_f16 ? vq_cu_half_bits_to_float(static_cast<const uint16_t *>(src)[k])
+                                : static_cast<const float *>(src)[k];
+        if (dst_f16) static_cast<uint16_t *>(dst)[k] = vq_cu_float_to_half_bits(v);
+        else static_cast<float *>(dst)[k] = v;
+    }
 }
 
 extern "C" int vq_cu_convert(const void *src, bool src_f16, void *dst, bool dst_f16, int64_t n, void *stream)

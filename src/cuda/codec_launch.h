@@ -93,11 +93,10 @@ int vq_cu_commvq_decode(const DLTensor *indices, const DLTensor *codebook, const
  * memory, D at most VQ_CU_NEAREST_MAX_DIM. */
 int vq_cu_commvq_encode(const DLTensor *keys, const DLTensor *codebook, DLTensor *indices, void *stream);
 
-/* The cache encoders' per-token quantities (codec_rows.cu): s[r] = RMS of
+/* The cache encoders' per-token quantity (codec_rows.cu): s[r] = RMS of
  * row r of x [rows, d] f16 and, when xn is not NULL, xn = x / s (0 where s
- * is 0); from [n] f32 -> to [n] f16. */
+ * is 0). */
 int vq_cu_row_rms(const uint16_t *x, int64_t rows, int d, float *s, float *xn, void *stream);
-int vq_cu_f32_to_f16(const float *from, uint16_t *to, int64_t n, void *stream);
 
 /* Mixed-width KIVI keys (keys_kivi_mix.cu, formats/format_kivi_mix.h): x
  * [heads, T, d] f16, T a multiple of g, d <= 256 -> per token code rows

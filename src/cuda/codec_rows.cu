@@ -1,8 +1,7 @@
-/* codec_rows.cu — per-token quantities of the cache's encoders that no
+/* codec_rows.cu — the per-token quantity of the cache's encoders that no
  * public codec produces, on CUDA, byte for byte as the host code that makes
- * them on a CPU ctx (src/cache/cache_encode.c): a row's RMS (QJL key norms,
- * CODEBOOK value scales) with the row divided by it, and f32 scales rounded
- * to f16 (TurboQuant values with f16 scales). */
+ * it on a CPU ctx (src/cache/cache_encode.c): a row's RMS (QJL key norms,
+ * CODEBOOK value scales) with the row divided by it. */
 #include "cuda/codec_common.cuh"
 
 /* One thread per row, summing in the host's order and precision (double,
@@ -29,16 +28,5 @@ static __global__ void row_rms_kernel(const uint16_t *x, int64_t rows, int d, fl
 extern "C" int vq_cu_row_rms(const uint16_t *x, int64_t rows, int d, float *s, float *xn, void *stream)
 {
     row_rms_kernel<<<vq_cu_blocks(rows, 128), 128, 0, (cudaStream_t)stream>>>(x, rows, d, s, xn);
-    return vq_cu_launched();
-}
-
-static __global__ void f32_to_f16_kernel(const float *from, uint16_t *to, int64_t n)
-{
-    VQ_CU_GRID_STRIDE(i, n) to[i] = vq_cu_float_to_half_bits(from[i]);
-}
-
-extern "C" int vq_cu_f32_to_f16(const float *from, uint16_t *to, int64_t n, void *stream)
-{
-    f32_to_f16_kernel<<<vq_cu_blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(from, to, n);
     return vq_cu_launched();
 }

@@ -1,7 +1,7 @@
 /* cuda_cache_codecs.c — host glue of the cache methods' device encoders
- * (cache/cache_cuda.h): the quantities no public codec produces (row RMS,
- * f16 scales) and the mixed-width KIVI key encoder, launched on the ctx's
- * stream through the backend's plumbing. */
+ * (cache/cache_cuda.h): the quantity no public codec produces (row RMS) and
+ * the mixed-width KIVI key encoder, launched on the ctx's stream through the
+ * backend's plumbing. (f16 scales: vq_cache_cuda_convert, cuda_recipe.c.) */
 #include "cache/cache_cuda.h"
 #include "cuda/codec_launch.h"
 #include "cuda/cuda_backend.h"
@@ -10,12 +10,6 @@ vq_status vq_cuda_cache_row_rms(vq_ctx *ctx, const uint16_t *x, int64_t rows, in
 {
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     return vq_cuda_check(ctx, vq_cu_row_rms(x, rows, (int)D, s, xn, ctx->stream), "row RMS kernel launch");
-}
-
-vq_status vq_cuda_cache_scales_to_f16(vq_ctx *ctx, const float *from, uint16_t *to, int64_t n)
-{
-    VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
-    return vq_cuda_check(ctx, vq_cu_f32_to_f16(from, to, n, ctx->stream), "f16 scale kernel launch");
 }
 
 vq_status vq_cuda_kivi_mix_encode(vq_ctx *ctx, const vq_key_config *kc, int64_t Hkv, int64_t D, const DLTensor *k,

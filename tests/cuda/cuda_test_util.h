@@ -10,7 +10,7 @@
 #include "harness.h"
 
 /* A device copy of a host tensor: same shape and dtype, kDLCUDA device 0. */
-static DLTensor *ct_upload(const DLTensor *h)
+static inline DLTensor *ct_upload(const DLTensor *h)
 {
     DLTensor *d = calloc(1, sizeof *d);
     *d = *h;
@@ -36,15 +36,15 @@ static DLTensor *ct_upload(const DLTensor *h)
 }
 
 /* Fills the device tensor with 0xFF bytes: NaN for f32 and f16. */
-static void ct_poison(DLTensor *d) { cudaMemset(d->data, 0xFF, vt_bytes(d)); }
+static inline void ct_poison(DLTensor *d) { cudaMemset(d->data, 0xFF, vt_bytes(d)); }
 
-static void ct_download(const DLTensor *d, DLTensor *h)
+static inline void ct_download(const DLTensor *d, DLTensor *h)
 {
     cudaDeviceSynchronize();
     cudaMemcpy(vq_data(h), d->data, vt_bytes(d), cudaMemcpyDeviceToHost);
 }
 
-static void ct_free(DLTensor *d)
+static inline void ct_free(DLTensor *d)
 {
     if (!d) return;
     cudaFree(d->data);
@@ -53,7 +53,7 @@ static void ct_free(DLTensor *d)
 }
 
 /* Elements of a float tensor that are NaN (the poison left unwritten). */
-static int64_t ct_count_nan(const DLTensor *h)
+static inline int64_t ct_count_nan(const DLTensor *h)
 {
     int64_t n = 0;
     for (int64_t i = 0; i < vt_numel(h); i++) n += isnan(vt_get(h, i));
@@ -71,7 +71,7 @@ static inline double ct_rel_l2(const DLTensor *a, const DLTensor *b)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static vq_ctx *ct_ctx(void)
+static inline vq_ctx *ct_ctx(void)
 {
     vq_ctx_config cfg = {0};
     cfg.backend = VQ_BACKEND_CUDA;
@@ -82,7 +82,7 @@ static vq_ctx *ct_ctx(void)
 
 /* Seeds from the clock (printed, so a failure can be replayed with
  * VQ_TEST_SEED=<seed>). */
-static uint64_t ct_seed(void)
+static inline uint64_t ct_seed(void)
 {
     const char *env = getenv("VQ_TEST_SEED");
     const uint64_t s = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
@@ -91,7 +91,7 @@ static uint64_t ct_seed(void)
 }
 
 /* Exits 77 (ctest: skipped) when no CUDA device is present. */
-static void ct_require_device(void)
+static inline void ct_require_device(void)
 {
     if (!vq_backend_available(VQ_BACKEND_CUDA)) {
         printf("SKIP: no CUDA device\n");
