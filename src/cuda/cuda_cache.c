@@ -7,14 +7,14 @@
  * so a decode step uploads nothing until a sequence starts a page), and the
  * merge kernel attends the f16 residual window itself (vq_cu_window): one
  * attention launch and one merge per layer, as for the raw kernel. Taken
- * when the layer's pool is one chunk and its key method's streams are read
- * per token (its key format's descriptor says so, keys_registry.h: f16,
- * TurboQuant, RVQ, RaBitQ, QJL, VECINFER, mixed-width KIVI over any value
- * method; KIVI keys with KIVI values of the same bits and group on the fast
- * KIVI kernel).
+ * when the layer's pool is one chunk and its key format's descriptor says
+ * its pages are read in place (keys_registry.h: f16, TurboQuant, RVQ,
+ * RaBitQ, QJL, VECINFER, KIVI and mixed-width KIVI, whose pages hold whole
+ * key groups, over any value method; KIVI keys with KIVI values of the same
+ * bits and group on the fast KIVI kernel).
  *
- * Otherwise (prefill, a pool grown past its first chunk, KIVI keys over
- * other values, CommVQ): per sequence, its pages are gathered (device to
+ * Otherwise (prefill, a pool grown past its first chunk, CommVQ): per
+ * sequence, its pages are gathered (device to
  * device, on the ctx's stream: one copy launch per sequence over a list of
  * page copies uploaded once per call, copy_jobs.cu; a copy call per page
  * and stream made the host the bottleneck at long contexts) into one
@@ -358,12 +358,11 @@ static paged_kind paged_kind_of(const vq_cache *c, const vq_cache_layer *L, cons
         return PAGED_NONE;
     const vq_key_config *kc = &L->cfg.keys;
     const vq_value_config *vc = &L->cfg.values;
-    if (kc->method == VQ_KEY_KIVI)
-        /* the fast KIVI kernel: one group for keys (tokens) and values (channels) */
-        return vc->method == VQ_VALUE_KIVI && vc->bits == kc->bits && vc->group_size == kc->group_size &&
-                       kc->group_size % 32 == 0 && (c->D == 64 || c->D == 128 || c->D == 256)
-                   ? PAGED_KIVI
-                   : PAGED_NONE;
+    /* the fast KIVI kernel: one group for keys (tokens) and values (channels); KIVI keys over other
+     * values go to the per-format skeleton below */
+    if (kc->method == VQ_KEY_KIVI && vc->method == VQ_VALUE_KIVI && vc->bits == kc->bits &&
+        vc->group_size == kc->group_size && kc->group_size % 32 == 0 && (c->D == 64 || c->D == 128 || c->D == 256))
+        return PAGED_KIVI;
     /* the key format says whether its pages are read in place (keys_registry.h) */
     chunk_tensors t;
     describe_chunk0(c, L, &t);

@@ -13,10 +13,10 @@ struct KIVIKeys {
     struct P {
         const vq_cu_sdpa_params &p;
         int D;
-        int64_t sz_base; /* element offset of this kv head's group 0 */
+        int64_t sz_base; /* element offset of this kv head's group 0; -1: paged */
         __device__ P(const vq_cu_sdpa_params &pp, int b, int hkv) : p(pp), D(pp.c.D)
         {
-            sz_base = ((int64_t)b * pp.c.Hkv + hkv) * pp.a_GK * D;
+            sz_base = pp.c.pg.pages != nullptr ? -1 : ((int64_t)b * pp.c.Hkv + hkv) * pp.a_GK * D;
         }
         __device__ void prepare(float *, int, const Rows<R> &) {}
         __device__ void load8(const void *base, int64_t i, float (&f)[8]) const
@@ -34,7 +34,9 @@ struct KIVIKeys {
             const int bits = p.a_bits;
             const uint32_t mask = (1u << bits) - 1u;
             const uint8_t *row = p.a_codes + tok * p.a_ldc;
-            const int64_t g0 = sz_base + (int64_t)(t / p.a_g) * D;
+            /* paged: pages hold whole groups, so the flattened token's group is the
+             * flattened group (as the tensor-core policy, decode_mma_kivi.cuh) */
+            const int64_t g0 = (sz_base < 0 ? tok / p.a_g : sz_base / D + t / p.a_g) * D;
             float s0[R], s1[R];
             zero(s0);
             zero(s1);
