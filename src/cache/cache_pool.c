@@ -73,9 +73,12 @@ static vq_status add_chunk(vq_cache *c, vq_cache_layer *L, int64_t n)
         return vq_fail(ctx, VQ_ERR_OUT_OF_MEMORY, "cannot allocate a chunk of %lld pages (%lld bytes)",
                        (long long)n, (long long)(L->page_bytes * n));
     /* CommVQ positions are validated over the whole chunk when it is bound for
-     * attention: pages not yet written must hold valid ones (0) */
+     * attention: pages not yet written must hold valid ones (0). A device
+     * pool is zeroed whole (one memset per chunk): the unwritten rows of a
+     * partly filled page are copied by forks and saved by persistence, and
+     * must not be uninitialised memory there. */
     for (int s = 0; s < L->n_streams; s++)
-        if (L->streams[s].dtype == VQ_DT_I32) {
+        if (L->streams[s].dtype == VQ_DT_I32 || c->cuda) {
             const vq_status st = vq_cache_mem_zero(c, base + n * L->streams[s].page_off, (size_t)(n * L->streams[s].page_bytes));
             if (st != VQ_OK) {
                 vq_cache_mem_free(c, base);

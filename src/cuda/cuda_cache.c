@@ -145,6 +145,79 @@ static void *win_of(const f16_wins *w, vq_cache_seq_layer *const *sls, int i)
     return w->dec ? w->dec + (size_t)i * w->stride : sls[i]->res;
 }
 
+/* vq_fused_sdpa, or the backend directly for a key format without a public
+ * vq_keys_format (cuda_keys: keys != ek). */
+static vq_status sdpa(vq_ctx *ctx, const DLTensor *q, const vq_encoded_keys *keys, const vq_encoded_keys *ek,
+                      const vq_encoded_values *ev, float scale, DLTensor *o, const vq_attend_opts *opts)
+{
+    return vq_cache_forward(ctx,
+                            keys == ek ? vq_fused_sdpa(ctx, q, keys, ev, scale, NULL, o, opts)
+                                       : vq_cuda_fused_sdpa(ctx, q, keys, ev, scale, NULL, o, opts),
+                            "vq_cache_attend");
+}
+
+/* Rows [r0, r0 + r) of a compact [1, H, S, X] (or [1, H, S]) tensor t <->
+ * a compact [1, H, r, X] block at p (to_p: t -> p). */
+static vq_status rows_copy(vq_cache *c, const DLTensor *t, int64_t r0, int64_t r, void *p, bool to_p)
+{
+    const int64_t X = t->ndim == 4 ? t->shape[3] : 1, esz = (int64_t)vq_dtype_size(vq_dtype_of(t));
+    const size_t w = (size_t)(r * X * esz), pitch = (size_t)(t->shape[2] * X * esz);
+    char *at = (char *)vq_data(t) + r0 * X * esz;
+    return to_p ? vq_cache_mem_copy2d(c, p, w, at, pitch, w, (size_t)t->shape[1])
+                : vq_cache_mem_copy2d(c, at, pitch, p, w, w, (size_t)t->shape[1]);
+}
+
+/* Bytes of split_rows' staging for Sq query rows. */
+static size_t split_bytes(const vq_cache *c, int64_t Sq)
+{
+    const size_t o = ((size_t)(c->Hq * Sq * c->D * 4) + 255) & ~(size_t)255, l = ((size_t)(c->Hq * Sq * 4) + 255) & ~(size_t)255;
+    return 4 * o + 3 * l;
+}
+
+/* A causal prefill of one sequence over its pages and its window (qi, oi,
+ * li its rows [1, Hq, Sq, ...]): the rows [0, r1) at positions below n_enc
+ * attend the pages causally (the last r1 rows' convention over n_enc
+ * tokens) and no window; the rows [r1, Sq) see every page and the window
+ * causally (the convention over the window's tokens), merged through the
+ * lse. The rows are staged compact at st (split_bytes). */
+static vq_status split_rows(vq_cache *c, const DLTensor *qi, DLTensor *oi, DLTensor *li, const vq_encoded_keys *keys,
+                            const vq_encoded_keys *ek, const vq_encoded_values *ev, float ks,
+                            const vq_encoded_keys *wk, const vq_encoded_values *wv, float scale, int64_t Sq,
+                            int64_t r1, unsigned char *st)
+{
+    vq_ctx *ctx = c->ctx;
+    const size_t o = ((size_t)(c->Hq * Sq * c->D * 4) + 255) & ~(size_t)255, l = ((size_t)(c->Hq * Sq * 4) + 255) & ~(size_t)255;
+    unsigned char *Q = st, *O = st + o, *P = st + 2 * o, *W = st + 3 * o, *L0 = st + 4 * o, *L1 = L0 + l, *L2 = L1 + l;
+    const vq_dtype qdt = vq_dtype_of(qi), odt = vq_dtype_of(oi);
+    for (int part = 0; part < 2; part++) {
+        const int64_t r0 = part ? r1 : 0, r = part ? Sq - r1 : r1;
+        if (r == 0) continue;
+        int64_t sh[4] = {1, c->Hq, r, c->D}, lsh[3] = {1, c->Hq, r};
+        DLTensor tq, to, tl, tp, tlp, tw, tlw;
+        vq_cache_view(c, &tq, sh, 4, qdt, Q);
+        vq_cache_view(c, &to, sh, 4, odt, O);
+        vq_cache_view(c, &tl, lsh, 3, VQ_DT_F32, L0);
+        VQ_FORWARD_IF_ERROR(rows_copy(c, qi, r0, r, Q, true));
+        if (part == 0) {
+            const vq_attend_opts a = {.causal = true, .lse_out = &tl};
+            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, keys, ek, ev, ks, &to, &a));
+        } else {
+            vq_cache_view(c, &tp, sh, 4, VQ_DT_F32, P);
+            vq_cache_view(c, &tlp, lsh, 3, VQ_DT_F32, L1);
+            vq_cache_view(c, &tw, sh, 4, VQ_DT_F32, W);
+            vq_cache_view(c, &tlw, lsh, 3, VQ_DT_F32, L2);
+            const vq_attend_opts ap = {.causal = false, .lse_out = &tlp}, aw = {.causal = true, .lse_out = &tlw};
+            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, keys, ek, ev, ks, &tp, &ap));
+            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, wk, wk, wv, scale, &tw, &aw));
+            VQ_FORWARD_IF_ERROR(
+                vq_cache_forward(ctx, vq_attention_merge(ctx, &tp, &tlp, &tw, &tlw, &to, &tl), "vq_cache_attend"));
+        }
+        VQ_FORWARD_IF_ERROR(rows_copy(c, oi, r0, r, O, false));
+        if (li) VQ_FORWARD_IF_ERROR(rows_copy(c, li, r0, r, L0, false));
+    }
+    return VQ_OK;
+}
+
 static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls,
                                  const f16_wins *wins, const DLTensor *q, DLTensor *out, DLTensor *lse, float scale, bool causal,
                                  int64_t Sq)
@@ -152,15 +225,14 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
     vq_ctx *ctx = c->ctx;
     vq_cache_layer *L = &c->layers[layer];
     size_t most = 0;
+    bool any_split = false; /* a causal prefill over pages and a window (split_rows) */
     for (int i = 0; i < n_seq; i++) {
         const vq_cache_seq_layer *sl = sls[i];
         VQ_RETURN_IF(ctx, sl->n == 0, VQ_ERR_UNSUPPORTED,
                      "argument 'seq_ids[%d]': a sequence with no token of layer %d is not attended by the CUDA cache "
                      "yet",
                      i, layer);
-        VQ_RETURN_IF(ctx, causal && Sq > 1 && sl->n > sl->n_enc && sl->n_enc > 0, VQ_ERR_UNSUPPORTED,
-                     "causal prefill over pages and a residual window is not run by the CUDA cache yet (seq_ids[%d])",
-                     i);
+        any_split |= causal && Sq > 1 && sl->n > sl->n_enc && sl->n_enc > 0;
         const size_t b = gather_bytes(c, L, sl->n_enc);
         if (b > most) most = b;
     }
@@ -176,11 +248,16 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
     VQ_RETURN_IF(ctx, host_jobs == NULL, VQ_ERR_OUT_OF_MEMORY, "vq_cache_attend: out of host memory for %zu bytes",
                  jb);
     int *n_jobs_of = (int *)(void *)((unsigned char *)host_jobs + jb);
-    unsigned char *stage = vq_cache_stage(c, most + ow + 2 * lw + 2 * wb + jb);
+    /* split_rows copies whole rows of q, out and lse */
+    VQ_RETURN_IF(ctx, any_split && !(vq_tensor_is_compact(q) && vq_tensor_is_compact(out) && (!lse || vq_tensor_is_compact(lse))),
+                 VQ_ERR_UNSUPPORTED,
+                 "a causal prefill over pages and a residual window takes compact q, out and opts->lse_out on a CUDA ctx");
+    const size_t sb = any_split ? split_bytes(c, Sq) : 0;
+    unsigned char *stage = vq_cache_stage(c, most + ow + 2 * lw + 2 * wb + sb + jb);
     if (stage == NULL) return VQ_ERR_OUT_OF_MEMORY;
     unsigned char *o_win = stage + most, *l_pages = o_win + ow, *l_win = l_pages + lw;
-    unsigned char *k_win = l_win + lw, *v_win = k_win + wb;
-    vq_cu_copy_job *jobs = (vq_cu_copy_job *)(v_win + wb);
+    unsigned char *k_win = l_win + lw, *v_win = k_win + wb, *split = v_win + wb;
+    vq_cu_copy_job *jobs = (vq_cu_copy_job *)(split + sb);
     int64_t n_up = 0;
     for (int i = 0; i < n_seq; i++) {
         n_jobs_of[i] = sls[i]->n_enc > 0 ? gather_jobs(c, L, sls[i], stage, host_jobs + n_up) : 0;
@@ -203,22 +280,20 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
         row_view qv, ov, lv;
         DLTensor *qi = row_of(&qv, q, i), *oi = row_of(&ov, out, i), *li = lse ? row_of(&lv, lse, i) : NULL;
         const int64_t n_win = sl->n - sl->n_enc;
+        const bool split_i = causal && Sq > 1 && n_win > 0 && sl->n_enc > 0;
+        DLTensor sv[VQ_CACHE_MAX_STREAMS];
+        int64_t ss[VQ_CACHE_MAX_STREAMS][4];
+        vq_encoded_keys ek;
+        vq_encoded_values ev;
+        vq_cuda_kivi_mix_keys mix;
+        const vq_encoded_keys *keys = NULL;
         if (sl->n_enc > 0) {
-            DLTensor sv[VQ_CACHE_MAX_STREAMS];
-            int64_t ss[VQ_CACHE_MAX_STREAMS][4];
             VQ_FORWARD_IF_ERROR(gather(c, L, sl, stage, jobs + job0, n_jobs_of[i], sv, ss));
             job0 += n_jobs_of[i];
-            vq_encoded_keys ek;
-            vq_encoded_values ev;
-            vq_cuda_kivi_mix_keys mix;
             vq_cache_describe(c, L, sv, tb, &ek, &ev);
-            const vq_encoded_keys *keys = cuda_keys(c, L, sv, &ek, &mix);
+            keys = cuda_keys(c, L, sv, &ek, &mix);
             const vq_attend_opts o = {.causal = causal, .lse_out = n_win > 0 ? &lp_t : li};
-            /* a format without a public vq_keys_format goes to the backend directly */
-            VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx,
-                                                 keys == &ek ? vq_fused_sdpa(ctx, qi, keys, &ev, ks, NULL, oi, &o)
-                                                             : vq_cuda_fused_sdpa(ctx, qi, keys, &ev, ks, NULL, oi, &o),
-                                                 "vq_cache_attend"));
+            if (!split_i) VQ_FORWARD_IF_ERROR(sdpa(ctx, qi, keys, &ek, &ev, ks, oi, &o));
         }
         if (n_win > 0) {
             /* the window's rows of each head, made compact (the CUDA kernels take compact tensors) */
@@ -231,12 +306,17 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
             DLTensor kw, vw;
             vq_cache_view(c, &kw, wsh, 4, VQ_DT_F16, k_win);
             vq_cache_view(c, &vw, wsh, 4, VQ_DT_F16, v_win);
-            const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16 = {&kw}};
-            const vq_encoded_values ev = vq_f16_values(&vw);
+            const vq_encoded_keys wk = {.format = VQ_KEYS_F16, .f16 = {&kw}};
+            const vq_encoded_values wv = vq_f16_values(&vw);
+            if (split_i) {
+                const int64_t r1 = sl->n_enc - (sl->n - Sq) > 0 ? sl->n_enc - (sl->n - Sq) : 0;
+                VQ_FORWARD_IF_ERROR(split_rows(c, qi, oi, li, keys, &ek, &ev, ks, &wk, &wv, scale, Sq, r1, split));
+                continue;
+            }
             const bool alone = sl->n_enc == 0;
             const vq_attend_opts o = {.causal = causal, .lse_out = alone ? li : &lw_t};
             VQ_FORWARD_IF_ERROR(vq_cache_forward(
-                ctx, vq_fused_sdpa(ctx, qi, &ek, &ev, scale, NULL, alone ? oi : &ow_t, &o), "vq_cache_attend"));
+                ctx, vq_fused_sdpa(ctx, qi, &wk, &wv, scale, NULL, alone ? oi : &ow_t, &o), "vq_cache_attend"));
             if (!alone)
                 VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_attention_merge(ctx, oi, &lp_t, &ow_t, &lw_t, oi, li),
                                                      "vq_cache_attend"));

@@ -236,7 +236,8 @@ typedef struct recipe {
 static vq_cache *recipe_cache(vq_ctx *ctx, const recipe *r)
 {
     const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
-                                 .page_size = PAGE, .capacity_pages = 32, .max_sequences = RSEQ + 6,
+                                 .page_size = r->preset ? 2 * PAGE : PAGE, .capacity_pages = 32,
+                                 .max_sequences = RSEQ + 6, /* the presets' key groups are 128 tokens */
                                  .residual_tokens = r->R, .layers = r->preset ? NULL : &r->lc, .preset = r->preset,
                                  .window = r->window, .window_bits = r->window_bits, .sink_tokens = r->sink,
                                  .transforms = r->preset ? NULL : &r->xf};
@@ -357,6 +358,9 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
         append_rows(gpu, b, ib[RSEQ + f], st, dk, dv, 1 + f, 0, len);
     }
     attend_both(cpu, gpu, a, b, r, "causal prefill", n_fresh, &ia[RSEQ], &ib[RSEQ], 7, true, VT_F16, 8);
+    /* a causal chunk of 40 rows at the end of a 97-token sequence: its rows
+     * straddle the pages and the window (the CUDA gathered path splits them) */
+    attend_both(cpu, gpu, a, b, r, "causal chunk over pages and window", 1, &ia[2], &ib[2], 40, true, VT_F32, 12);
     /* forks: truncated inside the pages, inside the sinks, to nothing; then appended to */
     int64_t fa[3], fb[3];
     const int64_t cut[3] = {r->sink + 256, r->sink > 0 ? 2 : 64, 0};
