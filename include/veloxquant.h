@@ -932,8 +932,8 @@ typedef struct vq_cache_attend_opts {
  * VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED (misaligned data or a
  * last axis that is not contiguous; on a CUDA ctx also what its kernels do
  * not run yet, named in the message: RaBitQ Hamming scoring, a sequence with
- * no token, a causal prefill over pages and a window, and whatever the CUDA
- * attention entry points refuse). Nothing but out and lse_out is written.
+ * no token, a causal prefill over pages and a window whose q, out or lse_out
+ * is not compact, and whatever the CUDA attention entry points refuse). Nothing but out and lse_out is written.
  * CPU: one skeleton run for the whole batch (pages bound once per pool chunk
  * and kept while scale and Sq stay the same). CUDA decode (Sq = 1): one
  * attention launch and one merge per layer for up to 16 sequences, reading
