@@ -376,8 +376,9 @@ def run_notes(m, recs, ctx, windows):
                      "its own f16 run" % ("" if build == "unknown" else " " + build, ctx))
     stopped = [x for x in recs if x.get("stopped_run")]
     if stopped:
+        w_s = stopped[0].get("windows", windows)
         notes.append("a run stopped after its %d whole window%s (%s: KL and top-1 not recorded, bits counted by "
-                     "`vq tune`'s counter)" % (windows, "s" if windows > 1 else "",
+                     "`vq tune`'s counter)" % (w_s, "s" if w_s > 1 else "",
                                               ", ".join(x["label"] for x in stopped)))
     dates = sorted({x["date"][:10] for x in recs})
     machines = sorted({x["machine"]["cpu"] for x in recs})
@@ -421,12 +422,15 @@ def table_single(m, ctx, windows):
 def table_columns(m, runs):
     """Several runs side by side, one row per method, in columns per run (the first run's bits order)."""
     per_run = []
-    for ctx, w in runs:  # a run's rows, else those of the saved run of this ctx with the most windows below it
+    for ctx, w in runs:  # a run's rows; a row it lacks from the saved run of this ctx with the most windows below
+        rows, top = {}, 0
         for ww in range(w, 0, -1):
-            rows = {x["label"]: x for x in load_rows(m, ctx, ww)}
-            if rows:
-                per_run.append((ctx, ww, rows))
-                break
+            for x in load_rows(m, ctx, ww):
+                if x["label"] not in rows:
+                    rows[x["label"]], x["windows"] = x, ww
+                    top = top or ww
+        if rows:
+            per_run.append((ctx, top, rows))
     if not per_run:
         sys.exit("quality_table: no %s/ctx*_w*_*.json of the runs %s yet" % (m["dir"], runs))
     order = []
@@ -440,7 +444,7 @@ def table_columns(m, runs):
     lines = [head.replace("ppl |", "ppl at %d |" % per_run[0][0], 1), "|---|" + "---:|" * ncol]
     for o in order:
         cells = []
-        for i, (_, _, rows) in enumerate(per_run):
+        for i, (_, top, rows) in enumerate(per_run):
             x = rows.get(o["label"])
             if x is None:
                 cells += ["", "", "", "", ""] if i == 0 else ["", "", ""]
@@ -448,8 +452,11 @@ def table_columns(m, runs):
             r = x["result"]
             kl = "" if r["kl"] is None else "%.3f" % r["kl"]
             top1 = "" if r["top1_agreement"] is None else "%.1f %%" % r["top1_agreement"]
-            cells += (["%.2f" % r["bits_per_element"], "%.2f" % r["ppl"], cell_change(r), kl, top1] if i == 0 else
-                      ["%.2f" % r["bits_per_element"], cell_change(r), kl])
+            # a row from fewer windows: its change is paired with f16 on those windows, its ppl is not comparable
+            own = x["windows"] == top
+            change = cell_change(r) + ("" if own else " (%d windows)" % x["windows"])
+            cells += (["%.2f" % r["bits_per_element"], "%.2f" % r["ppl"] if own else "", change, kl, top1] if i == 0 else
+                      ["%.2f" % r["bits_per_element"], change, kl])
         lines.append("| %s | %s |" % (o["label"], " | ".join(cells)))
     lines.append("")
     runs_txt = " / ".join("%d tokens: %s" % (c, "; ".join(run_notes(m, list(rows.values()), c, w)))
