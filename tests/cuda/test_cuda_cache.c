@@ -450,7 +450,9 @@ static void test_cuda_recipe(void)
     for (int i = 0; i < vq_cache_preset_count(); i++) {
         const vq_cache_preset_info *p = vq_cache_preset(i);
         if (!p->recipe) continue;
-        const recipe r = {p->name, p->name, {{0}, {0}}, 0, 0, 0, VQ_WINDOW_F16, {0}, true};
+        /* its own sink count, which the fresh sequences and the cuts below count on (a cut
+         * inside the pages must keep whole 128-token key groups) */
+        const recipe r = {p->name, p->name, {{0}, {0}}, p->sink_tokens, 0, 0, VQ_WINDOW_F16, {0}, true};
         compare_recipe(cpu, gpu, &r, &st, dk, dv, qfit, dqfit);
     }
     ct_free(dk), ct_free(dv), ct_free(dqfit);
