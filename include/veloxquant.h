@@ -424,7 +424,7 @@ typedef enum vq_key_method {
     VQ_KEY_VECINFER = 7,        /* VecInfer product VQ: codebook (+ smooth) passed in */
     VQ_KEY_COMMVQ = 8,    /* CommVQ additive codes: codebook + RoPE tables passed in; keys appended
                              before RoPE, with positions */
-    /* KIVI with two code widths per group (a cache-only format, CPU only):
+    /* KIVI with two code widths per group (a cache-only format, CPU and CUDA):
      * per group of group_size tokens and per channel, as VQ_KEY_KIVI, but in
      * each group the W channels of the widest range (max - min over the
      * group's tokens; ties to the lower channel) get codes of bits2 bits and
