@@ -39,14 +39,22 @@ vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const i
  * the f16 scales of TurboQuant values (vq_cache_round_scales). */
 vq_status vq_cache_cuda_convert(vq_cache *c, const void *src, vq_dtype sdt, void *dst, vq_dtype ddt, int64_t n);
 
-/* ---- device encoders of the cache methods (src/cuda/cuda_cache_codecs.c),
- * each writing the bytes the host code writes on a CPU ctx; device pointers,
- * enqueued on the ctx's stream ---- */
+/* ---- device encoders of the cache methods, each writing the bytes the
+ * host code writes on a CPU ctx; device pointers, enqueued on the ctx's
+ * stream ---- */
 
-/* vq_cache_row_rms on device rows x [rows][D] f16. */
+/* A key method's whole encoder on the device (vq_cache_method.encode's job:
+ * x [1,Hkv,T,D] f16, the staging views outs in the order the method's layout
+ * added its streams), for a method whose host encoder does not run there
+ * because no public codec writes its bytes. */
+typedef vq_status (*vq_cache_device_encoder)(vq_ctx *ctx, const vq_key_config *kc, const DLTensor *x,
+                                             DLTensor *const *outs);
+/* Key method m's device encoder, declared by its CUDA key format
+ * (src/cuda/keys_registry.h); NULL when the method's own encoder runs on
+ * the device through the public codecs. */
+vq_cache_device_encoder vq_cache_cuda_key_encoder(int m);
+/* vq_cache_row_rms on device rows x [rows][D] f16 (cuda_cache_codecs.c): the
+ * quantity behind the QJL key norms and the CODEBOOK value scales. */
 vq_status vq_cuda_cache_row_rms(vq_ctx *ctx, const uint16_t *x, int64_t rows, int64_t D, float *s, float *xn);
-/* vq_cache_kivi_mix_encode's arguments (device views) for KIVI_MIX keys. */
-vq_status vq_cuda_kivi_mix_encode(vq_ctx *ctx, const vq_key_config *kc, int64_t Hkv, int64_t D, const DLTensor *k,
-                                  DLTensor *codes, DLTensor *scale, DLTensor *zero, DLTensor *mask);
 
 #endif

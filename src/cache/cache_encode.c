@@ -25,10 +25,22 @@ size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64
     return (b + 63) & ~(size_t)63;
 }
 
+/* The key method's encoder, or on a CUDA cache its format's device encoder
+ * where it has one. */
+static vq_status encode_keys(vq_cache *c, vq_cache_layer *L, const DLTensor *k, DLTensor *const *outs,
+                             unsigned char *scratch, int64_t T)
+{
+#ifdef VQ_WITH_CUDA
+    const vq_cache_device_encoder dev = c->cuda ? vq_cache_cuda_key_encoder(L->cfg.keys.method) : NULL;
+    if (dev != NULL) return dev(c->ctx, &L->cfg.keys, k, outs);
+#endif
+    return vq_cache_key_method(L->cfg.keys.method)->encode(c, L, k, outs, scratch, T);
+}
+
 vq_status vq_cache_encode(vq_cache *c, vq_cache_layer *L, const DLTensor *k, const DLTensor *v,
                           DLTensor *const *outs, int n_key_streams, unsigned char *scratch, int64_t T)
 {
-    VQ_FORWARD_IF_ERROR(vq_cache_key_method(L->cfg.keys.method)->encode(c, L, k, outs, scratch, T));
+    VQ_FORWARD_IF_ERROR(encode_keys(c, L, k, outs, scratch, T));
     return vq_cache_value_method(L->cfg.values.method)
         ->encode(c, L, v, outs + n_key_streams, scratch + key_scratch(c, L, T), T);
 }

@@ -427,19 +427,8 @@ size_t vq_cache_encode_scratch(const vq_cache *c, const vq_cache_layer *L, int64
 
 /* ---- method_kivi_mix.c: mixed-width KIVI keys (formats/format_kivi_mix.h) ---- */
 
-/* W, the wide channels of a group (vq_key_config.wide_channels, 0 = D/2). */
-static inline int64_t vq_cache_kivi_mix_wide(const vq_key_config *kc, int64_t D)
-{
-    return kc->wide_channels > 0 ? kc->wide_channels : D / 2;
-}
-
-/* k [1,Hkv,T,D] f16 compact, T a multiple of kc->group_size -> compact
- * staging views codes [1,Hkv,T,RB] u8, scale and zero [1,Hkv,T/g,D] f16,
- * mask [1,Hkv,T/g,D/8] u8 (host memory, or device memory on a CUDA ctx: the
- * device encoder writes the same bytes). */
-vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const DLTensor *k, DLTensor *codes,
-                                   DLTensor *scale, DLTensor *zero, DLTensor *mask);
-/* The attention binding of such streams (chunk views [B,Hkv,Skv,...] and
+/* The attention binding of the method's streams codes, scale, zero and
+ * mask (chunk views [B,Hkv,Skv,...] and
  * [B,Hkv,ceil(Skv/g),...], validated) with the softmax scale. */
 vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
                                  const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,

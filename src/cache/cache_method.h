@@ -29,7 +29,9 @@ typedef struct vq_cache_method {
     /* Scratch bytes the encoder needs for T tokens (NULL: none). */
     size_t (*scratch)(const vq_cache *c, const vq_cache_layer *L, int64_t T);
     /* Encodes x [1,Hkv,T,D] f16 into staging views of the method's streams,
-     * outs[0..] in the order layout added them. */
+     * outs[0..] in the order layout added them. On a CUDA cache the views
+     * are device memory; a key method whose bytes no public codec writes has
+     * its device encoder in its CUDA key format instead (cache_cuda.h). */
     vq_status (*encode)(vq_cache *c, vq_cache_layer *L, const DLTensor *x, DLTensor *const *outs,
                         unsigned char *scratch, int64_t T);
     /* The attention format of the method's streams sv[0..] and the layer's

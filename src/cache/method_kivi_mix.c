@@ -13,9 +13,6 @@
 #include "cache/cache_method.h"
 #include "formats/format_kivi.h"
 #include "formats/format_kivi_mix.h"
-#ifdef VQ_WITH_CUDA
-#include "cache/cache_cuda.h"
-#endif
 
 /* ---- encoder ---- */
 
@@ -37,16 +34,18 @@ static void widest(const float *range, int64_t D, int64_t nw, uint8_t *mask)
     for (int64_t i = 0; i < nw; i++) mask[order[i] >> 3] |= (uint8_t)(1u << (order[i] & 7));
 }
 
-vq_status vq_cache_kivi_mix_encode(vq_cache *c, const vq_key_config *kc, const DLTensor *k, DLTensor *codes,
-                                   DLTensor *scale, DLTensor *zero, DLTensor *mask)
+/* k [1,Hkv,T,D] f16 compact, T a multiple of kc->group_size -> compact
+ * staging views codes [1,Hkv,T,RB] u8, scale and zero [1,Hkv,T/g,D] f16,
+ * mask [1,Hkv,T/g,D/8] u8, host memory. (On a CUDA cache the key format's
+ * device encoder, src/cuda/keys_kivi_mix.cu, writes the same bytes.) */
+static vq_status encode_groups(vq_cache *c, const vq_key_config *kc, const DLTensor *k, DLTensor *codes,
+                               DLTensor *scale, DLTensor *zero, DLTensor *mask)
 {
-    const int64_t Hkv = c->Hkv, D = c->D, T = vq_dim(k, 2), g = kc->group_size, nw = vq_cache_kivi_mix_wide(kc, D);
+    const int64_t Hkv = c->Hkv, D = c->D, T = vq_dim(k, 2), g = kc->group_size;
+    const int64_t nw = vq_kivi_mix_wide_channels(kc->wide_channels, D);
     const int64_t rb = vq_kivi_mix_row_bytes(D, nw, kc->bits, kc->bits2), mb = vq_kivi_mix_mask_bytes(D);
     VQ_RETURN_IF(c->ctx, T % g != 0, VQ_ERR_INVALID_ARGUMENT, "kivi_mix encode: %lld tokens, not whole groups of %lld",
                  (long long)T, (long long)g);
-#ifdef VQ_WITH_CUDA
-    if (c->cuda) return vq_cuda_kivi_mix_encode(c->ctx, kc, Hkv, D, k, codes, scale, zero, mask);
-#endif
     const uint16_t *x = k->data;
     uint8_t *cd = codes->data, *mk = mask->data;
     uint16_t *sc16 = scale->data, *ze16 = zero->data;
@@ -258,7 +257,7 @@ vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTen
                                  const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,
                                  float softmax_scale, vq_attn_keys *out)
 {
-    const int64_t D = dims->D, GK = vq_ceil_div(dims->Skv, kc->group_size), nw = vq_cache_kivi_mix_wide(kc, D);
+    const int64_t D = dims->D, GK = vq_ceil_div(dims->Skv, kc->group_size), nw = vq_kivi_mix_wide_channels(kc->wide_channels, D);
     VQ_FORWARD_IF_ERROR(vq_check_tensor_view(ctx, codes, "k_codes", VQ_DTM_U8, 4, 4));
     VQ_FORWARD_IF_ERROR(vq_check_shape(
         ctx, codes, "k_codes", 4,
@@ -316,7 +315,7 @@ static vq_status layout(vq_cache *c, vq_cache_layer *L, const char *name)
     if (k->wide_channels == D / 2) k->wide_channels = 0; /* one spelling of the default (LCFG) */
     L->g = k->group_size;
     vq_cache_add_stream(c, L, "k_codes", VQ_DT_U8, P,
-                        vq_kivi_mix_row_bytes(D, vq_cache_kivi_mix_wide(k, D), k->bits, k->bits2), 4, true,
+                        vq_kivi_mix_row_bytes(D, vq_kivi_mix_wide_channels(k->wide_channels, D), k->bits, k->bits2), 4, true,
                         VQ_CACHE_PART_CODE);
     vq_cache_add_stream(c, L, "k_scale", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
     vq_cache_add_stream(c, L, "k_zero", VQ_DT_F16, P / L->g, D, 4, true, VQ_CACHE_PART_PARAM);
@@ -328,7 +327,7 @@ static vq_status layout(vq_cache *c, vq_cache_layer *L, const char *name)
 static vq_status encode(vq_cache *c, vq_cache_layer *L, const DLTensor *x, DLTensor *const *outs,
                         unsigned char *scratch, int64_t T)
 {
-    return vq_cache_kivi_mix_encode(c, &L->cfg.keys, x, outs[0], outs[1], outs[2], outs[3]);
+    return encode_groups(c, &L->cfg.keys, x, outs[0], outs[1], outs[2], outs[3]);
 }
 
 /* no public format: cache_attend.c binds the four streams with

@@ -98,13 +98,6 @@ int vq_cu_commvq_encode(const DLTensor *keys, const DLTensor *codebook, DLTensor
  * is 0). */
 int vq_cu_row_rms(const uint16_t *x, int64_t rows, int d, float *s, float *xn, void *stream);
 
-/* Mixed-width KIVI keys (keys_kivi_mix.cu, formats/format_kivi_mix.h): x
- * [heads, T, d] f16, T a multiple of g, d <= 256 -> per token code rows
- * [heads, T, rb], per group scale, zero [heads, T/g, d] f16 and width masks
- * [heads, T/g, d/8]. */
-int vq_cu_kivi_mix_encode(const uint16_t *x, int64_t heads, int64_t T, int d, int g, int nw, int bits, int bits2,
-                          uint8_t *codes, uint16_t *scale, uint16_t *zero, uint8_t *mask, void *stream);
-
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,7 @@
 #include "cuda/copy_jobs.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/keys_registry.h"
+#include "formats/format_kivi_mix.h"
 
 /* Row i of a validated rank-3/4 tensor t as a [1, ...] view (its strides kept). */
 typedef struct row_view {
@@ -76,7 +77,7 @@ static const vq_encoded_keys *cuda_keys(const vq_cache *c, const vq_cache_layer 
     *mix = (vq_cuda_kivi_mix_keys){.base = {.format = (vq_keys_format)VQ_CUDA_KEYS_KIVI_MIX},
                                    .codes = &sv[0], .scale = &sv[1], .zero = &sv[2], .mask = &sv[3],
                                    .bits = kc->bits, .bits2 = kc->bits2, .group_size = kc->group_size,
-                                   .wide = (int)vq_cache_kivi_mix_wide(kc, c->D)};
+                                   .wide = (int)vq_kivi_mix_wide_channels(kc->wide_channels, c->D)};
     return &mix->base;
 }
 

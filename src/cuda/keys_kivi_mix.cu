@@ -1,6 +1,6 @@
 /* keys_kivi_mix.cu — mixed-width KIVI keys (VQ_KEY_KIVI_MIX, layout
- * formats/format_kivi_mix.h) on CUDA: the device encoder (the bytes of the
- * CPU encoder, src/cache/method_kivi_mix.c), the decode skeleton's key
+ * formats/format_kivi_mix.h) on CUDA: the cache method's device encoder (the
+ * bytes of the CPU encoder, src/cache/method_kivi_mix.c), the decode skeleton's key
  * policy, the format's fields of vq_cu_sdpa_params and their fill, the
  * policy's template instances over the cache's value formats, and the descriptor
  * the registry lists (keys_registry.h). The format has no public
@@ -8,6 +8,7 @@
  * (attention/attn_cuda.h). */
 #include "cuda/codec_common.cuh"
 #include "cuda/kv_keys.cuh"
+#include "formats/format_kivi_mix.h"
 
 namespace vqkv {
 
@@ -183,16 +184,25 @@ struct MixKeys {
 
 } /* namespace vqkv */
 
-extern "C" int vq_cu_kivi_mix_encode(const uint16_t *x, int64_t heads, int64_t T, int d, int g, int nw, int bits,
-                                     int bits2, uint8_t *codes, uint16_t *scale, uint16_t *zero, uint8_t *mask,
-                                     void *stream)
+/* The cache method's encoder on the device (vq_cache_device_encoder): x
+ * [1, Hkv, T, D] f16, T a multiple of the group, D <= 256 -> the staging
+ * views of the method's streams: per token code rows [1, Hkv, T, rb], per
+ * group scale and zero [1, Hkv, T/g, D] f16 and width masks [1, Hkv, T/g, D/8]. */
+static vq_status cache_encode(vq_ctx *ctx, const vq_key_config *kc, const DLTensor *x, DLTensor *const *outs)
 {
-    if (T == 0) return 0;
-    const int rb = (int)((nw * bits2 + (d - nw) * bits + 7) / 8); /* vq_kivi_mix_row_bytes */
+    const int64_t heads = vq_dim(x, 1), T = vq_dim(x, 2), d = vq_dim(x, 3), g = kc->group_size;
+    VQ_RETURN_IF(ctx, T % g != 0, VQ_ERR_INVALID_ARGUMENT, "kivi_mix encode: %lld tokens, not whole groups of %lld",
+                 (long long)T, (long long)g);
+    if (T == 0) return VQ_OK;
+    const int64_t nw = vq_kivi_mix_wide_channels(kc->wide_channels, d);
+    const int rb = (int)vq_kivi_mix_row_bytes(d, nw, kc->bits, kc->bits2);
+    VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const dim3 grid((unsigned)(T / g), (unsigned)heads);
-    vqkv::mix_encode_kernel<<<grid, (d + 31) / 32 * 32, 0, (cudaStream_t)stream>>>(x, T, d, g, nw, bits, bits2, rb,
-                                                                                   codes, scale, zero, mask);
-    return vq_cu_launched();
+    vqkv::mix_encode_kernel<<<grid, (unsigned)((d + 31) / 32 * 32), 0, (cudaStream_t)ctx->stream>>>(
+        (const uint16_t *)vq_data(x), T, (int)d, (int)g, (int)nw, kc->bits, kc->bits2, rb,
+        (uint8_t *)vq_data(outs[0]), (uint16_t *)vq_data(outs[1]), (uint16_t *)vq_data(outs[2]),
+        (uint8_t *)vq_data(outs[3]));
+    return vq_cuda_check(ctx, vq_cu_launched(), "KIVI_MIX encoder launch");
 }
 
 /* The tensors of vq_cuda_kivi_mix_keys (made by the cache, so only this
@@ -220,4 +230,5 @@ static vq_status fill(vq_ctx *ctx, const vq_encoded_keys *keys, float, vq_cu_sdp
 
 /* plain values only in f16: the cache's (the format has no public entry) */
 extern "C" const vq_cu_key_format vq_cu_keys_kivi_mix = {
-    VQ_CU_SDPA_KIVI_MIX, fill, vqkv::kv_launch_f16<vqkv::MixKeys::P>, vqkv::kv_launch_enc<vqkv::MixKeys::P>, true};
+    VQ_CU_SDPA_KIVI_MIX, fill, vqkv::kv_launch_f16<vqkv::MixKeys::P>, vqkv::kv_launch_enc<vqkv::MixKeys::P>, true,
+    VQ_KEY_KIVI_MIX,     cache_encode};

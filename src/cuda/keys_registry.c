@@ -1,6 +1,10 @@
 /* keys_registry.c — the registry of the CUDA key formats: one line per
- * format, naming the descriptor its keys_<name>.cu defines (keys_registry.h). */
+ * format, naming the descriptor its keys_<name>.cu defines (keys_registry.h);
+ * the formats' descriptors answer the CUDA glue and the cache's device
+ * encoders (cache/cache_cuda.h). */
 #include "cuda/keys_registry.h"
+
+#include "cache/cache_cuda.h"
 
 #define VQ_CU_KEY_FORMATS(X) \
     X(f16)                   \
@@ -22,5 +26,12 @@ const vq_cu_key_format *vq_cu_key_format_of(int f)
 {
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         if (formats[i]->format == f) return formats[i];
+    return NULL;
+}
+
+vq_cache_device_encoder vq_cache_cuda_key_encoder(int m)
+{
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (formats[i]->cache_encode != NULL && formats[i]->cache_method == m) return formats[i]->cache_encode;
     return NULL;
 }

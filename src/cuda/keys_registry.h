@@ -32,6 +32,12 @@ typedef struct vq_cu_key_format {
     /* The CUDA cache may read the format's pages in place, one token at a
      * time (false: it gathers them into contiguous streams first). */
     bool paged;
+    /* For a format the cache writes with an encoder of its own (no public
+     * codec writes its bytes): the cache's vq_key_method and that encoder on
+     * the device (cache/cache_cuda.h, vq_cache_device_encoder). NULL: the
+     * method's encoder runs on the device through the public codecs. */
+    int cache_method;
+    vq_status (*cache_encode)(vq_ctx *ctx, const vq_key_config *kc, const DLTensor *x, DLTensor *const *outs);
 } vq_cu_key_format;
 
 /* The descriptor of vq_keys_format f, or NULL when the CUDA backend has none. */

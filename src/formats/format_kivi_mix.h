@@ -31,6 +31,13 @@ static inline int64_t vq_kivi_mix_row_bytes(int64_t d, int64_t nw, int bits, int
     return (nw * bits2 + (d - nw) * bits + 7) / 8;
 }
 
+/* W, the wide channels of a group: wide_channels (vq_key_config), 0
+ * meaning d/2. */
+static inline int64_t vq_kivi_mix_wide_channels(int wide_channels, int64_t d)
+{
+    return wide_channels > 0 ? wide_channels : d / 2;
+}
+
 /* Bytes of one group's width mask. */
 static inline int64_t vq_kivi_mix_mask_bytes(int64_t d) { return d / 8; }
 

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "formats/format_kivi_mix.h"
 #include "persist/container.h"
 
 static const char CACHE_MAGIC[8] = {'V', 'Q', 'C', 'A', 'C', 'H', 'E', '\0'};
@@ -634,7 +635,7 @@ static vq_status check_width_masks(const vq_cache *c, const vq_cache_layer *L, i
                                    int l)
 {
     const vq_cache_stream *st = &L->streams[s];
-    const int64_t want = vq_cache_kivi_mix_wide(&L->cfg.keys, c->D);
+    const int64_t want = vq_kivi_mix_wide_channels(L->cfg.keys.wide_channels, c->D);
     for (int64_t g = q->p0 * c->P / L->g; g < q->n_enc / L->g; g++) {
         const int64_t page = g * L->g / c->P - q->p0, row = g % st->rows;
         for (int64_t h = 0; h < c->Hkv; h++) {
