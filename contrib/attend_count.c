@@ -1,10 +1,11 @@
 /* attend_count.c — the instructions of vq_cache_attend for a named preset at
- * SmolLM2-135M's shape (one layer, Hkv 3, Hq 9, D 64), load-independent where
+ * one layer of a model's shape (default SmolLM2-135M's: Hkv 3, Hq 9, D 64;
+ * Gemma 3 270M's: 1 4 256), load-independent where
  * the machine is shared: N tokens appended in chunks of 256 (the first
  * fits the transforms), then STEPS decode steps of one append and one
  * attend, 1 thread. Built with -DVQ_BUILD_CONTRIB=ON; count with
  *   valgrind --tool=callgrind --toggle-collect=vq_cache_attend \
- *       build/contrib/attend_count balanced-3bit 8192 4
+ *       build/contrib/attend_count balanced-3bit 8192 4 [HKV HQ D]
  * (bench/results/model/presets_speed_zen3.md). The checksum of the outputs
  * lets two builds be compared for the same answers. */
 #include <stdio.h>
@@ -12,7 +13,7 @@
 
 #include "veloxquant.h"
 
-enum { HKV = 3, HQ = 9, D = 64, CHUNK = 256 };
+enum { CHUNK = 256 };
 static DLTensor t4(float *d, int64_t *s)
 {
     return (DLTensor){.data = d, .device = {kDLCPU, 0}, .ndim = 4, .dtype = {kDLFloat, 32, 1}, .shape = s};
@@ -41,6 +42,7 @@ int main(int argc, char **argv)
 {
     const char *preset = argc > 1 ? argv[1] : "f16";
     const int64_t n = argc > 2 ? atol(argv[2]) : 8192, steps = argc > 3 ? atol(argv[3]) : 4;
+    const int HKV = argc > 4 ? atoi(argv[4]) : 3, HQ = argc > 5 ? atoi(argv[5]) : 9, D = argc > 6 ? atoi(argv[6]) : 64;
     vq_ctx_config cc = {.backend = VQ_BACKEND_CPU, .num_threads = 1};
     vq_ctx *ctx;
     ck(NULL, vq_ctx_create(&cc, &ctx), "ctx");
@@ -56,7 +58,7 @@ int main(int argc, char **argv)
     int64_t seq;
     ck(ctx, vq_cache_seq_add(c, &seq), "seq");
     float *k = malloc(sizeof(float) * HKV * CHUNK * D), *v = malloc(sizeof(float) * HKV * CHUNK * D);
-    static float q[HQ * D], o[HQ * D];
+    float *q = malloc(sizeof(float) * HQ * D), *o = malloc(sizeof(float) * HQ * D);
     float *qq = malloc(sizeof(float) * HQ * CHUNK * D);
     for (int64_t done = 0; done < n; done += CHUNK) {
         for (int i = 0; i < HKV * CHUNK * D; i++) {
@@ -86,6 +88,11 @@ int main(int argc, char **argv)
             sum += o[i];
     }
     printf("%s: %lld tokens, checksum %.6f\n", preset, (long long)vq_cache_seq_length(c, seq, 0), sum);
+    free(k);
+    free(v);
+    free(qq);
+    free(q);
+    free(o);
     vq_cache_free(c);
     vq_ctx_free(ctx);
     return 0;

@@ -900,7 +900,7 @@ typedef struct vq_cache_attend_opts {
      * codes, D a multiple of 64; mixed 2/4-bit keys with a multiple of 4
      * wide channels), integer TurboQuant key scores (2-4 bits at D = 128)
      * and integer p.V (KIVI: 2-bit values, group 32, D = 128; TurboQuant:
-     * 2-4 bits at D = 128 and 64) where the CPU has the SIMD kernels, so at D = 128
+     * 2-4 bits at D = 64, 128 and 256) where the CPU has the SIMD kernels, so at D = 128
      * with 2-bit keys of group 32 and 2-bit values a decode with up to four
      * query rows per kv head runs the fused block kernel. Other methods, the
      * residual window and CUDA contexts ignore them. VQ_KEY_SCORES_F32 /

@@ -592,7 +592,7 @@ typedef enum vq_key_scores {
  * grows with Skv. tests/unit/test_attention_rabitq.c checks the bound
  * per output on every ISA, the float64 integer formulation, and the typical
  * error of the weight rounding.
- * TurboQuant values (VQ_VALUES_TURBO at D = 128 or 64 with bits <= 4, and
+ * TurboQuant values (VQ_VALUES_TURBO at D = 64, 128 or 256 with bits <= 4, and
  * the cache's TurboQuant value pages; INT8 where asked, and what the cache's
  * AUTO picks on the CPUs above for 2-, 3- and 4-bit codes in u32 words;
  * 3-bit ones only where they turn into nibbles in SIMD code, AVX2 and

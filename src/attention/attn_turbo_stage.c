@@ -70,6 +70,16 @@ const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, cons
         kern->nibbles3(n, row0, st->idx.st, pk);
         return pk;
     }
+    if (st->packed && st->bits == 3 && D == 256) {
+        /* a 96-byte row is two 48-byte rows of 128 codes, its nibble row
+         * their two nibble rows in turn: one call over contiguous rows */
+        if (st->idx.st == 96) {
+            kern->nibbles3(2 * n, row0, 48, pk);
+            return pk;
+        }
+        for (int j = 0; j < n; j++) kern->nibbles3(2, vq_attn_at(&st->idx, b, hk, t0 + j), 48, pk + j * 128);
+        return pk;
+    }
     if (st->packed && st->bits == 3 && D == 64 && st->idx.st == 24) {
         /* contiguous 24-byte rows: each pair is one 48-byte row of 128 codes
          * whose nibble row is the pair's two rows in turn */

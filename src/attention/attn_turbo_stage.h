@@ -37,8 +37,8 @@ const uint8_t *vq_attn_turbo_stage_codes(const vq_attn_turbo_stage *st, int64_t 
  * in its high one), as kern->codebook_pv8 / codebook_qk8 read them: the
  * stored rows in place where they already are nibbles (4-bit u32 words),
  * else packed into pk [n][D / 2] (2- and 3-bit words spread in registers,
- * 3-bit rows at D = 128, and contiguous ones at D = 64 in pairs, by
- * kern->nibbles3; other layouts through
+ * 3-bit rows at D = 128, at D = 256 as two such halves, and contiguous ones
+ * at D = 64 in pairs, by kern->nibbles3; other layouts through
  * vq_attn_turbo_stage_codes and scratch [D]). pk needs 32 bytes of room
  * past its n rows (kern->mix_nibbles). *ldi: the row stride in bytes. */
 const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, const vq_attn_turbo_stage *st, int64_t b,

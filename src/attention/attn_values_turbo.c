@@ -4,8 +4,9 @@
  * decoded into the tile with kern->codebook_tile, as the rotated keys are),
  * and each output row is rotated back once (finish): o = rot^-1(o_rot).
  * That costs one rotation per row instead of one per token.
- * With integer p.V (use_int8: D = 128 or 64, bits <= 4) every
- * block goes to kern->codebook_pv8 with the Lloyd-Max centroids rounded once
+ * With integer p.V (use_int8: D = 64, 128 or 256, bits <= 4) every
+ * block goes to kern->codebook_pv8 (per 128 channels; codebook_pv8_64 at
+ * D = 64) with the Lloyd-Max centroids rounded once
  * and the weights p_j * scale_j, the codes as nibble rows (in place for
  * 4-bit words): the codebook values' arithmetic, in the rotated basis. */
 #include "attention/attn_turbo_stage.h"
@@ -69,8 +70,14 @@ static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq
     int64_t ldi;
     const uint8_t *idx =
         vq_attn_turbo_stage_nibble_rows(th->kern, &v->stage, blk->b, blk->hk, blk->t0, blk->n, v->D, scratch, pk, &ldi);
-    (v->D == 128 ? th->kern->codebook_pv8 : th->kern->codebook_pv8_64)(R, blk->n, idx, ldi, v->cq, v->cstep, w,
-                                                                       VQ_ATTN_BN, o, v->D);
+    if (v->D == 64) {
+        th->kern->codebook_pv8_64(R, blk->n, idx, ldi, v->cq, v->cstep, w, VQ_ATTN_BN, o, v->D);
+        return;
+    }
+    /* each 128 channels alone: the weights round per row and block, the
+     * same in every piece, so this is the one sum the header states */
+    for (int64_t c0 = 0; c0 < v->D; c0 += 128)
+        th->kern->codebook_pv8(R, blk->n, idx + c0 / 2, ldi, v->cq, v->cstep, w, VQ_ATTN_BN, o + c0, v->D);
 }
 
 /* o [D] <- rot^-1(o) */
@@ -109,17 +116,22 @@ vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values
 
 /* The switch to integer p.V: kern->codebook_pv8 over the Lloyd-Max
  * centroids rounded once, the weights p_j * scale_j. False, changing
- * nothing, for D other than 128 and 64 or bits > 4, and under AUTO where the ISA has no
+ * nothing, for D other than 64, 128 and 256 or bits > 4, and under AUTO where the ISA has no
  * SIMD codebook_pv8 or the codes are not u32 words of a width AUTO takes
  * (vq_attn_turbo_auto_widths). */
 static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool asked)
 {
     turbo_values *d = (turbo_values *)(void *)values->storage.bytes;
-    if ((d->D != 128 && d->D != 64) || d->stage.bits > 4 || (!asked && !kern->cb8_fast)) return false;
+    if ((d->D != 64 && d->D != 128 && d->D != 256) || d->stage.bits > 4 || (!asked && !kern->cb8_fast))
+        return false;
     if (!asked && !(d->stage.packed && (vq_attn_turbo_auto_widths(kern) >> d->stage.bits & 1u))) return false;
     if (!vq_attn_cb8_round(d->stage.cents, 1 << d->stage.bits, d->cq, &d->cstep)) return false;
     values->ops = &turbo_int8_ops;
-    /* weights of up to VQ_ATTN_MAX_ROWS rows, 32 tokens x 64 nibble bytes, a code row [D] */
-    values->thread_floats = VQ_ATTN_MAX_ROWS * VQ_ATTN_BN + (VQ_ATTN_BN * 64 + 128) / (int64_t)sizeof(float);
+    /* weights of up to VQ_ATTN_MAX_ROWS rows, nibble rows [BN][D/2] (at
+     * least 64 bytes each: D = 64 spreads pairs of rows), a code row [D] and
+     * the 32 bytes past the nibble rows that nibble_rows may write */
+    const int64_t nib = d->D / 2 > 64 ? d->D / 2 : 64;
+    values->thread_floats =
+        VQ_ATTN_MAX_ROWS * VQ_ATTN_BN + (VQ_ATTN_BN * nib + d->D + 32 + 3) / (int64_t)sizeof(float);
     return true;
 }

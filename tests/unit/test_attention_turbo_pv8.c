@@ -3,9 +3,9 @@
  * vq_value_accum, "TurboQuant values") on every ISA: against a float64
  * attention over the decoded values, within the header's bound and with its
  * typical error; the same on every layout of the codes (u8, packed words);
- * at D = 128 and 64 (the two kernels); AUTO and F32 the float path; layouts
- * the kernel does not take (D other than 128 and 64, bits > 4) exactly the
- * float path; bad enum values refused. */
+ * at D = 128 and 64 (the two kernels) and 256 (the D = 128 kernel per half);
+ * AUTO and F32 the float path; layouts the kernels do not take (D other than
+ * 64, 128 and 256, bits > 4) exactly the float path; bad enum values refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,9 +105,11 @@ static void cases_on(vq_ctx *ctx, const char *isa)
 {
     vq_rng rng;
     vq_rng_seed(&rng, 17);
-    for (size_t ci = 0; ci < 2 * sizeof cases / sizeof cases[0]; ci++) {
-        const tcase *c = &cases[ci % (sizeof cases / sizeof cases[0])];
-        const int64_t D = ci < sizeof cases / sizeof cases[0] ? 128 : 64; /* the two kernels */
+    static const int64_t dims[3] = {128, 64, 256}; /* the two kernels; the first one per half */
+    const size_t nc = sizeof cases / sizeof cases[0];
+    for (size_t ci = 0; ci < 3 * nc; ci++) {
+        const tcase *c = &cases[ci % nc];
+        const int64_t D = dims[ci / nc];
         built b;
         build(ctx, c, D, &rng, &b);
         DLTensor *o8 = vt_new(VT_F32, VT_DIMS(1, HQ, c->Sq, D)), *of = vt_like(o8, VT_F32), *oa = vt_like(o8, VT_F32);
@@ -170,7 +172,7 @@ static void fallback_on(vq_ctx *ctx, const char *isa)
     const struct {
         int bits;
         int64_t d;
-    } f[] = {{4, 32}, {5, 128}, {8, 128}, {2, 256}};
+    } f[] = {{4, 32}, {3, 32}, {5, 128}, {8, 128}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const tcase c = {f[i].bits, 1, 100, true, false, false};
         built b;
