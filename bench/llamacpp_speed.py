@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from run_info import cpu_name  # bench/, the script's own folder, is on sys.path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join("models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
@@ -29,23 +31,6 @@ MODEL = os.path.join("models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 def load():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
-
-
-def cpu_name():
-    """The model name, with the family and model numbers where the name alone does not tell the core
-    (a VM's "AMD EPYC": family 25 model 1 is Zen 3, model 17 Zen 4) and the widest vector extension."""
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, val = line.partition(":")
-                info.setdefault(key.strip(), val.strip())
-    except OSError:
-        return platform.processor() or "unknown"
-    flags = info.get("flags", "").split()
-    vec = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    return "%s (family %s, model %s, %s)" % (info.get("model name", "unknown"), info.get("cpu family", "?"),
-                                             info.get("model", "?"), vec)
 
 
 def run_json(cmd):

@@ -11,11 +11,29 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def cpu_name():
+    """The model name, with the family and model numbers where the name alone does not tell the core
+    (a VM's "AMD EPYC": family 25 model 1 is Zen 3, model 17 Zen 4) and the widest vector extension."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                info.setdefault(key.strip(), val.strip())
+    except OSError:
+        return platform.processor() or "unknown"
+    flags = info.get("flags", "").split()
+    vec = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return "%s (family %s, model %s, %s)" % (info.get("model name", "unknown"), info.get("cpu family", "?"),
+                                             info.get("model", "?"), vec)
+
+
 def run_info(**extra):
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
     info = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": f"{platform.machine()} {os.cpu_count()} cores", "python": platform.python_version(),
+            "machine": f"{cpu_name()}, {platform.machine()} {os.cpu_count()} cores",
+            "python": platform.python_version(),
             "load": " ".join(f"{x:.1f}" for x in os.getloadavg())}
     try:
         import torch
