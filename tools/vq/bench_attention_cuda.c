@@ -45,7 +45,11 @@ void vqb_cu_fill_random(void *d, size_t bytes, int kind)
     const size_t full = bytes, chunk = (size_t)64 << 20;
     if (bytes > chunk) bytes = chunk;
     /* kind 0: random bytes; 1: f16 values in [0.05, 0.3); 2: f32 N-ish(0,1); 3: f32 in [0.5, 1) */
-    unsigned char *h = malloc(bytes);
+    unsigned char *h = calloc(bytes, 1);
+    if (h == NULL) {
+        fprintf(stderr, "vq bench attention: out of host memory (%zu bytes of test data)\n", bytes);
+        exit(VQ_EXIT_FAILURE);
+    }
     for (size_t i = 0; i < bytes; i += 8) {
         lcg ^= lcg << 13; lcg ^= lcg >> 7; lcg ^= lcg << 17;
         memcpy(h + i, &lcg, bytes - i < 8 ? bytes - i : 8);
