@@ -1,6 +1,7 @@
 /* attn_cb8_vnnivbmi.c — AVX-512 VNNI + VBMI integer p.V for nibble-packed
- * codebook values at D = 128 (attn_kernels.h, codebook_pv8; RaBitQ's 4-bit
- * values), installed only where the CPU has both (built with -mavx512vnni
+ * codebook values at D = 128 and 64 (attn_kernels.h, codebook_pv8 and
+ * codebook_pv8_64; RaBitQ's 4-bit values, TurboQuant's), installed only
+ * where the CPU has both (built with -mavx512vnni
  * -mavx512vbmi: CMakeLists.txt, *_vnnivbmi.c).
  *
  * Per row and block the weights w_j (p_j times the token's value scale) are
@@ -26,25 +27,40 @@
 #include "attention/attn_kernels.h"
 #include "cpu/avx512/attn_cb8_vnnivbmi.h"
 
-static void codebook_pv8_avx512(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
-                                const float *w, int64_t ldw, float *o, int64_t ldo)
+/* R rows in groups of up to 4 over D = 128 or 64 channels (D a constant
+ * after inlining). */
+VQ_INLINE void pv8_rows(int D, int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                        const float *w, int64_t ldw, float *o, int64_t ldo)
 {
     const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)cq));
     for (int r0 = 0; r0 < R; r0 += 4) {
         const float *wr = w + r0 * ldw;
         float *orow = o + r0 * ldo;
         switch (R - r0 < 4 ? R - r0 : 4) {
-        case 1: cb8_rows(1, n, idx, ldi, lut, cstep, wr, ldw, orow, ldo); break;
-        case 2: cb8_rows(2, n, idx, ldi, lut, cstep, wr, ldw, orow, ldo); break;
-        case 3: cb8_rows(3, n, idx, ldi, lut, cstep, wr, ldw, orow, ldo); break;
-        default: cb8_rows(4, n, idx, ldi, lut, cstep, wr, ldw, orow, ldo); break;
+        case 1: cb8_rows_d(D, 1, n, idx, ldi, lut, cstep, wr, ldw, orow, ldo); break;
+        case 2: cb8_rows_d(D, 2, n, idx, ldi, lut, cstep, wr, ldw, orow, ldo); break;
+        case 3: cb8_rows_d(D, 3, n, idx, ldi, lut, cstep, wr, ldw, orow, ldo); break;
+        default: cb8_rows_d(D, 4, n, idx, ldi, lut, cstep, wr, ldw, orow, ldo); break;
         }
     }
+}
+
+static void codebook_pv8_avx512(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                                const float *w, int64_t ldw, float *o, int64_t ldo)
+{
+    pv8_rows(128, R, n, idx, ldi, cq, cstep, w, ldw, o, ldo);
+}
+
+static void codebook_pv8_64_avx512(int R, int n, const uint8_t *idx, int64_t ldi, const int8_t *cq, float cstep,
+                                   const float *w, int64_t ldw, float *o, int64_t ldo)
+{
+    pv8_rows(64, R, n, idx, ldi, cq, cstep, w, ldw, o, ldo);
 }
 
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k)
 {
     build_cb8_tables();
     k->codebook_pv8 = codebook_pv8_avx512;
+    k->codebook_pv8_64 = codebook_pv8_64_avx512;
     k->cb8_fast = true;
 }

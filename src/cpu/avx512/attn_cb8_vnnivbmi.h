@@ -84,10 +84,17 @@ VQ_INLINE unsigned prep_rows(int RB, int n, const float *w, int64_t ldw, float c
     return uns;
 }
 
-/* Index row t (64 bytes), or zeros at or past n (nothing past it is read). */
-VQ_INLINE __m512i load_row(const uint8_t *idx, int64_t ldi, int t, int n)
+/* The bytes of an index row: 64 (D = 128), or 32 (D = 64: a masked load,
+ * nothing past the row is read, the rest zero). */
+VQ_INLINE __m512i row_bytes(int D, const uint8_t *p)
 {
-    return t < n ? _mm512_loadu_si512(idx + t * ldi) : _mm512_setzero_si512();
+    return D == 64 ? _mm512_maskz_loadu_epi8(0xffffffffull, p) : _mm512_loadu_si512(p);
+}
+
+/* Index row t, or zeros at or past n (nothing past it is read). */
+VQ_INLINE __m512i load_row(int D, const uint8_t *idx, int64_t ldi, int t, int n)
+{
+    return t < n ? row_bytes(D, idx + t * ldi) : _mm512_setzero_si512();
 }
 
 /* Tokens 4q .. 4q+3 (rows A-D) of half h into the RB rows' accumulators,
@@ -171,10 +178,11 @@ VQ_INLINE void quad4u(const uint8_t *row, int64_t ldi, __m512i perm, __m512i lut
             : "zmm30", "zmm31", "memory");
 }
 
-/* RB <= 4 rows against one block: indices decoded once per 4 tokens and half
- * for all rows. */
-VQ_INLINE void cb8_rows(int RB, int n, const uint8_t *idx, int64_t ldi, __m512i lut, float cstep, const float *w,
-                        int64_t ldw, float *o, int64_t ldo)
+/* RB <= 4 rows against one block of D = 128 channels (rows of 64 index
+ * bytes, both halves) or D = 64 (rows of 32 bytes, half 0 only): indices
+ * decoded once per 4 tokens and half for all rows. */
+VQ_INLINE void cb8_rows_d(int D, int RB, int n, const uint8_t *idx, int64_t ldi, __m512i lut, float cstep,
+                          const float *w, int64_t ldw, float *o, int64_t ldo)
 {
     _Alignas(64) int32_t w8[4][8]; /* row r's weight bytes of tokens 4q .. 4q+3 in dword q */
     float sv[4];
@@ -182,22 +190,22 @@ VQ_INLINE void cb8_rows(int RB, int n, const uint8_t *idx, int64_t ldi, __m512i 
     const unsigned uns = prep_rows(RB, n, w, ldw, cstep, w8, sv, wsum);
     const __m512i low4 = _mm512_set1_epi8(15);
     const int full = n / 4;
-    for (int h = 0; h < 2; h++) {
+    for (int h = 0; h < D / 64; h++) {
         const __m512i perm = _mm512_loadu_si512(ilv[h]);
         __m512i acc[4][4];
         for (int r = 0; r < RB; r++)
             for (int u = 0; u < 4; u++) acc[r][u] = _mm512_set1_epi32(-128 * wsum[r]);
         const uint8_t *row = idx;
         int q = 0;
-        if (RB == 4 && uns == 15)
+        if (D == 128 && RB == 4 && uns == 15) /* its asm reads whole 64-byte rows */
             for (; q < full; q++, row += 4 * ldi) quad4u(row, ldi, perm, lut, low4, &w8[0][q], acc);
         for (; q < full; q++, row += 4 * ldi)
-            quad(RB, uns, _mm512_loadu_si512(row), _mm512_loadu_si512(row + ldi), _mm512_loadu_si512(row + 2 * ldi),
-                 _mm512_loadu_si512(row + 3 * ldi), perm, lut, low4, (const int32_t(*)[8])w8, q, acc);
+            quad(RB, uns, row_bytes(D, row), row_bytes(D, row + ldi), row_bytes(D, row + 2 * ldi),
+                 row_bytes(D, row + 3 * ldi), perm, lut, low4, (const int32_t(*)[8])w8, q, acc);
         if (n % 4) {
             const int t = 4 * full;
-            quad(RB, uns, load_row(idx, ldi, t, n), load_row(idx, ldi, t + 1, n), load_row(idx, ldi, t + 2, n),
-                 load_row(idx, ldi, t + 3, n), perm, lut, low4, (const int32_t(*)[8])w8, full, acc);
+            quad(RB, uns, load_row(D, idx, ldi, t, n), load_row(D, idx, ldi, t + 1, n), load_row(D, idx, ldi, t + 2, n),
+                 load_row(D, idx, ldi, t + 3, n), perm, lut, low4, (const int32_t(*)[8])w8, full, acc);
         }
         for (int r = 0; r < RB; r++) {
             const __m512 s = _mm512_set1_ps(sv[r]);
@@ -209,6 +217,13 @@ VQ_INLINE void cb8_rows(int RB, int n, const uint8_t *idx, int64_t ldi, __m512i 
             }
         }
     }
+}
+
+/* cb8_rows_d at D = 128 (the fused RaBitQ block's values). */
+VQ_INLINE void cb8_rows(int RB, int n, const uint8_t *idx, int64_t ldi, __m512i lut, float cstep, const float *w,
+                        int64_t ldw, float *o, int64_t ldo)
+{
+    cb8_rows_d(128, RB, n, idx, ldi, lut, cstep, w, ldw, o, ldo);
 }
 
 #endif /* VQ_ATTN_CB8_VNNIVBMI_H */
