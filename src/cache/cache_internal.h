@@ -386,6 +386,12 @@ vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_
  * (shared by both backends' recipe attends). */
 vq_status vq_cache_recipe_pages(vq_cache *c, int layer, int n_g, const int64_t *ids, float *gq, float *go, float *gl,
                                 int64_t Si, const vq_cache_attend_opts *opts);
+/* The sequences of a recipe attend, both backends: sls[i] the layer of
+ * seq_ids[i] (repeats allowed), ns[i] its leading rows that sit at sink
+ * positions and see no page or window token (Sq when it has no token past
+ * its sinks; 0 unless causal), done[i] = 0. */
+vq_status vq_cache_recipe_rows(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, int64_t Sq, bool causal,
+                               vq_cache_seq_layer **sls, int64_t *ns, int64_t *done);
 /* The page and window path of vq_cache_append / vq_cache_attend (no
  * VQ_ENTER: the public entry point has entered the ctx). */
 vq_status vq_cache_append_tokens(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *k,

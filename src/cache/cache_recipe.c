@@ -605,10 +605,26 @@ vq_status vq_cache_recipe_pages(vq_cache *c, int layer, int n_g, const int64_t *
     return vq_cache_attend_tokens(c, layer, n_g, ids, &tq, &to, &o);
 }
 
+vq_status vq_cache_recipe_rows(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, int64_t Sq, bool causal,
+                               vq_cache_seq_layer **sls, int64_t *ns, int64_t *done)
+{
+    for (int i = 0; i < n_seq; i++) {
+        vq_cache_seq *s = vq_cache_find_seq(c, seq_ids[i]);
+        VQ_RETURN_IF(c->ctx, s == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld",
+                     i, (long long)seq_ids[i]);
+        vq_cache_seq_layer *sl = &s->layers[layer];
+        sls[i] = sl;
+        done[i] = 0;
+        /* the rows before the first one past the sinks: sl->n_sink - (tokens - Sq) */
+        const int64_t lead = Sq - sl->n;
+        ns[i] = sl->n == 0 ? Sq : !causal || lead < 0 ? 0 : lead > Sq ? Sq : lead;
+    }
+    return VQ_OK;
+}
+
 vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_t *seq_ids, const DLTensor *q,
                                  DLTensor *out, const vq_cache_attend_opts *opts)
 {
-    vq_ctx *ctx = c->ctx;
 #ifdef VQ_WITH_CUDA
     if (c->cuda) return vq_cache_recipe_attend_cuda(c, layer, n_seq, seq_ids, q, out, opts);
 #endif
@@ -630,23 +646,13 @@ vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_
     const size_t rows = (size_t)(n_seq * Hq * Sq), block = sizeof(float) * rows * (size_t)D;
     unsigned char *hs = recipe_scratch(c, head + 2 * block + sizeof(float) * rows);
     if (hs == NULL) return VQ_ERR_OUT_OF_MEMORY;
-    const vq_cache_seq_layer **sls = (const vq_cache_seq_layer **)(void *)hs;
+    vq_cache_seq_layer **sls = (vq_cache_seq_layer **)(void *)hs;
     int64_t *ns = (int64_t *)(void *)(sls + n_seq), *done = ns + n_seq, *ids = done + n_seq;
     double *sc = (double *)(void *)(ids + n_seq);
     float *qrow = (float *)(void *)(sc + c->S), *kv32 = qrow + D; /* kv32: merge_rows' [2][S][D] */
     float *gq = (float *)(void *)(hs + head), *go = (float *)(void *)(hs + head + block);
     float *gl = (float *)(void *)(hs + head + 2 * block);
-    for (int i = 0; i < n_seq; i++) {
-        const vq_cache_seq *s = vq_cache_find_seq(c, seq_ids[i]);
-        VQ_RETURN_IF(ctx, s == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld", i,
-                     (long long)seq_ids[i]);
-        const vq_cache_seq_layer *sl = &s->layers[layer];
-        sls[i] = sl;
-        done[i] = 0;
-        /* leading rows at sink positions see no page or window token */
-        const int64_t lead = sl->n_sink - (sl->n_sink + sl->n - Sq);
-        ns[i] = sl->n == 0 ? Sq : !io.causal || lead < 0 ? 0 : lead > Sq ? Sq : lead;
-    }
+    VQ_FORWARD_IF_ERROR(vq_cache_recipe_rows(c, layer, n_seq, seq_ids, Sq, io.causal, sls, ns, done));
     /* the page path per group of sequences with the same leading rows, each
      * merged right after its call (its rows live in the group's staging) */
     for (int i = 0; i < n_seq; i++) {

@@ -217,16 +217,7 @@ vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const i
     vq_cache_seq_layer **sls = (vq_cache_seq_layer **)(void *)hs;
     int64_t *ns = (int64_t *)(void *)(sls + n_seq), *done = ns + n_seq, *ids = done + n_seq;
     vq_cu_recipe_seq *hseq = (vq_cu_recipe_seq *)(void *)(ids + n_seq);
-    for (int i = 0; i < n_seq; i++) {
-        vq_cache_seq *s = vq_cache_find_seq(c, seq_ids[i]);
-        VQ_RETURN_IF(ctx, s == NULL, VQ_ERR_INVALID_ARGUMENT, "argument 'seq_ids[%d]': no sequence with id %lld", i,
-                     (long long)seq_ids[i]);
-        vq_cache_seq_layer *sl = &s->layers[layer];
-        sls[i] = sl;
-        done[i] = 0;
-        const int64_t lead = sl->n_sink - (sl->n_sink + sl->n - Sq);
-        ns[i] = sl->n == 0 ? Sq : !a.causal || lead < 0 ? 0 : lead > Sq ? Sq : lead;
-    }
+    VQ_FORWARD_IF_ERROR(vq_cache_recipe_rows(c, layer, n_seq, seq_ids, Sq, a.causal, sls, ns, done));
     for (int i = 0; i < n_seq; i++) VQ_FORWARD_IF_ERROR(sync_seq(c, layer, sls[i]));
     /* device staging: a group's queries, out, lse; then attend_call's; then the group's sequences */
     const size_t rows = (size_t)(n_seq * Hq * Sq), block = align256(sizeof(float) * rows * (size_t)D);
