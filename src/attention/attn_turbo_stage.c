@@ -66,18 +66,16 @@ const uint8_t *vq_attn_turbo_stage_nibble_rows(const vq_attn_kernels *kern, cons
     }
     *ldi = D / 2;
     const uint8_t *row0 = vq_attn_at(&st->idx, b, hk, t0);
-    if (st->packed && st->bits == 3 && D == 128) {
-        kern->nibbles3(n, row0, st->idx.st, pk);
-        return pk;
-    }
-    if (st->packed && st->bits == 3 && D == 256) {
-        /* a 96-byte row is two 48-byte rows of 128 codes, its nibble row
-         * their two nibble rows in turn: one call over contiguous rows */
-        if (st->idx.st == 96) {
-            kern->nibbles3(2 * n, row0, 48, pk);
+    if (st->packed && st->bits == 3 && D % 128 == 0) {
+        /* a row of D codes is D / 128 rows of 48 bytes, its nibble row their
+         * nibble rows in turn: one call over the block where those pieces
+         * are evenly spaced (one per row, or contiguous rows), else per row */
+        const int pieces = (int)(D / 128);
+        if (pieces == 1 || st->idx.st == 48 * pieces) {
+            kern->nibbles3(n * pieces, row0, pieces == 1 ? st->idx.st : 48, pk);
             return pk;
         }
-        for (int j = 0; j < n; j++) kern->nibbles3(2, vq_attn_at(&st->idx, b, hk, t0 + j), 48, pk + j * 128);
+        for (int j = 0; j < n; j++) kern->nibbles3(pieces, vq_attn_at(&st->idx, b, hk, t0 + j), 48, pk + j * D / 2);
         return pk;
     }
     if (st->packed && st->bits == 3 && D == 64 && st->idx.st == 24) {

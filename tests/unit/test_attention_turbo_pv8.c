@@ -3,7 +3,8 @@
  * vq_value_accum, "TurboQuant values") on every ISA: against a float64
  * attention over the decoded values, within the header's bound and with its
  * typical error; the same on every layout of the codes (u8, packed words);
- * at D = 128 and 64 (the two kernels) and 256 (the D = 128 kernel per half);
+ * at D = 128 and 64 (the two kernels) and 256 (the D = 128 kernel per half),
+ * packed rows compact and in a wider buffer;
  * AUTO and F32 the float path; layouts the kernels do not take (D other than
  * 64, 128 and 256, bits > 4) exactly the float path; bad enum values refused. */
 #include <math.h>
@@ -152,6 +153,23 @@ static void cases_on(vq_ctx *ctx, const char *isa)
         VT_OK(ctx, attend(ctx, c, &b, VQ_VALUE_ACCUM_INT8, o2));
         VT_CHECK(memcmp(o2->data, o8->data, vt_bytes(o8)) == 0, "%s bits %d: u8 and packed codes differ", isa, c->bits);
         b.ev.turbo.idx = keep;
+        if (c->packed) { /* packed rows in a buffer one word wider (a capacity layout): the same bytes */
+            const int64_t W = vq_dim(keep, 3), rows = vt_numel(keep) / W;
+            DLTensor *big = vt_new(VT_U32, VT_DIMS(1, HKV, c->Skv, W + 1));
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t w = 0; w <= W; w++)
+                    vt_set(big, r * (W + 1) + w, w < W ? vt_get(keep, r * W + w) : 0xA5A5A5A5u);
+            int64_t shape[4] = {1, HKV, c->Skv, W}, strides[4] = {HKV * c->Skv * (W + 1), c->Skv * (W + 1), W + 1, 1};
+            DLTensor view = *big;
+            view.shape = shape;
+            view.strides = strides;
+            b.ev.turbo.idx = &view;
+            VT_OK(ctx, attend(ctx, c, &b, VQ_VALUE_ACCUM_INT8, o2));
+            VT_CHECK(memcmp(o2->data, o8->data, vt_bytes(o8)) == 0, "%s D %lld bits %d: strided rows differ", isa,
+                     (long long)D, c->bits);
+            b.ev.turbo.idx = keep;
+            vt_free(big);
+        }
         vt_free(other);
         vt_free(o2);
         free(ref);
