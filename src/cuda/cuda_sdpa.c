@@ -11,6 +11,7 @@
 #include "formats/lloyd_max.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/keys_registry.h"
+#include "cuda/values_registry.h"
 
 int vq_cu_elt_of(const DLTensor *t)
 {
@@ -51,59 +52,6 @@ static vq_status fill_keys(vq_ctx *ctx, const vq_cu_key_format *kf, const vq_enc
     return kf->fill(ctx, keys, scale, p);
 }
 
-_Static_assert(VQ_CU_V_F16 == (int)VQ_VALUES_F16 && VQ_CU_V_KIVI == (int)VQ_VALUES_KIVI &&
-                   VQ_CU_V_CODEBOOK == (int)VQ_VALUES_CODEBOOK && VQ_CU_V_TURBO == (int)VQ_VALUES_TURBO,
-               "VQ_CU_V_* must equal vq_values_format");
-
-/* The tensor of a value format whose leading dims are [B, Hkv, Skv]. */
-static const DLTensor *value_lead(const vq_encoded_values *v)
-{
-    switch (v->format) {
-    case VQ_VALUES_KIVI: return v->kivi.codes;
-    case VQ_VALUES_CODEBOOK: return v->codebook.idx;
-    case VQ_VALUES_TURBO: return v->turbo.idx;
-    default: return v->f16.values;
-    }
-}
-
-/* The value format's fields of p (validated by the CPU binders). */
-static void fill_values(const vq_encoded_values *v, vq_cu_sdpa_params *p)
-{
-    const int64_t D = p->c.D;
-    p->v_fmt = (int)v->format;
-    switch (v->format) {
-    case VQ_VALUES_KIVI: {
-        const DLTensor *codes = v->kivi.codes;
-        p->va_codes = vq_data(codes);
-        p->va_ldc = (int)vq_dim(codes, 3);
-        p->va_bits = p->va_ldc != D ? v->kivi.bits : 8; /* one code per byte when the last dim is D */
-        p->va_g = v->kivi.group_size;
-        p->va_GV = (int)vq_ceil_div(D, p->va_g);
-        p->va_scale = vq_data(v->kivi.scale);
-        p->va_zero = vq_data(v->kivi.zero);
-        p->va_sz_f16 = vq_dtype_of(v->kivi.scale) == VQ_DT_F16;
-        break;
-    }
-    case VQ_VALUES_CODEBOOK:
-        p->vc_idx = vq_data(v->codebook.idx);
-        p->vc_packed = vq_dim(v->codebook.idx, 3) != D;
-        p->vc_cents = vq_data(v->codebook.cents);
-        p->vc_n = (int)vq_numel(v->codebook.cents);
-        p->vc_scale = v->codebook.scale ? vq_data(v->codebook.scale) : NULL;
-        break;
-    case VQ_VALUES_TURBO:
-        vq_cu_fill_stage(v->turbo.idx, v->turbo.scale, v->turbo.bits, D, &p->v_stage);
-        p->v_diag = v->turbo.diag ? vq_data(v->turbo.diag) : NULL;
-        p->c.rot_back = 1;
-        p->c.rot_diag = p->v_diag;
-        break;
-    default:
-        p->v = vq_data(v->f16.values);
-        p->v_f16 = vq_dtype_of(v->f16.values) == VQ_DT_F16;
-        break;
-    }
-}
-
 /* Splits of the kv axis: with opts->num_splits, that many (at most one per
  * 32-token tile); else enough CTAs for one full wave at the kernel's
  * occupancy. Each split is a whole number of tiles, none is empty. */
@@ -138,9 +86,9 @@ static int mma_mode(void)
 static vq_cu_sdpa_launcher mma_launcher(const vq_cu_sdpa_params *p, int64_t Sq)
 {
     if (!mma_mode() || p->c.D != 128 || p->mask != NULL || (p->c.causal && Sq != 1)) return NULL;
-    if (p->fmt == VQ_CU_SDPA_F16 && p->k_elt == VQ_CU_F16 && p->v_fmt == VQ_CU_V_F16 && p->v_f16)
+    if (p->fmt == VQ_CU_SDPA_F16 && p->k_elt == VQ_CU_F16 && p->v_fmt == VQ_VALUES_F16 && p->v_f16)
         return vq_cu_launch_mma_f16;
-    if (p->fmt == VQ_CU_SDPA_KIVI && p->v_fmt == VQ_CU_V_KIVI && (p->a_bits == 2 || p->a_bits == 4) &&
+    if (p->fmt == VQ_CU_SDPA_KIVI && p->v_fmt == VQ_VALUES_KIVI && (p->a_bits == 2 || p->a_bits == 4) &&
         p->va_bits == p->a_bits && p->a_g % 32 == 0 && p->va_g == 32)
         return vq_cu_launch_mma_kivi;
     return NULL;
@@ -154,7 +102,10 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
                           const vq_encoded_values *ev, float scale, const DLTensor *mask, DLTensor *out, DLTensor *lse,
                           int num_splits, bool causal, const vq_cu_paging *pg, const vq_cu_window *win)
 {
-    const DLTensor *values = value_lead(ev); /* [B,Hkv,Skv,...]: Hkv and Skv */
+    const vq_cu_value_format *vf = vq_cu_value_format_of((int)ev->format);
+    if (vf == NULL)
+        return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'values': unknown format %d", (int)ev->format);
+    const DLTensor *values = vf->lead(ev); /* [B,Hkv,Skv,...]: Hkv and Skv */
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t B = vq_dim(queries, 0), Hq = vq_dim(queries, 1), Sq = vq_dim(queries, 2), D = vq_dim(queries, 3);
     const int64_t Hkv = vq_dim(values, 1);
@@ -178,12 +129,6 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
     VQ_RETURN_IF(ctx, Hkv * c->row_chunks > 65535 || B > 65535, VQ_ERR_UNSUPPORTED,
                  "grid too large: Hkv * ceil(Hq/Hkv*Sq/8) = %lld, B = %lld (limit 65535 each)",
                  (long long)(Hkv * c->row_chunks), (long long)B);
-    /* the skeleton reads these 8 or 16 bytes at a time (the key format's
-     * fill checks its own tensors) */
-    const DLTensor *vec[] = {values, ev->format == VQ_VALUES_KIVI ? ev->kivi.scale : NULL,
-                             ev->format == VQ_VALUES_KIVI ? ev->kivi.zero : NULL};
-    static const char *const vec_names[] = {"values", "values.kivi.scale", "values.kivi.zero"};
-    VQ_FORWARD_IF_ERROR(vq_cuda_check_aligned16(ctx, vec, vec_names, 3));
     c->causal = causal;
     if (pg) c->pg = *pg;
     c->q = vq_data(queries);
@@ -191,7 +136,8 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
     const vq_cu_key_format *kf = vq_cu_key_format_of((int)keys->format);
     if (kf == NULL) return vq_fail(ctx, VQ_ERR_INVALID_ARGUMENT, "argument 'keys': unknown format %d", (int)keys->format);
     VQ_FORWARD_IF_ERROR(fill_keys(ctx, kf, keys, scale, &p));
-    fill_values(ev, &p);
+    p.v_fmt = (int)ev->format;
+    VQ_FORWARD_IF_ERROR(vf->fill(ctx, ev, &p));
     if (mask) { /* shape checked by the caller: [B or 1, Hq or 1, Sq, Skv] */
         p.mask = vq_data(mask);
         p.mask_f16 = vq_dtype_of(mask) == VQ_DT_F16;
@@ -200,7 +146,7 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
     }
 
     const vq_cu_sdpa_launcher mma = mma_launcher(&p, Sq);
-    const vq_cu_sdpa_launcher launch = mma ? mma : p.v_fmt != VQ_CU_V_F16 ? kf->launch_enc : kf->launch;
+    const vq_cu_sdpa_launcher launch = mma ? mma : p.v_fmt != VQ_VALUES_F16 ? kf->launch_enc : kf->launch;
     int occ = 0;
     VQ_FORWARD_IF_ERROR(vq_cuda_check(ctx, launch(&p, NULL, &occ), "cudaOccupancyMaxActiveBlocksPerMultiprocessor"));
     plan_splits(ctx, num_splits, occ, c);

@@ -79,4 +79,4 @@ static vq_status fill(vq_ctx *, const vq_encoded_keys *keys, float, vq_cu_sdpa_p
 
 extern "C" const vq_cu_key_format vq_cu_keys_commvq = {
     VQ_KEYS_COMMVQ, fill, vqkv::kv_launch_plain<vqkv::CommvqKeys::P>, vqkv::kv_launch_enc<vqkv::CommvqKeys::P>,
-    false /* positions are indexed by sequence position */};
+    false /* positions are indexed by sequence position */, 0, nullptr /* the public codecs write its bytes */};

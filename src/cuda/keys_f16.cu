@@ -58,4 +58,5 @@ static vq_status fill(vq_ctx *ctx, const vq_encoded_keys *keys, float, vq_cu_sdp
 }
 
 extern "C" const vq_cu_key_format vq_cu_keys_f16 = {
-    VQ_KEYS_F16, fill, vqkv::kv_launch_plain<vqkv::F16Keys::P>, vqkv::kv_launch_enc<vqkv::F16Keys::P>, true};
+    VQ_KEYS_F16, fill, vqkv::kv_launch_plain<vqkv::F16Keys::P>, vqkv::kv_launch_enc<vqkv::F16Keys::P>, true,
+    0, nullptr /* the public codecs write its bytes */};

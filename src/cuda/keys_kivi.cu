@@ -81,4 +81,5 @@ static vq_status fill(vq_ctx *ctx, const vq_encoded_keys *keys, float, vq_cu_sdp
 }
 
 extern "C" const vq_cu_key_format vq_cu_keys_kivi = {
-    VQ_KEYS_KIVI, fill, vqkv::kv_launch_plain<vqkv::KIVIKeys::P>, vqkv::kv_launch_enc<vqkv::KIVIKeys::P>, true};
+    VQ_KEYS_KIVI, fill, vqkv::kv_launch_plain<vqkv::KIVIKeys::P>, vqkv::kv_launch_enc<vqkv::KIVIKeys::P>, true,
+    0, nullptr /* the public codecs write its bytes */};

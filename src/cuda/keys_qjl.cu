@@ -76,4 +76,5 @@ static vq_status fill(vq_ctx *ctx, const vq_encoded_keys *keys, float scale, vq_
 }
 
 extern "C" const vq_cu_key_format vq_cu_keys_qjl = {
-    VQ_KEYS_QJL, fill, vqkv::kv_launch_plain<vqkv::QjlKeys::P>, vqkv::kv_launch_enc<vqkv::QjlKeys::P>, true};
+    VQ_KEYS_QJL, fill, vqkv::kv_launch_plain<vqkv::QjlKeys::P>, vqkv::kv_launch_enc<vqkv::QjlKeys::P>, true,
+    0, nullptr /* the public codecs write its bytes */};

@@ -65,4 +65,5 @@ static vq_status fill(vq_ctx *, const vq_encoded_keys *keys, float, vq_cu_sdpa_p
 }
 
 extern "C" const vq_cu_key_format vq_cu_keys_rabitq = {
-    VQ_KEYS_RABITQ, fill, vqkv::kv_launch_plain<vqkv::RabitqKeys::P>, vqkv::kv_launch_enc<vqkv::RabitqKeys::P>, true};
+    VQ_KEYS_RABITQ, fill, vqkv::kv_launch_plain<vqkv::RabitqKeys::P>, vqkv::kv_launch_enc<vqkv::RabitqKeys::P>, true,
+    0, nullptr /* the public codecs write its bytes */};

@@ -90,8 +90,8 @@ static vq_status fill(vq_ctx *ctx, const vq_encoded_keys *keys, float, vq_cu_sdp
 
 extern "C" const vq_cu_key_format vq_cu_keys_turbo = {
     VQ_KEYS_TURBO, fill, vqkv::kv_launch_plain<vqkv::TurboKeys::P>, vqkv::kv_launch_enc<vqkv::TurboKeys::P>,
-    true};
+    true, 0, nullptr /* the public codecs write its bytes */};
 
 extern "C" const vq_cu_key_format vq_cu_keys_turbo_rvq = {
     VQ_KEYS_TURBO_RVQ, fill, vqkv::kv_launch_plain<vqkv::TurboKeys::P>, vqkv::kv_launch_enc<vqkv::TurboKeys::P>,
-    true};
+    true, 0, nullptr /* the public codecs write its bytes */};

@@ -69,4 +69,5 @@ static vq_status fill(vq_ctx *, const vq_encoded_keys *keys, float, vq_cu_sdpa_p
 }
 
 extern "C" const vq_cu_key_format vq_cu_keys_vecinfer = {
-    VQ_KEYS_VECINFER, fill, vqkv::kv_launch_plain<vqkv::PqKeys::P>, vqkv::kv_launch_enc<vqkv::PqKeys::P>, true};
+    VQ_KEYS_VECINFER, fill, vqkv::kv_launch_plain<vqkv::PqKeys::P>, vqkv::kv_launch_enc<vqkv::PqKeys::P>, true,
+    0, nullptr /* the public codecs write its bytes */};

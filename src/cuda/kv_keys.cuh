@@ -11,7 +11,7 @@
 #ifndef VQ_CUDA_KV_KEYS_CUH
 #define VQ_CUDA_KV_KEYS_CUH
 
-#include "cuda/kv_decode.cuh"
+#include "cuda/kv_fields.cuh"
 #include "cuda/kv_values.cuh"
 #include "cuda/keys_registry.h"
 
@@ -90,21 +90,6 @@ __device__ __forceinline__ void row_sums(const float *qs, int qw, int n, float *
     }
 }
 
-/* The fields a key format keeps in p.kp: T is the struct of its
- * keys_<name>.cu. */
-template <class T>
-__host__ __device__ __forceinline__ const T &key_params(const vq_cu_sdpa_params &p)
-{
-    static_assert(sizeof(T) <= sizeof p.kp.bytes, "a key format's fields fit VQ_CU_KEY_PARAM_BYTES");
-    static_assert(alignof(T) <= alignof(decltype(p.kp)), "a key format's fields are aligned as p.kp");
-    return *reinterpret_cast<const T *>(p.kp.bytes);
-}
-template <class T>
-inline T &key_params(vq_cu_sdpa_params &p)
-{
-    return const_cast<T &>(key_params<T>((const vq_cu_sdpa_params &)p));
-}
-
 /* The launcher of a key policy over the value formats of one set: VSET 0 =
  * plain f16 / f32 values, 1 = the encoded ones (affine, codebook, turbo),
  * 2 = plain f16 values only (a format that exists only in the cache, whose
@@ -119,16 +104,17 @@ struct KvLaunch {
         {
             const vq_cu_sdpa_params &p = *(const vq_cu_sdpa_params *)params;
             if constexpr (VSET == 0) {
-                if (p.v_f16) return kv_go<KP, F16Values<true>::template P, W, R>(p, stream, occupancy);
-                return kv_go<KP, F16Values<false>::template P, W, R>(p, stream, occupancy);
+                if (p.v_f16) return kv_go<KP, F16Values::Of<true>::template P, W, R>(p, stream, occupancy);
+                return kv_go<KP, F16Values::Of<false>::template P, W, R>(p, stream, occupancy);
             } else if constexpr (VSET == 2) {
                 if (!p.v_f16) return (int)cudaErrorInvalidValue;
-                return kv_go<KP, F16Values<true>::template P, W, R>(p, stream, occupancy);
+                return kv_go<KP, F16Values::Of<true>::template P, W, R>(p, stream, occupancy);
             } else {
-                if (p.v_fmt == VQ_CU_V_KIVI) return kv_go<KP, KIVIValues::template P, W, R>(p, stream, occupancy);
-                if (p.v_fmt == VQ_CU_V_CODEBOOK)
-                    return kv_go<KP, CodebookValues::template P, W, R>(p, stream, occupancy);
-                return kv_go<KP, TurboValues::template P, W, R>(p, stream, occupancy);
+#define VQ_KV_VALUE_CASE(Policy) \
+    if (p.v_fmt == Policy::format) return kv_go<KP, Policy::template P, W, R>(p, stream, occupancy);
+                VQ_CU_ENCODED_VALUE_FORMATS(VQ_KV_VALUE_CASE)
+#undef VQ_KV_VALUE_CASE
+                return (int)cudaErrorInvalidValue;
             }
         }
         static int run(const void *params, void *stream) { return go(params, stream, nullptr); }

@@ -30,9 +30,6 @@ enum {
     VQ_CU_SDPA_KIVI_MIX = 9 /* no public format: VQ_CUDA_KEYS_KIVI_MIX (attention/attn_cuda.h) */
 };
 
-/* Value formats; equal to the public vq_values_format's (asserted in cuda_sdpa.c). */
-enum { VQ_CU_V_F16 = 1, VQ_CU_V_KIVI = 2, VQ_CU_V_CODEBOOK = 3, VQ_CU_V_TURBO = 4 };
-
 /* The query preparation of a key format (sdpa_prep.cu): scaled, rotated
  * first (H (diag ⊙ q)/sqrt(D)), or projected (q_proj q, q_proj_m floats). */
 enum { VQ_CU_QPREP_SCALE = 0, VQ_CU_QPREP_ROTATE = 1, VQ_CU_QPREP_PROJECT = 2 };
@@ -51,8 +48,10 @@ typedef struct vq_cu_sdpa_stage {
     float cents[256];     /* the 2^bits Lloyd-Max centroids */
 } vq_cu_sdpa_stage;
 
-/* Bytes of the per-format key fields (vq_cu_sdpa_params.kp). */
+/* Bytes of the per-format key fields (vq_cu_sdpa_params.kp) and value
+ * fields (.vp): TurboQuant's two key stages, its one value stage. */
 #define VQ_CU_KEY_PARAM_BYTES (8 + 2 * sizeof(vq_cu_sdpa_stage))
+#define VQ_CU_VALUE_PARAM_BYTES sizeof(vq_cu_sdpa_stage)
 
 typedef struct vq_cu_sdpa_params {
     vq_cu_attend_common c;  /* shapes, causal, split plan, partial states (merge kernel) */
@@ -66,22 +65,21 @@ typedef struct vq_cu_sdpa_params {
     int mask_f16;
     int64_t mask_sb, mask_sh;
 
-    int v_fmt;              /* VQ_CU_V_* */
-    const void *v;          /* F16: [B,Hkv,Skv,D] values */
+    int v_fmt;              /* the vq_values_format (values_registry.h) */
+    /* Plain values (values_f16.cuh) and KIVI values (values_kivi.cuh): named
+     * fields, as the tensor-core skeleton (decode_mma*.cuh) reads them too */
+    const void *v;          /* [B,Hkv,Skv,D] f16 (v_f16) or f32 */
     int v_f16;
-    /* KIVI values: v_hat = code * scale[t, c/g] + zero[t, c/g] */
-    const uint8_t *va_codes;       /* [B,Hkv,Skv,va_ldc] */
+    const uint8_t *va_codes;       /* [B,Hkv,Skv,va_ldc]: v_hat = code * scale[t, c/g] + zero[t, c/g] */
     const void *va_scale, *va_zero; /* [B,Hkv,Skv,va_GV] f16 (va_sz_f16) or f32 */
     int va_bits, va_ldc, va_g, va_GV, va_sz_f16;
-    /* CODEBOOK values: v_hat = cents[min(idx, n - 1)] * scale[t] */
-    const uint8_t *vc_idx;         /* [B,Hkv,Skv,D] or nibble-packed [B,Hkv,Skv,D/2] */
-    const float *vc_cents;         /* [vc_n] */
-    const float *vc_scale;         /* [B,Hkv,Skv] or NULL */
-    int vc_packed, vc_n;
-    /* TURBO values: y_hat = scale[t] * cents[code], accumulated rotated; the
-     * merge rotates each output row back (v_diag [D] or NULL) */
-    vq_cu_sdpa_stage v_stage;
-    const float *v_diag;
+    /* The other value formats' fields: the struct of their values_<name>.cuh,
+     * filled by its fill and read by its policy (value_params in kv_fields.cuh). */
+    union {
+        unsigned char bytes[VQ_CU_VALUE_PARAM_BYTES];
+        int64_t align_i;
+        const void *align_p;
+    } vp;
 
     /* VQ_CU_SDPA_F16 (also read by the tensor-core skeleton, decode_mma.cuh) */
     const void *k;          /* [B,Hkv,Skv,D] */
@@ -102,7 +100,7 @@ typedef struct vq_cu_sdpa_params {
 
     /* The other key formats' fields: the struct of their keys_<name>.cu,
      * filled by its host side and read by its policy (key_params in
-     * kv_keys.cuh), no larger than TurboQuant's two stages. */
+     * kv_fields.cuh), no larger than TurboQuant's two stages. */
     union {
         unsigned char bytes[VQ_CU_KEY_PARAM_BYTES];
         int64_t align_i;
