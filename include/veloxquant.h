@@ -931,7 +931,7 @@ typedef struct vq_cache_attend_opts {
  * evicted: section head),
  * VQ_ERR_OUT_OF_MEMORY (scratch), VQ_ERR_UNSUPPORTED (misaligned data or a
  * last axis that is not contiguous; on a CUDA ctx also what its kernels do
- * not run yet, named in the message: RaBitQ Hamming scoring, a sequence with
+ * not run yet, named in the message: a sequence with
  * no token, a causal prefill over pages and a window whose q, out or lse_out
  * is not compact, and whatever the CUDA attention entry points refuse). Nothing but out and lse_out is written.
  * CPU: one skeleton run for the whole batch (pages bound once per pool chunk

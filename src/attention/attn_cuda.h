@@ -41,6 +41,13 @@ typedef struct vq_cuda_kivi_mix_keys {
     int bits, bits2, group_size, wide;
 } vq_cuda_kivi_mix_keys;
 
+/* RaBitQ keys scored by the Hamming estimate on raw queries (the cache's
+ * default RaBitQ score, cache/cache_formats.c: s = (D - 2 popcount(sign(rot
+ * q) XOR bits)) * scale * ||rot q||_1 / D * mag) have no public
+ * vq_keys_format either: the cache hands them to vq_cuda_fused_sdpa as the
+ * tensors of VQ_KEYS_RABITQ (vq_encoded_keys.rabitq) under this format. */
+#define VQ_CUDA_KEYS_RABITQ_HAMMING 10
+
 /* vq_attention_merge after validation (strided views accepted). */
 vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTensor *lse_a, const DLTensor *out_b,
                                   const DLTensor *lse_b, DLTensor *out, DLTensor *lse_out);

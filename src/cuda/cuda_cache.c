@@ -67,12 +67,18 @@ static DLTensor *row_of(row_view *v, const DLTensor *t, int64_t i)
 }
 
 /* The keys the CUDA kernels read for a layer whose streams sv the method
- * described into *ek: *ek itself, or for mixed-width KIVI keys, which have
- * no public format, *mix made from the streams (attention/attn_cuda.h). */
+ * described into *ek: *ek itself, or for the key formats without a public
+ * vq_keys_format (attention/attn_cuda.h) *mix: mixed-width KIVI keys made
+ * from the streams, RaBitQ keys under the Hamming score's format. */
 static const vq_encoded_keys *cuda_keys(const vq_cache *c, const vq_cache_layer *L, const DLTensor *sv,
                                         const vq_encoded_keys *ek, vq_cuda_kivi_mix_keys *mix)
 {
     const vq_key_config *kc = &L->cfg.keys;
+    if (kc->method == VQ_KEY_RABITQ && kc->rabitq_score == VQ_RABITQ_SCORE_HAMMING) {
+        mix->base = *ek;
+        mix->base.format = (vq_keys_format)VQ_CUDA_KEYS_RABITQ_HAMMING;
+        return &mix->base;
+    }
     if (kc->method != VQ_KEY_KIVI_MIX) return ek;
     *mix = (vq_cuda_kivi_mix_keys){.base = {.format = (vq_keys_format)VQ_CUDA_KEYS_KIVI_MIX},
                                    .codes = &sv[0], .scale = &sv[1], .zero = &sv[2], .mask = &sv[3],
@@ -543,11 +549,7 @@ static vq_status f16_windows(vq_cache *c, const vq_cache_layer *L, int n_seq, vq
 vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_layer *const *sls, const int *slots,
                                const DLTensor *q, DLTensor *out, DLTensor *lse, float scale, bool causal, int64_t Sq)
 {
-    vq_ctx *ctx = c->ctx;
     vq_cache_layer *L = &c->layers[layer];
-    VQ_RETURN_IF(ctx, L->cfg.keys.method == VQ_KEY_RABITQ && L->cfg.keys.rabitq_score == VQ_RABITQ_SCORE_HAMMING,
-                 VQ_ERR_UNSUPPORTED,
-                 "layer %d: RaBitQ Hamming scoring is not run by the CUDA cache yet (rabitq_score = EXACT is)", layer);
     f16_wins wins;
     VQ_FORWARD_IF_ERROR(f16_windows(c, L, n_seq, sls, &wins));
     const char *force = getenv("VQ_CACHE_CUDA_GATHER");

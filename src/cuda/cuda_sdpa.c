@@ -38,7 +38,8 @@ _Static_assert(VQ_CU_SDPA_F16 == (int)VQ_KEYS_F16 && VQ_CU_SDPA_TURBO == (int)VQ
                    VQ_CU_SDPA_RABITQ == (int)VQ_KEYS_RABITQ && VQ_CU_SDPA_QJL == (int)VQ_KEYS_QJL &&
                    VQ_CU_SDPA_VECINFER == (int)VQ_KEYS_VECINFER && VQ_CU_SDPA_COMMVQ == (int)VQ_KEYS_COMMVQ,
                "VQ_CU_SDPA_* must equal vq_keys_format");
-_Static_assert(VQ_CU_SDPA_KIVI_MIX == VQ_CUDA_KEYS_KIVI_MIX, "the internal KIVI_MIX key format");
+_Static_assert(VQ_CU_SDPA_KIVI_MIX == VQ_CUDA_KEYS_KIVI_MIX && VQ_CU_SDPA_RABITQ_HAMMING == VQ_CUDA_KEYS_RABITQ_HAMMING,
+               "the internal key formats");
 
 /* The key format's fields of p (formats validated by their binders): its
  * descriptor's fill, after what every format starts from. */

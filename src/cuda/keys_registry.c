@@ -13,6 +13,7 @@
     X(kivi)                  \
     X(kivi_mix)              \
     X(rabitq)                \
+    X(rabitq_hamming)        \
     X(qjl)                   \
     X(vecinfer)              \
     X(commvq)

@@ -27,7 +27,8 @@ enum {
     VQ_CU_SDPA_QJL = 6,
     VQ_CU_SDPA_VECINFER = 7,
     VQ_CU_SDPA_COMMVQ = 8,
-    VQ_CU_SDPA_KIVI_MIX = 9 /* no public format: VQ_CUDA_KEYS_KIVI_MIX (attention/attn_cuda.h) */
+    VQ_CU_SDPA_KIVI_MIX = 9,        /* no public format: VQ_CUDA_KEYS_KIVI_MIX (attention/attn_cuda.h) */
+    VQ_CU_SDPA_RABITQ_HAMMING = 10  /* the same: VQ_CUDA_KEYS_RABITQ_HAMMING */
 };
 
 /* The query preparation of a key format (sdpa_prep.cu): scaled, rotated

@@ -147,6 +147,8 @@ static void test_cuda_vs_cpu(void)
         {"turbo3", {{.method = VQ_KEY_TURBO, .bits = 3, .norm_correct = true}, {.method = VQ_VALUE_TURBO, .bits = 3}}},
         {"rvq22", {{.method = VQ_KEY_TURBO_RVQ, .bits = 2, .bits2 = 2}, {.method = VQ_VALUE_KIVI, .bits = 4, .group_size = 32}}},
         {"rabitq-exact", {{.method = VQ_KEY_RABITQ, .rabitq_score = VQ_RABITQ_SCORE_EXACT}, {.method = VQ_VALUE_F16}}},
+        {"rabitq", {{.method = VQ_KEY_RABITQ, .rabitq_score = VQ_RABITQ_SCORE_HAMMING, .rabitq_mag = VQ_RABITQ_MAG_L1},
+                    {.method = VQ_VALUE_CODEBOOK, .bits = 4}}},
         {"pq", {{.method = VQ_KEY_VECINFER, .codebook = cb}, {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}}},
         {"commvq", {{.method = VQ_KEY_COMMVQ, .codebook = cv, .cos_freqs = cs, .sin_freqs = sn}, {.method = VQ_VALUE_F16}}},
     };
@@ -163,8 +165,8 @@ static void test_cuda_vs_cpu(void)
         compare(cpu, gpu, cases[i].name, &cases[i].lc, 8, &chunks, &st, dk, dv);
         compare(cpu, gpu, cases[i].name, &cases[i].lc, 8, &many, &st, dk, dv);
     }
-    /* the per-format skeleton's pages, KIVI's scale groups among them */
-    for (size_t i = 2; i < 6; i++) compare(cpu, gpu, cases[i].name, &cases[i].lc, 0, &many, &st, dk, dv);
+    /* the per-format skeleton's pages, KIVI's scale groups and the Hamming keys among them */
+    for (size_t i = 2; i < 7; i++) compare(cpu, gpu, cases[i].name, &cases[i].lc, 0, &many, &st, dk, dv);
 
     /* what the CUDA cache does not run yet says so */
     vq_cache *c = NULL;
