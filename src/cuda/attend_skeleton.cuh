@@ -21,6 +21,7 @@
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -112,6 +113,7 @@ struct Rows {
     int n;              /* valid rows (<= R) */
     int64_t out[R];     /* global row index (b*Hq + hq)*Sq + sq */
     int lim[R];         /* last kv position the row sees */
+    int lo[R];          /* first kv position the row sees (c.bound; INT_MIN: no bound) */
     int hq[R], sq[R];
 };
 
@@ -130,8 +132,16 @@ __device__ __forceinline__ Rows<R> cta_rows(const vq_cu_attend_common &c, int b,
         rw.out[r] = ((int64_t)b * c.Hq + rw.hq[r]) * c.Sq + rw.sq[r];
         rw.lim[r] = c.causal ? c.Skv - c.Sq + rw.sq[r] : c.Skv - 1;
         if (r >= rw.n) rw.lim[r] = -1; /* padding rows see nothing */
+        rw.lo[r] = c.bound.on ? c.bound.lo[min(b, VQ_CU_PAGED_MAX_B - 1)] + rw.sq[r] * c.bound.step : INT_MIN;
     }
     return rw;
+}
+
+/* Token t is outside row r's [lo, lim] (the causal limit, the sliding window). */
+template <int R>
+__device__ __forceinline__ bool row_hides(const Rows<R> &rw, int r, int t)
+{
+    return t > rw.lim[r] || t < rw.lo[r];
 }
 
 /* Flattened token index of token t of (b, hkv): contiguous or paged
@@ -287,7 +297,7 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
         fmt.score(warp, tl, kr, &sm.q[0][0], s);
 #pragma unroll
         for (int r = 0; r < R; r++)
-            if (t >= t_end || t > rw.lim[r]) s[r] = -INFINITY;
+            if (t >= t_end || row_hides(rw, r, t)) s[r] = -INFINITY;
         float alpha[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
