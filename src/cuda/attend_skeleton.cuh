@@ -113,8 +113,10 @@ struct Rows {
     int n;              /* valid rows (<= R) */
     int64_t out[R];     /* global row index (b*Hq + hq)*Sq + sq */
     int lim[R];         /* last kv position the row sees */
-    int lo[R];          /* first kv position the row sees (c.bound; INT_MIN: no bound) */
     int hq[R], sq[R];
+    /* first kv position row r sees: lo0 + sq[r] * lo_step (c.bound; INT_MIN
+     * and 0 without one). Two scalars, not an array per row: registers */
+    int lo0, lo_step;
 };
 
 template <int R>
@@ -132,16 +134,24 @@ __device__ __forceinline__ Rows<R> cta_rows(const vq_cu_attend_common &c, int b,
         rw.out[r] = ((int64_t)b * c.Hq + rw.hq[r]) * c.Sq + rw.sq[r];
         rw.lim[r] = c.causal ? c.Skv - c.Sq + rw.sq[r] : c.Skv - 1;
         if (r >= rw.n) rw.lim[r] = -1; /* padding rows see nothing */
-        rw.lo[r] = c.bound.on ? c.bound.lo[min(b, VQ_CU_PAGED_MAX_B - 1)] + rw.sq[r] * c.bound.step : INT_MIN;
     }
+    rw.lo0 = c.bound.on ? c.bound.lo[min(b, VQ_CU_PAGED_MAX_B - 1)] : INT_MIN;
+    rw.lo_step = c.bound.on ? c.bound.step : 0;
     return rw;
 }
 
-/* Token t is outside row r's [lo, lim] (the causal limit, the sliding window). */
+/* The first kv position row r sees (the sliding window; INT_MIN: no bound). */
+template <int R>
+__device__ __forceinline__ int row_low(const Rows<R> &rw, int r)
+{
+    return rw.lo0 + rw.sq[r] * rw.lo_step;
+}
+
+/* Token t is outside row r's [low, lim] (the causal limit, the sliding window). */
 template <int R>
 __device__ __forceinline__ bool row_hides(const Rows<R> &rw, int r, int t)
 {
-    return t > rw.lim[r] || t < rw.lo[r];
+    return t > rw.lim[r] || t < row_low(rw, r);
 }
 
 /* Flattened token index of token t of (b, hkv): contiguous or paged
