@@ -63,8 +63,9 @@ vq_status vq_cuda_zero(vq_ctx *ctx, void *dst, size_t bytes);  /* cudaMemsetAsyn
  * VQ_CU_PAGED_MAX_B, lse compact [B,Hq,1] or NULL; the formats' tensors are
  * views of one pool chunk ([pages,Hkv,rows,...], cache_internal.h); batch row
  * b reads pg's pages and, when win is not NULL, its f16 window (attended by
- * the merge kernel). It takes the key formats whose streams are per token
- * (all but KIVI and COMMVQ). */
+ * the merge kernel); bd (or NULL) bounds the tokens of each row from below
+ * (a sliding window: vq_cu_bound, and win->lo for the window). It takes the
+ * key formats whose streams are per token (all but KIVI and COMMVQ). */
 struct vq_cu_paging;
 struct vq_cu_window;
 struct vq_cu_bound;
