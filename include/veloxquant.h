@@ -620,10 +620,11 @@ typedef struct vq_cache_config {
      * included), and the pages whose tokens are all older than that go back
      * to the pool, so the layer holds at most about W + page_size + R tokens
      * of a sequence whatever its length (see "Sliding windows" above).
-     * Errors at create: a W < 0 or > 2^30 -> VQ_ERR_INVALID_ARGUMENT naming
-     * the entry ("cfg->sliding_windows[3]"); any W > 0 on a CUDA ctx ->
-     * VQ_ERR_UNSUPPORTED (the CUDA kernels have no lower bound on the tokens
-     * a query sees, and a window starts inside a page). */
+     * Both backends (on a CUDA ctx the kernels mask each query row's window
+     * themselves, inside pages and the residual window alike; the
+     * tensor-core kernels of VQ_CUDA_MMA=1 take no window, so such layers
+     * run on the CUDA-core ones). Errors at create: a W < 0 or > 2^30 ->
+     * VQ_ERR_INVALID_ARGUMENT naming the entry ("cfg->sliding_windows[3]"). */
     const int *sliding_windows;
     /* A profile (vq_profile_create / vq_profile_load), or NULL. It gives
      * every layer's methods, sliding window and transforms, the residual
@@ -743,8 +744,7 @@ VQ_API vq_status vq_cache_preset_layer_config(const char *name, int head_dim, vq
  * an unknown method or preset; bits, group sizes or head_dim outside what a
  * method takes; a table with the wrong shape/dtype/device (tables are host
  * memory), with the argument named, e.g. "cfg->layers[3].keys.codebook"),
- * VQ_ERR_UNSUPPORTED (D > 256; on a CUDA ctx, sliding windows, named
- * "cfg->sliding_windows[l]"),
+ * VQ_ERR_UNSUPPORTED (D > 256),
  * VQ_ERR_OUT_OF_MEMORY. Sinks and transforms: sink_tokens outside
  * 0..VQ_CACHE_MAX_SINK_TOKENS, a table not [Hkv, D] f32 host compact, a mean
  * not finite or a scale outside [2^-24, 2^24] (the element named), a table
@@ -1180,8 +1180,8 @@ VQ_API vq_status vq_profile_load(vq_ctx *ctx, const char *path, vq_profile **out
  * residual window. Loading gives a cache whose attention outputs are
  * bit-identical to the saved one's (the same bytes, on the CPU; the CUDA
  * kernels' own rounding on CUDA), on either backend: a CPU-saved file loads
- * on a CUDA ctx and the reverse (the cache's own backend rules apply, e.g.
- * sliding windows are CPU-only). Pages shared by forked sequences are saved
+ * on a CUDA ctx and the reverse (the cache's own backend rules apply),
+ * sliding windows and their evicted pages included. Pages shared by forked sequences are saved
  * once per sequence and load unshared. A loaded cache allocates only the pages its
  * sequences fill (plus one per layer); it grows by the saved grow_pages, and
  * a fixed-capacity one (grow_pages 0) may grow back up to its saved

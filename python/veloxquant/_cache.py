@@ -188,8 +188,8 @@ class KVCache:
             vq_cache_config.window and window_bits.
         sliding_windows: per-layer sliding-window attention, n_layers ints
             (0 = full attention): a query sees only the newest W tokens of
-            its sequence and older pages go back to the pool (CPU only;
-            vq_cache_config.sliding_windows).
+            its sequence and older pages go back to the pool (CPU and
+            CUDA; vq_cache_config.sliding_windows).
         profile: a profile (a path, or the bytes of a file written by
             ``vq profile`` or vq_profile_save) giving every layer's methods,
             sliding windows and the residual window: then leave method,

@@ -147,12 +147,6 @@ static vq_status build(vq_cache *c, const vq_cache_config *cfg)
         vq_cache_layer *L = &c->layers[l];
         VQ_FORWARD_IF_ERROR(vq_cache_layout_layer(c, &user, name, L));
         L->sliding = cfg->sliding_windows ? cfg->sliding_windows[l] : 0;
-        /* the CUDA kernels see every token of the pages they are given: no
-         * lower bound inside a page, where a window starts */
-        VQ_RETURN_IF(ctx, c->cuda && L->sliding > 0, VQ_ERR_UNSUPPORTED,
-                     "argument 'cfg->sliding_windows[%d]': %lld, sliding windows are CPU only (the CUDA attention "
-                     "has no lower bound on the tokens a query sees)",
-                     l, (long long)L->sliding);
     }
     VQ_FORWARD_IF_ERROR(vq_cache_recipe_config(c, cfg));
     for (int l = 0; l < c->L; l++) {

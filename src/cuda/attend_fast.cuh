@@ -246,7 +246,7 @@ __device__ __forceinline__ void fast_split(const vq_cu_attend_common &c, Fmt &fm
         fmt.score(kr, s);
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            if (t > last || t > rw.lim[r]) s[r] = -INFINITY;
+            if (t > last || row_hides(rw, r, t)) s[r] = -INFINITY;
             const float m_new = fmaxf(m_run[r], warp_max(s[r]));
             const float pr = s[r] == -INFINITY ? 0.0f : exp2f(s[r] - m_new);
             if (m_new != m_run[r]) {

@@ -5,7 +5,8 @@
  * when asked the row's natural-log log-sum-exp ln 2 * (M + log2 L). One CTA
  * per row; a row that saw no key (all masked) gets zeros (whatever its
  * accumulators hold) and lse -inf. With a window (vq_cu_window: the KV
- * cache's f16 residual tokens of a decode row), the kernel attends it itself
+ * cache's f16 residual tokens of a decode row, from its first token inside
+ * the row's sliding window), the kernel attends it itself
  * (attend_window) and folds its state in after the rotation back, so a paged
  * decode step costs one attention launch and this one.
  * With c.rot_back (TurboQuant values, accumulated in the rotated basis) the
@@ -55,14 +56,14 @@ __device__ WindowState attend_window(const vq_cu_attend_common &c, const vq_cu_w
                                      float *pw, float *red)
 {
     const int D = c.D, b = (int)(row / c.Hq), hq = (int)(row % c.Hq), hkv = hq / (c.Hq / c.Hkv);
-    const int n = w.n[b];
+    const int n = w.n[b], lo = w.lo[b]; /* tokens below lo are outside a sliding window: never read */
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
     const __half *K = (const __half *)w.kv[b] + (int64_t)hkv * w.cap * D;
     const __half *V = (const __half *)w.kv[b] + ((int64_t)c.Hkv + hkv) * w.cap * D;
     for (int d = threadIdx.x; d < D; d += blockDim.x) qv[d] = load_f(c.q, row * D + d, c.q_f16) * w.qmul;
     __syncthreads();
     WindowState st = {-INFINITY, 0.0f, {0.0f, 0.0f}};
-    for (int t0 = 0; t0 < n; t0 += 128) {
+    for (int t0 = max(lo, 0); t0 < n; t0 += 128) {
         const int nt = min(128, n - t0);
         for (int j = warp; j < nt; j += 4) {
             const __half *k = K + (int64_t)(t0 + j) * D;

@@ -31,6 +31,16 @@ typedef struct vq_cu_paging {
     int n_tok[VQ_CU_PAGED_MAX_B];
 } vq_cu_paging;
 
+/* A lower bound on the tokens each query row sees (the KV cache's sliding
+ * windows): with `on`, query row sq (its position among the call's Sq) of
+ * batch row b sees token t of its kv axis only when t >= lo[b] + sq * step
+ * (lo may be negative: no bound below the axis start); a call with a bound
+ * has B <= VQ_CU_PAGED_MAX_B. Zeroed: no bound. */
+typedef struct vq_cu_bound {
+    int on, step;
+    int lo[VQ_CU_PAGED_MAX_B];
+} vq_cu_bound;
+
 /* The Skv of a paged launch of B rows: the longest row, at least 1 so that
  * the split plan has a split (a row of 0 tokens reads nothing). */
 static inline int64_t vq_cu_paging_skv(const vq_cu_paging *pg, int64_t B)
@@ -58,6 +68,7 @@ typedef struct vq_cu_attend_common {
     int rot_back;      /* merge: rotate each output row back (TurboQuant values) */
     const float *rot_diag; /* [D] or NULL: the rotation's diagonal */
     vq_cu_paging pg;       /* pg.pages NULL: contiguous [B,Hkv,Skv,...] */
+    vq_cu_bound bound;     /* the sliding window's lower bound, or zeroed */
 } vq_cu_attend_common;
 
 /* A window of f16 keys and values per batch row that the merge kernel
@@ -65,10 +76,13 @@ typedef struct vq_cu_attend_common {
  * residual window, so a paged decode step is one attention launch and one
  * merge): row b's keys at kv[b] + (hkv * cap + t) * D, its values at
  * kv[b] + ((Hkv + hkv) * cap + t) * D, t < n[b] (the cache's res layout
- * [2][Hkv][cap][D]). Decode only (Sq == 1: no causal limit inside it). */
+ * [2][Hkv][cap][D]). Decode only (Sq == 1: no causal limit inside it).
+ * Row b sees tokens [lo[b], n[b]) of its window only (a sliding window that
+ * reaches into it; 0: all). */
 typedef struct vq_cu_window {
     const void *kv[VQ_CU_PAGED_MAX_B];  /* device, f16 */
     int n[VQ_CU_PAGED_MAX_B];
+    int lo[VQ_CU_PAGED_MAX_B];
     int cap;
     float qmul;                         /* softmax scale * log2(e) */
 } vq_cu_window;

@@ -21,6 +21,7 @@
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -113,6 +114,9 @@ struct Rows {
     int64_t out[R];     /* global row index (b*Hq + hq)*Sq + sq */
     int lim[R];         /* last kv position the row sees */
     int hq[R], sq[R];
+    /* first kv position row r sees: lo0 + sq[r] * lo_step (c.bound; INT_MIN
+     * and 0 without one). Two scalars, not an array per row: registers */
+    int lo0, lo_step;
 };
 
 template <int R>
@@ -131,7 +135,23 @@ __device__ __forceinline__ Rows<R> cta_rows(const vq_cu_attend_common &c, int b,
         rw.lim[r] = c.causal ? c.Skv - c.Sq + rw.sq[r] : c.Skv - 1;
         if (r >= rw.n) rw.lim[r] = -1; /* padding rows see nothing */
     }
+    rw.lo0 = c.bound.on ? c.bound.lo[min(b, VQ_CU_PAGED_MAX_B - 1)] : INT_MIN;
+    rw.lo_step = c.bound.on ? c.bound.step : 0;
     return rw;
+}
+
+/* The first kv position row r sees (the sliding window; INT_MIN: no bound). */
+template <int R>
+__device__ __forceinline__ int row_low(const Rows<R> &rw, int r)
+{
+    return rw.lo0 + rw.sq[r] * rw.lo_step;
+}
+
+/* Token t is outside row r's [low, lim] (the causal limit, the sliding window). */
+template <int R>
+__device__ __forceinline__ bool row_hides(const Rows<R> &rw, int r, int t)
+{
+    return t > rw.lim[r] || t < row_low(rw, r);
 }
 
 /* Flattened token index of token t of (b, hkv): contiguous or paged
@@ -287,7 +307,7 @@ __device__ __forceinline__ void decode_split(const vq_cu_attend_common &c, Fmt &
         fmt.score(warp, tl, kr, &sm.q[0][0], s);
 #pragma unroll
         for (int r = 0; r < R; r++)
-            if (t >= t_end || t > rw.lim[r]) s[r] = -INFINITY;
+            if (t >= t_end || row_hides(rw, r, t)) s[r] = -INFINITY;
         float alpha[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {

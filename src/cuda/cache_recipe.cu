@@ -124,12 +124,18 @@ static __global__ void recipe_group_merge_kernel(vq_cu_recipe_group g, const flo
     const vq_cu_recipe_seq sq = g.seqs[gi];
     const float *qs = gq + row * D, *po = go + row * D;
     const double plse = gl[row];
-    const int64_t n = sq.sink ? min(sq.n_sink, (int64_t)RECIPE_MAX_SINK) : 0;
-    const __half *K = n ? (const __half *)sq.sink + hk * g.S * D : nullptr;
-    const __half *V = n ? (const __half *)sq.sink + (Hkv + hk) * g.S * D : nullptr;
+    const int64_t held = sq.sink ? min(sq.n_sink, (int64_t)RECIPE_MAX_SINK) : 0;
+    /* the row's tokens end at its position + 1 (causal) or n_tok; a sliding
+     * window sees the sinks [j0, n) only, those among its newest W tokens
+     * (merge_rows) */
+    const int64_t end = g.causal ? sq.n_tok - g.Sq + g.ns + t + 1 : sq.n_tok;
+    const int64_t n = max((int64_t)0, min(end, held)), w0 = end - g.W;
+    const int64_t j0 = g.W > 0 && w0 > 0 ? min(w0, n) : 0;
+    const __half *K = n > j0 ? (const __half *)sq.sink + hk * g.S * D : nullptr;
+    const __half *V = n > j0 ? (const __half *)sq.sink + (Hkv + hk) * g.S * D : nullptr;
     /* the sinks' scores in double, as merge_rows: scale * sum_c qs_c k_c */
     double mx = plse;
-    for (int64_t j = 0; j < n; j++) {
+    for (int64_t j = j0; j < n; j++) {
         double d = 0.0;
         for (int64_t e = threadIdx.x; e < D; e += blockDim.x) d += (double)qs[e] * (double)__half2float(K[j * D + e]);
         d = vq_cu_block_sum(d, red) * g.scale;
@@ -138,15 +144,15 @@ static __global__ void recipe_group_merge_kernel(vq_cu_recipe_group g, const flo
     }
     __syncthreads();
     /* out = (e^lse o_pages + sum_j e^s_j v_j) / (e^lse + sum_j e^s_j); no sink: the pages' row */
-    const double wc = n > 0 ? exp(plse - mx) : 1.0;
+    const double wc = n > j0 ? exp(plse - mx) : 1.0;
     double sum = wc;
-    for (int64_t j = 0; j < n; j++) sum += exp(sc[j] - mx);
+    for (int64_t j = j0; j < n; j++) sum += exp(sc[j] - mx);
     const float *mv = g.center_values && sq.xf ? sq.xf + Hkv * D + hk * D : nullptr;
     for (int64_t e = threadIdx.x; e < D; e += blockDim.x) {
         float o = po[e];
-        if (n > 0) {
+        if (n > j0) {
             double acc = wc * (double)po[e];
-            for (int64_t j = 0; j < n; j++) acc += exp(sc[j] - mx) * (double)__half2float(V[j * D + e]);
+            for (int64_t j = j0; j < n; j++) acc += exp(sc[j] - mx) * (double)__half2float(V[j * D + e]);
             o = (float)(acc / sum);
         }
         if (mv) o += mv[e];
@@ -160,7 +166,7 @@ static __global__ void recipe_group_merge_kernel(vq_cu_recipe_group g, const flo
         d += (double)vq_cu_load(g.q, g.q_f16, sq.b * g.qs[0] + h * g.qs[1] + (g.ns + t) * g.qs[2] + e) * (double)mk[e];
     d = vq_cu_block_sum(d, red);
     if (threadIdx.x == 0) {
-        double l = n > 0 ? mx + log(sum) : plse;
+        double l = n > j0 ? mx + log(sum) : plse;
         if (mk) l += d * g.scale;
         g.lse[sq.b * g.ls[0] + h * g.ls[1] + (g.ns + t) * g.ls[2]] = (float)l;
     }

@@ -136,7 +136,8 @@ vq_status vq_cuda_attention_merge(vq_ctx *ctx, const DLTensor *out_a, const DLTe
 static vq_status kivi_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
                             const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
                             const DLTensor *v_zero, int group_size, int bits_opt, float scale, int nsg, bool causal,
-                            const vq_cu_paging *pg, const vq_cu_window *win, DLTensor *out, DLTensor *lse)
+                            const vq_cu_paging *pg, const vq_cu_window *win, const vq_cu_bound *bd, DLTensor *out,
+                            DLTensor *lse)
 {
     VQ_FORWARD_IF_ERROR(vq_cuda_begin(ctx));
     const int64_t D = vq_dim(q, 3);
@@ -157,6 +158,11 @@ static vq_status kivi_run(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_code
     if (pg) {
         p.c.pg = *pg;
         p.c.staged = 0; /* the staged loads address contiguous streams only */
+    }
+    if (bd && bd->on) {
+        VQ_RETURN_IF(ctx, p.c.B > VQ_CU_PAGED_MAX_B, VQ_ERR_UNSUPPORTED,
+                     "a sliding-window bound takes at most %d batch rows, got B = %d", VQ_CU_PAGED_MAX_B, p.c.B);
+        p.c.bound = *bd;
     }
     p.qmul = scale * 1.4426950408889634f;
     p.bits = bits;
@@ -203,21 +209,22 @@ vq_status vq_cuda_kivi_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTens
         return vq_cuda_kivi_mma(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
                                 nsg, causal, NULL, NULL, out, opts ? opts->lse_out : NULL);
     return kivi_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size,
-                      opts ? opts->bits : 0, scale, nsg, opts && opts->causal, NULL, NULL, out,
+                      opts ? opts->bits : 0, scale, nsg, opts && opts->causal, NULL, NULL, NULL, out,
                       opts ? opts->lse_out : NULL);
 }
 
 vq_status vq_cuda_kivi_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
                               const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
                               const DLTensor *v_zero, int group_size, int bits, float scale, int num_splits,
-                              bool causal, const vq_cu_paging *pg, const vq_cu_window *win, DLTensor *out,
-                              DLTensor *lse)
+                              bool causal, const vq_cu_paging *pg, const vq_cu_window *win, const vq_cu_bound *bd,
+                              DLTensor *out, DLTensor *lse)
 {
-    if (vq_cuda_kivi_mma_takes(q, k_codes, group_size, bits, causal))
+    /* the tensor-core skeleton takes no sliding-window bound */
+    if (!(bd && bd->on) && vq_cuda_kivi_mma_takes(q, k_codes, group_size, bits, causal))
         return vq_cuda_kivi_mma(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
                                 num_splits, causal, pg, win, out, lse);
     return kivi_run(ctx, q, k_codes, k_scale, k_zero, v_codes, v_scale, v_zero, group_size, bits, scale,
-                      num_splits, causal, pg, win, out, lse);
+                      num_splits, causal, pg, win, bd, out, lse);
 }
 
 vq_status vq_cuda_rabitq_fused_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *q_scale,

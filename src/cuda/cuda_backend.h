@@ -63,23 +63,33 @@ vq_status vq_cuda_zero(vq_ctx *ctx, void *dst, size_t bytes);  /* cudaMemsetAsyn
  * VQ_CU_PAGED_MAX_B, lse compact [B,Hq,1] or NULL; the formats' tensors are
  * views of one pool chunk ([pages,Hkv,rows,...], cache_internal.h); batch row
  * b reads pg's pages and, when win is not NULL, its f16 window (attended by
- * the merge kernel). It takes the key formats whose streams are per token
- * (all but KIVI and COMMVQ). */
+ * the merge kernel); bd (or NULL) bounds the tokens of each row from below
+ * (a sliding window: vq_cu_bound, and win->lo for the window). It takes the
+ * key formats whose streams are per token (all but KIVI and COMMVQ). */
 struct vq_cu_paging;
 struct vq_cu_window;
+struct vq_cu_bound;
 vq_status vq_cuda_fused_sdpa_paged(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                                    const vq_encoded_values *values, float scale, const struct vq_cu_paging *pg,
-                                   const struct vq_cu_window *win, DLTensor *out, DLTensor *lse);
+                                   const struct vq_cu_window *win, const struct vq_cu_bound *bd, DLTensor *out,
+                                   DLTensor *lse);
+/* vq_cuda_fused_sdpa without a mask, each query row seeing only the tokens
+ * at or above its bound bd (NULL or bd->on 0: all; batch rows <=
+ * VQ_CU_PAGED_MAX_B): the KV cache's sliding windows. The tensor-core
+ * skeleton does not take a bound; such a call runs on the CUDA-core ones. */
+vq_status vq_cuda_fused_sdpa_bounded(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                                     const vq_encoded_values *values, float scale, DLTensor *out,
+                                     const vq_attend_opts *opts, const struct vq_cu_bound *bd);
 /* KIVI keys and values of one group size and bit width on the fast KIVI
  * kernel (D 64/128/256, g % 32 == 0, one scale dtype; else
  * VQ_ERR_UNSUPPORTED): vq_fused_sdpa's KIVI x KIVI pairs without a mask, and
- * the cache's paged decode (pg, win as above; pg NULL: contiguous
+ * the cache's paged decode (pg, win, bd as above; pg NULL: contiguous
  * [B,Hkv,Skv,...] tensors, num_splits and causal as vq_attend_opts'). */
 vq_status vq_cuda_kivi_attend(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_codes, const DLTensor *k_scale,
                               const DLTensor *k_zero, const DLTensor *v_codes, const DLTensor *v_scale,
                               const DLTensor *v_zero, int group_size, int bits, float scale, int num_splits,
                               bool causal, const struct vq_cu_paging *pg, const struct vq_cu_window *win,
-                              DLTensor *out, DLTensor *lse);
+                              const struct vq_cu_bound *bd, DLTensor *out, DLTensor *lse);
 /* vq_cuda_kivi_attend's arguments that the tensor-core skeleton takes (with
  * VQ_CUDA_MMA=1 only; D = 128, g = 32, 2- or 4-bit packed codes, no causal
  * limit inside the kv axis), and the call that runs them there (cuda_sdpa.c). */

@@ -22,6 +22,14 @@
  * with vq_fused_sdpa, and the window, attended as plain f16 keys and values,
  * is merged in through the log-sum-exp (vq_attention_merge).
  *
+ * A sliding-window layer: every kv axis the kernels see starts at the
+ * sequence's first token not evicted (its page table starts there, p0), and
+ * the tokens older than each query row's window are masked by a lower bound
+ * the kernels take with the launch (vq_cu_bound, vq_cu_window.lo: the
+ * paged decode step, the gathered path's pages and window alike). The
+ * tensor-core skeleton (VQ_CUDA_MMA=1) takes no bound: such a layer runs on
+ * the CUDA-core kernels.
+ *
  * VQ_CACHE_CUDA_GATHER=1 in the environment forces the gathered path (to
  * compare the two; tests/cuda/test_cuda_cache.c runs both).
  *
@@ -87,28 +95,33 @@ static const vq_encoded_keys *cuda_keys(const vq_cache *c, const vq_cache_layer 
     return &mix->base;
 }
 
-/* Bytes of one sequence's gathered streams (each region 256-aligned). */
-static size_t gather_bytes(const vq_cache *c, const vq_cache_layer *L, int64_t n_enc)
+/* Encoded tokens a sequence's pages hold: those from its first token not
+ * evicted by a sliding window (vq_cache_first_token) to n_enc. Token 0 of
+ * every kv axis the kernels see is that first token. */
+static int64_t held(const vq_cache *c, const vq_cache_seq_layer *sl) { return sl->n_enc - vq_cache_first_token(c, sl); }
+
+/* Bytes of one sequence's gathered streams of n tokens (each region 256-aligned). */
+static size_t gather_bytes(const vq_cache *c, const vq_cache_layer *L, int64_t n)
 {
     size_t b = 0;
     for (int s = 0; s < L->n_streams; s++)
-        b += ((size_t)(L->streams[s].page_bytes * n_enc / c->P) + 255) & ~(size_t)255;
+        b += ((size_t)(L->streams[s].page_bytes * n / c->P) + 255) & ~(size_t)255;
     return b;
 }
 
-/* The copies that move tokens [0, n_enc) of a sequence's pages into
+/* The copies that move the held tokens of a sequence's pages into
  * contiguous streams at dst: one job per page and stream, written to jobs;
  * returns how many. */
 static int gather_jobs(const vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, unsigned char *dst,
                        vq_cu_copy_job *jobs)
 {
-    const int64_t P = c->P;
+    const int64_t P = c->P, nh = held(c, sl);
     int n = 0;
     for (int s = 0; s < L->n_streams; s++) {
         const vq_cache_stream *st = &L->streams[s];
-        const int64_t gs = P / st->rows, rb = st->last * (int64_t)vq_dtype_size(st->dtype), rows = sl->n_enc / gs;
-        for (int64_t pi = 0; pi < sl->n_pages && pi * P < sl->n_enc; pi++) {
-            const int64_t a = pi * P, b = sl->n_enc < (pi + 1) * P ? sl->n_enc : (pi + 1) * P;
+        const int64_t gs = P / st->rows, rb = st->last * (int64_t)vq_dtype_size(st->dtype), rows = nh / gs;
+        for (int64_t pi = 0; pi < sl->n_pages && pi * P < nh; pi++) {
+            const int64_t a = pi * P, b = nh < (pi + 1) * P ? nh : (pi + 1) * P;
             jobs[n++] = (vq_cu_copy_job){.src = vq_cache_page_stream(L, sl->pages[pi], s),
                                          .dst = dst + a / gs * rb,
                                          .spitch = st->rows * rb,
@@ -116,26 +129,27 @@ static int gather_jobs(const vq_cache *c, const vq_cache_layer *L, const vq_cach
                                          .width = (b - a) / gs * rb,
                                          .height = st->per_head ? c->Hkv : 1};
         }
-        dst += ((size_t)(st->page_bytes * sl->n_enc / P) + 255) & ~(size_t)255;
+        dst += ((size_t)(st->page_bytes * nh / P) + 255) & ~(size_t)255;
     }
     return n;
 }
 
-/* Tokens [0, n_enc) of a sequence's pages -> contiguous streams at dst, by
+/* The held tokens of a sequence's pages -> contiguous streams at dst, by
  * its n jobs (device copies of what gather_jobs wrote), and their views. */
 static vq_status gather(vq_cache *c, const vq_cache_layer *L, const vq_cache_seq_layer *sl, unsigned char *dst,
                         const vq_cu_copy_job *jobs, int n, DLTensor *sv, int64_t (*shapes)[4])
 {
     VQ_FORWARD_IF_ERROR(vq_cuda_check(c->ctx, vq_cu_launch_copy_jobs(jobs, n, c->Hkv, c->ctx->stream),
                                       "vq_cache_attend: page gather launch"));
+    const int64_t nh = held(c, sl);
     for (int s = 0; s < L->n_streams; s++) {
         const vq_cache_stream *st = &L->streams[s];
-        const int64_t rows = sl->n_enc / (c->P / st->rows);
+        const int64_t rows = nh / (c->P / st->rows);
         int64_t *sh = shapes[s];
         if (st->ndim == 2) sh[0] = 1, sh[1] = rows;
         else sh[0] = 1, sh[1] = c->Hkv, sh[2] = rows, sh[3] = st->last;
         vq_cache_view(c, &sv[s], sh, st->ndim, st->dtype, dst);
-        dst += ((size_t)(st->page_bytes * sl->n_enc / c->P) + 255) & ~(size_t)255;
+        dst += ((size_t)(st->page_bytes * nh / c->P) + 255) & ~(size_t)255;
     }
     return VQ_OK;
 }
@@ -152,11 +166,48 @@ static void *win_of(const f16_wins *w, vq_cache_seq_layer *const *sls, int i)
     return w->dec ? w->dec + (size_t)i * w->stride : sls[i]->res;
 }
 
-/* vq_fused_sdpa, or the backend directly for a key format without a public
- * vq_keys_format (cuda_keys: keys != ek). */
-static vq_status sdpa(vq_ctx *ctx, const DLTensor *q, const vq_encoded_keys *keys, const vq_encoded_keys *ek,
-                      const vq_encoded_values *ev, float scale, DLTensor *o, const vq_attend_opts *opts)
+/* The sliding window's bound of sequence sl's Sq query rows on a kv axis
+ * whose token 0 is the sequence's token `origin` (counted after the sinks,
+ * as n): row sq ends at n - Sq + sq + 1 (causal) or n and sees the newest W
+ * tokens before its end, as on the CPU (cache_attend.c). Zeroed for a
+ * full-attention layer. */
+static vq_cu_bound bound_of(const vq_cache_layer *L, const vq_cache_seq_layer *sl, int64_t Sq, bool causal,
+                            int64_t origin)
 {
+    vq_cu_bound bd;
+    memset(&bd, 0, sizeof bd);
+    if (L->sliding <= 0) return bd;
+    const int64_t lo = sl->n - L->sliding - (causal ? Sq - 1 : 0) - origin;
+    bd.on = 1;
+    bd.step = causal;
+    bd.lo[0] = (int)(lo < -(1 << 30) ? -(1 << 30) : lo); /* below the axis: no bound, and no overflow */
+    return bd;
+}
+
+/* bd for the rows from r0 on of the rows it bounds (their row 0 is row r0). */
+static vq_cu_bound rows_from(const vq_cu_bound *bd, int64_t r0)
+{
+    vq_cu_bound b = *bd;
+    if (b.on) b.lo[0] += (int)(r0 * b.step);
+    return b;
+}
+
+/* vq_fused_sdpa, or the backend directly for a key format without a public
+ * vq_keys_format (cuda_keys: keys != ek) or under a sliding window's bound
+ * bd (which no public call takes). */
+static vq_status sdpa(vq_ctx *ctx, const DLTensor *q, const vq_encoded_keys *keys, const vq_encoded_keys *ek,
+                      const vq_encoded_values *ev, float scale, DLTensor *o, const vq_attend_opts *opts,
+                      const vq_cu_bound *bd)
+{
+    if (bd->on) {
+        /* what vq_fused_sdpa would refuse on a CUDA ctx (the cache's own tensors are compact) */
+        VQ_RETURN_IF(ctx, !vq_tensor_is_compact(q) || !vq_tensor_is_compact(o) ||
+                              (opts->lse_out && !vq_tensor_is_compact(opts->lse_out)),
+                     VQ_ERR_UNSUPPORTED,
+                     "a sliding-window layer of a CUDA cache takes compact q, out and opts->lse_out");
+        return vq_cache_forward(ctx, vq_cuda_fused_sdpa_bounded(ctx, q, keys, ev, scale, o, opts, bd),
+                                "vq_cache_attend");
+    }
     return vq_cache_forward(ctx,
                             keys == ek ? vq_fused_sdpa(ctx, q, keys, ev, scale, NULL, o, opts)
                                        : vq_cuda_fused_sdpa(ctx, q, keys, ev, scale, NULL, o, opts),
@@ -183,14 +234,15 @@ static size_t split_bytes(const vq_cache *c, int64_t Sq)
 
 /* A causal prefill of one sequence over its pages and its window (qi, oi,
  * li its rows [1, Hq, Sq, ...]): the rows [0, r1) at positions below n_enc
- * attend the pages causally (the last r1 rows' convention over n_enc
+ * attend the pages causally (the last r1 rows' convention over the held
  * tokens) and no window; the rows [r1, Sq) see every page and the window
  * causally (the convention over the window's tokens), merged through the
- * lse. The rows are staged compact at st (split_bytes). */
+ * lse. bp and bw bound all Sq rows on the pages and on the window. The rows
+ * are staged compact at st (split_bytes). */
 static vq_status split_rows(vq_cache *c, const DLTensor *qi, DLTensor *oi, DLTensor *li, const vq_encoded_keys *keys,
                             const vq_encoded_keys *ek, const vq_encoded_values *ev, float ks,
                             const vq_encoded_keys *wk, const vq_encoded_values *wv, float scale, int64_t Sq,
-                            int64_t r1, unsigned char *st)
+                            int64_t r1, const vq_cu_bound *bp, const vq_cu_bound *bw, unsigned char *st)
 {
     vq_ctx *ctx = c->ctx;
     const size_t o = ((size_t)(c->Hq * Sq * c->D * 4) + 255) & ~(size_t)255, l = ((size_t)(c->Hq * Sq * 4) + 255) & ~(size_t)255;
@@ -205,17 +257,18 @@ static vq_status split_rows(vq_cache *c, const DLTensor *qi, DLTensor *oi, DLTen
         vq_cache_view(c, &to, sh, 4, odt, O);
         vq_cache_view(c, &tl, lsh, 3, VQ_DT_F32, L0);
         VQ_FORWARD_IF_ERROR(rows_copy(c, qi, r0, r, Q, true));
+        const vq_cu_bound rbp = rows_from(bp, r0), rbw = rows_from(bw, r0);
         if (part == 0) {
             const vq_attend_opts a = {.causal = true, .lse_out = &tl};
-            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, keys, ek, ev, ks, &to, &a));
+            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, keys, ek, ev, ks, &to, &a, &rbp));
         } else {
             vq_cache_view(c, &tp, sh, 4, VQ_DT_F32, P);
             vq_cache_view(c, &tlp, lsh, 3, VQ_DT_F32, L1);
             vq_cache_view(c, &tw, sh, 4, VQ_DT_F32, W);
             vq_cache_view(c, &tlw, lsh, 3, VQ_DT_F32, L2);
             const vq_attend_opts ap = {.causal = false, .lse_out = &tlp}, aw = {.causal = true, .lse_out = &tlw};
-            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, keys, ek, ev, ks, &tp, &ap));
-            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, wk, wk, wv, scale, &tw, &aw));
+            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, keys, ek, ev, ks, &tp, &ap, &rbp));
+            VQ_FORWARD_IF_ERROR(sdpa(ctx, &tq, wk, wk, wv, scale, &tw, &aw, &rbw));
             VQ_FORWARD_IF_ERROR(
                 vq_cache_forward(ctx, vq_attention_merge(ctx, &tp, &tlp, &tw, &tlw, &to, &tl), "vq_cache_attend"));
         }
@@ -239,8 +292,8 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
                      "argument 'seq_ids[%d]': a sequence with no token of layer %d is not attended by the CUDA cache "
                      "yet",
                      i, layer);
-        any_split |= causal && Sq > 1 && sl->n > sl->n_enc && sl->n_enc > 0;
-        const size_t b = gather_bytes(c, L, sl->n_enc);
+        any_split |= causal && Sq > 1 && sl->n > sl->n_enc && held(c, sl) > 0;
+        const size_t b = gather_bytes(c, L, held(c, sl));
         if (b > most) most = b;
     }
     const size_t ow = ((size_t)(c->Hq * Sq * c->D * 4) + 255) & ~(size_t)255, lw = ((size_t)(c->Hq * Sq * 4) + 255) & ~(size_t)255;
@@ -267,7 +320,7 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
     vq_cu_copy_job *jobs = (vq_cu_copy_job *)(split + sb);
     int64_t n_up = 0;
     for (int i = 0; i < n_seq; i++) {
-        n_jobs_of[i] = sls[i]->n_enc > 0 ? gather_jobs(c, L, sls[i], stage, host_jobs + n_up) : 0;
+        n_jobs_of[i] = held(c, sls[i]) > 0 ? gather_jobs(c, L, sls[i], stage, host_jobs + n_up) : 0;
         n_up += n_jobs_of[i];
     }
     if (n_up > 0)
@@ -286,21 +339,24 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
         const vq_cache_seq_layer *sl = sls[i];
         row_view qv, ov, lv;
         DLTensor *qi = row_of(&qv, q, i), *oi = row_of(&ov, out, i), *li = lse ? row_of(&lv, lse, i) : NULL;
-        const int64_t n_win = sl->n - sl->n_enc;
-        const bool split_i = causal && Sq > 1 && n_win > 0 && sl->n_enc > 0;
+        const int64_t n_win = sl->n - sl->n_enc, nh = held(c, sl);
+        const bool split_i = causal && Sq > 1 && n_win > 0 && nh > 0;
+        /* the sliding window's bounds on the pages' and on the window's kv axes */
+        const vq_cu_bound bp = bound_of(L, sl, Sq, causal, vq_cache_first_token(c, sl));
+        const vq_cu_bound bw = bound_of(L, sl, Sq, causal, sl->n_enc);
         DLTensor sv[VQ_CACHE_MAX_STREAMS];
         int64_t ss[VQ_CACHE_MAX_STREAMS][4];
         vq_encoded_keys ek;
         vq_encoded_values ev;
         vq_cuda_kivi_mix_keys mix;
         const vq_encoded_keys *keys = NULL;
-        if (sl->n_enc > 0) {
+        if (nh > 0) {
             VQ_FORWARD_IF_ERROR(gather(c, L, sl, stage, jobs + job0, n_jobs_of[i], sv, ss));
             job0 += n_jobs_of[i];
             vq_cache_describe(c, L, sv, tb, &ek, &ev);
             keys = cuda_keys(c, L, sv, &ek, &mix);
             const vq_attend_opts o = {.causal = causal, .lse_out = n_win > 0 ? &lp_t : li};
-            if (!split_i) VQ_FORWARD_IF_ERROR(sdpa(ctx, qi, keys, &ek, &ev, ks, oi, &o));
+            if (!split_i) VQ_FORWARD_IF_ERROR(sdpa(ctx, qi, keys, &ek, &ev, ks, oi, &o, &bp));
         }
         if (n_win > 0) {
             /* the window's rows of each head, made compact (the CUDA kernels take compact tensors) */
@@ -317,13 +373,13 @@ static vq_status attend_gathered(vq_cache *c, int layer, int n_seq, vq_cache_seq
             const vq_encoded_values wv = vq_f16_values(&vw);
             if (split_i) {
                 const int64_t r1 = sl->n_enc - (sl->n - Sq) > 0 ? sl->n_enc - (sl->n - Sq) : 0;
-                VQ_FORWARD_IF_ERROR(split_rows(c, qi, oi, li, keys, &ek, &ev, ks, &wk, &wv, scale, Sq, r1, split));
+                VQ_FORWARD_IF_ERROR(
+                    split_rows(c, qi, oi, li, keys, &ek, &ev, ks, &wk, &wv, scale, Sq, r1, &bp, &bw, split));
                 continue;
             }
-            const bool alone = sl->n_enc == 0;
+            const bool alone = nh == 0;
             const vq_attend_opts o = {.causal = causal, .lse_out = alone ? li : &lw_t};
-            VQ_FORWARD_IF_ERROR(vq_cache_forward(
-                ctx, vq_fused_sdpa(ctx, qi, &wk, &wv, scale, NULL, alone ? oi : &ow_t, &o), "vq_cache_attend"));
+            VQ_FORWARD_IF_ERROR(sdpa(ctx, qi, &wk, &wk, &wv, scale, alone ? oi : &ow_t, &o, &bw));
             if (!alone)
                 VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_attention_merge(ctx, oi, &lp_t, &ow_t, &lw_t, oi, li),
                                                      "vq_cache_attend"));
@@ -475,15 +531,23 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
         const int nb = n_seq - i0 < VQ_CU_PAGED_MAX_B ? n_seq - i0 : VQ_CU_PAGED_MAX_B;
         vq_cu_paging pg = {.pages = lp->dev, .ld = (int)lp->ld, .P = (int)c->P};
         vq_cu_window win = {.cap = (int)L->res_cap, .qmul = scale * 1.4426950408889634f};
+        vq_cu_bound bd;
+        memset(&bd, 0, sizeof bd);
         bool any_win = false;
         for (int b = 0; b < nb; b++) {
             const vq_cache_seq_layer *sl = sls[i0 + b];
             pg.slot[b] = slots[i0 + b];
             VQ_FORWARD_IF_ERROR(sync_pages(c, lp, pg.slot[b], sl));
-            pg.n_tok[b] = (int)sl->n_enc;
+            pg.n_tok[b] = (int)held(c, sl);
             win.kv[b] = win_of(wins, sls, i0 + b);
             win.n[b] = (int)(sl->n - sl->n_enc);
             any_win |= win.n[b] > 0;
+            /* a sliding window: the decode row sees tokens from n - W on, of the pages and of the window */
+            const vq_cu_bound one = bound_of(L, sl, 1, false, vq_cache_first_token(c, sl));
+            bd.on = one.on;
+            bd.lo[b] = one.lo[0];
+            const int64_t wlo = sl->n - L->sliding - sl->n_enc;
+            win.lo[b] = L->sliding > 0 && wlo > 0 ? (int)wlo : 0;
         }
         row_view qv, ov, lv;
         DLTensor *qi = rows_of(&qv, q, i0, nb), *oi = rows_of(&ov, out, i0, nb);
@@ -494,11 +558,11 @@ static vq_status attend_paged(vq_cache *c, int layer, paged_kind kind, int n_seq
                 ctx,
                 vq_cuda_kivi_attend(ctx, qi, ek.kivi.codes, ek.kivi.scale, ek.kivi.zero, ev.kivi.codes,
                                     ev.kivi.scale, ev.kivi.zero, (int)L->cfg.keys.group_size, L->cfg.keys.bits,
-                                    scale, 0, false, &pg, w, oi, li),
+                                    scale, 0, false, &pg, w, &bd, oi, li),
                 "vq_cache_attend"));
         } else {
             VQ_FORWARD_IF_ERROR(vq_cache_forward(
-                ctx, vq_cuda_fused_sdpa_paged(ctx, qi, keys, &ev, ks, &pg, w, oi, li), "vq_cache_attend"));
+                ctx, vq_cuda_fused_sdpa_paged(ctx, qi, keys, &ev, ks, &pg, w, &bd, oi, li), "vq_cache_attend"));
         }
     }
     return VQ_OK;

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "cache/cache_cuda.h"
+#include "cuda/attend_params.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/recipe_launch.h"
 
@@ -141,7 +142,8 @@ static vq_status stage_query(vq_cache *c, const attend_call *a, const vq_cache_s
 
 /* o, l ([1,Hq,T,D] and [1,Hq,T] f32) <- attention of the staged queries qs
  * (rows [0, T) of sequence sl, at sink positions) over its sinks, causal as
- * the rows' positions ask. */
+ * the rows' positions ask; a sliding-window layer's row sees the sinks
+ * among its newest W tokens only (merge_rows in cache_recipe.c). */
 static vq_status attend_sinks(vq_cache *c, const attend_call *a, const vq_cache_seq_layer *sl, float *qs, int64_t T,
                               bool causal, float *o, float *l)
 {
@@ -163,7 +165,19 @@ static vq_status attend_sinks(vq_cache *c, const attend_call *a, const vq_cache_
     const vq_encoded_keys ek = {.format = VQ_KEYS_F16, .f16 = {&tk}};
     const vq_encoded_values ev = vq_f16_values(&tv);
     const vq_attend_opts ao = {.causal = causal, .lse_out = &tl};
-    return vq_cache_forward(ctx, vq_fused_sdpa(ctx, &tq, &ek, &ev, (float)a->scale, NULL, &to, &ao), "vq_cache_attend");
+    const int64_t W = a->L->sliding;
+    if (W <= 0)
+        return vq_cache_forward(ctx, vq_fused_sdpa(ctx, &tq, &ek, &ev, (float)a->scale, NULL, &to, &ao),
+                                "vq_cache_attend");
+    /* row t ends at n - T + t + 1 (causal) or n (the sequence holds its sinks only) */
+    vq_cu_bound bd;
+    memset(&bd, 0, sizeof bd);
+    const int64_t lo = n - W - (causal ? T - 1 : 0);
+    bd.on = 1;
+    bd.step = causal;
+    bd.lo[0] = (int)(lo < -(1 << 30) ? -(1 << 30) : lo);
+    return vq_cache_forward(ctx, vq_cuda_fused_sdpa_bounded(ctx, &tq, &ek, &ev, (float)a->scale, &to, &ao, &bd),
+                            "vq_cache_attend");
 }
 
 /* Rows [t0, t0 + T) of sequence b from the f32 staging o, l (NULL: rows
@@ -245,14 +259,15 @@ vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const i
             if (done[j] || ns[j] != ns[i]) continue;
             const vq_cache_seq_layer *sl = sls[j];
             hseq[n_g] = (vq_cu_recipe_seq){.xf = sl->xf != NULL && sl->xf_set ? sl->xf_dev : NULL,
-                                           .sink = sl->sink_dev, .b = j, .n_sink = sl->n_sink};
+                                           .sink = sl->sink_dev, .b = j, .n_sink = sl->n_sink,
+                                           .n_tok = sl->n_sink + sl->n};
             ids[n_g++] = seq_ids[j];
         }
         /* in stream order: the previous group's kernels read dseq before this overwrites it */
         VQ_FORWARD_IF_ERROR(vq_cuda_upload_async(ctx, dseq, hseq, sizeof *hseq * (size_t)n_g));
         const vq_cu_recipe_group gr = {
             .seqs = dseq, .n_g = n_g, .Hq = (int)Hq, .G = c->Hq / c->Hkv, .D = (int)D, .S = c->S, .ns = ns[i],
-            .T = Si, .center_keys = a.L->xf.center_keys, .center_values = a.L->xf.center_values,
+            .T = Si, .Sq = Sq, .W = a.L->sliding, .causal = a.causal, .center_keys = a.L->xf.center_keys, .center_values = a.L->xf.center_values,
             .smooth = a.L->xf.smooth, .scale = a.scale, .q = vq_data(q), .q_f16 = vq_dtype_of(q) == VQ_DT_F16,
             .qs = {vq_stride(q, 0), vq_stride(q, 1), vq_stride(q, 2)}, .out = vq_data(out),
             .out_f16 = vq_dtype_of(out) == VQ_DT_F16, .os = {vq_stride(out, 0), vq_stride(out, 1), vq_stride(out, 2)},

@@ -86,7 +86,8 @@ static int mma_mode(void)
 
 static vq_cu_sdpa_launcher mma_launcher(const vq_cu_sdpa_params *p, int64_t Sq)
 {
-    if (!mma_mode() || p->c.D != 128 || p->mask != NULL || (p->c.causal && Sq != 1)) return NULL;
+    /* a sliding window's bound runs on the CUDA-core skeleton */
+    if (!mma_mode() || p->c.D != 128 || p->mask != NULL || p->c.bound.on || (p->c.causal && Sq != 1)) return NULL;
     if (p->fmt == VQ_CU_SDPA_F16 && p->k_elt == VQ_CU_F16 && p->v_fmt == VQ_VALUES_F16 && p->v_f16)
         return vq_cu_launch_mma_f16;
     if (p->fmt == VQ_CU_SDPA_KIVI && p->v_fmt == VQ_VALUES_KIVI && (p->a_bits == 2 || p->a_bits == 4) &&
@@ -98,10 +99,12 @@ static vq_cu_sdpa_launcher mma_launcher(const vq_cu_sdpa_params *p, int64_t Sq)
 /* The launches of one call. Contiguous (pg NULL): the kv axis is the
  * values' [B,Hkv,Skv]. Paged: the formats' tensors are a pool chunk's
  * [pages,Hkv,P,...] views, row b of the queries reads pg's pages, and win
- * (or NULL) is folded in by the merge. */
+ * (or NULL) is folded in by the merge. bd (or NULL) bounds the tokens each
+ * row sees from below. */
 static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                           const vq_encoded_values *ev, float scale, const DLTensor *mask, DLTensor *out, DLTensor *lse,
-                          int num_splits, bool causal, const vq_cu_paging *pg, const vq_cu_window *win)
+                          int num_splits, bool causal, const vq_cu_paging *pg, const vq_cu_window *win,
+                          const vq_cu_bound *bd)
 {
     const vq_cu_value_format *vf = vq_cu_value_format_of((int)ev->format);
     if (vf == NULL)
@@ -132,6 +135,11 @@ static vq_status sdpa_run(vq_ctx *ctx, const DLTensor *queries, const vq_encoded
                  (long long)(Hkv * c->row_chunks), (long long)B);
     c->causal = causal;
     if (pg) c->pg = *pg;
+    if (bd && bd->on) {
+        VQ_RETURN_IF(ctx, B > VQ_CU_PAGED_MAX_B, VQ_ERR_UNSUPPORTED,
+                     "a sliding-window bound takes at most %d batch rows, got B = %lld", VQ_CU_PAGED_MAX_B, (long long)B);
+        c->bound = *bd;
+    }
     c->q = vq_data(queries);
     c->q_f16 = vq_dtype_of(queries) == VQ_DT_F16;
     const vq_cu_key_format *kf = vq_cu_key_format_of((int)keys->format);
@@ -195,25 +203,39 @@ static bool kivi_pair(const DLTensor *q, const vq_encoded_keys *k, const vq_enco
     return true;
 }
 
-vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
-                             const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
-                             const vq_attend_opts *opts)
+static vq_status fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                            const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
+                            const vq_attend_opts *opts, const vq_cu_bound *bd)
 {
     DLTensor *lse = opts ? opts->lse_out : NULL;
     if (kivi_pair(queries, keys, values, mask, out, lse))
         return vq_cuda_kivi_attend(ctx, queries, keys->kivi.codes, keys->kivi.scale, keys->kivi.zero,
                                    values->kivi.codes, values->kivi.scale, values->kivi.zero,
                                    keys->kivi.group_size, keys->kivi.bits, scale, opts ? opts->num_splits : 0,
-                                   opts && opts->causal, NULL, NULL, out, lse);
+                                   opts && opts->causal, NULL, NULL, bd, out, lse);
     return sdpa_run(ctx, queries, keys, values, scale, mask, out, opts ? opts->lse_out : NULL,
-                    opts ? opts->num_splits : 0, opts && opts->causal, NULL, NULL);
+                    opts ? opts->num_splits : 0, opts && opts->causal, NULL, NULL, bd);
+}
+
+vq_status vq_cuda_fused_sdpa(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                             const vq_encoded_values *values, float scale, const DLTensor *mask, DLTensor *out,
+                             const vq_attend_opts *opts)
+{
+    return fused_sdpa(ctx, queries, keys, values, scale, mask, out, opts, NULL);
+}
+
+vq_status vq_cuda_fused_sdpa_bounded(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
+                                     const vq_encoded_values *values, float scale, DLTensor *out,
+                                     const vq_attend_opts *opts, const vq_cu_bound *bd)
+{
+    return fused_sdpa(ctx, queries, keys, values, scale, NULL, out, opts, bd);
 }
 
 vq_status vq_cuda_fused_sdpa_paged(vq_ctx *ctx, const DLTensor *queries, const vq_encoded_keys *keys,
                                    const vq_encoded_values *values, float scale, const vq_cu_paging *pg,
-                                   const vq_cu_window *win, DLTensor *out, DLTensor *lse)
+                                   const vq_cu_window *win, const vq_cu_bound *bd, DLTensor *out, DLTensor *lse)
 {
-    return sdpa_run(ctx, queries, keys, values, scale, NULL, out, lse, 0, false, pg, win);
+    return sdpa_run(ctx, queries, keys, values, scale, NULL, out, lse, 0, false, pg, win, bd);
 }
 
 bool vq_cuda_kivi_mma_takes(const DLTensor *q, const DLTensor *k_codes, int group_size, int bits, bool causal)
@@ -244,5 +266,5 @@ vq_status vq_cuda_kivi_mma(vq_ctx *ctx, const DLTensor *q, const DLTensor *k_cod
     v.kivi.zero = v_zero;
     v.kivi.bits = bits;
     v.kivi.group_size = group_size;
-    return sdpa_run(ctx, q, &k, &v, scale, NULL, out, lse, num_splits, causal, pg, win);
+    return sdpa_run(ctx, q, &k, &v, scale, NULL, out, lse, num_splits, causal, pg, win, NULL);
 }

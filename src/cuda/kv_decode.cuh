@@ -110,11 +110,14 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
     kp.prepare(qs, qw, rw);
     __syncthreads();
 
-    int lim_max = -1, lim_min = INT_MAX;
+    int lim_max = -1, lim_min = INT_MAX, lo_min = INT_MAX, lo_max = INT_MIN;
 #pragma unroll
     for (int r = 0; r < R; r++) {
         lim_max = max(lim_max, rw.lim[r]);
-        if (r < rw.n) lim_min = min(lim_min, rw.lim[r]);
+        if (r < rw.n) {
+            lim_min = min(lim_min, rw.lim[r]);
+            lo_min = min(lo_min, row_low(rw, r)), lo_max = max(lo_max, row_low(rw, r));
+        }
     }
     const int t_begin = split * c.split_len;
     const int t_end = min(min(kv_len(c, b), t_begin + c.split_len), lim_max + 1);
@@ -141,6 +144,8 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
         const int last = t_end - 1, t = t0 + lane, tl = min(t, last);
         const int64_t tile0 = tile0_next; /* token t of the tile is tile0 + t */
         if (t0 + 32 * kWarps < t_end) tile0_next = kv_token(c, b, hkv, t0 + 32 * kWarps) - (t0 + 32 * kWarps);
+        /* a tile below every row's sliding-window bound changes no state: not read (warp-uniform) */
+        if (t0 + 31 < lo_min) continue;
         typename VP::Pre vpre[VB];
 #pragma unroll
         for (int k = 0; k < VB; k++) vp.load(tile0 + min(t0 + slot + k * TPS, last), vpre[k]);
@@ -149,7 +154,7 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
         kp.score(tile0 + tl, tl, qs, qw, s);
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            if (t > last || t > rw.lim[r]) s[r] = -INFINITY;
+            if (t > last || row_hides(rw, r, t)) s[r] = -INFINITY;
             else if (mk.ptr) s[r] += kLog2e * mk.at(b, rw.hq[r], rw.sq[r], t);
             const float m_new = fmaxf(m_run[r], warp_max(s[r]));
             const float pr = s[r] == -INFINITY ? 0.0f : exp2f(s[r] - m_new);
@@ -167,11 +172,13 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
         }
         __syncwarp();
         /* A tile past the causal limit of some rows but not of others (a
-         * causal prefill's diagonal): those rows must not read the tokens
-         * past their limit at all (the header's rule; p = 0 would still add
-         * 0 * NaN), so their accumulators are restored after each step.
-         * Warp-uniform, and only on the diagonal tiles. */
-        const bool ragged = lim_min < lim_max && t0 + 31 > lim_min;
+         * causal prefill's diagonal), or below some row's sliding-window
+         * bound: those rows must not read the tokens they do not see at all
+         * (the header's rule; p = 0 would still add 0 * NaN), so their
+         * accumulators are restored after each step. Warp-uniform, and only
+         * on the diagonal tiles and the tiles at the window's lower edge
+         * (those wholly below it were skipped). */
+        const bool ragged = (lim_min < lim_max && t0 + 31 > lim_min) || t0 < lo_max;
 #pragma unroll
         for (int b0 = 0; b0 < NSTEP; b0 += VB) {
             if (b0 > 0) {
@@ -197,7 +204,7 @@ __device__ __forceinline__ void kv_split(const vq_cu_sdpa_params &p, KP &kp, VP 
                     vp.apply(vpre[k], pk, acc, accz);
 #pragma unroll
                     for (int r = 0; r < R; r++) {
-                        if (tt <= rw.lim[r]) continue;
+                        if (!row_hides(rw, r, tt)) continue;
                         accz[r] = keepz[r];
 #pragma unroll
                         for (int j = 0; j < CPL; j++) acc[r][j] = keep[r][j];

@@ -38,6 +38,7 @@ typedef struct vq_cu_recipe_seq {
     const void *sink;  /* its sinks [2][Hkv][S][D] f16, or NULL */
     int64_t b;         /* its batch row in q, out and lse */
     int64_t n_sink;    /* sinks held, <= S */
+    int64_t n_tok;     /* its tokens, the sinks included (a sliding window's rows end there) */
 } vq_cu_recipe_seq;
 
 /* The rows of a recipe append that go to the pages: rows [ns, ns + T) of
@@ -64,6 +65,8 @@ typedef struct vq_cu_recipe_group {
     const vq_cu_recipe_seq *seqs;
     int n_g, Hq, G, D;
     int64_t S, ns, T;
+    int64_t Sq, W;     /* the call's query rows; the layer's sliding window (0: none), which masks sinks too */
+    bool causal;
     bool center_keys, center_values, smooth;
     double scale;
     const void *q;     /* the caller's queries, element [b, h, t, 0] at q + b * qs[0] + h * qs[1] + t * qs[2] */

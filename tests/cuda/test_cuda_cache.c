@@ -11,7 +11,7 @@
  * sequences than one paged launch serves (VQ_CU_PAGED_MAX_B). The quality
  * recipe (test_cuda_recipe, below): sink tokens, the exact transforms and
  * the TurboQuant residual windows, alone and together, and the presets
- * named by what they buy.
+ * named by what they buy. Sliding windows (test_cuda_sliding, at the end).
  *
  * Tolerance. The codecs on both backends give the same codes except where a
  * value sits within f32 rounding of a decision boundary (docs/FORMATS.md §1), so a few
@@ -168,15 +168,9 @@ static void test_cuda_vs_cpu(void)
     /* the per-format skeleton's pages, KIVI's scale groups and the Hamming keys among them */
     for (size_t i = 2; i < 7; i++) compare(cpu, gpu, cases[i].name, &cases[i].lc, 0, &many, &st, dk, dv);
 
-    /* what the CUDA cache does not run yet says so */
-    vq_cache *c = NULL;
-    const int window[1] = {64}; /* sliding windows are CPU-only: no lower bound in the CUDA attention */
-    const vq_cache_config c8 = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM, .preset = "kivi2",
-                                .sliding_windows = window};
-    VT_FAILS(gpu, VQ_ERR_UNSUPPORTED, "cfg->sliding_windows[0]", vq_cache_create(gpu, &c8, &c));
-    VT_CHECK(c == NULL, "a refused create returned a cache");
+    /* what the CUDA cache does not take says so */
     const vq_cache_layer_config f16 = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
-    c = ct_cache(gpu, &f16, 1, HKV, HQ, DIM, PAGE, 0, 4, 0);
+    vq_cache *c = ct_cache(gpu, &f16, 1, HKV, HQ, DIM, PAGE, 0, 4, 0);
     int64_t id;
     VT_OK(gpu, vq_cache_seq_add(c, &id));
     DLTensor *k32 = vt_new(VT_F32, VT_DIMS(1, HKV, 3, DIM));
@@ -224,6 +218,15 @@ static DLTensor *q_rows(ct_view *hold, const DLTensor *q, int s, int64_t T)
     hold->t.byte_offset = (uint64_t)((int64_t)s * HQ * FIT * DIM * 2);
     return &hold->t;
 }
+
+/* The layers of the recipe and sliding-window cases. */
+static const vq_cache_layer_config kivi2 = {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 32},
+                                            {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}};
+static const vq_cache_layer_config turbo3 = {{.method = VQ_KEY_TURBO, .bits = 3, .norm_correct = true},
+                                             {.method = VQ_VALUE_TURBO, .bits = 3}};
+static const vq_cache_layer_config kivi4 = {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32},
+                                            {.method = VQ_VALUE_TURBO, .bits = 4}};
+static const vq_cache_layer_config f16_layer = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
 
 typedef struct recipe {
     const char *name;
@@ -307,6 +310,30 @@ static void fit_both(vq_ctx *cpu, vq_ctx *gpu, vq_cache *a, vq_cache *b, int64_t
                                        ct_slice(&hv, st, dv, s, 1, 0, T), q_rows(&hq, dqfit, s, T)));
 }
 
+/* The whole cache c (of ctx from) saved and loaded on ctx to, or NULL. */
+static vq_cache *save_load(vq_ctx *from, const vq_cache *c, vq_ctx *to)
+{
+    size_t size = 0;
+    VT_OK(from, vq_cache_save_buffer(c, -1, NULL, 0, &size));
+    void *buf = malloc(size);
+    VT_OK(from, vq_cache_save_buffer(c, -1, buf, size, &size));
+    vq_cache *l = NULL;
+    VT_OK(to, vq_cache_load_buffer(to, buf, size, &l));
+    free(buf);
+    return l;
+}
+
+/* The memory reports of the CPU cache a and the CUDA cache b agree. */
+static void same_memory(vq_ctx *cpu, vq_ctx *gpu, const vq_cache *a, const vq_cache *b, const char *name)
+{
+    vq_cache_memory_report ma, mb;
+    VT_OK(cpu, vq_cache_memory(a, &ma));
+    VT_OK(gpu, vq_cache_memory(b, &mb));
+    VT_CHECK(ma.code_bytes == mb.code_bytes && ma.param_bytes == mb.param_bytes && ma.tokens == mb.tokens &&
+                 ma.residual_bytes == mb.residual_bytes,
+             "%s: memory reports differ (tokens %lld vs %lld)", name, (long long)ma.tokens, (long long)mb.tokens);
+}
+
 static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_store *st, const DLTensor *dk,
                            const DLTensor *dv, const DLTensor *qfit, const DLTensor *dqfit)
 {
@@ -341,12 +368,7 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
         attend_both(cpu, gpu, a, b, r, gathered ? "decode (gathered)" : "decode", RSEQ, ia, ib, 1, false, VT_F32, 7);
         unsetenv("VQ_CACHE_CUDA_GATHER");
     }
-    vq_cache_memory_report ma, mb;
-    VT_OK(cpu, vq_cache_memory(a, &ma));
-    VT_OK(gpu, vq_cache_memory(b, &mb));
-    VT_CHECK(ma.code_bytes == mb.code_bytes && ma.param_bytes == mb.param_bytes && ma.tokens == mb.tokens &&
-                 ma.residual_bytes == mb.residual_bytes,
-             "%s: memory reports differ", r->name);
+    same_memory(cpu, gpu, a, b, r->name);
     /* fresh sequences of 7 and (with sinks) S + 5 tokens attended causally
      * by 7 rows each in one call: with sinks their leading S and 2 rows see
      * only sinks (two groups of the page path) */
@@ -379,12 +401,7 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
     attend_both(cpu, gpu, a, b, r, "forked, truncated, appended", 3, fa, fb, 1, false, VT_F32, 9);
     /* a file saved on the CUDA cache, loaded on the CPU: the CPU cache's
      * attention within the tolerance (the bytes are the device's) */
-    size_t size = 0;
-    VT_OK(gpu, vq_cache_save_buffer(b, -1, NULL, 0, &size));
-    void *buf = malloc(size);
-    VT_OK(gpu, vq_cache_save_buffer(b, -1, buf, size, &size));
-    vq_cache *lc = NULL;
-    VT_OK(cpu, vq_cache_load_buffer(cpu, buf, size, &lc));
+    vq_cache *lc = save_load(gpu, b, cpu);
     if (lc) {
         DLTensor *q = vt_new(VT_F32, VT_DIMS(RSEQ, HQ, 1, DIM)), *oa = vt_like(q, VT_F32), *ol = vt_like(q, VT_F32);
         vq_rng rng;
@@ -398,17 +415,11 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
         vt_free(q), vt_free(oa), vt_free(ol);
         vq_cache_free(lc);
     }
-    free(buf);
     /* and the reverse: a file saved on the CPU cache, loaded on CUDA (its
      * sinks and tables reach the device when first attended) */
-    VT_OK(cpu, vq_cache_save_buffer(a, -1, NULL, 0, &size));
-    buf = malloc(size);
-    VT_OK(cpu, vq_cache_save_buffer(a, -1, buf, size, &size));
-    vq_cache *lg = NULL;
-    VT_OK(gpu, vq_cache_load_buffer(gpu, buf, size, &lg));
+    vq_cache *lg = save_load(cpu, a, gpu);
     if (lg) attend_both(cpu, gpu, a, lg, r, "saved on the CPU, loaded on CUDA", RSEQ, ia, ia, 1, false, VT_F32, 11);
     vq_cache_free(lg);
-    free(buf);
     vq_cache_free(a), vq_cache_free(b);
 }
 
@@ -424,16 +435,9 @@ static void test_cuda_recipe(void)
     DLTensor *dqfit = ct_upload(qfit);
     DLTensor *ks = vt_new(VT_F32, VT_DIMS(HKV, DIM));
     for (int64_t i = 0; i < HKV * DIM; i++) vt_set(ks, i, 0.5 + (double)((i * 37) % 11) / 8.0);
-    const vq_cache_layer_config kivi2 = {{.method = VQ_KEY_KIVI, .bits = 2, .group_size = 32},
-                                         {.method = VQ_VALUE_KIVI, .bits = 2, .group_size = 32}};
-    const vq_cache_layer_config turbo3 = {{.method = VQ_KEY_TURBO, .bits = 3, .norm_correct = true},
-                                          {.method = VQ_VALUE_TURBO, .bits = 3}};
-    const vq_cache_layer_config kivi4 = {{.method = VQ_KEY_KIVI, .bits = 4, .group_size = 32},
-                                         {.method = VQ_VALUE_TURBO, .bits = 4}};
-    const vq_cache_layer_config f16 = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
     const recipe cases[] = {
         {"kivi2 + 4 sinks", NULL, kivi2, 4, 8, 0, VQ_WINDOW_F16, {0}, false},
-        {"f16 + 3 sinks", NULL, f16, 3, 0, 0, VQ_WINDOW_F16, {0}, false},
+        {"f16 + 3 sinks", NULL, f16_layer, 3, 0, 0, VQ_WINDOW_F16, {0}, false},
         {"kivi2 centered (fitted on append)", NULL, kivi2, 0, 8, 0, VQ_WINDOW_F16,
          {.center_keys = true, .center_values = true}, false},
         {"turbo3 smoothed (key scales given)", NULL, turbo3, 0, 8, 0, VQ_WINDOW_F16, {.smooth = true, .key_scale = ks},
@@ -463,11 +467,175 @@ static void test_cuda_recipe(void)
     vq_ctx_free(cpu), vq_ctx_free(gpu);
 }
 
+/* ---- sliding windows ----
+ *
+ * The same operations on a CPU and a CUDA cache with a sliding-window layer
+ * (W not a multiple of the page size, smaller and larger than a page,
+ * smaller than the residual window and than the sinks): prefills attended
+ * causally by all their rows (Sq > 1, each row its own window bound, the
+ * first ones reaching below the last append), decode steps of two sequences
+ * in one call on both CUDA paths while pages are evicted, a causal chunk
+ * over pages and window after eviction, a non-causal Sq > 1 attend, forks
+ * truncated (a short rollback and one below the window, refused on both) and
+ * appended to, the memory reports (the evicted pages), and files saved on
+ * one backend loaded on the other. Tolerances as in the recipe test.
+ * VQ_TEST_QUICK=1 (compute-sanitizer) runs fewer steps and shorter prefills. */
+
+enum { SLEN = 700 };
+
+static vq_cache *sliding_cache(vq_ctx *ctx, const recipe *r, int W)
+{
+    const int window[1] = {W};
+    const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = DIM,
+                                 .page_size = r->preset ? 2 * PAGE : PAGE, .capacity_pages = 48,
+                                 .max_sequences = 6, .residual_tokens = r->R, .layers = r->preset ? NULL : &r->lc,
+                                 .preset = r->preset, .window = r->window, .window_bits = r->window_bits,
+                                 .sink_tokens = r->sink, .transforms = r->preset ? NULL : &r->xf,
+                                 .sliding_windows = window};
+    vq_cache *c = NULL;
+    const vq_status s = vq_cache_create(ctx, &cfg, &c);
+    VT_CHECK(s == VQ_OK, "%s, W %d: create -> %s: %s", r->name, W, vq_status_string(s), vq_ctx_last_error(ctx));
+    return c;
+}
+
+/* Store tokens [t0, t0 + m) of store sequences 0 and 1 appended to ids (both
+ * sequences when both is set, else sequence s only), on both caches. */
+static void append_both(vq_ctx *cpu, vq_ctx *gpu, vq_cache *a, vq_cache *b, const int64_t *ia, const int64_t *ib,
+                        const ct_store *st, const DLTensor *dk, const DLTensor *dv, int s, bool both, int64_t t0,
+                        int64_t m)
+{
+    ct_store ds = *st;
+    ds.k = (DLTensor *)dk, ds.v = (DLTensor *)dv;
+    VT_OK(cpu, ct_append(a, 0, st, ia, both ? 0 : s, both ? 2 : 1, t0, m));
+    VT_OK(gpu, ct_append(b, 0, &ds, ib, both ? 0 : s, both ? 2 : 1, t0, m));
+}
+
+static void compare_sliding(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, int W, const ct_store *st, const DLTensor *dk,
+                            const DLTensor *dv, const DLTensor *qfit, const DLTensor *dqfit)
+{
+    vq_cache *a = sliding_cache(cpu, r, W), *b = sliding_cache(gpu, r, W);
+    if (a == NULL || b == NULL) {
+        vq_cache_free(a), vq_cache_free(b);
+        return;
+    }
+    const bool quick = getenv("VQ_TEST_QUICK") != NULL;
+    char what[160];
+    int64_t ia[3], ib[3];
+    for (int s = 0; s < 2; s++) {
+        VT_OK(cpu, vq_cache_seq_add(a, &ia[s]));
+        VT_OK(gpu, vq_cache_seq_add(b, &ib[s]));
+        if (r->fit_q) fit_both(cpu, gpu, a, b, ia[s], ib[s], st, dk, dv, qfit, dqfit, s, FIT);
+    }
+    /* prefills, each attended causally by all its rows */
+    const int64_t pre[2] = {quick ? 150 : 200, quick ? 40 : 90};
+    int64_t len[2] = {0, 0};
+    for (int s = 0; s < 2; s++) {
+        append_both(cpu, gpu, a, b, ia, ib, st, dk, dv, s, false, 0, pre[s]);
+        len[s] = pre[s];
+        snprintf(what, sizeof what, "W %d, prefill of %lld, causal", W, (long long)pre[s]);
+        attend_both(cpu, gpu, a, b, r, what, 1, &ia[s], &ib[s], pre[s], true, VT_F16, 30 + (uint64_t)s);
+    }
+    /* decode steps of both sequences, pages evicted on the way; both CUDA paths */
+    const int steps = quick ? 6 : 70;
+    for (int i = 0; i < steps; i++) {
+        append_both(cpu, gpu, a, b, ia, ib, st, dk, dv, 0, true, len[0], 1);
+        /* ct_append takes one t0 for the batch: sequence 1 gets store rows len[0] on, whatever they are */
+        len[0]++, len[1]++;
+        if (i % 5 != 0 && i != steps - 1) continue;
+        const bool gathered = i % 10 == 5;
+        if (gathered) setenv("VQ_CACHE_CUDA_GATHER", "1", 1);
+        snprintf(what, sizeof what, "W %d, decode at %lld/%lld tokens%s", W, (long long)len[0], (long long)len[1],
+                 gathered ? " (gathered)" : "");
+        attend_both(cpu, gpu, a, b, r, what, 2, ia, ib, 1, false, VT_F32, 40 + (uint64_t)i);
+        unsetenv("VQ_CACHE_CUDA_GATHER");
+    }
+    /* a causal chunk of 40 rows over pages and window, after eviction */
+    append_both(cpu, gpu, a, b, ia, ib, st, dk, dv, 0, false, len[0], 40);
+    len[0] += 40;
+    snprintf(what, sizeof what, "W %d, causal chunk of 40 at %lld tokens", W, (long long)len[0]);
+    attend_both(cpu, gpu, a, b, r, what, 1, &ia[0], &ib[0], 40, true, VT_F32, 50);
+    snprintf(what, sizeof what, "W %d, 4 non-causal rows at %lld tokens", W, (long long)len[0]);
+    attend_both(cpu, gpu, a, b, r, what, 1, &ia[0], &ib[0], 4, false, VT_F32, 51);
+    /* a prefill chunk longer than the window and a page: rows whose windows end pages apart */
+    const int64_t big = quick ? 130 : 300;
+    append_both(cpu, gpu, a, b, ia, ib, st, dk, dv, 1, false, len[1], big);
+    len[1] += big;
+    snprintf(what, sizeof what, "W %d, causal chunk of %lld at %lld tokens", W, (long long)big, (long long)len[1]);
+    attend_both(cpu, gpu, a, b, r, what, 1, &ia[1], &ib[1], big, true, VT_F16, 52);
+    snprintf(what, sizeof what, "%s, W %d", r->name, W);
+    same_memory(cpu, gpu, a, b, what);
+    vq_cache_memory_report ma;
+    VT_OK(cpu, vq_cache_memory(a, &ma));
+    /* len counts the sinks too, as the report does */
+    VT_CHECK(quick || ma.tokens < len[0] + len[1], "%s, W %d: no page was evicted", r->name, W);
+    /* forks of sequence 0: a rollback of 2 tokens and one below the window
+     * (refused where pages were evicted), the same status on both backends;
+     * then appended to and attended */
+    int64_t fa, fb;
+    const int64_t cut[2] = {r->sink + len[0] - 2, r->sink + 10};
+    for (int f = 0; f < 2; f++) {
+        VT_OK(cpu, vq_cache_seq_fork(a, ia[0], &fa));
+        VT_OK(gpu, vq_cache_seq_fork(b, ib[0], &fb));
+        const vq_status sa = vq_cache_seq_truncate(a, fa, cut[f]), sb = vq_cache_seq_truncate(b, fb, cut[f]);
+        VT_CHECK(sa == sb, "%s, W %d: truncate to %lld: CPU %s, CUDA %s", r->name, W, (long long)cut[f],
+                 vq_status_string(sa), vq_status_string(sb));
+        VT_CHECK(vq_cache_seq_length(a, fa, 0) == vq_cache_seq_length(b, fb, 0), "%s, W %d: forked lengths differ",
+                 r->name, W);
+        const int64_t at = vq_cache_seq_length(a, fa, 0) - r->sink;
+        int64_t ja[2] = {fa, fa}, jb[2] = {fb, fb};
+        append_both(cpu, gpu, a, b, ja, jb, st, dk, dv, 0, false, at, 3);
+        snprintf(what, sizeof what, "W %d, fork truncated to %lld, appended 3, causal", W, (long long)cut[f]);
+        attend_both(cpu, gpu, a, b, r, what, 1, &fa, &fb, 3, true, VT_F32, 60 + (uint64_t)f);
+        VT_OK(cpu, vq_cache_seq_remove(a, fa));
+        VT_OK(gpu, vq_cache_seq_remove(b, fb));
+    }
+    /* each cache saved and loaded on the other backend, attended there against the one that stayed */
+    vq_cache *lc = save_load(gpu, b, cpu), *lg = save_load(cpu, a, gpu);
+    if (lc) attend_both(cpu, gpu, lc, b, r, "saved on CUDA, loaded on the CPU", 2, ib, ib, 1, false, VT_F32, 21);
+    if (lg) attend_both(cpu, gpu, a, lg, r, "saved on the CPU, loaded on CUDA", 2, ia, ia, 1, false, VT_F32, 22);
+    vq_cache_free(lc), vq_cache_free(lg);
+    vq_cache_free(a), vq_cache_free(b);
+}
+
+static void test_cuda_sliding(void)
+{
+    vq_ctx *cpu = vt_ctx(0), *gpu = ct_ctx();
+    vq_rng rng;
+    vq_rng_seed(&rng, ct_seed());
+    ct_store st = ct_store_new(2, HKV, SLEN, DIM, &rng);
+    DLTensor *dk = ct_upload(st.k), *dv = ct_upload(st.v);
+    DLTensor *qfit = vt_new(VT_F16, VT_DIMS(RSEQ, HQ, FIT, DIM));
+    vt_fill_normal(qfit, &rng, 0, 1);
+    DLTensor *dqfit = ct_upload(qfit);
+    const struct {
+        recipe r;
+        int W;
+    } cases[] = {
+        /* W larger than a page, no residual window: the mask cuts the first page only */
+        {{"f16", NULL, f16_layer, 0, 0, 0, VQ_WINDOW_F16, {0}, false}, 100},
+        /* W smaller than a page: the paged KIVI kernel */
+        {{"kivi2", NULL, kivi2, 0, 8, 0, VQ_WINDOW_F16, {0}, false}, 37},
+        /* W smaller than the residual window: the mask reaches into it */
+        {{"turbo3", NULL, turbo3, 0, 16, 0, VQ_WINDOW_F16, {0}, false}, 5},
+        /* W smaller than the sinks: rows at sink positions see some of them */
+        {{"kivi4/turbo4 + 3 sinks", NULL, kivi4, 3, 8, 0, VQ_WINDOW_F16, {0}, false}, 2},
+        /* sinks, transforms and the 8-bit window of a preset; W just above its 128-token page */
+        {{"quality-4bit", "quality-4bit", {{0}, {0}}, 4, 0, 0, VQ_WINDOW_F16, {0}, true}, 130},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        compare_sliding(cpu, gpu, &cases[i].r, cases[i].W, &st, dk, dv, qfit, dqfit);
+    ct_free(dk), ct_free(dv), ct_free(dqfit);
+    vt_free(qfit);
+    ct_store_free(&st);
+    vq_ctx_free(cpu), vq_ctx_free(gpu);
+}
+
 int main(void)
 {
     ct_require_device();
     VT_RUN(test_cuda_vs_cpu);
     VT_RUN(test_cuda_recipe);
+    VT_RUN(test_cuda_sliding);
     return vt_finish();
 }
 #endif
