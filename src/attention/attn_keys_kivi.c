@@ -96,7 +96,7 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 
 static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
 /* integer scores under AUTO wherever the layout allows: faster on every ISA */
-static const vq_attn_key_ops kivi_ops = {prep_q, score, use_int8};
+static const vq_attn_key_ops kivi_ops = {prep_q, score, use_int8, NULL};
 
 bool vq_attn_kivi_keys_kivi_int8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
                                vq_attn_kivi_int8_block *b)

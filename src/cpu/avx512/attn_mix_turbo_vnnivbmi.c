@@ -1,0 +1,229 @@
+/* attn_mix_turbo_vnnivbmi.c — one block of mixed-width KIVI keys (24 wide
+ * 4-bit and 40 narrow 2-bit codes a token) with 2-bit TurboQuant values at
+ * D = 64 in one function (attn_kernels.h, mix_turbo_block): the integer
+ * scores, the non-finite rule, the online-softmax step, the rescale of o and
+ * the integer p.V, for up to four rows of a kv head (SmolLM2's three).
+ * Installed where the CPU has AVX512_VNNI and AVX512_VBMI (this file is built
+ * with both).
+ *
+ * The separate kernels spread both code streams to nibble rows in memory
+ * (mix_nibbles) and read them back; here the codes are used where they lie.
+ * Keys: 16 tokens' 22-byte rows are loaded as 8 pairs and transposed to
+ * dwords (tokens in lanes, as kivi_qk8), then each of the 3 wide dwords
+ * gives 2 nibble planes and each of the 3 narrow dwords 4 planes of 2-bit
+ * codes, each plane one vpdpbusd per row against the query bytes of the
+ * same codes: the integer dots of kivi_qk8 over the nibble rows, exact.
+ * Values: 4 tokens' 16-byte rows are one 64-byte load; one vpermb makes
+ * dword lanes of the same code byte of the 4 tokens, 4 shift-and planes of
+ * 2-bit codes look the centroids up (vpshufb) and each row adds 4 vpdpbusd:
+ * codebook_pv8_64's integer sums, with all 64 lanes busy (the nibble rows
+ * of D = 64 fill half a register). The f32 steps (scores from the dots, the
+ * softmax, the weights' rounding, o += step * sum) are the separate
+ * kernels' bodies on the same operands, so the result is theirs bit for bit
+ * (d aside, attn_kernels.h). */
+#include <immintrin.h>
+#include <math.h>
+
+#include "attention/attn_kernels.h"
+#define VQ_UNROLL /* the bodies' loops as GCC chooses (attn_avx512_inline.h) */
+#include "cpu/avx512/attn_cb8_vnnivbmi.h"
+#include "cpu/avx512/attn_qk8_vnni.h"
+#include "cpu/avx512/attn_softmax_avx512.h"
+
+enum { ROW = 22, WIDE_DW = 3, NARROW_DW = 3, QBYTES = 4 * (2 * WIDE_DW + 4 * NARROW_DW) /* 72 */ };
+
+/* qsrc[i]: the stream code whose query byte is byte i of the kernel's
+ * order, or 0xff for zero: bytes 4 (2 w + m) + k for wide dword w and
+ * nibble plane m (code 8 w + 2 k + m), then 24 + 4 (4 (w - 3) + m) + k for
+ * narrow dword w and 2-bit plane m (row byte b = 4 w + k holds narrow codes
+ * 4 (b - 12) .. + 3, stream codes from 24; bytes 22 and 23 are past the
+ * row: zero). vperm[i]: value quad byte 4 (4 G + l) + t = row byte 4 l + G
+ * of token t, so that after the in-lane 4 x 4 transpose of the four planes'
+ * sums register u holds channels 16 u .. 16 u + 15 in order. */
+static uint8_t qsrc[128], vperm[64];
+
+static void build_mix_turbo_tables(void)
+{
+    for (int i = 0; i < 128; i++) qsrc[i] = 0xff;
+    for (int w = 0; w < WIDE_DW; w++)
+        for (int m = 0; m < 2; m++)
+            for (int k = 0; k < 4; k++) qsrc[4 * (2 * w + m) + k] = (uint8_t)(8 * w + 2 * k + m);
+    for (int w = WIDE_DW; w < WIDE_DW + NARROW_DW; w++)
+        for (int m = 0; m < 4; m++)
+            for (int k = 0; k < 4; k++) {
+                const int b = 4 * w + k;
+                if (b < ROW) qsrc[24 + 4 * (4 * (w - WIDE_DW) + m) + k] = (uint8_t)(24 + 4 * (b - 12) + m);
+            }
+    for (int G = 0; G < 4; G++)
+        for (int l = 0; l < 4; l++)
+            for (int t = 0; t < 4; t++) vperm[4 * (4 * G + l) + t] = (uint8_t)(16 * t + 4 * l + G);
+}
+
+/* The RB rows' query bytes in the kernel's order -> xk [4][128]: the
+ * group's gather table (qsrc through sidx), then one vpermb per row and
+ * half. */
+VQ_INLINE void order_query(int RB, const vq_attn_mix_turbo_block *b, int8_t (*xk)[128])
+{
+    const __m512i q0 = _mm512_loadu_si512(qsrc), q1 = _mm512_loadu_si512(qsrc + 64);
+    const __mmask64 k0 = _mm512_cmplt_epu8_mask(q0, _mm512_set1_epi8(64));
+    const __mmask64 k1 = _mm512_cmplt_epu8_mask(q1, _mm512_set1_epi8(64));
+    const __m512i sidx = _mm512_loadu_si512(b->sidx);
+    const __m512i i0 = _mm512_permutexvar_epi8(q0, sidx), i1 = _mm512_permutexvar_epi8(q1, sidx);
+    for (int r = 0; r < RB; r++) {
+        const __m512i x = _mm512_loadu_si512(b->xc + 64 * r);
+        _mm512_store_si512(xk[r], _mm512_maskz_permutexvar_epi8(k0, i0, x));
+        _mm512_store_si512(xk[r] + 64, _mm512_maskz_permutexvar_epi8(k1, i1, x));
+    }
+}
+
+/* One plane e of codes (a byte each, tokens in lanes) into the RB rows'
+ * accumulators against their query bytes of the plane. */
+VQ_INLINE void mix_plane(int RB, int NA, int plane, __m512i e, const int8_t (*xk)[128], __m512i (*acc)[4])
+{
+    VQ_UNROLL_ALWAYS
+    for (int r = 0; r < RB; r++) {
+        int32_t qw;
+        memcpy(&qw, xk[r] + 4 * plane, 4);
+        acc[r][plane % NA] = _mm512_dpbusd_epi32(acc[r][plane % NA], e, _mm512_set1_epi32(qw));
+    }
+}
+
+/* Scores of tokens 0-15 of rows (RB rows) -> v[r] in token order, as
+ * kivi_qk8 gives them (qk8_finish). Each row's 22 bytes are loaded masked
+ * (nothing past a row is read), two rows a register. */
+VQ_INLINE void mix_scores16(int RB, const uint8_t *rows, const int8_t (*xk)[128], const float *dz, __m512 *v)
+{
+    const __mmask64 lo = 0x3fffffull, hi = lo << 32;
+    __m512i x[8];
+    VQ_UNROLL_ALWAYS
+    for (int i = 0; i < 8; i++) {
+        const uint8_t *r0 = rows + 2 * i * ROW;
+        x[i] = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(lo, r0), hi, r0 + ROW - 32);
+    }
+    VQ_UNROLL_ALWAYS
+    for (int st = 0; st < 3; st++)
+        swap_stage(x, st, _mm512_loadu_si512(stages.lo[st]), _mm512_loadu_si512(stages.hi[st]));
+    const int NA = RB <= 2 ? 4 : 2; /* >= 8 independent vpdpbusd chains */
+    __m512i acc[4][4];
+    VQ_UNROLL_ALWAYS
+    for (int r = 0; r < RB; r++)
+        VQ_UNROLL_ALWAYS
+        for (int a = 0; a < NA; a++) acc[r][a] = _mm512_setzero_si512();
+    /* plane p: wide dword p / 2 (nibbles of shift 4 (p % 2)), from p = 6
+     * narrow dword 3 + (p - 6) / 4 (2-bit codes of shift 2 ((p - 6) % 4)) */
+    VQ_UNROLL_ALWAYS
+    for (int w = 0; w < WIDE_DW; w++)
+        VQ_UNROLL_ALWAYS
+        for (int m = 0; m < 2; m++)
+            mix_plane(RB, NA, 2 * w + m, _mm512_and_si512(m ? _mm512_srli_epi32(x[w], 4) : x[w], _mm512_set1_epi8(15)),
+                      xk, acc);
+    VQ_UNROLL_ALWAYS
+    for (int w = 0; w < NARROW_DW; w++)
+        VQ_UNROLL_ALWAYS
+        for (int m = 0; m < 4; m++)
+            mix_plane(RB, NA, 2 * WIDE_DW + 4 * w + m,
+                      _mm512_and_si512(m ? _mm512_srli_epi32(x[WIDE_DW + w], 2 * m) : x[WIDE_DW + w], _mm512_set1_epi8(3)),
+                      xk, acc);
+    qk8_sum_finish(RB, NA, acc, dz, v);
+}
+
+/* o [RB][ldo] (D = 64) *= alpha[r] where alpha[r] != 1, one product per
+ * element, as rescale. */
+VQ_INLINE void rescale_rows64(int RB, const float *alpha, float *o, int64_t ldo)
+{
+    for (int r = 0; r < RB; r++) {
+        if (alpha[r] == 1.0f) continue;
+        const __m512 a = _mm512_set1_ps(alpha[r]);
+        for (int c = 0; c < 64; c += 16) _mm512_storeu_ps(o + r * ldo + c, _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c), a));
+    }
+}
+
+/* o [RB][64] += the integer p.V of the weights w [4][32] over the block's
+ * 2-bit value rows (codebook_pv8_64's rounding and sums). */
+VQ_INLINE void mix_turbo_pv(int RB, const vq_attn_mix_turbo_block *b, const float (*w)[32], float *o, int64_t ldo)
+{
+    _Alignas(64) int32_t w8[4][8];
+    float sv[4];
+    int32_t wsum[4];
+    const unsigned uns = prep_rows(RB, 32, w[0], 32, b->cstep, w8, sv, wsum);
+    const bool all_u = uns == (1u << RB) - 1u;
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b->cq));
+    const __m512i perm = _mm512_loadu_si512(vperm), m2 = _mm512_set1_epi8(3), flip = _mm512_set1_epi8(-128);
+    __m512i acc[4][4];
+    VQ_UNROLL_ALWAYS
+    for (int r = 0; r < RB; r++)
+        VQ_UNROLL_ALWAYS
+        for (int u = 0; u < 4; u++) acc[r][u] = _mm512_set1_epi32(-128 * wsum[r]);
+    for (int q = 0; q < 8; q++) {
+        const __m512i T = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(b->vidx + 64 * q));
+        VQ_UNROLL_ALWAYS
+        for (int u = 0; u < 4; u++) {
+            const __m512i U = _mm512_shuffle_epi8(lut, _mm512_and_si512(u ? _mm512_srli_epi32(T, 2 * u) : T, m2));
+            if (all_u) {
+                VQ_UNROLL_ALWAYS
+                for (int r = 0; r < RB; r++)
+                    acc[r][u] = _mm512_dpbusd_epi32(acc[r][u], _mm512_set1_epi32(w8[r][q]), U);
+            } else {
+                const __m512i Ub = _mm512_xor_si512(U, flip);
+                VQ_UNROLL_ALWAYS
+                for (int r = 0; r < RB; r++)
+                    acc[r][u] = uns >> r & 1 ? _mm512_dpbusd_epi32(acc[r][u], _mm512_set1_epi32(w8[r][q]), U)
+                                             : _mm512_dpbusd_epi32(acc[r][u], Ub, _mm512_set1_epi32(w8[r][q]));
+            }
+        }
+    }
+    VQ_UNROLL_ALWAYS
+    for (int r = 0; r < RB; r++) {
+        const __m512 s = _mm512_set1_ps(sv[r]);
+        const __m512i t0 = _mm512_unpacklo_epi32(acc[r][0], acc[r][1]), t1 = _mm512_unpackhi_epi32(acc[r][0], acc[r][1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(acc[r][2], acc[r][3]), t3 = _mm512_unpackhi_epi32(acc[r][2], acc[r][3]);
+        const __m512i P[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                              _mm512_unpackhi_epi64(t1, t3)};
+        VQ_UNROLL_ALWAYS
+        for (int u = 0; u < 4; u++) {
+            float *dst = o + r * ldo + 16 * u;
+            _mm512_storeu_ps(dst, _mm512_fmadd_ps(_mm512_cvtepi32_ps(P[u]), s, _mm512_loadu_ps(dst)));
+        }
+    }
+}
+
+/* One block of RB rows. */
+VQ_INLINE void mix_turbo_rows(int RB, const vq_attn_mix_turbo_block *b, float *o, int64_t ldo, float *m, float *d,
+                              bool *bad)
+{
+    _Alignas(64) int8_t xk[4][128];
+    _Alignas(64) float w[4][32];
+    _Alignas(16) float a4[4];
+    __m512 x0[4], x1[4];
+    order_query(RB, b, xk);
+    mix_scores16(RB, b->kcodes, (const int8_t(*)[128])xk, b->dz, x0);
+    mix_scores16(RB, b->kcodes + 16 * ROW, (const int8_t(*)[128])xk, b->dz, x1);
+    poison_rows_regs(RB, x0, x1, bad);
+    softmax_rows_regs(RB, x0, x1, m, d, a4);
+    rescale_rows64(RB, a4, o, ldo);
+    const __m512 s0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b->vscale));
+    const __m512 s1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b->vscale + 16)));
+    for (int r = 0; r < RB; r++) {
+        _mm512_store_ps(w[r], _mm512_mul_ps(x0[r], s0));
+        _mm512_store_ps(w[r] + 16, _mm512_mul_ps(x1[r], s1));
+    }
+    mix_turbo_pv(RB, b, (const float(*)[32])w, o, ldo);
+}
+
+static void mix_turbo_block_avx512(int R, const vq_attn_mix_turbo_block *b, float *o, int64_t ldo, float *m, float *d,
+                                   bool *bad)
+{
+    switch (R) {
+    case 1: mix_turbo_rows(1, b, o, ldo, m, d, bad); break;
+    case 2: mix_turbo_rows(2, b, o, ldo, m, d, bad); break;
+    case 3: mix_turbo_rows(3, b, o, ldo, m, d, bad); break;
+    default: mix_turbo_rows(4, b, o, ldo, m, d, bad); break;
+    }
+}
+
+void vq_attn_kernels_init_avx512_mix_turbo(vq_attn_kernels *k)
+{
+    build_cb8_tables(); /* the header's own table (unused here) */
+    build_mix_turbo_tables();
+    k->mix_turbo_block = mix_turbo_block_avx512;
+}
