@@ -216,6 +216,10 @@ static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_att
     th->kern->kivi_qk8(R, n, D, 4, nib, D / 2, xq, dz, s, VQ_ATTN_BN);
 }
 
+/* vq_attn_q8_pos(c, 4, 64): where channel c's byte sits in a row of
+ * kivi_q8 at 4 bits and D = 64. */
+static inline uint8_t q8_pos64(int c) { return (uint8_t)((c & 1) << 5 | c >> 1); }
+
 /* The rows of group grp as the fused kernel takes them (mix_turbo_keys):
  * kivi_q8's int8 in channel order (xc [R][D] at the memo's data) and, per
  * stream code, the byte of a row that holds its channel (b->sidx [D]); the
@@ -234,13 +238,13 @@ static void group_q8_fused(const mix_keys *k, const vq_attn_thread *th, const vq
     th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
     th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
     th->kern->kivi_q8(R, D, 4, qp, D, sc, ze, xc, z);
-    const uint8_t *m = vq_attn_at(&k->mask, blk->b, blk->hk, grp);
-    for (int64_t c = 0, w = 0, nn = k->nw; c < D; c++) { /* as stream_order, inverted */
-        const int64_t wide = vq_kivi_mix_wide(m, c);
-        sidx[wide ? w : nn] = (uint8_t)vq_attn_q8_pos(c, 4, D);
-        w += wide;
-        nn += 1 - wide;
-    }
+    /* the stream order (stream_order) over the set and clear bits of the
+     * 64-bit mask: bit c is channel c's width on a little-endian host */
+    uint64_t wide;
+    memcpy(&wide, vq_attn_at(&k->mask, blk->b, blk->hk, grp), sizeof wide);
+    int s = 0;
+    for (uint64_t bits = wide; bits; bits &= bits - 1) sidx[s++] = q8_pos64(__builtin_ctzll(bits));
+    for (uint64_t bits = ~wide; bits; bits &= bits - 1) sidx[s++] = q8_pos64(__builtin_ctzll(bits));
 }
 
 /* The keys' part of the fused block (mix_turbo_keys in attn_skeleton.h):
