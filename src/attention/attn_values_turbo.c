@@ -9,8 +9,8 @@
  * D = 64) with the Lloyd-Max centroids rounded once
  * and the weights p_j * scale_j, the codes as nibble rows (in place for
  * 4-bit words): the codebook values' arithmetic, in the rotated basis.
- * Behind mixed-width keys at D = 64 (2-bit words) runs of whole blocks go
- * to one fused kernel per block (mix_turbo_run) where the ISA has one;
+ * Behind KIVI keys at D = 64 (2- and 3-bit words) runs of whole blocks go
+ * to one fused kernel per block (kivi_turbo_run) where the ISA has one;
  * VQ_ATTN_UNFUSED=1 (read when the values bind) keeps the separate kernels. */
 #include "attention/attn_turbo_stage.h"
 #include "codecs/hadamard.h"
@@ -83,27 +83,28 @@ static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq
         th->kern->codebook_pv8(R, blk->n, idx + c0 / 2, ldi, v->cq, v->cstep, w, VQ_ATTN_BN, o + c0, v->D);
 }
 
-/* A run of whole blocks, one kern->mix_turbo_block call each, where the
- * keys are mixed-width ones that take it (their mix_turbo_keys), R <= 4 and
- * the values 2-bit words of D = 64 with contiguous rows and f16 scales;
+/* A run of whole blocks, one kern->kivi_turbo_block call each, where the
+ * keys are KIVI ones that take it (their kivi_turbo_keys), R <= 4 and the
+ * values 2- or 3-bit words of D = 64 with contiguous rows and f16 scales;
  * returns the blocks it ran (0: the skeleton runs score, softmax and
  * accumulate). */
-static int64_t mix_turbo_run(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
+static int64_t kivi_turbo_run(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
                              const vq_attn_block *blk, int64_t count, const float *qp, int R, float *o, float *m,
                              float *d, bool *bad)
 {
     const turbo_values *v = desc;
     const vq_attn_turbo_stage *st = &v->stage;
-    if (R > 4 || th->kern->mix_turbo_block == NULL || keys->ops->mix_turbo_keys == NULL || v->D != 64 ||
-        st->bits != 2 || !st->packed || st->idx.st != 16 || !st->scale_f16 || st->scale.st != 2)
+    if (R > 4 || th->kern->kivi_turbo_block == NULL || keys->ops->kivi_turbo_keys == NULL || v->D != 64 ||
+        (st->bits != 2 && st->bits != 3) || !st->packed || st->idx.st != 8 * st->bits || !st->scale_f16 ||
+        st->scale.st != 2)
         return 0;
-    vq_attn_mix_turbo_block b = {.cq = v->cq, .cstep = v->cstep};
+    vq_attn_kivi_turbo_block b = {.vbits = st->bits, .cq = v->cq, .cstep = v->cstep};
     for (int64_t i = 0; i < count; i++) {
         const vq_attn_block one = {blk->b, blk->hk, blk->t0 + i * VQ_ATTN_BN, VQ_ATTN_BN};
-        if (!keys->ops->mix_turbo_keys(keys->desc, th, &one, qp, R, &b)) return i;
+        if (!keys->ops->kivi_turbo_keys(keys->desc, th, &one, qp, R, &b)) return i;
         b.vidx = vq_attn_at(&st->idx, one.b, one.hk, one.t0);
         b.vscale = vq_attn_at(&st->scale, one.b, one.hk, one.t0);
-        th->kern->mix_turbo_block(R, &b, o, v->D, m, d, bad);
+        th->kern->kivi_turbo_block(R, &b, o, v->D, m, d, bad);
     }
     return count;
 }
@@ -118,7 +119,7 @@ static void finish(const void *desc, float *o)
 static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool asked);
 static const vq_attn_value_ops turbo_ops = {accumulate, finish, NULL, use_int8};
 static const vq_attn_value_ops turbo_int8_ops = {accumulate_int8, finish, NULL, NULL};
-static const vq_attn_value_ops turbo_fused_ops = {accumulate_int8, finish, mix_turbo_run, NULL};
+static const vq_attn_value_ops turbo_fused_ops = {accumulate_int8, finish, kivi_turbo_run, NULL};
 
 vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values, const vq_attn_dims *dims,
                                     vq_attn_values *out)

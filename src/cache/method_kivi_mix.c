@@ -220,13 +220,13 @@ static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_att
  * kivi_q8 at 4 bits and D = 64. */
 static inline uint8_t q8_pos64(int c) { return (uint8_t)((c & 1) << 5 | c >> 1); }
 
-/* The rows of group grp as the fused kernel takes them (mix_turbo_keys):
+/* The rows of group grp as the fused kernel takes them (kivi_turbo_keys):
  * kivi_q8's int8 in channel order (xc [R][D] at the memo's data) and, per
  * stream code, the byte of a row that holds its channel (b->sidx [D]); the
  * kernel gathers the rows itself. Kept in the memo under a tag of their
  * own (the next byte of the descriptor), as they are not group_q8's layout. */
 static void group_q8_fused(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
-                           int R, int64_t grp, vq_attn_mix_turbo_block *b)
+                           int R, int64_t grp, vq_attn_kivi_turbo_block *b)
 {
     const int64_t D = k->D;
     int8_t *xc = (int8_t *)th->memo_data;
@@ -247,11 +247,11 @@ static void group_q8_fused(const mix_keys *k, const vq_attn_thread *th, const vq
     for (uint64_t bits = ~wide; bits; bits &= bits - 1) sidx[s++] = q8_pos64(__builtin_ctzll(bits));
 }
 
-/* The keys' part of the fused block (mix_turbo_keys in attn_skeleton.h):
- * the layout mix_turbo_block reads (D = 64, 24 wide 4-bit channels, narrow
+/* The keys' part of the fused block (kivi_turbo_keys in attn_skeleton.h):
+ * the layout kivi_turbo_block reads (D = 64, 24 wide 4-bit channels, narrow
  * 2-bit ones, contiguous 22-byte rows), a whole block inside one group. */
-static bool mix_turbo_keys(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
-                           int R, vq_attn_mix_turbo_block *b)
+static bool kivi_turbo_keys(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                           int R, vq_attn_kivi_turbo_block *b)
 {
     const mix_keys *k = desc;
     if (!k->int8 || k->D != 64 || k->nw != 24 || k->bits != 2 || k->bits2 != 4 || k->codes.st != 22 ||
@@ -309,7 +309,7 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
 
 static bool mix_use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
 /* integer scores under AUTO wherever the layout allows, as the KIVI keys' */
-static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score, mix_use_int8, mix_turbo_keys};
+static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score, mix_use_int8, kivi_turbo_keys};
 
 vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
                                  const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,

@@ -1,26 +1,34 @@
-/* attn_mix_turbo_vnnivbmi.c — one block of mixed-width KIVI keys (24 wide
- * 4-bit and 40 narrow 2-bit codes a token) with 2-bit TurboQuant values at
- * D = 64 in one function (attn_kernels.h, mix_turbo_block): the integer
- * scores, the non-finite rule, the online-softmax step, the rescale of o and
- * the integer p.V, for up to four rows of a kv head (SmolLM2's three).
- * Installed where the CPU has AVX512_VNNI and AVX512_VBMI (this file is built
- * with both).
+/* attn_kivi_turbo_vnnivbmi.c — one block of KIVI keys (mixed-width: 24
+ * wide 4-bit and 40 narrow 2-bit codes a token; or 4-bit) with 2- or 3-bit
+ * TurboQuant values at D = 64 in one function (attn_kernels.h,
+ * kivi_turbo_block; the presets balanced-3bit and quality-4bit on
+ * SmolLM2's heads): the integer scores, the non-finite rule, the
+ * online-softmax step, the rescale of o and the integer p.V, for up to four
+ * rows of a kv head (SmolLM2's three). Installed where the CPU has
+ * AVX512_VNNI and AVX512_VBMI (this file is built with both).
  *
- * The separate kernels spread both code streams to nibble rows in memory
- * (mix_nibbles) and read them back; here the codes are used where they lie.
- * Keys: 16 tokens' 22-byte rows are loaded as 8 pairs and transposed to
- * dwords (tokens in lanes, as kivi_qk8), then each of the 3 wide dwords
- * gives 2 nibble planes and each of the 3 narrow dwords 4 planes of 2-bit
- * codes, each plane one vpdpbusd per row against the query bytes of the
- * same codes: the integer dots of kivi_qk8 over the nibble rows, exact.
- * Values: 4 tokens' 16-byte rows are one 64-byte load; one vpermb makes
- * dword lanes of the same code byte of the 4 tokens, 4 shift-and planes of
- * 2-bit codes look the centroids up (vpshufb) and each row adds 4 vpdpbusd:
- * codebook_pv8_64's integer sums, with all 64 lanes busy (the nibble rows
- * of D = 64 fill half a register). The f32 steps (scores from the dots, the
- * softmax, the weights' rounding, o += step * sum) are the separate
- * kernels' bodies on the same operands, so the result is theirs bit for bit
- * (d aside, attn_kernels.h). */
+ * The separate kernels spread the narrow key codes and the value codes to
+ * nibble rows in memory (mix_nibbles, nibbles3) and read them back; here
+ * the codes are used where they lie.
+ * Mixed-width keys: 16 tokens' 22-byte rows are loaded as 8 pairs and
+ * transposed to dwords (tokens in lanes, as kivi_qk8), then each of the 3
+ * wide dwords gives 2 nibble planes and each of the 3 narrow dwords 4
+ * planes of 2-bit codes, each plane one vpdpbusd per row against the query
+ * bytes of the same codes: the integer dots of kivi_qk8 over the nibble
+ * rows, exact. 4-bit keys: kivi_qk8's body.
+ * 2-bit values: 4 tokens' 16-byte rows are one 64-byte load; one vpermb
+ * makes dword lanes of the same code byte of the 4 tokens, 4 shift-and
+ * planes look the centroids up (vpshufb) and each row adds 4 vpdpbusd.
+ * 3-bit values: 2 tokens' 24-byte rows are one 48-byte load; one vpermb
+ * puts 6 bytes (16 codes) in each qword, vpmultishiftqb takes the 8 bits
+ * at each pair of codes and one vpermb of a 64-entry table makes them a
+ * nibble pair: the two tokens' nibble rows (nibbles3's bytes); a vpermt2b
+ * of two such registers makes dword lanes of 4 tokens, then 2 nibble
+ * planes each, as above. Both are codebook_pv8_64's integer sums, with all
+ * 64 lanes busy. The f32 steps (scores from the dots, the softmax, the
+ * weights' rounding, o += step * sum) are the separate kernels' bodies on
+ * the same operands, so the result is theirs bit for bit (d aside,
+ * attn_kernels.h). */
 #include <immintrin.h>
 #include <math.h>
 
@@ -41,8 +49,17 @@ enum { ROW = 22, WIDE_DW = 3, NARROW_DW = 3, QBYTES = 4 * (2 * WIDE_DW + 4 * NAR
  * of token t, so that after the in-lane 4 x 4 transpose of the four planes'
  * sums register u holds channels 16 u .. 16 u + 15 in order. */
 static uint8_t qsrc[128], vperm[64];
+/* 3-bit values: six[i] puts bytes 6 k .. 6 k + 5 in qword k (its bytes 6
+ * and 7 are never read as codes), shifts[j] = 6 (j % 8) is the bit of code
+ * pair j % 8 of a qword, pair[y] = (y & 7) | (y >> 3 & 7) << 4 the nibble
+ * pair of its 6 bits, and ilv3[h] makes dword lane (G, l) of 4 tokens'
+ * nibble byte 8 l + 2 G + h (token t: byte 32 (t % 2) of the first
+ * register for t < 2, of the second, + 64, else), so that nibble plane m
+ * of ilv3[h] sums channels 16 l + 4 G + 2 h + m, the order of the 2-bit
+ * planes u = 2 h + m. */
+static uint8_t six[64], shifts[64], pair[64], ilv3[2][64];
 
-static void build_mix_turbo_tables(void)
+static void build_kivi_turbo_tables(void)
 {
     for (int i = 0; i < 128; i++) qsrc[i] = 0xff;
     for (int w = 0; w < WIDE_DW; w++)
@@ -56,13 +73,22 @@ static void build_mix_turbo_tables(void)
             }
     for (int G = 0; G < 4; G++)
         for (int l = 0; l < 4; l++)
-            for (int t = 0; t < 4; t++) vperm[4 * (4 * G + l) + t] = (uint8_t)(16 * t + 4 * l + G);
+            for (int t = 0; t < 4; t++) {
+                vperm[4 * (4 * G + l) + t] = (uint8_t)(16 * t + 4 * l + G);
+                for (int h = 0; h < 2; h++)
+                    ilv3[h][4 * (4 * G + l) + t] = (uint8_t)((t < 2 ? 0 : 64) + 32 * (t % 2) + 8 * l + 2 * G + h);
+            }
+    for (int i = 0; i < 64; i++) {
+        six[i] = (uint8_t)(i % 8 < 6 ? 6 * (i / 8) + i % 8 : 0);
+        shifts[i] = (uint8_t)(6 * (i % 8));
+        pair[i] = (uint8_t)((i & 7) | (i >> 3 & 7) << 4);
+    }
 }
 
 /* The RB rows' query bytes in the kernel's order -> xk [4][128]: the
  * group's gather table (qsrc through sidx), then one vpermb per row and
  * half. */
-VQ_INLINE void order_query(int RB, const vq_attn_mix_turbo_block *b, int8_t (*xk)[128])
+VQ_INLINE void order_query(int RB, const vq_attn_kivi_turbo_block *b, int8_t (*xk)[128])
 {
     const __m512i q0 = _mm512_loadu_si512(qsrc), q1 = _mm512_loadu_si512(qsrc + 64);
     const __mmask64 k0 = _mm512_cmplt_epu8_mask(q0, _mm512_set1_epi8(64));
@@ -138,9 +164,36 @@ VQ_INLINE void rescale_rows64(int RB, const float *alpha, float *o, int64_t ldo)
     }
 }
 
+/* The 4 planes of code bytes (one code a byte, tokens 4q .. 4q + 3 in the
+ * bytes of each dword) of quad q of the value rows: plane u lane (G, l) is
+ * channel 16 l + 4 G + u. */
+VQ_INLINE void value_planes(int vbits, const uint8_t *vidx, int q, __m512i *E)
+{
+    if (vbits == 2) {
+        const __m512i T = _mm512_permutexvar_epi8(_mm512_loadu_si512(vperm), _mm512_loadu_si512(vidx + 64 * q));
+        VQ_UNROLL_ALWAYS
+        for (int u = 0; u < 4; u++) E[u] = _mm512_and_si512(u ? _mm512_srli_epi32(T, 2 * u) : T, _mm512_set1_epi8(3));
+        return;
+    }
+    const __m512i sx = _mm512_loadu_si512(six), sh = _mm512_loadu_si512(shifts), pr = _mm512_loadu_si512(pair);
+    __m512i N[2]; /* nibble rows of tokens 4q, 4q + 1 / 4q + 2, 4q + 3 */
+    VQ_UNROLL_ALWAYS
+    for (int i = 0; i < 2; i++) {
+        const __m512i raw = _mm512_maskz_loadu_epi8(0xffffffffffffull, vidx + 96 * q + 48 * i);
+        N[i] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(sh, _mm512_permutexvar_epi8(sx, raw)), pr);
+    }
+    VQ_UNROLL_ALWAYS
+    for (int h = 0; h < 2; h++) {
+        const __m512i X = _mm512_permutex2var_epi8(N[0], _mm512_loadu_si512(ilv3[h]), N[1]);
+        E[2 * h] = _mm512_and_si512(X, _mm512_set1_epi8(15));
+        E[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi32(X, 4), _mm512_set1_epi8(15));
+    }
+}
+
 /* o [RB][64] += the integer p.V of the weights w [4][32] over the block's
- * 2-bit value rows (codebook_pv8_64's rounding and sums). */
-VQ_INLINE void mix_turbo_pv(int RB, const vq_attn_mix_turbo_block *b, const float (*w)[32], float *o, int64_t ldo)
+ * value rows (codebook_pv8_64's rounding and sums). */
+VQ_INLINE void kivi_turbo_pv(int RB, int vbits, const vq_attn_kivi_turbo_block *b, const float (*w)[32], float *o,
+                             int64_t ldo)
 {
     _Alignas(64) int32_t w8[4][8];
     float sv[4];
@@ -148,17 +201,18 @@ VQ_INLINE void mix_turbo_pv(int RB, const vq_attn_mix_turbo_block *b, const floa
     const unsigned uns = prep_rows(RB, 32, w[0], 32, b->cstep, w8, sv, wsum);
     const bool all_u = uns == (1u << RB) - 1u;
     const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b->cq));
-    const __m512i perm = _mm512_loadu_si512(vperm), m2 = _mm512_set1_epi8(3), flip = _mm512_set1_epi8(-128);
+    const __m512i flip = _mm512_set1_epi8(-128);
     __m512i acc[4][4];
     VQ_UNROLL_ALWAYS
     for (int r = 0; r < RB; r++)
         VQ_UNROLL_ALWAYS
         for (int u = 0; u < 4; u++) acc[r][u] = _mm512_set1_epi32(-128 * wsum[r]);
     for (int q = 0; q < 8; q++) {
-        const __m512i T = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(b->vidx + 64 * q));
+        __m512i E[4];
+        value_planes(vbits, b->vidx, q, E);
         VQ_UNROLL_ALWAYS
         for (int u = 0; u < 4; u++) {
-            const __m512i U = _mm512_shuffle_epi8(lut, _mm512_and_si512(u ? _mm512_srli_epi32(T, 2 * u) : T, m2));
+            const __m512i U = _mm512_shuffle_epi8(lut, E[u]);
             if (all_u) {
                 VQ_UNROLL_ALWAYS
                 for (int r = 0; r < RB; r++)
@@ -187,17 +241,23 @@ VQ_INLINE void mix_turbo_pv(int RB, const vq_attn_mix_turbo_block *b, const floa
     }
 }
 
-/* One block of RB rows. */
-VQ_INLINE void mix_turbo_rows(int RB, const vq_attn_mix_turbo_block *b, float *o, int64_t ldo, float *m, float *d,
-                              bool *bad)
+/* One block of RB rows, mixed-width keys (mix) or 4-bit ones, vbits-bit
+ * values (all constants after inlining). */
+VQ_INLINE void kivi_turbo_rows(int RB, bool mix, int vbits, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo,
+                               float *m, float *d, bool *bad)
 {
     _Alignas(64) int8_t xk[4][128];
     _Alignas(64) float w[4][32];
     _Alignas(16) float a4[4];
     __m512 x0[4], x1[4];
-    order_query(RB, b, xk);
-    mix_scores16(RB, b->kcodes, (const int8_t(*)[128])xk, b->dz, x0);
-    mix_scores16(RB, b->kcodes + 16 * ROW, (const int8_t(*)[128])xk, b->dz, x1);
+    if (mix) {
+        order_query(RB, b, xk);
+        mix_scores16(RB, b->kcodes, (const int8_t(*)[128])xk, b->dz, x0);
+        mix_scores16(RB, b->kcodes + 16 * ROW, (const int8_t(*)[128])xk, b->dz, x1);
+    } else {
+        qk8_regs16(4, RB, 16, 64, b->kcodes, 32, b->xc, b->dz, x0);
+        qk8_regs16(4, RB, 16, 64, b->kcodes + 16 * 32, 32, b->xc, b->dz, x1);
+    }
     poison_rows_regs(RB, x0, x1, bad);
     softmax_rows_regs(RB, x0, x1, m, d, a4);
     rescale_rows64(RB, a4, o, ldo);
@@ -207,23 +267,34 @@ VQ_INLINE void mix_turbo_rows(int RB, const vq_attn_mix_turbo_block *b, float *o
         _mm512_store_ps(w[r], _mm512_mul_ps(x0[r], s0));
         _mm512_store_ps(w[r] + 16, _mm512_mul_ps(x1[r], s1));
     }
-    mix_turbo_pv(RB, b, (const float(*)[32])w, o, ldo);
+    kivi_turbo_pv(RB, vbits, b, (const float(*)[32])w, o, ldo);
 }
 
-static void mix_turbo_block_avx512(int R, const vq_attn_mix_turbo_block *b, float *o, int64_t ldo, float *m, float *d,
-                                   bool *bad)
+/* The rows' cases for one pair of formats. */
+VQ_INLINE void kivi_turbo_any(int R, bool mix, int vbits, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo,
+                              float *m, float *d, bool *bad)
 {
     switch (R) {
-    case 1: mix_turbo_rows(1, b, o, ldo, m, d, bad); break;
-    case 2: mix_turbo_rows(2, b, o, ldo, m, d, bad); break;
-    case 3: mix_turbo_rows(3, b, o, ldo, m, d, bad); break;
-    default: mix_turbo_rows(4, b, o, ldo, m, d, bad); break;
+    case 1: kivi_turbo_rows(1, mix, vbits, b, o, ldo, m, d, bad); break;
+    case 2: kivi_turbo_rows(2, mix, vbits, b, o, ldo, m, d, bad); break;
+    case 3: kivi_turbo_rows(3, mix, vbits, b, o, ldo, m, d, bad); break;
+    default: kivi_turbo_rows(4, mix, vbits, b, o, ldo, m, d, bad); break;
     }
 }
 
-void vq_attn_kernels_init_avx512_mix_turbo(vq_attn_kernels *k)
+static void kivi_turbo_block_avx512(int R, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo, float *m,
+                                    float *d, bool *bad)
+{
+    const bool mix = b->sidx != NULL;
+    if (mix && b->vbits == 2) kivi_turbo_any(R, true, 2, b, o, ldo, m, d, bad);
+    else if (mix) kivi_turbo_any(R, true, 3, b, o, ldo, m, d, bad);
+    else if (b->vbits == 2) kivi_turbo_any(R, false, 2, b, o, ldo, m, d, bad);
+    else kivi_turbo_any(R, false, 3, b, o, ldo, m, d, bad);
+}
+
+void vq_attn_kernels_init_avx512_kivi_turbo(vq_attn_kernels *k)
 {
     build_cb8_tables(); /* the header's own table (unused here) */
-    build_mix_turbo_tables();
-    k->mix_turbo_block = mix_turbo_block_avx512;
+    build_kivi_turbo_tables();
+    k->kivi_turbo_block = kivi_turbo_block_avx512;
 }
