@@ -131,12 +131,13 @@ static inline void vq_attn_rabitq_block_next(vq_attn_rabitq_block *b, int64_t ne
 /* One block of the fused decode of KIVI keys with 2- or 3-bit TurboQuant
  * values at D = 64 (kivi_turbo_block): 32 tokens of one key group. */
 typedef struct vq_attn_kivi_turbo_block {
-    /* Key code rows, contiguous: mixed-width keys (sidx set) [32][22], per
-     * token the 24 wide 4-bit codes (stream codes 0-23, two a byte, low
-     * nibble first), then the 40 narrow 2-bit codes (four a byte, lowest
-     * bits first); 4-bit keys (sidx NULL) [32][32], code c in nibble c % 2
-     * of byte c / 2 */
+    /* Key code rows, contiguous: mixed-width keys (sidx set) of nw = 8 or
+     * 24 wide channels [32][nw / 2 + (64 - nw) / 4], per token the nw wide
+     * 4-bit codes (stream codes 0 .. nw - 1, two a byte, low nibble first),
+     * then the narrow 2-bit codes (four a byte, lowest bits first); 4-bit
+     * keys (sidx NULL) [32][32], code c in nibble c % 2 of byte c / 2 */
     const uint8_t *kcodes;
+    int nw;
     /* [R][64]: the rows' int8 against the key group as kivi_q8 (4 bits,
      * D = 64) leaves them, channel c at byte vq_attn_q8_pos(c, 4, 64);
      * mixed-width keys: sidx [64], the byte of such a row that holds stream
@@ -306,7 +307,7 @@ typedef struct vq_attn_kernels {
      * with no mask and no causal limit inside it: the same as, in turn,
      * kivi_qk8(R, 32, 64, 4, key nibble rows, 32, xq, dz, s, 32) (the
      * 4-bit rows as they are, xq = xc; mixed-width rows spread by
-     * mix_nibbles(32, kcodes, 22, 12, 10, ..) and xq the rows in stream
+     * mix_nibbles(32, kcodes, row bytes, nw / 2, (64 - nw) / 4, ..) and xq the rows in stream
      * order, xq[r*64 + i] = xc[r*64 + sidx[2i]], xq[r*64 + 32 + i] =
      * xc[r*64 + sidx[2i + 1]], i < 32), poison(R, 32, s, 32, bad),
      * softmax(R, 32, s, 32, m, d, alpha), rescale(R, 64, o, ldo, alpha),

@@ -248,17 +248,19 @@ static void group_q8_fused(const mix_keys *k, const vq_attn_thread *th, const vq
 }
 
 /* The keys' part of the fused block (kivi_turbo_keys in attn_skeleton.h):
- * the layout kivi_turbo_block reads (D = 64, 24 wide 4-bit channels, narrow
- * 2-bit ones, contiguous 22-byte rows), a whole block inside one group. */
+ * the layouts kivi_turbo_block reads (D = 64, 24 or 8 wide 4-bit channels,
+ * narrow 2-bit ones, contiguous rows), a whole block inside one group. */
 static bool kivi_turbo_keys(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
                            int R, vq_attn_kivi_turbo_block *b)
 {
     const mix_keys *k = desc;
-    if (!k->int8 || k->D != 64 || k->nw != 24 || k->bits != 2 || k->bits2 != 4 || k->codes.st != 22 ||
+    if (!k->int8 || k->D != 64 || (k->nw != 24 && k->nw != 8) || k->bits != 2 || k->bits2 != 4 ||
+        k->codes.st != vq_kivi_mix_row_bytes(64, k->nw, 2, 4) ||
         blk->n != VQ_ATTN_BN || k->g % VQ_ATTN_BN != 0 || blk->t0 % VQ_ATTN_BN != 0 || R > VQ_ATTN_DIRECT_ROWS)
         return false;
     group_q8_fused(k, th, blk, qp, R, blk->t0 / k->g, b);
     b->kcodes = vq_attn_at(&k->codes, blk->b, blk->hk, blk->t0);
+    b->nw = (int)k->nw;
     return true;
 }
 

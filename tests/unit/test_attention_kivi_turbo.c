@@ -1,7 +1,8 @@
 /* test_attention_kivi_turbo.c — the fused block of KIVI keys (mixed-width
- * or 4-bit) and 2- or 3-bit TurboQuant values at D = 64 (attn_kernels.h,
- * kivi_turbo_block; the presets balanced-3bit and quality-4bit on
- * SmolLM2-sized heads): on every ISA that has it, the kernel against the
+ * of 8 or 24 wide channels, or 4-bit) and 2- or 3-bit TurboQuant values at
+ * D = 64 (attn_kernels.h, kivi_turbo_block; the presets balanced-3bit,
+ * compact-2.5bit and quality-4bit on SmolLM2-sized heads): on every ISA
+ * that has it, the kernel against the
  * same ISA's sequence of separate kernels bit for bit and against a
  * float64 reference of the block in plain loops within the integer p.V's
  * rounding; through the cache, the fused path, one fused call per block
@@ -16,7 +17,7 @@
 #include "harness.h"
 #include "veloxquant.h"
 
-enum { BN = 32, D = 64, NW = 24, MROW = 22, KROW = 32 };
+enum { BN = 32, D = 64, KROW = 32 };
 
 /* A normal float, or now and then one of the awkward ones (special: also
  * NaN, SNaN and +-inf). */
@@ -30,25 +31,28 @@ static float odd_float(vq_rng *rng, bool special)
     return u == 2 ? NAN : u == 3 ? __builtin_nansf("") : u == 4 ? INFINITY : -INFINITY;
 }
 
+/* Bytes of a mixed-width row of nw wide channels. */
+static int mix_row(int nw) { return nw / 2 + (D - nw) / 4; }
+
 /* A random group order: sidx[s] = the kivi_q8 byte of stream code s's
- * channel (NW random wide channels ascending, then the narrow ones). */
-static void random_order(vq_rng *rng, uint8_t *sidx)
+ * channel (nw random wide channels ascending, then the narrow ones). */
+static void random_order(vq_rng *rng, int nw, uint8_t *sidx)
 {
     bool wide[D] = {false};
-    for (int n = 0; n < NW;) {
+    for (int n = 0; n < nw;) {
         const int c = (int)(vq_rng_next(rng) % D);
         if (!wide[c]) wide[c] = true, n++;
     }
-    for (int c = 0, w = 0, nn = NW; c < D; c++) sidx[wide[c] ? w++ : nn++] = (uint8_t)vq_attn_q8_pos(c, 4, D);
+    for (int c = 0, w = 0, nn = nw; c < D; c++) sidx[wide[c] ? w++ : nn++] = (uint8_t)vq_attn_q8_pos(c, 4, D);
 }
 
-/* Code of stream index s in a mixed-width key row (24 nibbles, then 2-bit
- * codes), or of channel s in a 4-bit one. */
-static int key_code(const uint8_t *row, bool mix, int s)
+/* Code of stream index s in a mixed-width key row of nw wide channels (nw
+ * nibbles, then 2-bit codes), or of channel s in a 4-bit one (nw = 0). */
+static int key_code(const uint8_t *row, int nw, int s)
 {
-    if (!mix || s < NW) return row[s / 2] >> (4 * (s % 2)) & 15;
-    const int i = s - NW;
-    return row[NW / 2 + i / 4] >> (2 * (i % 4)) & 3;
+    if (!nw || s < nw) return row[s / 2] >> (4 * (s % 2)) & 15;
+    const int i = s - nw;
+    return row[nw / 2 + i / 4] >> (2 * (i % 4)) & 3;
 }
 
 /* Code c of a value row of vbits-bit codes. */
@@ -64,14 +68,14 @@ static int value_code(const uint8_t *row, int vbits, int c)
 static void reference(int R, const vq_attn_kivi_turbo_block *b, const float *vs, double *o, double *wmax)
 {
     const bool mix = b->sidx != NULL;
-    const int krow = mix ? MROW : KROW, vrow = 8 * b->vbits;
+    const int krow = mix ? mix_row(b->nw) : KROW, vrow = 8 * b->vbits;
     for (int r = 0; r < R; r++) {
         double s[BN], mx = -INFINITY, sum = 0.0;
         for (int j = 0; j < BN; j++) {
             long long dot = 0;
             for (int i = 0; i < D; i++)
                 dot += (long long)b->xc[r * D + (mix ? b->sidx[i] : vq_attn_q8_pos(i, 4, D))] *
-                       key_code(b->kcodes + j * krow, mix, i);
+                       key_code(b->kcodes + j * krow, mix ? b->nw : 0, i);
             s[j] = (double)b->dz[2 * r] * (double)dot + (double)b->dz[2 * r + 1];
             mx = s[j] > mx ? s[j] : mx;
         }
@@ -103,15 +107,15 @@ static void block_on(vq_ctx *ctx, const char *isa)
     bool bad[2][4];
     for (int it = 0; it < 800; it++) {
         const int R = 1 + it % 4, vbits = 2 + (it / 4) % 2;
-        const bool mix = (it / 8) % 2 == 0, special = it % 5 == 0, plain = it % 3 == 1; /* plain: the float64 check */
-        const int krow = mix ? MROW : KROW, vrow = 8 * vbits;
+        const bool mix = (it / 8) % 3 != 0, special = it % 5 == 0, plain = it % 3 == 1; /* plain: the float64 check */
+        const int nw = (it / 8) % 3 == 1 ? 24 : 8, krow = mix ? mix_row(nw) : KROW, vrow = 8 * vbits;
         /* the rows end their buffers: a read past them is an ASan error */
         uint8_t *kc = malloc((size_t)(BN * krow)), *vc = malloc((size_t)(BN * vrow));
         for (int i = 0; i < BN * krow; i++) kc[i] = (uint8_t)vq_rng_next(&rng);
         for (int i = 0; i < BN * vrow; i++) vc[i] = (uint8_t)vq_rng_next(&rng);
         for (int i = 0; i < R * D; i++) xc[i] = (int8_t)((int)(vq_rng_next(&rng) % 255) - 127);
         if (it < 16 && it % 4 == 2) memset(xc, 127, sizeof xc); /* the extremes */
-        random_order(&rng, sidx);
+        random_order(&rng, nw, sidx);
         for (int r = 0; r < R; r++) {
             dz[2 * r] = plain ? 0.01f * (float)(1 + vq_rng_next(&rng) % 8) : odd_float(&rng, special) * 0.01f;
             dz[2 * r + 1] = plain ? (float)vq_rng_normal(&rng) : odd_float(&rng, special);
@@ -127,7 +131,8 @@ static void block_on(vq_ctx *ctx, const char *isa)
             memset(o, 0, sizeof o);
             for (int r = 0; r < R; r++) bad[0][r] = bad[1][r] = false;
         }
-        const vq_attn_kivi_turbo_block b = {kc, xc, mix ? sidx : NULL, dz, vc, vbits, vs16, cq[vbits - 2], cstep[vbits - 2]};
+        const vq_attn_kivi_turbo_block b = {kc,    mix ? nw : 0, xc, mix ? sidx : NULL, dz, vc, vbits, vs16,
+                                            cq[vbits - 2], cstep[vbits - 2]};
         k->kivi_turbo_block(R, &b, o[0], D, m[0], d[0], bad[0]);
         /* the sequence: nibble rows of both, kivi_qk8, the softmax step, codebook_pv8_64 */
         const uint8_t *krows = kc;
@@ -138,7 +143,7 @@ static void block_on(vq_ctx *ctx, const char *isa)
                     xq[r * D + i] = xc[r * D + sidx[2 * i]];
                     xq[r * D + D / 2 + i] = xc[r * D + sidx[2 * i + 1]];
                 }
-            k->mix_nibbles(BN, kc, MROW, NW / 2, (D - NW) / 4, nib);
+            k->mix_nibbles(BN, kc, krow, nw / 2, (D - nw) / 4, nib);
             krows = nib;
         }
         k->kivi_qk8(R, BN, D, 4, krows, D / 2, xq, dz, s, BN);
@@ -148,7 +153,7 @@ static void block_on(vq_ctx *ctx, const char *isa)
         if (vbits == 2) k->mix_nibbles(1, vc, BN * vrow, 0, BN * vrow, vnib);
         else k->nibbles3(BN / 2, vc, 2 * vrow, vnib); /* pairs of rows: 48 bytes of 128 codes */
         k->codebook_pv8_64(R, BN, vnib, D / 2, cq[vbits - 2], cstep[vbits - 2], w, BN, o[1], D);
-        vt_check_block_state(isa, mix ? "kivi_turbo mix" : "kivi_turbo 4-bit", it, R, 1, D, bad, m, d, o[0], o[1]);
+        vt_check_block_state(isa, !mix ? "kivi_turbo 4-bit" : nw == 8 ? "kivi_turbo mix 8" : "kivi_turbo mix 24", it, R, 1, D, bad, m, d, o[0], o[1]);
         if (plain) {
             double ref[4 * D], wmax[4];
             reference(R, &b, vs, ref, wmax);
@@ -169,9 +174,9 @@ static void block_on(vq_ctx *ctx, const char *isa)
 
 static void test_kivi_turbo_block(void) { vt_for_each_isa(1, block_on); }
 
-/* Through the cache: balanced-3bit (mixed-width keys, 2-bit TurboQuant
- * values) and quality-4bit (4-bit keys, 3-bit values), with their sinks
- * and windows, at D = 64, one decode query per head: the fused path
+/* Through the cache: balanced-3bit and compact-2.5bit (mixed-width keys
+ * of 24 and 8 wide channels, 2-bit TurboQuant values) and quality-4bit
+ * (4-bit keys, 3-bit values), with their sinks and windows, at D = 64, one decode query per head: the fused path
  * against one fused call per block and the separate kernels, bytes equal;
  * 1-4 query heads per kv head, lengths below a block, across key groups
  * and pages. */
@@ -180,11 +185,11 @@ static void cache_paths_on(vq_ctx *ctx, const char *isa)
     vq_rng rng;
     vq_rng_seed(&rng, 3141);
     static const int shapes[][2] = {{1, 20}, {2, 100}, {3, 300}, {4, 700}, {3, 1000}};
-    static const char *presets[2] = {"balanced-3bit", "quality-4bit"};
+    static const char *presets[3] = {"balanced-3bit", "quality-4bit", "compact-2.5bit"};
     static const char *env[3] = {NULL, "VQ_ATTN_ONE_BLOCK", "VQ_ATTN_UNFUSED"};
-    for (size_t si = 0; si < 2 * sizeof shapes / sizeof shapes[0]; si++) {
-        const int G = shapes[si / 2][0], T = shapes[si / 2][1], HKV = 2, HQ = HKV * G;
-        const char *preset = presets[si % 2];
+    for (size_t si = 0; si < 3 * sizeof shapes / sizeof shapes[0]; si++) {
+        const int G = shapes[si / 3][0], T = shapes[si / 3][1], HKV = 2, HQ = HKV * G;
+        const char *preset = presets[si % 3];
         const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = D,
                                      .preset = preset, .capacity_pages = 16, .grow_pages = 16};
         DLTensor *kk = vt_new(VT_F32, VT_DIMS(1, HKV, T, D)), *vv = vt_new(VT_F32, VT_DIMS(1, HKV, T, D));

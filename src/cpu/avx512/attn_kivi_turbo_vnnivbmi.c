@@ -1,8 +1,8 @@
 /* attn_kivi_turbo_vnnivbmi.c — one block of KIVI keys (mixed-width: 24
  * wide 4-bit and 40 narrow 2-bit codes a token; or 4-bit) with 2- or 3-bit
  * TurboQuant values at D = 64 in one function (attn_kernels.h,
- * kivi_turbo_block; the presets balanced-3bit and quality-4bit on
- * SmolLM2's heads): the integer scores, the non-finite rule, the
+ * kivi_turbo_block; the presets balanced-3bit, compact-2.5bit and
+ * quality-4bit on SmolLM2's heads): the integer scores, the non-finite rule, the
  * online-softmax step, the rescale of o and the integer p.V, for up to four
  * rows of a kv head (SmolLM2's three). Installed where the CPU has
  * AVX512_VNNI and AVX512_VBMI (this file is built with both).
@@ -10,10 +10,10 @@
  * The separate kernels spread the narrow key codes and the value codes to
  * nibble rows in memory (mix_nibbles, nibbles3) and read them back; here
  * the codes are used where they lie.
- * Mixed-width keys: 16 tokens' 22-byte rows are loaded as 8 pairs and
- * transposed to dwords (tokens in lanes, as kivi_qk8), then each of the 3
- * wide dwords gives 2 nibble planes and each of the 3 narrow dwords 4
- * planes of 2-bit codes, each plane one vpdpbusd per row against the query
+ * Mixed-width keys: 16 tokens' rows (22 bytes at 24 wide channels) are
+ * loaded as 8 pairs and transposed to dwords (tokens in lanes, as
+ * kivi_qk8), then each wide dword (3 at 24 wide channels) gives 2 nibble
+ * planes and each narrow dword (3) 4 planes of 2-bit codes, each plane one vpdpbusd per row against the query
  * bytes of the same codes: the integer dots of kivi_qk8 over the nibble
  * rows, exact. 4-bit keys: kivi_qk8's body.
  * 2-bit values: 4 tokens' 16-byte rows are one 64-byte load; one vpermb
@@ -38,17 +38,22 @@
 #include "cpu/avx512/attn_qk8_vnni.h"
 #include "cpu/avx512/attn_softmax_avx512.h"
 
-enum { ROW = 22, WIDE_DW = 3, NARROW_DW = 3, QBYTES = 4 * (2 * WIDE_DW + 4 * NARROW_DW) /* 72 */ };
+/* A mixed-width row of nw wide channels (nw = 8 or 24): its bytes, its
+ * dwords of wide codes, and of narrow ones (the last may end past the
+ * row: those bytes read as zero). */
+VQ_INLINE int mix_row(int nw) { return nw / 2 + (64 - nw) / 4; }
+VQ_INLINE int wide_dw(int nw) { return nw / 8; }
+VQ_INLINE int narrow_dw(int nw) { return ((64 - nw) / 4 + 3) / 4; }
 
-/* qsrc[i]: the stream code whose query byte is byte i of the kernel's
- * order, or 0xff for zero: bytes 4 (2 w + m) + k for wide dword w and
- * nibble plane m (code 8 w + 2 k + m), then 24 + 4 (4 (w - 3) + m) + k for
- * narrow dword w and 2-bit plane m (row byte b = 4 w + k holds narrow codes
- * 4 (b - 12) .. + 3, stream codes from 24; bytes 22 and 23 are past the
- * row: zero). vperm[i]: value quad byte 4 (4 G + l) + t = row byte 4 l + G
+/* qsrc[nw / 16][i] (nw = 8 or 24 wide channels): the stream code whose
+ * query byte is byte i of the kernel's order, or 0xff for zero: bytes 4 (2
+ * w + m) + k for wide dword w and nibble plane m (code 8 w + 2 k + m), then
+ * 8 W + 4 (4 (w - W) + m) + k (W = nw / 8) for narrow dword w and 2-bit
+ * plane m (row byte b = 4 w + k holds narrow codes 4 (b - nw / 2) .. + 3,
+ * stream codes from nw; bytes past the row: zero). vperm[i]: value quad byte 4 (4 G + l) + t = row byte 4 l + G
  * of token t, so that after the in-lane 4 x 4 transpose of the four planes'
  * sums register u holds channels 16 u .. 16 u + 15 in order. */
-static uint8_t qsrc[128], vperm[64];
+static uint8_t qsrc[2][128], vperm[64];
 /* 3-bit values: six[i] puts bytes 6 k .. 6 k + 5 in qword k (its bytes 6
  * and 7 are never read as codes), shifts[j] = 6 (j % 8) is the bit of code
  * pair j % 8 of a qword, pair[y] = (y & 7) | (y >> 3 & 7) << 4 the nibble
@@ -61,16 +66,20 @@ static uint8_t six[64], shifts[64], pair[64], ilv3[2][64];
 
 static void build_kivi_turbo_tables(void)
 {
-    for (int i = 0; i < 128; i++) qsrc[i] = 0xff;
-    for (int w = 0; w < WIDE_DW; w++)
-        for (int m = 0; m < 2; m++)
-            for (int k = 0; k < 4; k++) qsrc[4 * (2 * w + m) + k] = (uint8_t)(8 * w + 2 * k + m);
-    for (int w = WIDE_DW; w < WIDE_DW + NARROW_DW; w++)
-        for (int m = 0; m < 4; m++)
-            for (int k = 0; k < 4; k++) {
-                const int b = 4 * w + k;
-                if (b < ROW) qsrc[24 + 4 * (4 * (w - WIDE_DW) + m) + k] = (uint8_t)(24 + 4 * (b - 12) + m);
-            }
+    for (int nw = 8; nw <= 24; nw += 16) {
+        uint8_t *q = qsrc[nw / 16];
+        const int W = wide_dw(nw);
+        for (int i = 0; i < 128; i++) q[i] = 0xff;
+        for (int w = 0; w < W; w++)
+            for (int m = 0; m < 2; m++)
+                for (int k = 0; k < 4; k++) q[4 * (2 * w + m) + k] = (uint8_t)(8 * w + 2 * k + m);
+        for (int w = W; w < W + narrow_dw(nw); w++)
+            for (int m = 0; m < 4; m++)
+                for (int k = 0; k < 4; k++) {
+                    const int b = 4 * w + k;
+                    if (b < mix_row(nw)) q[8 * W + 4 * (4 * (w - W) + m) + k] = (uint8_t)(nw + 4 * (b - nw / 2) + m);
+                }
+    }
     for (int G = 0; G < 4; G++)
         for (int l = 0; l < 4; l++)
             for (int t = 0; t < 4; t++) {
@@ -88,9 +97,9 @@ static void build_kivi_turbo_tables(void)
 /* The RB rows' query bytes in the kernel's order -> xk [4][128]: the
  * group's gather table (qsrc through sidx), then one vpermb per row and
  * half. */
-VQ_INLINE void order_query(int RB, const vq_attn_kivi_turbo_block *b, int8_t (*xk)[128])
+VQ_INLINE void order_query(int RB, int nw, const vq_attn_kivi_turbo_block *b, int8_t (*xk)[128])
 {
-    const __m512i q0 = _mm512_loadu_si512(qsrc), q1 = _mm512_loadu_si512(qsrc + 64);
+    const __m512i q0 = _mm512_loadu_si512(qsrc[nw / 16]), q1 = _mm512_loadu_si512(qsrc[nw / 16] + 64);
     const __mmask64 k0 = _mm512_cmplt_epu8_mask(q0, _mm512_set1_epi8(64));
     const __mmask64 k1 = _mm512_cmplt_epu8_mask(q1, _mm512_set1_epi8(64));
     const __m512i sidx = _mm512_loadu_si512(b->sidx);
@@ -114,17 +123,18 @@ VQ_INLINE void mix_plane(int RB, int NA, int plane, __m512i e, const int8_t (*xk
     }
 }
 
-/* Scores of tokens 0-15 of rows (RB rows) -> v[r] in token order, as
- * kivi_qk8 gives them (qk8_finish). Each row's 22 bytes are loaded masked
- * (nothing past a row is read), two rows a register. */
-VQ_INLINE void mix_scores16(int RB, const uint8_t *rows, const int8_t (*xk)[128], const float *dz, __m512 *v)
+/* Scores of tokens 0-15 of rows (RB rows, nw wide channels) -> v[r] in
+ * token order, as kivi_qk8 gives them (qk8_finish). Each row's bytes are
+ * loaded masked (nothing past a row is read), two rows a register. */
+VQ_INLINE void mix_scores16(int RB, int nw, const uint8_t *rows, const int8_t (*xk)[128], const float *dz, __m512 *v)
 {
-    const __mmask64 lo = 0x3fffffull, hi = lo << 32;
+    const int row = mix_row(nw), W = wide_dw(nw);
+    const __mmask64 lo = (1ull << row) - 1u, hi = lo << 32;
     __m512i x[8];
     VQ_UNROLL_ALWAYS
     for (int i = 0; i < 8; i++) {
-        const uint8_t *r0 = rows + 2 * i * ROW;
-        x[i] = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(lo, r0), hi, r0 + ROW - 32);
+        const uint8_t *r0 = rows + 2 * i * row;
+        x[i] = _mm512_mask_loadu_epi8(_mm512_maskz_loadu_epi8(lo, r0), hi, r0 + row - 32);
     }
     VQ_UNROLL_ALWAYS
     for (int st = 0; st < 3; st++)
@@ -138,18 +148,17 @@ VQ_INLINE void mix_scores16(int RB, const uint8_t *rows, const int8_t (*xk)[128]
     /* plane p: wide dword p / 2 (nibbles of shift 4 (p % 2)), from p = 6
      * narrow dword 3 + (p - 6) / 4 (2-bit codes of shift 2 ((p - 6) % 4)) */
     VQ_UNROLL_ALWAYS
-    for (int w = 0; w < WIDE_DW; w++)
+    for (int w = 0; w < W; w++)
         VQ_UNROLL_ALWAYS
         for (int m = 0; m < 2; m++)
             mix_plane(RB, NA, 2 * w + m, _mm512_and_si512(m ? _mm512_srli_epi32(x[w], 4) : x[w], _mm512_set1_epi8(15)),
                       xk, acc);
     VQ_UNROLL_ALWAYS
-    for (int w = 0; w < NARROW_DW; w++)
+    for (int w = 0; w < narrow_dw(nw); w++)
         VQ_UNROLL_ALWAYS
         for (int m = 0; m < 4; m++)
-            mix_plane(RB, NA, 2 * WIDE_DW + 4 * w + m,
-                      _mm512_and_si512(m ? _mm512_srli_epi32(x[WIDE_DW + w], 2 * m) : x[WIDE_DW + w], _mm512_set1_epi8(3)),
-                      xk, acc);
+            mix_plane(RB, NA, 2 * W + 4 * w + m,
+                      _mm512_and_si512(m ? _mm512_srli_epi32(x[W + w], 2 * m) : x[W + w], _mm512_set1_epi8(3)), xk, acc);
     qk8_sum_finish(RB, NA, acc, dz, v);
 }
 
@@ -241,19 +250,20 @@ VQ_INLINE void kivi_turbo_pv(int RB, int vbits, const vq_attn_kivi_turbo_block *
     }
 }
 
-/* One block of RB rows, mixed-width keys (mix) or 4-bit ones, vbits-bit
- * values (all constants after inlining). */
-VQ_INLINE void kivi_turbo_rows(int RB, bool mix, int vbits, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo,
+/* One block of RB rows, mixed-width keys of nw wide channels (nw = 8 or
+ * 24) or 4-bit ones (nw = 0), vbits-bit values (all constants after
+ * inlining). */
+VQ_INLINE void kivi_turbo_rows(int RB, int nw, int vbits, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo,
                                float *m, float *d, bool *bad)
 {
     _Alignas(64) int8_t xk[4][128];
     _Alignas(64) float w[4][32];
     _Alignas(16) float a4[4];
     __m512 x0[4], x1[4];
-    if (mix) {
-        order_query(RB, b, xk);
-        mix_scores16(RB, b->kcodes, (const int8_t(*)[128])xk, b->dz, x0);
-        mix_scores16(RB, b->kcodes + 16 * ROW, (const int8_t(*)[128])xk, b->dz, x1);
+    if (nw) {
+        order_query(RB, nw, b, xk);
+        mix_scores16(RB, nw, b->kcodes, (const int8_t(*)[128])xk, b->dz, x0);
+        mix_scores16(RB, nw, b->kcodes + 16 * mix_row(nw), (const int8_t(*)[128])xk, b->dz, x1);
     } else {
         qk8_regs16(4, RB, 16, 64, b->kcodes, 32, b->xc, b->dz, x0);
         qk8_regs16(4, RB, 16, 64, b->kcodes + 16 * 32, 32, b->xc, b->dz, x1);
@@ -271,25 +281,30 @@ VQ_INLINE void kivi_turbo_rows(int RB, bool mix, int vbits, const vq_attn_kivi_t
 }
 
 /* The rows' cases for one pair of formats. */
-VQ_INLINE void kivi_turbo_any(int R, bool mix, int vbits, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo,
+VQ_INLINE void kivi_turbo_any(int R, int nw, int vbits, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo,
                               float *m, float *d, bool *bad)
 {
     switch (R) {
-    case 1: kivi_turbo_rows(1, mix, vbits, b, o, ldo, m, d, bad); break;
-    case 2: kivi_turbo_rows(2, mix, vbits, b, o, ldo, m, d, bad); break;
-    case 3: kivi_turbo_rows(3, mix, vbits, b, o, ldo, m, d, bad); break;
-    default: kivi_turbo_rows(4, mix, vbits, b, o, ldo, m, d, bad); break;
+    case 1: kivi_turbo_rows(1, nw, vbits, b, o, ldo, m, d, bad); break;
+    case 2: kivi_turbo_rows(2, nw, vbits, b, o, ldo, m, d, bad); break;
+    case 3: kivi_turbo_rows(3, nw, vbits, b, o, ldo, m, d, bad); break;
+    default: kivi_turbo_rows(4, nw, vbits, b, o, ldo, m, d, bad); break;
     }
 }
 
+/* The pairs of the presets at D = 64: mixed-width keys of 24 or 8 wide
+ * channels with 2-bit values (balanced-3bit, compact-2.5bit), 4-bit keys
+ * with 3-bit values (quality-4bit); and the two other pairs of widths. */
 static void kivi_turbo_block_avx512(int R, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo, float *m,
                                     float *d, bool *bad)
 {
-    const bool mix = b->sidx != NULL;
-    if (mix && b->vbits == 2) kivi_turbo_any(R, true, 2, b, o, ldo, m, d, bad);
-    else if (mix) kivi_turbo_any(R, true, 3, b, o, ldo, m, d, bad);
-    else if (b->vbits == 2) kivi_turbo_any(R, false, 2, b, o, ldo, m, d, bad);
-    else kivi_turbo_any(R, false, 3, b, o, ldo, m, d, bad);
+    const int nw = b->sidx ? b->nw : 0;
+    if (nw == 24 && b->vbits == 2) kivi_turbo_any(R, 24, 2, b, o, ldo, m, d, bad);
+    else if (nw == 8 && b->vbits == 2) kivi_turbo_any(R, 8, 2, b, o, ldo, m, d, bad);
+    else if (nw == 24) kivi_turbo_any(R, 24, 3, b, o, ldo, m, d, bad);
+    else if (nw == 8) kivi_turbo_any(R, 8, 3, b, o, ldo, m, d, bad);
+    else if (b->vbits == 2) kivi_turbo_any(R, 0, 2, b, o, ldo, m, d, bad);
+    else kivi_turbo_any(R, 0, 3, b, o, ldo, m, d, bad);
 }
 
 void vq_attn_kernels_init_avx512_kivi_turbo(vq_attn_kernels *k)
