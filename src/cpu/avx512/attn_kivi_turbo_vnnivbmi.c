@@ -130,6 +130,10 @@ VQ_INLINE void mix_scores16(int RB, int nw, const uint8_t *rows, const int8_t (*
 {
     const int row = mix_row(nw), W = wide_dw(nw);
     const __mmask64 lo = (1ull << row) - 1u, hi = lo << 32;
+    /* the query dwords from memory in each call, as broadcast operands of
+     * the vpdpbusd: else the compiler keeps the 54 broadcasts of the first
+     * half for the second, spilled as full registers */
+    __asm__ volatile("" : : "r"(xk) : "memory");
     __m512i x[8];
     VQ_UNROLL_ALWAYS
     for (int i = 0; i < 8; i++) {
@@ -266,6 +270,7 @@ VQ_INLINE void kivi_turbo_rows(int RB, int nw, int vbits, const vq_attn_kivi_tur
         mix_scores16(RB, nw, b->kcodes + 16 * mix_row(nw), (const int8_t(*)[128])xk, b->dz, x1);
     } else {
         qk8_regs16(4, RB, 16, 64, b->kcodes, 32, b->xc, b->dz, x0);
+        __asm__ volatile("" : : "r"(b->xc) : "memory"); /* as in mix_scores16 */
         qk8_regs16(4, RB, 16, 64, b->kcodes + 16 * 32, 32, b->xc, b->dz, x1);
     }
     poison_rows_regs(RB, x0, x1, bad);
