@@ -3,9 +3,10 @@
  * Gemma 3 270M's: 1 4 256), load-independent where
  * the machine is shared: N tokens appended in chunks of 256 (the first
  * fits the transforms), then STEPS decode steps of one append and one
- * attend, 1 thread. Built with -DVQ_BUILD_CONTRIB=ON; count with
+ * attend, 1 thread (or THREADS, an optional 7th argument, for wall times
+ * of the split kv axis). Built with -DVQ_BUILD_CONTRIB=ON; count with
  *   valgrind --tool=callgrind --toggle-collect=vq_cache_attend \
- *       build/contrib/attend_count balanced-3bit 8192 4 [HKV HQ D]
+ *       build/contrib/attend_count balanced-3bit 8192 4 [HKV HQ D [THREADS]]
  * (bench/results/model/presets_speed_zen3.md). The checksum of the outputs
  * lets two builds be compared for the same answers. */
 #include <stdio.h>
@@ -43,7 +44,8 @@ int main(int argc, char **argv)
     const char *preset = argc > 1 ? argv[1] : "f16";
     const int64_t n = argc > 2 ? atol(argv[2]) : 8192, steps = argc > 3 ? atol(argv[3]) : 4;
     const int HKV = argc > 4 ? atoi(argv[4]) : 3, HQ = argc > 5 ? atoi(argv[5]) : 9, D = argc > 6 ? atoi(argv[6]) : 64;
-    vq_ctx_config cc = {.backend = VQ_BACKEND_CPU, .num_threads = 1};
+    const int threads = argc > 7 ? atoi(argv[7]) : 1;
+    vq_ctx_config cc = {.backend = VQ_BACKEND_CPU, .num_threads = threads};
     vq_ctx *ctx;
     ck(NULL, vq_ctx_create(&cc, &ctx), "ctx");
     vq_cache_config cfg = {.n_layers = 1,

@@ -42,6 +42,7 @@ static void build_tables(void)
                 vq_attn_kernels_init_avx512_cb8(k);
                 vq_attn_kernels_init_avx512_kivi_int8(k);
                 vq_attn_kernels_init_avx512_rabitq(k);
+                vq_attn_kernels_init_avx512_kivi_turbo(k);
             }
         }
 #endif

@@ -128,6 +128,34 @@ static inline void vq_attn_rabitq_block_next(vq_attn_rabitq_block *b, int64_t ne
         b->pf[j] = next == b->pf_nb || b->pf[j] == NULL ? NULL : (const char *)b->pf[j] + b->step[pf_step[j]];
 }
 
+/* One block of the fused decode of KIVI keys with 2- or 3-bit TurboQuant
+ * values at D = 64 (kivi_turbo_block): 32 tokens of one key group. */
+typedef struct vq_attn_kivi_turbo_block {
+    /* Key code rows, contiguous: mixed-width keys (sidx set) of nw = 8 or
+     * 24 wide channels [32][nw / 2 + (64 - nw) / 4], per token the nw wide
+     * 4-bit codes (stream codes 0 .. nw - 1, two a byte, low nibble first),
+     * then the narrow 2-bit codes (four a byte, lowest bits first); 4-bit
+     * keys (sidx NULL) [32][32], code c in nibble c % 2 of byte c / 2 */
+    const uint8_t *kcodes;
+    int nw;
+    /* [R][64]: the rows' int8 against the key group as kivi_q8 (4 bits,
+     * D = 64) leaves them, channel c at byte vq_attn_q8_pos(c, 4, 64);
+     * mixed-width keys: sidx [64], the byte of such a row that holds stream
+     * code s's channel (the group's order: its wide channels ascending,
+     * then its narrow ones); dz [R][2]: the rows' step and zero term */
+    const int8_t *xc;
+    const uint8_t *sidx;
+    const float *dz;
+    /* [32][8 vbits]: the TurboQuant codes of vbits = 2 or 3 bits (code c at
+     * stream bits vbits c), rows contiguous; vscale [32]: the tokens' f16
+     * scales */
+    const uint8_t *vidx;
+    int vbits;
+    const uint16_t *vscale;
+    const int8_t *cq; /* [16]: the centroids rounded (vq_attn_cb8_round) */
+    float cstep;
+} vq_attn_kivi_turbo_block;
+
 typedef struct vq_attn_kernels {
     /* q [R][ldq] f32, k [n][ldk] of elt -> s[r*lds + j] = sum_{c<D} q[r][c] * k[j][c]. */
     void (*qk[VQ_ATTN_ELT_COUNT])(int R, int n, int64_t D, const float *q, int64_t ldq, const void *k,
@@ -275,6 +303,22 @@ typedef struct vq_attn_kernels {
      * formats run that sequence. */
     void (*kivi_int8_block)(int R, const vq_attn_kivi_int8_block *b, const float *q, int64_t ldq, float *o, int64_t ldo,
                         float *m, float *d, bool *bad);
+    /* NULL, or the whole step of one block b (32 tokens) for R <= 4 rows
+     * with no mask and no causal limit inside it: the same as, in turn,
+     * kivi_qk8(R, 32, 64, 4, key nibble rows, 32, xq, dz, s, 32) (the
+     * 4-bit rows as they are, xq = xc; mixed-width rows spread by
+     * mix_nibbles(32, kcodes, row bytes, nw / 2, (64 - nw) / 4, ..) and xq the rows in stream
+     * order, xq[r*64 + i] = xc[r*64 + sidx[2i]], xq[r*64 + 32 + i] =
+     * xc[r*64 + sidx[2i + 1]], i < 32), poison(R, 32, s, 32, bad),
+     * softmax(R, 32, s, 32, m, d, alpha), rescale(R, 64, o, ldo, alpha),
+     * w[r][j] = s[r][j] * vscale[j] (f32) and codebook_pv8_64(R, 32, the
+     * value rows as nibble rows, 32, cq, cstep, w, 32, o, ldo) of the same
+     * ISA, bit for bit but d, which may differ in f32 rounding for fewer
+     * than four rows (the one-row softmax's sum order). The codes are read
+     * in place: no nibble rows are stored. NULL on every ISA but AVX-512
+     * with VNNI and VBMI: the formats run the sequence. */
+    void (*kivi_turbo_block)(int R, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo, float *m, float *d,
+                            bool *bad);
     /* NULL, or the whole step of each RaBitQ block of the run b (b->nb
      * blocks in turn) for R <= 4 rows, qb [R][ldq] their sign bytes and qs
      * [R][ldqs] their scales, with no mask and no causal limit inside the
@@ -396,6 +440,7 @@ void vq_attn_kernels_init_avx512_kivi_int8(vq_attn_kernels *k); /* only where th
 /* The amx kernel set: the AMX kivi_int8_block over the VNNI one (k has it; the OS granted the tiles). */
 void vq_attn_kernels_init_avx512_kivi_int8_amx(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_rabitq(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
+void vq_attn_kernels_init_avx512_kivi_turbo(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_neon(vq_attn_kernels *k);
 void vq_attn_kernels_init_neon_popcnt(vq_attn_kernels *k);  /* Hamming distances, sign tiles */
 void vq_attn_kernels_init_neon_int8(vq_attn_kernels *k);    /* integer key scores, smull (ARMv8.0) */

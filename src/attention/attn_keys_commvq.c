@@ -49,7 +49,7 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     th->kern->qk[VQ_ATTN_F32](R, blk->n, k->D, qp, k->D, th->tile, k->D, s, VQ_ATTN_BN);
 }
 
-static const vq_attn_key_ops commvq_ops = {prep_q, score, NULL};
+static const vq_attn_key_ops commvq_ops = {prep_q, score, NULL, NULL};
 
 vq_status vq_attn_bind_keys_commvq(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
                                    float scale, vq_attn_keys *out)

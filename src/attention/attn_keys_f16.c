@@ -30,7 +30,7 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     th->kern->qk[k->elt](R, blk->n, k->D, qp, k->D, kb, k->k.st / k->esz, s, VQ_ATTN_BN);
 }
 
-static const vq_attn_key_ops f16_ops = {prep_q, score, NULL};
+static const vq_attn_key_ops f16_ops = {prep_q, score, NULL, NULL};
 
 vq_status vq_attn_bind_keys_f16(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims,
                                   float scale, vq_attn_keys *out)

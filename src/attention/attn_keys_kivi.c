@@ -50,6 +50,22 @@ static void group_rows(const kivi_keys *k, const vq_attn_thread *th, const vq_at
     *ze = buf + k->D;
 }
 
+/* The rows quantised against group grp (kivi_q8), once per group (the
+ * memo), not once per block; *dz their steps and zero terms. */
+static const int8_t *group_q8(const kivi_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                              int R, int64_t grp, const float **dz)
+{
+    int8_t *xq = (int8_t *)th->memo_data;
+    float *z = th->memo_data + VQ_ATTN_MAX_ROWS * k->D / 4;
+    *dz = z;
+    if (!vq_attn_memo_hit(th, k, blk->b, blk->hk, grp, qp, R)) {
+        const float *sc, *ze;
+        group_rows(k, th, blk, grp, th->extra, &sc, &ze);
+        th->kern->kivi_q8(R, k->D, k->bits, qp, k->D, sc, ze, xq, z);
+    }
+    return xq;
+}
+
 /* qp [R][D] -> s [R][BN]: decode the block's keys into the tile, one group
  * segment at a time, then score all rows against the tile */
 static void score(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
@@ -72,13 +88,8 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
         const float *sc, *ze;
         const uint8_t *codes = vq_attn_at(&k->codes, blk->b, blk->hk, t);
         if (k->int8) {
-            /* the rows quantised once per group (the memo), not once per block */
-            int8_t *xq = (int8_t *)th->memo_data;
-            float *dz = th->memo_data + VQ_ATTN_MAX_ROWS * k->D / 4;
-            if (!vq_attn_memo_hit(th, k, blk->b, blk->hk, grp, qp, R)) {
-                group_rows(k, th, blk, grp, th->extra, &sc, &ze);
-                th->kern->kivi_q8(R, k->D, k->bits, qp, k->D, sc, ze, xq, dz);
-            }
+            const float *dz;
+            const int8_t *xq = group_q8(k, th, blk, qp, R, grp, &dz);
             th->kern->kivi_qk8(R, (int)(end - t), k->D, k->bits, codes, ldc, xq, dz, s + (t - blk->t0), VQ_ATTN_BN);
             t = end;
             continue;
@@ -96,7 +107,23 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 
 static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
 /* integer scores under AUTO wherever the layout allows: faster on every ISA */
-static const vq_attn_key_ops kivi_ops = {prep_q, score, use_int8};
+/* The keys' part of the fused block with TurboQuant values (kivi_turbo_keys
+ * in attn_skeleton.h): integer scores of 4-bit codes at D = 64 in
+ * contiguous 32-byte rows, a whole block inside one group. */
+static bool kivi_turbo_keys(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                            int R, vq_attn_kivi_turbo_block *b)
+{
+    const kivi_keys *k = desc;
+    if (!k->int8 || k->bits != 4 || k->D != 64 || k->codes.st != 32 || blk->n != VQ_ATTN_BN ||
+        k->g % VQ_ATTN_BN != 0 || blk->t0 % VQ_ATTN_BN != 0 || R > VQ_ATTN_DIRECT_ROWS)
+        return false;
+    b->xc = group_q8(k, th, blk, qp, R, blk->t0 / k->g, &b->dz);
+    b->sidx = NULL;
+    b->kcodes = vq_attn_at(&k->codes, blk->b, blk->hk, blk->t0);
+    return true;
+}
+
+static const vq_attn_key_ops kivi_ops = {prep_q, score, use_int8, kivi_turbo_keys};
 
 bool vq_attn_kivi_keys_kivi_int8(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
                                vq_attn_kivi_int8_block *b)

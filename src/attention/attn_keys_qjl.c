@@ -46,7 +46,7 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     th->kern->qk[VQ_ATTN_F32](R, blk->n, k->width, qp, k->width, th->extra, k->width, s, VQ_ATTN_BN);
 }
 
-static const vq_attn_key_ops qjl_ops = {prep_q, score, NULL};
+static const vq_attn_key_ops qjl_ops = {prep_q, score, NULL, NULL};
 
 vq_status vq_attn_bind_keys_qjl(vq_ctx *ctx, const vq_encoded_keys *keys, const vq_attn_dims *dims, float scale,
                                 vq_attn_keys *out)

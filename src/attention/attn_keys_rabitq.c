@@ -80,7 +80,7 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
     }
 }
 
-static const vq_attn_key_ops rabitq_ops = {prep_q, score, NULL};
+static const vq_attn_key_ops rabitq_ops = {prep_q, score, NULL, NULL};
 
 bool vq_attn_rabitq_keys_block(const vq_attn_keys *keys, const vq_attn_block *blk, int64_t count,
                                vq_attn_rabitq_block *b, int64_t *ldq, int64_t *ldqs)

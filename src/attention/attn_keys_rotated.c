@@ -146,7 +146,7 @@ static void score(const void *desc, const vq_attn_thread *th, const vq_attn_bloc
 }
 
 static bool use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
-static const vq_attn_key_ops rotated_ops = {prep_q, score, use_int8};
+static const vq_attn_key_ops rotated_ops = {prep_q, score, use_int8, NULL};
 
 /* The checks and fields every rotated format shares: D a power of two, diag
  * NULL or [D] f32. `fmt` names the member ("keys.turbo"). Binds out to a

@@ -138,6 +138,14 @@ typedef struct vq_attn_key_ops {
      * false, changing nothing, where it does not apply. Called by
      * vq_attn_choose_arith (attn_arith.c) before the keys are used. */
     bool (*use_int8)(struct vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
+    /* NULL, or the keys' part of the fused block of mixed-width keys and
+     * TurboQuant values (attn_kernels.h, kivi_turbo_block): b's kcodes, xq
+     * and dz for the whole block blk, its R rows qp prepared against the
+     * block's key group; false, filling nothing, where these keys do not
+     * take that kernel (layout, widths, float scores, a block across key
+     * groups). */
+    bool (*kivi_turbo_keys)(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                           int R, vq_attn_kivi_turbo_block *b);
 } vq_attn_key_ops;
 
 typedef struct vq_attn_keys vq_attn_keys;

@@ -8,7 +8,10 @@
  * block goes to kern->codebook_pv8 (per 128 channels; codebook_pv8_64 at
  * D = 64) with the Lloyd-Max centroids rounded once
  * and the weights p_j * scale_j, the codes as nibble rows (in place for
- * 4-bit words): the codebook values' arithmetic, in the rotated basis. */
+ * 4-bit words): the codebook values' arithmetic, in the rotated basis.
+ * Behind KIVI keys at D = 64 (2- and 3-bit words) runs of whole blocks go
+ * to one fused kernel per block (kivi_turbo_run) where the ISA has one;
+ * VQ_ATTN_UNFUSED=1 (read when the values bind) keeps the separate kernels. */
 #include "attention/attn_turbo_stage.h"
 #include "codecs/hadamard.h"
 
@@ -80,6 +83,32 @@ static void accumulate_int8(const void *desc, const vq_attn_thread *th, const vq
         th->kern->codebook_pv8(R, blk->n, idx + c0 / 2, ldi, v->cq, v->cstep, w, VQ_ATTN_BN, o + c0, v->D);
 }
 
+/* A run of whole blocks, one kern->kivi_turbo_block call each, where the
+ * keys are KIVI ones that take it (their kivi_turbo_keys), R <= 4 and the
+ * values 2- or 3-bit words of D = 64 with contiguous rows and f16 scales;
+ * returns the blocks it ran (0: the skeleton runs score, softmax and
+ * accumulate). */
+static int64_t kivi_turbo_run(const void *desc, const vq_attn_keys *keys, const vq_attn_thread *th,
+                             const vq_attn_block *blk, int64_t count, const float *qp, int R, float *o, float *m,
+                             float *d, bool *bad)
+{
+    const turbo_values *v = desc;
+    const vq_attn_turbo_stage *st = &v->stage;
+    if (R > 4 || th->kern->kivi_turbo_block == NULL || keys->ops->kivi_turbo_keys == NULL || v->D != 64 ||
+        (st->bits != 2 && st->bits != 3) || !st->packed || st->idx.st != 8 * st->bits || !st->scale_f16 ||
+        st->scale.st != 2)
+        return 0;
+    vq_attn_kivi_turbo_block b = {.vbits = st->bits, .cq = v->cq, .cstep = v->cstep};
+    for (int64_t i = 0; i < count; i++) {
+        const vq_attn_block one = {blk->b, blk->hk, blk->t0 + i * VQ_ATTN_BN, VQ_ATTN_BN};
+        if (!keys->ops->kivi_turbo_keys(keys->desc, th, &one, qp, R, &b)) return i;
+        b.vidx = vq_attn_at(&st->idx, one.b, one.hk, one.t0);
+        b.vscale = vq_attn_at(&st->scale, one.b, one.hk, one.t0);
+        th->kern->kivi_turbo_block(R, &b, o, v->D, m, d, bad);
+    }
+    return count;
+}
+
 /* o [D] <- rot^-1(o) */
 static void finish(const void *desc, float *o)
 {
@@ -90,6 +119,7 @@ static void finish(const void *desc, float *o)
 static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool asked);
 static const vq_attn_value_ops turbo_ops = {accumulate, finish, NULL, use_int8};
 static const vq_attn_value_ops turbo_int8_ops = {accumulate_int8, finish, NULL, NULL};
+static const vq_attn_value_ops turbo_fused_ops = {accumulate_int8, finish, kivi_turbo_run, NULL};
 
 vq_status vq_attn_bind_values_turbo(vq_ctx *ctx, const vq_encoded_values *values, const vq_attn_dims *dims,
                                     vq_attn_values *out)
@@ -126,7 +156,7 @@ static bool use_int8(vq_attn_values *values, const vq_attn_kernels *kern, bool a
         return false;
     if (!asked && !(d->stage.packed && (vq_attn_turbo_auto_widths(kern) >> d->stage.bits & 1u))) return false;
     if (!vq_attn_cb8_round(d->stage.cents, 1 << d->stage.bits, d->cq, &d->cstep)) return false;
-    values->ops = &turbo_int8_ops;
+    values->ops = vq_attn_env_on("VQ_ATTN_UNFUSED") ? &turbo_int8_ops : &turbo_fused_ops;
     /* weights of up to VQ_ATTN_MAX_ROWS rows, nibble rows [BN][D/2] (at
      * least 64 bytes each: D = 64 spreads pairs of rows), a code row [D] and
      * the 32 bytes past the nibble rows that nibble_rows may write */

@@ -43,7 +43,7 @@ static void hamming_score(const void *desc, const vq_attn_thread *th, const vq_a
     k->inner->ops->score(k->inner->desc, th, blk, qp, R, s);
 }
 
-static const vq_attn_key_ops hamming_ops = {hamming_prep_q, hamming_score, NULL};
+static const vq_attn_key_ops hamming_ops = {hamming_prep_q, hamming_score, NULL, NULL};
 
 vq_status vq_cache_bind_hamming(vq_ctx *ctx, const DLTensor *bits, const DLTensor *mag, const float *diag,
                                 float scale, const vq_attn_dims *dims, vq_cache_hamming_keys *desc,

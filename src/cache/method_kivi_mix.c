@@ -167,41 +167,101 @@ static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_a
  * int8 rows in stream order and their steps live in the thread's memo). */
 static int64_t int8_floats(int64_t D) { return VQ_ATTN_MAX_ROWS * D / 4 + VQ_ATTN_BN * D / 8 + 8; }
 
-/* Integer scores of one group segment (any R): the rows quantised once
- * per group in channel order (kivi_q8 at 4 bits: every code, 2 or 4 bits
- * wide, is a nibble), their int8 moved to stream order (the step is a max
- * over the channels, the zero term a sum: neither depends on the order, so
- * this is the quantisation of the permuted rows, a byte move per channel
- * instead of float moves of the rows, scale and zero) and kept in the memo
- * for the group's later blocks; the code rows turned into nibble rows (the
- * wide codes are nibbles already, the narrow 2-bit ones spread), then exact
- * integer dots (kivi_qk8). */
+/* The rows' int8 against key group grp in the group's stream order, and
+ * their steps and zero terms (*dz): quantised once per group in channel
+ * order (kivi_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble),
+ * their int8 moved to stream order (the step is a max over the channels,
+ * the zero term a sum: neither depends on the order, so this is the
+ * quantisation of the permuted rows, a byte move per channel instead of
+ * float moves of the rows, scale and zero) and kept in the thread's memo
+ * for the group's later blocks. */
+static const int8_t *group_q8(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                              int R, int64_t grp, const float **dz)
+{
+    const int64_t D = k->D;
+    int8_t *xq = (int8_t *)th->memo_data;
+    float *z = th->memo_data + VQ_ATTN_MAX_ROWS * D / 4;
+    *dz = z;
+    if (vq_attn_memo_hit(th, k, blk->b, blk->hk, grp, qp, R)) return xq;
+    int8_t *xc = (int8_t *)(th->extra + thread_floats(D)); /* the rows' int8 in channel order */
+    float *sc = th->extra, *ze = th->extra + D;
+    th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
+    th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
+    th->kern->kivi_q8(R, D, 4, qp, D, sc, ze, xc, z);
+    int perm[256];
+    stream_order(k, vq_attn_at(&k->mask, blk->b, blk->hk, grp), perm);
+    /* code 2i of the stream sits at byte i of plane 0, code 2i + 1 of plane 1 (vq_attn_q8_pos) */
+    for (int64_t i = 0; i < D / 2; i++) {
+        const int64_t a = vq_attn_q8_pos(perm[2 * i], 4, D), b = vq_attn_q8_pos(perm[2 * i + 1], 4, D);
+        for (int r = 0; r < R; r++) {
+            xq[r * D + i] = xc[r * D + a];
+            xq[r * D + D / 2 + i] = xc[r * D + b];
+        }
+    }
+    return xq;
+}
+
+/* Integer scores of one group segment (any R): the rows' int8 of the group
+ * (group_q8); the code rows turned into nibble rows (the wide codes are
+ * nibbles already, the narrow 2-bit ones spread), then exact integer dots
+ * (kivi_qk8). */
 static void score_int8(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
                        int R, int64_t t, int n, int64_t grp, float *s)
 {
     const int64_t D = k->D, nw = k->nw;
-    int8_t *xq = (int8_t *)th->memo_data;
-    float *dz = th->memo_data + VQ_ATTN_MAX_ROWS * D / 4;
-    int8_t *xc = (int8_t *)(th->extra + thread_floats(D)); /* the rows' int8 in channel order */
     uint8_t *nib = (uint8_t *)(th->extra + thread_floats(D) + VQ_ATTN_MAX_ROWS * D / 4);
-    if (!vq_attn_memo_hit(th, k, blk->b, blk->hk, grp, qp, R)) {
-        float *sc = th->extra, *ze = th->extra + D;
-        th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
-        th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
-        th->kern->kivi_q8(R, D, 4, qp, D, sc, ze, xc, dz);
-        int perm[256];
-        stream_order(k, vq_attn_at(&k->mask, blk->b, blk->hk, grp), perm);
-        /* code 2i of the stream sits at byte i of plane 0, code 2i + 1 of plane 1 (vq_attn_q8_pos) */
-        for (int64_t i = 0; i < D / 2; i++) {
-            const int64_t a = vq_attn_q8_pos(perm[2 * i], 4, D), b = vq_attn_q8_pos(perm[2 * i + 1], 4, D);
-            for (int r = 0; r < R; r++) {
-                xq[r * D + i] = xc[r * D + a];
-                xq[r * D + D / 2 + i] = xc[r * D + b];
-            }
-        }
-    }
+    const float *dz;
+    const int8_t *xq = group_q8(k, th, blk, qp, R, grp, &dz);
     th->kern->mix_nibbles(n, vq_attn_at(&k->codes, blk->b, blk->hk, t), k->codes.st, nw / 2, (D - nw) / 4, nib);
     th->kern->kivi_qk8(R, n, D, 4, nib, D / 2, xq, dz, s, VQ_ATTN_BN);
+}
+
+/* vq_attn_q8_pos(c, 4, 64): where channel c's byte sits in a row of
+ * kivi_q8 at 4 bits and D = 64. */
+static inline uint8_t q8_pos64(int c) { return (uint8_t)((c & 1) << 5 | c >> 1); }
+
+/* The rows of group grp as the fused kernel takes them (kivi_turbo_keys):
+ * kivi_q8's int8 in channel order (xc [R][D] at the memo's data) and, per
+ * stream code, the byte of a row that holds its channel (b->sidx [D]); the
+ * kernel gathers the rows itself. Kept in the memo under a tag of their
+ * own (the next byte of the descriptor), as they are not group_q8's layout. */
+static void group_q8_fused(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                           int R, int64_t grp, vq_attn_kivi_turbo_block *b)
+{
+    const int64_t D = k->D;
+    int8_t *xc = (int8_t *)th->memo_data;
+    uint8_t *sidx = (uint8_t *)th->memo_data + VQ_ATTN_DIRECT_ROWS * D;
+    float *z = th->memo_data + VQ_ATTN_MAX_ROWS * D / 4;
+    b->xc = xc, b->sidx = sidx, b->dz = z;
+    if (vq_attn_memo_hit(th, (const char *)k + 1, blk->b, blk->hk, grp, qp, R)) return;
+    float *sc = th->extra, *ze = th->extra + D;
+    th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
+    th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
+    th->kern->kivi_q8(R, D, 4, qp, D, sc, ze, xc, z);
+    /* the stream order (stream_order) over the set and clear bits of the
+     * 64-bit mask: bit c is channel c's width on a little-endian host */
+    uint64_t wide;
+    memcpy(&wide, vq_attn_at(&k->mask, blk->b, blk->hk, grp), sizeof wide);
+    int s = 0;
+    for (uint64_t bits = wide; bits; bits &= bits - 1) sidx[s++] = q8_pos64(__builtin_ctzll(bits));
+    for (uint64_t bits = ~wide; bits; bits &= bits - 1) sidx[s++] = q8_pos64(__builtin_ctzll(bits));
+}
+
+/* The keys' part of the fused block (kivi_turbo_keys in attn_skeleton.h):
+ * the layouts kivi_turbo_block reads (D = 64, 24 or 8 wide 4-bit channels,
+ * narrow 2-bit ones, contiguous rows), a whole block inside one group. */
+static bool kivi_turbo_keys(const void *desc, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp,
+                           int R, vq_attn_kivi_turbo_block *b)
+{
+    const mix_keys *k = desc;
+    if (!k->int8 || k->D != 64 || (k->nw != 24 && k->nw != 8) || k->bits != 2 || k->bits2 != 4 ||
+        k->codes.st != vq_kivi_mix_row_bytes(64, k->nw, 2, 4) ||
+        blk->n != VQ_ATTN_BN || k->g % VQ_ATTN_BN != 0 || blk->t0 % VQ_ATTN_BN != 0 || R > VQ_ATTN_DIRECT_ROWS)
+        return false;
+    group_q8_fused(k, th, blk, qp, R, blk->t0 / k->g, b);
+    b->kcodes = vq_attn_at(&k->codes, blk->b, blk->hk, blk->t0);
+    b->nw = (int)k->nw;
+    return true;
 }
 
 static void mix_prep_q(const void *desc, const float *q, int64_t row, float *qp)
@@ -251,7 +311,7 @@ static void mix_score(const void *desc, const vq_attn_thread *th, const vq_attn_
 
 static bool mix_use_int8(vq_attn_keys *keys, const vq_attn_kernels *kern, bool asked);
 /* integer scores under AUTO wherever the layout allows, as the KIVI keys' */
-static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score, mix_use_int8};
+static const vq_attn_key_ops mix_ops = {mix_prep_q, mix_score, mix_use_int8, kivi_turbo_keys};
 
 vq_status vq_cache_bind_kivi_mix(vq_ctx *ctx, const DLTensor *codes, const DLTensor *scale, const DLTensor *zero,
                                  const DLTensor *mask, const vq_key_config *kc, const vq_attn_dims *dims,

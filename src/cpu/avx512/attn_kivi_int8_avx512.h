@@ -57,20 +57,6 @@ VQ_INLINE void kivi_int8_round_query(int RB, const vq_attn_kivi_int8_block *b, c
     __asm__ volatile("" : : "r"(xq), "r"(dz) : "memory");
 }
 
-/* The poison rule on the scores (a NaN or +inf score becomes -inf and marks
- * its row); rows past RB -inf. */
-VQ_INLINE void kivi_int8_poison(int RB, __m512 *x0, __m512 *x1, bool *bad)
-{
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    for (int r = 0; r < 4; r++) {
-        if (r >= RB) {
-            x0[r] = x1[r] = ninf;
-            continue;
-        }
-        if (poison_regs(&x0[r], 0xffff) | poison_regs(&x1[r], 0xffff)) bad[r] = true;
-    }
-}
-
 /* Block b's value scales and zeros, transposed (independent of p). */
 VQ_INLINE void kivi_int8_value_scales(const vq_attn_kivi_int8_block *b, pv8_block *vb)
 {
@@ -93,7 +79,7 @@ VQ_INLINE void kivi_int8_step(int RB, const vq_attn_kivi_int8_block *b, const pv
 {
     _Alignas(64) float p[4][32];
     _Alignas(16) float a4[4];
-    kivi_int8_poison(RB, x0, x1, bad);
+    poison_rows_regs(RB, x0, x1, bad);
     softmax_rows_regs(RB, x0, x1, m, d, a4);
     for (int r = 0; r < RB; r++) {
         _mm512_store_ps(p[r], x0[r]);

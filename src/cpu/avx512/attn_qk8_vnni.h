@@ -80,6 +80,19 @@ VQ_INLINE __m512 qk8_finish(__m512i t, const float *dz)
     return _mm512_fmadd_ps(_mm512_set1_ps(dz[0]), _mm512_cvtepi32_ps(t), _mm512_set1_ps(dz[1]));
 }
 
+/* The RB rows' NA accumulators of integer dots (lanes in the transposed
+ * order) summed -> their scores in token order v[r] (qk8_finish). */
+VQ_INLINE void qk8_sum_finish(int RB, int NA, __m512i (*acc)[4], const float *dz, __m512 *v)
+{
+    VQ_UNROLL
+    for (int r = 0; r < RB; r++) {
+        __m512i t = acc[r][0];
+        VQ_UNROLL
+        for (int a = 1; a < NA; a++) t = _mm512_add_epi32(t, acc[r][a]);
+        v[r] = qk8_finish(t, dz + 2 * r);
+    }
+}
+
 /* 16 tokens (n of them valid) x RB rows; NA accumulators per row: the
  * scores of row r in token order in v[r] (lanes at or past n: the scores of
  * zero codes). */
@@ -114,13 +127,7 @@ VQ_INLINE void qk8_regs16(int bits, int RB, int n, int64_t D, const uint8_t *cod
                 }
             }
     }
-    VQ_UNROLL
-    for (int r = 0; r < RB; r++) {
-        __m512i t = acc[r][0];
-        VQ_UNROLL
-        for (int a = 1; a < NA; a++) t = _mm512_add_epi32(t, acc[r][a]);
-        v[r] = qk8_finish(t, dz + 2 * r);
-    }
+    qk8_sum_finish(RB, NA, acc, dz, v);
 }
 
 /* The same stored to s [RB][lds], n per row. */

@@ -38,6 +38,21 @@ static inline __attribute__((always_inline)) bool poison_regs(__m512 *x, __mmask
     return h != 0;
 }
 
+/* The poison rule on RB rows' scores of a whole block, x0 / x1 tokens
+ * 0-15 / 16-31 (a NaN or +inf score becomes -inf and marks its row); rows
+ * past RB -inf. */
+static inline __attribute__((always_inline)) void poison_rows_regs(int RB, __m512 *x0, __m512 *x1, bool *bad)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int r = 0; r < 4; r++) {
+        if (r >= RB) {
+            x0[r] = x1[r] = ninf;
+            continue;
+        }
+        if (poison_regs(&x0[r], 0xffff) | poison_regs(&x1[r], 0xffff)) bad[r] = true;
+    }
+}
+
 /* One row of one block (n <= 32) on registers: x0, x1 the scores of
  * tokens 0-15, 16-31 (-inf where absent) become p; m, d, alpha updated. */
 static inline __attribute__((always_inline)) void softmax1_regs(__m512 *x0, __m512 *x1, float *m, float *d,
