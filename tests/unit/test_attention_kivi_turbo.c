@@ -81,7 +81,10 @@ static void reference(int R, const vq_attn_kivi_turbo_block *b, const float *vs,
         }
         for (int j = 0; j < BN; j++) sum += s[j] = exp(s[j] - mx);
         wmax[r] = 0.0;
-        for (int j = 0; j < BN; j++) wmax[r] = fmax(wmax[r], fabs(s[j] / sum * vs[j]));
+        for (int j = 0; j < BN; j++) { /* not fmax: GCC 12's aarch64 vectoriser fails on that reduction */
+            const double w = fabs(s[j] / sum * vs[j]);
+            if (w > wmax[r]) wmax[r] = w;
+        }
         for (int c = 0; c < D; c++) {
             double acc = 0.0;
             for (int j = 0; j < BN; j++)
