@@ -167,10 +167,22 @@ static void score_direct(const mix_keys *k, const vq_attn_thread *th, const vq_a
  * int8 rows in stream order and their steps live in the thread's memo). */
 static int64_t int8_floats(int64_t D) { return VQ_ATTN_MAX_ROWS * D / 4 + VQ_ATTN_BN * D / 8 + 8; }
 
+/* The rows qp [R][D] quantised against key group grp in channel order
+ * (kivi_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble): xc
+ * [R][D], their steps and zero terms z [R][2]. */
+static void channel_q8(const mix_keys *k, const vq_attn_thread *th, const vq_attn_block *blk, const float *qp, int R,
+                       int64_t grp, int8_t *xc, float *z)
+{
+    const int64_t D = k->D;
+    float *sc = th->extra, *ze = th->extra + D;
+    th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
+    th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
+    th->kern->kivi_q8(R, D, 4, qp, D, sc, ze, xc, z);
+}
+
 /* The rows' int8 against key group grp in the group's stream order, and
  * their steps and zero terms (*dz): quantised once per group in channel
- * order (kivi_q8 at 4 bits: every code, 2 or 4 bits wide, is a nibble),
- * their int8 moved to stream order (the step is a max over the channels,
+ * order (channel_q8), their int8 moved to stream order (the step is a max over the channels,
  * the zero term a sum: neither depends on the order, so this is the
  * quantisation of the permuted rows, a byte move per channel instead of
  * float moves of the rows, scale and zero) and kept in the thread's memo
@@ -184,10 +196,7 @@ static const int8_t *group_q8(const mix_keys *k, const vq_attn_thread *th, const
     *dz = z;
     if (vq_attn_memo_hit(th, k, blk->b, blk->hk, grp, qp, R)) return xq;
     int8_t *xc = (int8_t *)(th->extra + thread_floats(D)); /* the rows' int8 in channel order */
-    float *sc = th->extra, *ze = th->extra + D;
-    th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
-    th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
-    th->kern->kivi_q8(R, D, 4, qp, D, sc, ze, xc, z);
+    channel_q8(k, th, blk, qp, R, grp, xc, z);
     int perm[256];
     stream_order(k, vq_attn_at(&k->mask, blk->b, blk->hk, grp), perm);
     /* code 2i of the stream sits at byte i of plane 0, code 2i + 1 of plane 1 (vq_attn_q8_pos) */
@@ -234,10 +243,7 @@ static void group_q8_fused(const mix_keys *k, const vq_attn_thread *th, const vq
     float *z = th->memo_data + VQ_ATTN_MAX_ROWS * D / 4;
     b->xc = xc, b->sidx = sidx, b->dz = z;
     if (vq_attn_memo_hit(th, (const char *)k + 1, blk->b, blk->hk, grp, qp, R)) return;
-    float *sc = th->extra, *ze = th->extra + D;
-    th->kern->cvt_f16(D, vq_attn_at(&k->scale, blk->b, blk->hk, grp), sc);
-    th->kern->cvt_f16(D, vq_attn_at(&k->zero, blk->b, blk->hk, grp), ze);
-    th->kern->kivi_q8(R, D, 4, qp, D, sc, ze, xc, z);
+    channel_q8(k, th, blk, qp, R, grp, xc, z);
     /* the stream order (stream_order) over the set and clear bits of the
      * 64-bit mask: bit c is channel c's width on a little-endian host */
     uint64_t wide;
