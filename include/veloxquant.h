@@ -862,8 +862,8 @@ VQ_API int64_t vq_cache_seq_length(const vq_cache *cache, int64_t seq_id, int la
 
 /* Appends n tokens of one layer to each of n_seq sequences:
  * seq_ids [n_seq] host array of distinct live ids; k, v [n_seq, Hkv, n, D]
- * f16/f32 (same dtype; on a CUDA ctx f16 only) on the ctx's device, any
- * non-negative strides on the first three dims, the last contiguous;
+ * f16/f32 (same dtype) on the ctx's device, any non-negative strides on the
+ * first three dims, the last contiguous;
  * positions [n_seq, n] i32 on the ctx's device (compact), or NULL = each
  * sequence's current length + i. Positions are read by CommVQ layers only
  * (the RoPE row of each key, in [0, Pmax): checked on the CPU, clamped on
@@ -874,7 +874,7 @@ VQ_API int64_t vq_cache_seq_length(const vq_cache *cache, int64_t seq_id, int la
  * (section head, "Sinks and transforms").
  * Errors: VQ_ERR_INVALID_ARGUMENT (NULLs, layer out of range, n_seq < 1,
  * unknown or repeated id, shapes/dtypes/devices, positions out of range),
- * VQ_ERR_UNSUPPORTED (f32 on CUDA; data not aligned to its element size or
+ * VQ_ERR_UNSUPPORTED (data not aligned to its element size or
  * a last axis that is not contiguous, as for the attention entry points;
  * sequences that would put different, nonzero numbers of their tokens past
  * their sinks), VQ_ERR_INVALID_ARGUMENT also for a sequence whose key

@@ -162,9 +162,9 @@ class _Layer(CacheLayerMixin):
             raise UnsupportedError(f"veloxquant.hf.Cache: batch of {key_states.shape[0]} sequences, the cache holds "
                                    f"{len(o.seq_ids)}")
         k, v = key_states, value_states
-        want = o.append_dtype or (k.dtype if k.dtype in (torch.float16, torch.float32) else torch.float32)
+        want = k.dtype if k.dtype in (torch.float16, torch.float32) else o.other_dtype
         if k.dtype != want:
-            k, v = k.to(want), v.to(want)  # the new tokens only: f16 on CUDA, bf16 -> f32 on a CPU
+            k, v = k.to(want), v.to(want)  # the new tokens only: bf16 -> f16 on CUDA, -> f32 on a CPU
         if o.smooth and self.n == 0:
             self.pending = (k, v)
         else:
@@ -238,9 +238,9 @@ class Cache(_HFCache):
         # smooth fits key scales from a first chunk's queries unless every layer's are given
         self.smooth = self.vq.smooth and (transform_tables is None or
                                           any((t or {}).get("key_scale") is None for t in transform_tables))
-        # the CUDA cache takes f16 tokens; the CPU one f16 or f32 as they come (other dtypes, such as a
-        # bf16 model's, as f32)
-        self.append_dtype = torch.float16 if device.type == "cuda" else None
+        # tokens go in f16 or f32 as they come; other dtypes (a bf16 model's) as f16 on CUDA (exact
+        # within f16's range, half the bytes of f32; the cache stores f16) and as f32 on a CPU
+        self.other_dtype = torch.float16 if device.type == "cuda" else torch.float32
         self.seq_ids = []
         super().__init__(layers=[_Layer(self, i) for i in range(cfg.num_hidden_layers)])
         install(model)

@@ -19,6 +19,9 @@
 #include <string.h>
 
 #include "cache/cache_tensor.h"
+#ifdef VQ_WITH_CUDA
+#include "cache/cache_cuda.h"
+#endif
 
 typedef struct seq_plan {
     vq_cache_seq_layer *sl;
@@ -31,25 +34,37 @@ typedef struct seq_plan {
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* rows x width elements of x's dtype at src (row pitch sp elements) -> f16
+ * at dst (row pitch dp): a copy for f16, rounded on the device for f32. */
+static vq_status put_2d(vq_cache *c, uint16_t *dst, int64_t dp, const vq_cache_tensor *x, const void *src, int64_t sp,
+                        int64_t width, int64_t rows)
+{
+    if (x->dt == VQ_DT_F16)
+        return vq_cache_mem_copy2d(c, dst, (size_t)(dp * 2), src, (size_t)(sp * 2), (size_t)(width * 2), (size_t)rows);
+#ifdef VQ_WITH_CUDA
+    return vq_cache_cuda_convert_rows(c, src, VQ_DT_F32, sp, dst, VQ_DT_F16, dp, width, rows);
+#else
+    return vq_fail(c->ctx, VQ_ERR_BACKEND_UNAVAILABLE, "this build has no CUDA backend");
+#endif
+}
+
 /* Rows [j0, j0 + count) of every head h of sequence i of the input -> dst +
  * h * pitch rows of D f16 (pitch: rows per head in dst, >= count). f32
- * input (CPU only) is rounded here. Where each head's rows are one run (a
- * decode step's single row, or compact rows) all heads are one 2D copy: on
- * CUDA every copy is an API call of a few microseconds, and one per head per
- * sequence was most of a decode step. */
+ * input is rounded here (on the host, or by one kernel on CUDA). Where each
+ * head's rows are one run (a decode step's single row, or compact rows) all
+ * heads are one 2D copy: on CUDA every copy is an API call of a few
+ * microseconds, and one per head per sequence was most of a decode step. */
 static vq_status put_rows(vq_cache *c, uint16_t *dst, int64_t pitch, const vq_cache_tensor *x, int64_t i, int64_t j0,
                           int64_t count)
 {
     if (count <= 0) return VQ_OK;
     const int64_t D = c->D;
-    if (x->dt == VQ_DT_F16) {
+    if (x->dt == VQ_DT_F16 || c->cuda) {
         const bool run = count == 1 || x->stride[2] == D;
         if (run && x->stride[1] >= count * D) /* a pitch below the width is no 2D copy */
-            return vq_cache_mem_copy2d(c, dst, (size_t)(pitch * D * 2), vq_cache_at(x, i, 0, j0),
-                                       (size_t)(x->stride[1] * 2), (size_t)(count * D * 2), (size_t)c->Hkv);
+            return put_2d(c, dst, pitch * D, x, vq_cache_at(x, i, 0, j0), x->stride[1], count * D, c->Hkv);
         for (int64_t h = 0; h < c->Hkv; h++)
-            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, dst + h * pitch * D, (size_t)D * 2, vq_cache_at(x, i, h, j0),
-                                                    (size_t)(x->stride[2] * 2), (size_t)D * 2, (size_t)count));
+            VQ_FORWARD_IF_ERROR(put_2d(c, dst + h * pitch * D, D, x, vq_cache_at(x, i, h, j0), x->stride[2], D, count));
         return VQ_OK;
     }
     const vq_row_kernels *rk = vq_row_kernels_for(c->ctx->isa);
@@ -219,8 +234,7 @@ vq_status vq_cache_append_tokens(vq_cache *c, int layer, int n_seq, const int64_
 {
     vq_ctx *ctx = c->ctx;
     vq_cache_tensor kv[2];
-    const unsigned dts = c->cuda ? VQ_DTM_F16 : VQ_DTM_F16_F32;
-    VQ_FORWARD_IF_ERROR(vq_cache_check_tensor(c, k, "k", dts, 4, (const int64_t[]){n_seq, c->Hkv, -1, c->D}, &kv[0]));
+    VQ_FORWARD_IF_ERROR(vq_cache_check_tensor(c, k, "k", VQ_DTM_F16_F32, 4, (const int64_t[]){n_seq, c->Hkv, -1, c->D}, &kv[0]));
     const int64_t m = kv[0].shape[2];
     VQ_FORWARD_IF_ERROR(vq_cache_check_tensor(c, v, "v", VQ_DTM(kv[0].dt), 4, (const int64_t[]){n_seq, c->Hkv, m, c->D},
                                               &kv[1]));

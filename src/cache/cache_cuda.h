@@ -38,6 +38,10 @@ vq_status vq_cache_recipe_attend_cuda(vq_cache *c, int layer, int n_seq, const i
  * (NaN payloads too): the TurboQuant windows' scales (cache_window.c) and
  * the f16 scales of TurboQuant values (vq_cache_round_scales). */
 vq_status vq_cache_cuda_convert(vq_cache *c, const void *src, vq_dtype sdt, void *dst, vq_dtype ddt, int64_t n);
+/* The same over rows x width elements, row r at src + r * src_pitch and dst
+ * + r * dst_pitch (elements): f32 appends rounded into the f16 staging. */
+vq_status vq_cache_cuda_convert_rows(vq_cache *c, const void *src, vq_dtype sdt, int64_t src_pitch, void *dst,
+                                     vq_dtype ddt, int64_t dst_pitch, int64_t width, int64_t rows);
 
 /* ---- device encoders of the cache methods, each writing the bytes the
  * host code writes on a CPU ctx; device pointers, enqueued on the ctx's

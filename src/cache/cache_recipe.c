@@ -355,10 +355,8 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
 {
     vq_ctx *ctx = c->ctx;
     vq_cache_tensor kv[2];
-    /* a CUDA cache's page path takes f16 rows only, as without the recipe */
-    const unsigned dts = c->cuda ? VQ_DTM_F16 : VQ_DTM_F16_F32;
     VQ_FORWARD_IF_ERROR(
-        vq_cache_check_tensor(c, k, "k", dts, 4, (const int64_t[]){n_seq, c->Hkv, -1, c->D}, &kv[0]));
+        vq_cache_check_tensor(c, k, "k", VQ_DTM_F16_F32, 4, (const int64_t[]){n_seq, c->Hkv, -1, c->D}, &kv[0]));
     const int64_t m = kv[0].shape[2];
     VQ_FORWARD_IF_ERROR(vq_cache_check_tensor(c, v, "v", VQ_DTM(kv[0].dt), 4, (const int64_t[]){n_seq, c->Hkv, m, c->D},
                                               &kv[1]));

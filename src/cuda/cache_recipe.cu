@@ -182,21 +182,27 @@ extern "C" int vq_cu_recipe_group_merge(const vq_cu_recipe_group *g, const float
 }
 
 /* The host's conversions bit for bit (the hardware ones make every NaN
- * canonical), so a device cache stores the CPU cache's bytes. */
-static __global__ void convert_kernel(const void *src, bool src_f16, void *dst, bool dst_f16, int64_t n)
+ * canonical), so a device cache stores the CPU cache's bytes. Element x of
+ * row r is at src + r * sp and dst + r * dp. */
+static __global__ void convert_kernel(const void *src, bool src_f16, int64_t sp, void *dst, bool dst_f16, int64_t dp,
+                                      int64_t width, int64_t n)
 {
     VQ_CU_GRID_STRIDE(k, n)
     {
-        const float v = src_f16 ? vq_cu_half_bits_to_float(static_cast<const uint16_t *>(src)[k])
-                                : static_cast<const float *>(src)[k];
-        if (dst_f16) static_cast<uint16_t *>(dst)[k] = vq_cu_float_to_half_bits(v);
-        else static_cast<float *>(dst)[k] = v;
+        const int64_t r = k / width, x = k - r * width, i = r * sp + x, o = r * dp + x;
+        const float v = src_f16 ? vq_cu_half_bits_to_float(static_cast<const uint16_t *>(src)[i])
+                                : static_cast<const float *>(src)[i];
+        if (dst_f16) static_cast<uint16_t *>(dst)[o] = vq_cu_float_to_half_bits(v);
+        else static_cast<float *>(dst)[o] = v;
     }
 }
 
-extern "C" int vq_cu_convert(const void *src, bool src_f16, void *dst, bool dst_f16, int64_t n, void *stream)
+extern "C" int vq_cu_convert(const void *src, bool src_f16, int64_t src_pitch, void *dst, bool dst_f16,
+                             int64_t dst_pitch, int64_t width, int64_t rows, void *stream)
 {
+    const int64_t n = width * rows;
     if (n == 0) return 0;
-    convert_kernel<<<vq_cu_blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(src, src_f16, dst, dst_f16, n);
+    convert_kernel<<<vq_cu_blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(src, src_f16, src_pitch, dst, dst_f16,
+                                                                           dst_pitch, width, n);
     return vq_cu_launched();
 }

@@ -45,7 +45,14 @@ static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 vq_status vq_cache_cuda_convert(vq_cache *c, const void *src, vq_dtype sdt, void *dst, vq_dtype ddt, int64_t n)
 {
-    LAUNCH(c->ctx, vq_cu_convert(src, sdt == VQ_DT_F16, dst, ddt == VQ_DT_F16, n, c->ctx->stream));
+    return vq_cache_cuda_convert_rows(c, src, sdt, n, dst, ddt, n, n, 1);
+}
+
+vq_status vq_cache_cuda_convert_rows(vq_cache *c, const void *src, vq_dtype sdt, int64_t src_pitch, void *dst,
+                                     vq_dtype ddt, int64_t dst_pitch, int64_t width, int64_t rows)
+{
+    LAUNCH(c->ctx, vq_cu_convert(src, sdt == VQ_DT_F16, src_pitch, dst, ddt == VQ_DT_F16, dst_pitch, width, rows,
+                                 c->ctx->stream));
     return VQ_OK;
 }
 

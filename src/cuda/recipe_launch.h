@@ -91,9 +91,11 @@ int vq_cu_recipe_group_query(const vq_cu_recipe_group *g, float *gq, void *strea
 int vq_cu_recipe_group_merge(const vq_cu_recipe_group *g, const float *gq, const float *go, const float *gl,
                              void *stream);
 
-/* n elements f16 <-> f32 (either way; the same dtype copies), rounding to
- * nearest even. */
-int vq_cu_convert(const void *src, bool src_f16, void *dst, bool dst_f16, int64_t n, void *stream);
+/* rows x width elements f16 <-> f32 (either way; the same dtype copies),
+ * rounding to nearest even; row r at src + r * src_pitch and dst + r *
+ * dst_pitch (elements). */
+int vq_cu_convert(const void *src, bool src_f16, int64_t src_pitch, void *dst, bool dst_f16, int64_t dst_pitch,
+                  int64_t width, int64_t rows, void *stream);
 
 #ifdef __cplusplus
 }
