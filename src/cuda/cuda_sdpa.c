@@ -75,9 +75,10 @@ static void plan_splits(const vq_ctx *ctx, int requested, int occupancy, vq_cu_a
  * VQ_CUDA_MMA=1: f16 keys with f16 values (1.0-1.8x the CUDA-core skeleton on
  * an H100, bench/NOTES.md) and KIVI 2/4-bit keys with KIVI values of
  * 32-channel groups (1.2-4.5x slower than the fast KIVI kernel). It stays
- * opt-in: on a device it passes test_cuda_attend and test_cuda_cache, but the
- * sdpa and non-finite tests have not run with it, and for KIVI it is slower
- * than the fast kernel. Without it every call runs the CUDA-core kernels. */
+ * opt-in: every device test that reaches it passes with it on (attend,
+ * cache, sdpa, nonfinite), but for KIVI it is slower than the fast kernel,
+ * and its f16 speed has not been measured end to end. Without it every call
+ * runs the CUDA-core kernels. */
 static int mma_mode(void)
 {
     const char *e = getenv("VQ_CUDA_MMA");
