@@ -30,7 +30,8 @@ int vq_cmd_profile(int argc, char **argv)
                          VQA_COUNT(opts),
                          "The profile holds every layer's key and value methods with their parameters, the\n"
                          "residual window (length, storage, bits), the sink tokens and the transforms (centering,\n"
-                         "smoothing: fitted per sequence), for the model's layers, kv heads and head dim; a\n"
+                         "smoothing: fitted per sequence), for the model's layers, kv heads, head dim and sliding\n"
+                         "windows (its local layers'); a\n"
                          "preset named by what it buys (balanced-3bit, ...) brings its own, as in the model\n"
                          "commands, where --sink / --smooth leave them;\n"
                          "--kv FILE of the model commands and vq_cache_config.profile take it back. Methods that\n"
@@ -62,13 +63,16 @@ int vq_cmd_profile(int argc, char **argv)
          * take them: a preset named by what it buys brings its own */
         const vqm_cli_recipe rc = vqm_cli_recipe_of(&m, &c);
         static vq_cache_transforms xf[VQM_CLI_MAX_LAYERS];
-        for (int l = 0; l < L; l++)
+        static int wins[VQM_CLI_MAX_LAYERS]; /* the model's sliding windows, which the runtime checks */
+        for (int l = 0; l < L; l++) {
             xf[l] = (vq_cache_transforms){.center_keys = rc.center, .center_values = rc.center && !rc.center_keys_only,
                                           .smooth = rc.smooth};
+            wins[l] = model->layers[l].local ? model->cfg.sliding_window : 0;
+        }
         const vq_profile_config pc = {.n_layers = L, .n_kv_heads = model->cfg.n_kv_heads, .head_dim = D,
                                       .layers = layers, .residual_tokens = m.cfg.residual_tokens,
                                       .window = m.cfg.window, .window_bits = m.cfg.window_bits,
-                                      .sink_tokens = rc.sink, .transforms = xf};
+                                      .sink_tokens = rc.sink, .transforms = xf, .sliding_windows = wins};
         vq_status s = vq_ctx_create(&(vq_ctx_config){.num_threads = 1}, &ctx);
         if (s == VQ_OK) s = vq_profile_create(ctx, &pc, &p);
         if (s == VQ_OK) s = vq_profile_save(ctx, p, out);
