@@ -94,7 +94,7 @@ vq_status vqm_attn_cache_init(vqm_session *s, char *err)
     if (c->sliding_window > 0) {
         wins = calloc((size_t)c->n_layers, sizeof *wins);
         if (wins == NULL) return vqm_fail(err, VQ_ERR_OUT_OF_MEMORY, "session: out of memory for the windows");
-        for (int l = 0; l < c->n_layers; l++) wins[l] = s->m->layers[l].local ? c->sliding_window : 0;
+        for (int l = 0; l < c->n_layers; l++) wins[l] = vqm_layer_window(s->m, l);
         if (cc.profile == NULL && cc.sliding_windows == NULL) cc.sliding_windows = wins;
         /* A local layer holds its window, the chunk being appended (held whole
          * until the next append), the residual window and the pages these

@@ -43,7 +43,7 @@ static void attn_part(void *arg, int ti, int tn)
     float *sc = s->scores + (size_t)ti * s->cfg.max_tokens;
     const int64_t total = j->T * Hq, p0 = total * ti / tn, p1 = total * (ti + 1) / tn;
     const float scale = c->attn_scale;
-    const int64_t W = s->m->layers[j->layer].local ? c->sliding_window : 0;
+    const int64_t W = vqm_layer_window(s->m, j->layer);
     for (int64_t p = p0; p < p1; p++) {
         const int64_t t = p / Hq;
         const int h = (int)(p % Hq), kh = h / G;

@@ -117,6 +117,8 @@ void vqm_model_free(vqm_model *m)
     free(m);
 }
 
+int vqm_layer_window(const vqm_model *m, int l) { return m->layers[l].local ? m->cfg.sliding_window : 0; }
+
 vq_status vqm_model_load(const char *path, vqm_model **out, char *err)
 {
     if (out == NULL) return vqm_fail(err, VQ_ERR_INVALID_ARGUMENT, "model: out is NULL");

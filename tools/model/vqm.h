@@ -283,6 +283,10 @@ typedef struct vqm_model {
 vq_status vqm_model_load(const char *path, vqm_model **out, char *err);
 vq_status vqm_model_from_gguf(vqm_gguf *g, vqm_model **out, char *err); /* takes g on success */
 void vqm_model_free(vqm_model *m);
+/* Layer l's sliding window in tokens: cfg.sliding_window for a local
+ * layer, 0 (full attention) otherwise; what the cache and a profile take
+ * per layer (vq_cache_config.sliding_windows). */
+int vqm_layer_window(const vqm_model *m, int l);
 
 /* Where attention keeps its keys and values. VQM_ATTN_CACHE is the
  * runtime's attention: the library's vq_cache with any method.

@@ -559,7 +559,7 @@ static vq_status make_profile(tuner *t)
         xf[l] = (vq_cache_transforms){.center_keys = !t->common.no_center,
                                       .center_values = !t->common.no_center && !t->common.center_keys,
                                       .smooth = t->common.smooth};
-        wins[l] = t->model->layers[l].local ? t->model->cfg.sliding_window : 0;
+        wins[l] = vqm_layer_window(t->model, l);
     }
     const vq_profile_config pc = {.n_layers = t->L, .n_kv_heads = t->model->cfg.n_kv_heads,
                                   .head_dim = t->model->cfg.head_dim, .layers = t->method.layers,

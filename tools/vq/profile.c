@@ -30,10 +30,9 @@ int vq_cmd_profile(int argc, char **argv)
                          VQA_COUNT(opts),
                          "The profile holds every layer's key and value methods with their parameters, the\n"
                          "residual window (length, storage, bits), the sink tokens and the transforms (centering,\n"
-                         "smoothing: fitted per sequence), for the model's layers, kv heads, head dim and sliding\n"
-                         "windows (its local layers'); a\n"
-                         "preset named by what it buys (balanced-3bit, ...) brings its own, as in the model\n"
-                         "commands, where --sink / --smooth leave them;\n"
+                         "smoothing: fitted per sequence), for the model's layers, kv heads, head dim and\n"
+                         "sliding windows (its local layers'); a preset named by what it buys (balanced-3bit,\n"
+                         "...) brings its own, as in the model commands, where --sink / --smooth leave them;\n"
                          "--kv FILE of the model commands and vq_cache_config.profile take it back. Methods that\n"
                          "need fitted tables keep taking them from --calibration.\n",
                          NULL, NULL, 0, NULL};
@@ -67,7 +66,7 @@ int vq_cmd_profile(int argc, char **argv)
         for (int l = 0; l < L; l++) {
             xf[l] = (vq_cache_transforms){.center_keys = rc.center, .center_values = rc.center && !rc.center_keys_only,
                                           .smooth = rc.smooth};
-            wins[l] = model->layers[l].local ? model->cfg.sliding_window : 0;
+            wins[l] = vqm_layer_window(model, l);
         }
         const vq_profile_config pc = {.n_layers = L, .n_kv_heads = model->cfg.n_kv_heads, .head_dim = D,
                                       .layers = layers, .residual_tokens = m.cfg.residual_tokens,
