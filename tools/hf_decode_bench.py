@@ -87,7 +87,7 @@ def fill_veloxquant(model, cfg, method, batch, ctx, device, chunk):
     cache = veloxquant.hf.Cache(model, method, residual_tokens=0, grow_pages=256,
                                 capacity_pages=max(64, batch * (ctx + 255) // 256 + 8))
     hkv, d = cfg.num_key_value_heads, cfg.head_dim
-    adt = cache.append_dtype or torch.float16
+    adt = cache.other_dtype  # bf16 tokens go in as the cache converts them
     g = torch.Generator(device=device).manual_seed(0)
     cache._ensure_sequences(batch)
     for layer in range(cfg.num_hidden_layers):
@@ -107,7 +107,11 @@ def fill_veloxquant(model, cfg, method, batch, ctx, device, chunk):
     return cache, int(mem["total_bytes"] - mem["slack_bytes"])  # what it holds, not its unused pages
 
 
-def decode(model, cache, batch, ctx, steps, warmup, device):
+def decode(model, cache, batch, ctx, steps, warmup, device, profile=None):
+    """The median and mean step in seconds; with profile (a label), `steps`
+    more steps under torch.profiler after the timed ones, whose kernels and
+    host calls are printed by self device time (the timed steps are not
+    profiled: the profiler slows the host)."""
     import veloxquant.hf
     kw = veloxquant.hf.cache_kwargs(model, cache)
     ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
@@ -124,6 +128,19 @@ def decode(model, cache, batch, ctx, steps, warmup, device):
                 torch.cuda.synchronize(device)
             if i >= warmup:
                 times.append(time.perf_counter() - t)
+        if profile:
+            from torch.profiler import ProfilerActivity, profile as torch_profile
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+            with torch_profile(activities=acts) as prof:
+                for i in range(steps):
+                    pos = torch.full((batch, 1), ctx + warmup + steps + i, dtype=torch.long, device=device)
+                    out = model(input_ids=ids, position_ids=pos, use_cache=True, **kw)
+                    ids = out.logits[:, -1:].argmax(-1)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+            key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+            print(f"-- profile of {steps} steps: {profile}, by {key}", flush=True)
+            print(prof.key_averages().table(sort_by=key, row_limit=25), flush=True)
     times.sort()
     return times[len(times) // 2], sum(times) / len(times)
 
@@ -140,7 +157,8 @@ def run_one(model, cfg, method, batch, ctx, args, device, dtype):
             cache, kv_bytes = fill_dynamic(cfg, batch, ctx, device, dtype)
         else:
             cache, kv_bytes = fill_veloxquant(model, cfg, method, batch, ctx, device, args.chunk)
-        med, mean = decode(model, cache, batch, ctx, args.steps, args.warmup, device)
+        label = f"{method} at {ctx} tokens" if method in args.profile.split(",") else None
+        med, mean = decode(model, cache, batch, ctx, args.steps, args.warmup, device, label)
         used = device_used(device) - base
         return {"method": method, "batch": batch, "context": ctx, "step_ms": med * 1e3, "mean_step_ms": mean * 1e3,
                 "tokens_per_s": batch / med, "kv_gib": kv_bytes / 2**30, "device_gib": used / 2**30}
@@ -171,6 +189,8 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="a 2-layer model of the same head layout (a CPU check)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--profile", default="", metavar="METHODS",
+                    help="comma-separated methods whose steps are profiled (torch.profiler, after the timed ones)")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     dtype = torch.bfloat16

@@ -301,6 +301,8 @@ void vq_cache_free(vq_cache *c)
     vq_cache_mem_free(c, c->stage.p);
     vq_cache_mem_free(c, c->recipe_dev.p);
     vq_cache_mem_free(c, c->wdec.p);
+    vq_cache_mem_free(c, c->copies.dev.p);
+    free(c->copies.jobs);
     free(c->host[0].p);
     free(c->host[1].p);
     free(c->recipe.p);

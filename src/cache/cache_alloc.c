@@ -9,6 +9,9 @@
 #endif
 
 #include "cache/cache_internal.h"
+#ifdef VQ_WITH_CUDA
+#include "cache/cache_cuda.h"
+#endif
 
 void *vq_cache_mem_alloc(vq_cache *c, size_t bytes)
 {
@@ -47,6 +50,7 @@ void vq_cache_mem_free(vq_cache *c, void *p)
 {
     if (p == NULL) return;
     if (c->ctx->ops) {
+        (void)vq_cache_copies_flush(c); /* a queued copy may read or write p */
         c->ctx->ops->free(c->ctx, p);
         return;
     }
@@ -57,13 +61,36 @@ vq_status vq_cache_mem_copy2d(vq_cache *c, void *dst, size_t dpitch, const void 
                               size_t height)
 {
     if (width == 0 || height == 0) return VQ_OK;
+#ifdef VQ_WITH_CUDA
+    if (c->cuda && c->copies.open) return vq_cache_cuda_queue_copy(c, dst, dpitch, src, spitch, width, height);
+#endif
     if (c->ctx->ops) return c->ctx->ops->copy2d(c->ctx, dst, dpitch, src, spitch, width, height);
     for (size_t r = 0; r < height; r++) memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return VQ_OK;
 }
 
+void vq_cache_copies_begin(vq_cache *c) { c->copies.open++; }
+
+vq_status vq_cache_copies_flush(vq_cache *c)
+{
+#ifdef VQ_WITH_CUDA
+    if (c->copies.n > 0) return vq_cache_cuda_flush_copies(c);
+#else
+    (void)c;
+#endif
+    return VQ_OK;
+}
+
+vq_status vq_cache_copies_end(vq_cache *c, vq_status st)
+{
+    const vq_status f = vq_cache_copies_flush(c);
+    if (c->copies.open > 0) c->copies.open--;
+    return st != VQ_OK ? st : f;
+}
+
 vq_status vq_cache_mem_zero(vq_cache *c, void *dst, size_t bytes)
 {
+    VQ_FORWARD_IF_ERROR(vq_cache_copies_flush(c));
     if (c->ctx->ops) return c->ctx->ops->zero(c->ctx, dst, bytes);
     memset(dst, 0, bytes);
     return VQ_OK;
@@ -71,6 +98,7 @@ vq_status vq_cache_mem_zero(vq_cache *c, void *dst, size_t bytes)
 
 vq_status vq_cache_mem_upload(vq_cache *c, void *dst, const void *src, size_t bytes)
 {
+    VQ_FORWARD_IF_ERROR(vq_cache_copies_flush(c));
     if (c->ctx->ops) return c->ctx->ops->upload(c->ctx, dst, src, bytes);
     memcpy(dst, src, bytes);
     return VQ_OK;
@@ -84,8 +112,9 @@ void *vq_cache_stage_buf(vq_cache *c, vq_cache_buf *b, size_t bytes)
     if (bytes <= b->size) return b->p;
     /* grow by half again, so that slowly growing prefills do not allocate each call */
     const size_t want = bytes + bytes / 2;
-    /* device work queued on the stream may still read the old buffer */
-    if (c->ctx->ops && b->p && c->ctx->ops->synchronize(c->ctx) != VQ_OK) return NULL;
+    /* device work queued on the stream (or a queued copy) may still read the old buffer */
+    if (c->ctx->ops && b->p && (vq_cache_copies_flush(c) != VQ_OK || c->ctx->ops->synchronize(c->ctx) != VQ_OK))
+        return NULL;
     vq_cache_mem_free(c, b->p);
     b->p = vq_cache_mem_alloc(c, want);
     b->size = b->p ? want : 0;

@@ -42,6 +42,7 @@ static vq_status put_2d(vq_cache *c, uint16_t *dst, int64_t dp, const vq_cache_t
     if (x->dt == VQ_DT_F16)
         return vq_cache_mem_copy2d(c, dst, (size_t)(dp * 2), src, (size_t)(sp * 2), (size_t)(width * 2), (size_t)rows);
 #ifdef VQ_WITH_CUDA
+    VQ_FORWARD_IF_ERROR(vq_cache_copies_flush(c)); /* a kernel: the queued copies go first */
     return vq_cache_cuda_convert_rows(c, src, VQ_DT_F32, sp, dst, VQ_DT_F16, dp, width, rows);
 #else
     return vq_fail(c->ctx, VQ_ERR_BACKEND_UNAVAILABLE, "this build has no CUDA backend");
@@ -182,6 +183,58 @@ static vq_status commit(vq_cache *c, int l, seq_plan *pl, unsigned char *const *
     return VQ_OK;
 }
 
+/* The new tokens of every sequence, both halves, into X [2][Hkv][sumN][D]
+ * f16 (sequence i at column i * m): one batch of copies. */
+static vq_status gather_new(vq_cache *c, uint16_t *X, int64_t sumN, const vq_cache_tensor *kv, int n_seq, int64_t m)
+{
+    const int64_t Hkv = c->Hkv, D = c->D;
+    vq_status st = VQ_OK;
+    vq_cache_copies_begin(c);
+    for (int i = 0; i < n_seq && st == VQ_OK; i++)
+        for (int half = 0; half < 2 && st == VQ_OK; half++)
+            st = put_rows(c, X + (half * Hkv * sumN + (int64_t)i * m) * D, sumN, &kv[half], i, 0, m);
+    return vq_cache_copies_end(c, st);
+}
+
+/* One sequence's staging: the tokens it encodes (from its window, then the
+ * new ones) into E (f16 window) or W (coded window, whose decode fills E),
+ * and the window rows that stay into M. */
+static vq_status stage_seq(vq_cache *c, const vq_cache_layer *L, const seq_plan *pl, int i, const vq_cache_tensor *kv,
+                           uint16_t *const *E, unsigned char *M, unsigned char *W, const unsigned char *Q,
+                           int64_t sumT, int64_t sumM, int64_t sumN, int64_t m, bool w8)
+{
+    const int64_t D = c->D, from_win = (pl->e1 < pl->n0 ? pl->e1 : pl->n0) - pl->e0;
+    if (w8) {
+        VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, W, sumT, pl->t_off, pl->sl->res, L->res_cap, 0, from_win));
+        if (pl->e1 > pl->n0)
+            VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, W, sumT, pl->t_off + pl->n0 - pl->e0, Q, sumN,
+                                                     (int64_t)i * m, pl->e1 - pl->n0));
+    } else {
+        for (int half = 0; half < 2; half++) {
+            VQ_FORWARD_IF_ERROR(get_window(c, L, pl->sl, half, 0, from_win, E[half], sumT, pl->t_off));
+            if (pl->e1 > pl->n0)
+                VQ_FORWARD_IF_ERROR(put_rows(c, E[half] + (pl->t_off + pl->n0 - pl->e0) * D, sumT, &kv[half], i, 0,
+                                             pl->e1 - pl->n0));
+        }
+    }
+    if (L->res_cap > 0)
+        VQ_FORWARD_IF_ERROR(
+            vq_cache_window_copy(c, L, M, sumM, pl->m_off, pl->sl->res, L->res_cap, pl->e1 - pl->e0, pl->m));
+    return VQ_OK;
+}
+
+/* stage_seq for every sequence: one batch of copies. */
+static vq_status stage_all(vq_cache *c, const vq_cache_layer *L, int n_seq, const seq_plan *plans,
+                           const vq_cache_tensor *kv, uint16_t *const *E, unsigned char *M, unsigned char *W,
+                           const unsigned char *Q, int64_t sumT, int64_t sumM, int64_t sumN, int64_t m, bool w8)
+{
+    vq_status st = VQ_OK;
+    vq_cache_copies_begin(c);
+    for (int i = 0; i < n_seq && st == VQ_OK; i++)
+        st = stage_seq(c, L, &plans[i], i, kv, E, M, W, Q, sumT, sumM, sumN, m, w8);
+    return vq_cache_copies_end(c, st);
+}
+
 static vq_status plan_all(vq_cache *c, int l, int n_seq, seq_plan *plans, int64_t m, int64_t *sumT, int64_t *sumM,
                           int64_t *pages)
 {
@@ -199,7 +252,9 @@ static vq_status plan_all(vq_cache *c, int l, int n_seq, seq_plan *plans, int64_
         pl->e1 = f > pl->e0 ? f : pl->e0;
         pl->t_off = *sumT;
         *sumT += pl->e1 - pl->e0;
-        pl->m = pl->n0 > pl->e1 ? pl->n0 - pl->e1 : 0;
+        /* window rows that stay but move to its top: none when nothing is
+         * encoded (they are in place; a decode step copies only its token) */
+        pl->m = pl->e1 > pl->e0 && pl->n0 > pl->e1 ? pl->n0 - pl->e1 : 0;
         pl->m_off = *sumM;
         *sumM += pl->m;
         const int64_t need = vq_ceil_div(pl->e1, c->P) - sl->p0; /* page-table entries */
@@ -289,31 +344,10 @@ vq_status vq_cache_append_tokens(vq_cache *c, int layer, int n_seq, const int64_
 
     /* gather */
     if (w8) {
-        for (int i = 0; i < n_seq; i++)
-            for (int half = 0; half < 2; half++)
-                VQ_FORWARD_IF_ERROR(put_rows(c, X + (half * Hkv * sumN + (int64_t)i * m) * D, sumN, &kv[half], i, 0, m));
+        VQ_FORWARD_IF_ERROR(gather_new(c, X, sumN, kv, n_seq, m));
         VQ_FORWARD_IF_ERROR(vq_cache_forward(ctx, vq_cache_window_encode(c, L, X, sumN, Q, C), "vq_cache_append"));
     }
-    for (int i = 0; i < n_seq; i++) {
-        const seq_plan *pl = &plans[i];
-        const int64_t from_win = (pl->e1 < pl->n0 ? pl->e1 : pl->n0) - pl->e0;
-        if (w8) {
-            VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, W, sumT, pl->t_off, pl->sl->res, L->res_cap, 0, from_win));
-            if (pl->e1 > pl->n0)
-                VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, W, sumT, pl->t_off + pl->n0 - pl->e0, Q, sumN,
-                                                         (int64_t)i * m, pl->e1 - pl->n0));
-        } else {
-            for (int half = 0; half < 2; half++) {
-                VQ_FORWARD_IF_ERROR(get_window(c, L, pl->sl, half, 0, from_win, E[half], sumT, pl->t_off));
-                if (pl->e1 > pl->n0)
-                    VQ_FORWARD_IF_ERROR(put_rows(c, E[half] + (pl->t_off + pl->n0 - pl->e0) * D, sumT, &kv[half], i, 0,
-                                                 pl->e1 - pl->n0));
-            }
-        }
-        if (L->res_cap > 0)
-            VQ_FORWARD_IF_ERROR(
-                vq_cache_window_copy(c, L, M, sumM, pl->m_off, pl->sl->res, L->res_cap, pl->e1 - pl->e0, pl->m));
-    }
+    VQ_FORWARD_IF_ERROR(stage_all(c, L, n_seq, plans, kv, E, M, W, Q, sumT, sumM, sumN, m, w8));
     /* the tokens to encode, as the window decodes them */
     if (w8)
         VQ_FORWARD_IF_ERROR(
@@ -350,6 +384,8 @@ vq_status vq_cache_append_tokens(vq_cache *c, int layer, int n_seq, const int64_
     }
     /* commit: nothing above changed a sequence */
     const staged sg = {M, Q, sumM, sumN, m};
-    for (int i = 0; i < n_seq; i++) VQ_FORWARD_IF_ERROR(commit(c, layer, &plans[i], sp, sumT, &sg, kv, i));
-    return VQ_OK;
+    vq_status st = VQ_OK;
+    vq_cache_copies_begin(c);
+    for (int i = 0; i < n_seq && st == VQ_OK; i++) st = commit(c, layer, &plans[i], sp, sumT, &sg, kv, i);
+    return vq_cache_copies_end(c, st);
 }

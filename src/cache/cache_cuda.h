@@ -16,6 +16,15 @@ vq_status vq_cache_attend_cuda(vq_cache *c, int layer, int n_seq, vq_cache_seq_l
 /* Frees what vq_cache_attend_cuda made (the device page tables). */
 void vq_cache_cuda_release(vq_cache *c);
 
+/* ---- batched device copies (cuda_copies.c; vq_cache_copies_begin) ---- */
+
+/* Queues one copy of vq_cache_mem_copy2d in the open batch (running the
+ * queue first where the copy depends on a queued one). */
+vq_status vq_cache_cuda_queue_copy(vq_cache *c, void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height);
+/* Runs the queued copies: their list uploaded, one copy_jobs launch. */
+vq_status vq_cache_cuda_flush_copies(vq_cache *c);
+
 /* ---- sink tokens and transforms on a CUDA cache (cuda_recipe.c) ---- */
 
 /* The page path of vq_cache_recipe_append: tokens [ns[i], m) of every

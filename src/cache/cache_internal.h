@@ -189,6 +189,18 @@ typedef struct vq_cache_buf {
     size_t size;
 } vq_cache_buf;
 
+/* Device copies batched into one launch (CUDA; cache_alloc.c,
+ * src/cuda/cuda_copies.c). A decode step's appends and window decodes are
+ * a few small copies per sequence; as one API call each they were most of
+ * the step's host time. */
+typedef struct vq_cache_copies {
+    void *jobs;       /* host: the queued copies (vq_cu_copy_job[cap]) */
+    int n, cap;
+    int64_t max_height;
+    int open;         /* vq_cache_copies_begin calls not yet ended */
+    vq_cache_buf dev; /* device: the jobs of a flush */
+} vq_cache_copies;
+
 struct vq_cache {
     vq_ctx *ctx;
     bool cuda;
@@ -211,6 +223,7 @@ struct vq_cache {
     vq_cache_buf host[2];    /* per-call host scratch, kept: [0] plans / segment lists, [1] the
                                 sequence list of an attend */
     struct vq_cache_cuda_pages *cuda_pages; /* CUDA: [L] device page tables (cache_cuda.c), made on first use */
+    vq_cache_copies copies;  /* CUDA: the open batch of device copies */
 };
 
 /* ---- cache_profile.c ---- */
@@ -267,9 +280,22 @@ void *vq_cache_mem_alloc(vq_cache *c, size_t bytes);          /* NULL on failure
 /* A pool chunk: vq_cache_mem_alloc, on huge pages where the host allows (cache_alloc.c). */
 void *vq_cache_mem_alloc_pool(vq_cache *c, size_t bytes);
 void vq_cache_mem_free(vq_cache *c, void *p);
-/* height rows of width bytes, from src (pitch spitch) to dst (pitch dpitch), both on the device. */
+/* height rows of width bytes, from src (pitch spitch) to dst (pitch dpitch), both on the device.
+ * Inside a batch on a CUDA cache the copy is queued (below). */
 vq_status vq_cache_mem_copy2d(vq_cache *c, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                               size_t height);
+/* A batch of device copies: between begin and end, vq_cache_mem_copy2d
+ * queues its copy, and end runs the queue as one launch. The result is that
+ * of the copies in their order: a copy that reads or writes bytes a queued
+ * one writes, or writes bytes one reads, runs the queue first. Code that
+ * launches a kernel reading or writing those bytes, or frees memory, inside
+ * a batch flushes it first (vq_cache_copies_flush; the cache's own frees and
+ * staging growth do). Batches nest; on a CPU cache copies run at once.
+ * end returns st when it is an error (the queue still runs), else the
+ * flush's status. */
+void vq_cache_copies_begin(vq_cache *c);
+vq_status vq_cache_copies_flush(vq_cache *c);
+vq_status vq_cache_copies_end(vq_cache *c, vq_status st);
 vq_status vq_cache_mem_upload(vq_cache *c, void *dst, const void *src, size_t bytes);
 vq_status vq_cache_mem_zero(vq_cache *c, void *dst, size_t bytes);
 /* A staging area of >= bytes on the device (host on CPU), kept. NULL on failure. */

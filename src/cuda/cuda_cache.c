@@ -590,22 +590,26 @@ static vq_status f16_windows(vq_cache *c, const vq_cache_layer *L, int n_seq, vq
     if (st == NULL) return VQ_ERR_OUT_OF_MEMORY;
     unsigned char *W = st + dec, *C = st + dec + wb + eb;
     uint16_t *E = (uint16_t *)(void *)(st + dec + wb);
-    for (int i = 0, off = 0; i < n_seq; i++) {
+    vq_status s = VQ_OK;
+    vq_cache_copies_begin(c); /* a few copies per sequence: one launch each way */
+    for (int64_t i = 0, off = 0; i < n_seq && s == VQ_OK; i++) {
         const int64_t n = sls[i]->n - sls[i]->n_enc;
-        VQ_FORWARD_IF_ERROR(vq_cache_window_copy(c, L, W, sumN, off, sls[i]->res, cap, 0, n));
-        off += (int)n;
-    }
-    VQ_FORWARD_IF_ERROR(vq_cache_forward(c->ctx, vq_cache_window_decode(c, L, W, sumN, E, E + Hkv * sumN * D, C),
-                                         "vq_cache_attend"));
-    for (int64_t i = 0, off = 0; i < n_seq; i++) {
-        const int64_t n = sls[i]->n - sls[i]->n_enc;
-        for (int half = 0; half < 2 && n > 0; half++)
-            VQ_FORWARD_IF_ERROR(vq_cache_mem_copy2d(c, (uint16_t *)(void *)(st + (size_t)i * win) + half * Hkv * cap * D,
-                                                    (size_t)(cap * D * 2),
-                                                    E + (half * Hkv * sumN + off) * D, (size_t)(sumN * D * 2),
-                                                    (size_t)(n * D * 2), (size_t)Hkv));
+        s = vq_cache_window_copy(c, L, W, sumN, off, sls[i]->res, cap, 0, n);
         off += n;
     }
+    VQ_FORWARD_IF_ERROR(vq_cache_copies_end(c, s));
+    VQ_FORWARD_IF_ERROR(vq_cache_forward(c->ctx, vq_cache_window_decode(c, L, W, sumN, E, E + Hkv * sumN * D, C),
+                                         "vq_cache_attend"));
+    vq_cache_copies_begin(c);
+    for (int64_t i = 0, off = 0; i < n_seq && s == VQ_OK; i++) {
+        const int64_t n = sls[i]->n - sls[i]->n_enc;
+        for (int half = 0; half < 2 && n > 0 && s == VQ_OK; half++)
+            s = vq_cache_mem_copy2d(c, (uint16_t *)(void *)(st + (size_t)i * win) + half * Hkv * cap * D,
+                                    (size_t)(cap * D * 2), E + (half * Hkv * sumN + off) * D, (size_t)(sumN * D * 2),
+                                    (size_t)(n * D * 2), (size_t)Hkv);
+        off += n;
+    }
+    VQ_FORWARD_IF_ERROR(vq_cache_copies_end(c, s));
     *wins = (f16_wins){st, win};
     return VQ_OK;
 }
