@@ -74,11 +74,12 @@ static PyObject *result_dict(vq_ctx *ctx, const vqt_tune_result *r)
                                                  r->checks[b].measured_kl));
     PyObject *d = NULL;
     if (keys && values && layers && checks)
-        d = Py_BuildValue("{sOsssOsOsOsOsdsLsLsLsLsOsd}", "profile", bytes, "kv", r->kv, "keys", keys, "values",
-                          values, "layers", layers, "checks", checks, "min_bits", r->min_bits, "tokens",
+        d = Py_BuildValue("{sOsssOsOsOsOsdsLsLsLsLsOsdsssd}", "profile", bytes, "kv", r->kv, "keys", keys,
+                          "values", values, "layers", layers, "checks", checks, "min_bits", r->min_bits, "tokens",
                           (long long)r->tokens, "ctx", (long long)r->ctx, "n_windows", (long long)r->n_windows,
                           "bits_ctx", (long long)r->bits_ctx, "measured", r->measured ? Py_True : Py_False,
-                          "seconds", r->seconds);
+                          "seconds", r->seconds, "base", r->base_cheapest ? "cheapest" : "f16", "base_kl",
+                          r->base_kl);
     Py_DECREF(bytes);
     Py_XDECREF(keys), Py_XDECREF(values), Py_XDECREF(layers), Py_XDECREF(checks);
     return d;
@@ -86,12 +87,13 @@ static PyObject *result_dict(vq_ctx *ctx, const vqt_tune_result *r)
 
 /* tune(ctx, model path, text (bytes), text name, bits, tokens, ctx_len, bits_ctx, window, keys or None,
  *      values or None, measurements or None, residual, sink, no_center, center_keys, smooth, batch,
- *      kivi_arith (0 auto, 1 f32, 2 int8), progress (callable or None)) -> dict (result_dict) */
+ *      kivi_arith (0 auto, 1 f32, 2 int8), progress (callable or None), base (str or None: cheapest))
+ *      -> dict (result_dict) */
 static PyObject *py_tune(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 20) return PyErr_Format(PyExc_TypeError, "tune takes 20 arguments (%zd given)", n);
+    if (n != 21) return PyErr_Format(PyExc_TypeError, "tune takes 21 arguments (%zd given)", n);
     vq_ctx *ctx;
-    const char *model_path, *text_name, *window, *keys, *values, *measurements;
+    const char *model_path, *text_name, *window, *keys, *values, *measurements, *base;
     vqt_tune_options o = {.opt_prefix = ""};
     if (ctx_arg(a[0], &ctx)) return NULL;
     if (!PyUnicode_Check(a[1]) || !(model_path = PyUnicode_AsUTF8(a[1])))
@@ -109,7 +111,7 @@ static PyObject *py_tune(PyObject *self, PyObject *const *a, Py_ssize_t n)
         int_arg(a[12], "residual", &o.residual) || int_arg(a[13], "sink", &o.sink) ||
         bool_arg(a[14], "no_center", &no_center) || bool_arg(a[15], "center_keys", &center_keys) ||
         bool_arg(a[16], "smooth", &smooth) || int_arg(a[17], "batch", &batch) ||
-        int_arg(a[18], "kivi_arith", &kivi_arith))
+        int_arg(a[18], "kivi_arith", &kivi_arith) || str_arg(a[20], "base", &base))
         return NULL;
     if (a[19] != Py_None && !PyCallable_Check(a[19]))
         return PyErr_Format(PyExc_TypeError, "argument 'progress': expected a callable or None");
@@ -117,7 +119,7 @@ static PyObject *py_tune(PyObject *self, PyObject *const *a, Py_ssize_t n)
     o.text = PyBytes_AS_STRING(a[2]);
     o.text_len = (size_t)PyBytes_GET_SIZE(a[2]);
     o.text_name = text_name;
-    o.window = window, o.keys = keys, o.values = values, o.measurements = measurements;
+    o.window = window, o.keys = keys, o.values = values, o.measurements = measurements, o.base = base;
     o.no_center = no_center, o.center_keys = center_keys, o.smooth = smooth;
     o.batch = batch, o.kivi_arith = kivi_arith;
     progress_state ps = {.fn = a[19]};

@@ -1,11 +1,12 @@
 """veloxquant.tune(): the tuner of `vq tune` on SmolLM2-135M (30 layers, 3 KV
 heads, head_dim 64; models/SmolLM2-135M-Instruct.Q4_1.gguf, tools/fetch_model.sh).
 
-One real run at the smallest budget that still measures: one 64-token window,
-one key candidate (kivi2) beside f16, f16 values: 1 + 30 + 3 runs of the model
-(~17 CPU-seconds). The same arguments through `vq tune` (the binary at $VQ_BIN,
-else build/tools/vq) read the sensitivities that run wrote and must write the
-same profile bytes."""
+Two real runs at the smallest budget that still measures: one 64-token window,
+one key candidate (kivi2) beside f16, f16 values; measured from the f16 cache
+(base="f16": 1 + 30 + 3 runs of the model, ~17 CPU-seconds) and from the
+cheapest plan (base="cheapest": 2 + 30 + 3 runs). The same arguments through
+`vq tune` (the binary at $VQ_BIN, else build/tools/vq) read the sensitivities
+each run wrote and must write the same profile bytes."""
 
 import os
 import pathlib
@@ -26,8 +27,13 @@ if not MODEL.exists():
 # kivi2 keys (3 bits at 64 tokens) beside f16 values: 9.5 bits at the cheapest; one layer's keys back in f16
 # (+13/60 bits); the checks at -0.5 and -0.25 bits fall below the cheapest plan and do not run
 BUDGET = 9.74
-ARGS = dict(keys="kivi2", values="f16", tokens=64, ctx=64, smooth=True, center_keys=True)
-CLI_ARGS = ["--keys", "kivi2", "--values", "f16", "--tokens", "64", "--ctx", "64", "--smooth", "--center-keys"]
+ARGS = dict(keys="kivi2", values="f16", tokens=64, ctx=64, smooth=True, center_keys=True, base="f16")
+CLI_ARGS = ["--keys", "kivi2", "--values", "f16", "--tokens", "64", "--ctx", "64", "--smooth", "--center-keys",
+            "--base", "f16"]
+# base cheapest: f16 is a key candidate only where named; the values' only candidate is f16
+CHEAP_ARGS = dict(ARGS, keys="f16,kivi2", base="cheapest")
+CHEAP_CLI_ARGS = ["--keys", "f16,kivi2", "--values", "f16", "--tokens", "64", "--ctx", "64", "--smooth",
+                  "--center-keys", "--base", "cheapest"]
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +44,34 @@ def text(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory, text):
+def tune_at_budget(tmp_path_factory, text, args):
+    """A real run at BUDGET: the profile, the measurements file it wrote and the progress calls."""
     meas = tmp_path_factory.mktemp("tune") / "m.txt"
     steps = []
-    p = vq.tune(MODEL, BUDGET, text, measurements=meas, progress=lambda *a: steps.append(a), **ARGS)
+    p = vq.tune(MODEL, BUDGET, text, measurements=meas, progress=lambda *a: steps.append(a), **args)
     return p, meas, steps
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, text):
+    return tune_at_budget(tmp_path_factory, text, ARGS)
+
+
+@pytest.fixture(scope="module")
+def tuned_cheapest(tmp_path_factory, text):
+    return tune_at_budget(tmp_path_factory, text, CHEAP_ARGS)
+
+
+def losses(meas, side):
+    """The measurements file's rows of one side: [layer][candidate], "nan" as NaN."""
+    return [[float(x) for x in ln.split()[2:]] for ln in meas.read_text().splitlines()
+            if ln.startswith(side + " ") and ln.split()[1].isdigit()]
 
 
 def test_tune_meets_the_budget(tuned):
     p, meas, steps = tuned
     assert isinstance(p, bytes) and p.measured and p.budget == BUDGET
+    assert p.base == "f16" and p.base_kl == 0
     assert p.min_bits == pytest.approx(9.5) and p.min_bits <= p.bits <= BUDGET
     assert [k for k, _, _, _ in p.layers].count("f16") == 1 and {v for _, _, v, _ in p.layers} == {"f16"}
     assert [name for name, _ in p.keys] == ["f16", "kivi2"] and [name for name, _ in p.values] == ["f16"]
@@ -77,14 +100,48 @@ def test_tune_meets_the_budget(tuned):
         assert c.layer_config(layer).key_method == ("f16" if keys == "f16" else "kivi")
 
 
-def test_tune_same_profile_as_the_cli(tuned, tmp_path, text):
-    p, meas, _ = tuned
+def test_tune_from_the_cheapest_plan(tuned_cheapest, text):
+    p, meas, steps = tuned_cheapest
+    assert p.measured and p.base == "cheapest" and p.base_kl > 0
+    assert p.min_bits == pytest.approx(9.5) and p.min_bits <= p.bits <= BUDGET
+    # the reference, the cheapest plan (kivi2 keys, f16 values), then each layer's keys at f16 around it: the
+    # values have no other candidate, nothing to measure
+    total = 2 + 30 + 5
+    assert [s[:2] for s in steps] == [(i, total) for i in range(total)]
+    assert [s[2] for s in steps[:4]] == ["f16 reference", "cheapest plan", "layer 0 keys f16", "layer 1 keys f16"]
+    # every part's loss at its cheapest candidate is the cheapest plan's KL (%.9e in the file)
+    keys, values = losses(meas, "keys"), losses(meas, "values")
+    assert len(keys) == len(values) == 30
+    assert all(row[1] == pytest.approx(p.base_kl, rel=1e-9) for row in keys)
+    assert all(row == [pytest.approx(p.base_kl, rel=1e-9)] for row in values)
+    # one layer's keys back in f16 fits the budget: the layer whose f16 keys save the most from the base; the
+    # plan is then one that was measured, and the runs are deterministic, so its check measures that loss again
+    best = int(np.argmin([row[0] for row in keys]))
+    assert keys[best][0] < p.base_kl
+    assert [l for l in range(30) if p.layers[l][0] == "f16"] == [best]
+    assert p.layers[best][1] == pytest.approx(keys[best][0], rel=1e-9)
+    assert p.predicted_kl == pytest.approx(keys[best][0], rel=1e-9)
+    assert p.measured_kl == pytest.approx(keys[best][0], rel=1e-9)
+    # at the cheapest plan's bits, from the file: the plan is the base, predicted and measured its KL
+    q = vq.tune(MODEL, p.min_bits, text, measurements=meas, **CHEAP_ARGS)
+    assert not q.measured and q.kv == "kivi2/f16" and q.bits == pytest.approx(q.min_bits, abs=1e-12)
+    assert q.base == "cheapest" and q.base_kl == pytest.approx(p.base_kl, rel=1e-9)
+    assert q.predicted_kl == q.base_kl
+    assert q.measured_kl == pytest.approx(p.base_kl, rel=1e-9)
+    # the file is for its base only
+    with pytest.raises(vq.InvalidArgumentError, match="measured from the cheapest plan, this run asks base f16"):
+        vq.tune(MODEL, BUDGET, text, measurements=meas, **dict(CHEAP_ARGS, base="f16"))
+
+
+@pytest.mark.parametrize("base", ["f16", "cheapest"])
+def test_tune_same_profile_as_the_cli(base, tuned, tuned_cheapest, tmp_path, text):
+    p, meas, _ = tuned if base == "f16" else tuned_cheapest
     if not VQ_BIN.exists():
         pytest.skip(f"no vq binary at {VQ_BIN} (set VQ_BIN)")
     out = tmp_path / "cli.vqprof"
-    r = subprocess.run([str(VQ_BIN), "tune", "-m", str(MODEL), "--bits", str(BUDGET), "--text", str(text), *CLI_ARGS,
-                        "--measurements", str(meas), "-o", str(out), "--json"], capture_output=True, text=True,
-                       env={**os.environ, "VQ_PROGRESS": "0"})
+    r = subprocess.run([str(VQ_BIN), "tune", "-m", str(MODEL), "--bits", str(BUDGET), "--text", str(text),
+                        *(CLI_ARGS if base == "f16" else CHEAP_CLI_ARGS), "--measurements", str(meas), "-o", str(out),
+                        "--json"], capture_output=True, text=True, env={**os.environ, "VQ_PROGRESS": "0"})
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == bytes(p)
     saved = tmp_path / "py.vqprof"
@@ -104,6 +161,10 @@ def test_tune_bad_input(tmp_path, text):
         vq.tune(MODEL, 3, text, tokens=64, ctx=65)
     with pytest.raises(vq.InvalidArgumentError, match="kivi_arith"):
         vq.tune(MODEL, 3, text, kivi_arith="int4")
+    with pytest.raises(vq.InvalidArgumentError, match="base 'x': expected f16 or cheapest"):
+        vq.tune(MODEL, 3, text, base="x")
+    with pytest.raises(vq.InvalidArgumentError, match="argument 'base': expected a str or None, got int"):
+        vq.tune(MODEL, 3, text, base=3)
     with pytest.raises(vq.InvalidArgumentError, match="is not a model this runtime loads: .*not a GGUF file"):
         vq.tune(text, 3, text)
     # with the model: a budget below the cheapest plan, a candidate that is none (the C messages of vq tune,

@@ -21,8 +21,16 @@ class TunedProfile(bytes):
       element (all bytes counted, at ``bits_ctx`` tokens), its predicted KL and
       the KL measured on the calibration windows;
     - ``layers``: per layer ``(keys, keys_kl, values, values_kl)``, the chosen
-      candidates and the KL each costs alone;
-    - ``keys``, ``values``: the candidates as ``(name, bits)``, f16 first;
+      candidates and the KL measured with that part at its pick and every
+      other part at the base (``base``: "cheapest", every other part at its
+      cheapest candidate; "f16", every other part f16, so the KL the part
+      costs alone);
+    - ``base``, ``base_kl``: the plan the losses were measured around
+      ("cheapest" or "f16") and its KL (the cheapest plan's; 0 for f16); a
+      plan's predicted KL is ``base_kl`` plus each part's loss at its pick
+      less ``base_kl``;
+    - ``keys``, ``values``: the candidates as ``(name, bits)``, f16 first
+      (with ``base="cheapest"`` f16 is picked only where named);
     - ``checks``: ``(bits, predicted_kl, measured_kl)`` of the chosen plan and
       of the plans for budgets 0.5 and 0.25 bits around it;
     - ``min_bits`` (the cheapest plan), ``tokens``, ``ctx``, ``n_windows``,
@@ -37,8 +45,8 @@ class TunedProfile(bytes):
 
 
 def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="", keys=None, values=None,
-         measurements=None, residual=0, sink=0, no_center=False, center_keys=False, smooth=False, batch=64,
-         threads=0, kivi_arith="auto", progress=None):
+         measurements=None, base="cheapest", residual=0, sink=0, no_center=False, center_keys=False, smooth=False,
+         batch=64, threads=0, kivi_arith="auto", progress=None):
     """A per-layer plan of key and value methods for a bit budget, chosen from
     what each layer's keys and values cost the model: ``vq tune`` from Python,
     over the same C code, so the same arguments give the same profile bytes.
@@ -61,11 +69,17 @@ def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="",
         window: every plan's residual window as ``--kv`` suffixes, e.g.
             ``"+w8+r64"`` ("" = f16, ``residual`` tokens).
         keys, values: comma lists of presets whose key (value) methods are the
-            candidates besides f16, optionally refined (``"kivimix-turbo2:wide20"``,
-            ``"turbo2+vs16"``); None = ``vq tune``'s defaults, "" = f16 only.
+            candidates, optionally refined (``"kivimix-turbo2:wide20"``,
+            ``"turbo2+vs16"``); f16 is one too where the list names it ("f16")
+            or with ``base="f16"``; None = ``vq tune``'s defaults, "" = f16
+            only.
         measurements: path of a sensitivities file: read when it exists (same
-            model, layers and candidates; only the checks run), else measured
-            and written there.
+            model, layers, candidates and base; only the checks run), else
+            measured and written there.
+        base: the plan each part's candidates are measured around (``--base``):
+            "cheapest" (every other part at its cheapest candidate, where the
+            plan will be) or "f16" (every other part f16, as the shipped
+            measurement files were measured).
         residual, sink, no_center, center_keys, smooth: the residual window's
             tokens, the f16 sink tokens and the exact transforms of every run,
             which the profile carries.
@@ -82,14 +96,16 @@ def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="",
     Raises:
         InvalidArgumentError (a ValueError) naming the value: a model that
         does not load, a text that cannot be read or is shorter than
-        ``tokens``, a budget below the cheapest plan, an unknown candidate or
-        window suffix, a measurements file for other layers or candidates,
-        an option out of range; FileIOError (an OSError) when
+        ``tokens``, a budget below the cheapest plan, an unknown candidate,
+        window suffix or base, a measurements file for other layers,
+        candidates or base, an option out of range; FileIOError (an OSError) when
         ``measurements`` cannot be written.
 
-    The model runs 1 + L x (candidates besides f16) + up to 5 times over
-    ``tokens`` tokens (L layers; SmolLM2-135M with the default candidates:
-    276 runs, minutes on 2 cores at the default 1024 tokens).
+    The model runs over ``tokens`` tokens (L layers), with base "cheapest"
+    2 + L x (candidates besides each part's cheapest) + 5 times (SmolLM2-135M
+    with the default candidates: 217 runs, minutes on 2 cores at the default
+    1024 tokens), with base "f16" 1 + L x (candidates besides f16) + 5 times
+    (276 runs), from a ``measurements`` file 1 + 5 times.
     """
     path = DEFAULT_TEXT if text is None else os.fspath(text)
     if not isinstance(model, (str, os.PathLike)):
@@ -109,7 +125,7 @@ def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="",
     ctx_capsule = _vq.ctx_create(_vq.BACKEND_CPU, 0, None, int(threads))
     r = _vq.tune(ctx_capsule, model, data, path, float(bits), int(tokens), int(ctx), int(bits_ctx), window, keys,
                  values, measurements, int(residual), int(sink), bool(no_center), bool(center_keys), bool(smooth),
-                 int(batch), _KIVI_ARITH[kivi_arith], progress)
+                 int(batch), _KIVI_ARITH[kivi_arith], progress, base)
     out = TunedProfile(r.pop("profile"))
     first = r["checks"][0]
     out.bits, out.predicted_kl, out.measured_kl = first

@@ -2,6 +2,7 @@
  * the profile. */
 #include "vqtune.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ typedef struct tuner {
     vqm_cli_method method; /* the plan under test: layers[] */
     vqt_tune_result *r;
     cand kc[VQT_TUNE_MAX_CAND], vc[VQT_TUNE_MAX_CAND];
+    bool f16_cand[2];      /* f16 is a candidate of the keys (0) / values (1) */
     char *err;
 } tuner;
 
@@ -184,12 +186,6 @@ static vq_status measure_bits(tuner *t, const vq_cache_layer_config *lc, bool ke
     return st;
 }
 
-static void set_f16(tuner *t)
-{
-    for (int l = 0; l < t->L; l++)
-        t->method.layers[l] = (vq_cache_layer_config){{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
-}
-
 /* The plan of picks (keys of layer l: picks[l], values: picks[L + l]) into
  * t->method. */
 static void set_plan(tuner *t, const int *picks)
@@ -209,36 +205,60 @@ static double part_bits(const vqt_tune_result *r, int p, int i)
     return r->weight[l] * (r->local[l] ? c->bits_local : c->bits);
 }
 
+static const double *part_loss(const vqt_tune_result *r, int p)
+{
+    return r->loss + (size_t)p * VQT_TUNE_MAX_CAND;
+}
+
+static int part_cands(const vqt_tune_result *r, int p)
+{
+    return p < r->n_layers ? r->n_keys : r->n_values;
+}
+
+/* Part p's cheapest candidate by part_bits (the first of equals), skipping
+ * those that are none (NaN loss: f16 unnamed under base cheapest). */
+static int cheapest_cand(const vqt_tune_result *r, int p)
+{
+    int cheap = -1;
+    for (int i = 0; i < part_cands(r, p); i++)
+        if (!isnan(part_loss(r, p)[i]) && (cheap < 0 || part_bits(r, p, i) < part_bits(r, p, cheap))) cheap = i;
+    return cheap;
+}
+
+/* The cheapest plan into picks[2L]: where the allocation starts, and the
+ * base of the sensitivities under base cheapest. */
+static void cheapest_plan(const vqt_tune_result *r, int *picks)
+{
+    for (int p = 0; p < 2 * r->n_layers; p++) picks[p] = cheapest_cand(r, p);
+}
+
 /* Greedy allocation under `budget` bits per element (the mean over parts)
- * into picks[2L]; returns the predicted loss, and the plan's bits in *bits. */
+ * into picks[2L]; returns the predicted loss (base_kl + the parts' changes
+ * from the base), and the plan's bits in *bits. */
 static double allocate(const vqt_tune_result *r, int *picks, double budget, double *bits)
 {
-    const int L = r->n_layers, P = 2 * L;
-    double used = 0, loss = 0;
+    const int P = 2 * r->n_layers;
+    double used = 0, loss = r->base_kl;
+    cheapest_plan(r, picks);
     for (int p = 0; p < P; p++) {
-        const double *pl = r->loss + (size_t)p * VQT_TUNE_MAX_CAND;
-        const int n = p < L ? r->n_keys : r->n_values;
-        int cheap = 0;
-        for (int i = 1; i < n; i++)
-            if (part_bits(r, p, i) < part_bits(r, p, cheap)) cheap = i;
-        picks[p] = cheap;
-        used += part_bits(r, p, cheap);
-        loss += pl[cheap];
+        used += part_bits(r, p, picks[p]);
+        loss += part_loss(r, p)[picks[p]] - r->base_kl;
     }
     for (;;) {
         int bp = -1, bi = -1;
         double best = 0;
         for (int p = 0; p < P; p++) {
-            const double *pl = r->loss + (size_t)p * VQT_TUNE_MAX_CAND;
-            const int n = p < L ? r->n_keys : r->n_values, cur = picks[p];
-            for (int i = 0; i < n; i++) {
+            const double *pl = part_loss(r, p);
+            const int cur = picks[p];
+            for (int i = 0; i < part_cands(r, p); i++) {
+                if (isnan(pl[i])) continue; /* no candidate */
                 const double db = part_bits(r, p, i) - part_bits(r, p, cur), dl = pl[cur] - pl[i];
                 if (db <= 0 || dl <= 0 || (used + db) / P > budget + 1e-9) continue;
                 if (dl / db > best) best = dl / db, bp = p, bi = i;
             }
         }
         if (bp < 0) break;
-        const double *pl = r->loss + (size_t)bp * VQT_TUNE_MAX_CAND;
+        const double *pl = part_loss(r, bp);
         used += part_bits(r, bp, bi) - part_bits(r, bp, picks[bp]);
         loss -= pl[picks[bp]] - pl[bi];
         picks[bp] = bi;
@@ -286,25 +306,45 @@ static void kv_string(vqt_tune_result *r)
         }
 }
 
-/* The measurements file: a header naming the layers and the candidates,
- * then one line per part, "keys L" or "values L" and the loss of every
- * candidate (f16 first: 0). Read back only when the layers and candidates
- * are the same. */
-static const char MEAS_MAGIC[] = "vq-tune-measurements 1";
+/* The measurements file: a header naming the version, the base (its KL),
+ * the layers and the candidates, then one line per part, "keys L" or
+ * "values L" and the loss of every candidate, f16 first ("nan": no
+ * candidate, never measured). Version 1 had no base line: its losses are
+ * from f16. Read back only when the layers, candidates and base are the
+ * same. */
+static const char MEAS_MAGIC[] = "vq-tune-measurements ";
+enum { MEAS_VERSION = 2 };
+
+static const char *base_name(bool cheapest)
+{
+    return cheapest ? "cheapest" : "f16";
+}
+
+/* The base in words, for a mismatch's message. */
+static const char *base_words(bool cheapest)
+{
+    return cheapest ? "measured from the cheapest plan" : "measured from the f16 cache";
+}
 
 static bool write_measurements(const char *path, const vqt_tune_result *r)
 {
     FILE *f = fopen(path, "w");
     if (f == NULL) return false;
-    fprintf(f, "%s\nlayers %d\nkeys", MEAS_MAGIC, r->n_layers);
+    fprintf(f, "%s%d\n", MEAS_MAGIC, MEAS_VERSION);
+    if (r->base_cheapest) fprintf(f, "base cheapest %.9e\n", r->base_kl);
+    else fprintf(f, "base f16 0\n");
+    fprintf(f, "layers %d\nkeys", r->n_layers);
     for (int i = 0; i < r->n_keys; i++) fprintf(f, " %s", r->keys[i].name);
     fprintf(f, "\nvalues");
     for (int i = 0; i < r->n_values; i++) fprintf(f, " %s", r->values[i].name);
     fprintf(f, "\n");
     for (int p = 0; p < 2 * r->n_layers; p++) {
         fprintf(f, "%s %d", p < r->n_layers ? "keys" : "values", p % r->n_layers);
-        for (int i = 0; i < (p < r->n_layers ? r->n_keys : r->n_values); i++)
-            fprintf(f, " %.9e", r->loss[(size_t)p * VQT_TUNE_MAX_CAND + i]);
+        for (int i = 0; i < part_cands(r, p); i++) {
+            const double v = part_loss(r, p)[i];
+            if (isnan(v)) fprintf(f, " nan"); /* printf may write "-nan" */
+            else fprintf(f, " %.9e", v);
+        }
         fprintf(f, "\n");
     }
     return fclose(f) == 0;
@@ -318,22 +358,65 @@ static bool read_word(FILE *f, char *w, size_t cap)
     return fscanf(f, fmt, w) == 1;
 }
 
+/* The file's version and base (a version-1 file: f16), checked against the
+ * run's; r->base_kl from the file. */
+static vq_status read_meas_header(tuner *t, FILE *f, const char *path)
+{
+    vqt_tune_result *r = t->r;
+    char line[64], w[16];
+    int version = 0;
+    double kl = 0;
+    if (fgets(line, sizeof line, f) == NULL || strncmp(line, MEAS_MAGIC, sizeof MEAS_MAGIC - 1) != 0 ||
+        sscanf(line + sizeof MEAS_MAGIC - 1, "%d", &version) != 1 || version < 1 || version > MEAS_VERSION ||
+        (version >= 2 && (fscanf(f, " base %15s %lf", w, &kl) != 2 ||
+                          (strcmp(w, "cheapest") != 0 && strcmp(w, "f16") != 0))))
+        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': not a measurements file of vq tune "
+                    "(version 1 or %d)", t->pre, path, MEAS_VERSION);
+    const bool cheapest = version >= 2 && strcmp(w, "cheapest") == 0;
+    if (cheapest != r->base_cheapest)
+        return fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': %s, this run asks %sbase %s", t->pre, path,
+                    base_words(cheapest), t->pre, base_name(r->base_cheapest));
+    r->base_kl = cheapest ? kl : 0;
+    return VQ_OK;
+}
+
+/* After reading: a loss is NaN exactly where f16 is no candidate of this
+ * run (under base cheapest, f16 unnamed), so that file and run agree on
+ * what may be picked. */
+static vq_status check_meas_candidates(tuner *t, const char *path)
+{
+    const vqt_tune_result *r = t->r;
+    for (int p = 0; p < 2 * r->n_layers; p++) {
+        const int side = p >= r->n_layers;
+        const char *name = side ? "values" : "keys";
+        for (int i = 0; i < part_cands(r, p); i++) {
+            const bool none = isnan(part_loss(r, p)[i]), want_none = i == 0 && !t->f16_cand[side];
+            if (none == want_none) continue;
+            if (i > 0)
+                return fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': %s %d: no loss for '%s'", t->pre,
+                            path, name, p % r->n_layers, side ? r->values[i].name : r->keys[i].name);
+            return fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': f16 %s measured there for the %s, this run "
+                        "%s (under %sbase cheapest f16 is a candidate only where %s%s names it)", t->pre, path,
+                        none ? "was not" : "was", name, none ? "takes it" : "does not take it", t->pre, t->pre, name);
+        }
+    }
+    return VQ_OK;
+}
+
 /* Reads the losses of the file at path into r when it exists (*have) and
- * is for these layers and candidates; an error naming what differs. */
+ * is for these layers, candidates and base; an error naming what differs. */
 static vq_status read_measurements(tuner *t, const char *path, bool *have)
 {
     vqt_tune_result *r = t->r;
     *have = false;
     FILE *f = fopen(path, "r");
     if (f == NULL) return VQ_OK;
-    char w[256], line[64];
+    char w[256];
     int L = -1;
-    vq_status st = VQ_OK;
-    if (fgets(line, sizeof line, f) == NULL || strncmp(line, MEAS_MAGIC, sizeof MEAS_MAGIC - 1) != 0 ||
-        fscanf(f, " layers %d", &L) != 1)
-        st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': not a measurements file of vq tune", t->pre,
-                  path);
-    else if (L != r->n_layers)
+    vq_status st = read_meas_header(t, f, path);
+    if (st == VQ_OK && fscanf(f, " layers %d", &L) != 1)
+        st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': truncated or malformed", t->pre, path);
+    else if (st == VQ_OK && L != r->n_layers)
         st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': for %d layers, the model has %d", t->pre, path,
                   L, r->n_layers);
     for (int side = 0; st == VQ_OK && side < 2; side++) {
@@ -350,13 +433,27 @@ static vq_status read_measurements(tuner *t, const char *path, bool *have)
         int l = -1;
         bool ok = read_word(f, w, sizeof w) && strcmp(w, p < r->n_layers ? "keys" : "values") == 0 &&
                   fscanf(f, "%d", &l) == 1 && l == p % r->n_layers;
-        for (int i = 0; ok && i < (p < r->n_layers ? r->n_keys : r->n_values); i++)
+        for (int i = 0; ok && i < part_cands(r, p); i++)
             ok = fscanf(f, "%lf", &r->loss[(size_t)p * VQT_TUNE_MAX_CAND + i]) == 1;
         if (!ok) st = fail(t, VQ_ERR_INVALID_ARGUMENT, "%smeasurements '%s': truncated or malformed", t->pre, path);
     }
     fclose(f);
+    if (st == VQ_OK) st = check_meas_candidates(t, path);
     *have = st == VQ_OK;
     return st;
+}
+
+/* Whether f16 is a candidate of each side: always with base f16 (it is the
+ * base); with base cheapest where the list names it, or where it is the
+ * side's only one ("" or "f16"). Where it is none its losses are NaN, which
+ * the allocation skips and no run measures. */
+static void mark_f16(tuner *t, const bool named[2])
+{
+    vqt_tune_result *r = t->r;
+    t->f16_cand[0] = !r->base_cheapest || named[0] || r->n_keys == 1;
+    t->f16_cand[1] = !r->base_cheapest || named[1] || r->n_values == 1;
+    for (int p = 0; p < 2 * t->L; p++)
+        if (!t->f16_cand[p >= t->L]) r->loss[(size_t)p * VQT_TUNE_MAX_CAND] = NAN;
 }
 
 /* The candidates of both sides (f16 first) and their bits. */
@@ -370,6 +467,7 @@ static vq_status candidates(tuner *t)
     t->kc[0].lc = t->vc[0].lc = f16;
     const char *lists[2] = {t->opt->keys ? t->opt->keys : VQT_TUNE_DEFAULT_KEYS,
                             t->opt->values ? t->opt->values : VQT_TUNE_DEFAULT_VALUES};
+    bool named_f16[2] = {false, false};
     for (int side = 0; side < 2; side++) {
         char list[512];
         if (strlen(lists[side]) >= sizeof list)
@@ -379,7 +477,10 @@ static vq_status candidates(tuner *t)
         vqt_tune_candidate *c = side ? r->values : r->keys;
         int *n = side ? &r->n_values : &r->n_keys;
         for (char *save = NULL, *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-            if (strcmp(w, "f16") == 0) continue;
+            if (strcmp(w, "f16") == 0) { /* candidate 0 already */
+                named_f16[side] = true;
+                continue;
+            }
             if (*n == VQT_TUNE_MAX_CAND)
                 return fail(t, VQ_ERR_INVALID_ARGUMENT, "%s%s: more than %d candidates", t->pre,
                             side ? "values" : "keys", VQT_TUNE_MAX_CAND - 1);
@@ -389,6 +490,7 @@ static vq_status candidates(tuner *t)
             (*n)++;
         }
     }
+    mark_f16(t, named_f16);
     /* every candidate in a full-attention layer and, where the model has
      * sliding-window layers, in a local one */
     const vqm_config *mc = &t->model->cfg;
@@ -426,12 +528,7 @@ static vq_status candidates(tuner *t)
     /* without local layers every weight is exactly 1: the plan's bits are the plain mean */
     for (int l = 0; l < t->L; l++) r->weight[l] = r->sliding_window ? (double)held[r->local[l]] / mean_held : 1.0;
     r->min_bits = 0;
-    for (int p = 0; p < 2 * t->L; p++) {
-        double m = part_bits(r, p, 0);
-        for (int i = 1; i < (p < t->L ? r->n_keys : r->n_values); i++)
-            m = part_bits(r, p, i) < m ? part_bits(r, p, i) : m;
-        r->min_bits += m / (2.0 * t->L);
-    }
+    for (int p = 0; p < 2 * t->L; p++) r->min_bits += part_bits(r, p, cheapest_cand(r, p)) / (2.0 * t->L);
     return VQ_OK;
 }
 
@@ -454,6 +551,8 @@ vq_status vqt_tune_validate(const vqt_tune_options *o, char *err)
              o->batch > 4096 || o->kivi_arith < 0 || o->kivi_arith > 2)
         snprintf(err, VQT_TUNE_ERR_LEN, "%ssink %d / %sresidual %d / %sbatch %d / %skivi-arith %d: expected 0..64 / "
                  "0..%d / 1..4096 / 0..2", pre, o->sink, pre, o->residual, pre, o->batch, pre, o->kivi_arith, 1 << 20);
+    else if (o->base != NULL && strcmp(o->base, "cheapest") != 0 && strcmp(o->base, "f16") != 0)
+        snprintf(err, VQT_TUNE_ERR_LEN, "%sbase '%s': expected f16 or cheapest", pre, o->base);
     else if (o->text == NULL && o->text_name == NULL)
         snprintf(err, VQT_TUNE_ERR_LEN, "%stext: no calibration text given", pre);
     else
@@ -499,26 +598,49 @@ static vq_status calibration_tokens(tuner *t, int32_t **all)
     return VQ_OK;
 }
 
-/* The sensitivities: every part at every candidate, the others f16. */
-static vq_status measure_losses(tuner *t)
+/* The runs that measure_losses makes around the plan base[2L]: every
+ * candidate of every part but the base's own and those that are none. */
+static int64_t loss_runs(const vqt_tune_result *r, const int *base)
+{
+    int64_t n = 0;
+    for (int p = 0; p < 2 * r->n_layers; p++)
+        for (int i = 0; i < part_cands(r, p); i++) n += i != base[p] && !isnan(part_loss(r, p)[i]);
+    return n;
+}
+
+/* The sensitivities around the plan base[2L] (the f16 cache, or the
+ * cheapest plan): each part at each of its other candidates, every other
+ * part at the base; loss[p][base[p]] is base_kl. Layer by layer, keys
+ * before values. */
+static vq_status measure_losses(tuner *t, const int *base)
 {
     vqt_tune_result *r = t->r;
     vq_status st = VQ_OK;
+    for (int p = 0; p < 2 * t->L; p++) r->loss[(size_t)p * VQT_TUNE_MAX_CAND + base[p]] = r->base_kl;
     for (int l = 0; l < t->L && st == VQ_OK; l++) {
-        for (int i = 1; i < r->n_keys && st == VQ_OK; i++) {
-            if ((st = step(t, "layer %d keys %s", l, r->keys[i].name)) != VQ_OK) break;
-            set_f16(t);
-            t->method.layers[l].keys = t->kc[i].lc.keys;
-            st = run_plan(t, false, &r->loss[(size_t)l * VQT_TUNE_MAX_CAND + i]);
-        }
-        for (int i = 1; i < r->n_values && st == VQ_OK; i++) {
-            if ((st = step(t, "layer %d values %s", l, r->values[i].name)) != VQ_OK) break;
-            set_f16(t);
-            t->method.layers[l].values = t->vc[i].lc.values;
-            st = run_plan(t, false, &r->loss[(size_t)(t->L + l) * VQT_TUNE_MAX_CAND + i]);
+        for (int side = 0; side < 2 && st == VQ_OK; side++) {
+            const int p = side ? t->L + l : l;
+            for (int i = 0; i < part_cands(r, p) && st == VQ_OK; i++) {
+                if (i == base[p] || isnan(part_loss(r, p)[i])) continue;
+                if ((st = step(t, "layer %d %s %s", l, side ? "values" : "keys",
+                               side ? r->values[i].name : r->keys[i].name)) != VQ_OK)
+                    break;
+                set_plan(t, base);
+                if (side) t->method.layers[l].values = t->vc[i].lc.values;
+                else t->method.layers[l].keys = t->kc[i].lc.keys;
+                st = run_plan(t, false, &r->loss[(size_t)p * VQT_TUNE_MAX_CAND + i]);
+            }
         }
     }
     return st;
+}
+
+/* The base plan of the sensitivities into base[2L]: the cheapest plan, or
+ * every part f16 (candidate 0). */
+static void base_plan(const tuner *t, int *base)
+{
+    if (t->r->base_cheapest) cheapest_plan(t->r, base);
+    else memset(base, 0, 2 * (size_t)t->L * sizeof *base);
 }
 
 /* The chosen plan (into r's picks) and the plans around it, checked. */
@@ -616,10 +738,11 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
                                  .center_keys = opt->center_keys, .smooth = opt->smooth,
                                  .kivi_arith = opt->kivi_arith};
     r->n_layers = t->L;
+    r->base_cheapest = opt->base == NULL || strcmp(opt->base, "cheapest") == 0;
     r->tokens = opt->tokens ? opt->tokens : 1024;
     t->C = r->ctx = opt->ctx ? opt->ctx : 512;
     int32_t *all = NULL;
-    int *picks = NULL;
+    int *picks = NULL, *base = NULL;
     vq_status st = vqt_tune_validate(opt, err);
     if (st == VQ_OK) {
         t->n_windows = r->n_windows = r->tokens / t->C;
@@ -633,10 +756,12 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
         r->local = calloc((size_t)t->L, sizeof *r->local);
         r->weight = calloc((size_t)t->L, sizeof *r->weight);
         picks = calloc(2 * (size_t)t->L, sizeof *picks);
+        base = calloc(2 * (size_t)t->L, sizeof *base);
         t->ref = calloc((size_t)t->n_windows * (size_t)(t->C / 2) * (size_t)t->V, sizeof *t->ref);
         t->logits = calloc((size_t)t->common.batch * (size_t)t->V, sizeof *t->logits);
         t->lp = calloc((size_t)t->V, sizeof *t->lp);
-        if (!r->key_pick || !r->value_pick || !r->loss || !r->local || !r->weight || !picks || !t->ref || !t->logits || !t->lp)
+        if (!r->key_pick || !r->value_pick || !r->loss || !r->local || !r->weight || !picks || !base || !t->ref ||
+            !t->logits || !t->lp)
             st = fail(t, VQ_ERR_OUT_OF_MEMORY, "the tuner's buffers for %lld tokens", (long long)r->tokens);
     }
     if (st == VQ_OK) st = candidates(t);
@@ -655,21 +780,27 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
     r->measured = !have;
     const double t0 = now();
     if (st == VQ_OK) {
-        t->runs = 1 + (have ? 0 : (int64_t)t->L * (r->n_keys - 1 + r->n_values - 1)) + VQT_TUNE_CHECKS;
+        base_plan(t, base);
+        t->runs = 1 + (have ? 0 : r->base_cheapest + loss_runs(r, base)) + VQT_TUNE_CHECKS;
         st = step(t, "f16 reference");
     }
     if (st == VQ_OK) {
-        set_f16(t);
+        memset(picks, 0, 2 * (size_t)t->L * sizeof *picks); /* candidate 0 of every part: f16 */
+        set_plan(t, picks);
         st = run_plan(t, true, NULL);
     }
-    if (st == VQ_OK && !have) st = measure_losses(t);
+    if (st == VQ_OK && !have && r->base_cheapest && (st = step(t, "cheapest plan")) == VQ_OK) {
+        set_plan(t, base);
+        st = run_plan(t, false, &r->base_kl);
+    }
+    if (st == VQ_OK && !have) st = measure_losses(t, base);
     if (st == VQ_OK && opt->measurements != NULL && !have && !write_measurements(opt->measurements, r))
         st = fail(t, VQ_ERR_IO, "%smeasurements: cannot write '%s'", t->pre, opt->measurements);
     if (st == VQ_OK) st = check_plans(t, picks);
     r->seconds = now() - t0;
     if (st == VQ_OK) st = make_profile(t);
     if (st == VQ_OK) kv_string(r);
-    free(all), free(picks), free(t->ref), free(t->logits), free(t->lp);
+    free(all), free(picks), free(base), free(t->ref), free(t->logits), free(t->lp);
     free(t);
     if (st != VQ_OK) {
         vqt_tune_result_free(r);

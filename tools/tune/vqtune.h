@@ -11,29 +11,45 @@
  *    so with --max-tokens <= (text tokens - tokens) the two never share one.
  * 2. Reference: the f16 cache's next-token distribution at every scored
  *    position (the second half of each window, as `vq perplexity`).
- * 3. Sensitivity, keys and values apart: for each layer and each candidate
- *    method of its keys (then of its values), every other part f16, the mean
- *    KL(f16 || trial) over the scored positions.
+ * 3. Sensitivity, keys and values apart, around a base plan (`base`):
+ *    - "cheapest" (the default): the base is the cheapest plan, every part
+ *      (a layer's keys, or its values) at its cheapest candidate by the
+ *      bits of step 4, run once for its KL (base_kl); then each part at each
+ *      of its other candidates, every other part staying at its cheapest,
+ *      the plan's mean KL(f16 || trial) over the scored positions. Measured
+ *      where the plan will be, so a part's loss includes what the other
+ *      parts' errors make of it (around f16 the parts do not add up on
+ *      every model: docs/GEMMA.md, "Keys, not values"). f16 is a candidate
+ *      here only where the keys (values) list names it, or names nothing
+ *      else.
+ *    - "f16": each part at each candidate, every other part f16
+ *      (base_kl = 0).
  * 4. Cost: each candidate's bits per element as vq_cache_memory counts them
  *    (codes, scales, the residual window, the sink) in a cache of one layer
  *    filled to `bits_ctx` tokens, once with full attention and, for a model
  *    with sliding-window layers, once with its window (a local layer holds
  *    only its window: the tokens it evicted are not counted).
- * 5. Allocation: the losses are taken as additive over parts; a part's bits
- *    weigh by the elements its layer holds (a local layer's fewer), so a
- *    plan's bits are the whole cache's as vq_cache_memory counts them;
+ * 5. Allocation: the parts' changes from the base are taken as additive: a
+ *    plan's predicted KL is base_kl + the sum over parts of (loss of the
+ *    part's pick - base_kl) (with base f16: the sum of the losses); a part's
+ *    bits weigh by the elements its layer holds (a local layer's fewer), so
+ *    a plan's bits are the whole cache's as vq_cache_memory counts them;
  *    starting from every part at its cheapest candidate, the upgrade with
  *    the largest loss saved per bit that still fits the budget is taken
  *    until none fits.
  * 6. Check: the chosen plan (and plans for budgets 0.5 and 0.25 bits around
  *    it) run on the calibration windows: predicted against measured KL.
- * The model runs 1 + L x (key and value candidates besides f16) + up to 5
- * times over `tokens` tokens (L layers).
+ * The model runs over `tokens` tokens (L layers): with base cheapest
+ * 1 (the f16 reference) + 1 (the cheapest plan) + L x (key and value
+ * candidates besides each part's cheapest) + 5 times; with base f16
+ * 1 + L x (key and value candidates besides f16) + 5 times; from a
+ * measurements file 1 + 5 times.
  *
  * Errors: vqt_tune returns VQ_ERR_INVALID_ARGUMENT for arguments no run can
- * take (a budget below the cheapest plan, an unknown candidate, a window
- * suffix that is none, text shorter than `tokens`, a measurements file for
- * other layers or candidates, a run stopped by the progress callback), and
+ * take (a budget below the cheapest plan, an unknown candidate or base, a
+ * window suffix that is none, text shorter than `tokens`, a measurements
+ * file for other layers, candidates or base, a run stopped by the progress
+ * callback), and
  * VQ_ERR_IO when the text cannot be read or the measurements file cannot
  * be written; other statuses
  * come from the library. The message, in err (VQT_TUNE_ERR_LEN bytes), names
@@ -52,7 +68,7 @@
 
 #define VQT_TUNE_ERR_LEN 512
 /* The candidates when keys / values are NULL: presets whose key (value)
- * method is tried (f16 is always a candidate too). */
+ * method is tried (with base f16, f16 is always a candidate too). */
 #define VQT_TUNE_DEFAULT_KEYS "kivi2-turbo2,kivi2,kivimix-turbo2,kivi4-turbo2,kivi4"
 #define VQT_TUNE_DEFAULT_VALUES "turbo2,turbo3,turbo4,kivi4"
 enum {
@@ -82,7 +98,9 @@ typedef struct vqt_tune_options {
     const char *window;      /* every plan's residual window as --kv suffixes, e.g. "+w8+r64" (NULL/"" = f16) */
     const char *keys;        /* comma list of presets, optionally with :wideN / +wideN / +vs16 (NULL = default) */
     const char *values;      /* the same for values ("" or "f16" = f16 only) */
-    const char *measurements;/* sensitivities file: read when it exists (same layers and candidates), else written */
+    const char *measurements;/* sensitivities file: read when it exists (same layers, candidates and base), else
+                                written */
+    const char *base;        /* "cheapest" (NULL = it) or "f16": the plan the sensitivities are measured around */
     int residual;            /* newest tokens kept in the window (--residual) */
     int sink;                /* first tokens kept in f16 (--sink, 0 .. 64) */
     bool no_center, center_keys, smooth; /* the transforms of every run (--no-center, --center-keys, --smooth) */
@@ -101,19 +119,26 @@ typedef struct vqt_tune_candidate {
 } vqt_tune_candidate;
 
 typedef struct vqt_tune_check {
-    double bits, predicted_kl, measured_kl; /* the plan's bits; KL summed over parts; KL of the run */
+    double bits, predicted_kl, measured_kl; /* the plan's bits; KL predicted from the losses (step 5); KL of the run */
 } vqt_tune_check;
 
 typedef struct vqt_tune_result {
     vq_profile *profile;      /* the chosen plan with the window, sink and transforms of the runs (owned) */
     char kv[4096];            /* the plan as a --kv string */
     int n_layers;
-    int n_keys, n_values;     /* candidates, f16 first */
+    int n_keys, n_values;     /* candidates, f16 first (with base cheapest a candidate only where its loss is not
+                                 NaN) */
     vqt_tune_candidate keys[VQT_TUNE_MAX_CAND], values[VQT_TUNE_MAX_CAND];
     int *key_pick, *value_pick; /* [n_layers]: the chosen candidate of each layer */
-    /* [2 n_layers][VQT_TUNE_MAX_CAND]: mean KL with only that part at that
-     * candidate; parts 0..L-1 keys of layer l, L..2L-1 values (f16: 0) */
+    /* [2 n_layers][VQT_TUNE_MAX_CAND]: loss[p][i], the mean KL of the plan
+     * with part p at candidate i and every other part at the base: with base
+     * cheapest, every other part at its cheapest candidate (loss[p][cheapest]
+     * = base_kl; f16 NaN where it is no candidate: never measured nor
+     * picked); with base f16, every other part f16 (loss[p][0] = 0). Parts
+     * 0..L-1 are the keys of layer l, L..2L-1 its values. */
     double *loss;
+    bool base_cheapest;       /* the base of the losses: the cheapest plan (true) or the f16 cache */
+    double base_kl;           /* the base plan's mean KL: the cheapest plan's, or 0 for f16 */
     int n_checks;             /* checks[0] is the chosen plan */
     vqt_tune_check checks[VQT_TUNE_CHECKS];
     unsigned char *local;     /* [n_layers]: 1 for a sliding-window layer */
@@ -135,7 +160,8 @@ vq_status vqt_tune_validate(const vqt_tune_options *opt, char *err);
 vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *opt, vqt_tune_result **out,
                    char *err);
 /* The plan the allocation picks for `budget` from r's losses: its predicted
- * KL, and its bits in *bits (the frontier of budgets). */
+ * KL (base_kl + the sum of its parts' changes from the base), and its bits
+ * in *bits (the frontier of budgets). */
 double vqt_tune_predict(const vqt_tune_result *r, double budget, double *bits);
 void vqt_tune_result_free(vqt_tune_result *r); /* NULL is a no-op */
 

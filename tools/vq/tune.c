@@ -59,7 +59,7 @@ int vq_cmd_tune(int argc, char **argv)
     const char *text_path = "data/pride_and_prejudice.txt", *out = NULL, *plot = NULL, *frontier = NULL;
     const char *keys = VQT_TUNE_DEFAULT_KEYS, *values = VQT_TUNE_DEFAULT_VALUES;
     double budget = 0;
-    const char *suffix = "", *measurements = NULL;
+    const char *suffix = "", *measurements = NULL, *base = "cheapest";
     int64_t tokens = 1024, C = 512, bits_ctx = 0;
     bool json = false;
     const vqa_opt opts[] = {
@@ -72,16 +72,18 @@ int vq_cmd_tune(int argc, char **argv)
         {"window", VQA_STRING, &suffix, 0, 0, "SUFFIXES", "the residual window of every plan as --kv suffixes, e.g. "
          "+w8+r64 (default: f16, --residual tokens)"},
         {"measurements", VQA_STRING, &measurements, 0, 0, "FILE", "the sensitivities: read from FILE when it exists "
-         "(same model, layers and candidates), else measured and written there"},
+         "(same model, layers, candidates and --base), else measured and written there"},
+        {"base", VQA_STRING, &base, 0, 0, "f16|cheapest", "the plan each part's candidates are measured around: "
+         "cheapest, every other part at its cheapest candidate; f16, every other part f16"},
         {"out", VQA_OUT_FILE, &out, 0, 0, "FILE", "profile file to write (required)", NULL, 'o'},
         {"plot", VQA_OUT_FILE, &plot, 0, 0, "FILE.png", "draw measured against predicted KL of plans around B"},
         {"frontier", VQA_OUT_FILE, &frontier, 0, 0, "FILE.png", "draw the loss against the bits: the predicted "
          "KL of the plans for budgets from the cheapest up in 0.05-bit steps, and the measured KL of the checked "
          "plans"},
-        {"keys", VQA_STRING, &keys, 0, 0, "LIST", "presets whose key methods are the candidates (besides f16) (default "
-         VQT_TUNE_DEFAULT_KEYS ")"},
-        {"values", VQA_STRING, &values, 0, 0, "LIST", "presets whose value methods are the candidates (besides f16) "
-         "(default " VQT_TUNE_DEFAULT_VALUES ")"},
+        {"keys", VQA_STRING, &keys, 0, 0, "LIST", "presets whose key methods are the candidates; f16 too where named "
+         "or with --base f16"},
+        {"values", VQA_STRING, &values, 0, 0, "LIST", "presets whose value methods are the candidates; f16 too where "
+         "named or with --base f16"},
         VQM_CLI_COMMON_OPTS(common),
         VQA_JSON_OPT(&json),
     };
@@ -90,8 +92,15 @@ int vq_cmd_tune(int argc, char **argv)
                          "cost the model (mean KL of the next-token distribution against the f16 cache) at each\n"
                          "candidate method, then picks per layer the methods that meet --bits at the least\n"
                          "predicted loss, checks the plan on the same text, and writes it as a profile file\n"
-                         "(--kv FILE of generate, perplexity and bench model). It runs the model 1 + L x\n"
-                         "(candidates) + 5 times over --tokens (30 layers, the default candidates: 276 runs).\n"
+                         "(--kv FILE of generate, perplexity and bench model).\n"
+                         "--base cheapest (the default) measures each part (a layer's keys, or its values) at\n"
+                         "each candidate with every other part at its cheapest candidate, where the plan will\n"
+                         "be; f16 is a candidate only where --keys / --values name it. It runs the model 2 + L x\n"
+                         "(candidates besides each part's cheapest) + 5 times over --tokens (30 layers, the\n"
+                         "default candidates: 217 runs). --base f16 measures each part with every other part\n"
+                         "f16 (f16 always a candidate): 1 + L x (candidates besides f16) + 5 runs (276).\n"
+                         "Either predicts a plan's KL as the base plan's plus each part's change from it.\n"
+                         "From --measurements FILE: 1 + 5 runs.\n"
                          "Score other text with `vq perplexity --max-tokens` below the tuned part.\n"
                          "The sink and transform options (--sink, --smooth, ...) apply to every run, as in\n"
                          "perplexity; use the same ones when scoring the profile.\n",
@@ -100,19 +109,21 @@ int vq_cmd_tune(int argc, char **argv)
     if (rc != VQA_RUN) return rc;
     if (budget <= 0 || out == NULL) return vqa_usage_error(&cmd, "--bits and --out are required");
     if (C % 2 != 0 || tokens < C) return vqa_usage_error(&cmd, "--ctx must be even and at most --tokens");
-    vqm_model *model = vqm_cli_load("tune", common.model);
-    if (model == NULL) return VQ_EXIT_FAILURE;
-    vq_ctx *ctx = tool_ctx((int)common.threads, NULL);
     vqp prog = {0};
     const vqt_tune_options o = {.bits = budget, .text_name = text_path,
                                 .tokens = tokens, .ctx = C, .bits_ctx = bits_ctx, .window = suffix, .keys = keys,
-                                .values = values, .measurements = measurements, .residual = (int)common.residual,
+                                .values = values, .measurements = measurements, .base = base,
+                                .residual = (int)common.residual,
                                 .sink = (int)common.sink, .no_center = common.no_center,
                                 .center_keys = common.center_keys, .smooth = common.smooth,
                                 .batch = (int)common.batch, .kivi_arith = common.kivi_arith, .opt_prefix = "--",
                                 .progress = show_progress, .progress_user = &prog};
-    vqt_tune_result *r = NULL;
     char err[VQT_TUNE_ERR_LEN];
+    if (vqt_tune_validate(&o, err) != VQ_OK) return vqa_usage_error(&cmd, "%s", err); /* before the model loads */
+    vqm_model *model = vqm_cli_load("tune", common.model);
+    if (model == NULL) return VQ_EXIT_FAILURE;
+    vq_ctx *ctx = tool_ctx((int)common.threads, NULL);
+    vqt_tune_result *r = NULL;
     const vq_status st = vqt_tune(ctx, model, &o, &r, err);
     if (prog.command != NULL) {
         if (st == VQ_OK) vqp_end(&prog);
@@ -129,6 +140,10 @@ int vq_cmd_tune(int argc, char **argv)
     if (!json) {
         printf("tuned on the last %lld tokens of %s (%lld windows of %lld), %.0f s\n",
                (long long)(r->n_windows * C), text_path, (long long)r->n_windows, (long long)C, r->seconds);
+        if (r->base_cheapest)
+            printf("base: the cheapest plan (%.3f bits), KL %.4e; a part's KL is the plan's with that part changed\n",
+                   r->min_bits, r->base_kl);
+        else printf("base: the f16 cache; a part's KL is that part's alone, every other part f16\n");
         for (int k = 0; k < 1 + (r->sliding_window > 0); k++) {
             if (k == 0)
                 printf("candidate   keys bits  values bits   (bits per element at %lld tokens, all bytes counted%s)\n",
@@ -156,6 +171,9 @@ int vq_cmd_tune(int argc, char **argv)
     vqr_info_str(rep, "profile", out);
     vqr_info_str(rep, "kv", r->kv);
     vqr_info_num(rep, "budget_bits", budget, "bits/element");
+    vqr_info_str(rep, "base", r->base_cheapest ? "cheapest" : "f16");
+    vqr_info_num(rep, "base_kl", r->base_kl, NULL);
+    vqr_info_num(rep, "min_bits", r->min_bits, "bits/element");
     vqr_info_num(rep, "bits", chk[0].bits, "bits/element");
     vqr_info_num(rep, "predicted_kl", chk[0].predicted_kl, NULL);
     vqr_info_num(rep, "measured_kl", chk[0].measured_kl, NULL);
