@@ -16,6 +16,9 @@ if [ -s "$model" ]; then
     expect 2 ":widebitsN (N in 2..8" perplexity -m "$model" --kv kivimix-turbo2:wide8:widebits9 "$text"
     expect 2 "given twice (or a second window)" perplexity -m "$model" --kv kivi2+w8+w6 "$text"
     expect 2 "no layer has KIVI_MIX" perplexity -m "$model" --kv kivi2+wide20 "$text"
+    # every layer has its own width (":wideN", or the recipe preset's): the suffix would change nothing
+    expect 2 "without a width of their own" perplexity -m "$model" --kv kivimix-turbo2:wide20+wide40 "$text"
+    expect 2 "without a width of their own" perplexity -m "$model" --kv balanced-3bit+wide32 "$text"
     expect 2 "no layer has TurboQuant values" perplexity -m "$model" --kv kivi2+vs16 "$text"
     expect 0 "kivimix-turbo2+vs16" perplexity -m "$model" --kv \
         kivimix-turbo2,kivimix-turbo2+wide20,kivimix-turbo2+vs16,kivimix-turbo2@1=kivimix-turbo2:wide40+wide20,kivimix-turbo2:wide20:widebits8 \

@@ -170,8 +170,9 @@ static int apply_layer_suffixes(const char *cmd, const char *name, int wide, boo
 {
     bool mix = false, turbo = false;
     for (int l = 0; l < n_layers; l++) {
-        if (layers[l].keys.method == VQ_KEY_KIVI_MIX) {
-            if (layers[l].keys.wide_channels == 0) layers[l].keys.wide_channels = wide;
+        /* a layer with its own width (":wideN", or a preset's) does not read the suffix */
+        if (layers[l].keys.method == VQ_KEY_KIVI_MIX && layers[l].keys.wide_channels == 0) {
+            layers[l].keys.wide_channels = wide;
             mix = true;
         }
         if (layers[l].values.method == VQ_VALUE_TURBO) {
@@ -181,7 +182,9 @@ static int apply_layer_suffixes(const char *cmd, const char *name, int wide, boo
     }
     if ((wide > 0 && !mix) || (vs16 && !turbo)) {
         say("vq %s: --kv '%s': %s, but no layer has %s\n", cmd, name, wide > 0 && !mix ? "+wideN" : "+vs16",
-                wide > 0 && !mix ? "KIVI_MIX keys (kivimix-...)" : "TurboQuant values (...-turbo2, turbo3, ...)");
+                wide > 0 && !mix ? "KIVI_MIX keys without a width of their own (kivimix-..., not :wideN or a "
+                                   "recipe preset's)"
+                                 : "TurboQuant values (...-turbo2, turbo3, ...)");
         return VQ_EXIT_USAGE;
     }
     return VQ_EXIT_OK;
