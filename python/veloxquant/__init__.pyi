@@ -194,7 +194,7 @@ class TunedProfile(bytes):
 def tune(model: Union[str, "os.PathLike[str]"], bits: float, text: Union[str, "os.PathLike[str]", None] = None, *,
          tokens: int = 1024, ctx: int = 512, bits_ctx: int = 0, window: str = "", keys: Optional[str] = None,
          values: Optional[str] = None, measurements: Union[str, "os.PathLike[str]", None] = None,
-         base: str = "cheapest", residual: int = 0, sink: int = 0, no_center: bool = False, center_keys: bool = False,
+         base: str = "f16", residual: int = 0, sink: int = 0, no_center: bool = False, center_keys: bool = False,
          smooth: bool = False, batch: int = 64, threads: int = 0, kivi_arith: str = "auto",
          progress: Optional[Callable[[int, int, str], Any]] = None) -> TunedProfile: ...
 

@@ -45,7 +45,7 @@ class TunedProfile(bytes):
 
 
 def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="", keys=None, values=None,
-         measurements=None, base="cheapest", residual=0, sink=0, no_center=False, center_keys=False, smooth=False,
+         measurements=None, base="f16", residual=0, sink=0, no_center=False, center_keys=False, smooth=False,
          batch=64, threads=0, kivi_arith="auto", progress=None):
     """A per-layer plan of key and value methods for a bit budget, chosen from
     what each layer's keys and values cost the model: ``vq tune`` from Python,

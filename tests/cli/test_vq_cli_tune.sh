@@ -38,15 +38,15 @@ if [ -s "$model" ]; then
     { echo "vq-tune-measurements 1"; tail -n +3 "$tmp/m.txt"; } >"$tmp/m1.txt"
     expect 2 "--measurements '$tmp/m1.txt': measured from the f16 cache, this run asks --base cheapest" tune \
         -m "$model" --bits 3 --keys kivi2 --values turbo2 --tokens 64 --ctx 64 --text "$text" -o "$tmp/x.vqprof" \
-        --measurements "$tmp/m1.txt"
+        --measurements "$tmp/m1.txt" --base cheapest
     expect 0 "measured KL" tune -m "$model" --bits 3 --keys kivi2 --values turbo2 --tokens 64 --ctx 64 \
         --threads 1 --text "$text" -o "$tmp/t1.vqprof" --smooth --measurements "$tmp/m1.txt" --base f16
     check "a version-1 measurements file gives the same profile under --base f16" 'cmp -s "$tmp/t.vqprof" "$tmp/t1.vqprof"'
 
-    # base cheapest (the default): kivi2 keys (3 bits) and turbo2 values (2.5 bits) in every layer, 2.75 bits,
+    # base cheapest: kivi2 keys (3 bits) and turbo2 values (2.5 bits) in every layer, 2.75 bits,
     # is the base; f16 is named for the keys only, so each layer's keys at f16 are the 30 measured parts
     # (2 + 30 + 5 runs) and one fits 3 bits (+13/60); the values' f16 is no candidate, never measured
-    cheap="--keys f16,kivi2 --values turbo2 --tokens 64 --ctx 64 --threads 1 --text $text --smooth"
+    cheap="--keys f16,kivi2 --values turbo2 --tokens 64 --ctx 64 --threads 1 --text $text --smooth --base cheapest"
     expect_json tune -m "$model" --bits 3 $cheap -o "$tmp/c.vqprof" --measurements "$tmp/mc.txt" --json
     cp "$tmp/json" "$tmp/c.json"
     base_kl=$(sed -n 's/^base cheapest //p' "$tmp/mc.txt")
@@ -74,7 +74,7 @@ if [ -s "$model" ]; then
         -m "$model" --bits 3 $cheap -o "$tmp/x.vqprof" --measurements "$tmp/mc.txt" --base f16
     expect 2 "f16 was not measured there for the values, this run takes it" tune -m "$model" --bits 3 \
         --keys f16,kivi2 --values f16,turbo2 --tokens 64 --ctx 64 --text "$text" -o "$tmp/x.vqprof" \
-        --measurements "$tmp/mc.txt"
+        --measurements "$tmp/mc.txt" --base cheapest
     expect 2 "--window '+vs16'" tune -m "$model" --bits 3 --window +vs16 -o "$tmp/x.vqprof"
     # the profile carries the sink tokens and transforms it was tuned with: flags may not contradict them
     expect 1 "--sink differs from the profile, which gives the sink tokens (0)" perplexity -m "$model" \

@@ -738,7 +738,7 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
                                  .center_keys = opt->center_keys, .smooth = opt->smooth,
                                  .kivi_arith = opt->kivi_arith};
     r->n_layers = t->L;
-    r->base_cheapest = opt->base == NULL || strcmp(opt->base, "cheapest") == 0;
+    r->base_cheapest = opt->base != NULL && strcmp(opt->base, "cheapest") == 0;
     r->tokens = opt->tokens ? opt->tokens : 1024;
     t->C = r->ctx = opt->ctx ? opt->ctx : 512;
     int32_t *all = NULL;

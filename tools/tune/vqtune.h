@@ -12,7 +12,7 @@
  * 2. Reference: the f16 cache's next-token distribution at every scored
  *    position (the second half of each window, as `vq perplexity`).
  * 3. Sensitivity, keys and values apart, around a base plan (`base`):
- *    - "cheapest" (the default): the base is the cheapest plan, every part
+ *    - "cheapest": the base is the cheapest plan, every part
  *      (a layer's keys, or its values) at its cheapest candidate by the
  *      bits of step 4, run once for its KL (base_kl); then each part at each
  *      of its other candidates, every other part staying at its cheapest,
@@ -22,8 +22,11 @@
  *      every model: docs/GEMMA.md, "Keys, not values"). f16 is a candidate
  *      here only where the keys (values) list names it, or names nothing
  *      else.
- *    - "f16": each part at each candidate, every other part f16
- *      (base_kl = 0).
+ *    - "f16" (the default): each part at each candidate, every other part
+ *      f16 (base_kl = 0). The default because it is what the shipped
+ *      profiles were tuned with, and the cheapest base found no better
+ *      plan where it was tried (docs/GEMMA.md, "The tuner from the
+ *      cheapest plan").
  * 4. Cost: each candidate's bits per element as vq_cache_memory counts them
  *    (codes, scales, the residual window, the sink) in a cache of one layer
  *    filled to `bits_ctx` tokens, once with full attention and, for a model
@@ -100,7 +103,7 @@ typedef struct vqt_tune_options {
     const char *values;      /* the same for values ("" or "f16" = f16 only) */
     const char *measurements;/* sensitivities file: read when it exists (same layers, candidates and base), else
                                 written */
-    const char *base;        /* "cheapest" (NULL = it) or "f16": the plan the sensitivities are measured around */
+    const char *base;        /* "f16" (NULL = it) or "cheapest": the plan the sensitivities are measured around */
     int residual;            /* newest tokens kept in the window (--residual) */
     int sink;                /* first tokens kept in f16 (--sink, 0 .. 64) */
     bool no_center, center_keys, smooth; /* the transforms of every run (--no-center, --center-keys, --smooth) */

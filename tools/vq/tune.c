@@ -59,7 +59,7 @@ int vq_cmd_tune(int argc, char **argv)
     const char *text_path = "data/pride_and_prejudice.txt", *out = NULL, *plot = NULL, *frontier = NULL;
     const char *keys = VQT_TUNE_DEFAULT_KEYS, *values = VQT_TUNE_DEFAULT_VALUES;
     double budget = 0;
-    const char *suffix = "", *measurements = NULL, *base = "cheapest";
+    const char *suffix = "", *measurements = NULL, *base = "f16";
     int64_t tokens = 1024, C = 512, bits_ctx = 0;
     bool json = false;
     const vqa_opt opts[] = {
@@ -93,11 +93,11 @@ int vq_cmd_tune(int argc, char **argv)
                          "candidate method, then picks per layer the methods that meet --bits at the least\n"
                          "predicted loss, checks the plan on the same text, and writes it as a profile file\n"
                          "(--kv FILE of generate, perplexity and bench model).\n"
-                         "--base cheapest (the default) measures each part (a layer's keys, or its values) at\n"
+                         "--base cheapest measures each part (a layer's keys, or its values) at\n"
                          "each candidate with every other part at its cheapest candidate, where the plan will\n"
                          "be; f16 is a candidate only where --keys / --values name it. It runs the model 2 + L x\n"
                          "(candidates besides each part's cheapest) + 5 times over --tokens (30 layers, the\n"
-                         "default candidates: 217 runs). --base f16 measures each part with every other part\n"
+                         "default candidates: 217 runs). --base f16 (the default) measures each part with every other part\n"
                          "f16 (f16 always a candidate): 1 + L x (candidates besides f16) + 5 runs (276).\n"
                          "Either predicts a plan's KL as the base plan's plus each part's change from it.\n"
                          "From --measurements FILE: 1 + 5 runs.\n"
