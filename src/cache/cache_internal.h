@@ -193,9 +193,10 @@ typedef struct vq_cache_buf {
  * src/cuda/cuda_copies.c). A decode step's appends and window decodes are
  * a few small copies per sequence; as one API call each they were most of
  * the step's host time. */
+enum { VQ_CACHE_COPIES_MAX = 256 }; /* queued copies at most (a decode step queues at most 4 a sequence) */
 typedef struct vq_cache_copies {
-    void *jobs;       /* host: the queued copies (vq_cu_copy_job[cap]) */
-    int n, cap;
+    void *jobs;       /* host: the queued copies (vq_cu_copy_job[VQ_CACHE_COPIES_MAX]) */
+    int n;
     int64_t max_height;
     int open;         /* vq_cache_copies_begin calls not yet ended */
     vq_cache_buf dev; /* device: the jobs of a flush */

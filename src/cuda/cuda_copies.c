@@ -46,19 +46,17 @@ vq_status vq_cache_cuda_queue_copy(vq_cache *c, void *dst, size_t dpitch, const 
         VQ_FORWARD_IF_ERROR(vq_cache_copies_flush(c));
         return c->ctx->ops->copy2d(c->ctx, dst, dpitch, src, spitch, width, height);
     }
-    const vq_cu_copy_job *jobs = q->jobs;
-    for (int i = 0; i < q->n; i++)
-        if (depends(&j, &jobs[i])) {
-            VQ_FORWARD_IF_ERROR(vq_cache_copies_flush(c));
-            break;
-        }
-    if (q->n == q->cap) {
-        const int cap = q->cap ? 2 * q->cap : 256;
-        void *grown = realloc(q->jobs, sizeof(vq_cu_copy_job) * (size_t)cap);
-        VQ_RETURN_IF(c->ctx, grown == NULL, VQ_ERR_OUT_OF_MEMORY, "out of host memory for %d device copies", cap);
-        q->jobs = grown;
-        q->cap = cap;
+    if (q->jobs == NULL) {
+        q->jobs = malloc(sizeof(vq_cu_copy_job) * VQ_CACHE_COPIES_MAX);
+        VQ_RETURN_IF(c->ctx, q->jobs == NULL, VQ_ERR_OUT_OF_MEMORY, "out of host memory for %d device copies",
+                     VQ_CACHE_COPIES_MAX);
     }
+    /* a full queue runs: the dependency check below is linear in its length, and a long prefill's
+     * commit queues a copy per page and stream of every sequence */
+    bool run = q->n == VQ_CACHE_COPIES_MAX;
+    const vq_cu_copy_job *jobs = q->jobs;
+    for (int i = 0; i < q->n && !run; i++) run = depends(&j, &jobs[i]);
+    if (run) VQ_FORWARD_IF_ERROR(vq_cache_copies_flush(c));
     ((vq_cu_copy_job *)q->jobs)[q->n++] = j;
     if ((int64_t)height > q->max_height) q->max_height = (int64_t)height;
     return VQ_OK;
