@@ -67,7 +67,19 @@ for d in /usr/include /usr/local/include "$here/dlpack_include"; do
 done
 [ -n "$DLP" ] || { echo "no dlpack/dlpack.h (install dlpack, or --pack from a machine that has it)"; exit 1; }
 # CMake refuses an exported include folder inside the source tree
-[ "$DLP" = "$here/dlpack_include" ] && { mkdir -p /tmp/vq_dlpack && cp -r "$DLP/dlpack" /tmp/vq_dlpack/ && DLP=/tmp/vq_dlpack; }
+[ "$DLP" = "$here/dlpack_include" ] && { [ -d /tmp/vq_dlpack/dlpack ] || { mkdir -p /tmp/vq_dlpack && cp -r "$DLP/dlpack" /tmp/vq_dlpack/; }; DLP=/tmp/vq_dlpack; }
+
+# A machine kept warm between calls keeps $B, but receives the tree as a fresh
+# copy: every file is newer than its object, and ninja would rebuild all of it
+# (minutes). Files whose content is the same as at the last build get a time
+# older than any object (2000-01-01), so only what changed is rebuilt.
+sums=$B/.vq_sources.sha256
+sources() { find . \( -path ./.git -o -path "./${B#"$here"/}" -o -path './build*' -o -name __pycache__ \) -prune -o -type f -print; }
+if [ -f "$sums" ]; then
+    kept=$(sha256sum -c "$sums" 2>/dev/null | sed -n 's/: OK$//p')
+    [ -n "$kept" ] && printf '%s\n' "$kept" | xargs -d '\n' touch -c -d @946684800
+    echo "$(printf '%s' "$kept" | grep -c .) files unchanged since the last build on this machine"
+fi
 
 step configure
 # with the Python extension where this Python has its development headers
@@ -82,6 +94,7 @@ TESTS=$(ninja -C "$B" -t targets all | grep -oE '^test_cuda_[a-z_0-9]+:' | tr -d
 step "build vq $TESTS"
 ( time ninja -C "$B" vq $TESTS ) > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 'error' "$OUT/build.log"; exit 1; }
 tail -3 "$OUT/build.log"
+sources | xargs -d '\n' sha256sum > "$sums"
 tbin() { find "$B" -name "$1" -type f -perm -u+x | head -1; }
 
 if has tests; then
