@@ -74,12 +74,14 @@ static PyObject *result_dict(vq_ctx *ctx, const vqt_tune_result *r)
                                                  r->checks[b].measured_kl));
     PyObject *d = NULL;
     if (keys && values && layers && checks)
-        d = Py_BuildValue("{sOsssOsOsOsOsdsLsLsLsLsOsdsssd}", "profile", bytes, "kv", r->kv, "keys", keys,
+        d = Py_BuildValue("{sOsssOsOsOsOsdsLsLsLsLsOsdsssds(ddd)sisLsO}", "profile", bytes, "kv", r->kv, "keys", keys,
                           "values", values, "layers", layers, "checks", checks, "min_bits", r->min_bits, "tokens",
                           (long long)r->tokens, "ctx", (long long)r->ctx, "n_windows", (long long)r->n_windows,
                           "bits_ctx", (long long)r->bits_ctx, "measured", r->measured ? Py_True : Py_False,
                           "seconds", r->seconds, "base", r->base_cheapest ? "cheapest" : "f16", "base_kl",
-                          r->base_kl);
+                          r->base_kl, "searched", r->searched.bits, r->searched.predicted_kl,
+                          r->searched.measured_kl, "search_rounds", r->search_rounds, "search_runs",
+                          (long long)r->search_runs, "chose_search", r->chose_search ? Py_True : Py_False);
     Py_DECREF(bytes);
     Py_XDECREF(keys), Py_XDECREF(values), Py_XDECREF(layers), Py_XDECREF(checks);
     return d;
@@ -87,11 +89,12 @@ static PyObject *result_dict(vq_ctx *ctx, const vqt_tune_result *r)
 
 /* tune(ctx, model path, text (bytes), text name, bits, tokens, ctx_len, bits_ctx, window, keys or None,
  *      values or None, measurements or None, residual, sink, no_center, center_keys, smooth, batch,
- *      kivi_arith (0 auto, 1 f32, 2 int8), progress (callable or None), base (str or None: cheapest))
+ *      kivi_arith (0 auto, 1 f32, 2 int8), progress (callable or None), base (str or None: cheapest),
+ *      search (int))
  *      -> dict (result_dict) */
 static PyObject *py_tune(PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
-    if (n != 21) return PyErr_Format(PyExc_TypeError, "tune takes 21 arguments (%zd given)", n);
+    if (n != 22) return PyErr_Format(PyExc_TypeError, "tune takes 22 arguments (%zd given)", n);
     vq_ctx *ctx;
     const char *model_path, *text_name, *window, *keys, *values, *measurements, *base;
     vqt_tune_options o = {.opt_prefix = ""};
@@ -111,7 +114,7 @@ static PyObject *py_tune(PyObject *self, PyObject *const *a, Py_ssize_t n)
         int_arg(a[12], "residual", &o.residual) || int_arg(a[13], "sink", &o.sink) ||
         bool_arg(a[14], "no_center", &no_center) || bool_arg(a[15], "center_keys", &center_keys) ||
         bool_arg(a[16], "smooth", &smooth) || int_arg(a[17], "batch", &batch) ||
-        int_arg(a[18], "kivi_arith", &kivi_arith) || str_arg(a[20], "base", &base))
+        int_arg(a[18], "kivi_arith", &kivi_arith) || str_arg(a[20], "base", &base) || int_arg(a[21], "search", &o.search))
         return NULL;
     if (a[19] != Py_None && !PyCallable_Check(a[19]))
         return PyErr_Format(PyExc_TypeError, "argument 'progress': expected a callable or None");

@@ -17,9 +17,9 @@ class TunedProfile(bytes):
     with it:
 
     - ``kv``: the plan as a ``--kv`` string;
-    - ``bits``, ``predicted_kl``, ``measured_kl``: the chosen plan's bits per
-      element (all bytes counted, at ``bits_ctx`` tokens), its predicted KL and
-      the KL measured on the calibration windows;
+    - ``bits``, ``predicted_kl``, ``measured_kl``: the profile's plan's bits
+      per element (all bytes counted, at ``bits_ctx`` tokens), its predicted
+      KL and the KL measured on the calibration windows;
     - ``layers``: per layer ``(keys, keys_kl, values, values_kl)``, the chosen
       candidates and the KL measured with that part at its pick and every
       other part at the base (``base``: "cheapest", every other part at its
@@ -31,8 +31,12 @@ class TunedProfile(bytes):
       less ``base_kl``;
     - ``keys``, ``values``: the candidates as ``(name, bits)``, f16 first
       (with ``base="cheapest"`` f16 is picked only where named);
-    - ``checks``: ``(bits, predicted_kl, measured_kl)`` of the chosen plan and
-      of the plans for budgets 0.5 and 0.25 bits around it;
+    - ``checks``: ``(bits, predicted_kl, measured_kl)`` of the allocation's
+      plan and of the plans for budgets 0.5 and 0.25 bits around it;
+    - ``searched``, ``search_rounds``, ``search_runs``, ``chose_search``: with
+      ``search``, the search's plan as ``(bits, predicted_kl, measured_kl)``,
+      the upgrades it kept and the runs it took, and whether it is the
+      profile's plan (its measured KL below the allocation's);
     - ``min_bits`` (the cheapest plan), ``tokens``, ``ctx``, ``n_windows``,
       ``bits_ctx``, ``measured`` (False when the losses came from
       ``measurements``) and ``seconds``.
@@ -46,7 +50,7 @@ class TunedProfile(bytes):
 
 def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="", keys=None, values=None,
          measurements=None, base="f16", residual=0, sink=0, no_center=False, center_keys=False, smooth=False,
-         batch=64, threads=0, kivi_arith="auto", progress=None):
+         batch=64, threads=0, kivi_arith="auto", search=0, progress=None):
     """A per-layer plan of key and value methods for a bit budget, chosen from
     what each layer's keys and values cost the model: ``vq tune`` from Python,
     over the same C code, so the same arguments give the same profile bytes.
@@ -85,6 +89,11 @@ def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="",
             which the profile carries.
         batch: prefill chunk in tokens. threads: CPU threads (0 = all cores).
         kivi_arith: "auto", "f32" or "int8" (KIVI pages' arithmetic).
+        search: 0, or K (1 .. 8) to build a second plan by measured upgrades
+            (``--search``): from the cheapest plan, each round runs the plan
+            with each of the K best-ranked upgrades of the keys and of the
+            values and keeps the one that lowers the KL most per bit; the
+            profile is the plan of the two with the lower measured KL.
         progress: None, or a callable ``progress(done, total, step)`` called
             before each run of the model (``step`` names it, e.g. "layer 3
             keys kivi2"); an exception it raises stops the tuner and comes
@@ -105,7 +114,8 @@ def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="",
     2 + L x (candidates besides each part's cheapest) + 5 times (SmolLM2-135M
     with the default candidates: 217 runs, minutes on 2 cores at the default
     1024 tokens), with base "f16" 1 + L x (candidates besides f16) + 5 times
-    (276 runs), from a ``measurements`` file 1 + 5 times.
+    (276 runs), from a ``measurements`` file 1 + 5 times; a search adds up to
+    2K runs a round, one round for each upgrade it keeps.
     """
     path = DEFAULT_TEXT if text is None else os.fspath(text)
     if not isinstance(model, (str, os.PathLike)):
@@ -125,10 +135,9 @@ def tune(model, bits, text=None, *, tokens=1024, ctx=512, bits_ctx=0, window="",
     ctx_capsule = _vq.ctx_create(_vq.BACKEND_CPU, 0, None, int(threads))
     r = _vq.tune(ctx_capsule, model, data, path, float(bits), int(tokens), int(ctx), int(bits_ctx), window, keys,
                  values, measurements, int(residual), int(sink), bool(no_center), bool(center_keys), bool(smooth),
-                 int(batch), _KIVI_ARITH[kivi_arith], progress, base)
+                 int(batch), _KIVI_ARITH[kivi_arith], progress, base, int(search))
     out = TunedProfile(r.pop("profile"))
-    first = r["checks"][0]
-    out.bits, out.predicted_kl, out.measured_kl = first
+    out.bits, out.predicted_kl, out.measured_kl = r["searched"] if r["chose_search"] else r["checks"][0]
     out.budget = float(bits)
     for k, v in r.items():
         setattr(out, k, v)

@@ -553,6 +553,9 @@ vq_status vqt_tune_validate(const vqt_tune_options *o, char *err)
                  "0..%d / 1..4096 / 0..2", pre, o->sink, pre, o->residual, pre, o->batch, pre, o->kivi_arith, 1 << 20);
     else if (o->base != NULL && strcmp(o->base, "cheapest") != 0 && strcmp(o->base, "f16") != 0)
         snprintf(err, VQT_TUNE_ERR_LEN, "%sbase '%s': expected f16 or cheapest", pre, o->base);
+    else if (o->search < 0 || o->search > VQT_TUNE_MAX_SEARCH)
+        snprintf(err, VQT_TUNE_ERR_LEN, "%ssearch %d: expected 0 (no search) .. %d upgrades of each side a round", pre,
+                 o->search, VQT_TUNE_MAX_SEARCH);
     else if (o->text == NULL && o->text_name == NULL)
         snprintf(err, VQT_TUNE_ERR_LEN, "%stext: no calibration text given", pre);
     else
@@ -661,6 +664,98 @@ static vq_status check_plans(tuner *t, int *picks)
         if ((st = run_plan(t, false, &c->measured_kl)) != VQ_OK) return st;
         r->n_checks++;
     }
+    return VQ_OK;
+}
+
+/* The bits per element of plan picks[2L] (the mean over parts). */
+static double plan_bits(const vqt_tune_result *r, const int *picks)
+{
+    double used = 0;
+    for (int p = 0; p < 2 * r->n_layers; p++) used += part_bits(r, p, picks[p]);
+    return used / (2 * r->n_layers);
+}
+
+/* The K upgrades of one side (keys: parts 0..L-1, values: L..2L-1) that the
+ * losses rank highest by loss saved per bit among those of plan picks that
+ * fit the budget, into up[] as part * VQT_TUNE_MAX_CAND + candidate;
+ * returns how many (<= K). */
+static int best_upgrades(const vqt_tune_result *r, const int *picks, int side, double budget, int K, int *up)
+{
+    const int L = r->n_layers, P = 2 * L;
+    double score[VQT_TUNE_MAX_SEARCH];
+    const double used = plan_bits(r, picks) * P;
+    int n = 0;
+    for (int p = side * L; p < (side + 1) * L; p++) {
+        const double *pl = part_loss(r, p);
+        const int cur = picks[p];
+        for (int i = 0; i < part_cands(r, p); i++) {
+            const double db = part_bits(r, p, i) - part_bits(r, p, cur);
+            if (isnan(pl[i]) || db <= 0 || (used + db) / P > budget + 1e-9) continue;
+            const double sc = (pl[cur] - pl[i]) / db;
+            int j = n < K ? n++ : K; /* insertion into the K best, highest first */
+            while (j > 0 && score[j - 1] < sc) {
+                if (j < K) score[j] = score[j - 1], up[j] = up[j - 1];
+                j--;
+            }
+            if (j < K) score[j] = sc, up[j] = p * VQT_TUNE_MAX_CAND + i;
+        }
+    }
+    return n;
+}
+
+/* The scored search (opt->search = K): from the cheapest plan, each round
+ * runs the round's plan with one part upgraded, for the K upgrades of the
+ * keys and the K of the values that the losses rank highest and that fit
+ * the budget, and keeps the one whose measured KL falls the most per bit;
+ * it ends when no upgrade fits or none lowers the KL. So the losses only
+ * choose what is tried; what is kept is measured on whole plans, where
+ * parts that do not add up (docs/GEMMA.md) and a noisy part's change cannot
+ * mislead the choice. The plan into picks[2L], its result in r->searched. */
+static vq_status search_plan(tuner *t, int *picks)
+{
+    vqt_tune_result *r = t->r;
+    const int L = t->L, K = t->opt->search;
+    int up[2 * VQT_TUNE_MAX_SEARCH];
+    double kl = r->base_kl;
+    vq_status st = VQ_OK;
+    cheapest_plan(r, picks);
+    if (!r->base_cheapest) { /* the cheapest plan's KL is not among the losses */
+        t->runs++;
+        if ((st = step(t, "search: the cheapest plan")) != VQ_OK) return st;
+        set_plan(t, picks);
+        if ((st = run_plan(t, false, &kl)) != VQ_OK) return st;
+        r->search_runs++;
+    }
+    for (;;) {
+        const int nk = best_upgrades(r, picks, 0, t->opt->bits, K, up);
+        const int n = nk + best_upgrades(r, picks, 1, t->opt->bits, K, up + nk);
+        t->runs += n; /* the total grows round by round */
+        int best = -1;
+        double best_gain = 0, best_kl = kl;
+        for (int j = 0; j < n && st == VQ_OK; j++) {
+            const int p = up[j] / VQT_TUNE_MAX_CAND, i = up[j] % VQT_TUNE_MAX_CAND, side = p >= L;
+            if ((st = step(t, "search round %d: layer %d %s %s", r->search_rounds + 1, p % L,
+                           side ? "values" : "keys", side ? r->values[i].name : r->keys[i].name)) != VQ_OK)
+                break;
+            const int cur = picks[p];
+            picks[p] = i;
+            set_plan(t, picks);
+            double trial = 0;
+            st = run_plan(t, false, &trial);
+            picks[p] = cur;
+            r->search_runs++;
+            const double gain = (kl - trial) / (part_bits(r, p, i) - part_bits(r, p, cur));
+            if (st == VQ_OK && gain > best_gain) best_gain = gain, best = j, best_kl = trial;
+        }
+        if (st != VQ_OK || best < 0) break;
+        picks[up[best] / VQT_TUNE_MAX_CAND] = up[best] % VQT_TUNE_MAX_CAND;
+        kl = best_kl;
+        r->search_rounds++;
+    }
+    if (st != VQ_OK) return st;
+    r->searched = (vqt_tune_check){.bits = plan_bits(r, picks), .measured_kl = kl};
+    r->searched.predicted_kl = r->base_kl;
+    for (int p = 0; p < 2 * L; p++) r->searched.predicted_kl += part_loss(r, p)[picks[p]] - r->base_kl;
     return VQ_OK;
 }
 
@@ -797,6 +892,11 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
     if (st == VQ_OK && opt->measurements != NULL && !have && !write_measurements(opt->measurements, r))
         st = fail(t, VQ_ERR_IO, "%smeasurements: cannot write '%s'", t->pre, opt->measurements);
     if (st == VQ_OK) st = check_plans(t, picks);
+    if (st == VQ_OK && opt->search > 0) st = search_plan(t, picks);
+    if (st == VQ_OK && opt->search > 0 && r->searched.measured_kl < r->checks[0].measured_kl) {
+        r->chose_search = true;
+        for (int l = 0; l < t->L; l++) r->key_pick[l] = picks[l], r->value_pick[l] = picks[t->L + l];
+    }
     r->seconds = now() - t0;
     if (st == VQ_OK) st = make_profile(t);
     if (st == VQ_OK) kv_string(r);

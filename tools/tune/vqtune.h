@@ -42,11 +42,23 @@
  *    until none fits.
  * 6. Check: the chosen plan (and plans for budgets 0.5 and 0.25 bits around
  *    it) run on the calibration windows: predicted against measured KL.
+ * 7. Search (`search` = K > 0): a second plan, built from the cheapest one
+ *    by measured upgrades. Each round runs the round's plan with one part
+ *    upgraded, for the K upgrades of the keys and the K of the values that
+ *    the losses rank highest by loss saved per bit (among those that fit
+ *    the budget), and keeps the one whose measured KL falls the most per
+ *    bit; it ends when none fits or none lowers the KL. The losses only
+ *    choose what is tried: what is kept is measured on whole plans, so parts
+ *    that do not add up, or a part's change lost in the noise of the
+ *    calibration text, do not mislead it (docs/GEMMA.md). The profile is the
+ *    plan, of the two, with the lower measured KL.
  * The model runs over `tokens` tokens (L layers): with base cheapest
  * 1 (the f16 reference) + 1 (the cheapest plan) + L x (key and value
  * candidates besides each part's cheapest) + 5 times; with base f16
  * 1 + L x (key and value candidates besides f16) + 5 times; from a
- * measurements file 1 + 5 times.
+ * measurements file 1 + 5 times; the search adds up to 2K runs a round
+ * (one more with base f16: the cheapest plan), as many rounds as upgrades
+ * it keeps (the progress total grows round by round).
  *
  * Errors: vqt_tune returns VQ_ERR_INVALID_ARGUMENT for arguments no run can
  * take (a budget below the cheapest plan, an unknown candidate or base, a
@@ -76,7 +88,8 @@
 #define VQT_TUNE_DEFAULT_VALUES "turbo2,turbo3,turbo4,kivi4"
 enum {
     VQT_TUNE_MAX_CAND = 10,  /* candidates of one side, f16 included */
-    VQT_TUNE_CHECKS = 5,     /* plans checked: the chosen one, then budgets -0.5, -0.25, +0.25, +0.5 */
+    VQT_TUNE_CHECKS = 5,     /* plans checked: the allocation's, then budgets -0.5, -0.25, +0.25, +0.5 */
+    VQT_TUNE_MAX_SEARCH = 8, /* upgrades of each side that one search round may try */
     VQT_TUNE_NAME_LEN = 64
 };
 
@@ -104,6 +117,7 @@ typedef struct vqt_tune_options {
     const char *measurements;/* sensitivities file: read when it exists (same layers, candidates and base), else
                                 written */
     const char *base;        /* "f16" (NULL = it) or "cheapest": the plan the sensitivities are measured around */
+    int search;              /* upgrades of each side a search round tries (0 = no search, .. VQT_TUNE_MAX_SEARCH) */
     int residual;            /* newest tokens kept in the window (--residual) */
     int sink;                /* first tokens kept in f16 (--sink, 0 .. 64) */
     bool no_center, center_keys, smooth; /* the transforms of every run (--no-center, --center-keys, --smooth) */
@@ -132,7 +146,7 @@ typedef struct vqt_tune_result {
     int n_keys, n_values;     /* candidates, f16 first (with base cheapest a candidate only where its loss is not
                                  NaN) */
     vqt_tune_candidate keys[VQT_TUNE_MAX_CAND], values[VQT_TUNE_MAX_CAND];
-    int *key_pick, *value_pick; /* [n_layers]: the chosen candidate of each layer */
+    int *key_pick, *value_pick; /* [n_layers]: the profile's candidate of each layer */
     /* [2 n_layers][VQT_TUNE_MAX_CAND]: loss[p][i], the mean KL of the plan
      * with part p at candidate i and every other part at the base: with base
      * cheapest, every other part at its cheapest candidate (loss[p][cheapest]
@@ -142,8 +156,16 @@ typedef struct vqt_tune_result {
     double *loss;
     bool base_cheapest;       /* the base of the losses: the cheapest plan (true) or the f16 cache */
     double base_kl;           /* the base plan's mean KL: the cheapest plan's, or 0 for f16 */
-    int n_checks;             /* checks[0] is the chosen plan */
+    int n_checks;             /* checks[0] is the allocation's plan for the budget */
     vqt_tune_check checks[VQT_TUNE_CHECKS];
+    /* the search's plan (step 7; zero without a search): its bits, the KL the
+     * losses predict for it and its measured KL; the rounds (upgrades kept)
+     * and runs it took; chose_search: it is the profile's plan (its measured
+     * KL below checks[0]'s), else the allocation's is */
+    vqt_tune_check searched;
+    int search_rounds;
+    int64_t search_runs;
+    bool chose_search;
     unsigned char *local;     /* [n_layers]: 1 for a sliding-window layer */
     double *weight;           /* [n_layers]: the elements the layer holds over the mean layer's (1 when
                                  every layer holds bits_ctx tokens) */

@@ -21,6 +21,7 @@ static int show_progress(void *user, int64_t done, int64_t total, const char *st
 {
     vqp *p = user;
     if (done == 0) vqp_begin(p, "tune", total);
+    p->total = total; /* a search adds its runs round by round */
     vqp_step(p, "%s", step);
     return 0;
 }
@@ -60,7 +61,7 @@ int vq_cmd_tune(int argc, char **argv)
     const char *keys = VQT_TUNE_DEFAULT_KEYS, *values = VQT_TUNE_DEFAULT_VALUES;
     double budget = 0;
     const char *suffix = "", *measurements = NULL, *base = "f16";
-    int64_t tokens = 1024, C = 512, bits_ctx = 0;
+    int64_t tokens = 1024, C = 512, bits_ctx = 0, search = 0;
     bool json = false;
     const vqa_opt opts[] = {
         {"bits", VQA_REAL, &budget, 1, 16, "B", "bits per element, keys and values, all bytes counted (required)"},
@@ -75,6 +76,9 @@ int vq_cmd_tune(int argc, char **argv)
          "(same model, layers, candidates and --base), else measured and written there"},
         {"base", VQA_STRING, &base, 0, 0, "f16|cheapest", "the plan each part's candidates are measured around: "
          "cheapest, every other part at its cheapest candidate; f16, every other part f16"},
+        {"search", VQA_SIZE, &search, 0, VQT_TUNE_MAX_SEARCH, "K", "also build a plan by measured upgrades from the "
+         "cheapest: each round runs the plan with each of the K best-ranked upgrades of the keys and of the values, "
+         "keeps the one that lowers the KL most per bit; the profile is the lower-KL plan (default 0: no search)"},
         {"out", VQA_OUT_FILE, &out, 0, 0, "FILE", "profile file to write (required)", NULL, 'o'},
         {"plot", VQA_OUT_FILE, &plot, 0, 0, "FILE.png", "draw measured against predicted KL of plans around B"},
         {"frontier", VQA_OUT_FILE, &frontier, 0, 0, "FILE.png", "draw the loss against the bits: the predicted "
@@ -100,7 +104,9 @@ int vq_cmd_tune(int argc, char **argv)
                          "default candidates: 217 runs). --base f16 (the default) measures each part with every other part\n"
                          "f16 (f16 always a candidate): 1 + L x (candidates besides f16) + 5 runs (276).\n"
                          "Either predicts a plan's KL as the base plan's plus each part's change from it.\n"
-                         "From --measurements FILE: 1 + 5 runs.\n"
+                         "From --measurements FILE: 1 + 5 runs. --search K adds up to 2K runs a round,\n"
+                         "a round for each upgrade it keeps (tens of runs for a budget a few tenths of a bit\n"
+                         "above the cheapest plan).\n"
                          "Score other text with `vq perplexity --max-tokens` below the tuned part.\n"
                          "The sink and transform options (--sink, --smooth, ...) apply to every run, as in\n"
                          "perplexity; use the same ones when scoring the profile.\n",
@@ -112,7 +118,7 @@ int vq_cmd_tune(int argc, char **argv)
     vqp prog = {0};
     const vqt_tune_options o = {.bits = budget, .text_name = text_path,
                                 .tokens = tokens, .ctx = C, .bits_ctx = bits_ctx, .window = suffix, .keys = keys,
-                                .values = values, .measurements = measurements, .base = base,
+                                .values = values, .measurements = measurements, .base = base, .search = (int)search,
                                 .residual = (int)common.residual,
                                 .sink = (int)common.sink, .no_center = common.no_center,
                                 .center_keys = common.center_keys, .smooth = common.smooth,
@@ -163,9 +169,14 @@ int vq_cmd_tune(int argc, char **argv)
             printf("%5d  %-15s %.2e  %-15s %.2e\n", l, r->keys[k].name, r->loss[(size_t)l * VQT_TUNE_MAX_CAND + k],
                    r->values[v].name, r->loss[(size_t)(L + l) * VQT_TUNE_MAX_CAND + v]);
         }
-        printf("budget      bits     predicted KL  measured KL\n");
-        for (int b = 0; b < r->n_checks; b++) printf("%6s  %8.3f   %.4e     %.4e\n", b == 0 ? "chosen" : "",
-                                                     chk[b].bits, chk[b].predicted_kl, chk[b].measured_kl);
+        printf("plan        bits     predicted KL  measured KL\n");
+        for (int b = 0; b < r->n_checks; b++)
+            printf("%-10s %8.3f   %.4e     %.4e\n", b == 0 ? (r->chose_search ? "allocated" : "chosen") : "",
+                   chk[b].bits, chk[b].predicted_kl, chk[b].measured_kl);
+        if (o.search > 0)
+            printf("%-10s %8.3f   %.4e     %.4e   (%d upgrades kept in %lld runs)\n",
+                   r->chose_search ? "searched, chosen" : "searched", r->searched.bits, r->searched.predicted_kl,
+                   r->searched.measured_kl, r->search_rounds, (long long)r->search_runs);
         printf("profile: %s\n--kv equivalent: %s\n", out, r->kv);
     }
     vqr_info_str(rep, "profile", out);
@@ -174,9 +185,19 @@ int vq_cmd_tune(int argc, char **argv)
     vqr_info_str(rep, "base", r->base_cheapest ? "cheapest" : "f16");
     vqr_info_num(rep, "base_kl", r->base_kl, NULL);
     vqr_info_num(rep, "min_bits", r->min_bits, "bits/element");
-    vqr_info_num(rep, "bits", chk[0].bits, "bits/element");
-    vqr_info_num(rep, "predicted_kl", chk[0].predicted_kl, NULL);
-    vqr_info_num(rep, "measured_kl", chk[0].measured_kl, NULL);
+    const vqt_tune_check *chosen = r->chose_search ? &r->searched : &chk[0];
+    vqr_info_num(rep, "bits", chosen->bits, "bits/element");
+    vqr_info_num(rep, "predicted_kl", chosen->predicted_kl, NULL);
+    vqr_info_num(rep, "measured_kl", chosen->measured_kl, NULL);
+    vqr_info_str(rep, "plan", r->chose_search ? "searched" : "allocated");
+    if (o.search > 0) {
+        vqr_info_num(rep, "allocated_bits", chk[0].bits, "bits/element");
+        vqr_info_num(rep, "allocated_measured_kl", chk[0].measured_kl, NULL);
+        vqr_info_num(rep, "searched_bits", r->searched.bits, "bits/element");
+        vqr_info_num(rep, "searched_measured_kl", r->searched.measured_kl, NULL);
+        vqr_info_num(rep, "search_rounds", r->search_rounds, NULL);
+        vqr_info_num(rep, "search_runs", (double)r->search_runs, NULL);
+    }
     vqr_info_num(rep, "seconds", r->seconds, "s");
     for (int l = 0; l < L; l++) {
         const int k = r->key_pick[l], v = r->value_pick[l];
