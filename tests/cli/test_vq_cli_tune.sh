@@ -70,11 +70,13 @@ if [ -s "$model" ]; then
         '[ "$(info bits)" = "$(info min_bits)" ] && [ "$(info kv)" = "\"kivi2/turbo2\"" ]'
     check "its predicted KL is the base's" '[ "$(info predicted_kl)" = "$(info base_kl)" ]'
     check "its measured KL is the base's" 'same "$(info measured_kl)" "$base_kl"'
-    # the scored search from the same measurements: one upgrade fits 3 bits, so one round tries the 2 best
-    # ranked (runs of the measured parts again: the best is the allocation's plan, at its KL) and the next
-    # finds none that fits; the allocation's plan stays the profile's (not strictly worse)
+    # the scored search from the same measurements: the cheapest plan (its KL from a file is not taken), then
+    # one upgrade fits 3 bits, so one round tries the 2 best ranked (runs of the measured parts again: the best
+    # is the allocation's plan, at its KL) and the next finds none that fits; the allocation's plan stays the
+    # profile's (not strictly worse)
     expect_json tune -m "$model" --bits 3 $cheap -o "$tmp/s.vqprof" --measurements "$tmp/mc.txt" --search 2 --json
-    check "the search ran one round of two runs" '[ "$(info search_rounds)" = 1 ] && [ "$(info search_runs)" = 2 ]'
+    check "the search ran the cheapest plan and one round of two" \
+        '[ "$(info search_rounds)" = 1 ] && [ "$(info search_runs)" = 3 ]'
     check "the search's plan measured the allocation's KL" 'same "$(info searched_measured_kl)" "$best"'
     check "a search that finds no lower KL keeps the allocation's plan" \
         '[ "$(info plan)" = "\"allocated\"" ] && cmp -s "$tmp/c.vqprof" "$tmp/s.vqprof"'

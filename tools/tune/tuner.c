@@ -719,7 +719,9 @@ static vq_status search_plan(tuner *t, int *picks)
     double kl = r->base_kl;
     vq_status st = VQ_OK;
     cheapest_plan(r, picks);
-    if (!r->base_cheapest) { /* the cheapest plan's KL is not among the losses */
+    /* the cheapest plan's KL: base_kl where this run measured it; a file's
+     * may be of other calibration runs (it ranks what is tried, no more) */
+    if (!r->base_cheapest || !r->measured) {
         t->runs++;
         if ((st = step(t, "search: the cheapest plan")) != VQ_OK) return st;
         set_plan(t, picks);

@@ -51,14 +51,17 @@
  *    choose what is tried: what is kept is measured on whole plans, so parts
  *    that do not add up, or a part's change lost in the noise of the
  *    calibration text, do not mislead it (docs/GEMMA.md). The profile is the
- *    plan, of the two, with the lower measured KL.
+ *    plan, of the two, with the lower measured KL. Its first run measures
+ *    the cheapest plan, unless this run measured it (base cheapest, no
+ *    measurements file read): the losses of a file may come from other
+ *    calibration runs (faster ones: prefill chunks), and only rank.
  * The model runs over `tokens` tokens (L layers): with base cheapest
  * 1 (the f16 reference) + 1 (the cheapest plan) + L x (key and value
  * candidates besides each part's cheapest) + 5 times; with base f16
  * 1 + L x (key and value candidates besides f16) + 5 times; from a
  * measurements file 1 + 5 times; the search adds up to 2K runs a round
- * (one more with base f16: the cheapest plan), as many rounds as upgrades
- * it keeps (the progress total grows round by round).
+ * (and one for the cheapest plan), as many rounds as upgrades it keeps (the
+ * progress total grows round by round).
  *
  * Errors: vqt_tune returns VQ_ERR_INVALID_ARGUMENT for arguments no run can
  * take (a budget below the cheapest plan, an unknown candidate or base, a
