@@ -3,8 +3,9 @@
 # installed, two small real runs (64 tokens: ~30 and ~15 CPU-seconds), one
 # measured from the f16 cache, whose profile the model commands take back at
 # the bits it promised, and one from the cheapest plan, whose measurements
-# file must give back its base's KL and its plan; with Gemma 3 270M
-# installed, the bits of its sliding-window layers.
+# file must give back its base's KL and its plan; on a text of one window,
+# the tuner's KL of a plan is vq perplexity's (each installed model); with
+# Gemma 3 270M installed, the bits of its sliding-window layers.
 # Registered only outside the sanitizer builds, where the run takes minutes.
 # Usage: test_vq_cli_tune.sh <path to vq>. Exit 0 pass, 1 fail.
 . "$(dirname "$0")/vq_cli_expect.sh"
@@ -100,10 +101,30 @@ if [ -s "$model" ]; then
         echo "ok   the tuned profile stores at most --bits"
     else echo "FAIL: the tuned profile's bits"; cat "$tmp/out"; failures=$((failures + 1)); fi
 fi
+# same_window_kl MODEL: a text of one window (its N tokens: even, at least 64), so the tuner's calibration
+# window (the last N tokens) and vq perplexity's first window are the same tokens; the tuner's KL of its one
+# plan must be the perplexity's KL of that plan (same runs: the first token BOS where the model wants one)
+same_window_kl() {
+    head -c 550 "$text" | tail -c 480 >"$tmp/one.txt"
+    "$vq" perplexity -m "$1" --kv f16 --ctx 65536 --windows 1 "$tmp/one.txt" >"$tmp/out" 2>&1
+    n=$(sed -n 's/.*: \([0-9]*\) tokens are fewer than one window.*/\1/p' "$tmp/out")
+    run="--sink 4 --batch 1 --threads 1"
+    expect_json tune -m "$1" --bits 16 --keys kivi2 --values turbo2 --base cheapest --tokens "$n" --ctx "$n" \
+        --text "$tmp/one.txt" $run -o "$tmp/one.vqprof" --json
+    tune_kl=$(info measured_kl)
+    kv=$(info kv | tr -d '"')
+    expect_json perplexity -m "$1" --kv "$kv" --ctx "$n" --windows 1 $run "$tmp/one.txt" --json
+    ppl_kl=$(sed -n 's|.*"kv": "'"$kv"'"[^}]*"kl": \([^,}]*\).*|\1|p' "$tmp/json")
+    check "$(basename "$1"): the tuner's KL on a window ($tune_kl) is vq perplexity's ($ppl_kl)" \
+        'awk -v a="$tune_kl" -v b="$ppl_kl" '"'"'BEGIN { d = a - b; if (d < 0) d = -d;
+                                                       exit !(a > 0 && b != "" && d <= 1e-6 * a) }'"'"
+}
+[ -s "$model" ] && same_window_kl "$model"
 # Gemma 3: its 15 local layers hold their 512-token window (768 tokens at 2048 with 256-token pages and 4
 # sinks), not 2048, and the bits are counted over what each layer holds (a model load, no model run)
 gemma="$root/models/gemma-3-270m-q4_k_m.gguf"
 if [ -s "$gemma" ]; then
+    same_window_kl "$gemma"
     expect 2 "(local layers, sliding window 512, hold 768 of them)" \
         tune -m "$gemma" --bits 1.5 --keys kivi2 --values turbo2 --bits-ctx 2048 --window +w8 --sink 4 -o "$tmp/x.vqprof"
     if grep -q "the cheapest takes 2.776 bits per element at 2048 tokens" "$tmp/out"; then

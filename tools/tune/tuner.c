@@ -23,6 +23,7 @@ typedef struct tuner {
     const char *pre;       /* opt_prefix */
     vqm_cli_common common; /* the options of every run */
     const int32_t *toks;   /* calibration tokens */
+    int32_t *win;          /* [C]: the window a run reads (its first token BOS where the model wants one) */
     int64_t n_windows, C, bits_ctx, runs, done;
     int L, V;
     float *ref;            /* [windows][C/2][V] log-probabilities of the f16 cache (f32) */
@@ -116,7 +117,12 @@ static vq_status run_plan(tuner *t, bool fill_ref, double *kl_out)
     vq_status st = VQ_OK;
     for (int64_t w = 0; w < t->n_windows && st == VQ_OK; w++) {
         if ((st = vqm_session_reset(s, err)) != VQ_OK) break;
-        const int32_t *win = t->toks + w * C;
+        /* a model that starts every text with BOS (Gemma) gets it as the window's first token, as `vq
+         * perplexity` gives it: without it the model's attention sink is an ordinary token, and every
+         * plan's KL is several times what the scored windows see */
+        int32_t *win = t->win;
+        memcpy(win, t->toks + w * C, (size_t)C * sizeof *win);
+        if (vqm_tokenizer_add_bos(t->model->tok)) win[0] = vqm_tokenizer_bos(t->model->tok);
         for (int64_t p0 = 0; p0 < C && st == VQ_OK; p0 += B) {
             const int64_t T = C - p0 < B ? C - p0 : B;
             const int64_t lo = first > p0 ? first : p0, n_out = lo < p0 + T ? p0 + T - lo : 0;
@@ -655,7 +661,7 @@ static vq_status check_plans(tuner *t, int *picks)
         const double B = t->opt->bits + offsets[b];
         vq_status st = step(t, "check the plan at %.2f bits", B);
         if (st != VQ_OK) return st;
-        if (B < r->min_bits || B > 16) continue;
+        if (B < r->min_bits - 1e-9 || B > 16) continue;
         vqt_tune_check *c = &r->checks[r->n_checks];
         c->predicted_kl = allocate(r, picks, B, &c->bits);
         if (b == 0)
@@ -857,12 +863,13 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
         t->ref = calloc((size_t)t->n_windows * (size_t)(t->C / 2) * (size_t)t->V, sizeof *t->ref);
         t->logits = calloc((size_t)t->common.batch * (size_t)t->V, sizeof *t->logits);
         t->lp = calloc((size_t)t->V, sizeof *t->lp);
+        t->win = calloc((size_t)t->C, sizeof *t->win);
         if (!r->key_pick || !r->value_pick || !r->loss || !r->local || !r->weight || !picks || !base || !t->ref ||
-            !t->logits || !t->lp)
+            !t->logits || !t->lp || !t->win)
             st = fail(t, VQ_ERR_OUT_OF_MEMORY, "the tuner's buffers for %lld tokens", (long long)r->tokens);
     }
     if (st == VQ_OK) st = candidates(t);
-    if (st == VQ_OK && opt->bits < r->min_bits) {
+    if (st == VQ_OK && opt->bits < r->min_bits - 1e-9) { /* the sums of part bits round */
         char note[128] = "";
         if (r->sliding_window > 0)
             snprintf(note, sizeof note, " (local layers, sliding window %d, hold %lld of them)", r->sliding_window,
@@ -902,7 +909,7 @@ vq_status vqt_tune(vq_ctx *ctx, const vqm_model *model, const vqt_tune_options *
     r->seconds = now() - t0;
     if (st == VQ_OK) st = make_profile(t);
     if (st == VQ_OK) kv_string(r);
-    free(all), free(picks), free(base), free(t->ref), free(t->logits), free(t->lp);
+    free(all), free(picks), free(base), free(t->ref), free(t->logits), free(t->lp), free(t->win);
     free(t);
     if (st != VQ_OK) {
         vqt_tune_result_free(r);
