@@ -68,7 +68,7 @@ def losses(meas, side):
             if ln.startswith(side + " ") and ln.split()[1].isdigit()]
 
 
-def test_tune_meets_the_budget(tuned):
+def test_tune_meets_the_budget(tuned, text):
     p, meas, steps = tuned
     assert isinstance(p, bytes) and p.measured and p.budget == BUDGET
     assert p.base == "f16" and p.base_kl == 0
@@ -98,6 +98,10 @@ def test_tune_meets_the_budget(tuned):
     assert m["bits_per_element"] <= BUDGET and m["bits_per_element"] == pytest.approx(p.bits, abs=1e-6)
     for layer, (keys, _, _, _) in enumerate(p.layers):
         assert c.layer_config(layer).key_method == ("f16" if keys == "f16" else "kivi")
+    # a budget of the cheapest plan's bits as printed is that plan, not "no plan fits": the sum of the
+    # parts' bits rounds above 9.5
+    q = vq.tune(MODEL, 9.5, text, measurements=meas, **ARGS)
+    assert q.kv == "kivi2/f16" and q.bits == pytest.approx(9.5, abs=1e-9)
 
 
 def test_tune_from_the_cheapest_plan(tuned_cheapest, text):
