@@ -189,13 +189,14 @@ class TunedProfile(bytes):
     layers: List[Tuple[str, float, str, float]]; keys: List[Tuple[str, float]]; values: List[Tuple[str, float]]
     checks: List[Tuple[float, float, float]]; tokens: int; ctx: int; n_windows: int; bits_ctx: int
     measured: bool; seconds: float; base: str; base_kl: float
+    searched: Tuple[float, float, float]; search_rounds: int; search_runs: int; chose_search: bool
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None: ...
 
 def tune(model: Union[str, "os.PathLike[str]"], bits: float, text: Union[str, "os.PathLike[str]", None] = None, *,
          tokens: int = 1024, ctx: int = 512, bits_ctx: int = 0, window: str = "", keys: Optional[str] = None,
          values: Optional[str] = None, measurements: Union[str, "os.PathLike[str]", None] = None,
          base: str = "f16", residual: int = 0, sink: int = 0, no_center: bool = False, center_keys: bool = False,
-         smooth: bool = False, batch: int = 64, threads: int = 0, kivi_arith: str = "auto",
+         smooth: bool = False, batch: int = 64, threads: int = 0, kivi_arith: str = "auto", search: int = 0,
          progress: Optional[Callable[[int, int, str], Any]] = None) -> TunedProfile: ...
 
 class KVCache:

@@ -289,6 +289,10 @@ int32_t vqm_tokenizer_vocab(const vqm_tokenizer *t) { return t->n_vocab; }
 int32_t vqm_tokenizer_bos(const vqm_tokenizer *t) { return t->bos; }
 int32_t vqm_tokenizer_eos(const vqm_tokenizer *t) { return t->eos; }
 bool vqm_tokenizer_add_bos(const vqm_tokenizer *t) { return t->add_bos; }
+void vqm_tokenizer_start_window(const vqm_tokenizer *t, int32_t *win)
+{
+    if (t->add_bos) win[0] = t->bos;
+}
 bool vqm_tokenizer_is_control(const vqm_tokenizer *t, int32_t id)
 {
     return id >= 0 && id < t->n_vocab && t->types[id] == 3;

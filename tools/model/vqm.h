@@ -223,6 +223,10 @@ int32_t vqm_tokenizer_vocab(const vqm_tokenizer *t);
 int32_t vqm_tokenizer_bos(const vqm_tokenizer *t);
 int32_t vqm_tokenizer_eos(const vqm_tokenizer *t);
 bool vqm_tokenizer_add_bos(const vqm_tokenizer *t);
+/* A window of a text's tokens as the model reads a text: its first token
+ * made BOS where the model starts every text with one (Gemma), as the
+ * evaluations (vq perplexity, vq tune) give it; else unchanged. */
+void vqm_tokenizer_start_window(const vqm_tokenizer *t, int32_t *win);
 /* True for control tokens (<|im_end|>, <|endoftext|>, ...): a chat turn's end. */
 bool vqm_tokenizer_is_control(const vqm_tokenizer *t, int32_t id);
 

@@ -122,7 +122,7 @@ static vq_status run_plan(tuner *t, bool fill_ref, double *kl_out)
          * plan's KL is several times what the scored windows see */
         int32_t *win = t->win;
         memcpy(win, t->toks + w * C, (size_t)C * sizeof *win);
-        if (vqm_tokenizer_add_bos(t->model->tok)) win[0] = vqm_tokenizer_bos(t->model->tok);
+        vqm_tokenizer_start_window(t->model->tok, win);
         for (int64_t p0 = 0; p0 < C && st == VQ_OK; p0 += B) {
             const int64_t T = C - p0 < B ? C - p0 : B;
             const int64_t lo = first > p0 ? first : p0, n_out = lo < p0 + T ? p0 + T - lo : 0;
@@ -238,18 +238,30 @@ static void cheapest_plan(const vqt_tune_result *r, int *picks)
     for (int p = 0; p < 2 * r->n_layers; p++) picks[p] = cheapest_cand(r, p);
 }
 
+/* The sum of plan picks[2L]'s part bits (over 2L: its bits per element). */
+static double plan_used(const vqt_tune_result *r, const int *picks)
+{
+    double used = 0;
+    for (int p = 0; p < 2 * r->n_layers; p++) used += part_bits(r, p, picks[p]);
+    return used;
+}
+
+/* Plan picks[2L]'s predicted KL: the base's plus each part's change from it. */
+static double plan_loss(const vqt_tune_result *r, const int *picks)
+{
+    double loss = r->base_kl;
+    for (int p = 0; p < 2 * r->n_layers; p++) loss += part_loss(r, p)[picks[p]] - r->base_kl;
+    return loss;
+}
+
 /* Greedy allocation under `budget` bits per element (the mean over parts)
  * into picks[2L]; returns the predicted loss (base_kl + the parts' changes
  * from the base), and the plan's bits in *bits. */
 static double allocate(const vqt_tune_result *r, int *picks, double budget, double *bits)
 {
     const int P = 2 * r->n_layers;
-    double used = 0, loss = r->base_kl;
     cheapest_plan(r, picks);
-    for (int p = 0; p < P; p++) {
-        used += part_bits(r, p, picks[p]);
-        loss += part_loss(r, p)[picks[p]] - r->base_kl;
-    }
+    double used = plan_used(r, picks), loss = plan_loss(r, picks);
     for (;;) {
         int bp = -1, bi = -1;
         double best = 0;
@@ -673,13 +685,6 @@ static vq_status check_plans(tuner *t, int *picks)
     return VQ_OK;
 }
 
-/* The bits per element of plan picks[2L] (the mean over parts). */
-static double plan_bits(const vqt_tune_result *r, const int *picks)
-{
-    double used = 0;
-    for (int p = 0; p < 2 * r->n_layers; p++) used += part_bits(r, p, picks[p]);
-    return used / (2 * r->n_layers);
-}
 
 /* The K upgrades of one side (keys: parts 0..L-1, values: L..2L-1) that the
  * losses rank highest by loss saved per bit among those of plan picks that
@@ -689,7 +694,7 @@ static int best_upgrades(const vqt_tune_result *r, const int *picks, int side, d
 {
     const int L = r->n_layers, P = 2 * L;
     double score[VQT_TUNE_MAX_SEARCH];
-    const double used = plan_bits(r, picks) * P;
+    const double used = plan_used(r, picks);
     int n = 0;
     for (int p = side * L; p < (side + 1) * L; p++) {
         const double *pl = part_loss(r, p);
@@ -761,9 +766,8 @@ static vq_status search_plan(tuner *t, int *picks)
         r->search_rounds++;
     }
     if (st != VQ_OK) return st;
-    r->searched = (vqt_tune_check){.bits = plan_bits(r, picks), .measured_kl = kl};
-    r->searched.predicted_kl = r->base_kl;
-    for (int p = 0; p < 2 * L; p++) r->searched.predicted_kl += part_loss(r, p)[picks[p]] - r->base_kl;
+    r->searched = (vqt_tune_check){.bits = plan_used(r, picks) / (2 * L), .predicted_kl = plan_loss(r, picks),
+                                   .measured_kl = kl};
     return VQ_OK;
 }
 

@@ -167,7 +167,7 @@ int vq_cmd_perplexity(int argc, char **argv)
             /* a model that starts every text with BOS (Gemma) gets it as each window's first
              * token, never scored (llama-perplexity does the same) */
             memcpy(win, toks + w * C, (size_t)C * sizeof *win);
-            if (vqm_tokenizer_add_bos(model->tok)) win[0] = vqm_tokenizer_bos(model->tok);
+            vqm_tokenizer_start_window(model->tok, win);
             for (int64_t i = 0; i < C * nm; i++) win_nll[i] = NAN;
             for (int m = 0; m < nm; m++) tool_check(ctx, vqm_session_reset(sess[m], err) == VQ_OK ? VQ_OK : VQ_ERR_INVALID_ARGUMENT, err);
             for (int64_t p0 = 0; p0 < C; p0 += o.c.batch) {
