@@ -14,7 +14,7 @@
 #             the tensor-core skeleton again with it on (VQ_CUDA_MMA=1)
 #   sanitize  memcheck, racecheck and initcheck on each CUDA test (quick mode)
 #   bench     vq bench attention --backend cuda, then PyTorch f16 SDPA
-#   cache     vq bench cache --backend cuda
+#   cache     vq bench cache --backend cuda: every preset that needs no tables, 4K and 32K
 #   e2e       the Python extension (CUDA), its CUDA tests (python/tests/test_cuda.py)
 #             when pytest is there, and tools/hf_decode_bench.py: a Llama-3.1-8B-shaped
 #             model in transformers decoding with veloxquant.hf.Cache presets against
@@ -146,8 +146,8 @@ if has bench; then
     cat "$OUT/torch_sdpa.txt"
 fi
 if has cache; then
-    step "vq bench cache --backend cuda"
-    timeout 240 "$B/tools/vq" bench cache --backend cuda --repeats 5 > "$OUT/bench_cache.txt" 2>&1
+    step "vq bench cache --backend cuda --methods all"
+    timeout 420 "$B/tools/vq" bench cache --backend cuda --methods all --skv 4K,32K --repeats 5 > "$OUT/bench_cache.txt" 2>&1
     note "bench cache rc=$?"
     cat "$OUT/bench_cache.txt"
 fi

@@ -4,7 +4,7 @@ model in transformers, with veloxquant.hf.Cache presets against transformers'
 DynamicCache (sdpa attention), at long contexts.
 
     python3 tools/hf_decode_bench.py [--batch 8] [--contexts 8192,32768,65536]
-        [--methods dynamic,kivi4-turbo3,kivi4-turbo2] [--steps 16] [--json FILE]
+        [--methods dynamic,quality-4bit,balanced-3bit] [--steps 16] [--json FILE]
 
 The model has the shape of Llama-3.1-8B (32 layers, 32 query heads, 8 kv
 heads, head dim 128, hidden 4096, MLP 14336, vocabulary 128256), bf16, its
@@ -22,13 +22,17 @@ so random tokens time the same as real ones.
 
 Memory: "kv GiB" is what the cache itself holds (veloxquant: its memory
 report's total bytes less the unused pages of its pools; DynamicCache: its key
-and value tensors); "device GiB" is the device memory in use at the end of the
-timed steps less what was in use before the cache was made (torch's reserved
-pool plus the library's pools), so it includes the decode's working memory. A
-method that does not fit is reported as out of memory, and the next one runs.
+and value tensors); "peak GiB" is the most device memory the process had in
+use (cudaMemGetInfo: torch's reserved pool plus the library's allocations),
+sampled after the cache is filled and after every decode step, less what was
+in use before the cache was made (after a garbage collection and
+torch.cuda.empty_cache(), so the previous method's memory is gone), so it
+includes the decode's working memory. A method that does not fit is reported
+as out of memory, and the next one runs.
 """
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -107,8 +111,9 @@ def fill_veloxquant(model, cfg, method, batch, ctx, device, chunk):
     return cache, int(mem["total_bytes"] - mem["slack_bytes"])  # what it holds, not its unused pages
 
 
-def decode(model, cache, batch, ctx, steps, warmup, device, profile=None):
-    """The median and mean step in seconds; with profile (a label), `steps`
+def decode(model, cache, batch, ctx, steps, warmup, device, profile=None, sample=None):
+    """The median and mean step in seconds (sample(), when given, is called
+    after every step, outside the timed span); with profile (a label), `steps`
     more steps under torch.profiler after the timed ones, whose kernels and
     host calls are printed by self device time (the timed steps are not
     profiled: the profiler slows the host)."""
@@ -128,6 +133,8 @@ def decode(model, cache, batch, ctx, steps, warmup, device, profile=None):
                 torch.cuda.synchronize(device)
             if i >= warmup:
                 times.append(time.perf_counter() - t)
+            if sample:
+                sample()
         if profile:
             from torch.profiler import ProfilerActivity, profile as torch_profile
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -148,20 +155,26 @@ def decode(model, cache, batch, ctx, steps, warmup, device, profile=None):
 def run_one(model, cfg, method, batch, ctx, args, device, dtype):
     import veloxquant
     import veloxquant.hf
+    gc.collect()  # the previous method's cache, if a reference cycle still held it
     if device.type == "cuda":
         torch.cuda.empty_cache()
     base = device_used(device)
+    peak = [base]
+
+    def sample():
+        peak[0] = max(peak[0], device_used(device))
+
     cache = None
     try:
         if method == "dynamic":
             cache, kv_bytes = fill_dynamic(cfg, batch, ctx, device, dtype)
         else:
             cache, kv_bytes = fill_veloxquant(model, cfg, method, batch, ctx, device, args.chunk)
+        sample()
         label = f"{method} at {ctx} tokens" if method in args.profile.split(",") else None
-        med, mean = decode(model, cache, batch, ctx, args.steps, args.warmup, device, label)
-        used = device_used(device) - base
+        med, mean = decode(model, cache, batch, ctx, args.steps, args.warmup, device, label, sample)
         return {"method": method, "batch": batch, "context": ctx, "step_ms": med * 1e3, "mean_step_ms": mean * 1e3,
-                "tokens_per_s": batch / med, "kv_gib": kv_bytes / 2**30, "device_gib": used / 2**30}
+                "tokens_per_s": batch / med, "kv_gib": kv_bytes / 2**30, "peak_gib": (peak[0] - base) / 2**30}
     except torch.OutOfMemoryError as e:
         return {"method": method, "batch": batch, "context": ctx, "error": "out of memory: " + str(e).split("\n")[0]}
     except veloxquant.UnsupportedError as e:  # a method this device's cache does not run: the next one goes on
@@ -172,6 +185,7 @@ def run_one(model, cfg, method, batch, ctx, args, device, dtype):
         if method != "dynamic":
             veloxquant.hf.uninstall(model)
         del cache
+        gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -181,7 +195,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--contexts", default="8192,32768,65536", help="comma-separated context lengths")
-    ap.add_argument("--methods", default="dynamic,kivi4-turbo3,kivi4-turbo2",
+    ap.add_argument("--methods", default="dynamic,quality-4bit,balanced-3bit",
                     help="'dynamic' (transformers DynamicCache, sdpa) and veloxquant presets, comma-separated")
     ap.add_argument("--steps", type=int, default=16, help="timed decode steps (the median is reported)")
     ap.add_argument("--warmup", type=int, default=3)
@@ -203,7 +217,7 @@ def main(argv=None):
           f"({time.perf_counter() - t:.1f} s); device {gpu}; torch {torch.__version__}", flush=True)
     rows = []
     print(f"{'context':>8} {'method':>14} {'step ms':>9} {'tok/s':>9} {'vs dynamic':>10} {'kv GiB':>8} "
-          f"{'device GiB':>10}", flush=True)
+          f"{'peak GiB':>10}", flush=True)
     for ctx in (int(c) for c in args.contexts.split(",")):
         ref = None
         for method in args.methods.split(","):
@@ -218,7 +232,7 @@ def main(argv=None):
             kvr = f" (kv {ref['kv_gib'] / r['kv_gib']:.1f}x smaller)" if ref and r is not ref else ""
             r["speedup"] = r["tokens_per_s"] / ref["tokens_per_s"] if ref else None
             print(f"{ctx:>8} {method:>14} {r['step_ms']:>9.2f} {r['tokens_per_s']:>9.1f} {ratio:>10} "
-                  f"{r['kv_gib']:>8.2f} {r['device_gib']:>10.2f}{kvr}", flush=True)
+                  f"{r['kv_gib']:>8.2f} {r['peak_gib']:>10.2f}{kvr}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": gpu, "torch": torch.__version__, "batch": args.batch, "rows": rows}, f, indent=1)

@@ -76,6 +76,9 @@ expect 0 "kivi2" bench cache $cache
 expect 0 "by the cpu clock" bench cache $cache --clock cpu
 # shellcheck disable=SC2086
 expect_json bench cache $cache --json
+# every preset that needs no tables, the named ones first after f16, the last method preset too
+expect 0 "balanced-3bit" bench cache --skv 256 --layers 1 --hkv 2 --hq 4 --dim 64 --page 128 --repeats 1 --methods all
+expect 0 "qjl" bench cache --skv 256 --layers 1 --hkv 2 --hq 4 --dim 64 --page 128 --repeats 1 --methods all
 # 1k is 1024: the 512-token decode rows run, the 2K ones do not.
 att="--max-skv 1k --hkv 8 --repeats 1 --no-prefill --only kivi --threads 1"
 # shellcheck disable=SC2086

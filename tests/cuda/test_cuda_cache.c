@@ -35,6 +35,7 @@ typedef struct batch {
     int n;
     const int64_t *lens;
     int64_t capacity, grow; /* pages */
+    int page;               /* tokens per page */
 } batch;
 
 static const int64_t lens4[NSEQ] = {1, 7, 97, 300};
@@ -58,8 +59,8 @@ static void fill(vq_ctx *ctx, vq_cache *c, const int64_t *ids, const batch *bt, 
 static void compare(vq_ctx *cpu, vq_ctx *gpu, const char *name, const vq_cache_layer_config *lc, int R,
                     const batch *bt, const ct_store *st, const DLTensor *dk, const DLTensor *dv)
 {
-    vq_cache *a = ct_cache_seqs(cpu, lc, 1, HKV, HQ, DIM, PAGE, R, bt->capacity, bt->grow, NMANY + 1);
-    vq_cache *b = ct_cache_seqs(gpu, lc, 1, HKV, HQ, DIM, PAGE, R, bt->capacity, bt->grow, NMANY + 1);
+    vq_cache *a = ct_cache_seqs(cpu, lc, 1, HKV, HQ, DIM, bt->page, R, bt->capacity, bt->grow, NMANY + 1);
+    vq_cache *b = ct_cache_seqs(gpu, lc, 1, HKV, HQ, DIM, bt->page, R, bt->capacity, bt->grow, NMANY + 1);
     if (a == NULL || b == NULL) {
         vq_cache_free(a), vq_cache_free(b);
         return;
@@ -154,7 +155,8 @@ static void test_cuda_vs_cpu(void)
     };
     int64_t lens_many[NMANY];
     for (int s = 0; s < NMANY; s++) lens_many[s] = 1 + (53 * s + 11) % NMAX; /* across pages and groups */
-    const batch one_chunk = {NSEQ, lens4, 32, 8}, chunks = {NSEQ, lens4, 2, 3}, many = {NMANY, lens_many, 128, 8};
+    const batch one_chunk = {NSEQ, lens4, 32, 8, PAGE}, chunks = {NSEQ, lens4, 2, 3, PAGE},
+                many = {NMANY, lens_many, 128, 8, PAGE};
     for (int gathered = 0; gathered < 2; gathered++) {
         if (gathered) setenv("VQ_CACHE_CUDA_GATHER", "1", 1);
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -167,6 +169,20 @@ static void test_cuda_vs_cpu(void)
     }
     /* the per-format skeleton's pages, KIVI's scale groups and the Hamming keys among them */
     for (size_t i = 2; i < 7; i++) compare(cpu, gpu, cases[i].name, &cases[i].lc, 0, &many, &st, dk, dv);
+    /* every method preset by its name (the configurations above are
+     * variants of them): with a window, and paged over many sequences; a
+     * preset whose key groups span two of the pages above gets pages of
+     * 2 * PAGE tokens */
+    for (int i = 0; i < vq_cache_preset_count(); i++) {
+        const vq_cache_preset_info *p = vq_cache_preset(i);
+        if (p->recipe || p->needs_tables) continue;
+        vq_cache_layer_config lc;
+        VT_OK(cpu, vq_cache_preset_layer_config(p->name, DIM, &lc));
+        const int page = lc.keys.group_size > PAGE ? 2 * PAGE : PAGE;
+        const batch one = {NSEQ, lens4, 32, 8, page}, all = {NMANY, lens_many, 128, 8, page};
+        compare(cpu, gpu, p->name, &lc, 8, &one, &st, dk, dv);
+        compare(cpu, gpu, p->name, &lc, 0, &all, &st, dk, dv);
+    }
 
     /* host memory on a CUDA cache says so and changes nothing */
     const vq_cache_layer_config f16 = {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_F16}};
@@ -351,7 +367,7 @@ static void compare_recipe(vq_ctx *cpu, vq_ctx *gpu, const recipe *r, const ct_s
     }
     for (int s = 0; r->fit_q && s < RSEQ; s++)
         fit_both(cpu, gpu, a, b, ia[s], ib[s], st, dk, dv, qfit, dqfit, s, lens4[s] < FIT ? lens4[s] : FIT);
-    const batch bt = {RSEQ, lens4, 32, 0};
+    const batch bt = {RSEQ, lens4, 32, 0, r->preset ? 2 * PAGE : PAGE}; /* the pool made above */
     fill(cpu, a, ia, &bt, st, NULL, NULL);
     fill(gpu, b, ib, &bt, st, dk, dv);
     /* fitted on the host from the same rows on both backends: the same tables, bit for bit */

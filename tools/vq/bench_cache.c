@@ -378,7 +378,7 @@ int vq_cmd_bench_cache(int argc, char **argv)
         {"backend", VQA_CHOICE, &o.backend, .choices = backends, .help = "where the cache lives"},
         {"skv", VQA_SIZES, &o.skv, 1, 1 << 20, "N,..", "tokens per sequence (default 4K,32K; cuda 4K,32K,128K)"},
         {"batch", VQA_SIZES, &o.batch, 1, 256, "B,..", "sequences per step (default 1; cuda 1,8)"},
-        {"methods", VQA_STRING, &o.methods, .metavar = "P,..", .help = "presets (vq_cache_preset names; the named ones with their sink, centering and window, not smoothing)"},
+        {"methods", VQA_STRING, &o.methods, .metavar = "P,..", .help = "presets (vq_cache_preset names; the named ones with their sink, centering and window, not smoothing), f16 first; all = every preset that needs no fitted tables"},
         {"layers", VQA_INT, &o.layers, 1, 8, "N", "layers per step"},
         {"hkv", VQA_INT, &o.hkv, 1, 64, "N", "kv heads"},
         {"hq", VQA_INT, &o.hq, 1, 256, "N", "query heads (a multiple of hkv)"},
@@ -418,7 +418,17 @@ int vq_cmd_bench_cache(int argc, char **argv)
     }
     if (o.batch.n == 0) o.batch = cuda ? (vqa_sizes){2, {1, 8}} : (vqa_sizes){1, {1}};
     char list[512];
-    snprintf(list, sizeof list, "%s", o.methods);
+    if (strcmp(o.methods, "all") == 0) {
+        /* f16 first (every ratio's reference), then the presets in their listed order */
+        int at = snprintf(list, sizeof list, "f16");
+        for (int i = 0; i < vq_cache_preset_count(); i++) {
+            const vq_cache_preset_info *p = vq_cache_preset(i);
+            if (!p->needs_tables && strcmp(p->name, "f16") != 0 && at < (int)sizeof list)
+                at += snprintf(list + at, sizeof list - (size_t)at, ",%s", p->name);
+        }
+    } else {
+        snprintf(list, sizeof list, "%s", o.methods);
+    }
     const char *names[32];
     int nm = 0;
     for (char *tok = strtok(list, ","); tok && nm < 32; tok = strtok(NULL, ",")) names[nm++] = tok;
