@@ -66,6 +66,14 @@ if [ -s "$model" ]; then
     expect 0 "compact-2.5bit@0=kivi4" perplexity -m "$model" --kv balanced-3bit,compact-2.5bit@0=kivi4 --ctx 64 \
         --windows 1 "$text"
     expect 2 "'balanced-3bits' is not a preset" perplexity -m "$model" --kv balanced-3bits --ctx 64 "$text"
+    # --skip-tokens: the windows start later in the text; two windows from the start are the first one
+    # and the one at token 64 (perplexities multiply: ppl(2 windows)^2 = ppl(first) * ppl(skipped))
+    expect 2 "the text has only" perplexity -m "$model" --skip-tokens 10G "$text"
+    ppl_of() { "$vq" perplexity -m "$model" --kv f16 --ctx 64 --threads 1 "$@" "$text" 2>/dev/null | awk '$2 == "f16" { p = $5 } END { print p }'; }
+    both=$(ppl_of --windows 2) first=$(ppl_of --windows 1) second=$(ppl_of --windows 1 --skip-tokens 64)
+    if awk -v a="$both" -v b="$first" -v c="$second" 'BEGIN { d = a * a / (b * c) - 1; exit !(a > 0 && b != c && d < 1e-4 && d > -1e-4) }'; then
+        echo "ok   perplexity --skip-tokens 64 scores the second window"
+    else echo "FAIL: perplexity --skip-tokens ($both, $first, $second)"; failures=$((failures + 1)); fi
     if [ "$(head -c 4 "$tmp/ppl.png" | tail -c 3)" = "PNG" ]; then echo "ok   perplexity --plot wrote a PNG"
     else echo "FAIL: perplexity --plot wrote no PNG"; failures=$((failures + 1)); fi
     # per-layer overrides: every layer overridden = the preset itself (same ppl and bits); one layer of 30

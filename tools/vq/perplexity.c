@@ -46,7 +46,7 @@ typedef struct ppl_opts {
     vqm_cli_common c;
     const char *kv, *plot, *tokens;
     vqa_sizes ctx;
-    int64_t max_tokens, windows;
+    int64_t max_tokens, skip_tokens, windows;
     bool json;
 } ppl_opts;
 
@@ -57,7 +57,8 @@ int vq_cmd_perplexity(int argc, char **argv)
     const vqa_opt opts[] = {
         {"kv", VQA_STRING, &o.kv, 0, 0, "LIST", "comma-separated cache presets, profile FILEs (vq_profile_save) or KEYS/VALUES, each optionally with @LAYERS=METHOD overrides and last suffixes +w8 / +w1..+w7 (window at 8 or 1..7 bits), +rN (this method's --residual), +wideN (KIVI_MIX wide channels) and +vs16 (f16 TurboQuant value scales) (f16 always runs as the reference)"},
         {"ctx", VQA_SIZES, &o.ctx, 2, 1 << 20, "LIST", "window sizes in tokens (512,2048,8192)"},
-        {"max-tokens", VQA_SIZE, &o.max_tokens, 0, 1ll << 40, "N", "use at most the first N tokens (0 = all)"},
+        {"max-tokens", VQA_SIZE, &o.max_tokens, 0, 1ll << 40, "N", "use at most the first N tokens (0 = all; after --skip-tokens)"},
+        {"skip-tokens", VQA_SIZE, &o.skip_tokens, 0, 1ll << 40, "N", "start the windows at token N of the text: score a part that a tune (its last tokens) or a search on the first windows did not read"},
         {"windows", VQA_INT, &o.windows, 0, 1 << 30, "W", "at most W windows per context (0 = all)"},
         {"plot", VQA_OUT_FILE, &o.plot, 0, 0, "FILE.png", "draw perplexity change against bits per element"},
         {"tokens", VQA_OUT_FILE, &o.tokens, 0, 0, "FILE.tsv",
@@ -116,6 +117,15 @@ int vq_cmd_perplexity(int argc, char **argv)
     vqm_tokenize(model->tok, text, len, false, toks, nt);
     free(text);
     const int64_t total_tokens = nt;
+    if (o.skip_tokens >= nt) {
+        fprintf(stderr, "vq perplexity: --skip-tokens %lld: the text has only %lld tokens\n", (long long)o.skip_tokens,
+                (long long)nt);
+        free(toks);
+        vqm_model_free(model);
+        return VQ_EXIT_USAGE;
+    }
+    const int32_t *text_toks = toks + o.skip_tokens;
+    nt -= o.skip_tokens;
     if (o.max_tokens > 0 && o.max_tokens < nt) nt = o.max_tokens;
     vq_ctx *ctx = tool_ctx((int)o.c.threads, NULL);
     const int V = model->cfg.vocab;
@@ -166,7 +176,7 @@ int vq_cmd_perplexity(int argc, char **argv)
             vqp_step(&prog, "ctx %lld window %lld/%lld", (long long)C, (long long)w + 1, (long long)nw);
             /* a model that starts every text with BOS (Gemma) gets it as each window's first
              * token, never scored (llama-perplexity does the same) */
-            memcpy(win, toks + w * C, (size_t)C * sizeof *win);
+            memcpy(win, text_toks + w * C, (size_t)C * sizeof *win);
             vqm_tokenizer_start_window(model->tok, win);
             for (int64_t i = 0; i < C * nm; i++) win_nll[i] = NAN;
             for (int m = 0; m < nm; m++) tool_check(ctx, vqm_session_reset(sess[m], err) == VQ_OK ? VQ_OK : VQ_ERR_INVALID_ARGUMENT, err);
@@ -229,6 +239,7 @@ int vq_cmd_perplexity(int argc, char **argv)
     vqr_info_str(r, "model", o.c.model);
     vqr_info_str(r, "text", pos[0]);
     vqr_info_num(r, "text_tokens", (double)total_tokens, "tokens");
+    vqr_info_num(r, "skip_tokens", (double)o.skip_tokens, "tokens");
     vqr_info_num(r, "tokens_used", (double)nt, "tokens");
     vqr_info_num(r, "seconds", elapsed, "s");
     if (r == NULL)
