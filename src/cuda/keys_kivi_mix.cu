@@ -1,13 +1,16 @@
 /* keys_kivi_mix.cu — mixed-width KIVI keys (VQ_KEY_KIVI_MIX, layout
  * formats/format_kivi_mix.h) on CUDA: the cache method's device encoder (the
- * bytes of the CPU encoder, src/cache/method_kivi_mix.c), the decode skeleton's key
- * policy, the format's fields of vq_cu_sdpa_params and their fill, the
- * policy's template instances over the cache's value formats, and the descriptor
- * the registry lists (keys_registry.h). The format has no public
- * vq_keys_format: the cache passes it as vq_cuda_kivi_mix_keys
+ * bytes of the CPU encoder, src/cache/method_kivi_mix.c), the decode skeleton's
+ * general key policy (any widths and groups) and its template instances over
+ * the cache's value formats, the fill of the format's fields of
+ * vq_cu_sdpa_params (keys_kivi_mix.cuh), and the descriptor the registry
+ * lists (keys_registry.h), whose launchers run the run form
+ * (keys_kivi_mix_runs.cu) where kivi_mix_runs.h allows it. The format has no
+ * public vq_keys_format: the cache passes it as vq_cuda_kivi_mix_keys
  * (attention/attn_cuda.h). */
 #include "cuda/codec_common.cuh"
-#include "cuda/kv_keys.cuh"
+#include "cuda/keys_kivi_mix.cuh"
+#include "cuda/kivi_mix_runs.h"
 #include "formats/format_kivi_mix.h"
 
 namespace vqkv {
@@ -107,16 +110,6 @@ static __global__ void __launch_bounds__(kMixMaxD)
 
 /* ---- attention ---- */
 
-/* The format's fields of p.kp. */
-struct MixParams {
-    const uint8_t *codes;       /* token rows of rb bytes */
-    const __half *scale, *zero; /* [groups, D] */
-    const uint8_t *mask;        /* [groups, D/8] */
-    int rb, g, nw, bits, bits2;
-    int GK;    /* contiguous: groups per (b, kv head) */
-    int paged; /* group of flattened token tok: tok / g (pages hold whole groups) */
-};
-
 /* 64 bits of row (rb bytes) from stream bit `bit` on: three aligned words
  * where they lie inside the row, else the row's bytes one at a time (no
  * byte outside the row is read: neighbouring rows may be unwritten). */
@@ -140,10 +133,12 @@ __device__ __forceinline__ uint64_t mix_window(const uint8_t *row, int rb, int b
     return sh == 0 ? lo : lo >> sh | (uint64_t)w[2] << (64 - sh);
 }
 
-/* ---- KIVI_MIX: k_hat[t,c] = code * scale[t/g, c] + zero[t/g, c], the code
- * bits2 wide where the group's mask marks c, else bits. Per 8-channel chunk
- * the mask byte says how many codes come from each stream: one 64-bit
- * window of each (kw * bits2 and (8 - kw) * bits <= 64 bits) ---- */
+/* ---- KIVI_MIX, the general form (any widths, wide count and group; the
+ * run form, keys_kivi_mix_runs.cu, takes the presets' layouts):
+ * k_hat[t,c] = code * scale[t/g, c] + zero[t/g, c], the code bits2 wide where
+ * the group's mask marks c, else bits. Per 8-channel chunk the mask byte says
+ * how many codes come from each stream: one 64-bit window of each
+ * (kw * bits2 and (8 - kw) * bits <= 64 bits) ---- */
 struct MixKeys {
     template <int W, int R>
     struct P {
@@ -225,10 +220,26 @@ static vq_status fill(vq_ctx *ctx, const vq_encoded_keys *keys, float, vq_cu_sdp
     m.bits2 = k->bits2;
     m.GK = (int)vq_dim(k->scale, 2);
     m.paged = p->c.pg.pages != NULL;
+    /* the run form reads a row in 4-byte loads where every row starts on 4
+     * bytes, else in 2-byte ones (its rows have an even byte count) */
+    const uintptr_t base = (uintptr_t)m.codes;
+    const bool runs = vq_cu_kivi_mix_runs(p->c.D, m.nw, m.bits, m.bits2, m.g) && base % 2 == 0;
+    m.unit = !runs ? 0 : m.rb % 4 == 0 && base % 4 == 0 ? 4 : 2;
     return VQ_OK;
 }
 
+/* The run form where fill chose it, else the general policy. */
+static int launch_f16(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
+{
+    if (vqkv::key_params<vqkv::MixParams>(*p).unit) return vqkv::mix_runs_launch_f16(p, stream, occupancy);
+    return vqkv::kv_launch_f16<vqkv::MixKeys::P>(p, stream, occupancy);
+}
+static int launch_enc(const vq_cu_sdpa_params *p, void *stream, int *occupancy)
+{
+    if (vqkv::key_params<vqkv::MixParams>(*p).unit) return vqkv::mix_runs_launch_enc(p, stream, occupancy);
+    return vqkv::kv_launch_enc<vqkv::MixKeys::P>(p, stream, occupancy);
+}
+
 /* plain values only in f16: the cache's (the format has no public entry) */
-extern "C" const vq_cu_key_format vq_cu_keys_kivi_mix = {
-    VQ_CU_SDPA_KIVI_MIX, fill, vqkv::kv_launch_f16<vqkv::MixKeys::P>, vqkv::kv_launch_enc<vqkv::MixKeys::P>, true,
-    VQ_KEY_KIVI_MIX,     cache_encode};
+extern "C" const vq_cu_key_format vq_cu_keys_kivi_mix = {VQ_CU_SDPA_KIVI_MIX, fill, launch_f16, launch_enc, true,
+                                                         VQ_KEY_KIVI_MIX,     cache_encode};

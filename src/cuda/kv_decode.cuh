@@ -29,7 +29,12 @@
  *   prepare(qs, qw, rows)        once per CTA: qs [R][qw] prepared queries in
  *                                shared memory (f32); per-row constants
  *   score(tok, t, qs, s[R])      log2-domain scores of flattened token tok
- *                                (sequence position t) for every row
+ *                                (sequence position t) for every row; called
+ *                                by the warp's 32 lanes together, once per
+ *                                tile (warp-collective work may go here)
+ *   kTileFloats (optional)       floats of shared memory the policy keeps
+ *                                past the queries, at qs + R * qw (its score
+ *                                takes qs as float * to write them)
  * Value policy VP<CPL>:
  *   Pre                          one lane's chunk of one token
  *   load(tok, Pre&)              issues its loads (channels base .. base+CPL)
@@ -39,6 +44,7 @@
 #define VQ_CUDA_KV_DECODE_CUH
 
 #include <climits>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 
@@ -73,12 +79,24 @@ struct KvSmem {
     float red_m[kWarps][R], red_l[kWarps][R];
 };
 
-/* Dynamic shared memory of an instance: the prepared queries, aliased after
- * the last tile by the warps' accumulators (red_acc). */
+/* The shared floats a key policy keeps past the prepared queries
+ * (KP::kTileFloats; 0 when it declares none). */
+template <class KP, class = void>
+struct TileFloats {
+    static constexpr int value = 0;
+};
+template <class KP>
+struct TileFloats<KP, std::void_t<decltype(KP::kTileFloats)>> {
+    static constexpr int value = KP::kTileFloats;
+};
+
+/* Dynamic shared memory of an instance: the prepared queries and the key
+ * policy's floats (tile), aliased after the last tile by the warps'
+ * accumulators (red_acc). */
 template <int W, int R>
-__host__ __device__ inline int dyn_floats(int qpf)
+__host__ __device__ inline int dyn_floats(int qpf, int tile)
 {
-    const int q = R * q_stride(qpf), red = kWarps * R * W;
+    const int q = R * q_stride(qpf) + tile, red = kWarps * R * W;
     return q > red ? q : red;
 }
 
@@ -260,7 +278,7 @@ template <template <int, int> class KP, template <int, int> class VP, int W, int
 inline int kv_go(const vq_cu_sdpa_params &p, void *stream, int *occupancy)
 {
     auto k = kv_kernel<KP, VP, W, R>;
-    const int dyn = (int)sizeof(float) * dyn_floats<W, R>(p.qpf);
+    const int dyn = (int)sizeof(float) * dyn_floats<W, R>(p.qpf, TileFloats<KP<W, R>>::value);
     if (dyn > 48 * 1024) {
         const int e = allow_dyn(k, dyn);
         if (e) return e;

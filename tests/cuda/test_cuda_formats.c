@@ -21,6 +21,17 @@
  *     longest (the gathered kernels' contiguous group indexing);
  *   - the methods of the presets quality-4bit, balanced-3bit,
  *     compact-2.5bit, kivimix-turbo2 and qjl (groups of 128, pages of 128).
+ * Mixed-width KIVI keys have two key policies on the device
+ * (kivi_mix_runs.h): the run form (2/4 bits, whole 8-code chunks per width,
+ * groups of whole 32-token tiles) and the general one. Each case names the
+ * form it must reach, checked against the rule first, so that both forms
+ * run: the run form at D 64 and 128, with rows read in 2-byte (D 64, 24 or
+ * 8 wide of 64: 22- or 18-byte rows) and 4-byte loads, groups of one tile
+ * (g 32, pages of 32) and of several tiles inside a page (g 64 in pages of
+ * 64, g 128 in the presets'); the general form for other widths, a group
+ * smaller than a tile (the tile straddles groups) and a wide count that
+ * splits a chunk between the runs. Every sequence but the longest ends in a
+ * group still filling (in the residual window).
  * vq_fused_sdpa: f16 scales against the same call on the CPU (the codes are
  * the same bytes on both sides), Skv 77 and 300, Sq 1 and 4 causal.
  *
@@ -32,7 +43,9 @@
 #include "skip_without_cuda.h"
 #ifdef VQ_TEST_HAVE_CUDA
 #include "cache_test_util.h"
+#include "cuda/kivi_mix_runs.h"
 #include "cuda_test_util.h"
+#include "formats/format_kivi_mix.h"
 
 enum { HKV = 2, HQ = 6, PAGE = 32, NSEQ = 4, NMAX = 160 };
 
@@ -159,6 +172,20 @@ static void compare(vq_ctx *cpu, vq_ctx *gpu, const char *name, const vq_cache_l
     }
 }
 
+/* Whether layer config lc's mixed-width keys at head dim D reach the form
+ * the case names (runs: the run form), as kivi_mix_runs.h decides; true for
+ * other key methods. */
+static bool mix_form_is(const vq_cache_layer_config *lc, int D, bool runs, const char *name)
+{
+    const vq_key_config *k = &lc->keys;
+    if (k->method != VQ_KEY_KIVI_MIX) return true;
+    const bool got = vq_cu_kivi_mix_runs(D, vq_kivi_mix_wide_channels(k->wide_channels, D), k->bits, k->bits2,
+                                         k->group_size ? k->group_size : 32);
+    VT_CHECK(got == runs, "%s D%d: reaches the %s form of the mixed-width key policy, the case is for the %s one",
+             name, D, got ? "run" : "general", runs ? "run" : "general");
+    return got == runs;
+}
+
 static void test_cache_formats(void)
 {
     vq_ctx *cpu = vt_ctx(0), *gpu = ct_ctx();
@@ -171,31 +198,55 @@ static void test_cache_formats(void)
             const char *name;
             vq_cache_layer_config lc;
             bool exact;
+            int page;
+            bool runs; /* mixed-width keys: the run form of the key policy */
         } cases[] = {
             /* the presets' split: 24 of 64 channels at 4 bits, 2 elsewhere */
             {"kivimix 2/4 x f16",
              {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 32, .wide_channels = 24 * D / 64},
               {.method = VQ_VALUE_F16}},
-             true},
+             true, PAGE, true},
             /* odd widths: codes straddle bytes, rows end inside a byte */
             {"kivimix 3/5 x codebook",
              {{.method = VQ_KEY_KIVI_MIX, .bits = 3, .bits2 = 5, .group_size = 16, .wide_channels = 7},
               {.method = VQ_VALUE_CODEBOOK}},
-             true},
+             true, PAGE, false},
             {"kivimix 1/8 x turbo2 f16",
              {{.method = VQ_KEY_KIVI_MIX, .bits = 1, .bits2 = 8, .group_size = 32},
               {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}},
-             false},
+             false, PAGE, false},
             {"f16 x turbo3 f16", {{.method = VQ_KEY_F16}, {.method = VQ_VALUE_TURBO, .bits = 3, .scale_f16 = true}},
-             false},
-            {"qjl x codebook", {{.method = VQ_KEY_QJL}, {.method = VQ_VALUE_CODEBOOK}}, false},
-            {"qjl m37 x kivi4", {{.method = VQ_KEY_QJL, .qjl_sketch = 37}, {.method = VQ_VALUE_KIVI, .bits = 4}}, false},
+             false, PAGE, false},
+            {"qjl x codebook", {{.method = VQ_KEY_QJL}, {.method = VQ_VALUE_CODEBOOK}}, false, PAGE, false},
+            {"qjl m37 x kivi4", {{.method = VQ_KEY_QJL, .qjl_sketch = 37}, {.method = VQ_VALUE_KIVI, .bits = 4}}, false,
+             PAGE, false},
+            /* the run form over groups of two tiles (pages of one group): the
+             * tile in a group's second half reads that group */
+            {"kivimix 2/4 g64 x turbo2 f16",
+             {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 64, .wide_channels = 32 * D / 64},
+              {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}},
+             false, 64, true},
+            /* the presets' widths where the run form does not apply: groups
+             * of 16 (a tile straddles two groups), 20 wide (a chunk of both widths) */
+            {"kivimix 2/4 g16 x turbo2 f16",
+             {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 16, .wide_channels = 24 * D / 64},
+              {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}},
+             false, PAGE, false},
+            {"kivimix 2/4 wide 20 x kivi4",
+             {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 32, .wide_channels = 20},
+              {.method = VQ_VALUE_KIVI, .bits = 4}},
+             false, PAGE, false},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-            compare(cpu, gpu, cases[i].name, &cases[i].lc, D, PAGE, cases[i].exact, 32, &st, dk, dv);
-        /* a pool grown past its first chunk: the gathered path */
-        compare(cpu, gpu, cases[0].name, &cases[0].lc, D, PAGE, true, 3, &st, dk, dv);
-        compare(cpu, gpu, cases[4].name, &cases[4].lc, D, PAGE, false, 3, &st, dk, dv);
+            if (mix_form_is(&cases[i].lc, D, cases[i].runs, cases[i].name))
+                compare(cpu, gpu, cases[i].name, &cases[i].lc, D, cases[i].page, cases[i].exact, 32, &st, dk, dv);
+        /* a pool grown past its first chunk: the gathered path (contiguous
+         * group indexing), both forms of the mixed-width key policy */
+        const int grown[] = {0, 4, 6, 7};
+        for (int i = 0; i < 4; i++) {
+            const int j = grown[i];
+            compare(cpu, gpu, cases[j].name, &cases[j].lc, D, cases[j].page, cases[j].exact, 3, &st, dk, dv);
+        }
         ct_free(dk), ct_free(dv);
         ct_store_free(&st);
     }
@@ -205,6 +256,7 @@ static void test_cache_formats(void)
     for (int i = 0; i < 5; i++) {
         vq_cache_layer_config lc;
         VT_OK(cpu, vq_cache_preset_layer_config(presets[i], 64, &lc));
+        if (!mix_form_is(&lc, 64, true, presets[i])) continue;
         ct_store st = ct_store_new(NSEQ, HKV, NMAX, 64, &rng);
         DLTensor *dk = ct_upload(st.k), *dv = ct_upload(st.v);
         compare(cpu, gpu, presets[i], &lc, 64, 128, false, 8, &st, dk, dv);

@@ -12,10 +12,12 @@
  * vq_rabitq_fused_attend (Hamming and exact scores) and
  * vq_rabitq_prefill_attend (NaN and +inf magnitudes, NaN query), vq_fused_sdpa
  * with f16 TurboQuant value scales (NaN, +inf), and the cache's device
- * encoders (mixed-width KIVI keys, QJL keys, CODEBOOK values, f16 value
- * scales) over a NaN / +inf key and value. Needs a GPU (skips without one). */
+ * encoders (mixed-width KIVI keys, both forms of their key policy; QJL
+ * keys, CODEBOOK values, f16 value scales) over a NaN / +inf key and value.
+ * Needs a GPU (skips without one). */
 #include "skip_without_cuda.h"
 #ifdef VQ_TEST_HAVE_CUDA
+#include "cuda/kivi_mix_runs.h"
 #include "cuda_test_util.h"
 
 enum { HQ = 8, HKV = 2, D = 128, SKV = 300 };
@@ -257,19 +259,28 @@ static void test_formats(void)
     /* the cache: one sequence, a NaN key in one group, +inf and NaN values */
     vt_set(k, kv_at(1, 40, 7), NAN);        /* kv head 1: its key group's scores */
     vt_set(k, kv_at(0, 200, 3), INFINITY);  /* mixed-width KIVI only (an inf scale: its group's scores NaN) */
+    vt_set(k, kv_at(1, 64, 5), NAN);        /* a group's first token: mixed-width KIVI's zero is NaN */
     vt_set(v, kv_at(0, 100, 5), INFINITY);
     vt_set(v, kv_at(1, 250, 9), NAN);
+    /* mixed-width keys in both forms of the device's key policy
+     * (kivi_mix_runs.h): the run form (groups of 32) and the general one
+     * (groups of 16: a tile straddles two) */
     const vq_cache_layer_config cases[] = {
         {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 32, .wide_channels = 48},
          {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}},
+        {{.method = VQ_KEY_KIVI_MIX, .bits = 2, .bits2 = 4, .group_size = 16, .wide_channels = 48},
+         {.method = VQ_VALUE_TURBO, .bits = 2, .scale_f16 = true}},
         {{.method = VQ_KEY_QJL}, {.method = VQ_VALUE_CODEBOOK}},
     };
-    static const char *const names[] = {"cache: kivimix x turbo2 f16 scales", "cache: qjl x codebook"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const names[] = {"cache: kivimix (run form) x turbo2 f16 scales",
+                                        "cache: kivimix (general form) x turbo2 f16 scales", "cache: qjl x codebook"};
+    VT_CHECK(vq_cu_kivi_mix_runs(D, 48, 2, 4, 32) && !vq_cu_kivi_mix_runs(D, 48, 2, 4, 16),
+             "the kivimix cases reach the run and the general form of the key policy");
+    for (int i = 0; i < 3; i++) {
         /* QJL scores an inf key +inf or -inf by the sign of a sum of
          * projections, which another summation order may flip where the
          * sum is near 0: -inf (the token excluded) on one side only */
-        if (i == 1) vt_set(k, kv_at(0, 200, 3), 0.5);
+        if (i == 2) vt_set(k, kv_at(0, 200, 3), 0.5);
         DLTensor *hk = ct_upload(k), *hv = ct_upload(v);
         const vq_cache_config cfg = {.n_layers = 1, .n_kv_heads = HKV, .n_q_heads = HQ, .head_dim = D,
                                      .page_size = 64, .capacity_pages = 8, .max_sequences = 1,

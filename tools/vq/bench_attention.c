@@ -29,7 +29,7 @@ static const int64_t decode_sizes[] = {512, 2048, 8192, 32768, 65536};
 static const int64_t decode_hkvs[] = {32, 8};
 
 static const char *const backends[] = {"cpu", "cuda", NULL};
-static const char *const cuda_formats[] = {"all", "kivi", "hamming", "exact", NULL};
+static const char *const cuda_formats[] = {"all", "kivi", "hamming", "exact", "cache", NULL};
 
 /* Every option of both backends: one table, so one --help and one parser. */
 static int parse(int argc, char **argv, bench_args *a)
@@ -49,7 +49,8 @@ static int parse(int argc, char **argv, bench_args *a)
         {"warm", VQA_FLAG, &a->warm, .help = "cpu: leave the caches warm between calls (default: a read pass evicts them)"},
         {"only", VQA_STRING, &a->only, 0, 0, "NAME", "cpu: only the formats whose name contains NAME (and f16)"},
         {"b1", VQA_FLAG, &a->cuda.b1, .help = "cuda: batch 1 only, no split sweep (a shorter run)"},
-        {"format", VQA_CHOICE, &a->cuda.format, .choices = cuda_formats, .help = "cuda: only this format's rows"},
+        {"format", VQA_CHOICE, &a->cuda.format, .choices = cuda_formats,
+         .help = "cuda: only this format's rows (cache: mixed-width KIVI keys and controls, through the KV cache)"},
         {"skv", VQA_SIZE, &a->cuda.skv, 0, 1 << 30, "N", "cuda: only this Skv (4K, 32K or 128K), 0 = all"},
         VQA_JSON_OPT(&a->json),
     };

@@ -63,7 +63,8 @@ void vqb_parallel(int threads, int64_t n, void (*fn)(void *arg, int64_t lo, int6
 typedef struct vqb_cuda_args {
     bool b1;         /* batch 1 only, no split sweep */
     bool json;
-    int format;      /* 0 all, 1 kivi, 2 rabitq hamming, 3 rabitq exact */
+    int format;      /* 0 all, 1 kivi, 2 rabitq hamming, 3 rabitq exact, 4 the cache's rows
+                        (bench_sdpa_mix_cuda.c: mixed-width KIVI keys and their controls) */
     int64_t skv;     /* only this Skv; 0 = all */
     int64_t hkv;     /* only this Hkv; 0 = all */
 } vqb_cuda_args;

@@ -87,6 +87,19 @@ DLTensor *vqb_cu_dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, i
     vqb_cu_fill_random(x->t.data, n, kind);
     return &x->t;
 }
+void vqb_cu_report_shape(vqr *rep, int B, int Hq, int Hkv, int Skv, int D, double bytes, double sec, double bw)
+{
+    vqr_int(rep, "b", B, NULL);
+    vqr_int(rep, "hq", Hq, NULL);
+    vqr_int(rep, "hkv", Hkv, NULL);
+    vqr_int(rep, "skv", Skv, "tokens");
+    vqr_int(rep, "d", D, NULL);
+    vqr_num(rep, "bytes", bytes, "B");
+    vqr_num(rep, "time", sec * 1e6, "us");
+    vqr_num(rep, "bandwidth", bytes / sec / 1e9, "GB/s");
+    vqr_num(rep, "copy_fraction", bytes / sec / bw, NULL);
+}
+
 size_t vqb_cu_dbytes(const DLTensor *t)
 {
     size_t n = t->dtype.bits / 8;
@@ -118,7 +131,7 @@ double vqb_cu_copy_bw(void)
     return 2.0 * n / (ts[10] * 1e-3);
 }
 
-enum { FMT_KIVI, FMT_RQ_HAM, FMT_RQ_EXACT };
+enum { FMT_KIVI, FMT_RQ_HAM, FMT_RQ_EXACT, FMT_CACHE /* --format cache: bench_sdpa_mix_cuda.c only */ };
 static const char *fmt_name[] = {"kivi-2bit g32 f16", "rabitq hamming", "rabitq exact"};
 
 typedef struct set {
@@ -294,15 +307,7 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
                     if (rep) {
                         vqr_row(rep);
                         vqr_str(rep, "format", fmt_name[f]);
-                        vqr_int(rep, "b", B, NULL);
-                        vqr_int(rep, "hq", Hq, NULL);
-                        vqr_int(rep, "hkv", Hkv, NULL);
-                        vqr_int(rep, "skv", Skv, "tokens");
-                        vqr_int(rep, "d", D, NULL);
-                        vqr_num(rep, "bytes", bytes, "B");
-                        vqr_num(rep, "time", sec * 1e6, "us");
-                        vqr_num(rep, "bandwidth", bytes / sec / 1e9, "GB/s");
-                        vqr_num(rep, "copy_fraction", bytes / sec / bw, NULL);
+                        vqb_cu_report_shape(rep, B, Hq, Hkv, Skv, D, bytes, sec, bw);
                         vqr_num(rep, "time_staged", env_mode ? NAN : sec_mode[1] * 1e6, "us");
                     } else {
                         printf("%-20s %2d %3d %4d %7d %9.1f %9.1f %8.0f %6.1f%% %9.1f\n", fmt_name[f], B, Hq, Hkv,
@@ -321,6 +326,7 @@ int vqb_bench_attention_cuda(const vqb_cuda_args *a, int argc, char **argv)
     vqp_end(&p);
     if (!quick && only_fmt < 0 && !only_skv && !only_hkv) sweep_splits(ctx, bw, rep);
     if (only_fmt < 0) vqb_bench_sdpa_cuda(ctx, bw, quick, only_skv, only_hkv, rep);
+    if (only_fmt < 0 || only_fmt == FMT_CACHE) vqb_bench_sdpa_mix_cuda(ctx, bw, quick, only_skv, only_hkv, rep);
     vqr_end(rep);
     vq_ctx_free(ctx);
     return VQ_EXIT_OK;

@@ -1,5 +1,5 @@
 /* bench_cuda.h — what the CUDA benchmarks of `vq bench attention --backend
- * cuda` share (bench_attention_cuda.c, bench_sdpa_cuda.c): device tensors of
+ * cuda` share (bench_attention_cuda.c, bench_sdpa_cuda.c, bench_sdpa_mix_cuda.c): device tensors of
  * pseudo-random data, the copy-bandwidth ceiling, a median helper. Built only
  * with VQ_TOOL_CUDA. */
 #ifndef VQ_TOOL_BENCH_CUDA_H
@@ -42,9 +42,16 @@ DLTensor *vqb_cu_dnew(dten *x, DLDataType dt, int64_t a, int64_t b, int64_t c, i
 size_t vqb_cu_dbytes(const DLTensor *t);
 /* Device-to-device copy bandwidth (bytes read + written per second). */
 double vqb_cu_copy_bw(void);
+/* The fields every decode row of the JSON report has: the shape, the bytes
+ * read, the median seconds, the bandwidth and its fraction of copy's (bw). */
+void vqb_cu_report_shape(vqr *rep, int B, int Hq, int Hkv, int Skv, int D, double bytes, double sec, double bw);
 /* vq_fused_sdpa over every key format (f16 values) and the f16 control at the
  * decode shapes of the table, filtered like it (0: all); --json rows to rep
  * when it is not NULL. */
 void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int only_hkv, vqr *rep);
+/* The key formats only the KV cache holds (mixed-width KIVI keys) and their
+ * controls, through a CUDA cache's decode attend at the same shapes and
+ * filters (bench_sdpa_mix_cuda.c). */
+void vqb_bench_sdpa_mix_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int only_hkv, vqr *rep);
 
 #endif

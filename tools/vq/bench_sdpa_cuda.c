@@ -221,15 +221,7 @@ void vqb_bench_sdpa_cuda(vq_ctx *ctx, double bw, int quick, int only_skv, int on
                         vqr_str(rep, "format", "fused_sdpa");
                         vqr_str(rep, "values", vname[vf]);
                         vqr_str(rep, "keys", kname[f]);
-                        vqr_int(rep, "b", B, NULL);
-                        vqr_int(rep, "hq", Hq, NULL);
-                        vqr_int(rep, "hkv", Hkv, NULL);
-                        vqr_int(rep, "skv", Skv, "tokens");
-                        vqr_int(rep, "d", D, NULL);
-                        vqr_num(rep, "bytes", bytes, "B");
-                        vqr_num(rep, "time", sec * 1e6, "us");
-                        vqr_num(rep, "bandwidth", bytes / sec / 1e9, "GB/s");
-                        vqr_num(rep, "copy_fraction", bytes / sec / bw, NULL);
+                        vqb_cu_report_shape(rep, B, Hq, Hkv, Skv, D, bytes, sec, bw);
                     } else {
                         printf("%-18s %-13s %2d %4d %7d %9.1f %9.1f %8.0f %6.1f%%\n", kname[f], vname[vf], B, Hkv, Skv, bytes / 1e6,
                                sec * 1e6, bytes / sec / 1e9, 100.0 * bytes / sec / bw);
