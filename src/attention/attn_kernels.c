@@ -36,7 +36,10 @@ static void build_tables(void)
                 vq_attn_kernels_init_avx512_vnni(k);
                 vq_attn_kernels_init_avx512_cbqk8(k);
             }
-            if (vq_cpu_has_avx512_vbmi()) vq_attn_kernels_init_avx512_vbmi(k);
+            if (vq_cpu_has_avx512_vbmi()) {
+                vq_attn_kernels_init_avx512_vbmi(k);
+                vq_attn_kernels_init_avx512_codebook(k);
+            }
             if (vq_cpu_has_avx512_vnni() && vq_cpu_has_avx512_vbmi()) {
                 vq_attn_kernels_init_avx512_pv8(k);
                 vq_attn_kernels_init_avx512_cb8(k);

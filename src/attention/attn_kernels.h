@@ -434,6 +434,7 @@ void vq_attn_kernels_init_avx512_softmax(vq_attn_kernels *k);
 void vq_attn_kernels_init_avx512_vnni(vq_attn_kernels *k); /* only where the CPU has AVX512_VNNI */
 void vq_attn_kernels_init_avx512_cbqk8(vq_attn_kernels *k); /* only where the CPU has AVX512_VNNI */
 void vq_attn_kernels_init_avx512_vbmi(vq_attn_kernels *k); /* only where the CPU has AVX512_VBMI */
+void vq_attn_kernels_init_avx512_codebook(vq_attn_kernels *k); /* the same; after the AVX2 kernels */
 void vq_attn_kernels_init_avx512_pv8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_cb8(vq_attn_kernels *k);  /* only where the CPU has VNNI and VBMI */
 void vq_attn_kernels_init_avx512_kivi_int8(vq_attn_kernels *k); /* only where the CPU has VNNI and VBMI */

@@ -97,6 +97,14 @@ static void score_int8(const rotated_keys *k, const vq_attn_thread *th, const vq
 static void decode_turbo(const rotated_keys *k, const vq_attn_kernels *kern, const vq_attn_block *blk,
                          uint8_t *scratch, float *row, float *tile)
 {
+    const vq_attn_turbo_stage *st0 = &k->stage[0];
+    const uint8_t *bytes = k->n_stages == 1 ? vq_attn_turbo_stage_byte_rows(st0, blk->b, blk->hk, blk->t0, k->D) : NULL;
+    if (bytes) { /* one call for the block: the same floats as token by token */
+        float sc[VQ_ATTN_BN];
+        vq_attn_turbo_stage_scales(kern, st0, blk->b, blk->hk, blk->t0, blk->n, sc);
+        kern->codebook_tile(blk->n, k->D, false, bytes, st0->cents, 1 << st0->bits, sc, tile);
+        return;
+    }
     for (int j = 0; j < blk->n; j++) {
         float *y = tile + (int64_t)j * k->D;
         const int64_t t = blk->t0 + j;

@@ -62,6 +62,15 @@ static inline float vq_attn_turbo_stage_scale(const vq_attn_turbo_stage *st, int
     return st->scale_f16 ? vq_half_to_float(*(const uint16_t *)p) : *(const float *)p;
 }
 
+/* The codes of the tokens from t0 as a tile of rows of D bytes, one code
+ * a byte, for one kern->codebook_tile call over a block: where the stage
+ * holds 8-bit codes in contiguous rows (the 8-bit window's); else NULL. */
+static inline const uint8_t *vq_attn_turbo_stage_byte_rows(const vq_attn_turbo_stage *st, int64_t b, int64_t hk,
+                                                           int64_t t0, int64_t D)
+{
+    return !st->packed && st->bits == 8 && st->idx.st == D ? (const uint8_t *)vq_attn_at(&st->idx, b, hk, t0) : NULL;
+}
+
 /* The scales of the n tokens from t0 -> sc [n]: contiguous f16 ones by
  * kern->cvt_f16 (exact, as vq_half_to_float). */
 static inline void vq_attn_turbo_stage_scales(const vq_attn_kernels *kern, const vq_attn_turbo_stage *st, int64_t b,

@@ -42,8 +42,11 @@ static void accumulate(const void *desc, const vq_attn_thread *th, const vq_attn
     if (st->packed && st->bits >= 2 && st->bits <= 4 && D % 16 == 0)
         idx = vq_attn_turbo_stage_nibble_rows(th->kern, st, blk->b, blk->hk, blk->t0, blk->n, D, scratch,
                                               scratch + D, &ldi);
+    const uint8_t *bytes = idx ? NULL : vq_attn_turbo_stage_byte_rows(st, blk->b, blk->hk, blk->t0, D);
     if (idx && ldi == D / 2) {
         th->kern->codebook_tile(blk->n, D, true, idx, st->cents, 1 << st->bits, sc, th->tile);
+    } else if (bytes) {
+        th->kern->codebook_tile(blk->n, D, false, bytes, st->cents, 1 << st->bits, sc, th->tile);
     } else {
         for (int j = 0; j < blk->n; j++) {
             bool nibbles;

@@ -244,13 +244,18 @@ static void group_q8_fused(const mix_keys *k, const vq_attn_thread *th, const vq
     b->xc = xc, b->sidx = sidx, b->dz = z;
     if (vq_attn_memo_hit(th, (const char *)k + 1, blk->b, blk->hk, grp, qp, R)) return;
     channel_q8(k, th, blk, qp, R, grp, xc, z);
-    /* the stream order (stream_order) over the set and clear bits of the
-     * 64-bit mask: bit c is channel c's width on a little-endian host */
+    /* the stream order (stream_order) from the 64-bit mask, bit c channel
+     * c's width on a little-endian host: a wide channel's place is the
+     * count of wide ones below it, a narrow one's nw plus the narrow ones
+     * below it (the loop carries one add, where walking the set bits
+     * carried a clear-lowest-bit and a bit scan) */
     uint64_t wide;
     memcpy(&wide, vq_attn_at(&k->mask, blk->b, blk->hk, grp), sizeof wide);
-    int s = 0;
-    for (uint64_t bits = wide; bits; bits &= bits - 1) sidx[s++] = q8_pos64(__builtin_ctzll(bits));
-    for (uint64_t bits = ~wide; bits; bits &= bits - 1) sidx[s++] = q8_pos64(__builtin_ctzll(bits));
+    for (int c = 0, below = 0; c < 64; c++) {
+        const int w = (int)(wide >> c & 1u);
+        sidx[w ? below : (int)k->nw + c - below] = q8_pos64(c);
+        below += w;
+    }
 }
 
 /* The keys' part of the fused block (kivi_turbo_keys in attn_skeleton.h):
