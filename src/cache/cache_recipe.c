@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/attn_kernels.h"
 #include "cache/cache_tensor.h"
 #ifdef VQ_WITH_CUDA
 #include "cache/cache_cuda.h"
@@ -333,15 +334,26 @@ vq_status vq_cache_fit_transforms(vq_cache *c, int layer, int n_seq, const int64
     return VQ_OK;
 }
 
+/* D contiguous elements of dt at src -> dst f32: f16 rows by the ctx's
+ * conversion kernel (exact, as vq_half_to_float), which every decode step
+ * runs for each new token and the sinks of every kv head. */
+static void load_row(const vq_cache *c, const void *src, vq_dtype dt, int D, float *dst)
+{
+    if (dt == VQ_DT_F16) {
+        vq_attn_kernels_for(c->ctx->isa)->cvt_f16(D, (const uint16_t *)src, dst);
+        return;
+    }
+    for (int e = 0; e < D; e++) dst[e] = vq_load_f(src, dt, e);
+}
+
 /* ---- append ---- */
 
 /* Row t of head h of sequence i of x, transformed by tab (NULL: as is),
  * into dst [D] f32: keys (k - mk) * s, values v - mv. */
-static void transform_row(const vq_cache_tensor *x, int64_t i, int h, int64_t t, const float *tab, int64_t kvd,
-                          bool key, int D, float *dst)
+static void transform_row(const vq_cache *c, const vq_cache_tensor *x, int64_t i, int h, int64_t t, const float *tab,
+                          int64_t kvd, bool key, int D, float *dst)
 {
-    const char *src = vq_cache_at(x, i, h, t);
-    for (int e = 0; e < D; e++) dst[e] = vq_load_f(src, x->dt, e);
+    load_row(c, vq_cache_at(x, i, h, t), x->dt, D, dst);
     if (tab == NULL) return;
     const float *m = tab + (key ? 0 : kvd) + (int64_t)h * D, *s = tab + 2 * kvd + (int64_t)h * D;
     if (key)
@@ -422,7 +434,7 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
         for (int half = 0; half < 2; half++)
             for (int h2 = 0; h2 < Hkv; h2++)
                 for (int64_t t = 0; t < ns[i]; t++) {
-                    transform_row(&h[half], hi, h2, t, tab[i], kvd, half == 0, (int)D, row);
+                    transform_row(c, &h[half], hi, h2, t, tab[i], kvd, half == 0, (int)D, row);
                     for (int64_t e = 0; e < D; e++) dst[((half * Hkv + h2) * ns[i] + t) * D + e] = vq_f32_to_f16(row[e]);
                 }
     }
@@ -449,7 +461,7 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
             for (int half = 0; half < 2; half++)
                 for (int h = 0; h < Hkv; h++)
                     for (int64_t t = 0; t < mi; t++)
-                        transform_row(&kv[half], i, h, ns[i] + t, tab[i], kvd, half == 0, (int)D,
+                        transform_row(c, &kv[half], i, h, ns[i] + t, tab[i], kvd, half == 0, (int)D,
                                       stage[half] + ((b * Hkv + h) * mi + t) * D);
             b++;
         }
@@ -483,11 +495,10 @@ vq_status vq_cache_recipe_append(vq_cache *c, int layer, int n_seq, const int64_
 
 /* Row (b, h, t) of q divided by the key scales of kv head h / G (tab NULL:
  * as is) into dst [D] f32. */
-static void query_row(const vq_attn_view *qv, vq_dtype dt, int64_t b, int h, int64_t t, const float *scales, int G,
-                      int D, float *dst)
+static void query_row(const vq_cache *c, const vq_attn_view *qv, vq_dtype dt, int64_t b, int h, int64_t t,
+                      const float *scales, int G, int D, float *dst)
 {
-    const void *src = vq_attn_at(qv, b, h, t);
-    for (int e = 0; e < D; e++) dst[e] = vq_load_f(src, dt, e);
+    load_row(c, vq_attn_at(qv, b, h, t), dt, D, dst);
     if (scales == NULL) return;
     const float *s = scales + (int64_t)(h / G) * D;
     for (int e = 0; e < D; e++) dst[e] /= s[e];
@@ -535,12 +546,11 @@ static void merge_rows(const vq_cache *c, const vq_cache_layer *L, const vq_cach
             /* the kv head's visible sinks as f32 [2][nvis][D], once for its G query heads */
             float *kf = kv32, *vf = kv32 + (int64_t)c->S * D;
             if (nvis > 0 && h % G == 0)
-                for (int64_t j = lo; j < hi; j++)
-                    for (int e = 0; e < D; e++) {
-                        kf[(j - lo) * D + e] = vq_f16_to_f32(K[((int64_t)(h / G) * c->S + j) * D + e]);
-                        vf[(j - lo) * D + e] = vq_f16_to_f32(V[((int64_t)(h / G) * c->S + j) * D + e]);
-                    }
-            query_row(&io->qv, io->qdt, b, h, t, scales, G, D, qrow);
+                for (int64_t j = lo; j < hi; j++) {
+                    load_row(c, K + ((int64_t)(h / G) * c->S + j) * D, VQ_DT_F16, D, kf + (j - lo) * D);
+                    load_row(c, V + ((int64_t)(h / G) * c->S + j) * D, VQ_DT_F16, D, vf + (j - lo) * D);
+                }
+            query_row(c, &io->qv, io->qdt, b, h, t, scales, G, D, qrow);
             float o[256];
             double lse;
             const float *prow = paged ? po + ((int64_t)h * Si + (t - ns)) * D : NULL;
@@ -668,7 +678,7 @@ vq_status vq_cache_recipe_attend(vq_cache *c, int layer, int n_seq, const int64_
             const float *scales = tab && L->xf.smooth ? tab + 2 * kvd : NULL;
             for (int h = 0; h < Hq; h++)
                 for (int64_t t = 0; t < Si; t++)
-                    query_row(&io.qv, io.qdt, j, h, ns[j] + t, scales, G, (int)D, gq + ((n_g * Hq + h) * Si + t) * D);
+                    query_row(c, &io.qv, io.qdt, j, h, ns[j] + t, scales, G, (int)D, gq + ((n_g * Hq + h) * Si + t) * D);
             ids[n_g++] = seq_ids[j];
         }
         VQ_FORWARD_IF_ERROR(vq_cache_recipe_pages(c, layer, n_g, ids, gq, go, gl, Si, opts));
