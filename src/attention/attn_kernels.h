@@ -146,6 +146,12 @@ typedef struct vq_attn_kivi_turbo_block {
     const int8_t *xc;
     const uint8_t *sidx;
     const float *dz;
+    /* mixed-width keys: [4][128] bytes, 64-byte aligned, kept with the key
+     * group by the caller for the kernel's own order of the rows (built
+     * from xc and sidx on a group's first block, when xk_ready is false,
+     * and read as they are on its other blocks) */
+    int8_t *xk;
+    bool xk_ready;
     /* [32][8 vbits]: the TurboQuant codes of vbits = 2 or 3 bits (code c at
      * stream bits vbits c), rows contiguous; vscale [32]: the tokens' f16
      * scales */

@@ -242,7 +242,9 @@ static void group_q8_fused(const mix_keys *k, const vq_attn_thread *th, const vq
     uint8_t *sidx = (uint8_t *)th->memo_data + VQ_ATTN_DIRECT_ROWS * D;
     float *z = th->memo_data + VQ_ATTN_MAX_ROWS * D / 4;
     b->xc = xc, b->sidx = sidx, b->dz = z;
-    if (vq_attn_memo_hit(th, (const char *)k + 1, blk->b, blk->hk, grp, qp, R)) return;
+    b->xk = (int8_t *)th->memo_data + 8 * D; /* 64-byte aligned, past xc and sidx, before z */
+    b->xk_ready = vq_attn_memo_hit(th, (const char *)k + 1, blk->b, blk->hk, grp, qp, R);
+    if (b->xk_ready) return; /* the kernel built xk on the group's first block */
     channel_q8(k, th, blk, qp, R, grp, xc, z);
     /* the stream order (stream_order) from the 64-bit mask, bit c channel
      * c's width on a little-endian host: a wide channel's place is the

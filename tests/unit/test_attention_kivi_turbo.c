@@ -105,6 +105,9 @@ static void block_on(vq_ctx *ctx, const char *isa)
     for (int vb = 2; vb <= 3; vb++)
         VT_CHECK(vq_attn_cb8_round(vq_lloyd_max_centroids(vb), 1 << vb, cq[vb - 2], &cstep[vb - 2]), "centroids");
     uint8_t sidx[D], nib[BN * D / 2 + 32], vnib[BN * D / 2 + 32];
+    _Alignas(64) int8_t xk[4][128];
+    int8_t junk[4 * D];
+    memset(junk, 99, sizeof junk);
     uint16_t vs16[BN];
     float dz[8], vs[BN], s[4 * BN], w[4 * BN], alpha[4], o[2][4 * D], m[2][4], d[2][4];
     bool bad[2][4];
@@ -134,9 +137,21 @@ static void block_on(vq_ctx *ctx, const char *isa)
             memset(o, 0, sizeof o);
             for (int r = 0; r < R; r++) bad[0][r] = bad[1][r] = false;
         }
-        const vq_attn_kivi_turbo_block b = {kc,    mix ? nw : 0, xc, mix ? sidx : NULL, dz, vc, vbits, vs16,
-                                            cq[vbits - 2], cstep[vbits - 2]};
+        vq_attn_kivi_turbo_block b = {.kcodes = kc, .nw = mix ? nw : 0, .xc = xc, .sidx = mix ? sidx : NULL, .dz = dz,
+                                      .xk = &xk[0][0], .xk_ready = false, .vidx = vc, .vbits = vbits,
+                                      .vscale = vs16, .cq = cq[vbits - 2], .cstep = cstep[vbits - 2]};
+        if (mix && it % 2 == 1) {
+            /* a later block of the group: the rows in the kernel's order from the first block's
+             * call (on a copy of the state), then xc unreadable garbage the kernel must not use */
+            float o2[4 * D], m2[4], d2[4];
+            bool bad2[4];
+            memcpy(o2, o[0], sizeof o2), memcpy(m2, m[0], sizeof m2), memcpy(d2, d[0], sizeof d2);
+            memcpy(bad2, bad[0], sizeof bad2);
+            k->kivi_turbo_block(R, &b, o2, D, m2, d2, bad2);
+            b.xc = junk, b.xk_ready = true;
+        }
         k->kivi_turbo_block(R, &b, o[0], D, m[0], d[0], bad[0]);
+        b.xc = xc;
         /* the sequence: nibble rows of both, kivi_qk8, the softmax step, codebook_pv8_64 */
         const uint8_t *krows = kc;
         memcpy(xq, xc, sizeof xq);

@@ -260,12 +260,12 @@ VQ_INLINE void kivi_turbo_pv(int RB, int vbits, const vq_attn_kivi_turbo_block *
 VQ_INLINE void kivi_turbo_rows(int RB, int nw, int vbits, const vq_attn_kivi_turbo_block *b, float *o, int64_t ldo,
                                float *m, float *d, bool *bad)
 {
-    _Alignas(64) int8_t xk[4][128];
     _Alignas(64) float w[4][32];
     _Alignas(16) float a4[4];
     __m512 x0[4], x1[4];
     if (nw) {
-        order_query(RB, nw, b, xk);
+        int8_t(*xk)[128] = (int8_t(*)[128])b->xk;
+        if (!b->xk_ready) order_query(RB, nw, b, xk); /* once per key group */
         mix_scores16(RB, nw, b->kcodes, (const int8_t(*)[128])xk, b->dz, x0);
         mix_scores16(RB, nw, b->kcodes + 16 * mix_row(nw), (const int8_t(*)[128])xk, b->dz, x1);
     } else {
