@@ -73,6 +73,7 @@ MODELS = {
               "rows": ["f16", "quality-4bit", "balanced-3bit", "compact-2.5bit",
                        os.path.join("profiles", "gemma-3-270m", "tuned-3.1bit.vqprof"),
                        os.path.join("profiles", "gemma-3-270m", "searched-3.4bit.vqprof"),
+                       os.path.join("profiles", "gemma-3-270m", "tuned-3.35bit.vqprof"),
                        os.path.join("profiles", "gemma-3-270m", "tuned-3.6bit.vqprof")],
               "runs": [(2048, 8), (8192, 1)]},
 }
