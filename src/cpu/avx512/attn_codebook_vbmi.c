@@ -15,7 +15,8 @@
  * floats are the centroids' bits, times the row's scale as the others
  * multiply, so the tile is theirs bit for bit. The planes are built once
  * per call (about a token's worth of look-ups): the callers pass a block's
- * contiguous rows in one call where they can. */
+ * contiguous rows in one call where they can, and short calls go to the
+ * AVX2 kernel. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -72,16 +73,19 @@ static inline void look_up64(__m512i codes, const __m512i pl[4][4], __m512 out[4
     out[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(w01h, w23h));
 }
 
-/* Nibble-packed codes (16 centroids at most) stay with the AVX2 kernel,
- * whose two-register look-up needs no table built per call. */
-static void (*codebook_tile_packed)(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents,
-                                    int n_cents, const float *vscale, float *out);
+/* The AVX2 kernel, for what the planes do not repay: nibble-packed codes
+ * (16 centroids at most: a two-register look-up, no table to build) and
+ * calls of fewer than 256 codes (a token at D = 64, as the 6-bit window's
+ * token-by-token decode makes), where building the planes costs about what
+ * its gathers do. */
+static void (*codebook_tile_avx2)(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents,
+                                  int n_cents, const float *vscale, float *out);
 
 static void codebook_tile_vbmi(int n, int64_t D, bool packed, const uint8_t *idx, const float *cents, int n_cents,
                                const float *vscale, float *out)
 {
-    if (packed) {
-        codebook_tile_packed(n, D, packed, idx, cents, n_cents, vscale, out);
+    if (packed || (int64_t)n * D < 256) {
+        codebook_tile_avx2(n, D, packed, idx, cents, n_cents, vscale, out);
         return;
     }
     __m512i pl[4][4];
@@ -106,6 +110,6 @@ static void codebook_tile_vbmi(int n, int64_t D, bool packed, const uint8_t *idx
 void vq_attn_kernels_init_avx512_codebook(vq_attn_kernels *k)
 {
     build_order();
-    if (k->codebook_tile != codebook_tile_vbmi) codebook_tile_packed = k->codebook_tile; /* the AVX2 one */
+    if (k->codebook_tile != codebook_tile_vbmi) codebook_tile_avx2 = k->codebook_tile;
     k->codebook_tile = codebook_tile_vbmi;
 }
